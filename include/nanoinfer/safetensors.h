@@ -1,0 +1,94 @@
+// safetensors: an 8-byte little-endian header length N, N bytes of JSON describing every
+// tensor ({"name": {"dtype": "BF16", "shape": [..], "data_offsets": [begin, end]}, with
+// offsets relative to the data section that starts at 8 + N}, then the raw data.
+//
+// The file is memory-mapped read-only and tensors are zero-copy views into the mapping. The
+// header is parsed from a copy and everything its author controls is validated before use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanoinfer/dtype.h"
+
+namespace nanoinfer {
+
+struct TensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<uint64_t> shape;
+  uint64_t begin = 0;  // byte offsets relative to the start of the data section
+  uint64_t end = 0;
+  uint64_t numel() const;
+  uint64_t nbytes() const { return end - begin; }
+};
+
+// What a validated header says about a file.
+struct SafetensorsLayout {
+  uint64_t header_len = 0;   // N
+  uint64_t data_offset = 0;  // 8 + N
+  std::vector<TensorInfo> tensors;  // in header order
+  std::map<std::string, std::string> metadata;  // "__metadata__", string values only
+};
+
+// Parses and validates a whole file's bytes (header length, JSON, dtypes, shape x dtype size
+// == byte length, offsets inside the data section and non-overlapping). Pure: no I/O, no
+// writes into `file`; throws nanoinfer::Error with a one-line message naming the problem.
+// `origin` names the file in messages. This is the fuzzing entry point.
+SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string_view origin);
+
+// A read-only memory mapping of a whole file. Move-only; unmaps on destruction.
+class MappedFile {
+ public:
+  static MappedFile open(const std::filesystem::path& path);  // throws Error
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  std::span<const std::byte> bytes() const { return {data_, size_}; }
+  size_t size() const { return size_; }
+
+ private:
+  const std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A zero-copy view of one tensor's bytes inside a mapping.
+struct TensorView {
+  const TensorInfo* info = nullptr;
+  const std::byte* data = nullptr;
+  DType dtype() const { return info->dtype; }
+  const std::vector<uint64_t>& shape() const { return info->shape; }
+  size_t nbytes() const { return static_cast<size_t>(info->nbytes()); }
+};
+
+class SafetensorsFile {
+ public:
+  static SafetensorsFile open(const std::filesystem::path& path);  // throws Error
+
+  const std::filesystem::path& path() const { return path_; }
+  const SafetensorsLayout& layout() const { return layout_; }
+  const std::vector<TensorInfo>& tensors() const { return layout_.tensors; }
+  size_t file_size() const { return map_.size(); }
+
+  const TensorInfo* find(std::string_view name) const;  // nullptr when absent
+  TensorView view(const TensorInfo& info) const;
+  TensorView get(std::string_view name) const;  // throws Error naming the missing tensor
+
+ private:
+  std::filesystem::path path_;
+  MappedFile map_;
+  SafetensorsLayout layout_;
+  std::map<std::string, size_t, std::less<>> index_;  // name -> position in layout_.tensors
+};
+
+}  // namespace nanoinfer
