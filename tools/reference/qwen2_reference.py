@@ -1,0 +1,400 @@
+#!/usr/bin/python3
+"""Independent float64 reference of the Qwen2 forward pass (dev-only; numpy).
+
+Written from the math, not from any library's code:
+  x = embed[tokens]
+  per layer:  h = rmsnorm(x, w_in)
+              q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv
+              rope(q), rope(k)  (half-split pairs i, i + d/2; angle p * theta^(-2i/d))
+              grouped-query attention: KV head h serves query heads h*g .. h*g+g-1,
+              causal (j <= i), softmax(q.k / sqrt(d))
+              x = x + o_proj(attn)
+              x = x + down(silu(gate(rmsnorm(x, w_post))) * up(rmsnorm(x, w_post)))
+  logits = rmsnorm(x, w_final) E^T   (E = embed when tied, else lm_head)
+with rmsnorm(x, w) = x / sqrt(mean(x^2) + eps) * w.
+
+Subcommands (see tools/reference/README.md):
+  tiny        write the tiny random models + their reference files under tests/data/models/
+  export      reference logits for an existing model dir (used for the default model)
+  perplexity  held-out perplexity with the protocol of `nanoinfer perplexity`
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+# One BLAS thread: float64 results must not depend on how many cores the machine has.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io as st  # noqa: E402
+
+
+# ----------------------------------------------------------------------------- model
+
+class Config:
+    def __init__(self, d):
+        self.hidden = d["hidden_size"]
+        self.inter = d["intermediate_size"]
+        self.n_layers = d["num_hidden_layers"]
+        self.n_heads = d["num_attention_heads"]
+        self.n_kv = d["num_key_value_heads"]
+        self.vocab = d["vocab_size"]
+        self.theta = float(d["rope_theta"])
+        self.eps = float(d["rms_norm_eps"])
+        self.tied = bool(d["tie_word_embeddings"])
+        assert self.hidden % self.n_heads == 0 and self.n_heads % self.n_kv == 0
+        self.head_dim = self.hidden // self.n_heads
+        self.group = self.n_heads // self.n_kv
+
+
+def tensor_names(cfg):
+    """The HF Qwen2 tensor manifest: name -> shape."""
+    H, I, V, d = cfg.hidden, cfg.inter, cfg.vocab, cfg.head_dim
+    kv = cfg.n_kv * d
+    shapes = {"model.embed_tokens.weight": [V, H], "model.norm.weight": [H]}
+    for L in range(cfg.n_layers):
+        p = f"model.layers.{L}."
+        shapes.update({
+            p + "input_layernorm.weight": [H],
+            p + "self_attn.q_proj.weight": [H, H], p + "self_attn.q_proj.bias": [H],
+            p + "self_attn.k_proj.weight": [kv, H], p + "self_attn.k_proj.bias": [kv],
+            p + "self_attn.v_proj.weight": [kv, H], p + "self_attn.v_proj.bias": [kv],
+            p + "self_attn.o_proj.weight": [H, H],
+            p + "post_attention_layernorm.weight": [H],
+            p + "mlp.gate_proj.weight": [I, H], p + "mlp.up_proj.weight": [I, H],
+            p + "mlp.down_proj.weight": [H, I],
+        })
+    if not cfg.tied:
+        shapes["lm_head.weight"] = [V, H]
+    return shapes
+
+
+def load_model(model_dir):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = Config(json.load(f))
+    raw, _ = st.load(os.path.join(model_dir, "model.safetensors"))
+    expected = tensor_names(cfg)
+    assert set(raw) == set(expected), sorted(set(raw) ^ set(expected))
+    weights = {}
+    for name, shape in expected.items():
+        assert list(raw[name].shape) == shape, (name, raw[name].shape, shape)
+        weights[name] = raw[name].astype(np.float64)
+    return cfg, weights
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def linear(x, w, b=None):
+    y = x @ w.T  # w: [out, in]
+    return y if b is None else y + b
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def rope(x, positions, theta):
+    """x: [T, n_heads, d]; rotates pairs (i, i + d/2) by angle p * theta^(-2i/d)."""
+    d = x.shape[-1]
+    inv_freq = theta ** (-2.0 * np.arange(d // 2, dtype=np.float64) / d)  # [d/2]
+    ang = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]  # [T, d/2]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def log_softmax(z):
+    m = z.max(axis=-1, keepdims=True)
+    return z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))
+
+
+class KVCache:
+    def __init__(self, cfg):
+        self.k = [np.zeros((0, cfg.n_kv, cfg.head_dim)) for _ in range(cfg.n_layers)]
+        self.v = [np.zeros((0, cfg.n_kv, cfg.head_dim)) for _ in range(cfg.n_layers)]
+
+    def __len__(self):
+        return self.k[0].shape[0]
+
+
+def forward(cfg, W, tokens, cache=None):
+    """Runs `tokens` (positions continue from the cache length) and returns
+    (logits [T, V], hidden after each layer [n_layers][T, H], final norm [T, H])."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    T, d, g = len(tokens), cfg.head_dim, cfg.group
+    cache = cache if cache is not None else KVCache(cfg)
+    start = len(cache)
+    positions = np.arange(start, start + T)
+    x = W["model.embed_tokens.weight"][tokens]  # [T, H]
+    hiddens = []
+    for L in range(cfg.n_layers):
+        p = f"model.layers.{L}."
+        h = rms_norm(x, W[p + "input_layernorm.weight"], cfg.eps)
+        q = linear(h, W[p + "self_attn.q_proj.weight"], W[p + "self_attn.q_proj.bias"])
+        k = linear(h, W[p + "self_attn.k_proj.weight"], W[p + "self_attn.k_proj.bias"])
+        v = linear(h, W[p + "self_attn.v_proj.weight"], W[p + "self_attn.v_proj.bias"])
+        q = rope(q.reshape(T, cfg.n_heads, d), positions, cfg.theta)
+        k = rope(k.reshape(T, cfg.n_kv, d), positions, cfg.theta)
+        cache.k[L] = np.concatenate([cache.k[L], k])  # [start + T, n_kv, d]
+        cache.v[L] = np.concatenate([cache.v[L], v.reshape(T, cfg.n_kv, d)])
+        S = start + T
+        causal = np.arange(S)[None, :] <= positions[:, None]  # [T, S]: key j visible to query i
+        out = np.empty((T, cfg.n_heads, d))
+        for qh in range(cfg.n_heads):
+            kh = qh // g  # KV head h serves query heads h*g .. h*g+g-1
+            scores = q[:, qh, :] @ cache.k[L][:, kh, :].T / np.sqrt(d)  # [T, S]
+            scores = np.where(causal, scores, -np.inf)
+            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            probs = scores / scores.sum(axis=-1, keepdims=True)
+            out[:, qh, :] = probs @ cache.v[L][:, kh, :]
+        x = x + linear(out.reshape(T, cfg.hidden), W[p + "self_attn.o_proj.weight"])
+        h = rms_norm(x, W[p + "post_attention_layernorm.weight"], cfg.eps)
+        gate = linear(h, W[p + "mlp.gate_proj.weight"])
+        up = linear(h, W[p + "mlp.up_proj.weight"])
+        x = x + linear(silu(gate) * up, W[p + "mlp.down_proj.weight"])
+        hiddens.append(x)
+    final = rms_norm(x, W["model.norm.weight"], cfg.eps)
+    head = W["model.embed_tokens.weight"] if cfg.tied else W["lm_head.weight"]
+    return linear(final, head), hiddens, final
+
+
+def greedy(cfg, W, prompt, n):
+    """n greedy tokens, recomputing the whole sequence each step (no cache involved).
+    Ties go to the lowest token id (np.argmax returns the first maximum).
+    Returns (tokens, margins): margin = top-1 minus top-2 logit at each step, so a test
+    can tell a real disagreement from a near-tie."""
+    seq, margins = list(prompt), []
+    for _ in range(n):
+        last = forward(cfg, W, seq)[0][-1]
+        top2 = np.sort(last)[-2:]
+        margins.append(top2[1] - top2[0])
+        seq.append(int(np.argmax(last)))
+    return seq[len(prompt):], margins
+
+
+def check_incremental(cfg, W, prompt):
+    """Self-check: one token at a time through the cache, and a ragged split, must
+    reproduce the full-sequence logits."""
+    full, _, _ = forward(cfg, W, prompt)
+    for split in ([1] * len(prompt), [len(prompt) // 3, len(prompt) - len(prompt) // 3]):
+        cache, parts, at = KVCache(cfg), [], 0
+        for n in split:
+            if n:
+                parts.append(forward(cfg, W, prompt[at:at + n], cache)[0])
+                at += n
+        err = np.abs(np.concatenate(parts) - full).max()
+        assert err < 1e-10, f"incremental vs full differ by {err}"
+
+
+def perplexity(cfg, W, tokens, ctx):
+    """Protocol of `nanoinfer perplexity`: the tokens are cut into consecutive,
+    non-overlapping windows of ctx tokens (the last window may be shorter; a window of one
+    token scores nothing); each window starts with an empty cache; the first token of each
+    window is not scored; token t+1 is scored by log_softmax(logits[t]); NLL sums in float64.
+    ppl = exp(total NLL / tokens scored)."""
+    windows = []
+    for begin in range(0, len(tokens), ctx):
+        win = tokens[begin:begin + ctx]
+        if len(win) < 2:
+            continue
+        logits, _, _ = forward(cfg, W, win)
+        lp = log_softmax(logits[:-1])
+        nll = -lp[np.arange(len(win) - 1), np.asarray(win[1:])]
+        windows.append({"begin": begin, "tokens": len(win), "scored": len(win) - 1,
+                        "nll_sum": float(nll.sum()), "nll": nll})
+    all_nll = np.concatenate([w.pop("nll") for w in windows])
+    mean = float(all_nll.mean())
+    # Standard error of the mean NLL, carried to the perplexity by the delta method.
+    sem = float(all_nll.std(ddof=1) / np.sqrt(len(all_nll))) if len(all_nll) > 1 else 0.0
+    return {"ctx": ctx, "tokens": len(tokens), "scored": int(len(all_nll)),
+            "nll_sum": float(all_nll.sum()), "mean_nll": mean, "perplexity": float(np.exp(mean)),
+            "perplexity_stderr": float(np.exp(mean) * sem), "windows": windows}
+
+
+# ----------------------------------------------------------------------------- tiny models
+
+# name -> (seed, config overrides, stored dtype)
+TINY = {
+    "tiny-gqa7": (7, dict(hidden_size=448, num_attention_heads=7, num_key_value_heads=1,
+                          num_hidden_layers=2, intermediate_size=128, vocab_size=256,
+                          tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6),
+                  "F32"),
+    "tiny-untied": (11, dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2,
+                             num_hidden_layers=3, intermediate_size=256, vocab_size=300,
+                             tie_word_embeddings=False, rope_theta=10000.0, rms_norm_eps=1e-5),
+                    "F32"),
+    "tiny-bf16": (13, dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                           num_hidden_layers=2, intermediate_size=192, vocab_size=256,
+                           tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6),
+                  "BF16"),
+}
+
+MAX_POS = 256
+MIN_MARGIN = 1e-3  # longest reference sequence is 64 + 8 greedy tokens
+
+
+def qwen2_config(overrides, dtype):
+    V = overrides["vocab_size"]
+    cfg = {
+        "architectures": ["Qwen2ForCausalLM"],
+        "attention_dropout": 0.0,
+        "bos_token_id": V - 2,
+        "eos_token_id": V - 1,
+        "hidden_act": "silu",
+        "initializer_range": 0.02,
+        "max_position_embeddings": MAX_POS,
+        "max_window_layers": overrides["num_hidden_layers"],
+        "model_type": "qwen2",
+        "sliding_window": MAX_POS,
+        "torch_dtype": {"F32": "float32", "BF16": "bfloat16"}[dtype],
+        "transformers_version": "4.43.1",
+        "use_cache": True,
+        "use_sliding_window": False,
+    }
+    cfg.update(overrides)
+    return dict(sorted(cfg.items()))
+
+
+def random_weights(cfg, seed):
+    """Scales chosen so activations and logits are of order 1: matrices ~ N(0, 1/fan_in),
+    norm weights 1 +- 0.1, biases ~ N(0, 0.1^2); tied embedding ~ N(0, 1/H) so the
+    logits are ~ N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    W = {}
+    for name, shape in tensor_names(cfg).items():
+        if name.endswith("norm.weight"):
+            a = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif name.endswith(".bias"):
+            a = 0.1 * rng.standard_normal(shape)
+        else:
+            a = rng.standard_normal(shape) / np.sqrt(shape[1])
+        W[name] = a.astype(np.float32)
+    return W
+
+
+def tiny_prompts(vocab, seed):
+    rng = np.random.default_rng(seed)
+    pattern = rng.integers(0, vocab, 8)
+    return [rng.integers(0, vocab, 1), rng.integers(0, vocab, 5), rng.integers(0, vocab, 17),
+            np.tile(pattern, 4),                       # 32 tokens: an 8-token pattern, repeated
+            rng.integers(0, vocab, 64),
+            np.full(9, rng.integers(0, vocab))]        # one token, nine times
+
+
+def reference_tensors(cfg, W, prompts, bf16w=None, last=None, n_greedy=8, hidden=True):
+    """The tensors of a reference file. `last`: keep only that many final positions of
+    the logits (named logits_last{last}.K)."""
+    out = {}
+    for K, prompt in enumerate(prompts):
+        prompt = [int(t) for t in prompt]
+        check_incremental(cfg, W, prompt)
+        logits, hiddens, final = forward(cfg, W, prompt)
+        out[f"prompt.{K}"] = ("I32", np.asarray(prompt, dtype=np.int32))
+        if last is None:
+            out[f"logits.{K}"] = ("F32", logits)
+        else:
+            out[f"logits_last{last}.{K}"] = ("F32", logits[-last:])
+        if hidden:
+            for L, h in enumerate(hiddens):
+                out[f"hidden.{K}.layer.{L}"] = ("F32", h)
+            out[f"final_norm.{K}"] = ("F32", final)
+        if bf16w is not None:
+            out[f"logits_bf16w.{K}"] = ("F32", forward(cfg, bf16w, prompt)[0])
+        if n_greedy:
+            tokens, margins = greedy(cfg, W, prompt, n_greedy)
+            out[f"greedy.{K}"] = ("I32", np.asarray(tokens, np.int32))
+            out[f"greedy_margin.{K}"] = ("F32", np.asarray(margins))
+    return out
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def cmd_tiny(args):
+    for name, (seed, overrides, dtype) in TINY.items():
+        d = os.path.join(args.out, name)
+        os.makedirs(d, exist_ok=True)
+        config = qwen2_config(overrides, dtype)
+        cfg = Config(config)
+        stored = random_weights(cfg, seed)
+        write_json(os.path.join(d, "config.json"), config)
+        write_json(os.path.join(d, "generation_config.json"), {
+            "bos_token_id": config["bos_token_id"], "eos_token_id": [config["eos_token_id"]],
+            "do_sample": True, "temperature": 0.7, "top_k": 20, "top_p": 0.8,
+            "repetition_penalty": 1.1, "transformers_version": "4.43.1"})
+        st.save(os.path.join(d, "model.safetensors"),
+                {n: (dtype, a) for n, a in stored.items()}, {"format": "pt"})
+        # The reference runs on exactly the stored values, read back from the file.
+        cfg, W = load_model(d)
+        bf16w = None
+        if dtype == "F32":
+            bf16w = {n: st.round_to_bf16(a) for n, a in W.items()}
+        # Prompt sets are drawn until no greedy step is a near-tie (top-1 minus top-2 logit
+        # >= MIN_MARGIN), so an engine within tolerance must pick the same tokens.
+        for attempt in range(100):
+            prompts = tiny_prompts(cfg.vocab, seed + 1000 + attempt)
+            tensors = reference_tensors(cfg, W, prompts, bf16w)
+            if min(a.min() for k, (_, a) in tensors.items() if "margin" in k) >= MIN_MARGIN:
+                break
+        st.save(os.path.join(d, "reference.safetensors"), tensors,
+                {"generator": "tools/reference/qwen2_reference.py tiny"})
+        print(f"{name}: {len(prompts)} prompts (prompt seed {seed + 1000 + attempt}), max |logit| "
+              f"{max(np.abs(a).max() for k, (_, a) in tensors.items() if k.startswith('logits.')):.3f}")
+
+
+def cmd_export(args):
+    cfg, W = load_model(args.model)
+    prompts = tiny_prompts(cfg.vocab, args.seed)
+    tensors = reference_tensors(cfg, W, prompts, last=args.last, hidden=False)
+    st.save(args.out, tensors, {"generator": "tools/reference/qwen2_reference.py export",
+                                "logits": f"last {args.last} positions of each prompt"})
+    print(f"wrote {args.out}: {len(prompts)} prompts")
+
+
+def cmd_perplexity(args):
+    cfg, W = load_model(args.model)
+    with open(args.tokens) as f:
+        tokens = json.load(f)
+    result = perplexity(cfg, W, tokens, args.ctx)
+    result["tokens_sha256"] = hashlib.sha256(
+        np.asarray(tokens, dtype="<i4").tobytes()).hexdigest()
+    if args.out:
+        write_json(args.out, result)
+    print(f"ppl {result['perplexity']:.6f} over {result['scored']} scored tokens")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("tiny", help="write tiny random models and their reference files")
+    a.add_argument("--out", default="tests/data/models")
+    a.set_defaults(fn=cmd_tiny)
+    a = sub.add_parser("export", help="reference logits of an existing model dir")
+    a.add_argument("--model", required=True)
+    a.add_argument("--out", required=True)
+    a.add_argument("--seed", type=int, default=2024)
+    a.add_argument("--last", type=int, default=4, help="positions of logits kept per prompt")
+    a.set_defaults(fn=cmd_export)
+    a = sub.add_parser("perplexity", help="perplexity of token ids (JSON list) under a model")
+    a.add_argument("--model", required=True)
+    a.add_argument("--tokens", required=True)
+    a.add_argument("--ctx", type=int, default=256)
+    a.add_argument("--out")
+    a.set_defaults(fn=cmd_perplexity)
+    args = ap.parse_args()
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
