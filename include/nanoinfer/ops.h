@@ -1,0 +1,65 @@
+// The transformer's small operations, on f32 activations laid out row per token. The matrix
+// products are not here: they go through `linear` (nanoinfer/linear.h), the one seam that
+// dispatches on weight type and instruction set.
+//
+// Each op computes every output element in a fixed order that depends neither on the thread
+// count nor on how many tokens are processed together, so results are bitwise reproducible
+// across thread counts and cache chunkings.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "nanoinfer/thread_pool.h"
+
+namespace nanoinfer {
+
+// y = x / sqrt(mean(x^2) + eps) * weight, per row. x, y: [n][dim] (may alias); weight: [dim].
+void rmsnorm(const float* x, const float* weight, float eps, float* y, size_t n, size_t dim);
+
+// x += y, elementwise over count floats.
+void add_inplace(float* x, const float* y, size_t count);
+
+// gate = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)).
+void silu_mul_inplace(float* gate, const float* up, size_t count);
+
+// Rotary position embedding in the half-split convention of Hugging Face's Qwen2: within each
+// head, element i pairs with element i + head_dim/2 and the pair is rotated by the angle
+// pos * theta^(-2i/head_dim). Angles are computed in double and rounded once.
+class Rope {
+ public:
+  Rope() = default;
+  Rope(size_t head_dim, double theta, size_t max_positions);
+
+  // x: [n][n_heads][head_dim], rows at positions pos0 .. pos0+n-1.
+  void apply(float* x, size_t n, size_t n_heads, size_t pos0) const;
+  size_t max_positions() const { return max_positions_; }
+
+ private:
+  size_t half_ = 0;
+  size_t max_positions_ = 0;
+  std::vector<float> cos_;  // [max_positions][head_dim/2]
+  std::vector<float> sin_;  // [max_positions][head_dim/2]
+};
+
+struct AttentionShape {
+  size_t n_heads;
+  size_t n_kv_heads;  // divides n_heads; KV head h serves query heads h*g .. h*g+g-1
+  size_t head_dim;
+};
+
+// Causal grouped-query attention of n queries at positions pos0 .. pos0+n-1 over the keys and
+// values at positions 0 .. pos0+n-1 (query i sees keys j <= pos0+i). Softmax in f32 with the
+// maximum subtracted. Heads are split across the pool; each head is computed by one thread.
+//   q:      [n][n_heads][head_dim]
+//   keys:   [>= pos0+n][n_kv_heads][head_dim]   (RoPE applied), likewise values
+//   out:    [n][n_heads][head_dim]
+//   scores: scratch, [n_heads][>= pos0+n]
+void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, const float* keys,
+               const float* values, float* out, size_t n, size_t pos0, float* scores);
+
+// log p(index) under softmax(logits), computed directly as logits[index] - max -
+// log(sum(exp(logits - max))) in double: never the log of a rounded probability.
+double log_softmax_at(const float* logits, size_t n, size_t index);
+
+}  // namespace nanoinfer

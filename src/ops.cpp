@@ -1,0 +1,130 @@
+#include "nanoinfer/ops.h"
+
+#include <cassert>
+#include <cmath>
+
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+namespace {
+
+// Dot product with eight interleaved partial sums, combined in a fixed order: vectorisable
+// without -ffast-math, and the same result wherever and however often it is called.
+inline float dot(const float* a, const float* b, size_t n) {
+  float acc[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (size_t k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  }
+  for (; i < n; ++i) acc[i % 8] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+}  // namespace
+
+void rmsnorm(const float* x, const float* weight, float eps, float* y, size_t n, size_t dim) {
+  for (size_t t = 0; t < n; ++t) {
+    const float* row = x + t * dim;
+    float* out = y + t * dim;
+    // The sum of squares in double: dim is at most a few thousand, and this keeps the norm
+    // as close to the float64 reference as the f32 inputs allow.
+    double ss = 0.0;
+    for (size_t i = 0; i < dim; ++i) ss += static_cast<double>(row[i]) * row[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+    for (size_t i = 0; i < dim; ++i) out[i] = row[i] * scale * weight[i];
+  }
+}
+
+void add_inplace(float* x, const float* y, size_t count) {
+  for (size_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void silu_mul_inplace(float* gate, const float* up, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+Rope::Rope(size_t head_dim, double theta, size_t max_positions)
+    : half_(head_dim / 2), max_positions_(max_positions) {
+  if (head_dim == 0 || head_dim % 2 != 0) fail("rope: head_dim must be even and positive, got {}", head_dim);
+  cos_.resize(max_positions * half_);
+  sin_.resize(max_positions * half_);
+  for (size_t i = 0; i < half_; ++i) {
+    const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    for (size_t p = 0; p < max_positions; ++p) {
+      const double angle = static_cast<double>(p) * inv_freq;
+      cos_[p * half_ + i] = static_cast<float>(std::cos(angle));
+      sin_[p * half_ + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+void Rope::apply(float* x, size_t n, size_t n_heads, size_t pos0) const {
+  assert(pos0 + n <= max_positions_);
+  const size_t head_dim = 2 * half_;
+  for (size_t t = 0; t < n; ++t) {
+    const float* c = cos_.data() + (pos0 + t) * half_;
+    const float* s = sin_.data() + (pos0 + t) * half_;
+    for (size_t h = 0; h < n_heads; ++h) {
+      float* lo = x + (t * n_heads + h) * head_dim;
+      float* hi = lo + half_;
+      for (size_t i = 0; i < half_; ++i) {
+        const float a = lo[i], b = hi[i];
+        lo[i] = a * c[i] - b * s[i];
+        hi[i] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, const float* keys,
+               const float* values, float* out, size_t n, size_t pos0, float* scores) {
+  const size_t hd = shape.head_dim;
+  const size_t q_dim = shape.n_heads * hd;
+  const size_t kv_dim = shape.n_kv_heads * hd;
+  const size_t group = shape.n_heads / shape.n_kv_heads;
+  const size_t n_keys = pos0 + n;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+
+  pool.parallel_for(shape.n_heads, 1, [&](size_t h_begin, size_t h_end) {
+    for (size_t h = h_begin; h < h_end; ++h) {
+      const size_t kv_off = (h / group) * hd;
+      float* s = scores + h * n_keys;  // [n_keys]
+      for (size_t t = 0; t < n; ++t) {
+        const float* qh = q + t * q_dim + h * hd;
+        const size_t visible = pos0 + t + 1;  // causal: keys 0 .. pos0+t
+        float max = -INFINITY;
+        for (size_t j = 0; j < visible; ++j) {
+          s[j] = dot(qh, keys + j * kv_dim + kv_off, hd) * scale;
+          max = s[j] > max ? s[j] : max;
+        }
+        float sum = 0.0f;
+        for (size_t j = 0; j < visible; ++j) {
+          s[j] = std::exp(s[j] - max);
+          sum += s[j];
+        }
+        const float inv_sum = 1.0f / sum;
+        float* o = out + t * q_dim + h * hd;
+        for (size_t d = 0; d < hd; ++d) o[d] = 0.0f;
+        for (size_t j = 0; j < visible; ++j) {
+          const float p = s[j] * inv_sum;
+          const float* vj = values + j * kv_dim + kv_off;
+          for (size_t d = 0; d < hd; ++d) o[d] += p * vj[d];
+        }
+      }
+    }
+  });
+}
+
+double log_softmax_at(const float* logits, size_t n, size_t index) {
+  assert(index < n);
+  float max = logits[0];
+  for (size_t i = 1; i < n; ++i) max = logits[i] > max ? logits[i] : max;
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - max);
+  return static_cast<double>(logits[index]) - max - std::log(sum);
+}
+
+}  // namespace nanoinfer
