@@ -1,0 +1,100 @@
+// Token sampling: repetition penalty -> temperature -> top-k -> top-p -> min-p -> draw.
+//
+// The filtering chain follows Hugging Face's logits processors/warpers, evaluated in double:
+//  - repetition penalty: every distinct token already in the context has its logit divided
+//    by the penalty when positive and multiplied by it when negative (applied once per token
+//    no matter how often it occurs);
+//  - temperature: logits / T; T == 0 means greedy (argmax of the penalised logits, lowest
+//    id on ties) and skips every other step;
+//  - top-k (k > 0): keeps every token whose score is >= the k-th largest score, so ties at
+//    the k-th value are all kept;
+//  - top-p (p < 1): sorts ascending with a stable sort (equal scores ordered by id), removes
+//    tokens whose cumulative probability is <= 1 - p, always keeping the most probable one
+//    (the same nucleus as Hugging Face's TopPLogitsWarper, ties included);
+//  - min-p (m > 0): removes tokens whose probability is < m * (the largest probability).
+// What survives is renormalised (`filter`), then one uniform number picks a token by inverse
+// CDF (`draw`). Filtering and drawing are separate so each can be tested exactly.
+//
+// The random stream is our own xoshiro256** seeded through splitmix64, so a seed gives the
+// same tokens on every platform and standard library.
+//
+// Every buffer is sized to the vocabulary once, in the constructor: sampling a token
+// allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace nanoinfer {
+
+struct SamplerParams {
+  double temperature = 1.0;         // >= 0; 0 = greedy
+  int64_t top_k = 0;                // >= 0; 0 = off
+  double top_p = 1.0;               // (0, 1]; 1 = off
+  double min_p = 0.0;               // [0, 1]; 0 = off
+  double repetition_penalty = 1.0;  // > 0; 1 = off
+  uint64_t seed = 0;
+};
+
+// Throws nanoinfer::Error naming the first value out of range.
+void validate(const SamplerParams& params);
+
+// xoshiro256** (Blackman & Vigna), state filled from the seed by splitmix64 so that any
+// seed, including 0, gives a well-mixed non-zero state.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+  // A raw xoshiro256** state (not all zero), to check the generator against published vectors.
+  static Rng from_state(uint64_t s0, uint64_t s1, uint64_t s2, uint64_t s3);
+  uint64_t next_u64();
+  // Uniform in [0, 1) with 53 random bits.
+  double next_double();
+
+ private:
+  uint64_t s_[4];
+};
+
+// The tokens that survive filtering, in ascending id order, with probabilities that sum to 1.
+// Views into the sampler's buffers, valid until the next call.
+struct Candidates {
+  std::span<const int32_t> ids;
+  std::span<const double> probs;
+};
+
+class Sampler {
+ public:
+  Sampler(int64_t vocab_size, const SamplerParams& params);
+
+  const SamplerParams& params() const { return params_; }
+  int64_t vocab_size() const { return vocab_size_; }
+
+  // Runs the filtering chain on `logits` [vocab] given the tokens seen so far (prompt and
+  // generated; duplicates allowed). With temperature 0 the result is the single greedy token
+  // with probability 1.
+  Candidates filter(std::span<const float> logits, std::span<const int32_t> history);
+
+  // Inverse CDF: the first candidate (in the order given) whose cumulative probability
+  // exceeds u * total. `u` in [0, 1).
+  static int32_t draw(const Candidates& candidates, double u);
+
+  // filter, then draw with the next number of the seeded stream (greedy draws nothing, so
+  // the stream does not advance).
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+ private:
+  void apply_penalty_and_temperature(std::span<const float> logits,
+                                     std::span<const int32_t> history);
+
+  SamplerParams params_;
+  int64_t vocab_size_;
+  Rng rng_;
+  std::vector<double> scores_;    // [vocab] penalised, temperature-scaled logits
+  std::vector<int32_t> order_;    // [vocab] candidate ids being filtered
+  std::vector<uint32_t> seen_;    // [vocab] stamp of the last call that penalised the id
+  uint32_t stamp_ = 0;
+  std::vector<int32_t> kept_ids_;  // [vocab]
+  std::vector<double> kept_probs_;  // [vocab]
+};
+
+}  // namespace nanoinfer

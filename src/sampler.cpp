@@ -1,0 +1,232 @@
+// The sampling chain of sampler.h. Scores are doubles so that the kept set matches the
+// float64 reference exactly; the vocabulary-sized work per token is one copy, one selection
+// (top-k) or one sort (top-p without top-k), and a few passes over what is left.
+#include "nanoinfer/sampler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+
+void validate(const SamplerParams& p) {
+  // Written as negations so that NaN fails every check.
+  if (!(p.temperature >= 0.0) || !std::isfinite(p.temperature)) {
+    fail("temperature must be >= 0, got {}", p.temperature);
+  }
+  if (p.top_k < 0) fail("top-k must be >= 0 (0 = off), got {}", p.top_k);
+  if (!(p.top_p > 0.0 && p.top_p <= 1.0)) fail("top-p must be in (0, 1], got {}", p.top_p);
+  if (!(p.min_p >= 0.0 && p.min_p <= 1.0)) fail("min-p must be in [0, 1], got {}", p.min_p);
+  if (!(p.repetition_penalty > 0.0) || !std::isfinite(p.repetition_penalty)) {
+    fail("repetition penalty must be > 0, got {}", p.repetition_penalty);
+  }
+}
+
+// ---- Rng --------------------------------------------------------------------------------------
+
+static uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+Rng::Rng(uint64_t seed) {
+  for (uint64_t& s : s_) s = splitmix64(seed);
+}
+
+Rng Rng::from_state(uint64_t s0, uint64_t s1, uint64_t s2, uint64_t s3) {
+  Rng rng(0);
+  rng.s_[0] = s0;
+  rng.s_[1] = s1;
+  rng.s_[2] = s2;
+  rng.s_[3] = s3;
+  return rng;
+}
+
+uint64_t Rng::next_u64() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::next_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+
+// ---- Sampler ----------------------------------------------------------------------------------
+
+Sampler::Sampler(int64_t vocab_size, const SamplerParams& params)
+    : params_(params), vocab_size_(vocab_size), rng_(params.seed) {
+  validate(params);
+  if (vocab_size <= 0) fail("sampler: vocabulary size must be > 0, got {}", vocab_size);
+  const auto n = static_cast<size_t>(vocab_size);
+  scores_.resize(n);
+  order_.resize(n);
+  seen_.assign(n, 0);
+  kept_ids_.resize(n);
+  kept_probs_.resize(n);
+}
+
+void Sampler::apply_penalty_and_temperature(std::span<const float> logits,
+                                            std::span<const int32_t> history) {
+  if (static_cast<int64_t>(logits.size()) != vocab_size_) {
+    fail("sampler: expected {} logits, got {}", vocab_size_, logits.size());
+  }
+  for (size_t i = 0; i < logits.size(); ++i) scores_[i] = logits[i];
+
+  const double penalty = params_.repetition_penalty;
+  if (penalty != 1.0) {
+    // A fresh stamp per call marks ids already penalised, so repeats count once without
+    // clearing a vocabulary-sized array each token.
+    if (++stamp_ == 0) {
+      std::fill(seen_.begin(), seen_.end(), 0u);
+      stamp_ = 1;
+    }
+    for (int32_t id : history) {
+      if (id < 0 || id >= vocab_size_) {
+        fail("sampler: token id {} in the context is outside the vocabulary [0, {})", id,
+             vocab_size_);
+      }
+      const auto i = static_cast<size_t>(id);
+      if (seen_[i] == stamp_) continue;
+      seen_[i] = stamp_;
+      scores_[i] = scores_[i] < 0.0 ? scores_[i] * penalty : scores_[i] / penalty;
+    }
+  }
+  if (params_.temperature > 0.0 && params_.temperature != 1.0) {
+    for (double& s : scores_) s /= params_.temperature;
+  }
+}
+
+// probs[j] = softmax(scores[ids[j]]) over the given ids; returns the largest probability.
+static double softmax_into(const std::vector<double>& scores, std::span<const int32_t> ids,
+                           std::span<double> probs) {
+  double max_score = -INFINITY;
+  for (int32_t id : ids) max_score = std::max(max_score, scores[static_cast<size_t>(id)]);
+  double sum = 0.0;
+  for (size_t j = 0; j < ids.size(); ++j) {
+    probs[j] = std::exp(scores[static_cast<size_t>(ids[j])] - max_score);
+    sum += probs[j];
+  }
+  double top = 0.0;
+  for (double& p : probs) {
+    p /= sum;
+    top = std::max(top, p);
+  }
+  return top;
+}
+
+Candidates Sampler::filter(std::span<const float> logits, std::span<const int32_t> history) {
+  apply_penalty_and_temperature(logits, history);
+
+  if (params_.temperature == 0.0) {
+    // Greedy: the first maximum, so the lowest id wins a tie.
+    size_t best = 0;
+    for (size_t i = 1; i < scores_.size(); ++i) {
+      if (scores_[i] > scores_[best]) best = i;
+    }
+    kept_ids_[0] = static_cast<int32_t>(best);
+    kept_probs_[0] = 1.0;
+    return {std::span<const int32_t>(kept_ids_.data(), 1),
+            std::span<const double>(kept_probs_.data(), 1)};
+  }
+
+  const std::vector<double>& s = scores_;
+  // Strict total order: higher score first, then lower id.
+  auto before_desc = [&s](int32_t a, int32_t b) {
+    const double sa = s[static_cast<size_t>(a)], sb = s[static_cast<size_t>(b)];
+    return sa > sb || (sa == sb && a < b);
+  };
+  // The ascending order of a stable sort by score: lower score first, then lower id.
+  auto before_asc = [&s](int32_t a, int32_t b) {
+    const double sa = s[static_cast<size_t>(a)], sb = s[static_cast<size_t>(b)];
+    return sa < sb || (sa == sb && a < b);
+  };
+
+  size_t n = static_cast<size_t>(vocab_size_);
+  int32_t* order = order_.data();
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+  bool reordered = false;
+
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
+    const auto k = static_cast<size_t>(params_.top_k);
+    std::nth_element(order, order + k - 1, order + n, before_desc);
+    const double kth = s[static_cast<size_t>(order[k - 1])];
+    // Everything after the k-th sorts at or below it; those equal to it are ties and stay.
+    n = static_cast<size_t>(
+        std::partition(order + k, order + n,
+                       [&s, kth](int32_t id) { return s[static_cast<size_t>(id)] >= kth; }) -
+        order);
+    reordered = true;
+  }
+
+  size_t first = 0;  // the candidates are order[first..n)
+  const bool top_p = params_.top_p < 1.0;
+  const bool min_p = params_.min_p > 0.0;
+  if (top_p || min_p) {
+    std::sort(order, order + n, before_asc);
+    reordered = true;
+  }
+  if (top_p) {
+    softmax_into(s, {order, n}, {kept_probs_.data(), n});
+    const double cut = 1.0 - params_.top_p;
+    double cumulative = 0.0;
+    // Remove the ascending prefix whose cumulative probability stays <= 1 - p, keeping at
+    // least the last (most probable) candidate.
+    while (first + 1 < n) {
+      cumulative += kept_probs_[first];
+      if (!(cumulative <= cut)) break;
+      ++first;
+    }
+  }
+  if (min_p) {
+    const double top = softmax_into(s, {order + first, n - first}, {kept_probs_.data(), n - first});
+    const double threshold = params_.min_p * top;
+    // Compact the survivors to the end of the range; the most probable one always survives
+    // because min_p <= 1.
+    size_t j = n;
+    for (size_t i = n; i-- > first;) {
+      if (!(kept_probs_[i - first] < threshold)) order[--j] = order[i];
+    }
+    first = j;
+  }
+
+  const size_t count = n - first;
+  int32_t* ids = kept_ids_.data();
+  std::copy(order + first, order + n, ids);
+  // Ascending ids: already so when nothing was reordered, cheap for the few that survive.
+  if (reordered) std::sort(ids, ids + count);
+  softmax_into(s, {ids, count}, {kept_probs_.data(), count});
+  return {{ids, count}, {kept_probs_.data(), count}};
+}
+
+int32_t Sampler::draw(const Candidates& c, double u) {
+  assert(!c.ids.empty() && c.ids.size() == c.probs.size());
+  double total = 0.0;
+  for (double p : c.probs) total += p;
+  const double target = u * total;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    cumulative += c.probs[i];
+    if (cumulative > target) return c.ids[i];
+  }
+  // Rounding can leave the last partial sum a hair below u * total.
+  return c.ids.back();
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  const Candidates c = filter(logits, history);
+  if (params_.temperature == 0.0) return c.ids[0];
+  return draw(c, rng_.next_double());
+}
+
+}  // namespace nanoinfer
