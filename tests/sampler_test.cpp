@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/sampler.h"
@@ -236,6 +239,31 @@ TEST(SamplerSeed, FrequenciesMatchFilteredProbabilities) {
   }
   EXPECT_EQ(counts.count(2) + counts.count(5), 0u);
   EXPECT_LT(chi2, 25.7);
+}
+
+TEST(SamplerReference, MatchesFloat64ReferenceCases) {
+  // tests/data/sampler/cases.json: exported by tools/reference/sampler_reference.py (float64,
+  // forced ties at the top-k boundary, inside the top-p nucleus and at the maximum). The kept
+  // set must match exactly; probabilities within 1e-6.
+  std::ifstream in(NANOINFER_SOURCE_DIR "/tests/data/sampler/cases.json");
+  ASSERT_TRUE(in) << "missing tests/data/sampler/cases.json";
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  ASSERT_GE(doc.at("cases").size(), 40u);
+  for (const auto& c : doc.at("cases")) {
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    const auto logits = c.at("logits").get<std::vector<float>>();
+    const SamplerParams params{.temperature = c.at("temperature").get<double>(),
+                               .top_k = c.at("top_k").get<int64_t>(),
+                               .top_p = c.at("top_p").get<double>(),
+                               .min_p = c.at("min_p").get<double>(),
+                               .repetition_penalty = c.at("repetition_penalty").get<double>()};
+    const auto history = c.at("previous_tokens").get<std::vector<int32_t>>();
+    const Kept k = run_filter(logits, params, history);
+    const auto kept = c.at("expected").at("kept").get<std::vector<int32_t>>();
+    const auto probs = c.at("expected").at("probs").get<std::vector<double>>();
+    ASSERT_EQ(k.ids, kept);
+    for (size_t i = 0; i < probs.size(); ++i) EXPECT_NEAR(k.probs[i], probs[i], 1e-6) << i;
+  }
 }
 
 }  // namespace
