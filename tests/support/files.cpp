@@ -56,6 +56,10 @@ std::string read_text(const std::filesystem::path& path) {
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
+std::filesystem::path qwen25_config_path() {
+  return std::filesystem::path(NANOINFER_SOURCE_DIR) / "data/qwen2.5-0.5b-instruct/config.json";
+}
+
 std::string small_qwen2_config_json(bool tie_word_embeddings) {
   return std::string(R"({
   "architectures": ["Qwen2ForCausalLM"],

@@ -33,6 +33,9 @@ void write_text(const std::filesystem::path& path, std::string_view text);
 std::vector<std::byte> read_bytes(const std::filesystem::path& path);
 std::string read_text(const std::filesystem::path& path);
 
+// The committed config.json of Qwen2.5-0.5B-Instruct (data/qwen2.5-0.5b-instruct/).
+std::filesystem::path qwen25_config_path();
+
 // A small Qwen2 config.json (hidden 64, 2 layers, 4 heads, 2 KV heads, vocab 256, tied).
 std::string small_qwen2_config_json(bool tie_word_embeddings = true);
 

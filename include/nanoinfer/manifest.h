@@ -1,0 +1,36 @@
+// The tensor manifest: every tensor a Qwen2 checkpoint holds, derived from its config alone.
+// Loading, `inspect`, synthesis and quantization all walk this one list, so a tensor is
+// added in exactly one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanoinfer/config.h"
+#include "nanoinfer/safetensors.h"
+
+namespace nanoinfer {
+
+enum class TensorRole { Embedding, Attention, Mlp, Norm, Output };
+
+struct TensorSpec {
+  std::string name;
+  std::vector<uint64_t> shape;  // row-major, as stored: [out_features, in_features] for weights
+  bool required;  // false only for lm_head.weight when the embeddings are tied
+  TensorRole role;
+};
+
+// In file order: embed, per layer (norm, attention, norm, MLP), final norm, lm_head.
+std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg);
+
+std::string_view tensor_role_name(TensorRole role);  // "embedding", "attention", ...
+
+// Compares a file's tensors with the manifest and returns one line per problem, in manifest
+// order then file order: a missing required tensor, an unexpected tensor, a mis-shaped one.
+// Empty means the file has exactly the tensors the config implies. Dtypes are not judged here.
+std::vector<std::string> manifest_problems(const std::vector<TensorSpec>& manifest,
+                                           const std::vector<TensorInfo>& tensors);
+
+}  // namespace nanoinfer

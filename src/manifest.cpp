@@ -1,0 +1,81 @@
+#include "nanoinfer/manifest.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+
+namespace nanoinfer {
+
+std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg) {
+  using R = TensorRole;
+  const auto H = static_cast<uint64_t>(cfg.hidden_size);
+  const auto I = static_cast<uint64_t>(cfg.intermediate_size);
+  const auto KV = static_cast<uint64_t>(cfg.kv_dim());
+  const auto V = static_cast<uint64_t>(cfg.vocab_size);
+
+  std::vector<TensorSpec> m;
+  m.push_back({"model.embed_tokens.weight", {V, H}, true, R::Embedding});
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    m.push_back({p + "input_layernorm.weight", {H}, true, R::Norm});
+    // Qwen2 carries biases on q, k and v only.
+    m.push_back({p + "self_attn.q_proj.weight", {H, H}, true, R::Attention});
+    m.push_back({p + "self_attn.q_proj.bias", {H}, true, R::Attention});
+    m.push_back({p + "self_attn.k_proj.weight", {KV, H}, true, R::Attention});
+    m.push_back({p + "self_attn.k_proj.bias", {KV}, true, R::Attention});
+    m.push_back({p + "self_attn.v_proj.weight", {KV, H}, true, R::Attention});
+    m.push_back({p + "self_attn.v_proj.bias", {KV}, true, R::Attention});
+    m.push_back({p + "self_attn.o_proj.weight", {H, H}, true, R::Attention});
+    m.push_back({p + "post_attention_layernorm.weight", {H}, true, R::Norm});
+    m.push_back({p + "mlp.gate_proj.weight", {I, H}, true, R::Mlp});
+    m.push_back({p + "mlp.up_proj.weight", {I, H}, true, R::Mlp});
+    m.push_back({p + "mlp.down_proj.weight", {H, I}, true, R::Mlp});
+  }
+  m.push_back({"model.norm.weight", {H}, true, R::Norm});
+  // Tied embeddings reuse embed_tokens for the logits; some exports still store a copy, which
+  // is accepted when its shape is right.
+  m.push_back({"lm_head.weight", {V, H}, !cfg.tie_word_embeddings, R::Output});
+  return m;
+}
+
+std::string_view tensor_role_name(TensorRole role) {
+  switch (role) {
+    case TensorRole::Embedding: return "embedding";
+    case TensorRole::Attention: return "attention";
+    case TensorRole::Mlp: return "mlp";
+    case TensorRole::Norm: return "norm";
+    case TensorRole::Output: return "output";
+  }
+  return "?";
+}
+
+std::vector<std::string> manifest_problems(const std::vector<TensorSpec>& manifest,
+                                           const std::vector<TensorInfo>& tensors) {
+  std::map<std::string_view, const TensorInfo*> by_name;
+  for (const auto& t : tensors) by_name.emplace(t.name, &t);
+
+  std::vector<std::string> problems;
+  std::map<std::string_view, bool> expected;
+  for (const auto& spec : manifest) {
+    expected.emplace(spec.name, true);
+    const auto it = by_name.find(spec.name);
+    if (it == by_name.end()) {
+      if (spec.required)
+        problems.push_back(fmt::format("missing tensor '{}' (expected shape [{}])", spec.name,
+                                       fmt::join(spec.shape, ", ")));
+      continue;
+    }
+    if (it->second->shape != spec.shape)
+      problems.push_back(fmt::format("tensor '{}': expected shape [{}], found [{}]", spec.name,
+                                     fmt::join(spec.shape, ", "),
+                                     fmt::join(it->second->shape, ", ")));
+  }
+  for (const auto& t : tensors)
+    if (!expected.contains(t.name))
+      problems.push_back(fmt::format("unexpected tensor '{}' (shape [{}]) not in the manifest",
+                                     t.name, fmt::join(t.shape, ", ")));
+  return problems;
+}
+
+}  // namespace nanoinfer
