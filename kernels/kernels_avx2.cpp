@@ -1,0 +1,59 @@
+// AVX2 + FMA kernels (this file gets -mavx2 -mfma from CMake by its name). xsimd 8.1's
+// fma3<avx2> batch supplies loads, a fused multiply-add and the lane reduction; intrinsics
+// fill the gaps: the masked tail load and widening eight bf16 lanes into a float batch.
+#include <immintrin.h>
+
+#include "kernels/kernels.h"
+#include "kernels/simd_kernels.h"
+
+namespace nanoinfer::kernels {
+namespace {
+
+struct Avx2Ops {
+  using arch = xsimd::fma3<xsimd::avx2>;
+  using batch = xsimd::batch<float, arch>;
+  static constexpr size_t width = 8;
+  // 3 x 4 accumulators + 4 activation rows = 16 ymm registers; the weight row is a memory
+  // operand of the FMAs (or spills one register briefly).
+  static constexpr size_t row_tile = 3;
+  static constexpr size_t token_tile = 4;
+  static constexpr size_t decode_rows = 4;
+
+  static batch load(const float* p) { return batch::load_unaligned(p); }
+  // bf16 is the high half of an f32: zero-extend each 16-bit lane to 32 bits, shift up.
+  static batch load(const uint16_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return batch(_mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+  }
+  static __m256i tail_mask(size_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static batch load_tail(const float* p, size_t n) { return batch(_mm256_maskload_ps(p, tail_mask(n))); }
+  // AVX2 has no 16-bit masked load; stage the few tail elements through a zeroed buffer.
+  static batch load_tail(const uint16_t* p, size_t n) {
+    alignas(16) uint16_t buf[width] = {};
+    for (size_t i = 0; i < n; ++i) buf[i] = p[i];
+    return load(buf);
+  }
+  static batch fma(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
+  static float reduce(batch v) { return xsimd::hadd(v); }
+};
+
+void matmul_f32(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                size_t n_tokens, size_t row_begin, size_t row_end) {
+  matmul<Avx2Ops>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
+void matmul_bf16(const uint16_t* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                 size_t n_tokens, size_t row_begin, size_t row_end) {
+  matmul<Avx2Ops>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
+}  // namespace
+
+const Kernels& avx2_table() {
+  static const Kernels table{Isa::Avx2, matmul_f32, matmul_bf16, dot<Avx2Ops>, axpy<Avx2Ops>, rmsnorm<Avx2Ops>};
+  return table;
+}
+
+}  // namespace nanoinfer::kernels

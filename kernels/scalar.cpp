@@ -1,0 +1,61 @@
+// The scalar reference: the plainest correct code, one sequential float accumulator per
+// output. Every fast kernel has the same signature and is tested against these. This file is
+// compiled with the baseline x86-64 flags (no FMA), so `acc += a * b` is a rounded multiply
+// then a rounded add everywhere, never contracted differently in different places.
+#include <cmath>
+
+#include "kernels/kernels.h"
+#include "nanoinfer/dtype.h"
+
+namespace nanoinfer::kernels {
+namespace {
+
+template <class W, class Widen>
+void matmul_scalar(const W* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                   size_t n_tokens, size_t row_begin, size_t row_end, Widen widen) {
+  for (size_t t = 0; t < n_tokens; ++t) {
+    const float* xt = x + t * cols;
+    for (size_t r = row_begin; r < row_end; ++r) {
+      const W* wr = w + r * cols;
+      float acc = 0.0f;
+      for (size_t c = 0; c < cols; ++c) acc += widen(wr[c]) * xt[c];
+      y[t * rows + r] = bias ? bias[r] + acc : acc;
+    }
+  }
+}
+
+void matmul_f32(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                size_t n_tokens, size_t row_begin, size_t row_end) {
+  matmul_scalar(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end, [](float v) { return v; });
+}
+
+void matmul_bf16(const uint16_t* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                 size_t n_tokens, size_t row_begin, size_t row_end) {
+  matmul_scalar(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end, bf16_to_f32);
+}
+
+float dot_f32(const float* a, const float* b, size_t n) {
+  float acc = 0.0f;
+  for (size_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+void axpy_f32(float alpha, const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void rmsnorm_f32(const float* x, const float* weight, float eps, float* y, size_t n) {
+  float ss = 0.0f;
+  for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+}  // namespace
+
+const Kernels& scalar_table() {
+  static const Kernels table{Isa::Scalar, matmul_f32, matmul_bf16, dot_f32, axpy_f32, rmsnorm_f32};
+  return table;
+}
+
+}  // namespace nanoinfer::kernels

@@ -1,0 +1,163 @@
+// Kernel bodies shared by the per-ISA translation units, written once against an `Ops`
+// policy (kernels_avx2.cpp, kernels_avx512.cpp) that supplies the xsimd batch type and the few
+// operations xsimd 8.1 lacks. Include only from those files: everything here has internal
+// linkage, so the AVX-512 build of a function can never be merged by the linker into the
+// AVX2 table (inline functions with external linkage would be, and would fault on AVX2-only
+// CPUs).
+//
+// Ops must provide:
+//   using batch = xsimd::batch<float, Arch>;  static constexpr size_t width;
+//   static constexpr size_t row_tile, token_tile, decode_rows;   // register tile shapes
+//   batch load(const float*), load(const uint16_t*)               // bf16 widened exactly
+//   batch load_tail(const float*, size_t n), load_tail(const uint16_t*, size_t n)  // n < width, rest 0
+//   batch fma(batch a, batch b, batch c)                          // a*b+c, one rounding
+//   float reduce(batch)                                           // fixed lane order
+#pragma once
+
+#include <xsimd/xsimd.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+namespace nanoinfer::kernels {
+namespace {
+
+// One register tile: R rows by T tokens, each (row, token) one accumulator. The columns are
+// consumed in steps of `width` in ascending order, then the zero-padded tail, then one fixed
+// lane reduction and the bias: exactly the same operations for an element whatever R and T
+// are, which is what makes results independent of tiling, threads and batch size.
+template <class Ops, size_t R, size_t T, class WT>
+inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                        size_t r0, size_t t0) {
+  using B = typename Ops::batch;
+  constexpr size_t W = Ops::width;
+  B acc[R][T];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (size_t t = 0; t < T; ++t) acc[r][t] = B(0.0f);
+
+  const WT* wr[R];
+  const float* xt[T];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < R; ++r) wr[r] = w + (r0 + r) * cols;
+#pragma GCC unroll 16
+  for (size_t t = 0; t < T; ++t) xt[t] = x + (t0 + t) * cols;
+
+  const size_t body = cols - cols % W;
+  for (size_t c = 0; c < body; c += W) {
+    B xv[T];
+#pragma GCC unroll 16
+    for (size_t t = 0; t < T; ++t) xv[t] = Ops::load(xt[t] + c);
+#pragma GCC unroll 16
+    for (size_t r = 0; r < R; ++r) {
+      const B wv = Ops::load(wr[r] + c);
+#pragma GCC unroll 16
+      for (size_t t = 0; t < T; ++t) acc[r][t] = Ops::fma(wv, xv[t], acc[r][t]);
+    }
+  }
+  if (body < cols) {
+    const size_t n = cols - body;
+    B xv[T];
+#pragma GCC unroll 16
+    for (size_t t = 0; t < T; ++t) xv[t] = Ops::load_tail(xt[t] + body, n);
+#pragma GCC unroll 16
+    for (size_t r = 0; r < R; ++r) {
+      const B wv = Ops::load_tail(wr[r] + body, n);
+#pragma GCC unroll 16
+      for (size_t t = 0; t < T; ++t) acc[r][t] = Ops::fma(wv, xv[t], acc[r][t]);
+    }
+  }
+
+#pragma GCC unroll 16
+  for (size_t r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (size_t t = 0; t < T; ++t) {
+      const float s = Ops::reduce(acc[r][t]);
+      y[(t0 + t) * rows + r0 + r] = bias ? bias[r0 + r] + s : s;
+    }
+}
+
+// Tokens [t_begin, t_end) for one strip of R rows: full token tiles, then one narrower tile.
+template <class Ops, size_t R, class WT>
+inline void matmul_strip(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                         size_t r0, size_t t_begin, size_t t_end) {
+  constexpr size_t T = Ops::token_tile;
+  static_assert(T >= 1 && T <= 8);
+  size_t t = t_begin;
+  for (; t + T <= t_end; t += T) matmul_tile<Ops, R, T>(w, bias, x, y, rows, cols, r0, t);
+  switch (t_end - t) {
+    case 0: break;
+    case 1: matmul_tile<Ops, R, 1>(w, bias, x, y, rows, cols, r0, t); break;
+    case 2: if constexpr (T > 2) matmul_tile<Ops, R, 2>(w, bias, x, y, rows, cols, r0, t); break;
+    case 3: if constexpr (T > 3) matmul_tile<Ops, R, 3>(w, bias, x, y, rows, cols, r0, t); break;
+    case 4: if constexpr (T > 4) matmul_tile<Ops, R, 4>(w, bias, x, y, rows, cols, r0, t); break;
+    case 5: if constexpr (T > 5) matmul_tile<Ops, R, 5>(w, bias, x, y, rows, cols, r0, t); break;
+    case 6: if constexpr (T > 6) matmul_tile<Ops, R, 6>(w, bias, x, y, rows, cols, r0, t); break;
+    case 7: if constexpr (T > 7) matmul_tile<Ops, R, 7>(w, bias, x, y, rows, cols, r0, t); break;
+    default: break;
+  }
+}
+
+// Token blocks bound the slice of x that is re-read for every row strip, so it stays in L2:
+// the weights are read from memory once per block, the activations from cache.
+constexpr size_t kTokenBlock = 64;
+
+template <class Ops, class WT>
+void matmul(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t n_tokens,
+            size_t row_begin, size_t row_end) {
+  if (n_tokens == 1) {
+    // Decode: one token, so interleave more rows to keep independent chains and memory
+    // streams in flight.
+    constexpr size_t R = Ops::decode_rows;
+    size_t r = row_begin;
+    for (; r + R <= row_end; r += R) matmul_tile<Ops, R, 1>(w, bias, x, y, rows, cols, r, 0);
+    for (; r < row_end; ++r) matmul_tile<Ops, 1, 1>(w, bias, x, y, rows, cols, r, 0);
+    return;
+  }
+  constexpr size_t R = Ops::row_tile;
+  for (size_t tb = 0; tb < n_tokens; tb += kTokenBlock) {
+    const size_t te = tb + kTokenBlock < n_tokens ? tb + kTokenBlock : n_tokens;
+    size_t r = row_begin;
+    for (; r + R <= row_end; r += R) matmul_strip<Ops, R>(w, bias, x, y, rows, cols, r, tb, te);
+    for (; r < row_end; ++r) matmul_strip<Ops, 1>(w, bias, x, y, rows, cols, r, tb, te);
+  }
+}
+
+template <class Ops>
+float dot(const float* a, const float* b, size_t n) {
+  using B = typename Ops::batch;
+  constexpr size_t W = Ops::width;
+  B acc(0.0f);
+  const size_t body = n - n % W;
+  for (size_t i = 0; i < body; i += W) acc = Ops::fma(Ops::load(a + i), Ops::load(b + i), acc);
+  if (body < n) acc = Ops::fma(Ops::load_tail(a + body, n - body), Ops::load_tail(b + body, n - body), acc);
+  return Ops::reduce(acc);
+}
+
+template <class Ops>
+void axpy(float alpha, const float* x, float* y, size_t n) {
+  using B = typename Ops::batch;
+  constexpr size_t W = Ops::width;
+  const B a(alpha);
+  const size_t body = n - n % W;
+  for (size_t i = 0; i < body; i += W) Ops::fma(a, Ops::load(x + i), Ops::load(y + i)).store_unaligned(y + i);
+  // One rounding per element, like the vector lanes.
+  for (size_t i = body; i < n; ++i) y[i] = __builtin_fmaf(alpha, x[i], y[i]);
+}
+
+template <class Ops>
+void rmsnorm(const float* x, const float* weight, float eps, float* y, size_t n) {
+  using B = typename Ops::batch;
+  constexpr size_t W = Ops::width;
+  const float ss = dot<Ops>(x, x, n);
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  const B s(scale);
+  const size_t body = n - n % W;
+  for (size_t i = 0; i < body; i += W) (Ops::load(x + i) * s * Ops::load(weight + i)).store_unaligned(y + i);
+  for (size_t i = body; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+}  // namespace
+}  // namespace nanoinfer::kernels

@@ -1,0 +1,181 @@
+#include "nanoinfer/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+namespace {
+
+struct Range {
+  size_t begin, end;
+  std::thread::id thread;
+};
+
+// Runs one parallel_for and records every call; indices are counted with atomics so that an
+// overlap would show up as a count of 2 rather than as a data race.
+std::vector<Range> record(ThreadPool& pool, size_t n, size_t grain, std::vector<std::atomic<int>>& hits) {
+  std::mutex mutex;
+  std::vector<Range> ranges;
+  pool.parallel_for(n, grain, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(mutex);
+    ranges.push_back({begin, end, std::this_thread::get_id()});
+  });
+  return ranges;
+}
+
+TEST(ThreadPool, CoversEveryIndexExactlyOnceInGrainAlignedRanges) {
+  const size_t sizes[] = {0, 1, 2, 3, 5, 7, 8, 15, 16, 17, 63, 64, 65, 100, 896, 1000, 4864};
+  const size_t grains[] = {0, 1, 2, 3, 4, 7, 16, 64, 100, 5000};
+  int combos = 0;
+  for (int threads = 1; threads <= 5; ++threads) {
+    ThreadPool pool(threads);
+    ASSERT_EQ(pool.size(), threads);
+    for (size_t n : sizes) {
+      for (size_t grain : grains) {
+        std::vector<std::atomic<int>> hits(n);
+        const std::vector<Range> ranges = record(pool, n, grain, hits);
+        const size_t g = grain == 0 ? 1 : grain;  // grain 0 is treated as 1
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " grain=" << grain << " i=" << i;
+        // At most one call per thread, each non-empty, each from a different thread, boundaries
+        // on grain multiples except the end of the whole range.
+        ASSERT_LE(ranges.size(), static_cast<size_t>(threads));
+        std::set<std::thread::id> callers;
+        size_t covered = 0;
+        for (const Range& r : ranges) {
+          ASSERT_LT(r.begin, r.end);
+          ASSERT_EQ(r.begin % g, 0u);
+          ASSERT_TRUE(r.end == n || r.end % g == 0) << "end " << r.end;
+          callers.insert(r.thread);
+          covered += r.end - r.begin;
+        }
+        ASSERT_EQ(callers.size(), ranges.size());
+        ASSERT_EQ(covered, n);
+        // Work is spread: as many ranges as there are grains, up to the thread count.
+        const size_t grains_in_n = (n + g - 1) / g;
+        ASSERT_EQ(ranges.size(), std::min(grains_in_n, static_cast<size_t>(threads)));
+        ++combos;
+      }
+    }
+  }
+  EXPECT_EQ(combos, 5 * 17 * 10);
+}
+
+TEST(ThreadPool, BoundariesAreBalancedAndFirstRangeIsTheCallers) {
+  // 10 grains over 4 parts begin at ceil(10 * i / 4) = 0, 3, 5, 8: 3, 2, 3, 2 grains.
+  EXPECT_EQ(ThreadPool::range_begin(40, 4, 4, 0), 0u);
+  EXPECT_EQ(ThreadPool::range_begin(40, 4, 4, 1), 12u);
+  EXPECT_EQ(ThreadPool::range_begin(40, 4, 4, 2), 20u);
+  EXPECT_EQ(ThreadPool::range_begin(40, 4, 4, 3), 32u);
+  EXPECT_EQ(ThreadPool::range_begin(40, 4, 4, 4), 40u);
+  // The last grain is partial: 10 = 3 full grains of 3 + 1 element.
+  EXPECT_EQ(ThreadPool::range_begin(10, 3, 2, 1), 6u);
+  EXPECT_EQ(ThreadPool::range_begin(10, 3, 2, 2), 10u);
+
+  ThreadPool pool(3);
+  std::thread::id first;
+  pool.parallel_for(2, 1, [&](size_t begin, size_t) {
+    if (begin == 0) first = std::this_thread::get_id();
+  });
+  EXPECT_EQ(first, std::this_thread::get_id());
+}
+
+TEST(ThreadPool, ManyCallsInARowKeepCountsExact) {
+  ThreadPool pool(3);
+  std::atomic<size_t> total{0};
+  constexpr int kCalls = 2000;
+  for (int call = 0; call < kCalls; ++call) {
+    pool.parallel_for(96, 8, [&](size_t begin, size_t end) { total.fetch_add(end - begin, std::memory_order_relaxed); });
+  }
+  EXPECT_EQ(total.load(), size_t{96} * kCalls);
+}
+
+TEST(ThreadPool, WakesWorkersThatHaveGoneToSleep) {
+  ThreadPool pool(2);
+  for (int round = 0; round < 3; ++round) {
+    // Longer than the spin phase, so the worker is blocked on the condition variable.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::vector<std::atomic<int>> hits(64);
+    const std::vector<Range> ranges = record(pool, 64, 1, hits);
+    ASSERT_EQ(ranges.size(), 2u);
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+TEST(ThreadPool, RethrowsTheExceptionAfterAllRangesFinishAndStaysUsable) {
+  ThreadPool pool(3);
+  std::atomic<int> finished{0};
+  try {
+    pool.parallel_for(30, 1, [&](size_t begin, size_t) {
+      if (begin == 10) throw std::runtime_error("range at 10 failed");
+      finished.fetch_add(1);
+    });
+    FAIL() << "expected an exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "range at 10 failed");
+  }
+  EXPECT_EQ(finished.load(), 2);  // the two other ranges ran to completion
+
+  std::atomic<size_t> total{0};
+  pool.parallel_for(30, 1, [&](size_t begin, size_t end) { total += end - begin; });
+  EXPECT_EQ(total.load(), 30u);
+}
+
+TEST(ThreadPool, NestedCallRunsInlineWithTheSameBoundaries) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> hits(2 * 50);
+  std::atomic<int> inner_calls{0};
+  pool.parallel_for(2, 1, [&](size_t outer, size_t) {
+    pool.parallel_for(50, 5, [&](size_t begin, size_t end) {
+      EXPECT_TRUE(begin == 0 || begin == 25) << begin;
+      inner_calls.fetch_add(1);
+      for (size_t i = begin; i < end; ++i) hits[outer * 50 + i].fetch_add(1);
+    });
+  });
+  EXPECT_EQ(inner_calls.load(), 4);
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+}
+
+TEST(ThreadPool, CallersOnSeveralThreadsAreSerialised) {
+  ThreadPool pool(2);
+  std::atomic<size_t> total{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 3; ++c) {
+    callers.emplace_back([&] {
+      for (int i = 0; i < 500; ++i) pool.parallel_for(40, 4, [&](size_t b, size_t e) { total += e - b; });
+    });
+  }
+  for (auto& t : callers) t.join();
+  EXPECT_EQ(total.load(), size_t{3 * 500 * 40});
+}
+
+TEST(ThreadPool, AcceptsStdFunctionAndRejectsNegativeCounts) {
+  ThreadPool pool(2);
+  std::atomic<size_t> total{0};
+  const std::function<void(size_t, size_t)> fn = [&](size_t b, size_t e) { total += e - b; };
+  pool.parallel_for(17, 2, fn);
+  EXPECT_EQ(total.load(), 17u);
+  EXPECT_THROW(ThreadPool(-1), Error);
+}
+
+TEST(ThreadPool, DefaultSizeIsThePhysicalCoreCount) {
+  const int cores = ThreadPool::physical_cores();
+  EXPECT_GE(cores, 1);
+  EXPECT_LE(cores, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  ThreadPool pool;
+  EXPECT_EQ(pool.size(), cores);
+}
+
+}  // namespace
+}  // namespace nanoinfer
