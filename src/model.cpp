@@ -1,0 +1,354 @@
+// The Qwen2 model: loading its weights and the forward pass, in one file.
+//
+//   x = embed[tokens]
+//   per layer:  h = rmsnorm(x);  q, k, v = h Wq + bq, h Wk + bk, h Wv + bv
+//               rope(q), rope(k) (k enters the cache rotated);  a = attention(q, cache)
+//               x += a Wo
+//               h = rmsnorm(x);  x += (silu(h Wgate) * h Wup) Wdown
+//   logits = rmsnorm(x) Wlm   (Wlm = embed when the embeddings are tied)
+//
+// Every matrix product goes through `linear`, which dispatches on the weight's type; the
+// forward never branches on it. Activation buffers are sized once, at load, for a chunk of
+// up to max_batch tokens; longer inputs are pushed through in chunks.
+#include "nanoinfer/model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nanoinfer/error.h"
+#include "nanoinfer/linear.h"
+#include "nanoinfer/manifest.h"
+#include "nanoinfer/ops.h"
+#include "nanoinfer/safetensors.h"
+
+namespace nanoinfer {
+namespace {
+
+constexpr size_t kDefaultMaxContext = 4096;
+
+struct LayerWeights {
+  const float* attn_norm;  // [hidden]
+  Weight q, k, v;          // [q_dim][hidden], [kv_dim][hidden], [kv_dim][hidden]
+  const float* q_bias;     // [q_dim]
+  const float* k_bias;     // [kv_dim]
+  const float* v_bias;     // [kv_dim]
+  Weight o;                // [hidden][q_dim]
+  const float* ffn_norm;   // [hidden]
+  Weight gate, up;         // [inter][hidden]
+  Weight down;             // [hidden][inter]
+};
+
+float element_as_f32(DType dtype, const std::byte* data, size_t i) {
+  switch (dtype) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, data + 4 * i, 4);
+      return f;
+    }
+    case DType::BF16:
+    case DType::F16: {
+      uint16_t h;
+      std::memcpy(&h, data + 2 * i, 2);
+      return dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+    default: return 0.0f;  // rejected by check_tensor
+  }
+}
+
+}  // namespace
+
+struct Model::Impl {
+  ModelConfig cfg;
+  ModelOptions opts;
+  SafetensorsFile file;
+  ThreadPool pool;
+
+  // Tensors that had to be converted at load (widened, narrowed); the weights point here.
+  std::vector<std::vector<float>> owned_f32;
+  std::vector<std::vector<uint16_t>> owned_bf16;
+
+  Weight embed;             // [vocab][hidden]
+  Weight lm_head;           // [vocab][hidden]; the same as embed when tied
+  const float* final_norm;  // [hidden]
+  std::vector<LayerWeights> layers;
+  Rope rope;
+
+  // Activations for one chunk of up to max_batch tokens.
+  std::vector<float> x;       // [max_batch][hidden]  residual stream
+  std::vector<float> xb;      // [max_batch][hidden]  normed input / projection output
+  std::vector<float> q;       // [max_batch][q_dim]
+  std::vector<float> att;     // [max_batch][q_dim]   attention output, before o_proj
+  std::vector<float> gate;    // [max_batch][inter]
+  std::vector<float> up;      // [max_batch][inter]
+  std::vector<float> scores;  // [n_heads][max_context]
+  // [rows][vocab]: one row, or every position of the largest all_logits request so far
+  // (the caller asked for that much output; it is grown, never per token).
+  std::vector<float> logits;
+
+  uint64_t positions_pushed = 0;
+  size_t bytes_per_token = 0;
+  size_t weight_bytes = 0;
+  Tap tap;
+
+  Impl(ModelConfig c, const ModelOptions& o, SafetensorsFile f)
+      : cfg(std::move(c)), opts(o), file(std::move(f)), pool(o.threads) {}
+
+  size_t hidden() const { return static_cast<size_t>(cfg.hidden_size); }
+  size_t q_dim() const { return static_cast<size_t>(cfg.num_attention_heads * cfg.head_dim()); }
+  size_t kv_dim() const { return static_cast<size_t>(cfg.kv_dim()); }
+  size_t inter() const { return static_cast<size_t>(cfg.intermediate_size); }
+  size_t vocab() const { return static_cast<size_t>(cfg.vocab_size); }
+
+  // Shapes were checked against the manifest; the element type is checked here.
+  TensorView get(const std::string& name) const {
+    const TensorView t = file.get(name);
+    if (t.dtype() != DType::F32 && t.dtype() != DType::BF16 && t.dtype() != DType::F16) {
+      fail("{}: tensor '{}': expected F32, BF16 or F16, found {}", file.path().string(), name,
+           dtype_name(t.dtype()));
+    }
+    return t;
+  }
+
+  // A matrix as the kernels will read it: in place when its type is already the one wanted,
+  // converted into owned storage otherwise. F16 files are widened (no f16 kernel).
+  Weight matrix(const std::string& name, size_t rows, size_t cols) {
+    const TensorView t = get(name);
+    DType want = t.dtype() == DType::BF16 ? DType::BF16 : DType::F32;
+    if (opts.weights == ModelOptions::WeightMode::F32) want = DType::F32;
+    if (opts.weights == ModelOptions::WeightMode::BF16) want = DType::BF16;
+    const size_t count = rows * cols;
+    Weight w{want, t.data, rows, cols};
+    if (want == DType::F32 && t.dtype() != DType::F32) {
+      auto& buf = owned_f32.emplace_back(count);
+      for (size_t i = 0; i < count; ++i) buf[i] = element_as_f32(t.dtype(), t.data, i);
+      w.data = buf.data();
+    } else if (want == DType::BF16 && t.dtype() != DType::BF16) {
+      auto& buf = owned_bf16.emplace_back(count);
+      for (size_t i = 0; i < count; ++i) buf[i] = f32_to_bf16(element_as_f32(t.dtype(), t.data, i));
+      w.data = buf.data();
+    }
+    weight_bytes += count * dtype_size(want);
+    return w;
+  }
+
+  // A norm weight or bias, always held in f32. In BF16 mode it is first rounded to bf16, so
+  // that mode means "every weight rounded to bf16", the same model the reference exports.
+  const float* vector(const std::string& name, size_t size) {
+    const TensorView t = get(name);
+    auto& buf = owned_f32.emplace_back(size);
+    for (size_t i = 0; i < size; ++i) {
+      buf[i] = element_as_f32(t.dtype(), t.data, i);
+      if (opts.weights == ModelOptions::WeightMode::BF16) buf[i] = bf16_to_f32(f32_to_bf16(buf[i]));
+    }
+    weight_bytes += size * sizeof(float);
+    return buf.data();
+  }
+
+  void load_weights() {
+    const std::vector<std::string> problems = manifest_problems(tensor_manifest(cfg), file.tensors());
+    if (!problems.empty()) {
+      std::string all;
+      for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+      fail("{}: {}", file.path().string(), all);
+    }
+    const size_t H = hidden(), Q = q_dim(), KV = kv_dim(), I = inter(), V = vocab();
+    embed = matrix("model.embed_tokens.weight", V, H);
+    lm_head = cfg.tie_word_embeddings ? embed : matrix("lm_head.weight", V, H);
+    final_norm = vector("model.norm.weight", H);
+    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      LayerWeights& L = layers.emplace_back();
+      L.attn_norm = vector(p + "input_layernorm.weight", H);
+      L.q = matrix(p + "self_attn.q_proj.weight", Q, H);
+      L.k = matrix(p + "self_attn.k_proj.weight", KV, H);
+      L.v = matrix(p + "self_attn.v_proj.weight", KV, H);
+      L.q_bias = vector(p + "self_attn.q_proj.bias", Q);
+      L.k_bias = vector(p + "self_attn.k_proj.bias", KV);
+      L.v_bias = vector(p + "self_attn.v_proj.bias", KV);
+      L.o = matrix(p + "self_attn.o_proj.weight", H, Q);
+      L.ffn_norm = vector(p + "post_attention_layernorm.weight", H);
+      L.gate = matrix(p + "mlp.gate_proj.weight", I, H);
+      L.up = matrix(p + "mlp.up_proj.weight", I, H);
+      L.down = matrix(p + "mlp.down_proj.weight", H, I);
+    }
+    // A decode step reads every matrix once, the norms and biases, and one embedding row.
+    const size_t embed_bytes = V * H * dtype_size(embed.dtype);
+    bytes_per_token = weight_bytes - (cfg.tie_word_embeddings ? 0 : embed_bytes) + H * dtype_size(embed.dtype);
+  }
+
+  void allocate() {
+    const size_t B = opts.max_batch;
+    x.resize(B * hidden());
+    xb.resize(B * hidden());
+    q.resize(B * q_dim());
+    att.resize(B * q_dim());
+    gate.resize(B * inter());
+    up.resize(B * inter());
+    scores.resize(static_cast<size_t>(cfg.num_attention_heads) * opts.max_context);
+    logits.resize(vocab());
+    rope = Rope(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, opts.max_context);
+  }
+
+  void emit(std::string_view name, int layer, size_t pos, size_t n, size_t dim, const float* data) const {
+    if (tap) tap(TapEvent{name, layer, pos, n, dim, data});
+  }
+
+  void embed_rows(const int32_t* tokens, size_t n, float* out) const {
+    const size_t H = hidden();
+    const size_t row_bytes = H * dtype_size(embed.dtype);
+    for (size_t t = 0; t < n; ++t) {
+      const auto* row = static_cast<const std::byte*>(embed.data) + static_cast<size_t>(tokens[t]) * row_bytes;
+      for (size_t i = 0; i < H; ++i) out[t * H + i] = element_as_f32(embed.dtype, row, i);
+    }
+  }
+
+  // One chunk of n <= max_batch tokens at positions cache.length() ...; writes the logits of
+  // its last `out_rows` positions (0, 1 or n) to `out`: [out_rows][vocab].
+  void forward_chunk(const int32_t* tokens, size_t n, KvCache& cache, size_t out_rows, float* out) {
+    const size_t H = hidden(), Q = q_dim(), KV = kv_dim(), I = inter();
+    const size_t pos = cache.length();
+    const float eps = static_cast<float>(cfg.rms_norm_eps);
+    const AttentionShape shape{static_cast<size_t>(cfg.num_attention_heads),
+                               static_cast<size_t>(cfg.num_key_value_heads), static_cast<size_t>(cfg.head_dim())};
+
+    embed_rows(tokens, n, x.data());
+    emit("embed", -1, pos, n, H, x.data());
+
+    cache.begin_step(n);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const LayerWeights& L = layers[l];
+      const int il = static_cast<int>(l);
+
+      // Attention block. k and v are projected straight into the cache's new rows, and k is
+      // rotated there, once: the cache holds keys ready for every later query.
+      rmsnorm(x.data(), L.attn_norm, eps, xb.data(), n, H);
+      emit("attn_norm", il, pos, n, H, xb.data());
+      const KvCache::Rows kv = cache.append(l);
+      linear(pool, L.q, L.q_bias, xb.data(), q.data(), n);
+      linear(pool, L.k, L.k_bias, xb.data(), kv.k, n);
+      linear(pool, L.v, L.v_bias, xb.data(), kv.v, n);
+      rope.apply(q.data(), n, shape.n_heads, pos);
+      rope.apply(kv.k, n, shape.n_kv_heads, pos);
+      emit("q", il, pos, n, Q, q.data());
+      emit("k", il, pos, n, KV, kv.k);
+      emit("v", il, pos, n, KV, kv.v);
+      attention(pool, shape, q.data(), cache.keys(l), cache.values(l), att.data(), n, pos, scores.data());
+      emit("attn_out", il, pos, n, Q, att.data());
+      linear(pool, L.o, nullptr, att.data(), xb.data(), n);
+      add_inplace(x.data(), xb.data(), n * H);
+      emit("attn_residual", il, pos, n, H, x.data());
+
+      // SwiGLU feed-forward block.
+      rmsnorm(x.data(), L.ffn_norm, eps, xb.data(), n, H);
+      emit("ffn_norm", il, pos, n, H, xb.data());
+      linear(pool, L.gate, nullptr, xb.data(), gate.data(), n);
+      linear(pool, L.up, nullptr, xb.data(), up.data(), n);
+      silu_mul_inplace(gate.data(), up.data(), n * I);
+      emit("ffn_act", il, pos, n, I, gate.data());
+      linear(pool, L.down, nullptr, gate.data(), xb.data(), n);
+      add_inplace(x.data(), xb.data(), n * H);
+      emit("layer_out", il, pos, n, H, x.data());
+    }
+    cache.commit();
+    positions_pushed += n;
+
+    // Only the rows whose logits are wanted go through the final norm and the head (for
+    // Qwen2.5-0.5B the head is a quarter of the weights).
+    if (out_rows == 0) return;
+    const size_t first = n - out_rows;
+    rmsnorm(x.data() + first * H, final_norm, eps, xb.data(), out_rows, H);
+    emit("final_norm", -1, pos + first, out_rows, H, xb.data());
+    linear(pool, lm_head, nullptr, xb.data(), out, out_rows);
+  }
+};
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+Model Model::load(const std::filesystem::path& model_dir, const ModelOptions& opts) {
+  const auto config_path = model_dir / "config.json";
+  const auto weights_path = model_dir / "model.safetensors";
+  if (!std::filesystem::is_directory(model_dir)) fail("model directory '{}' does not exist", model_dir.string());
+  if (!std::filesystem::exists(config_path)) fail("model directory '{}' has no config.json", model_dir.string());
+  if (!std::filesystem::exists(weights_path)) {
+    fail("model directory '{}' has no model.safetensors", model_dir.string());
+  }
+  ModelConfig cfg = ModelConfig::load(config_path);
+  if (opts.max_batch == 0) fail("model options: max_batch must be positive");
+
+  ModelOptions resolved = opts;
+  if (resolved.max_context == 0) {
+    resolved.max_context = std::min(static_cast<size_t>(cfg.max_position_embeddings), kDefaultMaxContext);
+  }
+  resolved.max_batch = std::min(resolved.max_batch, resolved.max_context);
+  auto impl = std::make_unique<Impl>(std::move(cfg), resolved, SafetensorsFile::open(weights_path));
+  impl->opts.threads = impl->pool.size();
+  impl->load_weights();
+  impl->allocate();
+  return Model(std::move(impl));
+}
+
+const ModelConfig& Model::config() const { return impl_->cfg; }
+const ModelOptions& Model::options() const { return impl_->opts; }
+size_t Model::vocab_size() const { return impl_->vocab(); }
+size_t Model::max_context() const { return impl_->opts.max_context; }
+DType Model::weight_dtype() const { return impl_->layers.empty() ? impl_->embed.dtype : impl_->layers[0].q.dtype; }
+uint64_t Model::positions_pushed() const { return impl_->positions_pushed; }
+size_t Model::bytes_per_token() const { return impl_->bytes_per_token; }
+size_t Model::weight_bytes() const { return impl_->weight_bytes; }
+void Model::set_tap(Tap tap) { impl_->tap = std::move(tap); }
+ThreadPool& Model::pool() { return impl_->pool; }
+
+KvCache Model::new_cache(size_t max_seq) const {
+  if (max_seq > impl_->opts.max_context) {
+    fail("a cache of {} positions exceeds the model's context of {} (raise max_context)", max_seq,
+         impl_->opts.max_context);
+  }
+  return KvCache(impl_->layers.size(), max_seq == 0 ? impl_->opts.max_context : max_seq, impl_->kv_dim());
+}
+
+std::span<const float> Model::forward(std::span<const int32_t> tokens, KvCache& cache, bool all_logits) {
+  Impl& m = *impl_;
+  const size_t n = tokens.size();
+  const size_t V = m.vocab();
+  if (n == 0) fail("forward: no tokens");
+  if (cache.n_layers() != m.layers.size() || cache.kv_dim() != m.kv_dim()) {
+    fail("forward: the cache has {} layers of width {}, the model {} of width {}", cache.n_layers(),
+         cache.kv_dim(), m.layers.size(), m.kv_dim());
+  }
+  if (cache.step_open()) fail("forward: the cache has an uncommitted step");
+  if (n > cache.capacity() - cache.length()) {
+    fail("{} tokens do not fit in the context: {} of {} positions are in use", n, cache.length(),
+         cache.capacity());
+  }
+  if (cache.length() + n > m.rope.max_positions()) {
+    fail("positions up to {} exceed the model's context of {}", cache.length() + n, m.rope.max_positions());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= V) {
+      fail("token id {} at index {} is out of range for a vocabulary of {}", tokens[i], i, V);
+    }
+  }
+
+  const size_t out_rows = all_logits ? n : 1;
+  if (m.logits.size() < out_rows * V) m.logits.resize(out_rows * V);
+  try {
+    for (size_t begin = 0; begin < n; begin += m.opts.max_batch) {
+      const size_t count = std::min(m.opts.max_batch, n - begin);
+      const bool last = begin + count == n;
+      // Intermediate chunks produce logits only when all of them were asked for.
+      const size_t rows = all_logits ? count : (last ? 1 : 0);
+      m.forward_chunk(tokens.data() + begin, count, cache, rows, m.logits.data() + (all_logits ? begin * V : 0));
+    }
+  } catch (...) {
+    cache.abort_step();
+    throw;
+  }
+  return {m.logits.data(), out_rows * V};
+}
+
+}  // namespace nanoinfer
