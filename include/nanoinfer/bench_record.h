@@ -1,0 +1,23 @@
+// What every benchmark records beside its numbers, and where it records them: one JSON line
+// per run in bench/results.jsonl, so results stay comparable across machines and commits.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+namespace nanoinfer {
+
+// {"cpu", "logical_cores", "threads", "commit", "build_type", "timestamp" (UTC, ISO 8601),
+//  "nanoinfer_version"}. The commit is `git rev-parse --short HEAD` of the source checkout
+// (or of the working directory), with "-dirty" when tracked files have changes, or "unknown".
+nlohmann::json bench_context(int threads);
+
+// Appends `record` as one line, creating the file and its directory if needed. Throws Error.
+void append_bench_record(const nlohmann::json& record,
+                         const std::filesystem::path& file = "bench/results.jsonl");
+
+// The process's peak resident set size so far.
+size_t peak_rss_bytes();
+
+}  // namespace nanoinfer

@@ -1,0 +1,108 @@
+#include "nanoinfer/bench_record.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "nanoinfer/error.h"
+
+#ifndef NANOINFER_SOURCE_DIR_LIB
+#define NANOINFER_SOURCE_DIR_LIB "."
+#endif
+#ifndef NANOINFER_BUILD_TYPE
+#define NANOINFER_BUILD_TYPE "unknown"
+#endif
+
+namespace nanoinfer {
+
+namespace {
+
+// First line of a shell command's stdout, or "" if it fails.
+std::string run_first_line(const std::string& command) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return "";
+  std::array<char, 256> buf{};
+  std::string line;
+  if (std::fgets(buf.data(), buf.size(), pipe) != nullptr) line = buf.data();
+  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) {}  // drain before closing
+  const int status = ::pclose(pipe);
+  if (status != 0) return "";
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  return line;
+}
+
+std::string git_commit_in(const std::string& dir) {
+  const std::string git = "git -C '" + dir + "' ";
+  const std::string commit = run_first_line(git + "rev-parse --short HEAD 2>/dev/null");
+  if (commit.empty()) return "";
+  const std::string dirty =
+      run_first_line(git + "status --porcelain --untracked-files=no 2>/dev/null | head -1");
+  return dirty.empty() ? commit : commit + "-dirty";
+}
+
+std::string git_commit() {
+  std::string c = git_commit_in(NANOINFER_SOURCE_DIR_LIB);
+  if (c.empty()) c = git_commit_in(".");
+  return c.empty() ? "unknown" : c;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        const auto start = line.find_first_not_of(" \t", colon + 1);
+        return start == std::string::npos ? "" : line.substr(start);
+      }
+    }
+  }
+  return "unknown";
+}
+
+std::string utc_timestamp() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::json bench_context(int threads) {
+  return {{"cpu", cpu_model()},
+          {"logical_cores", ::sysconf(_SC_NPROCESSORS_ONLN)},
+          {"threads", threads},
+          {"commit", git_commit()},
+          {"build_type", NANOINFER_BUILD_TYPE},
+          {"timestamp", utc_timestamp()},
+          {"nanoinfer_version", NANOINFER_VERSION}};
+}
+
+void append_bench_record(const nlohmann::json& record, const std::filesystem::path& file) {
+  std::error_code ec;
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  if (ec) fail("{}: cannot create directory: {}", file.parent_path().string(), ec.message());
+  std::ofstream out(file, std::ios::app);
+  out << record.dump() << '\n';
+  out.flush();
+  if (!out) fail("{}: cannot append bench record: {}", file.string(), std::strerror(errno));
+}
+
+size_t peak_rss_bytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+}  // namespace nanoinfer
