@@ -1,0 +1,33 @@
+// Synthetic models: a complete model directory with the exact tensor names, shapes and dtype
+// a config implies, filled with seeded pseudo-random values. Speed work depends on shapes, not
+// values, so this stands in for weights that cannot be downloaded here.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "nanoinfer/config.h"
+#include "nanoinfer/dtype.h"
+#include "nanoinfer/safetensors_writer.h"
+
+namespace nanoinfer {
+
+struct SynthOptions {
+  uint64_t seed = 0;
+  DType dtype = DType::BF16;  // BF16 or F32
+};
+
+// Writes every required manifest tensor to `out_file` (temp file + rename). Matrices and
+// biases are ~N(0, 0.02^2), norm weights ~N(1, 0.02^2); a tensor's values depend only on the
+// seed and its name, bit-for-bit on any machine. Returns the bytes of tensor data written.
+uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::path& out_file,
+                                 const SynthOptions& options,
+                                 const SafetensorsWriter::Progress& progress = {});
+
+// Creates `out_dir` with config.json copied from `config_json`, generation_config.json and
+// tokenizer_config.json copied when they sit beside it, and model.safetensors.
+uint64_t synth_model_dir(const std::filesystem::path& config_json,
+                         const std::filesystem::path& out_dir, const SynthOptions& options,
+                         const SafetensorsWriter::Progress& progress = {});
+
+}  // namespace nanoinfer

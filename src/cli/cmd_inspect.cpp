@@ -1,0 +1,107 @@
+// `nanoinfer inspect MODEL_DIR`: every tensor of a model directory checked against the
+// manifest its config implies, with a parameter breakdown and a verdict. Exits non-zero,
+// naming the tensor, on any missing, unexpected or mis-shaped tensor.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "cli/command.h"
+#include "nanoinfer/config.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/manifest.h"
+#include "nanoinfer/model_files.h"
+#include "nanoinfer/safetensors.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+std::string with_commas(uint64_t v) {
+  std::string digits = std::to_string(v);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3)
+    digits.insert(static_cast<size_t>(i), ",");
+  return digits;
+}
+
+double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+void inspect(const std::filesystem::path& dir) {
+  const ModelFiles files = locate_model(dir);
+  const ModelConfig cfg = ModelConfig::load(files.config);
+  const SafetensorsFile file = SafetensorsFile::open(files.weights);
+  const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
+
+  fmt::print("model:  {}\n", dir.string());
+  fmt::print(
+      "config: {}, {} layers, hidden {}, heads {} (kv {}, head dim {}), intermediate {}, "
+      "vocab {}, {} embeddings\n",
+      cfg.model_type, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
+      cfg.num_key_value_heads, cfg.head_dim(), cfg.intermediate_size, cfg.vocab_size,
+      cfg.tie_word_embeddings ? "tied" : "untied");
+  fmt::print("file:   {}, {} bytes ({:.1f} MiB), header {} bytes, {} tensors\n\n",
+             files.weights.string(), with_commas(file.file_size()), mib(file.file_size()),
+             with_commas(file.layout().header_len), file.tensors().size());
+
+  size_t name_width = 4;
+  for (const auto& t : file.tensors()) name_width = std::max(name_width, t.name.size());
+  fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", "name", name_width, "dtype", "shape", "bytes");
+  std::map<std::string_view, const TensorSpec*> spec_of;
+  for (const auto& spec : manifest) spec_of.emplace(spec.name, &spec);
+  std::map<TensorRole, uint64_t> params;  // by role, over tensors the manifest knows
+  std::map<DType, size_t> dtypes;
+  uint64_t tensor_bytes = 0;
+  for (const auto& t : file.tensors()) {
+    fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", t.name, name_width, dtype_name(t.dtype),
+               fmt::format("[{}]", fmt::join(t.shape, ", ")), with_commas(t.nbytes()));
+    if (const auto it = spec_of.find(t.name); it != spec_of.end())
+      params[it->second->role] += t.numel();
+    ++dtypes[t.dtype];
+    tensor_bytes += t.nbytes();
+  }
+
+  uint64_t total = 0;
+  for (const auto& [role, n] : params) total += n;
+  fmt::print("\nparameters: {}\n", with_commas(total));
+  for (const auto& [role, label] : {std::pair{TensorRole::Embedding, "embeddings"},
+                                    std::pair{TensorRole::Attention, "attention"},
+                                    std::pair{TensorRole::Mlp, "mlp"},
+                                    std::pair{TensorRole::Norm, "norms"},
+                                    std::pair{TensorRole::Output, "lm_head"}}) {
+    if (role == TensorRole::Output && params[role] == 0) continue;  // tied: nothing stored
+    fmt::print("  {:<11} {:>13}  {:6.2f}%\n", label, with_commas(params[role]),
+               total == 0 ? 0.0 : 100.0 * static_cast<double>(params[role]) /
+                                      static_cast<double>(total));
+  }
+  std::vector<std::string> dtype_counts;
+  for (const auto& [dt, n] : dtypes) dtype_counts.push_back(fmt::format("{} x{}", dtype_name(dt), n));
+  fmt::print("tensor data: {} bytes ({:.1f} MiB); dtypes: {}\n", with_commas(tensor_bytes),
+             mib(tensor_bytes), fmt::join(dtype_counts, ", "));
+
+  const std::vector<std::string> problems = manifest_problems(manifest, file.tensors());
+  if (!problems.empty()) {
+    fmt::print("verdict: FAIL, {} problem(s):\n", problems.size());
+    for (const auto& p : problems) fmt::print("  {}\n", p);
+    if (problems.size() == 1) fail("{}: {}", files.weights.string(), problems[0]);
+    fail("{}: {} (and {} more problem(s) listed above)", files.weights.string(), problems[0],
+         problems.size() - 1);
+  }
+  fmt::print("verdict: OK, all {} tensors match the manifest of this config\n",
+             file.tensors().size());
+}
+
+const bool registered = register_command({
+    "",
+    "inspect",
+    "Check a model directory's tensors against its config; print shapes, counts and a verdict",
+    [](CLI::App& sub) {
+      auto dir = std::make_shared<std::string>();
+      sub.add_option("MODEL_DIR", *dir, "Directory with config.json and model.safetensors")
+          ->required();
+      sub.callback([dir] { inspect(*dir); });
+    },
+});
+
+}  // namespace
+}  // namespace nanoinfer::cli

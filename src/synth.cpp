@@ -1,0 +1,103 @@
+#include "nanoinfer/synth.h"
+
+#include <cstring>
+#include <string_view>
+
+#include "nanoinfer/error.h"
+#include "nanoinfer/manifest.h"
+
+namespace nanoinfer {
+
+namespace {
+
+// splitmix64 (Steele, Lea & Flood): one 64-bit multiply-xorshift step per value, with a
+// fixed integer recipe, so every machine produces the same stream.
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+};
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// Approximately standard normal: the sum of four 16-bit uniforms (Irwin-Hall, n = 4) has mean
+// 4 * 32767.5 and variance 4 * (65536^2 - 1) / 12; centring and scaling gives unit variance.
+// The sum is an exact integer and the scaling one multiply, so results are bit-reproducible.
+float standard_normal(SplitMix64& rng) {
+  const uint64_t r = rng.next();
+  const int64_t sum = static_cast<int64_t>((r & 0xffff) + ((r >> 16) & 0xffff) +
+                                           ((r >> 32) & 0xffff) + (r >> 48));
+  constexpr double kMean = 4 * 32767.5;
+  constexpr double kInvStd = 1.0 / 37837.2277;  // sqrt(4 * (65536^2 - 1) / 12)
+  return static_cast<float>((static_cast<double>(sum) - kMean) * kInvStd);
+}
+
+}  // namespace
+
+uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::path& out_file,
+                                 const SynthOptions& options,
+                                 const SafetensorsWriter::Progress& progress) {
+  if (options.dtype != DType::BF16 && options.dtype != DType::F32)
+    fail("synth: dtype {} is not supported (use BF16 or F32)", dtype_name(options.dtype));
+  SafetensorsWriter writer(out_file);
+  writer.set_metadata("format", "pt");
+  writer.set_metadata("nanoinfer_synth_seed", std::to_string(options.seed));
+  for (const TensorSpec& spec : tensor_manifest(cfg)) {
+    if (!spec.required) continue;  // a tied lm_head is not stored
+    const float mean = spec.role == TensorRole::Norm ? 1.0f : 0.0f;
+    const DType dtype = options.dtype;
+    // The stream state lives in the callback, which sees the tensor's chunks in order.
+    SplitMix64 rng{options.seed ^ fnv1a(spec.name)};
+    writer.add(spec.name, dtype, spec.shape, [rng, mean, dtype](std::span<std::byte> out) mutable {
+      if (dtype == DType::BF16) {
+        for (size_t i = 0; i < out.size(); i += 2) {
+          const uint16_t h = f32_to_bf16(mean + 0.02f * standard_normal(rng));
+          std::memcpy(out.data() + i, &h, 2);
+        }
+      } else {
+        for (size_t i = 0; i < out.size(); i += 4) {
+          const float f = mean + 0.02f * standard_normal(rng);
+          std::memcpy(out.data() + i, &f, 4);
+        }
+      }
+    });
+  }
+  writer.write(progress);
+  return writer.data_bytes();
+}
+
+uint64_t synth_model_dir(const std::filesystem::path& config_json,
+                         const std::filesystem::path& out_dir, const SynthOptions& options,
+                         const SafetensorsWriter::Progress& progress) {
+  const ModelConfig cfg = ModelConfig::load(config_json);
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) fail("{}: cannot create directory: {}", out_dir.string(), ec.message());
+
+  const auto copy = [&](const std::filesystem::path& from, const char* name) {
+    if (std::filesystem::equivalent(from, out_dir / name, ec)) return;  // synth into its source
+    std::filesystem::copy_file(from, out_dir / name,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) fail("{}: cannot copy to {}: {}", from.string(), (out_dir / name).string(),
+                 ec.message());
+  };
+  // Weights first: an interrupted run leaves no config claiming a model is there.
+  const uint64_t bytes =
+      write_synthetic_weights(cfg, out_dir / "model.safetensors", options, progress);
+  copy(config_json, "config.json");
+  const auto beside = config_json.has_parent_path() ? config_json.parent_path()
+                                                    : std::filesystem::path(".");
+  for (const char* name : {"generation_config.json", "tokenizer_config.json"})
+    if (std::filesystem::exists(beside / name)) copy(beside / name, name);
+  return bytes;
+}
+
+}  // namespace nanoinfer
