@@ -204,5 +204,269 @@ TEST(ModelReference, Bf16LogitsMatchTheBf16RoundedReference) {
   }
 }
 
+// The bf16 model against the exact f32 one. Rounding to bf16 (8 significant bits, nearest
+// even) changes each weight by at most 2^-9 relative. To first order each rounded matrix on the
+// path from token to logit (embedding, 7 per layer, head) perturbs the logits by about 2^-9 of
+// their scale, and the perturbations add at worst linearly, so
+//     |logit_bf16 - logit_f32| <= 2^-9 * (2 + 7 * n_layers) * max|logit|.
+// Independent rounding errors add in quadrature instead, so the observed error is several
+// times below this bound (e.g. 0.039 against 0.13 for tiny-gqa7); a path that rounded wrongly
+// (truncation biases every weight) or widened garbage would land far above it.
+TEST(ModelReference, Bf16LogitsWithinTheDerivedBoundOfTheExactModel) {
+  for (const auto& dir : tiny_model_dirs()) {
+    const Reference ref(dir);
+    if (!stored_f32(ref)) continue;  // a bf16 file's exact model is its bf16 model
+    Model model = load(dir, WeightMode::BF16);
+    const double stages = 2.0 + 7.0 * static_cast<double>(model.config().num_hidden_layers);
+    for (size_t k = 0; k < ref.prompts(); ++k) {
+      const auto K = std::to_string(k);
+      const auto exact = ref.floats("logits." + K);
+      float scale = 0.0f;
+      for (float v : exact) scale = std::max(scale, std::abs(v));
+      const float bound = static_cast<float>(std::ldexp(1.0, -9) * stages * scale);
+      const float d = max_abs_diff(all_logits(model, ref.ints("prompt." + K)), exact);
+      EXPECT_LE(d, bound) << dir.filename() << " prompt " << k;
+      EXPECT_GT(d, 0.0f) << "bf16 rounding changed nothing: was the model really narrowed?";
+    }
+  }
+}
+
+// The logits of every position of `tokens`, pushed through one cache in chunks of the given
+// sizes (which sum to tokens.size()). Also checks the work counter advances by exactly n.
+std::vector<float> chunked_logits(Model& model, const std::vector<int32_t>& tokens, const std::vector<size_t>& chunks) {
+  KvCache cache = model.new_cache();
+  std::vector<float> out;
+  const uint64_t before = model.positions_pushed();
+  size_t begin = 0;
+  for (size_t c : chunks) {
+    EXPECT_EQ(cache.length(), begin);
+    auto logits = model.forward(std::span(tokens).subspan(begin, c), cache, true);
+    out.insert(out.end(), logits.begin(), logits.end());
+    begin += c;
+  }
+  EXPECT_EQ(begin, tokens.size());
+  EXPECT_EQ(model.positions_pushed() - before, tokens.size());
+  return out;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Five chunkings of the same tokens (the longest prompt plus its greedy continuation) give the
+// same logits at every position. Every op computes a row the same way whatever the batch
+// (the kernels promise batched == per-token bitwise; attention and norms are per row), so
+// they are bitwise equal, which is what is asserted (stronger than the 1e-5 asked for).
+TEST(ModelCache, FiveChunkingsGiveBitwiseIdenticalLogits) {
+  for (const auto& dir : tiny_model_dirs()) {
+    const Reference ref(dir);
+    for (WeightMode mode : {WeightMode::F32, WeightMode::AsStored}) {
+      Model model = load(dir, mode);
+      std::vector<int32_t> tokens = ref.ints("prompt.4");
+      const size_t p = tokens.size();
+      const auto cont = ref.ints("greedy.4");
+      tokens.insert(tokens.end(), cont.begin(), cont.end());
+      const size_t n = tokens.size();
+      ASSERT_GE(p, 32u);
+
+      const std::map<std::string, std::vector<size_t>> chunkings = {
+          {"all at once", {n}},
+          {"one at a time", std::vector<size_t>(n, 1)},
+          {"prompt then decode", [&] { std::vector<size_t> c{p}; c.resize(1 + n - p, 1); return c; }()},
+          {"halves", {n / 2, n - n / 2}},
+          {"ragged", {1, 7, 3, 19, 2, 11, n - 43}},
+      };
+      const auto expected = chunked_logits(model, tokens, {n});
+      for (const auto& [name, chunks] : chunkings) {
+        const auto got = chunked_logits(model, tokens, chunks);
+        EXPECT_TRUE(bitwise_equal(got, expected)) << dir.filename() << " " << name << ": max diff "
+                                                  << max_abs_diff(got, expected);
+      }
+      // The greedy continuation read off the logits of the prompt's last position onwards.
+      const size_t V = model.vocab_size();
+      for (size_t i = 0; i < cont.size(); ++i) {
+        EXPECT_EQ(argmax(std::span(expected).subspan((p - 1 + i) * V, V)), cont[i]) << dir.filename() << " step " << i;
+      }
+    }
+  }
+}
+
+// Inputs longer than max_batch are split inside forward(); the result is the same.
+TEST(ModelCache, InternalChunkingMatchesOneBatch) {
+  const fs::path dir = models_root() / "tiny-untied";
+  const auto tokens = Reference(dir).ints("prompt.4");
+  Model whole = load(dir, WeightMode::AsStored);
+  ModelOptions opts;
+  opts.max_batch = 5;
+  Model split = Model::load(dir, opts);
+  EXPECT_TRUE(bitwise_equal(all_logits(split, tokens), all_logits(whole, tokens)));
+  KvCache a = whole.new_cache(), b = split.new_cache();
+  auto last_whole = whole.forward(tokens, a);
+  const std::vector<float> last(last_whole.begin(), last_whole.end());
+  auto last_split = split.forward(tokens, b);
+  EXPECT_TRUE(bitwise_equal({last_split.begin(), last_split.end()}, last));
+}
+
+// Work is counted exactly: a prompt of p then n cached decode steps push p + n positions.
+TEST(ModelCache, CachedDecodePushesPromptPlusDecodedPositions) {
+  const fs::path dir = models_root() / "tiny-gqa7";
+  const auto prompt = Reference(dir).ints("prompt.2");
+  Model model = load(dir, WeightMode::AsStored);
+  EXPECT_EQ(model.positions_pushed(), 0u);
+  const size_t n = 10;
+  greedy(model, prompt, n);
+  // greedy() decodes n-1 steps after the prompt (the n-th token is read off the last logits).
+  EXPECT_EQ(model.positions_pushed(), prompt.size() + n - 1);
+}
+
+// Reusing a cache prefix (what chat does across turns) equals recomputing it.
+TEST(ModelCache, TruncateThenExtendEqualsFreshPrefix) {
+  const fs::path dir = models_root() / "tiny-untied";
+  const auto tokens = Reference(dir).ints("prompt.3");
+  Model model = load(dir, WeightMode::AsStored);
+  const auto fresh = all_logits(model, tokens);
+  KvCache cache = model.new_cache();
+  model.forward(std::span(tokens).first(20), cache);
+  const std::vector<int32_t> detour = {5, 6, 7};
+  model.forward(detour, cache);
+  cache.truncate(20);
+  auto rest = model.forward(std::span(tokens).subspan(20), cache, true);
+  const size_t V = model.vocab_size();
+  EXPECT_TRUE(bitwise_equal({rest.begin(), rest.end()}, {fresh.begin() + 20 * V, fresh.end()}));
+}
+
+// Rows are split across threads but each element is computed the same way: bitwise equal.
+TEST(ModelThreads, LogitsBitwiseIdenticalAt1To3Threads) {
+  for (const auto& dir : tiny_model_dirs()) {
+    const auto tokens = Reference(dir).ints("prompt.4");
+    for (WeightMode mode : {WeightMode::F32, WeightMode::BF16}) {
+      Model one = load(dir, mode, 1);
+      const auto expected = all_logits(one, tokens);
+      for (int threads : {2, 3}) {
+        Model model = load(dir, mode, threads);
+        EXPECT_EQ(model.pool().size(), threads);
+        EXPECT_TRUE(bitwise_equal(all_logits(model, tokens), expected)) << dir.filename() << " at " << threads;
+      }
+    }
+  }
+}
+
+// Every instruction set this machine can run, on the f32 and bf16 paths.
+TEST(ModelIsa, EverySupportedIsaMatchesTheReference) {
+  const kernels::Isa original = kernels::active_isa();
+  int tested = 0;
+  for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
+    if (!kernels::isa_supported(isa)) {
+      std::printf("  %s: not supported here, skipped\n", std::string(kernels::isa_name(isa)).c_str());
+      continue;
+    }
+    kernels::set_isa(isa);
+    for (const char* name : {"tiny-gqa7", "tiny-bf16"}) {
+      const fs::path dir = models_root() / name;
+      const Reference ref(dir);
+      Model model = load(dir, WeightMode::AsStored);
+      const float d = max_abs_diff(all_logits(model, ref.ints("prompt.4")), ref.floats("logits.4"));
+      EXPECT_LE(d, 1e-4f) << name << " on " << kernels::isa_name(isa);
+    }
+    ++tested;
+  }
+  kernels::set_isa(original);
+  EXPECT_GE(tested, 1);
+}
+
+TEST(ModelErrors, PromptLongerThanTheContextLeavesTheCacheUntouched) {
+  Model model = load(models_root() / "tiny-bf16", WeightMode::AsStored);
+  KvCache cache = model.new_cache(16);
+  const std::vector<int32_t> tokens(17, 3);
+  try {
+    model.forward(tokens, cache);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("17 tokens do not fit in the context: 0 of 16"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.length(), 0u);
+  model.forward(std::span(tokens).first(10), cache);
+  EXPECT_THROW(model.forward(std::span(tokens).first(7), cache), Error);
+  EXPECT_EQ(cache.length(), 10u);
+  model.forward(std::span(tokens).first(6), cache);  // exactly fills it
+  EXPECT_EQ(cache.length(), 16u);
+  EXPECT_EQ(model.positions_pushed(), 16u);
+  EXPECT_THROW(model.new_cache(model.max_context() + 1), Error);
+}
+
+TEST(ModelErrors, TokenIdOutOfRange) {
+  Model model = load(models_root() / "tiny-bf16", WeightMode::AsStored);
+  KvCache cache = model.new_cache();
+  for (int32_t bad : {-1, static_cast<int32_t>(model.vocab_size())}) {
+    const std::vector<int32_t> tokens = {1, 2, bad};
+    try {
+      model.forward(tokens, cache);
+      FAIL() << "no error for " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("token id {} at index 2 is out of range", bad)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(cache.length(), 0u);
+  EXPECT_EQ(model.positions_pushed(), 0u);
+  EXPECT_THROW(model.forward(std::span<const int32_t>(), cache), Error);
+}
+
+TEST(ModelErrors, MissingFilesAndTensorsAreNamed) {
+  const fs::path src = models_root() / "tiny-untied";
+  test::TempDir tmp;
+  auto expect_error = [](const fs::path& dir, const std::string& needle) {
+    try {
+      Model::load(dir);
+      ADD_FAILURE() << "no error, expected: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error(tmp / "nowhere", "does not exist");
+  expect_error(tmp.path(), "has no config.json");
+  fs::copy_file(src / "config.json", tmp / "config.json");
+  expect_error(tmp.path(), "has no model.safetensors");
+
+  // Every tensor but lm_head.weight (required: this model's embeddings are untied).
+  const SafetensorsFile file = SafetensorsFile::open(src / "model.safetensors");
+  SafetensorsWriter writer(tmp / "model.safetensors");
+  for (const auto& info : file.tensors()) {
+    if (info.name == "lm_head.weight") continue;
+    const TensorView v = file.view(info);
+    writer.add(info.name, info.dtype, info.shape, std::span(v.data, v.nbytes()));
+  }
+  writer.write();
+  expect_error(tmp.path(), "missing tensor 'lm_head.weight'");
+}
+
+TEST(ModelErrors, CacheOfAnotherModelIsRefused) {
+  Model a = load(models_root() / "tiny-bf16", WeightMode::AsStored);
+  Model b = load(models_root() / "tiny-untied", WeightMode::AsStored);
+  KvCache cache = b.new_cache();
+  const std::vector<int32_t> tokens = {1, 2};
+  EXPECT_THROW(a.forward(tokens, cache), Error);
+  EXPECT_EQ(cache.length(), 0u);
+}
+
+// The counters the benchmarks divide by.
+TEST(ModelLoad, WeightBytesFollowTheStoredTypes) {
+  const fs::path dir = models_root() / "tiny-untied";  // f32 file, untied head
+  Model f32 = load(dir, WeightMode::AsStored);
+  Model bf16 = load(dir, WeightMode::BF16);
+  const ModelConfig& c = f32.config();
+  const size_t H = c.hidden_size, I = c.intermediate_size, KV = c.kv_dim(), V = c.vocab_size, L = c.num_hidden_layers;
+  const size_t matrices = 2 * V * H + L * (2 * H * H + 2 * KV * H + 3 * I * H);
+  const size_t vectors = H + L * (2 * H + H + 2 * KV);  // norms and biases, always f32
+  EXPECT_EQ(f32.weight_bytes(), 4 * matrices + 4 * vectors);
+  EXPECT_EQ(bf16.weight_bytes(), 2 * matrices + 4 * vectors);
+  // A decode step reads everything but the embedding table, of which it reads one row.
+  EXPECT_EQ(f32.bytes_per_token(), 4 * (matrices - V * H + H) + 4 * vectors);
+  EXPECT_EQ(bf16.bytes_per_token(), 2 * (matrices - V * H + H) + 4 * vectors);
+  Model moved = std::move(f32);
+  EXPECT_EQ(moved.vocab_size(), V);
+}
+
 }  // namespace
 }  // namespace nanoinfer

@@ -1,0 +1,158 @@
+// The small ops against direct double-precision formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "nanoinfer/error.h"
+#include "nanoinfer/ops.h"
+
+namespace nanoinfer {
+namespace {
+
+std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+TEST(Ops, RmsnormMatchesTheFormula) {
+  const size_t n = 3, dim = 37;
+  const auto x = random_vector(n * dim, 1, 3.0f);
+  const auto w = random_vector(dim, 2);
+  std::vector<float> y(n * dim);
+  rmsnorm(x.data(), w.data(), 1e-5f, y.data(), n, dim);
+  for (size_t t = 0; t < n; ++t) {
+    double ss = 0;
+    for (size_t i = 0; i < dim; ++i) ss += double(x[t * dim + i]) * x[t * dim + i];
+    const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+    for (size_t i = 0; i < dim; ++i) {
+      const double expected = x[t * dim + i] * inv * w[i];
+      EXPECT_NEAR(y[t * dim + i], expected, 1e-6 * std::abs(expected) + 1e-7) << t << "," << i;
+    }
+  }
+  // In place (y aliases x) gives the same values.
+  std::vector<float> z = x;
+  rmsnorm(z.data(), w.data(), 1e-5f, z.data(), n, dim);
+  EXPECT_EQ(0, std::memcmp(z.data(), y.data(), y.size() * sizeof(float)));
+}
+
+TEST(Ops, SiluMulAndAdd) {
+  std::vector<float> g = {-20.0f, -1.0f, 0.0f, 0.5f, 3.0f}, u = {2.0f, 3.0f, 4.0f, -1.0f, 0.5f};
+  const std::vector<float> g0 = g;
+  silu_mul_inplace(g.data(), u.data(), g.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    EXPECT_NEAR(g[i], g0[i] / (1.0 + std::exp(-double(g0[i]))) * u[i], 1e-6) << i;
+  }
+  add_inplace(g.data(), u.data(), g.size());
+  EXPECT_NEAR(g[2], 4.0f, 1e-7);
+}
+
+// Half-split pairing: element i of a head rotates with element i + head_dim/2, by the angle
+// pos * theta^(-2i/head_dim).
+TEST(Ops, RopeRotatesHalfSplitPairs) {
+  const size_t head_dim = 8, n_heads = 2, n = 3, pos0 = 5;
+  const double theta = 10000.0;
+  const Rope rope(head_dim, theta, 16);
+  const auto x0 = random_vector(n * n_heads * head_dim, 3);
+  std::vector<float> x = x0;
+  rope.apply(x.data(), n, n_heads, pos0);
+  for (size_t t = 0; t < n; ++t) {
+    for (size_t h = 0; h < n_heads; ++h) {
+      const float* in = x0.data() + (t * n_heads + h) * head_dim;
+      const float* out = x.data() + (t * n_heads + h) * head_dim;
+      for (size_t i = 0; i < head_dim / 2; ++i) {
+        const double angle = double(pos0 + t) * std::pow(theta, -2.0 * i / head_dim);
+        const double a = in[i], b = in[i + head_dim / 2];
+        EXPECT_NEAR(out[i], a * std::cos(angle) - b * std::sin(angle), 1e-6) << t << h << i;
+        EXPECT_NEAR(out[i + head_dim / 2], b * std::cos(angle) + a * std::sin(angle), 1e-6) << t << h << i;
+      }
+    }
+  }
+  // Position 0 is the identity.
+  std::vector<float> y = x0;
+  rope.apply(y.data(), 1, n_heads, 0);
+  EXPECT_EQ(0, std::memcmp(y.data(), x0.data(), n_heads * head_dim * sizeof(float)));
+  EXPECT_THROW(Rope(7, theta, 4), Error);
+}
+
+// Causal GQA attention in double, written the obvious way: query head h reads KV head
+// h / (n_heads / n_kv_heads); query t (at position pos0 + t) sees keys 0 .. pos0 + t.
+std::vector<double> naive_attention(const AttentionShape& s, const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, size_t n, size_t pos0) {
+  const size_t hd = s.head_dim, qd = s.n_heads * hd, kvd = s.n_kv_heads * hd, g = s.n_heads / s.n_kv_heads;
+  std::vector<double> out(n * qd, 0.0);
+  for (size_t t = 0; t < n; ++t) {
+    for (size_t h = 0; h < s.n_heads; ++h) {
+      const size_t kh = h / g;
+      std::vector<double> w(pos0 + t + 1);
+      double max = -1e300, sum = 0;
+      for (size_t j = 0; j < w.size(); ++j) {
+        double d = 0;
+        for (size_t i = 0; i < hd; ++i) d += double(q[t * qd + h * hd + i]) * k[j * kvd + kh * hd + i];
+        w[j] = d / std::sqrt(double(hd));
+        max = std::max(max, w[j]);
+      }
+      for (double& x : w) sum += (x = std::exp(x - max));
+      for (size_t j = 0; j < w.size(); ++j)
+        for (size_t i = 0; i < hd; ++i) out[t * qd + h * hd + i] += w[j] / sum * v[j * kvd + kh * hd + i];
+    }
+  }
+  return out;
+}
+
+TEST(Ops, AttentionMatchesNaiveGqaWithCausalMask) {
+  const AttentionShape shape{6, 2, 16};  // groups of 3: heads 0-2 read KV head 0, 3-5 head 1
+  const size_t n = 4, pos0 = 7, keys = pos0 + n;
+  const auto q = random_vector(n * 6 * 16, 4);
+  const auto k = random_vector(keys * 2 * 16, 5);
+  const auto v = random_vector(keys * 2 * 16, 6);
+  const auto expected = naive_attention(shape, q, k, v, n, pos0);
+  std::vector<float> scores(6 * keys);
+  std::vector<float> out(n * 6 * 16), out3(n * 6 * 16);
+  ThreadPool pool1(1), pool3(3);
+  attention(pool1, shape, q.data(), k.data(), v.data(), out.data(), n, pos0, scores.data());
+  attention(pool3, shape, q.data(), k.data(), v.data(), out3.data(), n, pos0, scores.data());
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-5) << i;
+  EXPECT_EQ(0, std::memcmp(out.data(), out3.data(), out.size() * sizeof(float)));
+
+  // A key after a query's position must not change that query's output.
+  auto k2 = k;
+  for (size_t i = 0; i < 2 * 16; ++i) k2[(keys - 1) * 2 * 16 + i] += 50.0f;
+  std::vector<float> out2(out.size());
+  attention(pool1, shape, q.data(), k2.data(), v.data(), out2.data(), n, pos0, scores.data());
+  EXPECT_EQ(0, std::memcmp(out.data(), out2.data(), (n - 1) * 6 * 16 * sizeof(float)));
+  EXPECT_NE(0, std::memcmp(out.data() + (n - 1) * 96, out2.data() + (n - 1) * 96, 96 * sizeof(float)));
+}
+
+// Scores far beyond exp's range stay finite because the maximum is subtracted first.
+TEST(Ops, AttentionSoftmaxSurvivesHugeScores) {
+  const AttentionShape shape{1, 1, 4};
+  const std::vector<float> q = {100.0f, 100.0f, 0.0f, 0.0f};
+  const std::vector<float> k = {10.0f, 0.0f, 0.0f, 0.0f, 9.0f, 0.0f, 0.0f, 0.0f};  // scores 500, 450
+  const std::vector<float> v = {1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f};
+  std::vector<float> out(4), scores(2);
+  ThreadPool pool(1);
+  attention(pool, shape, q.data(), k.data(), v.data(), out.data(), 1, 1, scores.data());
+  EXPECT_FLOAT_EQ(out[0], 1.0f);   // exp(-50) relative weight for the second key
+  EXPECT_NEAR(out[1], std::exp(-50.0), 1e-25);
+}
+
+TEST(Ops, LogSoftmaxIsDirectAndStable) {
+  const std::vector<float> uniform(1000, 3.25f);
+  EXPECT_DOUBLE_EQ(log_softmax_at(uniform.data(), uniform.size(), 17), -std::log(1000.0));
+  // The log of a rounded softmax would give log(0) = -inf for the second entry.
+  const std::vector<float> peaked = {1000.0f, 0.0f};
+  EXPECT_DOUBLE_EQ(log_softmax_at(peaked.data(), 2, 1), -1000.0);
+  EXPECT_DOUBLE_EQ(log_softmax_at(peaked.data(), 2, 0), 0.0);
+  const std::vector<float> v = {1.0f, 2.0f, 3.0f};
+  const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  EXPECT_NEAR(log_softmax_at(v.data(), 3, 0), 1.0 - lse, 1e-15);
+}
+
+}  // namespace
+}  // namespace nanoinfer
