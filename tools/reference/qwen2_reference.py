@@ -353,13 +353,20 @@ def cmd_tiny(args):
               f"{max(np.abs(a).max() for k, (_, a) in tensors.items() if k.startswith('logits.')):.3f}")
 
 
+def export_reference(model_dir, out, seed=2024, last=4):
+    """Reference for a real-size model dir: seeded prompts as for the tiny models, logits of
+    the last `last` positions only, greedy tokens; no hidden states."""
+    cfg, W = load_model(model_dir)
+    prompts = tiny_prompts(cfg.vocab, seed)
+    tensors = reference_tensors(cfg, W, prompts, last=last, hidden=False)
+    st.save(out, tensors, {"generator": "tools/reference/qwen2_reference.py export",
+                           "logits": f"last {last} positions of each prompt"})
+    return len(prompts)
+
+
 def cmd_export(args):
-    cfg, W = load_model(args.model)
-    prompts = tiny_prompts(cfg.vocab, args.seed)
-    tensors = reference_tensors(cfg, W, prompts, last=args.last, hidden=False)
-    st.save(args.out, tensors, {"generator": "tools/reference/qwen2_reference.py export",
-                                "logits": f"last {args.last} positions of each prompt"})
-    print(f"wrote {args.out}: {len(prompts)} prompts")
+    n = export_reference(args.model, args.out, args.seed, args.last)
+    print(f"wrote {args.out}: {n} prompts")
 
 
 def cmd_perplexity(args):

@@ -224,10 +224,7 @@ def main():
     ref.write_json(os.path.join(a.out, "reference_perplexity.json"), ppl)
     print(f"reference held-out perplexity {ppl['perplexity']:.4f} +- {ppl['perplexity_stderr']:.4f} "
           f"over {ppl['scored']} tokens ({time.time() - t1:.0f} s)")
-    tensors = ref.reference_tensors(cfg, W, ref.tiny_prompts(cfg.vocab, 2024), last=4,
-                                    hidden=False)
-    st.save(a.reference_out, tensors, {"generator": "tools/train/train_model.py (qwen2_reference)",
-                      "logits": "last 4 positions of each prompt"})
+    ref.export_reference(a.out, a.reference_out)
     greedy = sample_text(cfg, W, tok, "ROMEO:", 60, a.ctx, 0, temperature=0)
     sampled = sample_text(cfg, W, tok, "ROMEO:", 60, a.ctx, 7)
     summary = {"command": " ".join(["tools/train/train_model.py"] + sys.argv[1:]),
