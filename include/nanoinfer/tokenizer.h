@@ -1,0 +1,98 @@
+// Byte-level BPE tokenizer loaded from a Hugging Face tokenizer.json (the Qwen2 family's
+// format), implemented from the file alone: nothing model-specific is hard-coded.
+//
+// Pipeline of encode(), in the order the reference implementation applies it:
+//   1. invalid UTF-8 in the input is replaced by U+FFFD, one per maximal ill-formed subpart
+//      (the Unicode / WHATWG "substitution of maximal subparts" policy, i.e. what a
+//      TextDecoder or Rust's from_utf8_lossy produces from the same bytes);
+//   2. added tokens whose "normalized" flag is false (<|im_start|>, ...) are split out first,
+//      leftmost-longest, so they are never broken up;
+//   3. each remaining section is normalized (NFC), then added tokens with normalized=true
+//      are split out of it;
+//   4. the Split pre-tokenizer's regex cuts each section into pieces (hand-written matcher,
+//      see src/pretokenize.h);
+//   5. each piece's UTF-8 bytes are merged by BPE (lowest merge rank first, leftmost on
+//      equal rank), with a cache of results per piece.
+// decode() concatenates token bytes; each run of bytes between added tokens is converted
+// with the same U+FFFD policy, added tokens contribute their content verbatim.
+//
+// Loading rejects every tokenizer.json field or component type this implementation does not
+// reproduce exactly, naming it, so another model either tokenizes correctly or fails loudly.
+//
+// A Tokenizer is cheap to copy (copies share the immutable model and the piece cache).
+// encode/decode are safe to call from several threads at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nanoinfer {
+
+class Tokenizer {
+ public:
+  // Reads model_dir/tokenizer.json and, if present, model_dir/tokenizer_config.json
+  // (eos/pad token names, clean_up_tokenization_spaces, add_bos_token).
+  static Tokenizer load(const std::filesystem::path& model_dir);
+  // `origin` names the source in error messages (e.g. a file path).
+  static Tokenizer from_json(std::string_view tokenizer_json, std::string_view origin);
+  // As from_json, also applying a tokenizer_config.json (may be empty: no config).
+  static Tokenizer from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+                             std::string_view origin);
+
+  // Added/special tokens in the text are recognised. Never fails for any byte string.
+  std::vector<int32_t> encode(std::string_view text) const;
+  // Appends to `ids` instead of returning a new vector.
+  void encode_append(std::string_view text, std::vector<int32_t>& ids) const;
+
+  // Throws nanoinfer::Error for an id outside [0, vocab_size()) or one no token has.
+  std::string decode(std::span<const int32_t> ids) const;
+
+  // The bytes one token stands for (may be partial UTF-8); an added token's content.
+  // Throws for an invalid id, like decode.
+  std::string_view token_bytes(int32_t id) const;
+  bool is_added_token(int32_t id) const;  // false for invalid ids
+  bool is_special_token(int32_t id) const;
+
+  int32_t vocab_size() const;  // 1 + the largest id, added tokens included
+  // By content as written in tokenizer.json: an added token ("<|im_end|>") or a vocabulary
+  // entry in its byte-level spelling ("Ġthe").
+  std::optional<int32_t> token_id(std::string_view token_content) const;
+
+  // From tokenizer_config.json, when given there and known to the vocabulary.
+  std::optional<int32_t> eos_token_id() const;
+  std::optional<int32_t> pad_token_id() const;
+
+  // The per-piece BPE cache: number of entries, and clearing it (for cold-cache benches).
+  size_t cache_entries() const;
+  void clear_cache() const;
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+// Turns a stream of generated ids into text without ever emitting half a UTF-8 sequence:
+// bytes of an incomplete (but so far valid) sequence are held back until the next token
+// completes it. Bytes that can never become valid are emitted as U+FFFD at once.
+// The concatenation of every push() and the final flush() equals tok.decode(all ids).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok);
+  std::string push(int32_t id);  // the text completed by this token (may be empty)
+  std::string flush();           // what is left, an incomplete tail rendered as U+FFFD
+
+ private:
+  const Tokenizer* tok_;
+  std::string pending_;  // at most 3 bytes: a valid but incomplete UTF-8 sequence
+};
+
+}  // namespace nanoinfer

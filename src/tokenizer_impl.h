@@ -1,0 +1,63 @@
+// The state behind nanoinfer::Tokenizer, built by tokenizer_load.cpp and used by
+// tokenizer.cpp. Immutable after loading except for the BPE cache (which locks).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "nanoinfer/tokenizer.h"
+#include "pretokenize.h"
+#include "tokenizer_bpe.h"
+
+namespace nanoinfer {
+
+// Finds added tokens in text: at each position the longest token that starts there, the
+// leftmost position first (the reference's DictionarySplitter and HF's LeftmostLongest
+// Aho-Corasick agree on this).
+class AddedTokenMatcher {
+ public:
+  void add(std::string content, int32_t id);
+  bool empty() const { return tokens_.empty(); }
+  struct Match {
+    size_t begin;
+    size_t length;
+    int32_t id;
+  };
+  // The first match at or after `from`, if any.
+  std::optional<Match> find(std::string_view text, size_t from) const;
+
+ private:
+  struct Entry {
+    std::string content;
+    int32_t id;
+  };
+  std::vector<Entry> tokens_;
+  // Indices into tokens_ by first byte, longest first.
+  std::array<std::vector<uint32_t>, 256> by_first_byte_;
+};
+
+struct Tokenizer::Impl {
+  enum class Kind : uint8_t { kNone, kVocab, kAdded, kAddedSpecial };
+
+  std::string origin;
+  std::vector<std::string> bytes;  // [vocab_size] the bytes of each id (an added token's content)
+  std::vector<Kind> kind;          // [vocab_size]
+  std::unordered_map<std::string, int32_t> content_to_id;  // as spelled in tokenizer.json
+
+  AddedTokenMatcher raw_added;         // added tokens with normalized=false
+  AddedTokenMatcher normalized_added;  // added tokens with normalized=true (NFC content)
+  bool nfc = false;
+  std::optional<SplitPattern> split;  // nullopt: the whole section is one piece
+  std::optional<BpeModel> bpe;  // constructed in place (it holds a mutex)
+
+  bool clean_up_tokenization_spaces = false;
+  std::optional<int32_t> eos_id;
+  std::optional<int32_t> pad_id;
+};
+
+}  // namespace nanoinfer
