@@ -1,0 +1,313 @@
+// Every kernel table this machine can run, held to the scalar reference and to an exact
+// (double) result with error bounds derived from the arithmetic, plus the determinism
+// properties the engine relies on, checked bitwise.
+#include "kernels/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nanoinfer/dtype.h"
+#include "nanoinfer/error.h"
+
+namespace nanoinfer::kernels {
+namespace {
+
+constexpr double kUnitRoundoff = 0x1p-24;  // u for f32 round-to-nearest
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// Column count of one accumulator lane: the SIMD kernels fold `cols` into `width` lanes.
+size_t lane_width(Isa isa) { return isa == Isa::Avx512 ? 16 : isa == Isa::Avx2 ? 8 : 1; }
+
+// Roundings any term of y = bias + sum(w*x) can pass through (Higham's gamma_m argument):
+//  scalar: one for the product, one per sequential add (cols), one for the bias: cols + 2;
+//  SIMD: one per fused multiply-add of its lane (ceil(cols/W)), log2(W) in the lane
+//  reduction tree, one for the bias.
+// Then |computed - exact| <= gamma_m * (|bias| + sum|w*x|), gamma_m = m*u/(1 - m*u) <= (m+1)*u
+// for the sizes here.
+size_t roundings(Isa isa, size_t cols) {
+  const size_t w = lane_width(isa);
+  if (w == 1) return cols + 2;
+  return (cols + w - 1) / w + static_cast<size_t>(std::log2(w)) + 1;
+}
+double gamma(size_t m) { return static_cast<double>(m + 1) * kUnitRoundoff; }
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (isa_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+// One test problem: weights in f32 and as bf16 (the bf16 widened exactly is what the kernels
+// see), activations for n_tokens, bias.
+struct Problem {
+  size_t rows, cols, n_tokens;
+  std::vector<float> w, x, bias;
+  std::vector<uint16_t> w_bf16;
+  Problem(size_t r, size_t c, size_t t, uint32_t seed)
+      : rows(r), cols(c), n_tokens(t), w(random_floats(r * c, seed)), x(random_floats(t * c, seed + 1)),
+        bias(random_floats(r, seed + 2)), w_bf16(r * c) {
+    for (size_t i = 0; i < w.size(); ++i) w_bf16[i] = f32_to_bf16(w[i]);
+  }
+  float weight(bool bf16, size_t r, size_t c) const {
+    return bf16 ? bf16_to_f32(w_bf16[r * cols + c]) : w[r * cols + c];
+  }
+  void run(const Kernels& k, bool bf16, const float* b, float* y, size_t row_begin, size_t row_end) const {
+    if (bf16) k.matmul_bf16(w_bf16.data(), b, x.data(), y, rows, cols, n_tokens, row_begin, row_end);
+    else k.matmul_f32(w.data(), b, x.data(), y, rows, cols, n_tokens, row_begin, row_end);
+  }
+  std::vector<float> run(const Kernels& k, bool bf16, bool with_bias = true) const {
+    std::vector<float> y(n_tokens * rows, std::nanf(""));
+    run(k, bf16, with_bias ? bias.data() : nullptr, y.data(), 0, rows);
+    return y;
+  }
+};
+
+// Checks y against the exact result with the bound for `isa`, and against the scalar
+// reference with the sum of both bounds; returns the number of elements checked.
+size_t expect_close_to_exact(const Problem& p, bool bf16, bool with_bias, Isa isa, const std::vector<float>& y,
+                             const std::vector<float>& y_ref) {
+  const double g = gamma(roundings(isa, p.cols)), g_ref = gamma(roundings(Isa::Scalar, p.cols));
+  size_t checked = 0;
+  for (size_t t = 0; t < p.n_tokens; ++t) {
+    for (size_t r = 0; r < p.rows; ++r) {
+      double exact = with_bias ? p.bias[r] : 0.0, magnitude = with_bias ? std::abs(p.bias[r]) : 0.0;
+      for (size_t c = 0; c < p.cols; ++c) {
+        const double term = static_cast<double>(p.weight(bf16, r, c)) * p.x[t * p.cols + c];
+        exact += term;
+        magnitude += std::abs(term);
+      }
+      const float got = y[t * p.rows + r], ref = y_ref[t * p.rows + r];
+      EXPECT_LE(std::abs(got - exact), g * magnitude)
+          << isa_name(isa) << (bf16 ? " bf16 " : " f32 ") << p.rows << "x" << p.cols << " tokens " << p.n_tokens
+          << " at [" << t << "][" << r << "]";
+      EXPECT_LE(std::abs(static_cast<double>(got) - ref), (g + g_ref) * magnitude);
+      ++checked;
+    }
+  }
+  return checked;
+}
+
+struct Shape {
+  size_t rows, cols;
+  std::vector<size_t> tokens;
+};
+
+TEST(Kernels, MatmulEveryIsaMatchesExactWithinDerivedBound) {
+  const std::vector<size_t> all_tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  // Awkward sizes: columns below, at and around the 8- and 16-lane widths and not multiples
+  // of them; rows not multiples of any register tile; then the model's own shapes.
+  const std::vector<Shape> shapes = {
+      {1, 1, all_tokens},     {3, 5, all_tokens},   {7, 15, all_tokens},    {9, 16, all_tokens},
+      {13, 17, all_tokens},   {5, 31, all_tokens},  {11, 33, all_tokens},   {6, 100, all_tokens},
+      {37, 129, all_tokens},  {19, 896, all_tokens}, {130, 4864, {1, 7}},   {896, 896, {1, 9}},
+      {4864, 896, {1, 3}},    {2, 0, {1, 2}},
+  };
+  size_t checked = 0;
+  for (Isa isa : supported_isas()) {
+    const Kernels& k = table(isa);
+    ASSERT_EQ(k.isa, isa);
+    for (const Shape& s : shapes) {
+      for (size_t tokens : s.tokens) {
+        const Problem p(s.rows, s.cols, tokens, static_cast<uint32_t>(s.rows * 131 + s.cols * 7 + tokens));
+        for (bool bf16 : {false, true}) {
+          for (bool with_bias : {true, false}) {
+            const std::vector<float> y = p.run(k, bf16, with_bias), y_ref = p.run(scalar_table(), bf16, with_bias);
+            checked += expect_close_to_exact(p, bf16, with_bias, isa, y, y_ref);
+          }
+        }
+      }
+    }
+  }
+  // Elements per ISA: sum over shapes of rows * cols-independent token counts, x2 dtypes x2 bias.
+  size_t per_isa = 0;
+  for (const Shape& s : shapes)
+    for (size_t t : s.tokens) per_isa += s.rows * t * 4;
+  EXPECT_EQ(checked, per_isa * supported_isas().size());
+}
+
+// The bound must be tight enough that a kernel which drops one column fails it; otherwise
+// the test above would pass a broken tail.
+TEST(Kernels, BoundCatchesADroppedColumn) {
+  for (Isa isa : supported_isas()) {
+    if (isa == Isa::Scalar) continue;  // the scalar bound is cols*u, too loose at 4864 columns
+    const Problem p(64, 4864, 1, 99);
+    const double g = gamma(roundings(isa, p.cols));
+    int caught = 0;
+    for (size_t r = 0; r < p.rows; ++r) {
+      double magnitude = std::abs(p.bias[r]);
+      for (size_t c = 0; c < p.cols; ++c) magnitude += std::abs(static_cast<double>(p.w[r * p.cols + c]) * p.x[c]);
+      const double dropped = std::abs(static_cast<double>(p.w[r * p.cols + p.cols - 1]) * p.x[p.cols - 1]);
+      caught += dropped > g * magnitude;
+    }
+    EXPECT_GE(caught, 56) << isa_name(isa) << ": bound misses a dropped column in too many of 64 rows";
+  }
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Kernels, MatmulRowRangeSplitsAreBitwiseIdentical) {
+  for (Isa isa : supported_isas()) {
+    const Kernels& k = table(isa);
+    for (size_t tokens : {size_t{1}, size_t{5}, size_t{70}}) {  // 70 crosses the 64-token block
+      const Problem p(53, 203, tokens, 7);
+      for (bool bf16 : {false, true}) {
+        const std::vector<float> whole = p.run(k, bf16);
+        // Boundaries that cut every register tile shape somewhere.
+        std::vector<float> pieces(whole.size(), std::nanf(""));
+        const size_t cuts[] = {0, 1, 6, 19, 20, 37, 50, 53};
+        for (size_t i = 0; i + 1 < std::size(cuts); ++i) p.run(k, bf16, p.bias.data(), pieces.data(), cuts[i], cuts[i + 1]);
+        EXPECT_TRUE(same_bits(whole, pieces)) << isa_name(isa) << " tokens " << tokens << " bf16 " << bf16;
+      }
+    }
+  }
+}
+
+TEST(Kernels, MatmulBatchIsBitwiseIdenticalToOneTokenAtATime) {
+  for (Isa isa : supported_isas()) {
+    const Kernels& k = table(isa);
+    for (size_t tokens = 1; tokens <= 9; ++tokens) {
+      for (size_t cols : {size_t{37}, size_t{896}}) {
+        const Problem p(29, cols, tokens, static_cast<uint32_t>(tokens));
+        for (bool bf16 : {false, true}) {
+          const std::vector<float> batched = p.run(k, bf16);
+          std::vector<float> single(batched.size());
+          for (size_t t = 0; t < tokens; ++t) {
+            Problem one = p;
+            one.n_tokens = 1;
+            one.x.assign(p.x.begin() + static_cast<ptrdiff_t>(t * cols), p.x.begin() + static_cast<ptrdiff_t>((t + 1) * cols));
+            one.run(k, bf16, p.bias.data(), single.data() + t * p.rows, 0, p.rows);
+          }
+          EXPECT_TRUE(same_bits(batched, single)) << isa_name(isa) << " tokens " << tokens << " cols " << cols;
+        }
+      }
+    }
+  }
+}
+
+TEST(Kernels, DotMatchesExactWithinDerivedBound) {
+  for (Isa isa : supported_isas()) {
+    for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 64, 100, 896}) {
+      const std::vector<float> a = random_floats(n, 3), b = random_floats(n, 4);
+      double exact = 0, magnitude = 0;
+      for (size_t i = 0; i < n; ++i) {
+        exact += static_cast<double>(a[i]) * b[i];
+        magnitude += std::abs(static_cast<double>(a[i]) * b[i]);
+      }
+      // As matmul without the bias rounding.
+      const double bound = gamma(roundings(isa, n) - 1) * magnitude;
+      EXPECT_LE(std::abs(table(isa).dot_f32(a.data(), b.data(), n) - exact), bound) << isa_name(isa) << " n " << n;
+    }
+  }
+}
+
+TEST(Kernels, AxpyRoundsExactlyOncePerElementOnFmaIsas) {
+  for (Isa isa : supported_isas()) {
+    for (size_t n : {1, 7, 8, 9, 17, 33, 100}) {
+      const std::vector<float> x = random_floats(n, 5), y0 = random_floats(n, 6);
+      const float alpha = 0.37f;
+      std::vector<float> y = y0;
+      table(isa).axpy_f32(alpha, x.data(), y.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        // Scalar: rounded product, rounded sum. SIMD: fused, one rounding (std::fmaf is
+        // correctly rounded).
+        float expected;
+        if (isa == Isa::Scalar) {
+          const float product = alpha * x[i];
+          expected = y0[i] + product;
+        } else {
+          expected = std::fmaf(alpha, x[i], y0[i]);
+        }
+        ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(expected)) << isa_name(isa) << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(Kernels, RmsnormMatchesExactWithinDerivedBound) {
+  for (Isa isa : supported_isas()) {
+    for (size_t n : {1, 9, 64, 896, 903}) {
+      const std::vector<float> x = random_floats(n, 8), weight = random_floats(n, 9);
+      const float eps = 1e-6f;
+      std::vector<float> y(n);
+      table(isa).rmsnorm_f32(x.data(), weight.data(), eps, y.data(), n);
+      double ss = 0;
+      for (float v : x) ss += static_cast<double>(v) * v;
+      const double scale = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+      // Sum of squares: gamma_m relative (all terms positive); mean, +eps, sqrt, divide: 4
+      // roundings, halved by the square root except for the divide; two products. 8u slack.
+      const double rel = gamma(roundings(isa, n)) + 8 * kUnitRoundoff;
+      for (size_t i = 0; i < n; ++i) {
+        const double exact = x[i] * scale * weight[i];
+        ASSERT_LE(std::abs(y[i] - exact), rel * std::abs(exact) + 1e-30) << isa_name(isa) << " n " << n << " i " << i;
+      }
+      // In place gives the same bits.
+      std::vector<float> in_place = x;
+      table(isa).rmsnorm_f32(in_place.data(), weight.data(), eps, in_place.data(), n);
+      EXPECT_TRUE(same_bits(in_place, y));
+    }
+  }
+}
+
+// What CPUID+XGETBV reports must agree with the kernel's view in /proc/cpuinfo (which also
+// reflects OS support) on Linux.
+TEST(Kernels, DispatchAgreesWithProcCpuinfo) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) GTEST_SKIP() << "/proc/cpuinfo not readable";
+  std::string line;
+  std::set<std::string> flags;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string f; words >> f;) flags.insert(f);
+    break;
+  }
+  const bool avx2 = flags.count("avx2") && flags.count("fma") && flags.count("f16c");
+  const bool avx512 = avx2 && flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512dq") &&
+                      flags.count("avx512vl");
+  EXPECT_TRUE(isa_supported(Isa::Scalar));
+  EXPECT_EQ(isa_supported(Isa::Avx2), avx2);
+  EXPECT_EQ(isa_supported(Isa::Avx512), avx512);
+  EXPECT_EQ(best_isa(), avx512 ? Isa::Avx512 : avx2 ? Isa::Avx2 : Isa::Scalar);
+}
+
+TEST(Kernels, IsaNamesParseAndSelectionIsChecked) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) EXPECT_EQ(parse_isa(isa_name(isa)), isa);
+  EXPECT_EQ(parse_isa("auto"), best_isa());
+  EXPECT_EQ(parse_isa("AVX2"), std::nullopt);
+  EXPECT_EQ(parse_isa("sse"), std::nullopt);
+
+  const Isa before = active_isa();
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (isa_supported(isa)) {
+      set_isa(isa);
+      EXPECT_EQ(active_isa(), isa);
+    } else {
+      EXPECT_THROW(set_isa(isa), Error);
+      EXPECT_THROW(table(isa), Error);
+    }
+  }
+  set_isa(before);
+  EXPECT_EQ(active_isa(), before);
+}
+
+}  // namespace
+}  // namespace nanoinfer::kernels

@@ -1,0 +1,184 @@
+// linear(): the seam the model calls. Each ISA path through the pool must agree with the
+// scalar reference kernel, and results must not depend on the thread count or on batching.
+#include "nanoinfer/linear.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+namespace {
+
+using kernels::Isa;
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// Selects an ISA for the scope of one test and restores the previous one.
+class IsaScope {
+ public:
+  explicit IsaScope(Isa isa) : before_(kernels::active_isa()) { kernels::set_isa(isa); }
+  ~IsaScope() { kernels::set_isa(before_); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  Isa before_;
+};
+
+struct Matrix {
+  size_t rows, cols;
+  std::vector<float> f32, bias;
+  std::vector<uint16_t> bf16;
+  Matrix(size_t r, size_t c, uint32_t seed) : rows(r), cols(c), f32(random_floats(r * c, seed)), bias(random_floats(r, seed + 1)), bf16(r * c) {
+    for (size_t i = 0; i < f32.size(); ++i) bf16[i] = f32_to_bf16(f32[i]);
+  }
+  Weight weight(DType dtype) const {
+    return {dtype, dtype == DType::BF16 ? static_cast<const void*>(bf16.data()) : f32.data(), rows, cols};
+  }
+};
+
+std::vector<float> run_linear(ThreadPool& pool, const Matrix& m, DType dtype, const std::vector<float>& x, size_t n_tokens) {
+  std::vector<float> y(n_tokens * m.rows, std::nanf(""));
+  linear(pool, m.weight(dtype), m.bias.data(), x.data(), y.data(), n_tokens);
+  return y;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (kernels::isa_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+struct Case {
+  size_t rows, cols;
+};
+// Qwen2.5-0.5B projection shapes (q/o, k/v, gate/up, down) plus awkward ones; large enough
+// that linear() actually splits rows across the pool.
+const Case kCases[] = {{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {203, 333}, {1000, 37}};
+
+TEST(Linear, BitwiseIdenticalAtOneTwoAndThreeThreads) {
+  ThreadPool p1(1), p2(2), p3(3);
+  int compared = 0;
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    for (const Case& c : kCases) {
+      const Matrix m(c.rows, c.cols, static_cast<uint32_t>(c.rows + c.cols));
+      for (size_t tokens : {size_t{1}, size_t{7}}) {
+        const std::vector<float> x = random_floats(tokens * c.cols, 11);
+        for (DType dtype : {DType::F32, DType::BF16}) {
+          const std::vector<float> y1 = run_linear(p1, m, dtype, x, tokens);
+          EXPECT_TRUE(same_bits(y1, run_linear(p2, m, dtype, x, tokens)))
+              << kernels::isa_name(isa) << " " << c.rows << "x" << c.cols << " tokens " << tokens;
+          EXPECT_TRUE(same_bits(y1, run_linear(p3, m, dtype, x, tokens)))
+              << kernels::isa_name(isa) << " " << c.rows << "x" << c.cols << " tokens " << tokens;
+          compared += 2;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, static_cast<int>(supported_isas().size() * std::size(kCases) * 2 * 2 * 2));
+}
+
+TEST(Linear, BatchOfTokensIsBitwiseIdenticalToSingleTokenCalls) {
+  ThreadPool pool(2);
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    const Matrix m(899, 250, 5);  // rows straddle thread grains and register tiles
+    for (size_t tokens = 1; tokens <= 9; ++tokens) {
+      const std::vector<float> x = random_floats(tokens * m.cols, static_cast<uint32_t>(tokens));
+      for (DType dtype : {DType::F32, DType::BF16}) {
+        const std::vector<float> batched = run_linear(pool, m, dtype, x, tokens);
+        std::vector<float> single(batched.size());
+        for (size_t t = 0; t < tokens; ++t)
+          linear(pool, m.weight(dtype), m.bias.data(), x.data() + t * m.cols, single.data() + t * m.rows, 1);
+        EXPECT_TRUE(same_bits(batched, single)) << kernels::isa_name(isa) << " tokens " << tokens;
+      }
+    }
+  }
+}
+
+// linear() must route each dtype to the right kernel of the active table and cover every
+// row: compare against the scalar reference kernel called directly, which kernels_test holds
+// to the exact result.
+TEST(Linear, EveryIsaAgreesWithTheScalarReferenceKernel) {
+  ThreadPool pool(2);
+  for (Isa isa : supported_isas()) {
+    IsaScope scope(isa);
+    for (const Case& c : kCases) {
+      const Matrix m(c.rows, c.cols, 3);
+      const size_t tokens = 3;
+      const std::vector<float> x = random_floats(tokens * c.cols, 4);
+      for (DType dtype : {DType::F32, DType::BF16}) {
+        const std::vector<float> y = run_linear(pool, m, dtype, x, tokens);
+        std::vector<float> ref(y.size());
+        if (dtype == DType::BF16) {
+          kernels::scalar_table().matmul_bf16(m.bf16.data(), m.bias.data(), x.data(), ref.data(), m.rows, m.cols, tokens, 0, m.rows);
+        } else {
+          kernels::scalar_table().matmul_f32(m.f32.data(), m.bias.data(), x.data(), ref.data(), m.rows, m.cols, tokens, 0, m.rows);
+        }
+        // Both within (cols + 2 + 1) u of the exact sum of |terms| (kernels_test): sum the bounds.
+        for (size_t t = 0; t < tokens; ++t) {
+          for (size_t r = 0; r < m.rows; ++r) {
+            double magnitude = std::abs(m.bias[r]);
+            for (size_t k = 0; k < m.cols; ++k) {
+              const float w = dtype == DType::BF16 ? bf16_to_f32(m.bf16[r * m.cols + k]) : m.f32[r * m.cols + k];
+              magnitude += std::abs(static_cast<double>(w) * x[t * m.cols + k]);
+            }
+            const double bound = 2.0 * static_cast<double>(m.cols + 3) * 0x1p-24 * magnitude;
+            ASSERT_LE(std::abs(static_cast<double>(y[t * m.rows + r]) - ref[t * m.rows + r]), bound)
+                << kernels::isa_name(isa) << " " << dtype_name(dtype) << " " << m.rows << "x" << m.cols << " [" << t
+                << "][" << r << "]";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Linear, NullBiasAndZeroTokens) {
+  ThreadPool pool(2);
+  const Matrix m(40, 24, 8);
+  const std::vector<float> x = random_floats(2 * m.cols, 9);
+  std::vector<float> y(2 * m.rows), with_bias(2 * m.rows);
+  linear(pool, m.weight(DType::F32), nullptr, x.data(), y.data(), 2);
+  linear(pool, m.weight(DType::F32), m.bias.data(), x.data(), with_bias.data(), 2);
+  for (size_t t = 0; t < 2; ++t)
+    for (size_t r = 0; r < m.rows; ++r) EXPECT_EQ(with_bias[t * m.rows + r], m.bias[r] + y[t * m.rows + r]);
+  std::vector<float> untouched(4, 7.0f);
+  linear(pool, m.weight(DType::F32), nullptr, x.data(), untouched.data(), 0);
+  EXPECT_EQ(untouched, std::vector<float>(4, 7.0f));
+}
+
+TEST(Linear, RejectsWeightTypesWithoutAKernel) {
+  ThreadPool pool(1);
+  const std::vector<uint16_t> w(4 * 4);
+  const std::vector<float> x(4);
+  std::vector<float> y(4);
+  try {
+    linear(pool, Weight{DType::F16, w.data(), 4, 4}, nullptr, x.data(), y.data(), 1);
+    FAIL() << "expected nanoinfer::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("F16"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace nanoinfer
