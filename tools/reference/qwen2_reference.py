@@ -315,6 +315,17 @@ def reference_tensors(cfg, W, prompts, bf16w=None, last=None, n_greedy=8, hidden
     return out
 
 
+def tensors_without_near_ties(cfg, W, seed, **kw):
+    """Prompt sets are drawn (seeds seed, seed+1, ...) until no greedy step is a near-tie
+    (top-1 minus top-2 logit >= MIN_MARGIN), so an engine within tolerance must pick the
+    same tokens. Returns (tensors, the seed used)."""
+    for attempt in range(100):
+        tensors = reference_tensors(cfg, W, tiny_prompts(cfg.vocab, seed + attempt), **kw)
+        if min(a.min() for k, (_, a) in tensors.items() if "margin" in k) >= MIN_MARGIN:
+            return tensors, seed + attempt
+    raise RuntimeError("no prompt set without near-ties")
+
+
 def write_json(path, obj):
     with open(path, "w") as f:
         json.dump(obj, f, indent=2)
@@ -340,16 +351,10 @@ def cmd_tiny(args):
         bf16w = None
         if dtype == "F32":
             bf16w = {n: st.round_to_bf16(a) for n, a in W.items()}
-        # Prompt sets are drawn until no greedy step is a near-tie (top-1 minus top-2 logit
-        # >= MIN_MARGIN), so an engine within tolerance must pick the same tokens.
-        for attempt in range(100):
-            prompts = tiny_prompts(cfg.vocab, seed + 1000 + attempt)
-            tensors = reference_tensors(cfg, W, prompts, bf16w)
-            if min(a.min() for k, (_, a) in tensors.items() if "margin" in k) >= MIN_MARGIN:
-                break
+        tensors, prompt_seed = tensors_without_near_ties(cfg, W, seed + 1000, bf16w=bf16w)
         st.save(os.path.join(d, "reference.safetensors"), tensors,
                 {"generator": "tools/reference/qwen2_reference.py tiny"})
-        print(f"{name}: {len(prompts)} prompts (prompt seed {seed + 1000 + attempt}), max |logit| "
+        print(f"{name}: prompt seed {prompt_seed}, max |logit| "
               f"{max(np.abs(a).max() for k, (_, a) in tensors.items() if k.startswith('logits.')):.3f}")
 
 
@@ -357,16 +362,15 @@ def export_reference(model_dir, out, seed=2024, last=4):
     """Reference for a real-size model dir: seeded prompts as for the tiny models, logits of
     the last `last` positions only, greedy tokens; no hidden states."""
     cfg, W = load_model(model_dir)
-    prompts = tiny_prompts(cfg.vocab, seed)
-    tensors = reference_tensors(cfg, W, prompts, last=last, hidden=False)
+    tensors, used = tensors_without_near_ties(cfg, W, seed, last=last, hidden=False)
     st.save(out, tensors, {"generator": "tools/reference/qwen2_reference.py export",
                            "logits": f"last {last} positions of each prompt"})
-    return len(prompts)
+    return used
 
 
 def cmd_export(args):
-    n = export_reference(args.model, args.out, args.seed, args.last)
-    print(f"wrote {args.out}: {n} prompts")
+    used = export_reference(args.model, args.out, args.seed, args.last)
+    print(f"wrote {args.out}: prompt seed {used}")
 
 
 def cmd_perplexity(args):
