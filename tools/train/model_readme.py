@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes data/default-model/README.md from the files the training run left there
 (train_log.json, reference_perplexity.json, config.json), so the numbers in the README are
-the measured ones.
+the measured ones, and generates its samples with the float64 reference forward and the
+sampler semantics of tools/reference/sampler_reference.py.
 
     /usr/bin/python3 tools/train/model_readme.py [--model data/default-model]
 """
@@ -9,8 +10,30 @@ the measured ones.
 import argparse
 import json
 import os
+import sys
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+import bpe  # noqa: E402
+import qwen2_reference as ref  # noqa: E402
+from sampler_reference import apply  # noqa: E402
+
+ROOT = os.path.join(HERE, "..", "..")
+
+
+def generate(cfg, W, tok, prompt, n, ctx, temperature, top_k, top_p, penalty, seed=0):
+    """Like `nanoinfer generate`: penalty over prompt + generated ids, then greedy when
+    temperature is 0, else top-k/top-p filtering and a draw (numpy generator `seed`)."""
+    rng = np.random.default_rng(seed)
+    ids = tok.encode(prompt)
+    for _ in range(n):
+        logits = ref.forward(cfg, W, ids[-ctx:])[0][-1]
+        kept, probs, _, _ = apply(logits, temperature, top_k, top_p, 0.0, penalty, ids)
+        ids.append(kept[0] if temperature == 0 else int(rng.choice(kept, p=probs)))
+    return tok.decode(ids)
 
 
 def main():
@@ -23,6 +46,14 @@ def main():
             return json.load(f)
 
     log, ppl, cfg = read("train_log.json"), read("reference_perplexity.json"), read("config.json")
+    gen = read("generation_config.json")
+    model, W = ref.load_model(a.model)
+    tok = bpe.load_tokenizer_json(os.path.join(a.model, "tokenizer.json"))
+    ctx = cfg["max_position_embeddings"]
+    greedy = generate(model, W, tok, "ROMEO:", 60, ctx, 0, 0, 1.0, gen["repetition_penalty"])
+    plain = generate(model, W, tok, "ROMEO:", 60, ctx, 0, 0, 1.0, 1.0)
+    sampled = generate(model, W, tok, "ROMEO:", 60, ctx, gen["temperature"], gen["top_k"],
+                       gen["top_p"], gen["repetition_penalty"], seed=7)
     args = log["args"]
     rows = "\n".join(f"| {e['step']} | {e['tokens_seen']:,} | {e['train_loss']:.3f} | "
                      f"{e['val_loss']:.3f} | {e['minutes']:.1f} |" for e in log["log"])
@@ -84,16 +115,25 @@ per-window NLL sums and the sha256 of the token ids (int32 LE), for the C++ test
 
 ## Samples (reference forward, float64, prompt "ROMEO:", 60 tokens)
 
-Greedy:
+Greedy with generation_config's repetition penalty {gen['repetition_penalty']}, what
+`nanoinfer generate -p "ROMEO:" -n 60 --temp 0` should print:
 
 ```
-{log['sample_greedy']}
+{greedy}
 ```
 
-Sampled (temperature 0.8, top-k 40, top-p 0.95, repetition penalty 1.1, numpy seed 7):
+Pure greedy (`--temp 0 --repeat-penalty 1`):
 
 ```
-{log['sample_sampled_seed7']}
+{plain}
+```
+
+Sampled with generation_config's values (temperature {gen['temperature']}, top-k {gen['top_k']}, top-p
+{gen['top_p']}, repetition penalty {gen['repetition_penalty']}; numpy's generator, seed 7, so other
+engines draw differently):
+
+```
+{sampled}
 ```
 
 ## Files

@@ -7,8 +7,8 @@ writes the complete model directory (dev-only; python3-torch, python3-numpy, pyt
 
 Writes data/default-model/{config.json, generation_config.json, model.safetensors (bf16),
 heldout.txt, reference_perplexity.json, train_log.json} and
-tests/data/models/default-model-reference.safetensors. README.md is written by hand from
-train_log.json and the printed summary.
+tests/data/models/default-model-reference.safetensors. tools/train/model_readme.py then
+writes README.md (with samples) from those files.
 """
 
 import argparse
@@ -81,23 +81,6 @@ def eval_loss(net, data, ctx, n_windows):
         count += ctx
     net.train()
     return total / count
-
-
-def sample_text(cfg, W, tok, prompt, n, ctx, seed, temperature=0.8, top_k=40, top_p=0.95,
-                penalty=1.1):
-    """Generation with the float64 reference forward: greedy, or sampled with the sampler
-    semantics of tools/reference/sampler_reference.py."""
-    from sampler_reference import apply
-    rng = np.random.default_rng(seed)
-    ids = tok.encode(prompt)
-    for _ in range(n):
-        logits = ref.forward(cfg, W, ids[-ctx:])[0][-1]
-        if temperature == 0:
-            ids.append(int(np.argmax(logits)))
-            continue
-        kept, probs, _, _ = apply(logits, temperature, top_k, top_p, 0.0, penalty, ids)
-        ids.append(int(rng.choice(kept, p=np.asarray(probs) / np.sum(probs))))
-    return tok.decode(ids)
 
 
 def main():
@@ -225,16 +208,12 @@ def main():
     print(f"reference held-out perplexity {ppl['perplexity']:.4f} +- {ppl['perplexity_stderr']:.4f} "
           f"over {ppl['scored']} tokens ({time.time() - t1:.0f} s)")
     ref.export_reference(a.out, a.reference_out)
-    greedy = sample_text(cfg, W, tok, "ROMEO:", 60, a.ctx, 0, temperature=0)
-    sampled = sample_text(cfg, W, tok, "ROMEO:", 60, a.ctx, 7)
     summary = {"command": " ".join(["tools/train/train_model.py"] + sys.argv[1:]),
                "data_sha256": data_sha, "train_tokens": len(train_ids),
                "heldout_tokens": len(held_ids), "parameters": n_params,
                "train_minutes": round(train_seconds / 60, 1), "threads": a.threads,
-               "args": vars(a), "log": log, "heldout_perplexity": ppl["perplexity"],
-               "sample_greedy": greedy, "sample_sampled_seed7": sampled}
+               "args": vars(a), "log": log, "heldout_perplexity": ppl["perplexity"]}
     ref.write_json(os.path.join(a.out, "train_log.json"), summary)
-    print("greedy:\n" + greedy + "\n---\nsampled:\n" + sampled)
 
 
 if __name__ == "__main__":
