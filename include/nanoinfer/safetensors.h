@@ -79,6 +79,7 @@ class SafetensorsFile {
   const SafetensorsLayout& layout() const { return layout_; }
   const std::vector<TensorInfo>& tensors() const { return layout_.tensors; }
   size_t file_size() const { return map_.size(); }
+  std::span<const std::byte> bytes() const { return map_.bytes(); }  // the whole mapping
 
   const TensorInfo* find(std::string_view name) const;  // nullptr when absent
   TensorView view(const TensorInfo& info) const;

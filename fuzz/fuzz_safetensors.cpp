@@ -1,0 +1,25 @@
+// libFuzzer target for the safetensors header parser: any byte string must either parse into
+// a layout whose every tensor lies inside the input, or throw nanoinfer::Error. Crashes,
+// sanitizer reports, other exceptions and out-of-bounds layouts are findings.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+
+#include "nanoinfer/error.h"
+#include "nanoinfer/safetensors.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+  try {
+    const nanoinfer::SafetensorsLayout layout = nanoinfer::parse_safetensors(bytes, "fuzz");
+    // Invariants a caller relies on when it turns offsets into pointers.
+    for (const auto& t : layout.tensors) {
+      if (t.begin > t.end || layout.data_offset + t.end > size) std::abort();
+      if (t.numel() * nanoinfer::dtype_size(t.dtype) != t.nbytes()) std::abort();
+    }
+  } catch (const nanoinfer::Error&) {
+    // Rejected input: the expected outcome for almost everything the fuzzer makes.
+  }
+  return 0;
+}
