@@ -7,8 +7,9 @@
 # Needs internet access to huggingface.co, which the project's own machines do not have: this
 # script has never been run there. Use `nanoinfer synth` for a same-shaped synthetic model.
 # The revision is the commit used widely in public code to pin this model; the files' sha256
-# sums are not known to us, so only the size of model.safetensors is checked (988,097,824
-# bytes as published), and `nanoinfer inspect OUT_DIR` validates the result.
+# sums are not known to us. The size of model.safetensors is compared with 988,097,824 bytes
+# (as reported publicly, not verified by us; a mismatch is a warning), and
+# `nanoinfer inspect OUT_DIR` validates every tensor.
 # Each file is downloaded to a temporary name and renamed when complete; finished files are
 # skipped on a re-run.
 set -euo pipefail
@@ -33,7 +34,6 @@ done
 
 size=$(stat -c %s "$OUT/model.safetensors")
 if [ "$size" != "$EXPECTED_MODEL_BYTES" ]; then
-  echo "download: $OUT/model.safetensors is $size bytes, expected $EXPECTED_MODEL_BYTES" >&2
-  exit 1
+  echo "download: warning: $OUT/model.safetensors is $size bytes, expected $EXPECTED_MODEL_BYTES" >&2
 fi
 echo "download: done; check it with: nanoinfer inspect $OUT"
