@@ -17,7 +17,7 @@ struct Avx2Ops {
   // operand of the FMAs (or spills one register briefly).
   static constexpr size_t row_tile = 3;
   static constexpr size_t token_tile = 4;
-  static constexpr size_t decode_rows = 4;
+  static constexpr size_t decode_rows = 8;
 
   static batch load(const float* p) { return batch::load_unaligned(p); }
   // bf16 is the high half of an f32: zero-extend each 16-bit lane to 32 bits, shift up.

@@ -16,7 +16,7 @@ struct Avx512Ops {
   // 4 x 6 accumulators + 6 activation rows + 1 weight row = 31 of the 32 zmm registers.
   static constexpr size_t row_tile = 4;
   static constexpr size_t token_tile = 6;
-  static constexpr size_t decode_rows = 4;
+  static constexpr size_t decode_rows = 8;
 
   static batch load(const float* p) { return batch::load_unaligned(p); }
   // bf16 is the high half of an f32: zero-extend each 16-bit lane to 32 bits, shift up.
