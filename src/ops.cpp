@@ -1,24 +1,18 @@
 #include "nanoinfer/ops.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 
+#include "kernels/kernels.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
 namespace {
 
-// Dot product with eight interleaved partial sums, combined in a fixed order: vectorisable
-// without -ffast-math, and the same result wherever and however often it is called.
-inline float dot(const float* a, const float* b, size_t n) {
-  float acc[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (size_t k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-  }
-  for (; i < n; ++i) acc[i % 8] += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
+// Below this many multiply-adds an attention call runs on the calling thread: waking the
+// workers would cost more than it saves (decode at short context, the tiny test models).
+constexpr size_t kMinParallelWork = size_t{1} << 14;
 
 }  // namespace
 
@@ -88,7 +82,10 @@ void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, co
   const size_t n_keys = pos0 + n;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
 
-  pool.parallel_for(shape.n_heads, 1, [&](size_t h_begin, size_t h_end) {
+  // The kernels' dot and axpy, chosen once per process: each output element is computed the
+  // same way whichever thread runs its head and however the tokens were chunked.
+  const kernels::Kernels& k = kernels::active();
+  auto heads = [&](size_t h_begin, size_t h_end) {
     for (size_t h = h_begin; h < h_end; ++h) {
       const size_t kv_off = (h / group) * hd;
       float* s = scores + h * n_keys;  // [n_keys]
@@ -97,7 +94,7 @@ void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, co
         const size_t visible = pos0 + t + 1;  // causal: keys 0 .. pos0+t
         float max = -INFINITY;
         for (size_t j = 0; j < visible; ++j) {
-          s[j] = dot(qh, keys + j * kv_dim + kv_off, hd) * scale;
+          s[j] = k.dot_f32(qh, keys + j * kv_dim + kv_off, hd) * scale;
           max = s[j] > max ? s[j] : max;
         }
         float sum = 0.0f;
@@ -107,15 +104,16 @@ void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, co
         }
         const float inv_sum = 1.0f / sum;
         float* o = out + t * q_dim + h * hd;
-        for (size_t d = 0; d < hd; ++d) o[d] = 0.0f;
-        for (size_t j = 0; j < visible; ++j) {
-          const float p = s[j] * inv_sum;
-          const float* vj = values + j * kv_dim + kv_off;
-          for (size_t d = 0; d < hd; ++d) o[d] += p * vj[d];
-        }
+        std::fill(o, o + hd, 0.0f);
+        for (size_t j = 0; j < visible; ++j) k.axpy_f32(s[j] * inv_sum, values + j * kv_dim + kv_off, o, hd);
       }
     }
-  });
+  };
+  if (shape.n_heads * n * n_keys * hd < kMinParallelWork) {
+    heads(0, shape.n_heads);
+  } else {
+    pool.parallel_for(shape.n_heads, 1, heads);
+  }
 }
 
 double log_softmax_at(const float* logits, size_t n, size_t index) {

@@ -107,7 +107,7 @@ std::vector<double> naive_attention(const AttentionShape& s, const std::vector<f
 
 TEST(Ops, AttentionMatchesNaiveGqaWithCausalMask) {
   const AttentionShape shape{6, 2, 16};  // groups of 3: heads 0-2 read KV head 0, 3-5 head 1
-  const size_t n = 4, pos0 = 7, keys = pos0 + n;
+  const size_t n = 16, pos0 = 40, keys = pos0 + n;  // enough work to split the heads across threads
   const auto q = random_vector(n * 6 * 16, 4);
   const auto k = random_vector(keys * 2 * 16, 5);
   const auto v = random_vector(keys * 2 * 16, 6);

@@ -1,0 +1,63 @@
+#include "nanoinfer/perplexity.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "nanoinfer/error.h"
+#include "nanoinfer/ops.h"
+
+namespace nanoinfer {
+namespace {
+
+// A window is pushed through the model in pieces of this many tokens, so the logits held at
+// once stay [128][vocab] (78 MB for Qwen2.5's 151,936 tokens) whatever ctx is. The logits do
+// not depend on how a sequence is split (tested), so neither does the result.
+constexpr size_t kPiece = 128;
+
+}  // namespace
+
+PerplexityResult perplexity(Model& model, std::span<const int32_t> tokens, size_t ctx,
+                            const PerplexityProgress& progress) {
+  if (ctx < 2) fail("perplexity: the context must be at least 2 tokens, got {}", ctx);
+  if (ctx > model.max_context()) {
+    fail("perplexity: a context of {} exceeds the model's {} (load it with a larger context)", ctx,
+         model.max_context());
+  }
+  if (tokens.size() < 2) fail("perplexity: need at least 2 tokens, got {}", tokens.size());
+
+  const size_t V = model.vocab_size();
+  PerplexityResult r;
+  r.ctx = ctx;
+  r.tokens = tokens.size();
+  const size_t windows_total = tokens.size() / ctx + (tokens.size() % ctx >= 2 ? 1 : 0);
+  double mean = 0, m2 = 0;  // Welford's running mean and squared deviations of the NLL
+
+  KvCache cache = model.new_cache(ctx);
+  for (size_t begin = 0; begin + 1 < tokens.size(); begin += ctx) {
+    const std::span<const int32_t> window = tokens.subspan(begin, std::min(ctx, tokens.size() - begin));
+    cache.clear();
+    for (size_t p = 0; p < window.size(); p += kPiece) {
+      const size_t count = std::min(kPiece, window.size() - p);
+      const std::span<const float> logits = model.forward(window.subspan(p, count), cache, true);
+      for (size_t i = 0; i < count; ++i) {
+        const size_t t = p + i;  // logits of position t score token t + 1
+        if (t + 1 >= window.size()) break;
+        const double nll = -log_softmax_at(logits.data() + i * V, V, static_cast<size_t>(window[t + 1]));
+        r.nll_sum += nll;
+        ++r.scored;
+        const double delta = nll - mean;
+        mean += delta / static_cast<double>(r.scored);
+        m2 += delta * (nll - mean);
+      }
+    }
+    ++r.windows;
+    r.mean_nll = r.nll_sum / static_cast<double>(r.scored);
+    r.perplexity = std::exp(r.mean_nll);
+    const double sem = r.scored > 1 ? std::sqrt(m2 / static_cast<double>(r.scored - 1) / static_cast<double>(r.scored)) : 0.0;
+    r.perplexity_stderr = r.perplexity * sem;
+    if (progress) progress(r.windows, windows_total, r);
+  }
+  return r;
+}
+
+}  // namespace nanoinfer

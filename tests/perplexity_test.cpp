@@ -1,0 +1,265 @@
+// Perplexity: the protocol's counting, two models whose answer is known exactly (uniform
+// output scores the vocabulary size, certainty scores 1), the embedded default model against
+// the float64 reference, and the `perplexity` command.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nanoinfer/config.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/manifest.h"
+#include "nanoinfer/perplexity.h"
+#include "nanoinfer/safetensors_writer.h"
+#include "nanoinfer/tokenizer.h"
+#include "support/files.h"
+
+namespace nanoinfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kHidden = 64;
+
+std::string config_json(size_t vocab) {
+  return fmt::format(R"({{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": {},
+  "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "vocab_size": {}, "max_position_embeddings": 256, "rope_theta": 10000.0, "rms_norm_eps": 1e-06,
+  "torch_dtype": "float32", "tie_word_embeddings": true}})",
+                     kHidden, vocab);
+}
+
+// Writes a model directory whose every tensor is zero except the norm weights (one), then
+// lets `edit` change tensors by name: [numel] floats, row-major.
+void write_model(const fs::path& dir, size_t vocab,
+                 const std::function<void(const std::string&, std::vector<float>&)>& edit = {}) {
+  fs::create_directories(dir);
+  const std::string json = config_json(vocab);
+  test::write_text(dir / "config.json", json);
+  const ModelConfig cfg = ModelConfig::parse(json, "test config");
+  std::vector<std::vector<float>> data;
+  SafetensorsWriter writer(dir / "model.safetensors");
+  for (const TensorSpec& spec : tensor_manifest(cfg)) {
+    if (!spec.required) continue;
+    size_t numel = 1;
+    for (uint64_t d : spec.shape) numel *= d;
+    auto& v = data.emplace_back(numel, spec.role == TensorRole::Norm ? 1.0f : 0.0f);
+    if (edit) edit(spec.name, v);
+    writer.add(spec.name, DType::F32, spec.shape, std::as_bytes(std::span(v)));
+  }
+  writer.write();
+}
+
+// All weights zero: the stream is zero, so every logit is 0 and the output uniform.
+void write_uniform_model(const fs::path& dir, size_t vocab) { write_model(dir, vocab); }
+
+// All layer weights zero, so the residual stream stays the token's embedding. Only `token`
+// has a non-zero embedding (1 on dimension 0) and the final norm scales dimension 0 by 100:
+// the normed stream is [sqrt(64) * 100, 0, ...], the tied head gives `token` a logit of 800
+// and every other token 0. exp(-800) underflows to 0 even in double, so log p(token) is
+// exactly 0.
+void write_certain_model(const fs::path& dir, size_t vocab, int32_t token) {
+  write_model(dir, vocab, [&](const std::string& name, std::vector<float>& v) {
+    if (name == "model.embed_tokens.weight") v[static_cast<size_t>(token) * kHidden] = 1.0f;
+    if (name == "model.norm.weight") v[0] = 100.0f;
+  });
+}
+
+std::vector<int32_t> some_tokens(size_t n, size_t vocab) {
+  std::vector<int32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
+  return t;
+}
+
+Model load_f32(const fs::path& dir) {
+  ModelOptions opts;
+  opts.threads = 2;
+  return Model::load(dir, opts);
+}
+
+TEST(Perplexity, UniformOutputScoresTheVocabularySize) {
+  test::TempDir tmp;
+  const size_t vocab = 300;
+  write_uniform_model(tmp.path(), vocab);
+  Model model = load_f32(tmp.path());
+  const PerplexityResult r = perplexity(model, some_tokens(100, vocab), 32);
+  // Each token's NLL is log(300) computed once and summed 97 times; only the sum and the
+  // exponential round, so the result is the vocabulary size to within a few ulps.
+  EXPECT_NEAR(r.perplexity, 300.0, 1e-12 * 300.0) << r.perplexity;
+  EXPECT_NEAR(r.mean_nll, std::log(300.0), 1e-14);
+  EXPECT_NEAR(r.perplexity_stderr, 0.0, 1e-9);
+}
+
+TEST(Perplexity, CertainModelScoresExactlyOne) {
+  test::TempDir tmp;
+  const size_t vocab = 300;
+  const int32_t token = 123;
+  write_certain_model(tmp.path(), vocab, token);
+  Model model = load_f32(tmp.path());
+  const std::vector<int32_t> tokens(70, token);
+  const PerplexityResult r = perplexity(model, tokens, 16);
+  EXPECT_EQ(r.nll_sum, 0.0);
+  EXPECT_EQ(r.perplexity, 1.0);  // bitwise: exp(0)
+  EXPECT_EQ(r.perplexity_stderr, 0.0);
+  // The same model is maximally wrong about any other next token. Put token 7 at index 5:
+  // it is scored after token 123 (logit ~800 against 0: NLL = that logit), and token 6 is
+  // scored after token 7, whose zero embedding gives uniform logits (NLL = log 300).
+  std::vector<int32_t> wrong(tokens);
+  wrong[5] = 7;
+  const double logit = 100.0 / std::sqrt(1.0 / 64 + 1e-6);  // rmsnorm's eps shaves 0.026 off 800
+  const PerplexityResult w = perplexity(model, wrong, 16);
+  EXPECT_NEAR(w.nll_sum, logit + std::log(300.0), 1e-3);  // f32 logits near 800: ulp 6e-5
+}
+
+// Windows: [0, ctx), [ctx, 2 ctx), ...; the last may be shorter, and one of a single token
+// scores nothing. Each window's first token is not scored.
+TEST(Perplexity, WindowsAndScoredTokensAreCountedExactly) {
+  test::TempDir tmp;
+  write_uniform_model(tmp.path(), 50);
+  Model model = load_f32(tmp.path());
+  struct Case {
+    size_t n, ctx, windows, scored;
+  };
+  for (const Case c : {Case{37, 10, 4, 33}, Case{31, 10, 3, 27}, Case{30, 10, 3, 27}, Case{2, 10, 1, 1},
+                       Case{300, 256, 2, 298}}) {
+    const uint64_t before = model.positions_pushed();
+    const PerplexityResult r = perplexity(model, some_tokens(c.n, 50), c.ctx);
+    EXPECT_EQ(r.windows, c.windows) << c.n << "/" << c.ctx;
+    EXPECT_EQ(r.scored, c.scored) << c.n << "/" << c.ctx;
+    EXPECT_EQ(r.tokens, c.n);
+    // Every token is pushed once, except a trailing single-token window.
+    EXPECT_EQ(model.positions_pushed() - before, c.n - (c.n % c.ctx == 1 ? 1 : 0)) << c.n << "/" << c.ctx;
+  }
+  EXPECT_THROW(perplexity(model, some_tokens(10, 50), 1), Error);
+  EXPECT_THROW(perplexity(model, some_tokens(10, 50), 257), Error);
+  EXPECT_THROW(perplexity(model, some_tokens(1, 50), 8), Error);
+  EXPECT_THROW(perplexity(model, std::vector<int32_t>{1, 2, 50}, 8), Error);
+}
+
+// The protocol on a real (random) model against a direct computation from the float64
+// reference logits: one window of the 64-token prompt.
+TEST(Perplexity, MatchesTheReferenceLogitsOnATinyModel) {
+  const fs::path dir = fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models/tiny-untied";
+  const SafetensorsFile ref = SafetensorsFile::open(dir / "reference.safetensors");
+  const TensorView prompt_view = ref.get("prompt.4"), logits_view = ref.get("logits.4");
+  std::vector<int32_t> prompt(prompt_view.nbytes() / 4);
+  std::memcpy(prompt.data(), prompt_view.data, prompt_view.nbytes());
+  std::vector<float> logits(logits_view.nbytes() / 4);
+  std::memcpy(logits.data(), logits_view.data, logits_view.nbytes());
+  const size_t V = logits.size() / prompt.size();
+  double nll = 0;
+  for (size_t t = 0; t + 1 < prompt.size(); ++t) {
+    double max = -1e300, sum = 0;
+    for (size_t j = 0; j < V; ++j) max = std::max(max, double(logits[t * V + j]));
+    for (size_t j = 0; j < V; ++j) sum += std::exp(double(logits[t * V + j]) - max);
+    nll -= double(logits[t * V + static_cast<size_t>(prompt[t + 1])]) - max - std::log(sum);
+  }
+  const double expected = std::exp(nll / double(prompt.size() - 1));
+  Model model = load_f32(dir);
+  const PerplexityResult r = perplexity(model, prompt, prompt.size());
+  EXPECT_EQ(r.scored, prompt.size() - 1);
+  EXPECT_NEAR(r.perplexity, expected, 1e-5 * expected);
+}
+
+fs::path default_model() { return fs::path(NANOINFER_SOURCE_DIR) / "data/default-model"; }
+
+// The embedded default model against the reference tool's held-out perplexity, over the first
+// windows (the per-window NLL sums are in the reference; the whole file takes longer than a
+// unit test should).
+TEST(Perplexity, DefaultModelMatchesTheReferenceWithin1e4Relative) {
+  if (!fs::exists(default_model() / "model.safetensors") || !fs::exists(default_model() / "reference_perplexity.json")) {
+    GTEST_SKIP() << "data/default-model/ (model.safetensors, reference_perplexity.json) is not there yet";
+  }
+  const auto ref = nlohmann::json::parse(test::read_text(default_model() / "reference_perplexity.json"));
+  const Tokenizer tokenizer = Tokenizer::load(default_model());
+  const std::vector<int32_t> tokens = tokenizer.encode(test::read_text(default_model() / ref["file"].get<std::string>()));
+  ASSERT_EQ(tokens.size(), ref["tokens"].get<size_t>()) << "the tokenizer disagrees with the reference's tokens";
+  const size_t ctx = ref["ctx"].get<size_t>();
+  const size_t n_windows = std::min<size_t>(8, ref["windows"].size());
+  double ref_nll = 0;
+  size_t ref_scored = 0;
+  for (size_t w = 0; w < n_windows; ++w) {
+    ref_nll += ref["windows"][w]["nll_sum"].get<double>();
+    ref_scored += ref["windows"][w]["scored"].get<size_t>();
+  }
+  ModelOptions opts;
+  opts.threads = 2;
+  Model model = Model::load(default_model(), opts);
+  const PerplexityResult r = perplexity(model, std::span(tokens).first(n_windows * ctx), ctx);
+  ASSERT_EQ(r.scored, ref_scored);
+  const double expected = std::exp(ref_nll / static_cast<double>(ref_scored));
+  EXPECT_NEAR(r.perplexity, expected, 1e-4 * expected);
+  std::printf("  default model, first %zu windows of %zu: perplexity %.6f, reference %.6f\n", n_windows, ctx,
+              r.perplexity, expected);
+}
+
+// ---- the command ----------------------------------------------------------------------------
+
+struct RunResult {
+  int status;
+  std::string out;
+};
+
+RunResult run(const std::string& args) {
+  const std::string cmd = std::string(NANOINFER_BINARY_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(PerplexityCli, CertainAndUniformModelsThroughTheCommand) {
+  if (!fs::exists(default_model() / "tokenizer.json")) GTEST_SKIP() << "data/default-model/tokenizer.json missing";
+  const Tokenizer tokenizer = Tokenizer::load(default_model());
+  const int32_t token = tokenizer.token_id("<|endoftext|>").value();
+  const size_t vocab = static_cast<size_t>(tokenizer.vocab_size());
+  test::TempDir tmp;
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "<|endoftext|>";  // 40 tokens, each one added token
+  test::write_text(tmp / "text.txt", text);
+  for (const char* kind : {"certain", "uniform"}) {
+    const fs::path dir = tmp / kind;
+    if (std::string(kind) == "certain") {
+      write_certain_model(dir, vocab, token);
+    } else {
+      write_uniform_model(dir, vocab);
+    }
+    fs::copy_file(default_model() / "tokenizer.json", dir / "tokenizer.json");
+    test::write_text(dir / "generation_config.json", fmt::format(R"({{"eos_token_id": {}}})", token));
+
+    const RunResult r = run(fmt::format("perplexity -m {} -f {} -c 16 -t 1 --json", dir.string(), (tmp / "text.txt").string()));
+    ASSERT_EQ(r.status, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_EQ(j["tokens"], 40);
+    EXPECT_EQ(j["scored"], 37);  // windows of 16, 16, 8
+    EXPECT_EQ(j["windows"], 3);
+    if (std::string(kind) == "certain") {
+      EXPECT_EQ(j["perplexity"].get<double>(), 1.0);
+    } else {
+      EXPECT_NEAR(j["perplexity"].get<double>(), double(vocab), 1e-12 * double(vocab));
+    }
+    const RunResult text_out = run(fmt::format("perplexity -m {} -f {} -c 16", dir.string(), (tmp / "text.txt").string()));
+    ASSERT_EQ(text_out.status, 0) << text_out.out;
+    EXPECT_NE(text_out.out.find("+/-"), std::string::npos) << text_out.out;
+    EXPECT_NE(text_out.out.find("37 tokens scored in 3 windows of 16"), std::string::npos) << text_out.out;
+  }
+  const RunResult missing = run(fmt::format("perplexity -m {} -f {}", (tmp / "certain").string(), (tmp / "nope.txt").string()));
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.out.find("cannot read text file"), std::string::npos) << missing.out;
+  const RunResult small_ctx = run(fmt::format("perplexity -m {} -f {} -c 1", (tmp / "certain").string(), (tmp / "text.txt").string()));
+  EXPECT_EQ(small_ctx.status, 1);
+  EXPECT_NE(small_ctx.out.find("at least 2"), std::string::npos) << small_ctx.out;
+}
+
+}  // namespace
+}  // namespace nanoinfer
