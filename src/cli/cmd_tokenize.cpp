@@ -1,0 +1,151 @@
+// `nanoinfer tokenize -m MODEL_DIR [-p TEXT | -f FILE] [--ids] [--show-count] [--chat]`
+// and the batch mode `--jsonl` (one {"text": ...} object per input line -> one JSON array
+// of ids per output line), for inspecting tokenization and tokenizing data sets.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/command.h"
+#include "nanoinfer/chat_template.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/tokenizer.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+struct TokenizeArgs {
+  std::string model_dir;
+  std::string prompt;
+  std::string file;
+  bool ids_only = false;
+  bool show_count = false;
+  bool chat = false;
+  bool jsonl = false;
+};
+
+std::string read_input_file(const std::string& path) {
+  if (path == "-") {
+    std::ostringstream s;
+    s << std::cin.rdbuf();
+    return std::move(s).str();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open input file '{}'", path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return std::move(s).str();
+}
+
+// A token's bytes for display: printable ASCII as is, other bytes as \xNN, except that
+// complete UTF-8 sequences are shown as the characters they are.
+std::string display(std::string_view bytes) {
+  std::string out;
+  for (char c : bytes) {
+    const auto b = static_cast<uint8_t>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\\' || c == '\'') {
+      out += '\\';
+      out += c;
+    } else if (b < 0x20 || b == 0x7F) {
+      out += fmt::format("\\x{:02x}", b);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (args.file != "-") {
+    file.open(args.file, std::ios::binary);
+    if (!file) fail("cannot open input file '{}'", args.file);
+    in = &file;
+  }
+  std::vector<int32_t> ids;
+  std::string out;
+  size_t line_number = 0;
+  for (std::string line; std::getline(*in, line);) {
+    ++line_number;
+    if (line.empty()) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{} line {}: not valid JSON ({})", args.file, line_number, e.what());
+    }
+    if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+      fail("{} line {}: expected an object with a string field \"text\"", args.file, line_number);
+    }
+    ids.clear();
+    const std::string& text = j["text"].get_ref<const std::string&>();
+    if (args.chat) {
+      const ChatMessage message{"user", text};
+      tok.encode_append(render_chat({&message, 1}, true), ids);
+    } else {
+      tok.encode_append(text, ids);
+    }
+    out.clear();
+    out += '[';
+    for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? "," : "", ids[i]);
+    out += "]\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  }
+}
+
+void run(const TokenizeArgs& args) {
+  const Tokenizer tok = Tokenizer::load(args.model_dir);
+  if (args.jsonl) {
+    if (!args.prompt.empty()) fail("--jsonl reads -f FILE (or -f - for stdin); it does not take -p");
+    if (args.file.empty()) fail("--jsonl needs -f FILE (or -f - for stdin)");
+    run_jsonl(tok, args);
+    return;
+  }
+  if (args.prompt.empty() == args.file.empty()) fail("give exactly one of -p TEXT and -f FILE");
+  std::string text = args.file.empty() ? args.prompt : read_input_file(args.file);
+  if (args.chat) {
+    const ChatMessage message{"user", std::move(text)};
+    text = render_chat({&message, 1}, true);
+  }
+  const std::vector<int32_t> ids = tok.encode(text);
+  if (args.ids_only) {
+    std::string out = "[";
+    for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? ", " : "", ids[i]);
+    out += "]\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  } else {
+    for (int32_t id : ids) fmt::print("{:6} -> '{}'\n", id, display(tok.token_bytes(id)));
+  }
+  if (args.show_count) fmt::print("Total number of tokens: {}\n", ids.size());
+}
+
+const bool registered = register_command({
+    "", "tokenize", "Show how a text is tokenized (or tokenize a JSONL data set with --jsonl)",
+    [](CLI::App& sub) {
+      auto args = std::make_shared<TokenizeArgs>();
+      sub.add_option("-m,--model", args->model_dir, "Model directory holding tokenizer.json")->required();
+      sub.add_option("-p,--prompt", args->prompt, "Text to tokenize");
+      sub.add_option("-f,--file", args->file, "File to tokenize ('-' for stdin)");
+      sub.add_flag("--ids", args->ids_only, "Print only the ids, as one JSON array");
+      sub.add_flag("--show-count", args->show_count, "Print the number of tokens at the end");
+      sub.add_flag("--chat", args->chat,
+                   "Wrap the text as one user message in the chat template (with the generation prompt) first");
+      sub.add_flag("--jsonl", args->jsonl,
+                   "Batch mode: read one {\"text\": ...} object per line of -f FILE, write one JSON array of "
+                   "ids per line");
+      sub.callback([args] { run(*args); });
+    },
+});
+
+}  // namespace
+}  // namespace nanoinfer::cli
