@@ -1,0 +1,45 @@
+// A multi-turn conversation on the chat template that reuses the KV cache across turns.
+//
+// The sequence always stands for a prefix of the rendered conversation: after a reply, it
+// holds render_chat(messages, add_generation_prompt = true) followed by the reply's tokens
+// (the end-of-turn token sampled last is not part of it). The next turn renders the whole
+// conversation again and prefills only the text past that prefix, which begins with the
+// "<|im_end|>\n" the template puts after every message, so the cache ends up holding exactly
+// what the template renders, and no earlier token is pushed through the model twice.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanoinfer/chat_template.h"
+#include "nanoinfer/generator.h"
+
+namespace nanoinfer {
+
+class ChatSession {
+ public:
+  // `system_prompt` empty: the template's default system prompt.
+  ChatSession(Generator& generator, const Tokenizer& tokenizer, std::string system_prompt);
+
+  // Adds a user turn, generates the reply (streamed to on_text) and records it. If the turn
+  // does not fit in the context, throws Error and leaves the conversation as it was.
+  GenerationStats send(std::string_view user_text, const GenerateOptions& options,
+                       const TextSink& on_text);
+
+  // Starts over (keeps the system prompt).
+  void reset();
+
+  const std::vector<ChatMessage>& messages() const { return messages_; }
+  // The text the generator's sequence stands for.
+  const std::string& sequence_text() const { return sequence_text_; }
+
+ private:
+  Generator& generator_;
+  const Tokenizer& tokenizer_;
+  std::string system_prompt_;
+  std::vector<ChatMessage> messages_;
+  std::string sequence_text_;
+};
+
+}  // namespace nanoinfer

@@ -1,0 +1,43 @@
+#include "nanoinfer/chat_session.h"
+
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+
+ChatSession::ChatSession(Generator& generator, const Tokenizer& tokenizer, std::string system_prompt)
+    : generator_(generator), tokenizer_(tokenizer), system_prompt_(std::move(system_prompt)) {
+  reset();
+}
+
+void ChatSession::reset() {
+  generator_.reset();
+  messages_.clear();
+  sequence_text_.clear();
+  if (!system_prompt_.empty()) messages_.push_back({"system", system_prompt_});
+}
+
+GenerationStats ChatSession::send(std::string_view user_text, const GenerateOptions& options,
+                                  const TextSink& on_text) {
+  messages_.push_back({"user", std::string(user_text)});
+  const std::string rendered = render_chat(messages_, /*add_generation_prompt=*/true);
+  if (!rendered.starts_with(sequence_text_)) {
+    messages_.pop_back();
+    fail("chat: the rendered conversation no longer extends the cached one; /reset");
+  }
+  const std::vector<int32_t> ids =
+      tokenizer_.encode(std::string_view(rendered).substr(sequence_text_.size()));
+  const size_t reply_start = generator_.tokens().size() + ids.size();
+  GenerationStats stats;
+  try {
+    stats = generator_.generate(ids, options, on_text);
+  } catch (const Error&) {
+    messages_.pop_back();  // the generator refuses before changing anything
+    throw;
+  }
+  const std::string reply = tokenizer_.decode(generator_.tokens().subspan(reply_start));
+  messages_.push_back({"assistant", reply});
+  sequence_text_ = rendered + reply;
+  return stats;
+}
+
+}  // namespace nanoinfer

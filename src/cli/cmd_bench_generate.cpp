@@ -1,0 +1,226 @@
+// `nanoinfer bench generate`: prefill and decode speed over -r runs of a fresh sequence (a
+// prompt of -p pseudo-random tokens, then -n greedy decode steps), after one warm-up run.
+// Prints a markdown table and appends llama-bench-style JSON lines (one "pp" and one "tg"
+// record, field names as llama-bench's where one exists) to bench/results.jsonl.
+//
+// --cache-ab adds the KV cache A/B: the same greedy decode once with the cache and once by
+// recomputing the whole sequence for every token, alternating, asserting identical tokens.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "cli/command.h"
+#include "cli/common_options.h"
+#include "kernels/kernels.h"
+#include "nanoinfer/bench_record.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/generator.h"
+#include "nanoinfer/manifest.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchFlags {
+  ModelFlags model;
+  int64_t n_prompt = 64;
+  int64_t n_gen = 32;
+  int64_t repetitions = 5;
+  bool cache_ab = false;
+  std::string output = "bench/results.jsonl";
+};
+
+struct Summary {
+  double median = 0, min = 0, max = 0, mean = 0, stddev = 0;
+};
+
+Summary summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  Summary s;
+  const size_t n = v.size();
+  s.median = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  for (double x : v) s.mean += x / static_cast<double>(n);
+  for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
+  s.stddev = n > 1 ? std::sqrt(s.stddev / static_cast<double>(n - 1)) : 0.0;
+  return s;
+}
+
+// Deterministic prompt: splitmix-style hash of the position, over the tokenizer's ids.
+std::vector<int32_t> bench_prompt(size_t n, int32_t vocab) {
+  std::vector<int32_t> ids(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t z = (i + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    ids[i] = static_cast<int32_t>((z ^ (z >> 31)) % static_cast<uint64_t>(vocab));
+  }
+  return ids;
+}
+
+// Greedy decode without a cache: every step pushes the whole sequence through a cleared cache.
+// Returns the generated ids; `seconds` gets the time of the n steps.
+std::vector<int32_t> decode_uncached(Model& model, KvCache& cache, std::vector<int32_t> seq,
+                                     size_t n, int64_t vocab, double& seconds) {
+  Sampler greedy(vocab, {.temperature = 0.0});
+  const auto start = Clock::now();
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < n; ++i) {
+    cache.clear();
+    const auto logits = model.forward(seq, cache);
+    const int32_t id = greedy.sample(logits.first(static_cast<size_t>(vocab)), {});
+    out.push_back(id);
+    seq.push_back(id);
+  }
+  seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return out;
+}
+
+void run(const BenchFlags& f) {
+  if (f.n_prompt < 1) fail("-p must be >= 1, got {}", f.n_prompt);
+  if (f.n_gen < 1) fail("-n must be >= 1, got {}", f.n_gen);
+  if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
+  LoadedModel m = load_model(f.model);
+  const size_t n_prompt = static_cast<size_t>(f.n_prompt);
+  const size_t n_gen = static_cast<size_t>(f.n_gen);
+  if (n_prompt + n_gen > m.model.max_context()) {
+    fail("-p {} + -n {} exceed the context of {} positions", n_prompt, n_gen, m.model.max_context());
+  }
+  const std::vector<int32_t> prompt = bench_prompt(n_prompt, m.tokenizer.vocab_size());
+  Generator generator(m.model, m.tokenizer, {.temperature = 0.0});
+  // No end-of-sequence ids: every run decodes exactly n_gen steps (n_gen + 1 tokens sampled,
+  // the first from the prefill's logits).
+  const GenerateOptions options{.max_new_tokens = f.n_gen + 1};
+  const TextSink discard = [](std::string_view) {};
+
+  std::vector<double> pp, tg, ttft;
+  for (int64_t r = -1; r < f.repetitions; ++r) {  // r = -1 is the warm-up
+    generator.reset();
+    const GenerationStats s = generator.generate(prompt, options, discard);
+    if (s.decode_steps != n_gen) fail("bench: expected {} decode steps, ran {}", n_gen, s.decode_steps);
+    if (r < 0) continue;
+    pp.push_back(s.prefill_tokens_per_second());
+    tg.push_back(s.decode_tokens_per_second());
+    ttft.push_back(s.first_token_seconds);
+  }
+  const Summary pps = summarize(pp), tgs = summarize(tg), ttfts = summarize(ttft);
+  const double gbps = static_cast<double>(m.model.bytes_per_token()) * tgs.median / 1e9;
+
+  const ModelConfig& cfg = m.model.config();
+  uint64_t n_params = 0;
+  for (const TensorSpec& t : tensor_manifest(cfg)) {
+    if (!t.required) continue;  // a tied lm_head shares the embedding
+    uint64_t numel = 1;
+    for (uint64_t d : t.shape) numel *= d;
+    n_params += numel;
+  }
+  const std::string dtype(dtype_name(m.model.weight_dtype()));
+  const std::string isa(kernels::isa_name(kernels::active_isa()));
+  const int threads = m.model.options().threads;
+
+  fmt::print("| model | size | params | dtype | isa | threads | test | t/s median | t/s min | spread |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
+  auto row = [&](std::string_view test, const Summary& s) {
+    fmt::print("| {} | {} | {:.1f} M | {} | {} | {} | {} | {:.2f} | {:.2f} | {:.1f}% |\n",
+               m.dir.filename().string(), format_bytes(static_cast<double>(m.model.weight_bytes())),
+               static_cast<double>(n_params) / 1e6, dtype, isa, threads, test, s.median, s.min,
+               s.median > 0 ? 100.0 * (s.max - s.min) / s.median : 0.0);
+  };
+  row(fmt::format("pp{}", n_prompt), pps);
+  row(fmt::format("tg{}", n_gen), tgs);
+  const size_t peak_rss = peak_rss_bytes();
+  fmt::print("\ntime to first token {:.1f} ms (median of {}), decode {:.1f} GB/s effective "
+             "({} per token), peak RSS {}\n",
+             ttfts.median * 1e3, f.repetitions, gbps,
+             format_bytes(static_cast<double>(m.model.bytes_per_token())),
+             format_bytes(static_cast<double>(peak_rss)));
+
+  nlohmann::json base = bench_context(threads);
+  base["cpu_info"] = base["cpu"];
+  base["build_commit"] = base["commit"];
+  base["test_time"] = base["timestamp"];
+  base["n_threads"] = threads;
+  base["model_filename"] = m.dir.string();
+  base["model_type"] = fmt::format("qwen2 {:.1f}M {}", static_cast<double>(n_params) / 1e6, dtype);
+  base["model_size"] = m.model.weight_bytes();
+  base["model_n_params"] = n_params;
+  base["dtype"] = dtype;
+  base["isa"] = isa;
+  base["bench"] = "generate";
+  base["peak_rss_bytes"] = peak_rss;
+  base["bytes_per_token"] = m.model.bytes_per_token();
+  auto record = [&](size_t prompt_n, size_t gen_n, const std::vector<double>& ts, const Summary& s) {
+    nlohmann::json j = base;
+    j["n_prompt"] = prompt_n;
+    j["n_gen"] = gen_n;
+    j["samples_ts"] = ts;
+    j["avg_ts"] = s.mean;
+    j["stddev_ts"] = s.stddev;
+    j["median_ts"] = s.median;
+    j["min_ts"] = s.min;
+    j["max_ts"] = s.max;
+    return j;
+  };
+  nlohmann::json pp_record = record(n_prompt, 0, pp, pps);
+  pp_record["ttft_ms_median"] = ttfts.median * 1e3;
+  nlohmann::json tg_record = record(0, n_gen, tg, tgs);
+  tg_record["effective_gbps"] = gbps;
+  append_bench_record(pp_record, f.output);
+  append_bench_record(tg_record, f.output);
+
+  if (f.cache_ab) {
+    // Alternate cached and uncached runs so drift in machine load hits both alike.
+    KvCache scratch = m.model.new_cache();
+    std::vector<double> cached_ts, uncached_ts;
+    for (int64_t r = 0; r < f.repetitions; ++r) {
+      generator.reset();
+      const GenerationStats s = generator.generate(prompt, {.max_new_tokens = f.n_gen}, discard);
+      const std::vector<int32_t> cached(generator.tokens().begin() + static_cast<ptrdiff_t>(n_prompt),
+                                        generator.tokens().end());
+      double seconds = 0;
+      const std::vector<int32_t> uncached =
+          decode_uncached(m.model, scratch, prompt, n_gen, m.tokenizer.vocab_size(), seconds);
+      if (cached != uncached) {
+        fail("cache A/B: cached and uncached greedy decoding differ (run {}); the KV cache is wrong", r);
+      }
+      // The cached run's n_gen tokens: the prefill's plus n_gen - 1 decode steps.
+      cached_ts.push_back(static_cast<double>(n_gen) / (s.prefill_seconds + s.decode_seconds));
+      uncached_ts.push_back(static_cast<double>(n_gen) / seconds);
+    }
+    const Summary c = summarize(cached_ts), u = summarize(uncached_ts);
+    fmt::print("\ncache A/B ({} runs, {} tokens after a {}-token prompt, identical tokens): "
+               "cached {:.2f} tok/s, uncached {:.2f} tok/s (x{:.1f})\n",
+               f.repetitions, n_gen, n_prompt, c.median, u.median, c.median / u.median);
+    nlohmann::json ab = base;
+    ab["bench"] = "generate-cache-ab";
+    ab["n_prompt"] = n_prompt;
+    ab["n_gen"] = n_gen;
+    ab["cached_median_ts"] = c.median;
+    ab["uncached_median_ts"] = u.median;
+    ab["identical_output"] = true;
+    append_bench_record(ab, f.output);
+  }
+  fmt::print("appended to {}\n", f.output);
+}
+
+void setup(CLI::App& app) {
+  auto f = std::make_shared<BenchFlags>();
+  add_model_flags(app, f->model);
+  app.add_option("-p,--n-prompt", f->n_prompt, "Prompt tokens to prefill (default 64)");
+  app.add_option("-n,--n-gen", f->n_gen, "Tokens to decode (default 32)");
+  app.add_option("-r,--repetitions", f->repetitions, "Measured runs after one warm-up (default 5)");
+  app.add_flag("--cache-ab", f->cache_ab,
+               "Also time cached against uncached (full recompute) decoding, asserting equal tokens");
+  app.add_option("-o,--output", f->output, "JSON lines file to append to");
+  app.callback([f] { run(*f); });
+}
+
+const bool registered = register_command(
+    {"bench", "generate", "Prefill/decode tokens per second, time to first token, GB/s, peak RSS", setup});
+
+}  // namespace
+}  // namespace nanoinfer::cli

@@ -1,0 +1,94 @@
+// `nanoinfer chat`: an interactive conversation on the chat template. One line of input is one
+// user turn; the reply streams to stdout. /reset starts over, /exit or end of input ends it.
+// The "> " prompt goes to stderr and only when stdin is a terminal, so a pipe gets replies only.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/common_options.h"
+#include "nanoinfer/chat_session.h"
+#include "nanoinfer/error.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+struct ChatFlags {
+  ModelFlags model;
+  SamplingOverrides sampling;
+  std::string system;
+  int64_t n_predict = 512;
+  bool verbose = false;
+};
+
+void write_stdout(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+void run(const ChatFlags& f) {
+  require_non_negative(f.n_predict, "-n");
+  LoadedModel m = load_model(f.model);
+  const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
+  GenerateOptions options;
+  options.max_new_tokens = f.n_predict;
+  options.eos_ids = m.generation.eos_token_ids;
+  if (const auto im_end = m.tokenizer.token_id("<|im_end|>")) options.eos_ids.push_back(*im_end);
+  if (options.eos_ids.empty()) fail("{}: the tokenizer has no <|im_end|> token, so a chat turn could never end", m.dir.string());
+
+  Generator generator(m.model, m.tokenizer, sampling.params());
+  ChatSession session(generator, m.tokenizer, f.system);
+  const bool interactive = ::isatty(STDIN_FILENO) != 0;
+  if (f.verbose) fmt::print(stderr, "{}", sampling.describe());
+  if (interactive) {
+    fmt::print(stderr, "chat with {} (load {:.2f} s); /reset starts over, /exit or Ctrl-D ends\n",
+               m.dir.string(), m.load_seconds);
+  }
+
+  std::string line;
+  while (true) {
+    if (interactive) {
+      std::fputs("> ", stderr);
+      std::fflush(stderr);
+    }
+    if (!std::getline(std::cin, line)) break;
+    if (line == "/exit") break;
+    if (line == "/reset") {
+      session.reset();
+      if (interactive) fmt::print(stderr, "(conversation reset)\n");
+      continue;
+    }
+    if (line.empty()) continue;
+    try {
+      const GenerationStats s = session.send(line, options, write_stdout);
+      write_stdout("\n");
+      if (f.verbose) {
+        fmt::print(stderr, "[prefill {} tokens, {:.1f} tok/s | {} tokens, {:.2f} tok/s | {} | context {}/{}]\n",
+                   s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens,
+                   s.decode_tokens_per_second(), stop_reason_name(s.stop_reason),
+                   generator.tokens().size(), generator.context_size());
+      }
+    } catch (const Error& e) {
+      // The conversation is unchanged: the user can /reset or send something shorter.
+      fmt::print(stderr, "nanoinfer: error: {}\n", e.what());
+    }
+  }
+}
+
+void setup(CLI::App& app) {
+  auto f = std::make_shared<ChatFlags>();
+  add_model_flags(app, f->model);
+  add_sampling_flags(app, f->sampling);
+  app.add_option("--system", f->system, "System prompt (default: the chat template's)");
+  app.add_option("-n,--n-predict", f->n_predict, "Maximum tokens per reply (default 512)");
+  app.add_flag("--verbose", f->verbose, "Print settings and per-turn statistics to stderr");
+  app.callback([f] { run(*f); });
+}
+
+const bool registered = register_command(
+    {"", "chat", "Interactive multi-turn chat (reads stdin; works from a pipe)", setup});
+
+}  // namespace
+}  // namespace nanoinfer::cli

@@ -1,0 +1,94 @@
+// `nanoinfer generate -p TEXT`: one completion, streamed to stdout as it is generated; timings
+// on stderr. Sampling defaults come from the model's generation_config.json, flags override.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+
+#include "cli/command.h"
+#include "cli/common_options.h"
+#include "kernels/kernels.h"
+#include "nanoinfer/chat_template.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/generator.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+struct GenerateFlags {
+  ModelFlags model;
+  SamplingOverrides sampling;
+  std::string prompt;
+  int64_t n_predict = 256;
+  bool chat = false;
+  std::vector<std::string> stops;
+  bool verbose = false;
+};
+
+void write_stdout(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+void run(const GenerateFlags& f) {
+  require_non_negative(f.n_predict, "-n");
+  for (const std::string& s : f.stops) {
+    if (s.empty()) fail("--stop must not be empty");
+  }
+  LoadedModel m = load_model(f.model);
+  const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
+
+  GenerateOptions options;
+  options.max_new_tokens = f.n_predict;
+  options.stop_strings = f.stops;
+  options.eos_ids = m.generation.eos_token_ids;
+  if (options.eos_ids.empty() && m.tokenizer.eos_token_id()) {
+    options.eos_ids.push_back(*m.tokenizer.eos_token_id());
+  }
+  std::string prompt = f.prompt;
+  if (f.chat) {
+    const ChatMessage user{"user", f.prompt};
+    prompt = render_chat({&user, 1}, /*add_generation_prompt=*/true);
+    // The template closes every turn with <|im_end|>: the reply ends there too.
+    if (const auto im_end = m.tokenizer.token_id("<|im_end|>")) options.eos_ids.push_back(*im_end);
+  }
+  const std::vector<int32_t> tokens = m.tokenizer.encode(prompt);
+
+  if (f.verbose) {
+    fmt::print(stderr, "model: {} ({}, {} threads, context {}, {} kernels)\n", m.dir.string(),
+               dtype_name(m.model.weight_dtype()), m.model.options().threads, m.model.max_context(),
+               kernels::isa_name(kernels::active_isa()));
+    fmt::print(stderr, "{}", sampling.describe());
+    fmt::print(stderr, "eos ids: {}\nprompt: {} tokens\n", fmt::join(options.eos_ids, ", "),
+               tokens.size());
+  }
+
+  Generator generator(m.model, m.tokenizer, sampling.params());
+  const GenerationStats s = generator.generate(tokens, options, write_stdout);
+  write_stdout("\n");
+
+  const double decode_tps = s.decode_tokens_per_second();
+  fmt::print(stderr, "load {:.2f} s | prompt {} tokens, prefill {:.1f} tok/s | first token {:.3f} s\n",
+             m.load_seconds, s.prompt_tokens, s.prefill_tokens_per_second(), s.first_token_seconds);
+  fmt::print(stderr, "generated {} tokens ({}) | decode {:.2f} tok/s | {:.1f} GB/s effective\n",
+             s.generated_tokens, stop_reason_name(s.stop_reason), decode_tps,
+             static_cast<double>(m.model.bytes_per_token()) * decode_tps / 1e9);
+}
+
+void setup(CLI::App& app) {
+  auto f = std::make_shared<GenerateFlags>();
+  add_model_flags(app, f->model);
+  app.add_option("-p,--prompt", f->prompt, "Prompt text")->required();
+  app.add_option("-n,--n-predict", f->n_predict, "Maximum tokens to generate (default 256)");
+  add_sampling_flags(app, f->sampling);
+  app.add_flag("--chat", f->chat, "Wrap the prompt in the chat template as one user turn");
+  app.add_option("--stop", f->stops, "Stop when this text appears (not printed); repeatable");
+  app.add_flag("--verbose", f->verbose, "Print settings and where each came from to stderr");
+  app.callback([f] { run(*f); });
+}
+
+const bool registered = register_command(
+    {"", "generate", "Generate text from a prompt, streamed to stdout", setup});
+
+}  // namespace
+}  // namespace nanoinfer::cli

@@ -1,0 +1,48 @@
+// Flags shared by the commands that run a model (generate, chat, bench generate): -m, -t, -c,
+// --isa and --dtype, their validation, and loading the model directory they name.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "nanoinfer/generation_config.h"
+#include "nanoinfer/model.h"
+#include "nanoinfer/tokenizer.h"
+
+namespace nanoinfer::cli {
+
+struct ModelFlags {
+  std::string model_dir;  // empty: the embedded default model
+  int threads = 0;        // 0 = physical cores
+  int64_t context = 0;    // 0 = the model's default
+  std::string isa = "auto";
+  std::string dtype = "as-stored";
+};
+
+void add_model_flags(CLI::App& app, ModelFlags& flags);
+
+struct LoadedModel {
+  std::filesystem::path dir;
+  Model model;
+  Tokenizer tokenizer;
+  GenerationConfig generation;
+  double load_seconds = 0;
+};
+
+// Validates the flags, selects the kernel ISA, checks the directory (naming any missing
+// file and how to get a model), then loads weights, tokenizer and generation_config.json.
+LoadedModel load_model(const ModelFlags& flags);
+
+// Sampling flags (--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed); unset flags
+// stay unset so generation_config.json can supply them.
+void add_sampling_flags(CLI::App& app, SamplingOverrides& overrides);
+
+// "-n" and friends are checked here rather than by CLI11 so every error is one line.
+void require_non_negative(int64_t value, std::string_view flag);
+
+// Human-readable sizes for the stderr summaries.
+std::string format_bytes(double bytes);
+
+}  // namespace nanoinfer::cli

@@ -1,0 +1,20 @@
+// A complete, runnable model directory for generation tests: a tiny random Qwen2 from
+// tests/data/models (which ship without a tokenizer) plus a byte-level BPE tokenizer.json
+// written here to match its vocabulary of 300: the 256 byte tokens, 41 merges (ids 256-296)
+// and <|endoftext|>, <|im_start|>, <|im_end|> as ids 297, 298, 299 (the model's
+// generation_config.json names 299 as end of sequence).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace nanoinfer::test {
+
+inline constexpr int32_t kTinyImEnd = 299;
+
+std::string tiny_tokenizer_json();
+
+// Copies tests/data/models/tiny-untied into `dir` and adds tokenizer.json.
+void write_tiny_model_dir(const std::filesystem::path& dir);
+
+}  // namespace nanoinfer::test
