@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "nanoinfer/safetensors.h"
 #include "nanoinfer/synth.h"
@@ -269,6 +270,59 @@ TEST_F(InspectCli, MissingFilesAndBadConfig) {
   r = run_nanoinfer(dir_, "inspect '" + (dir_ / "m").string() + "'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("use_sliding_window=true is not supported"));
+}
+
+TEST_F(InspectCli, SynthF32AndBadDtype) {
+  const std::string cfg = (dir_ / "config.json").string();
+  test::write_text(cfg, test::small_qwen2_config_json(false));
+  RunResult r = run_nanoinfer(dir_, "synth --config '" + cfg + "' --out '" +
+                                        (dir_ / "f").string() + "' --dtype f32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_nanoinfer(dir_, "inspect '" + (dir_ / "f").string() + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Untied: lm_head [256, 64] is stored and counted on its own line.
+  EXPECT_THAT(r.out, HasSubstr("parameters: 119,360\n"));
+  EXPECT_THAT(r.out, HasSubstr("lm_head            16,384"));
+  EXPECT_THAT(r.out, HasSubstr("dtypes: F32 x27"));
+
+  r = run_nanoinfer(dir_, "synth --config '" + cfg + "' --out '" + (dir_ / "g").string() +
+                              "' --dtype f16");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "nanoinfer: error: --dtype f16: expected bf16 or f32\n");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "g/model.safetensors"));
+}
+
+TEST_F(InspectCli, BenchLoadAppendsOneRecord) {
+  const auto results = dir_ / "out/results.jsonl";
+  for (int i = 0; i < 2; ++i) {
+    const RunResult r = run_nanoinfer(dir_, "bench load '" + model_->path().string() +
+                                                "' -t 2 --results '" + results.string() + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("(102976 weights)"));
+    EXPECT_THAT(r.out, HasSubstr("peak RSS"));
+  }
+  std::istringstream lines(test::read_text(results));
+  std::string line;
+  int records = 0;
+  while (std::getline(lines, line)) {
+    const auto rec = nlohmann::json::parse(line);
+    EXPECT_EQ(rec.at("bench"), "load");
+    EXPECT_EQ(rec.at("threads"), 2);
+    EXPECT_EQ(rec.at("tensors"), 26);
+    EXPECT_EQ(rec.at("weights"), 102976);
+    EXPECT_EQ(rec.at("file_bytes"), bytes_->size());
+    EXPECT_GT(rec.at("peak_rss_bytes").get<uint64_t>(), bytes_->size());
+    ++records;
+  }
+  EXPECT_EQ(records, 2);
+
+  // A model that fails inspect is not benchmarked.
+  test::write_text(dir_ / "m/config.json", test::small_qwen2_config_json(false));
+  test::write_bytes(dir_ / "m/model.safetensors", *bytes_);
+  const RunResult r = run_nanoinfer(dir_, "bench load '" + (dir_ / "m").string() +
+                                              "' --results '" + results.string() + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("missing tensor 'lm_head.weight'"));
 }
 
 // The full-size synthetic Qwen2.5-0.5B: ~1 GB written, so only on request.
