@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "kernels/kernels.h"
+#include "nanoinfer/default_model.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model_files.h"
 
@@ -50,16 +51,6 @@ static ModelOptions::WeightMode parse_dtype(std::string_view name) {
   fail("--dtype must be as-stored, f32 or bf16, got '{}'", name);
 }
 
-static std::filesystem::path model_dir_of(const ModelFlags& flags) {
-  if (!flags.model_dir.empty()) return flags.model_dir;
-  const std::filesystem::path embedded = "data/default-model";
-  if (!std::filesystem::exists(embedded / "model.safetensors")) {
-    fail("no -m given and the embedded default model ({}) is not there; pass -m DIR",
-         (embedded / "model.safetensors").string());
-  }
-  return embedded;
-}
-
 LoadedModel load_model(const ModelFlags& flags) {
   if (flags.threads < 0) fail("-t must be >= 1 (or 0 = one per physical core), got {}", flags.threads);
   require_non_negative(flags.context, "-c");
@@ -68,7 +59,7 @@ LoadedModel load_model(const ModelFlags& flags) {
   if (!isa) fail("--isa must be auto, scalar, avx2 or avx512, got '{}'", flags.isa);
   kernels::set_isa(*isa);
 
-  const ModelFiles files = locate_model(model_dir_of(flags));
+  const ModelFiles files = locate_model(resolve_model_dir(flags.model_dir));
   const std::filesystem::path tokenizer_json = files.dir / "tokenizer.json";
   if (!std::filesystem::exists(tokenizer_json)) {
     fail("{}: not found; generation needs the model's tokenizer (scripts/download-qwen2.5-0.5b.sh "

@@ -1,0 +1,121 @@
+// Multi-turn chat: the KV cache is reused across turns with only the new tokens prefilled
+// (counted exactly), the sequence always stands for what the template renders, /reset, and
+// `nanoinfer chat` driven through a pipe.
+#include <gtest/gtest.h>
+
+#include "nanoinfer/chat_session.h"
+#include "nanoinfer/error.h"
+#include "support/files.h"
+#include "support/generation_model.h"
+#include "support/run_cli.h"
+
+namespace nanoinfer {
+namespace {
+
+class ChatSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override { test::write_tiny_model_dir(dir_.path()); }
+  test::TempDir dir_;
+};
+
+// Greedy, with the test model's end-of-turn id, as `nanoinfer chat --temp 0` runs it.
+const SamplerParams kGreedy{.temperature = 0.0, .repetition_penalty = 1.1};
+
+std::string collect(ChatSession& chat, std::string_view user, int64_t n, GenerationStats* stats = nullptr) {
+  std::string out;
+  const GenerationStats s = chat.send(user, {.max_new_tokens = n, .eos_ids = {test::kTinyImEnd}},
+                                      [&out](std::string_view t) { out.append(t); });
+  if (stats != nullptr) *stats = s;
+  return out;
+}
+
+TEST_F(ChatSessionTest, SecondTurnPrefillsOnlyItsNewTokens) {
+  Model model = Model::load(dir_.path(), {.threads = 1});
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  Generator gen(model, tok, kGreedy);
+  ChatSession chat(gen, tok, "Be brief.");
+
+  GenerationStats s1;
+  const std::string reply1 = collect(chat, "hello there", 6, &s1);
+  const std::vector<ChatMessage> first{{"system", "Be brief."}, {"user", "hello there"}};
+  EXPECT_EQ(s1.prompt_tokens, tok.encode(render_chat(first, true)).size());
+  EXPECT_EQ(model.positions_pushed(), s1.prompt_tokens + s1.decode_steps);
+
+  const uint64_t before = model.positions_pushed();
+  const size_t cached_before = gen.cache().length();
+  const size_t pending = gen.tokens().size() - cached_before;  // 1 if the reply hit -n, else 0
+  EXPECT_EQ(pending, s1.stop_reason == StopReason::MaxTokens ? 1u : 0u);
+  GenerationStats s2;
+  collect(chat, "and then?", 5, &s2);
+  // What the template adds for the second turn, tokenized on its own.
+  const size_t delta =
+      tok.encode("<|im_end|>\n<|im_start|>user\nand then?<|im_end|>\n<|im_start|>assistant\n").size();
+  EXPECT_EQ(s2.prompt_tokens, pending + delta);
+  EXPECT_EQ(model.positions_pushed() - before, pending + delta + s2.decode_steps);
+
+  // The sequence is exactly the rendered conversation, minus the final "<|im_end|>\n".
+  ASSERT_EQ(chat.messages().size(), 5u);
+  EXPECT_EQ(chat.messages()[2].content, reply1);
+  EXPECT_EQ(tok.decode(gen.tokens()), chat.sequence_text());
+  EXPECT_EQ(render_chat(chat.messages(), false), chat.sequence_text() + "<|im_end|>\n");
+}
+
+TEST_F(ChatSessionTest, ResetStartsOverWithTheSameReply) {
+  Model model = Model::load(dir_.path(), {.threads = 1});
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  Generator gen(model, tok, kGreedy);
+  ChatSession chat(gen, tok, "");
+  const std::string a = collect(chat, "what is it", 6);
+  collect(chat, "more", 3);
+  chat.reset();
+  EXPECT_EQ(gen.cache().length(), 0u);
+  ASSERT_TRUE(chat.messages().empty());
+  EXPECT_EQ(collect(chat, "what is it", 6), a);
+}
+
+TEST_F(ChatSessionTest, TurnThatDoesNotFitLeavesTheConversationUnchanged) {
+  Model model = Model::load(dir_.path(), {.threads = 1, .max_context = 64});
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  Generator gen(model, tok, kGreedy);
+  ChatSession chat(gen, tok, "x");
+  collect(chat, "hi", 2);
+  const std::vector<ChatMessage> before = chat.messages();
+  const size_t tokens_before = gen.tokens().size();
+  EXPECT_THROW(collect(chat, std::string(80, 'q'), 2), Error);
+  EXPECT_EQ(chat.messages().size(), before.size());
+  EXPECT_EQ(gen.tokens().size(), tokens_before);
+  EXPECT_NO_THROW(collect(chat, "ok", 1));
+}
+
+TEST_F(ChatSessionTest, CliFromAPipePrintsRepliesOnly) {
+  Model model = Model::load(dir_.path(), {.threads = 1});
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  Generator gen(model, tok, kGreedy);
+  ChatSession chat(gen, tok, "");
+  const std::string r1 = collect(chat, "hello", 6);
+  const std::string r2 = collect(chat, "how are you", 6);
+
+  const auto r = test::run_cli({"chat", "-m", dir_.path().string(), "--temp", "0", "-n", "6", "-t", "1"},
+                               "hello\n\nhow are you\n/exit\nnever read\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, r1 + "\n" + r2 + "\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(ChatSessionTest, CliResetAndEndOfInput) {
+  const auto r = test::run_cli({"chat", "-m", dir_.path().string(), "--temp", "0", "-n", "5"},
+                               "tell me\n/reset\ntell me\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  // Two identical replies, each followed by a newline: out = X + "\n" + X + "\n".
+  ASSERT_EQ(r.out.size() % 2, 0u);
+  EXPECT_EQ(r.out.substr(0, r.out.size() / 2), r.out.substr(r.out.size() / 2));
+}
+
+TEST_F(ChatSessionTest, CliBadFlagIsOneLineError) {
+  const auto r = test::run_cli({"chat", "-m", dir_.path().string(), "--top-p", "2"}, "hi\n");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err, "nanoinfer: error: top-p must be in (0, 1], got 2\n");
+}
+
+}  // namespace
+}  // namespace nanoinfer

@@ -1,0 +1,178 @@
+// `nanoinfer generate` end to end on a tiny random model with a matching test tokenizer: the
+// streamed text equals the library's generation, flags override generation_config.json, stop
+// conditions, and one-line errors for every bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "nanoinfer/chat_template.h"
+#include "nanoinfer/generation_config.h"
+#include "nanoinfer/generator.h"
+#include "support/files.h"
+#include "support/generation_model.h"
+#include "support/run_cli.h"
+
+namespace nanoinfer {
+namespace {
+
+using test::run_cli;
+
+class GenerateCli : public ::testing::Test {
+ protected:
+  void SetUp() override { test::write_tiny_model_dir(dir_.path()); }
+  std::string dir() const { return dir_.path().string(); }
+
+  // What the library generates greedily from `prompt` with the directory's settings.
+  std::pair<std::string, std::vector<int32_t>> library_greedy(const std::string& prompt, int64_t n) {
+    Model model = Model::load(dir_.path(), {.threads = 1});
+    const Tokenizer tok = Tokenizer::load(dir_.path());
+    const GenerationConfig file = GenerationConfig::load_from_dir(dir_.path());
+    const SamplingSettings s = resolve_sampling(file, {.temperature = 0.0, .seed = 1});
+    Generator gen(model, tok, s.params());
+    std::string text;
+    const std::vector<int32_t> ids = tok.encode(prompt);
+    gen.generate(ids, {.max_new_tokens = n, .eos_ids = file.eos_token_ids},
+                 [&text](std::string_view t) { text.append(t); });
+    return {text, {gen.tokens().begin() + static_cast<ptrdiff_t>(ids.size()), gen.tokens().end()}};
+  }
+
+  test::TempDir dir_;
+};
+
+// One line on stderr, naming the problem, and a non-zero exit.
+void expect_one_line_error(const test::CliResult& r, std::string_view needle) {
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("nanoinfer: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+TEST_F(GenerateCli, GreedyOutputEqualsLibraryAndReportsTimings) {
+  const auto [expected, ids] = library_greedy("the king said", 24);
+  const auto r = run_cli({"generate", "-m", dir(), "-p", "the king said", "-n", "24", "--temp", "0", "-t", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, expected + "\n");
+  for (const char* field : {"load ", "prefill ", "first token ", "decode ", "GB/s effective"}) {
+    EXPECT_NE(r.err.find(field), std::string::npos) << field << "\n" << r.err;
+  }
+  EXPECT_NE(r.err.find("generated 24 tokens (token limit)"), std::string::npos) << r.err;
+  // Same output at 2 threads (the kernels are bitwise identical across thread counts).
+  const auto r2 = run_cli({"generate", "-m", dir(), "-p", "the king said", "-n", "24", "--temp", "0", "-t", "2"});
+  EXPECT_EQ(r2.out, r.out);
+}
+
+TEST_F(GenerateCli, SeedMakesSamplingReproducible) {
+  const std::vector<std::string> args{"generate", "-m", dir(), "-p", "a", "-n", "40", "--seed", "7"};
+  const auto a = run_cli(args), b = run_cli(args);
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  auto other = args;
+  other.back() = "8";
+  EXPECT_NE(run_cli(other).out, a.out);
+}
+
+TEST_F(GenerateCli, VerboseNamesTheSourceOfEachSetting) {
+  const auto r = run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--temp", "0.5",
+                          "--min-p", "0.1", "--seed", "3", "--verbose"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* line : {"temperature        = 0.5 (flag)", "top_k              = 20 (generation_config.json)",
+                           "top_p              = 0.8 (generation_config.json)", "min_p              = 0.1 (flag)",
+                           "repetition_penalty = 1.1 (generation_config.json)", "seed               = 3 (flag)",
+                           "eos ids: 299"}) {
+    EXPECT_NE(r.err.find(line), std::string::npos) << line << "\n" << r.err;
+  }
+}
+
+TEST_F(GenerateCli, StopsAtEosFromGenerationConfig) {
+  const auto [text, ids] = library_greedy("once", 6);
+  ASSERT_GE(ids.size(), 3u);
+  // Declare the third greedy token end-of-sequence (if it occurs earlier, generation stops there).
+  const size_t k = static_cast<size_t>(std::find(ids.begin(), ids.end(), ids[2]) - ids.begin());
+  test::write_text(dir_ / "generation_config.json",
+                   "{\"eos_token_id\": [" + std::to_string(ids[2]) + "], \"repetition_penalty\": 1.1}");
+  const auto r = run_cli({"generate", "-m", dir(), "-p", "once", "-n", "6", "--temp", "0"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  EXPECT_EQ(r.out, tok.decode(std::span(ids).first(k)) + "\n");
+  EXPECT_NE(r.err.find("generated " + std::to_string(k) + " tokens (end of sequence)"), std::string::npos) << r.err;
+}
+
+TEST_F(GenerateCli, StopStringTruncatesOutput) {
+  const auto [text, ids] = library_greedy("hello", 30);
+  ASSERT_GE(text.size(), 6u);
+  size_t at = text.size() / 2;
+  while (at > 0 && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) --at;
+  const std::string stop = text.substr(at, 1);
+  const auto r = run_cli({"generate", "-m", dir(), "-p", "hello", "-n", "30", "--temp", "0",
+                          "--stop", "never-appears", "--stop", stop});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, text.substr(0, text.find(stop)) + "\n");
+  EXPECT_NE(r.err.find("(stop string)"), std::string::npos) << r.err;
+}
+
+TEST_F(GenerateCli, ChatWrapsThePromptInTheTemplate) {
+  const auto r = run_cli({"generate", "-m", dir(), "-p", "hi there", "-n", "4", "--temp", "0", "--chat", "--verbose"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  const ChatMessage user{"user", "hi there"};
+  const size_t n = tok.encode(render_chat({&user, 1}, true)).size();
+  EXPECT_NE(r.err.find("prompt: " + std::to_string(n) + " tokens"), std::string::npos) << r.err;
+}
+
+TEST_F(GenerateCli, ZeroTokensPrintsOnlyANewline) {
+  const auto r = run_cli({"generate", "-m", dir(), "-p", "abc", "-n", "0"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "\n");
+}
+
+TEST_F(GenerateCli, DefaultModelRunsWithoutDashM) {
+  const auto r = run_cli({"generate", "-p", "ROMEO:", "-n", "8", "--temp", "0"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_GT(r.out.size(), 1u);
+}
+
+TEST_F(GenerateCli, MissingDirectoryOrFileIsOneLineNamingIt) {
+  expect_one_line_error(run_cli({"generate", "-m", dir() + "/nope", "-p", "x"}), "not a model directory");
+  for (const char* file : {"tokenizer.json", "model.safetensors", "config.json"}) {
+    SCOPED_TRACE(file);
+    test::TempDir copy;
+    test::write_tiny_model_dir(copy.path());
+    std::filesystem::remove(copy / file);
+    const auto r = run_cli({"generate", "-m", copy.path().string(), "-p", "x"});
+    expect_one_line_error(r, file);
+    EXPECT_TRUE(r.err.find("download-qwen2.5-0.5b.sh") != std::string::npos) << r.err;
+  }
+}
+
+TEST_F(GenerateCli, BadValuesAreOneLineErrors) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--temp", "-1"}, "temperature must be >= 0"},
+      {{"--top-p", "0"}, "top-p must be in (0, 1]"},
+      {{"--top-p", "1.5"}, "top-p must be in (0, 1]"},
+      {{"--min-p", "2"}, "min-p must be in [0, 1]"},
+      {{"--top-k", "-1"}, "top-k must be >= 0"},
+      {{"--repeat-penalty", "0"}, "repetition penalty must be > 0"},
+      {{"-n", "-1"}, "-n must be >= 0"},
+      {{"-t", "-2"}, "-t must be >= 1"},
+      {{"-c", "-5"}, "-c must be >= 0"},
+      {{"-c", "100000"}, "exceeds the model's limit of 256"},
+      {{"--dtype", "f16"}, "--dtype must be as-stored, f32 or bf16"},
+      {{"--isa", "neon"}, "--isa must be auto, scalar, avx2 or avx512"},
+      {{"--stop", ""}, "--stop must not be empty"},
+  };
+  for (const auto& [flags, message] : cases) {
+    SCOPED_TRACE(flags[0] + " " + flags[1]);
+    std::vector<std::string> args{"generate", "-m", dir(), "-p", "x"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    expect_one_line_error(run_cli(args), message);
+  }
+}
+
+TEST_F(GenerateCli, PromptLongerThanContextIsOneLineError) {
+  expect_one_line_error(run_cli({"generate", "-m", dir(), "-p", std::string(40, 'z'), "-c", "8"}),
+                        "but the context holds 8");
+}
+
+}  // namespace
+}  // namespace nanoinfer
