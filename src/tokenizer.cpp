@@ -14,9 +14,12 @@ namespace nanoinfer {
 // NFC via utf8proc. Code points below U+0300 are NFC-stable starters that can only compose
 // with a following code point at or above U+0300 (lead byte >= 0xCC), so text without such
 // bytes — all ASCII and Latin-1 text — is returned unchanged without calling utf8proc.
+static bool nfc_may_change(std::string_view text) {
+  return std::any_of(text.begin(), text.end(), [](char c) { return static_cast<uint8_t>(c) >= 0xCC; });
+}
+
 std::string nfc_normalize(std::string_view text) {
-  const bool maybe_changes = std::any_of(text.begin(), text.end(), [](char c) { return static_cast<uint8_t>(c) >= 0xCC; });
-  if (!maybe_changes) return std::string(text);
+  if (!nfc_may_change(text)) return std::string(text);
   utf8proc_uint8_t* out = nullptr;
   const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
                                           static_cast<utf8proc_ssize_t>(text.size()), &out,
@@ -90,7 +93,7 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& ids) 
   auto push_token = [&](int32_t id) { ids.push_back(id); };
   // 2. Added tokens matched on the raw text; 3. NFC, then normalized added tokens.
   split_added(impl.raw_added, text, [&](std::string_view raw) {
-    if (!impl.nfc) {
+    if (!impl.nfc || !nfc_may_change(raw)) {
       split_added(impl.normalized_added, raw, encode_section, push_token);
       return;
     }
@@ -164,9 +167,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->bytes.size()); }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token_content) const {
-  auto it = impl_->content_to_id.find(std::string(token_content));
-  if (it == impl_->content_to_id.end()) return std::nullopt;
-  return it->second;
+  const uint32_t* id = impl_->content_to_id.find(token_content);
+  if (id == nullptr) return std::nullopt;
+  return static_cast<int32_t>(*id);
 }
 
 std::optional<int32_t> Tokenizer::eos_token_id() const { return impl_->eos_id; }

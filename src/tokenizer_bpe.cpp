@@ -21,9 +21,8 @@ uint64_t hash_key(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) ^ (key >>
 }  // namespace
 
 BpeModel::BpeModel(const std::array<int32_t, 256>& byte_ids, const std::vector<BpeMerge>& merges,
-                   bool ignore_merges, std::unordered_map<std::string, int32_t> whole_tokens)
-    : byte_ids_(byte_ids), ignore_merges_(ignore_merges) {
-  for (auto& [bytes, id] : whole_tokens) whole_tokens_.emplace(bytes, id);
+                   bool ignore_merges, StringTable whole_tokens)
+    : byte_ids_(byte_ids), ignore_merges_(ignore_merges), whole_tokens_(std::move(whole_tokens)) {
   const size_t capacity = std::bit_ceil(std::max<size_t>(16, merges.size() * 2));
   merges_.assign(capacity, MergeSlot{kEmpty, 0, 0});
   mask_ = capacity - 1;
@@ -50,8 +49,8 @@ const BpeModel::MergeSlot* BpeModel::find_merge(int32_t left, int32_t right) con
 
 void BpeModel::merge_uncached(std::string_view piece, std::vector<int32_t>& out) const {
   if (ignore_merges_) {
-    if (auto it = whole_tokens_.find(piece); it != whole_tokens_.end()) {
-      out.push_back(it->second);
+    if (const uint32_t* id = whole_tokens_.find(piece)) {
+      out.push_back(static_cast<int32_t>(*id));
       return;
     }
   }
@@ -119,16 +118,23 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>& out) c
   }
   {
     std::lock_guard lock(cache_mutex_);
-    if (auto it = cache_.find(piece); it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
+    if (const uint32_t* at = cache_.find(piece)) {
+      const int32_t* cached = cache_ids_.data() + *at;
+      out.insert(out.end(), cached + 1, cached + 1 + cached[0]);
       return;
     }
   }
   const size_t first = out.size();
   merge_uncached(piece, out);
   std::lock_guard lock(cache_mutex_);
-  if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-  cache_.emplace(std::string(piece), std::vector<int32_t>(out.begin() + first, out.end()));
+  if (cache_.size() >= kMaxCacheEntries) {
+    cache_.clear();
+    cache_ids_.clear();
+  }
+  if (cache_.insert(piece, static_cast<uint32_t>(cache_ids_.size()))) {
+    cache_ids_.push_back(static_cast<int32_t>(out.size() - first));
+    cache_ids_.insert(cache_ids_.end(), out.begin() + first, out.end());
+  }
 }
 
 size_t BpeModel::cache_entries() const {
@@ -139,6 +145,7 @@ size_t BpeModel::cache_entries() const {
 void BpeModel::clear_cache() const {
   std::lock_guard lock(cache_mutex_);
   cache_.clear();
+  cache_ids_.clear();
 }
 
 }  // namespace nanoinfer

@@ -7,12 +7,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "tokenizer_table.h"
 
 namespace nanoinfer {
 
@@ -29,7 +29,7 @@ class BpeModel {
   // whole_tokens: bytes -> id of every vocabulary token, used only with ignore_merges (a
   // piece that is itself a token is taken whole); may be empty otherwise.
   BpeModel(const std::array<int32_t, 256>& byte_ids, const std::vector<BpeMerge>& merges,
-           bool ignore_merges, std::unordered_map<std::string, int32_t> whole_tokens);
+           bool ignore_merges, StringTable whole_tokens);
   BpeModel(BpeModel&&) = delete;  // holds a mutex; lives inside Tokenizer::Impl
 
   // Appends the ids for one pre-tokenized piece (non-empty bytes).
@@ -49,20 +49,17 @@ class BpeModel {
   const MergeSlot* find_merge(int32_t left, int32_t right) const;
   void merge_uncached(std::string_view piece, std::vector<int32_t>& out) const;
 
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  using Cache = std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>>;
-
   std::array<int32_t, 256> byte_ids_{};
   std::vector<MergeSlot> merges_;  // power-of-two size, at most half full
   uint64_t mask_ = 0;
   bool ignore_merges_ = false;
-  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> whole_tokens_;
+  StringTable whole_tokens_;
 
+  // The cache: piece bytes -> offset in cache_ids_, where the piece's id count is followed
+  // by its ids.
   mutable std::mutex cache_mutex_;
-  mutable Cache cache_;
+  mutable StringTable cache_;
+  mutable std::vector<int32_t> cache_ids_;
 };
 
 }  // namespace nanoinfer

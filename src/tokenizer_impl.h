@@ -7,12 +7,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "nanoinfer/tokenizer.h"
 #include "pretokenize.h"
 #include "tokenizer_bpe.h"
+#include "tokenizer_table.h"
 
 namespace nanoinfer {
 
@@ -47,7 +47,7 @@ struct Tokenizer::Impl {
   std::string origin;
   std::vector<std::string> bytes;  // [vocab_size] the bytes of each id (an added token's content)
   std::vector<Kind> kind;          // [vocab_size]
-  std::unordered_map<std::string, int32_t> content_to_id;  // as spelled in tokenizer.json
+  StringTable content_to_id;       // as spelled in tokenizer.json
 
   AddedTokenMatcher raw_added;         // added tokens with normalized=false
   AddedTokenMatcher normalized_added;  // added tokens with normalized=true (NFC content)

@@ -176,10 +176,13 @@ void set_token(Tokenizer::Impl& impl, int32_t id, std::string bytes, Tokenizer::
   impl.kind[id] = kind;
 }
 
-int32_t token_id_field(const Reader& r, element e, std::string_view where) {
+// `where` is called only to name the field in an error (formatting it eagerly for each of
+// 151k vocabulary entries would cost more than parsing them).
+template <class Where>
+int32_t token_id_field(const Reader& r, element e, Where where) {
   int64_t id;
   if (e.get(id) != simdjson::SUCCESS || id < 0 || id >= (int64_t{1} << 24)) {
-    r.bad(where, "expected a non-negative integer id below 2^24");
+    r.bad(where(), "expected a non-negative integer id below 2^24");
   }
   return static_cast<int32_t>(id);
 }
@@ -204,11 +207,11 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
   // never meets an unknown symbol.
 
   static const std::vector<int> byte_of = byte_level_decoder_table();
-  std::unordered_map<std::string, int32_t> whole_tokens;  // bytes -> id, for ignore_merges
+  StringTable whole_tokens;  // bytes -> id, for ignore_merges
   std::array<int32_t, 256> byte_ids;
   byte_ids.fill(-1);
   for (auto kv : r.obj(r.required(m, "vocab", where), "model.vocab")) {
-    const int32_t id = token_id_field(r, kv.value, fmt::format("model.vocab['{}']", kv.key));
+    const int32_t id = token_id_field(r, kv.value, [&] { return fmt::format("model.vocab['{}']", kv.key); });
     std::string bytes;
     for (size_t pos = 0; pos < kv.key.size();) {
       const utf8::Decoded d = utf8::decode(kv.key, pos);
@@ -219,9 +222,9 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
       pos += d.length;
     }
     if (bytes.size() == 1) byte_ids[static_cast<uint8_t>(bytes[0])] = id;
-    if (ignore_merges) whole_tokens.emplace(bytes, id);
+    if (ignore_merges) whole_tokens.insert(bytes, static_cast<uint32_t>(id));
     set_token(impl, id, std::move(bytes), Tokenizer::Impl::Kind::kVocab);
-    if (!impl.content_to_id.emplace(std::string(kv.key), id).second) {
+    if (!impl.content_to_id.insert(kv.key, static_cast<uint32_t>(id))) {
       r.bad("model.vocab", fmt::format("token '{}' appears twice", kv.key));
     }
   }
@@ -231,12 +234,13 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
 
   std::vector<BpeMerge> merges;
   auto lookup = [&](std::string_view content, size_t rank) {
-    auto it = impl.content_to_id.find(std::string(content));
-    if (it == impl.content_to_id.end()) {
+    const uint32_t* id = impl.content_to_id.find(content);
+    if (id == nullptr) {
       r.bad("model.merges", fmt::format("merge {} uses '{}', which is not in the vocabulary", rank, content));
     }
-    return it->second;
+    return static_cast<int32_t>(*id);
   };
+  std::string joined;
   for (element e : r.arr(r.required(m, "merges", where), "model.merges")) {
     std::string_view left, right;
     if (e.type() == element_type::STRING) {  // the old "left right" format
@@ -253,7 +257,8 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
       right = r.str(pair.at(1).value_unsafe(), "model.merges[][1]");
     }
     const size_t rank = merges.size();
-    merges.push_back({lookup(left, rank), lookup(right, rank), lookup(std::string(left) + std::string(right), rank)});
+    joined.assign(left).append(right);
+    merges.push_back({lookup(left, rank), lookup(right, rank), lookup(joined, rank)});
   }
   impl.bpe.emplace(byte_ids, merges, ignore_merges, std::move(whole_tokens));
 }
@@ -263,7 +268,7 @@ void load_added_tokens(const Reader& r, object root, Tokenizer::Impl& impl, std:
   if (r.is_null(e)) return;
   for (element t : r.arr(*e, "added_tokens")) {
     const object o = r.obj(t, "added_tokens[]");
-    const int32_t id = token_id_field(r, r.required(o, "id", "added_tokens[]"), "added_tokens[].id");
+    const int32_t id = token_id_field(r, r.required(o, "id", "added_tokens[]"), [] { return "added_tokens[].id"; });
     const std::string where = fmt::format("added token {}", id);
     r.known_fields(o, {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"}, where);
     const std::string content(r.str(r.required(o, "content", where), where));
@@ -272,7 +277,7 @@ void load_added_tokens(const Reader& r, object root, Tokenizer::Impl& impl, std:
     const bool special = r.flag(o, "special", false, where);
     const bool normalized = r.flag(o, "normalized", !special, where);
     set_token(impl, id, content, special ? Tokenizer::Impl::Kind::kAddedSpecial : Tokenizer::Impl::Kind::kAdded);
-    impl.content_to_id[content] = id;
+    impl.content_to_id.set(content, static_cast<uint32_t>(id));
     if (normalized && impl.nfc) {
       impl.normalized_added.add(nfc(content), id);
     } else if (normalized) {
@@ -292,11 +297,9 @@ std::optional<int32_t> config_token(const Reader& r, object config, std::string_
   } else {
     content = r.str(*e, fmt::format("tokenizer_config.json {}", key));
   }
-  auto it = impl.content_to_id.find(std::string(content));
-  if (it == impl.content_to_id.end()) {
-    r.bad("tokenizer_config.json", fmt::format("{} '{}' is not a token", key, content));
-  }
-  return it->second;
+  const uint32_t* id = impl.content_to_id.find(content);
+  if (id == nullptr) r.bad("tokenizer_config.json", fmt::format("{} '{}' is not a token", key, content));
+  return static_cast<int32_t>(*id);
 }
 
 }  // namespace
