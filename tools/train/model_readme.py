@@ -88,7 +88,8 @@ held-out: the rest, saved here as `heldout.txt` ({log['heldout_tokens']:,} token
     /usr/bin/python3 tools/train/model_readme.py       # this file
 
 The run that produced these weights was `{log['command']}` (a time budget that fixed
-`--steps {args['steps']}` after timing steps 5-14; the command above replays it). Seed
+`--steps {args['steps']}` after timing steps 5-14; the command above replays the same batches
+and schedule, bitwise equality of the replay not re-verified). Seed
 {args['seed']}; AdamW (betas 0.9/0.95, weight decay {args['weight_decay']} on matrices),
 lr {args['lr']:g} with {args['warmup']} warmup steps then cosine to 10%; batch {args['batch']} x {args['ctx']}
 random windows; grad clip 1.0; float32; {log['threads']} torch thread on a 2-core machine shared
