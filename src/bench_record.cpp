@@ -31,7 +31,8 @@ std::string run_first_line(const std::string& command) {
   std::array<char, 256> buf{};
   std::string line;
   if (std::fgets(buf.data(), buf.size(), pipe) != nullptr) line = buf.data();
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) {}  // drain before closing
+  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
+  }  // drain before closing
   const int status = ::pclose(pipe);
   if (status != 0) return "";
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();

@@ -2,8 +2,8 @@
 
 #include <fstream>
 #include <iterator>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "nanoinfer/error.h"
 
@@ -96,12 +96,12 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
     fail("{}: num_attention_heads {} is not divisible by num_key_value_heads {}", origin,
          c.num_attention_heads, c.num_key_value_heads);
   if (c.head_dim() % 2 != 0)
-    fail("{}: head dim {} (hidden_size {} / num_attention_heads {}) must be even for RoPE",
-         origin, c.head_dim(), c.hidden_size, c.num_attention_heads);
-  if (const auto it = j.find("head_dim"); it != j.end() && !it->is_null() &&
-                                           (!it->is_number_integer() || *it != c.head_dim()))
-    fail("{}: head_dim {} differs from hidden_size / num_attention_heads = {}", origin,
-         it->dump(), c.head_dim());
+    fail("{}: head dim {} (hidden_size {} / num_attention_heads {}) must be even for RoPE", origin,
+         c.head_dim(), c.hidden_size, c.num_attention_heads);
+  if (const auto it = j.find("head_dim");
+      it != j.end() && !it->is_null() && (!it->is_number_integer() || *it != c.head_dim()))
+    fail("{}: head_dim {} differs from hidden_size / num_attention_heads = {}", origin, it->dump(),
+         c.head_dim());
   return c;
 }
 

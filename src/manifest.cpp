@@ -41,11 +41,16 @@ std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg) {
 
 std::string_view tensor_role_name(TensorRole role) {
   switch (role) {
-    case TensorRole::Embedding: return "embedding";
-    case TensorRole::Attention: return "attention";
-    case TensorRole::Mlp: return "mlp";
-    case TensorRole::Norm: return "norm";
-    case TensorRole::Output: return "output";
+    case TensorRole::Embedding:
+      return "embedding";
+    case TensorRole::Attention:
+      return "attention";
+    case TensorRole::Mlp:
+      return "mlp";
+    case TensorRole::Norm:
+      return "norm";
+    case TensorRole::Output:
+      return "output";
   }
   return "?";
 }

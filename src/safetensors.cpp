@@ -105,8 +105,7 @@ uint64_t TensorInfo::numel() const {
 SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string_view origin) {
   if (file.empty()) fail("{}: file is empty", origin);
   if (file.size() < 8)
-    fail("{}: truncated: {} bytes, but the header length field alone needs 8", origin,
-         file.size());
+    fail("{}: truncated: {} bytes, but the header length field alone needs 8", origin, file.size());
 
   SafetensorsLayout layout;
   layout.header_len = read_u64_le(file.first(8));
@@ -117,8 +116,8 @@ SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string
   if (layout.header_len > available)
     fail("{}: header length {} runs past the end of the file ({} bytes after the length field)",
          origin, layout.header_len, available);
-  if (layout.header_len < 2) fail("{}: header length {} is too short for JSON", origin,
-                                  layout.header_len);
+  if (layout.header_len < 2)
+    fail("{}: header length {} is too short for JSON", origin, layout.header_len);
   layout.data_offset = 8 + layout.header_len;
   const uint64_t data_size = file.size() - layout.data_offset;
 
@@ -140,8 +139,8 @@ SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string
   } catch (const Json::exception& e) {
     fail("{}: header is not valid JSON: {}", origin, e.what());
   }
-  if (!root.is_object()) fail("{}: header must be a JSON object, found {}", origin,
-                              root.type_name());
+  if (!root.is_object())
+    fail("{}: header must be a JSON object, found {}", origin, root.type_name());
 
   for (const auto& [key, value] : root.items()) {
     if (key == "__metadata__") {
@@ -202,8 +201,8 @@ MappedFile MappedFile::open(const std::filesystem::path& path) {
   void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
   ::close(fd);  // the mapping keeps its own reference to the file
-  if (addr == MAP_FAILED) fail("{}: cannot mmap {} bytes: {}", path.string(), size,
-                               std::strerror(err));
+  if (addr == MAP_FAILED)
+    fail("{}: cannot mmap {} bytes: {}", path.string(), size, std::strerror(err));
   MappedFile m;
   m.data_ = static_cast<const std::byte*>(addr);
   m.size_ = size;

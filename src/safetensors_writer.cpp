@@ -25,8 +25,8 @@ constexpr size_t kChunkBytes = size_t{8} << 20;
 class TempFile {
  public:
   explicit TempFile(const std::filesystem::path& final_path) : final_(final_path) {
-    const auto dir = final_path.has_parent_path() ? final_path.parent_path()
-                                                   : std::filesystem::path(".");
+    const auto dir =
+        final_path.has_parent_path() ? final_path.parent_path() : std::filesystem::path(".");
     std::string tmpl = (dir / ("." + final_path.filename().string() + ".tmp.XXXXXX")).string();
     fd_ = ::mkstemp(tmpl.data());
     if (fd_ < 0)
@@ -97,8 +97,7 @@ void SafetensorsWriter::add(std::string name, DType dtype, std::vector<uint64_t>
   data_bytes_ += nbytes;
 }
 
-void SafetensorsWriter::add(std::string name, DType dtype, std::vector<uint64_t> shape,
-                            Fill fill) {
+void SafetensorsWriter::add(std::string name, DType dtype, std::vector<uint64_t> shape, Fill fill) {
   const uint64_t nbytes = check_new(name, dtype, shape);
   entries_.push_back({std::move(name), dtype, std::move(shape), nbytes, {}, std::move(fill)});
   data_bytes_ += nbytes;

@@ -33,8 +33,8 @@ uint64_t fnv1a(std::string_view s) {
 // The sum is an exact integer and the scaling one multiply, so results are bit-reproducible.
 float standard_normal(SplitMix64& rng) {
   const uint64_t r = rng.next();
-  const int64_t sum = static_cast<int64_t>((r & 0xffff) + ((r >> 16) & 0xffff) +
-                                           ((r >> 32) & 0xffff) + (r >> 48));
+  const int64_t sum =
+      static_cast<int64_t>((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48));
   constexpr double kMean = 4 * 32767.5;
   constexpr double kInvStd = 1.0 / 37837.2277;  // sqrt(4 * (65536^2 - 1) / 12)
   return static_cast<float>((static_cast<double>(sum) - kMean) * kInvStd);
@@ -86,15 +86,15 @@ uint64_t synth_model_dir(const std::filesystem::path& config_json,
     if (std::filesystem::equivalent(from, out_dir / name, ec)) return;  // synth into its source
     std::filesystem::copy_file(from, out_dir / name,
                                std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) fail("{}: cannot copy to {}: {}", from.string(), (out_dir / name).string(),
-                 ec.message());
+    if (ec)
+      fail("{}: cannot copy to {}: {}", from.string(), (out_dir / name).string(), ec.message());
   };
   // Weights first: an interrupted run leaves no config claiming a model is there.
   const uint64_t bytes =
       write_synthetic_weights(cfg, out_dir / "model.safetensors", options, progress);
   copy(config_json, "config.json");
-  const auto beside = config_json.has_parent_path() ? config_json.parent_path()
-                                                    : std::filesystem::path(".");
+  const auto beside =
+      config_json.has_parent_path() ? config_json.parent_path() : std::filesystem::path(".");
   for (const char* name : {"generation_config.json", "tokenizer_config.json"})
     if (std::filesystem::exists(beside / name)) copy(beside / name, name);
   return bytes;

@@ -89,11 +89,13 @@ TEST(ConfigParse, InvariantFailures) {
 }
 
 TEST(ConfigParse, BadValues) {
-  EXPECT_THAT(error_with("hidden_size", 0), HasSubstr("field \"hidden_size\": expected an integer"));
+  EXPECT_THAT(error_with("hidden_size", 0),
+              HasSubstr("field \"hidden_size\": expected an integer"));
   EXPECT_THAT(error_with("hidden_size", -64), HasSubstr("found -64"));
   EXPECT_THAT(error_with("hidden_size", "64"), HasSubstr("found \"64\""));
   EXPECT_THAT(error_with("vocab_size", 1LL << 40), HasSubstr("field \"vocab_size\""));
-  EXPECT_THAT(error_with("rms_norm_eps", 0), HasSubstr("field \"rms_norm_eps\": expected a positive"));
+  EXPECT_THAT(error_with("rms_norm_eps", 0),
+              HasSubstr("field \"rms_norm_eps\": expected a positive"));
   EXPECT_THAT(error_with("tie_word_embeddings", "yes"), HasSubstr("expected true or false"));
 }
 

@@ -223,8 +223,8 @@ TEST_F(InspectCli, MissingTensor) {
 
 TEST_F(InspectCli, UnexpectedTensor) {
   const auto b = with_header([](Json& h) {
-    h["model.layers.0.mlp.extra.weight"] = {{"dtype", "BF16"}, {"shape", {0}},
-                                            {"data_offsets", {0, 0}}};
+    h["model.layers.0.mlp.extra.weight"] = {
+        {"dtype", "BF16"}, {"shape", {0}}, {"data_offsets", {0, 0}}};
   });
   const RunResult r = inspect_corrupt(b);
   EXPECT_THAT(r.err, HasSubstr("unexpected tensor 'model.layers.0.mlp.extra.weight'"));
@@ -275,8 +275,8 @@ TEST_F(InspectCli, MissingFilesAndBadConfig) {
 TEST_F(InspectCli, SynthF32AndBadDtype) {
   const std::string cfg = (dir_ / "config.json").string();
   test::write_text(cfg, test::small_qwen2_config_json(false));
-  RunResult r = run_nanoinfer(dir_, "synth --config '" + cfg + "' --out '" +
-                                        (dir_ / "f").string() + "' --dtype f32");
+  RunResult r = run_nanoinfer(
+      dir_, "synth --config '" + cfg + "' --out '" + (dir_ / "f").string() + "' --dtype f32");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run_nanoinfer(dir_, "inspect '" + (dir_ / "f").string() + "'");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -285,8 +285,8 @@ TEST_F(InspectCli, SynthF32AndBadDtype) {
   EXPECT_THAT(r.out, HasSubstr("lm_head            16,384"));
   EXPECT_THAT(r.out, HasSubstr("dtypes: F32 x27"));
 
-  r = run_nanoinfer(dir_, "synth --config '" + cfg + "' --out '" + (dir_ / "g").string() +
-                              "' --dtype f16");
+  r = run_nanoinfer(
+      dir_, "synth --config '" + cfg + "' --out '" + (dir_ / "g").string() + "' --dtype f16");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "nanoinfer: error: --dtype f16: expected bf16 or f32\n");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "g/model.safetensors"));
@@ -319,8 +319,8 @@ TEST_F(InspectCli, BenchLoadAppendsOneRecord) {
   // A model that fails inspect is not benchmarked.
   test::write_text(dir_ / "m/config.json", test::small_qwen2_config_json(false));
   test::write_bytes(dir_ / "m/model.safetensors", *bytes_);
-  const RunResult r = run_nanoinfer(dir_, "bench load '" + (dir_ / "m").string() +
-                                              "' --results '" + results.string() + "'");
+  const RunResult r = run_nanoinfer(
+      dir_, "bench load '" + (dir_ / "m").string() + "' --results '" + results.string() + "'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("missing tensor 'lm_head.weight'"));
 }
@@ -330,9 +330,8 @@ TEST_F(InspectCli, FullSizeQwen25SynthPasses) {
   const char* long_tests = std::getenv("NANOINFER_LONG_TESTS");
   if (long_tests == nullptr || std::string(long_tests) != "1")
     GTEST_SKIP() << "writes ~1 GB; set NANOINFER_LONG_TESTS=1 to run";
-  const RunResult s =
-      run_nanoinfer(dir_, "synth --config '" + test::qwen25_config_path().string() + "' --out '" +
-                              (dir_ / "q").string() + "'");
+  const RunResult s = run_nanoinfer(dir_, "synth --config '" + test::qwen25_config_path().string() +
+                                              "' --out '" + (dir_ / "q").string() + "'");
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_THAT(s.out, HasSubstr("942.3 MiB of bf16 tensors"));
   const RunResult r = run_nanoinfer(dir_, "inspect '" + (dir_ / "q").string() + "'");

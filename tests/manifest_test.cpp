@@ -91,7 +91,7 @@ TEST(Manifest, ProblemsNameEachTensor) {
               ElementsAre("tensor 'lm_head.weight': expected shape [256, 64], found [256, 63]"));
   tensors.pop_back();
 
-  tensors[4].shape = {32, 65};  // layer 0 k_proj.weight
+  tensors[4].shape = {32, 65};          // layer 0 k_proj.weight
   tensors.erase(tensors.begin() + 11);  // layer 0 up_proj.weight
   tensors.push_back(info("model.layers.2.mlp.up_proj.weight", {160, 64}));
   EXPECT_THAT(manifest_problems(m, tensors),

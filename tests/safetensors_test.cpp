@@ -12,8 +12,8 @@
 namespace nanoinfer {
 namespace {
 
-using ::testing::HasSubstr;
 using test::raw_safetensors;
+using ::testing::HasSubstr;
 
 // The message of the Error that parsing `bytes` throws, or "" if it parses.
 std::string parse_error(const std::vector<std::byte>& bytes) {
@@ -27,12 +27,12 @@ std::string parse_error(const std::vector<std::byte>& bytes) {
 
 TEST(SafetensorsParse, AcceptsValidHeaderWithPaddingScalarAndEmptyTensor) {
   // a: F32 [2, 3] = 24 bytes at [0, 24); s: BF16 scalar at [24, 26); z: I8 [0, 5] empty.
-  const auto bytes = raw_safetensors(
-      R"({"__metadata__":{"format":"pt"},)"
-      R"("a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
-      R"("s":{"dtype":"BF16","shape":[],"data_offsets":[24,26]},)"
-      R"("z":{"dtype":"I8","shape":[0,5],"data_offsets":[26,26]}}   )",
-      26);
+  const auto bytes =
+      raw_safetensors(R"({"__metadata__":{"format":"pt"},)"
+                      R"("a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+                      R"("s":{"dtype":"BF16","shape":[],"data_offsets":[24,26]},)"
+                      R"("z":{"dtype":"I8","shape":[0,5],"data_offsets":[26,26]}}   )",
+                      26);
   const SafetensorsLayout layout = parse_safetensors(bytes, "t");
   ASSERT_EQ(layout.tensors.size(), 3u);
   EXPECT_EQ(layout.data_offset, bytes.size() - 26);
@@ -86,25 +86,23 @@ TEST(SafetensorsParse, NonJsonHeader) {
 }
 
 TEST(SafetensorsParse, UnknownDtype) {
-  EXPECT_THAT(
-      parse_error(raw_safetensors(R"({"w":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}})",
-                                  4)),
-      HasSubstr("tensor 'w': unknown dtype \"F8_E4M3\""));
+  EXPECT_THAT(parse_error(raw_safetensors(
+                  R"({"w":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}})", 4)),
+              HasSubstr("tensor 'w': unknown dtype \"F8_E4M3\""));
 }
 
 TEST(SafetensorsParse, WrongByteLength) {
-  EXPECT_THAT(
-      parse_error(raw_safetensors(R"({"w":{"dtype":"BF16","shape":[3,4],"data_offsets":[0,20]}})",
-                                  20)),
-      HasSubstr("tensor 'w': shape [3, 4] BF16 needs 24 bytes, found 20"));
+  EXPECT_THAT(parse_error(raw_safetensors(
+                  R"({"w":{"dtype":"BF16","shape":[3,4],"data_offsets":[0,20]}})", 20)),
+              HasSubstr("tensor 'w': shape [3, 4] BF16 needs 24 bytes, found 20"));
 }
 
 TEST(SafetensorsParse, ShapeProductOverflow) {
   // 2^32 x 2^32 x 4 bytes wraps to 0 in 64 bits; it must not be accepted as an empty tensor.
-  EXPECT_THAT(parse_error(raw_safetensors(
-                  R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",
-                  0)),
-              HasSubstr("tensor 'w': shape [4294967296, 4294967296] x 4 bytes overflows"));
+  EXPECT_THAT(
+      parse_error(raw_safetensors(
+          R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0)),
+      HasSubstr("tensor 'w': shape [4294967296, 4294967296] x 4 bytes overflows"));
 }
 
 TEST(SafetensorsParse, NegativeOrFractionalShape) {
@@ -117,11 +115,11 @@ TEST(SafetensorsParse, NegativeOrFractionalShape) {
 }
 
 TEST(SafetensorsParse, OverlappingOffsets) {
-  EXPECT_THAT(parse_error(raw_safetensors(
-                  R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-                  16)),
-              HasSubstr("tensor 'b' at bytes [8, 16] overlaps tensor 'a' at [0, 16]"));
+  EXPECT_THAT(
+      parse_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                                  16)),
+      HasSubstr("tensor 'b' at bytes [8, 16] overlaps tensor 'a' at [0, 16]"));
 }
 
 TEST(SafetensorsParse, OffsetsOutsideFile) {
@@ -129,16 +127,15 @@ TEST(SafetensorsParse, OffsetsOutsideFile) {
                   R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[100,104]}})", 8)),
               HasSubstr("tensor 'a': data_offsets [100, 104] run past the end of the data "
                         "section (8 bytes)"));
-  EXPECT_THAT(parse_error(raw_safetensors(
-                  R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[6,2]}})", 8)),
-              HasSubstr("tensor 'a': data_offsets begin 6 is after end 2"));
+  EXPECT_THAT(
+      parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[6,2]}})", 8)),
+      HasSubstr("tensor 'a': data_offsets begin 6 is after end 2"));
 }
 
 TEST(SafetensorsParse, DuplicateTensor) {
-  EXPECT_THAT(parse_error(raw_safetensors(
-                  R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
-                  R"("a":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
-                  8)),
+  EXPECT_THAT(parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
+                                          R"("a":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
+                                          8)),
               HasSubstr("duplicate tensor 'a'"));
 }
 
@@ -147,9 +144,9 @@ TEST(SafetensorsParse, MissingFieldsAndBadMetadata) {
               HasSubstr("tensor 'a': missing string field \"dtype\""));
   EXPECT_THAT(parse_error(raw_safetensors(R"({"a":{"dtype":"U8","data_offsets":[0,4]}})", 4)),
               HasSubstr("tensor 'a': missing array field \"shape\""));
-  EXPECT_THAT(parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0]}})",
-                                          4)),
-              HasSubstr("tensor 'a': \"data_offsets\" must be [begin, end]"));
+  EXPECT_THAT(
+      parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0]}})", 4)),
+      HasSubstr("tensor 'a': \"data_offsets\" must be [begin, end]"));
   EXPECT_THAT(parse_error(raw_safetensors(R"({"__metadata__":{"k":1}})", 0)),
               HasSubstr("\"__metadata__\" entry 'k' must be a string, found number"));
 }
@@ -247,7 +244,8 @@ TEST(SafetensorsWriter, FailedWriteLeavesNothingBehind) {
   // The old file is untouched and no temporary file remains.
   EXPECT_EQ(test::read_text(dir / "m.safetensors"), "previous");
   int entries = 0;
-  for ([[maybe_unused]] const auto& ent : std::filesystem::directory_iterator(dir.path())) ++entries;
+  for ([[maybe_unused]] const auto& ent : std::filesystem::directory_iterator(dir.path()))
+    ++entries;
   EXPECT_EQ(entries, 1);
 }
 
@@ -256,8 +254,8 @@ TEST(SafetensorsWriter, RejectsBadTensors) {
   SafetensorsWriter w(dir / "m.safetensors");
   const std::vector<std::byte> four(4);
   w.add("x", DType::U8, {4}, four);
-  EXPECT_THROW(w.add("x", DType::U8, {4}, four), Error);            // duplicate
-  EXPECT_THROW(w.add("y", DType::F32, {4}, four), Error);           // 16 bytes needed
+  EXPECT_THROW(w.add("x", DType::U8, {4}, four), Error);             // duplicate
+  EXPECT_THROW(w.add("y", DType::F32, {4}, four), Error);            // 16 bytes needed
   EXPECT_THROW(w.add("__metadata__", DType::U8, {4}, four), Error);  // reserved
 }
 

@@ -18,7 +18,7 @@ enum class TensorRole { Embedding, Attention, Mlp, Norm, Output };
 struct TensorSpec {
   std::string name;
   std::vector<uint64_t> shape;  // row-major, as stored: [out_features, in_features] for weights
-  bool required;  // false only for lm_head.weight when the embeddings are tied
+  bool required;                // false only for lm_head.weight when the embeddings are tied
   TensorRole role;
 };
 

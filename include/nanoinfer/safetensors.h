@@ -31,9 +31,9 @@ struct TensorInfo {
 
 // What a validated header says about a file.
 struct SafetensorsLayout {
-  uint64_t header_len = 0;   // N
-  uint64_t data_offset = 0;  // 8 + N
-  std::vector<TensorInfo> tensors;  // in header order
+  uint64_t header_len = 0;                      // N
+  uint64_t data_offset = 0;                     // 8 + N
+  std::vector<TensorInfo> tensors;              // in header order
   std::map<std::string, std::string> metadata;  // "__metadata__", string values only
 };
 

@@ -71,7 +71,9 @@ void widen(const TensorView& view, uint64_t first, size_t count, float* out) {
         out[i] = f16_to_f32(h);
       }
       break;
-    case DType::F32: std::memcpy(out, src, count * 4); break;
+    case DType::F32:
+      std::memcpy(out, src, count * 4);
+      break;
     case DType::I8:
       for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(static_cast<int8_t>(src[i]));
       break;
@@ -152,11 +154,11 @@ void bench_load(const LoadArgs& args) {
              file.layout().header_len, file.tensors().size());
   fmt::print("  {:<9} {:>7.2f} ms  {:.2f} GiB/s ({} pages of {} bytes)\n", "touch", touch_ms,
              static_cast<double>(file.file_size()) / gib / (touch_ms / 1e3), pages, page);
-  fmt::print("  {:<9} {:>7.2f} ms  {:.2f} GiB/s read, {:.2f} GiB/s f32 written ({} weights)\n",
-             "widen", widen_ms,
-             static_cast<double>(file.file_size() - file.layout().data_offset) / gib /
-                 (widen_ms / 1e3),
-             static_cast<double>(weights) * 4 / gib / (widen_ms / 1e3), weights);
+  fmt::print(
+      "  {:<9} {:>7.2f} ms  {:.2f} GiB/s read, {:.2f} GiB/s f32 written ({} weights)\n", "widen",
+      widen_ms,
+      static_cast<double>(file.file_size() - file.layout().data_offset) / gib / (widen_ms / 1e3),
+      static_cast<double>(weights) * 4 / gib / (widen_ms / 1e3), weights);
   fmt::print("  {:<9} {:>7.1f} MiB\n", "peak RSS", static_cast<double>(rss) / (1 << 20));
 
   nlohmann::json record = bench_context(args.threads);

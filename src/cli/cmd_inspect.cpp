@@ -25,7 +25,9 @@ std::string with_commas(uint64_t v) {
   return digits;
 }
 
-double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+double mib(uint64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
 
 void inspect(const std::filesystem::path& dir) {
   const ModelFiles files = locate_model(dir);
@@ -64,18 +66,18 @@ void inspect(const std::filesystem::path& dir) {
   uint64_t total = 0;
   for (const auto& [role, n] : params) total += n;
   fmt::print("\nparameters: {}\n", with_commas(total));
-  for (const auto& [role, label] : {std::pair{TensorRole::Embedding, "embeddings"},
-                                    std::pair{TensorRole::Attention, "attention"},
-                                    std::pair{TensorRole::Mlp, "mlp"},
-                                    std::pair{TensorRole::Norm, "norms"},
-                                    std::pair{TensorRole::Output, "lm_head"}}) {
+  for (const auto& [role, label] :
+       {std::pair{TensorRole::Embedding, "embeddings"},
+        std::pair{TensorRole::Attention, "attention"}, std::pair{TensorRole::Mlp, "mlp"},
+        std::pair{TensorRole::Norm, "norms"}, std::pair{TensorRole::Output, "lm_head"}}) {
     if (role == TensorRole::Output && params[role] == 0) continue;  // tied: nothing stored
-    fmt::print("  {:<11} {:>13}  {:6.2f}%\n", label, with_commas(params[role]),
-               total == 0 ? 0.0 : 100.0 * static_cast<double>(params[role]) /
-                                      static_cast<double>(total));
+    fmt::print(
+        "  {:<11} {:>13}  {:6.2f}%\n", label, with_commas(params[role]),
+        total == 0 ? 0.0 : 100.0 * static_cast<double>(params[role]) / static_cast<double>(total));
   }
   std::vector<std::string> dtype_counts;
-  for (const auto& [dt, n] : dtypes) dtype_counts.push_back(fmt::format("{} x{}", dtype_name(dt), n));
+  for (const auto& [dt, n] : dtypes)
+    dtype_counts.push_back(fmt::format("{} x{}", dtype_name(dt), n));
   fmt::print("tensor data: {} bytes ({:.1f} MiB); dtypes: {}\n", with_commas(tensor_bytes),
              mib(tensor_bytes), fmt::join(dtype_counts, ", "));
 

@@ -40,8 +40,8 @@ void synth(const SynthArgs& args) {
     if (tty ? step == last_step : step / 10 == last_step / 10) return;
     last_step = step;
     fmt::print(stderr, "{}synth: {:6.1f} / {:.1f} MiB ({}%){}", tty ? "\r" : "",
-               static_cast<double>(done) / (1 << 20), static_cast<double>(total) / (1 << 20),
-               step, tty ? "" : "\n");
+               static_cast<double>(done) / (1 << 20), static_cast<double>(total) / (1 << 20), step,
+               tty ? "" : "\n");
     std::fflush(stderr);
   };
 
@@ -60,10 +60,8 @@ const bool registered = register_command({
     "Write a model directory with seeded random weights shaped by a config.json",
     [](CLI::App& sub) {
       auto args = std::make_shared<SynthArgs>();
-      sub.add_option("--config", args->config, "config.json of the model to imitate")
-          ->required();
-      sub.add_option("--out", args->out, "Output model directory (created if needed)")
-          ->required();
+      sub.add_option("--config", args->config, "config.json of the model to imitate")->required();
+      sub.add_option("--out", args->out, "Output model directory (created if needed)")->required();
       sub.add_option("--seed", args->seed, "Random seed (same seed, same bytes)")
           ->capture_default_str();
       sub.add_option("--dtype", args->dtype, "Weight dtype: bf16 or f32")->capture_default_str();
