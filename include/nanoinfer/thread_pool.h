@@ -63,9 +63,9 @@ class ThreadPool {
   //
   // Exceptions: if fn throws, the other ranges still run to completion, then the first
   // exception caught (in completion order) is rethrown on the calling thread; the pool stays
-  // usable. A parallel_for called from inside fn (nested) runs its ranges one after another
-  // on the calling thread, with the same boundaries. Calls from several outside threads are
-  // serialised.
+  // usable. When only one range is non-empty, or the call is nested (made from inside fn),
+  // the ranges run one after another on the calling thread, with the same boundaries, and an
+  // exception propagates at once. Calls from several outside threads are serialised.
   void parallel_for(size_t n, size_t grain, RangeFn fn);
 
   // Distinct (package, core) pairs among the CPUs this process may run on; at least 1.
