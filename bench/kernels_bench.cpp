@@ -47,6 +47,37 @@ void add_min(benchmark::internal::Benchmark* b) {
   b->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
 }
 
+// Copies of one random matrix, >= 256 MB in total, kept while consecutive benchmarks (and
+// repetitions) use the same shape and dtype: filling them dominates the run time otherwise.
+struct WeightCopies {
+  int64_t shape = -1;
+  DType dtype = DType::F32;
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  std::vector<Weight> weights;
+};
+
+const WeightCopies& weight_copies(int64_t shape_index, DType dtype) {
+  static WeightCopies cache;
+  if (cache.shape == shape_index && cache.dtype == dtype) return cache;
+  cache = WeightCopies{shape_index, dtype};
+  const Shape& shape = kShapes[shape_index];
+  const size_t n = shape.rows * shape.cols, bytes = n * dtype_size(dtype);
+  constexpr size_t kMinTotalBytes = size_t{256} << 20;
+  const size_t copies = (kMinTotalBytes + bytes - 1) / bytes;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto fill = [&](auto& data, auto convert) {
+    data.resize(n * copies);
+    for (size_t i = 0; i < n; ++i) data[i] = convert(dist(rng));
+    for (size_t c = 1; c < copies; ++c) std::copy_n(data.begin(), n, data.begin() + static_cast<ptrdiff_t>(c * n));
+    for (size_t c = 0; c < copies; ++c) cache.weights.push_back({dtype, data.data() + c * n, shape.rows, shape.cols});
+  };
+  if (dtype == DType::BF16) fill(cache.bf16, f32_to_bf16);
+  else fill(cache.f32, [](float v) { return v; });
+  return cache;
+}
+
 // args: shape index, isa, dtype (0 f32, 1 bf16), threads, n_tokens
 void BM_Linear(benchmark::State& state) {
   const Shape& shape = kShapes[state.range(0)];
@@ -62,32 +93,18 @@ void BM_Linear(benchmark::State& state) {
 
   const size_t n = shape.rows * shape.cols;
   const size_t bytes_per_copy = n * dtype_size(dtype);
-  constexpr size_t kMinTotalBytes = size_t{256} << 20;
-  const size_t copies = (kMinTotalBytes + bytes_per_copy - 1) / bytes_per_copy;
-  std::mt19937 rng(1);
+  const WeightCopies& copies = weight_copies(state.range(0), dtype);
+  std::mt19937 rng(2);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> w_f32, x(n_tokens * shape.cols), bias(shape.rows), y(n_tokens * shape.rows);
-  std::vector<uint16_t> w_bf16;
+  std::vector<float> x(n_tokens * shape.cols), bias(shape.rows), y(n_tokens * shape.rows);
   for (float& v : x) v = dist(rng);
   for (float& v : bias) v = dist(rng);
-  std::vector<Weight> weights;
-  if (dtype == DType::BF16) {
-    w_bf16.resize(n * copies);
-    for (size_t i = 0; i < n; ++i) w_bf16[i] = f32_to_bf16(dist(rng));
-    for (size_t c = 1; c < copies; ++c) std::copy_n(w_bf16.begin(), n, w_bf16.begin() + static_cast<ptrdiff_t>(c * n));
-    for (size_t c = 0; c < copies; ++c) weights.push_back({dtype, w_bf16.data() + c * n, shape.rows, shape.cols});
-  } else {
-    w_f32.resize(n * copies);
-    for (size_t i = 0; i < n; ++i) w_f32[i] = dist(rng);
-    for (size_t c = 1; c < copies; ++c) std::copy_n(w_f32.begin(), n, w_f32.begin() + static_cast<ptrdiff_t>(c * n));
-    for (size_t c = 0; c < copies; ++c) weights.push_back({dtype, w_f32.data() + c * n, shape.rows, shape.cols});
-  }
   ThreadPool& pool = pool_of(threads);
 
   size_t next = 0;
   for (auto _ : state) {
-    linear(pool, weights[next], bias.data(), x.data(), y.data(), n_tokens);
-    next = next + 1 == copies ? 0 : next + 1;
+    linear(pool, copies.weights[next], bias.data(), x.data(), y.data(), n_tokens);
+    next = next + 1 == copies.weights.size() ? 0 : next + 1;
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -101,9 +118,10 @@ void BM_Linear(benchmark::State& state) {
 }
 
 void linear_args(benchmark::internal::Benchmark* b) {
+  // Shape and dtype outermost, so that consecutive benchmarks share their weight copies.
   for (int64_t shape = 0; shape < static_cast<int64_t>(std::size(kShapes)); ++shape)
-    for (int64_t isa : {0, 1, 2})
-      for (int64_t dtype : {1, 0})
+    for (int64_t dtype : {1, 0})
+      for (int64_t isa : {0, 1, 2})
         for (int64_t threads : {1, 2})
           for (int64_t tokens : {1, 64}) {
             if (tokens == 64 && shape == 4) continue;  // prefill never multiplies the logits by 64 tokens
