@@ -1,4 +1,4 @@
-// The Qwen2 model: loading its weights and the forward pass, in one file.
+// The Qwen2 forward pass, in one file (the weights are loaded by weights.cpp).
 //
 //   x = embed[tokens]
 //   per layer:  h = rmsnorm(x);  q, k, v = h Wq + bq, h Wk + bk, h Wv + bv
@@ -19,60 +19,22 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/linear.h"
-#include "nanoinfer/manifest.h"
 #include "nanoinfer/ops.h"
 #include "nanoinfer/safetensors.h"
+#include "weights.h"
 
 namespace nanoinfer {
 namespace {
 
 constexpr size_t kDefaultMaxContext = 4096;
 
-struct LayerWeights {
-  const float* attn_norm;  // [hidden]
-  Weight q, k, v;          // [q_dim][hidden], [kv_dim][hidden], [kv_dim][hidden]
-  const float* q_bias;     // [q_dim]
-  const float* k_bias;     // [kv_dim]
-  const float* v_bias;     // [kv_dim]
-  Weight o;                // [hidden][q_dim]
-  const float* ffn_norm;   // [hidden]
-  Weight gate, up;         // [inter][hidden]
-  Weight down;             // [hidden][inter]
-};
-
-float element_as_f32(DType dtype, const std::byte* data, size_t i) {
-  switch (dtype) {
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, data + 4 * i, 4);
-      return f;
-    }
-    case DType::BF16:
-    case DType::F16: {
-      uint16_t h;
-      std::memcpy(&h, data + 2 * i, 2);
-      return dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-    }
-    default: return 0.0f;  // rejected by check_tensor
-  }
-}
-
 }  // namespace
 
 struct Model::Impl {
   ModelConfig cfg;
   ModelOptions opts;
-  SafetensorsFile file;
   ThreadPool pool;
-
-  // Tensors that had to be converted at load (widened, narrowed); the weights point here.
-  std::vector<std::vector<float>> owned_f32;
-  std::vector<std::vector<uint16_t>> owned_bf16;
-
-  Weight embed;             // [vocab][hidden]
-  Weight lm_head;           // [vocab][hidden]; the same as embed when tied
-  const float* final_norm;  // [hidden]
-  std::vector<LayerWeights> layers;
+  ModelWeights w;
   Rope rope;
 
   // Activations for one chunk of up to max_batch tokens.
@@ -88,95 +50,15 @@ struct Model::Impl {
   std::vector<float> logits;
 
   uint64_t positions_pushed = 0;
-  size_t bytes_per_token = 0;
-  size_t weight_bytes = 0;
   Tap tap;
 
-  Impl(ModelConfig c, const ModelOptions& o, SafetensorsFile f)
-      : cfg(std::move(c)), opts(o), file(std::move(f)), pool(o.threads) {}
+  Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads) {}
 
   size_t hidden() const { return static_cast<size_t>(cfg.hidden_size); }
   size_t q_dim() const { return static_cast<size_t>(cfg.num_attention_heads * cfg.head_dim()); }
   size_t kv_dim() const { return static_cast<size_t>(cfg.kv_dim()); }
   size_t inter() const { return static_cast<size_t>(cfg.intermediate_size); }
   size_t vocab() const { return static_cast<size_t>(cfg.vocab_size); }
-
-  // Shapes were checked against the manifest; the element type is checked here.
-  TensorView get(const std::string& name) const {
-    const TensorView t = file.get(name);
-    if (t.dtype() != DType::F32 && t.dtype() != DType::BF16 && t.dtype() != DType::F16) {
-      fail("{}: tensor '{}': expected F32, BF16 or F16, found {}", file.path().string(), name,
-           dtype_name(t.dtype()));
-    }
-    return t;
-  }
-
-  // A matrix as the kernels will read it: in place when its type is already the one wanted,
-  // converted into owned storage otherwise. F16 files are widened (no f16 kernel).
-  Weight matrix(const std::string& name, size_t rows, size_t cols) {
-    const TensorView t = get(name);
-    DType want = t.dtype() == DType::BF16 ? DType::BF16 : DType::F32;
-    if (opts.weights == ModelOptions::WeightMode::F32) want = DType::F32;
-    if (opts.weights == ModelOptions::WeightMode::BF16) want = DType::BF16;
-    const size_t count = rows * cols;
-    Weight w{want, t.data, rows, cols};
-    if (want == DType::F32 && t.dtype() != DType::F32) {
-      auto& buf = owned_f32.emplace_back(count);
-      for (size_t i = 0; i < count; ++i) buf[i] = element_as_f32(t.dtype(), t.data, i);
-      w.data = buf.data();
-    } else if (want == DType::BF16 && t.dtype() != DType::BF16) {
-      auto& buf = owned_bf16.emplace_back(count);
-      for (size_t i = 0; i < count; ++i) buf[i] = f32_to_bf16(element_as_f32(t.dtype(), t.data, i));
-      w.data = buf.data();
-    }
-    weight_bytes += count * dtype_size(want);
-    return w;
-  }
-
-  // A norm weight or bias, always held in f32. In BF16 mode it is first rounded to bf16, so
-  // that mode means "every weight rounded to bf16", the same model the reference exports.
-  const float* vector(const std::string& name, size_t size) {
-    const TensorView t = get(name);
-    auto& buf = owned_f32.emplace_back(size);
-    for (size_t i = 0; i < size; ++i) {
-      buf[i] = element_as_f32(t.dtype(), t.data, i);
-      if (opts.weights == ModelOptions::WeightMode::BF16) buf[i] = bf16_to_f32(f32_to_bf16(buf[i]));
-    }
-    weight_bytes += size * sizeof(float);
-    return buf.data();
-  }
-
-  void load_weights() {
-    const std::vector<std::string> problems = manifest_problems(tensor_manifest(cfg), file.tensors());
-    if (!problems.empty()) {
-      std::string all;
-      for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
-      fail("{}: {}", file.path().string(), all);
-    }
-    const size_t H = hidden(), Q = q_dim(), KV = kv_dim(), I = inter(), V = vocab();
-    embed = matrix("model.embed_tokens.weight", V, H);
-    lm_head = cfg.tie_word_embeddings ? embed : matrix("lm_head.weight", V, H);
-    final_norm = vector("model.norm.weight", H);
-    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-      const std::string p = "model.layers." + std::to_string(l) + ".";
-      LayerWeights& L = layers.emplace_back();
-      L.attn_norm = vector(p + "input_layernorm.weight", H);
-      L.q = matrix(p + "self_attn.q_proj.weight", Q, H);
-      L.k = matrix(p + "self_attn.k_proj.weight", KV, H);
-      L.v = matrix(p + "self_attn.v_proj.weight", KV, H);
-      L.q_bias = vector(p + "self_attn.q_proj.bias", Q);
-      L.k_bias = vector(p + "self_attn.k_proj.bias", KV);
-      L.v_bias = vector(p + "self_attn.v_proj.bias", KV);
-      L.o = matrix(p + "self_attn.o_proj.weight", H, Q);
-      L.ffn_norm = vector(p + "post_attention_layernorm.weight", H);
-      L.gate = matrix(p + "mlp.gate_proj.weight", I, H);
-      L.up = matrix(p + "mlp.up_proj.weight", I, H);
-      L.down = matrix(p + "mlp.down_proj.weight", H, I);
-    }
-    // A decode step reads every matrix once, the norms and biases, and one embedding row.
-    const size_t embed_bytes = V * H * dtype_size(embed.dtype);
-    bytes_per_token = weight_bytes - (cfg.tie_word_embeddings ? 0 : embed_bytes) + H * dtype_size(embed.dtype);
-  }
 
   void allocate() {
     const size_t B = opts.max_batch;
@@ -195,12 +77,18 @@ struct Model::Impl {
     if (tap) tap(TapEvent{name, layer, pos, n, dim, data});
   }
 
+  // out: [n][hidden], the embedding rows of the tokens, widened to f32.
   void embed_rows(const int32_t* tokens, size_t n, float* out) const {
     const size_t H = hidden();
-    const size_t row_bytes = H * dtype_size(embed.dtype);
     for (size_t t = 0; t < n; ++t) {
-      const auto* row = static_cast<const std::byte*>(embed.data) + static_cast<size_t>(tokens[t]) * row_bytes;
-      for (size_t i = 0; i < H; ++i) out[t * H + i] = element_as_f32(embed.dtype, row, i);
+      const size_t row = static_cast<size_t>(tokens[t]) * H;
+      float* dst = out + t * H;
+      if (w.embed.dtype == DType::BF16) {
+        const auto* src = static_cast<const uint16_t*>(w.embed.data) + row;
+        for (size_t i = 0; i < H; ++i) dst[i] = bf16_to_f32(src[i]);
+      } else {
+        std::memcpy(dst, static_cast<const float*>(w.embed.data) + row, H * sizeof(float));
+      }
     }
   }
 
@@ -217,8 +105,8 @@ struct Model::Impl {
     emit("embed", -1, pos, n, H, x.data());
 
     cache.begin_step(n);
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const LayerWeights& L = layers[l];
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const LayerWeights& L = w.layers[l];
       const int il = static_cast<int>(l);
 
       // Attention block. k and v are projected straight into the cache's new rows, and k is
@@ -258,9 +146,9 @@ struct Model::Impl {
     // Qwen2.5-0.5B the head is a quarter of the weights).
     if (out_rows == 0) return;
     const size_t first = n - out_rows;
-    rmsnorm(x.data() + first * H, final_norm, eps, xb.data(), out_rows, H);
+    rmsnorm(x.data() + first * H, w.final_norm, eps, xb.data(), out_rows, H);
     emit("final_norm", -1, pos + first, out_rows, H, xb.data());
-    linear(pool, lm_head, nullptr, xb.data(), out, out_rows);
+    linear(pool, w.lm_head, nullptr, xb.data(), out, out_rows);
   }
 };
 
@@ -285,9 +173,10 @@ Model Model::load(const std::filesystem::path& model_dir, const ModelOptions& op
     resolved.max_context = std::min(static_cast<size_t>(cfg.max_position_embeddings), kDefaultMaxContext);
   }
   resolved.max_batch = std::min(resolved.max_batch, resolved.max_context);
-  auto impl = std::make_unique<Impl>(std::move(cfg), resolved, SafetensorsFile::open(weights_path));
+  auto impl = std::make_unique<Impl>(std::move(cfg), resolved);
   impl->opts.threads = impl->pool.size();
-  impl->load_weights();
+  // The file is mapped only while its tensors are copied out (see weights.h for why).
+  impl->w = load_weights(SafetensorsFile::open(weights_path), impl->cfg, resolved.weights, impl->pool);
   impl->allocate();
   return Model(std::move(impl));
 }
@@ -296,10 +185,10 @@ const ModelConfig& Model::config() const { return impl_->cfg; }
 const ModelOptions& Model::options() const { return impl_->opts; }
 size_t Model::vocab_size() const { return impl_->vocab(); }
 size_t Model::max_context() const { return impl_->opts.max_context; }
-DType Model::weight_dtype() const { return impl_->layers.empty() ? impl_->embed.dtype : impl_->layers[0].q.dtype; }
+DType Model::weight_dtype() const { return impl_->w.layers.empty() ? impl_->w.embed.dtype : impl_->w.layers[0].q.dtype; }
 uint64_t Model::positions_pushed() const { return impl_->positions_pushed; }
-size_t Model::bytes_per_token() const { return impl_->bytes_per_token; }
-size_t Model::weight_bytes() const { return impl_->weight_bytes; }
+size_t Model::bytes_per_token() const { return impl_->w.bytes_per_token; }
+size_t Model::weight_bytes() const { return impl_->w.weight_bytes; }
 void Model::set_tap(Tap tap) { impl_->tap = std::move(tap); }
 ThreadPool& Model::pool() { return impl_->pool; }
 
@@ -308,7 +197,7 @@ KvCache Model::new_cache(size_t max_seq) const {
     fail("a cache of {} positions exceeds the model's context of {} (raise max_context)", max_seq,
          impl_->opts.max_context);
   }
-  return KvCache(impl_->layers.size(), max_seq == 0 ? impl_->opts.max_context : max_seq, impl_->kv_dim());
+  return KvCache(impl_->w.layers.size(), max_seq == 0 ? impl_->opts.max_context : max_seq, impl_->kv_dim());
 }
 
 std::span<const float> Model::forward(std::span<const int32_t> tokens, KvCache& cache, bool all_logits) {
@@ -316,9 +205,9 @@ std::span<const float> Model::forward(std::span<const int32_t> tokens, KvCache& 
   const size_t n = tokens.size();
   const size_t V = m.vocab();
   if (n == 0) fail("forward: no tokens");
-  if (cache.n_layers() != m.layers.size() || cache.kv_dim() != m.kv_dim()) {
+  if (cache.n_layers() != m.w.layers.size() || cache.kv_dim() != m.kv_dim()) {
     fail("forward: the cache has {} layers of width {}, the model {} of width {}", cache.n_layers(),
-         cache.kv_dim(), m.layers.size(), m.kv_dim());
+         cache.kv_dim(), m.w.layers.size(), m.kv_dim());
   }
   if (cache.step_open()) fail("forward: the cache has an uncommitted step");
   if (n > cache.capacity() - cache.length()) {

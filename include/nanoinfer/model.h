@@ -1,6 +1,7 @@
-// A loaded Qwen2 model: configuration, weights (zero-copy views of the mapped safetensors
-// file unless a conversion was asked for), activation buffers sized once from the config, and
-// the thread pool that runs it. The forward pass itself lives in src/model.cpp.
+// A loaded Qwen2 model: configuration, weights (copied out of the safetensors file into
+// huge-page memory, in their stored type unless a conversion was asked for: src/weights.h),
+// activation buffers sized once from the config, and the thread pool that runs it. The
+// forward pass itself lives in src/model.cpp.
 //
 // Usage:
 //   Model model = Model::load("models/qwen2.5-0.5b-instruct");
@@ -25,8 +26,8 @@
 namespace nanoinfer {
 
 struct ModelOptions {
-  // How the matrices are held in memory. AsStored reads the file's bytes in place (bf16 is
-  // widened on the fly by the kernels, so a decode step reads half the bytes); F32 widens
+  // How the matrices are held in memory. AsStored keeps the file's type (bf16 is widened on
+  // the fly by the kernels, so a decode step reads half the bytes; f16 is widened); F32 widens
   // every matrix at load (the exact path); BF16 narrows an f32 file at load, rounding to
   // nearest even. Norm weights and biases are always widened to f32 (they are tiny).
   enum class WeightMode { AsStored, F32, BF16 } weights = WeightMode::AsStored;
