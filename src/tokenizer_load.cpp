@@ -210,7 +210,10 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
   StringTable whole_tokens;  // bytes -> id, for ignore_merges
   std::array<int32_t, 256> byte_ids;
   byte_ids.fill(-1);
-  for (auto kv : r.obj(r.required(m, "vocab", where), "model.vocab")) {
+  const object vocab = r.obj(r.required(m, "vocab", where), "model.vocab");
+  impl.content_to_id.reserve(vocab.size() + 1024);  // + room for added tokens
+  impl.bytes.reserve(vocab.size() + 1024);
+  for (auto kv : vocab) {
     const int32_t id = token_id_field(r, kv.value, [&] { return fmt::format("model.vocab['{}']", kv.key); });
     std::string bytes;
     for (size_t pos = 0; pos < kv.key.size();) {

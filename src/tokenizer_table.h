@@ -64,6 +64,13 @@ class StringTable {
     }
   }
 
+  // Sizes the table for n keys without rebuilding on the way.
+  void reserve(size_t n) {
+    size_t capacity = slots_.size();
+    while (capacity < 2 * n) capacity *= 2;
+    if (capacity != slots_.size()) rebuild(capacity);
+  }
+
   // Inserts or overwrites.
   void set(std::string_view key, uint32_t value) {
     if (!insert(key, value)) *const_cast<uint32_t*>(find(key)) = value;
