@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/generation_config.h"
@@ -172,6 +175,42 @@ TEST_F(GenerateCli, BadValuesAreOneLineErrors) {
 TEST_F(GenerateCli, PromptLongerThanContextIsOneLineError) {
   expect_one_line_error(run_cli({"generate", "-m", dir(), "-p", std::string(40, 'z'), "-c", "8"}),
                         "but the context holds 8");
+}
+
+TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
+  test::TempDir out;
+  const std::string results = (out / "results.jsonl").string();
+  const auto r = run_cli({"bench", "generate", "-m", dir(), "-p", "8", "-n", "4", "-r", "2",
+                          "-t", "1", "--cache-ab", "-o", results});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("| pp8 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("identical tokens"), std::string::npos) << r.out;
+  std::istringstream lines(test::read_text(results));
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0]["n_prompt"], 8);
+  EXPECT_EQ(records[0]["n_gen"], 0);
+  EXPECT_EQ(records[1]["n_prompt"], 0);
+  EXPECT_EQ(records[1]["n_gen"], 4);
+  for (const auto& rec : {records[0], records[1]}) {
+    for (const char* key : {"avg_ts", "stddev_ts", "median_ts", "min_ts", "n_threads", "model_type",
+                            "model_size", "model_n_params", "cpu_info", "build_commit", "test_time",
+                            "peak_rss_bytes"}) {
+      EXPECT_TRUE(rec.contains(key)) << key;
+    }
+    EXPECT_EQ(rec["samples_ts"].size(), 2u);
+    EXPECT_EQ(rec["n_threads"], 1);
+  }
+  // tiny-untied: 3 layers, hidden 128, intermediate 256, vocab 300, untied.
+  const uint64_t per_layer = 2 * 128 * 128 + 2 * 64 * 128 + 128 + 2 * 64 + 3 * 128 * 256 + 2 * 128;
+  EXPECT_EQ(records[0]["model_n_params"], 2 * 300 * 128 + 3 * per_layer + 128);
+  EXPECT_EQ(records[2]["bench"], "generate-cache-ab");
+  EXPECT_EQ(records[2]["identical_output"], true);
+  expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-r", "0"}), "-r must be >= 1");
+  expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "250", "-n", "10"}),
+                        "exceed the context of 256");
 }
 
 }  // namespace
