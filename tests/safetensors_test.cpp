@@ -57,7 +57,7 @@ TEST(SafetensorsParse, TruncatedFile) {
 
   // Cut inside the data: the tensor's end is now past the end of the data section.
   bytes = raw_safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 16);
-  bytes.resize(bytes.size() - 3);
+  bytes.erase(bytes.end() - 3, bytes.end());
   EXPECT_THAT(parse_error(bytes),
               HasSubstr("tensor 'a': data_offsets [0, 16] run past the end of the data section "
                         "(13 bytes)"));
