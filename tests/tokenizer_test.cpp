@@ -274,7 +274,7 @@ TEST(TokenizerLoad, RejectsWhatItDoesNotReproduceNamingIt) {
   }
 }
 
-TEST(TokenizerLoad, QwenTokenizerFactsWhenAssetsArePresent) {
+TEST(TokenizerLoad, QwenTokenizerFacts) {
   const std::string dir = std::string(NANOINFER_SOURCE_DIR) + "/.deps/qwen-tokenizer";
   ASSERT_TRUE(std::filesystem::exists(dir + "/tokenizer.json")) << "run `bash scripts/fetch-test-assets.sh`";
   const Tokenizer tok = Tokenizer::load(dir);
