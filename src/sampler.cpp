@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <functional>
 
 #include "nanoinfer/error.h"
 
@@ -74,6 +75,7 @@ Sampler::Sampler(int64_t vocab_size, const SamplerParams& params)
   seen_.assign(n, 0);
   kept_ids_.resize(n);
   kept_probs_.resize(n);
+  if (params.top_k > 0 && params.top_k < vocab_size) heap_.resize(static_cast<size_t>(params.top_k));
 }
 
 void Sampler::apply_penalty_and_temperature(std::span<const float> logits,
@@ -141,11 +143,6 @@ Candidates Sampler::filter(std::span<const float> logits, std::span<const int32_
   }
 
   const std::vector<double>& s = scores_;
-  // Strict total order: higher score first, then lower id.
-  auto before_desc = [&s](int32_t a, int32_t b) {
-    const double sa = s[static_cast<size_t>(a)], sb = s[static_cast<size_t>(b)];
-    return sa > sb || (sa == sb && a < b);
-  };
   // The ascending order of a stable sort by score: lower score first, then lower id.
   auto before_asc = [&s](int32_t a, int32_t b) {
     const double sa = s[static_cast<size_t>(a)], sb = s[static_cast<size_t>(b)];
@@ -155,18 +152,29 @@ Candidates Sampler::filter(std::span<const float> logits, std::span<const int32_
   size_t n = static_cast<size_t>(vocab_size_);
   int32_t* order = order_.data();
   for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
-  bool reordered = false;
+  bool reordered = false;  // order[0..n) no longer ascending by id
 
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
+    // The k-th largest score from a size-k min-heap: one pass with, for most tokens, a single
+    // comparison against the heap's minimum. Keeping every score >= it keeps the ties.
     const auto k = static_cast<size_t>(params_.top_k);
-    std::nth_element(order, order + k - 1, order + n, before_desc);
-    const double kth = s[static_cast<size_t>(order[k - 1])];
-    // Everything after the k-th sorts at or below it; those equal to it are ties and stay.
-    n = static_cast<size_t>(
-        std::partition(order + k, order + n,
-                       [&s, kth](int32_t id) { return s[static_cast<size_t>(id)] >= kth; }) -
-        order);
-    reordered = true;
+    double* heap = heap_.data();
+    const std::greater<double> min_heap;
+    for (size_t i = 0; i < k; ++i) heap[i] = s[i];
+    std::make_heap(heap, heap + k, min_heap);
+    for (size_t i = k; i < n; ++i) {
+      if (s[i] > heap[0]) {
+        std::pop_heap(heap, heap + k, min_heap);
+        heap[k - 1] = s[i];
+        std::push_heap(heap, heap + k, min_heap);
+      }
+    }
+    const double kth = heap[0];
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (s[i] >= kth) order[kept++] = static_cast<int32_t>(i);
+    }
+    n = kept;  // still in ascending id order
   }
 
   size_t first = 0;  // the candidates are order[first..n)

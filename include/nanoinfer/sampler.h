@@ -95,6 +95,7 @@ class Sampler {
   uint32_t stamp_ = 0;
   std::vector<int32_t> kept_ids_;  // [vocab]
   std::vector<double> kept_probs_;  // [vocab]
+  std::vector<double> heap_;        // [top_k] selection of the k-th largest score
 };
 
 }  // namespace nanoinfer
