@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -35,7 +36,10 @@ void run(const ChatFlags& f) {
   GenerateOptions options;
   options.max_new_tokens = f.n_predict;
   options.eos_ids = m.generation.eos_token_ids;
-  if (const auto im_end = m.tokenizer.token_id("<|im_end|>")) options.eos_ids.push_back(*im_end);
+  if (const auto im_end = m.tokenizer.token_id("<|im_end|>");
+      im_end && std::find(options.eos_ids.begin(), options.eos_ids.end(), *im_end) == options.eos_ids.end()) {
+    options.eos_ids.push_back(*im_end);
+  }
   if (options.eos_ids.empty()) fail("{}: the tokenizer has no <|im_end|> token, so a chat turn could never end", m.dir.string());
 
   Generator generator(m.model, m.tokenizer, sampling.params());

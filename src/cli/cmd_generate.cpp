@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/command.h"
@@ -50,7 +51,10 @@ void run(const GenerateFlags& f) {
     const ChatMessage user{"user", f.prompt};
     prompt = render_chat({&user, 1}, /*add_generation_prompt=*/true);
     // The template closes every turn with <|im_end|>: the reply ends there too.
-    if (const auto im_end = m.tokenizer.token_id("<|im_end|>")) options.eos_ids.push_back(*im_end);
+    if (const auto im_end = m.tokenizer.token_id("<|im_end|>");
+        im_end && std::find(options.eos_ids.begin(), options.eos_ids.end(), *im_end) == options.eos_ids.end()) {
+      options.eos_ids.push_back(*im_end);
+    }
   }
   const std::vector<int32_t> tokens = m.tokenizer.encode(prompt);
 
