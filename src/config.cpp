@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "json_object.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -49,13 +50,7 @@ bool get_bool(const Json& j, const char* key, bool fallback, std::string_view or
 }  // namespace
 
 ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view origin) {
-  Json j;
-  try {
-    j = Json::parse(json_text);
-  } catch (const Json::exception& e) {
-    fail("{}: not valid JSON: {}", origin, e.what());
-  }
-  if (!j.is_object()) fail("{}: expected a JSON object, found {}", origin, j.type_name());
+  const Json j = parse_json_object(json_text, origin);
 
   ModelConfig c;
   const auto type_it = j.find("model_type");

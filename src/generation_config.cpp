@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "json_object.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -47,13 +48,7 @@ int32_t token_id(const Json& v, std::string_view origin) {
 }  // namespace
 
 GenerationConfig GenerationConfig::parse(std::string_view json_text, std::string_view origin) {
-  Json j;
-  try {
-    j = Json::parse(json_text);
-  } catch (const Json::exception& e) {
-    fail("{}: not valid JSON: {}", origin, e.what());
-  }
-  if (!j.is_object()) fail("{}: expected a JSON object, found {}", origin, j.type_name());
+  const Json j = parse_json_object(json_text, origin);
 
   GenerationConfig c;
   if (const Json* v = find(j, "do_sample")) {
