@@ -17,19 +17,14 @@
 
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
+#include "support/random.h"
 
 namespace nanoinfer::kernels {
 namespace {
 
 constexpr double kUnitRoundoff = 0x1p-24;  // u for f32 round-to-nearest
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
+using test::random_floats;
 
 // Column count of one accumulator lane: the SIMD kernels fold `cols` into `width` lanes.
 size_t lane_width(Isa isa) { return isa == Isa::Avx512 ? 16 : isa == Isa::Avx2 ? 8 : 1; }

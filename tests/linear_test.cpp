@@ -12,19 +12,14 @@
 
 #include "kernels/kernels.h"
 #include "nanoinfer/error.h"
+#include "support/random.h"
 
 namespace nanoinfer {
 namespace {
 
 using kernels::Isa;
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
+using test::random_floats;
 
 // Selects an ISA for the scope of one test and restores the previous one.
 class IsaScope {
