@@ -18,7 +18,7 @@
 
 #include "kernels/kernels.h"
 #include "nanoinfer/dtype.h"
-#include "nanoinfer/linear.h"
+#include "model/linear.h"
 #include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer {

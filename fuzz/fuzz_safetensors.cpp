@@ -7,7 +7,7 @@
 #include <span>
 
 #include "nanoinfer/error.h"
-#include "nanoinfer/safetensors.h"
+#include "io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "nanoinfer/tokenizer.h"
-#include "tokenizer_utf8.h"
+#include "tokenizer/tokenizer_utf8.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <sstream>
 
-#include "nanoinfer/bench_record.h"
+#include "cli/bench_record.h"
 #include "support/files.h"
 
 namespace nanoinfer {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "nanoinfer/safetensors.h"
+#include "io/safetensors.h"
 #include "nanoinfer/synth.h"
 #include "support/files.h"
 

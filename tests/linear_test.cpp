@@ -1,6 +1,6 @@
 // linear(): the seam the model calls. Each ISA path through the pool must agree with the
 // scalar reference kernel, and results must not depend on the thread count or on batching.
-#include "nanoinfer/linear.h"
+#include "model/linear.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "nanoinfer/manifest.h"
+#include "model/manifest.h"
 #include "support/files.h"
 
 namespace nanoinfer {

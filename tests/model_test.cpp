@@ -15,8 +15,8 @@
 #include "kernels/kernels.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
-#include "nanoinfer/safetensors.h"
-#include "nanoinfer/safetensors_writer.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "support/files.h"
 
 namespace nanoinfer {

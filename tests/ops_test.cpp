@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "nanoinfer/error.h"
-#include "nanoinfer/ops.h"
+#include "model/ops.h"
 
 namespace nanoinfer {
 namespace {

@@ -15,9 +15,9 @@
 
 #include "nanoinfer/config.h"
 #include "nanoinfer/error.h"
-#include "nanoinfer/manifest.h"
+#include "model/manifest.h"
 #include "nanoinfer/perplexity.h"
-#include "nanoinfer/safetensors_writer.h"
+#include "io/safetensors_writer.h"
 #include "nanoinfer/tokenizer.h"
 #include "support/files.h"
 

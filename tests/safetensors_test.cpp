@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "nanoinfer/error.h"
-#include "nanoinfer/safetensors.h"
-#include "nanoinfer/safetensors_writer.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "support/files.h"
 
 namespace nanoinfer {

@@ -6,8 +6,8 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/tokenizer.h"
-#include "pretokenize.h"
-#include "tokenizer_utf8.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/tokenizer_utf8.h"
 
 namespace nanoinfer {
 namespace {

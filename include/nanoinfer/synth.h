@@ -8,7 +8,7 @@
 
 #include "nanoinfer/config.h"
 #include "nanoinfer/dtype.h"
-#include "nanoinfer/safetensors_writer.h"
+#include "io/safetensors_writer.h"
 
 namespace nanoinfer {
 

@@ -11,13 +11,13 @@
 #include <chrono>
 #include <cmath>
 
-#include "cli/command.h"
-#include "cli/common_options.h"
+#include "command.h"
+#include "common_options.h"
 #include "kernels/kernels.h"
-#include "nanoinfer/bench_record.h"
+#include "bench_record.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generator.h"
-#include "nanoinfer/manifest.h"
+#include "model/manifest.h"
 
 namespace nanoinfer::cli {
 namespace {

@@ -12,13 +12,13 @@
 #include <thread>
 #include <vector>
 
-#include "cli/command.h"
-#include "nanoinfer/bench_record.h"
+#include "command.h"
+#include "bench_record.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/error.h"
-#include "nanoinfer/manifest.h"
+#include "model/manifest.h"
 #include "nanoinfer/model_files.h"
-#include "nanoinfer/safetensors.h"
+#include "io/safetensors.h"
 
 namespace nanoinfer::cli {
 namespace {

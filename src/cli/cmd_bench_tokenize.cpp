@@ -15,8 +15,8 @@
 #include <sstream>
 #include <vector>
 
-#include "cli/command.h"
-#include "nanoinfer/bench_record.h"
+#include "command.h"
+#include "bench_record.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/tokenizer.h"
 

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cli/command.h"
-#include "cli/common_options.h"
+#include "command.h"
+#include "common_options.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
 

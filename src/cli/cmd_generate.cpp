@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "cli/command.h"
-#include "cli/common_options.h"
+#include "command.h"
+#include "common_options.h"
 #include "kernels/kernels.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"

@@ -8,12 +8,12 @@
 #include <map>
 #include <memory>
 
-#include "cli/command.h"
+#include "command.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/error.h"
-#include "nanoinfer/manifest.h"
+#include "model/manifest.h"
 #include "nanoinfer/model_files.h"
-#include "nanoinfer/safetensors.h"
+#include "io/safetensors.h"
 
 namespace nanoinfer::cli {
 namespace {

@@ -10,8 +10,8 @@
 #include <iterator>
 #include <memory>
 
-#include "cli/command.h"
-#include "cli/common_options.h"
+#include "command.h"
+#include "common_options.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/perplexity.h"
 

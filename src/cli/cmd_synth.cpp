@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "cli/command.h"
+#include "command.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/synth.h"
 

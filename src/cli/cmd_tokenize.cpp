@@ -9,7 +9,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "cli/command.h"
+#include "command.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/tokenizer.h"

@@ -1,4 +1,4 @@
-#include "cli/common_options.h"
+#include "common_options.h"
 
 #include <fmt/format.h>
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "cli/command.h"
+#include "command.h"
 
 namespace nanoinfer::cli {
 

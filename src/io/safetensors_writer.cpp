@@ -1,4 +1,4 @@
-#include "nanoinfer/safetensors_writer.h"
+#include "io/safetensors_writer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "json_object.h"
+#include "base/json_object.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "nanoinfer/error.h"
-#include "nanoinfer/linear.h"
-#include "nanoinfer/ops.h"
-#include "nanoinfer/safetensors.h"
-#include "weights.h"
+#include "model/linear.h"
+#include "model/ops.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
 
 namespace nanoinfer {
 namespace {

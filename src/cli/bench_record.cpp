@@ -1,4 +1,4 @@
-#include "nanoinfer/bench_record.h"
+#include "bench_record.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

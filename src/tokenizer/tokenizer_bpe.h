@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer_table.h"
+#include "tokenizer/tokenizer_table.h"
 
 namespace nanoinfer {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "nanoinfer/config.h"
-#include "nanoinfer/safetensors.h"
+#include "io/safetensors.h"
 
 namespace nanoinfer {
 

@@ -1,4 +1,4 @@
-#include "nanoinfer/linear.h"
+#include "model/linear.h"
 
 #include "kernels/kernels.h"
 #include "nanoinfer/error.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "nanoinfer/error.h"
-#include "nanoinfer/ops.h"
+#include "model/ops.h"
 
 namespace nanoinfer {
 namespace {

@@ -6,8 +6,8 @@
 #include <cstdlib>
 
 #include "nanoinfer/error.h"
-#include "tokenizer_impl.h"
-#include "tokenizer_utf8.h"
+#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/tokenizer_utf8.h"
 
 namespace nanoinfer {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "json_object.h"
+#include "base/json_object.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {

@@ -1,4 +1,4 @@
-#include "pretokenize.h"
+#include "tokenizer/pretokenize.h"
 
 #include <utf8proc.h>
 
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tokenizer_utf8.h"
+#include "tokenizer/tokenizer_utf8.h"
 
 namespace nanoinfer {
 

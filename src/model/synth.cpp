@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "nanoinfer/error.h"
-#include "nanoinfer/manifest.h"
+#include "model/manifest.h"
 
 namespace nanoinfer {
 

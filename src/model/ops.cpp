@@ -1,4 +1,4 @@
-#include "nanoinfer/ops.h"
+#include "model/ops.h"
 
 #include <algorithm>
 #include <cassert>

@@ -1,4 +1,4 @@
-#include "tokenizer_utf8.h"
+#include "tokenizer/tokenizer_utf8.h"
 
 namespace nanoinfer::utf8 {
 

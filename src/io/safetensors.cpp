@@ -1,5 +1,5 @@
 // safetensors reader: header validation (pure, fuzzed) and the read-only mapping.
-#include "nanoinfer/safetensors.h"
+#include "io/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

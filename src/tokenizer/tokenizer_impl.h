@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "nanoinfer/tokenizer.h"
-#include "pretokenize.h"
-#include "tokenizer_bpe.h"
-#include "tokenizer_table.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/tokenizer_bpe.h"
+#include "tokenizer/tokenizer_table.h"
 
 namespace nanoinfer {
 

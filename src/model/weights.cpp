@@ -1,4 +1,4 @@
-#include "weights.h"
+#include "model/weights.h"
 
 #include <sys/mman.h>
 
@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "nanoinfer/error.h"
-#include "nanoinfer/manifest.h"
+#include "model/manifest.h"
 
 namespace nanoinfer {
 

@@ -1,4 +1,4 @@
-#include "nanoinfer/manifest.h"
+#include "model/manifest.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

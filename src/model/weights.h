@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "nanoinfer/config.h"
-#include "nanoinfer/linear.h"
+#include "model/linear.h"
 #include "nanoinfer/model.h"
-#include "nanoinfer/safetensors.h"
+#include "io/safetensors.h"
 #include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer {

@@ -1,4 +1,4 @@
-#include "tokenizer_bpe.h"
+#include "tokenizer/tokenizer_bpe.h"
 
 #include <algorithm>
 #include <bit>
