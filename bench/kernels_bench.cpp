@@ -24,7 +24,6 @@
 namespace nanoinfer {
 namespace {
 
-using kernels::Isa;
 
 struct Shape {
   const char* name;
@@ -71,7 +70,11 @@ const WeightCopies& weight_copies(int64_t shape_index, DType dtype) {
     data.resize(n * copies);
     for (size_t i = 0; i < n; ++i) data[i] = convert(dist(rng));
     for (size_t c = 1; c < copies; ++c) std::copy_n(data.begin(), n, data.begin() + static_cast<ptrdiff_t>(c * n));
-    for (size_t c = 0; c < copies; ++c) cache.weights.push_back({dtype, data.data() + c * n, shape.rows, shape.cols});
+    const WeightType type = dtype == DType::BF16 ? WeightType::BF16 : WeightType::F32;
+    for (size_t c = 0; c < copies; ++c) {
+      cache.weights.push_back({type, reinterpret_cast<const std::byte*>(data.data() + c * n), shape.rows, shape.cols,
+                               weight_row_bytes(type, shape.cols)});
+    }
   };
   if (dtype == DType::BF16) fill(cache.bf16, f32_to_bf16);
   else fill(cache.f32, [](float v) { return v; });
@@ -85,11 +88,11 @@ void BM_Linear(benchmark::State& state) {
   const DType dtype = state.range(2) ? DType::BF16 : DType::F32;
   const int threads = static_cast<int>(state.range(3));
   const size_t n_tokens = static_cast<size_t>(state.range(4));
-  if (!kernels::isa_supported(isa)) {
+  if (!isa_supported(isa)) {
     state.SkipWithError("ISA not supported here");
     return;
   }
-  kernels::set_isa(isa);
+  const kernels::Kernels& table = kernels::table(isa);
 
   const size_t n = shape.rows * shape.cols;
   const size_t bytes_per_copy = n * dtype_size(dtype);
@@ -99,11 +102,11 @@ void BM_Linear(benchmark::State& state) {
   std::vector<float> x(n_tokens * shape.cols), bias(shape.rows), y(n_tokens * shape.rows);
   for (float& v : x) v = dist(rng);
   for (float& v : bias) v = dist(rng);
-  ThreadPool& pool = pool_of(threads);
+  const Compute compute{&pool_of(threads), &table};
 
   size_t next = 0;
   for (auto _ : state) {
-    linear(pool, copies.weights[next], bias.data(), x.data(), y.data(), n_tokens);
+    linear(compute, copies.weights[next], bias.data(), x.data(), y.data(), n_tokens);
     next = next + 1 == copies.weights.size() ? 0 : next + 1;
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
@@ -113,7 +116,7 @@ void BM_Linear(benchmark::State& state) {
                                               benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(
       2e-9 * static_cast<double>(n * n_tokens) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(shape.name) + " " + std::string(kernels::isa_name(isa)) + " " +
+  state.SetLabel(std::string(shape.name) + " " + std::string(isa_name(isa)) + " " +
                  std::string(dtype_name(dtype)) + " t" + std::to_string(threads) + " tok" + std::to_string(n_tokens));
 }
 
@@ -142,7 +145,7 @@ void BM_StreamReadCeiling(benchmark::State& state) {
   const size_t n = (size_t{128} << 20) / sizeof(float);
   std::vector<float> a(n, 1.0f), b(n, 0.5f);
   ThreadPool& pool = pool_of(threads);
-  const kernels::Kernels& k = kernels::table(kernels::best_isa());
+  const kernels::Kernels& k = kernels::table(best_isa());
   float partial[4] = {};
   for (auto _ : state) {
     pool.parallel_for(n, 4096, [&](size_t begin, size_t end) {

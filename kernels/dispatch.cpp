@@ -3,7 +3,6 @@
 // every AVX-512 instruction fault even though CPUID lists it, so both must agree.
 #include <cpuid.h>
 
-#include <atomic>
 
 #include "kernels/kernels.h"
 #include "nanoinfer/error.h"
@@ -45,30 +44,10 @@ const CpuFeatures& features() {
   return f;
 }
 
-std::atomic<const Kernels*>& active_slot() {
-  static std::atomic<const Kernels*> slot{&table(best_isa())};
-  return slot;
-}
-
 }  // namespace
 
-bool isa_supported(Isa isa) {
-  switch (isa) {
-    case Isa::Scalar: return true;
-    case Isa::Avx2: return features().avx2;
-    case Isa::Avx512: return features().avx512;
-  }
-  return false;
-}
-
-Isa best_isa() {
-  if (isa_supported(Isa::Avx512)) return Isa::Avx512;
-  if (isa_supported(Isa::Avx2)) return Isa::Avx2;
-  return Isa::Scalar;
-}
-
 const Kernels& table(Isa isa) {
-  if (!isa_supported(isa)) fail("instruction set '{}' is not supported by this CPU/OS", isa_name(isa));
+  require_isa(isa);
   switch (isa) {
     case Isa::Scalar: return scalar_table();
     case Isa::Avx2: return avx2_table();
@@ -77,9 +56,33 @@ const Kernels& table(Isa isa) {
   return scalar_table();
 }
 
-const Kernels& active() { return *active_slot().load(std::memory_order_relaxed); }
+}  // namespace nanoinfer::kernels
 
-void set_isa(Isa isa) { active_slot().store(&table(isa), std::memory_order_relaxed); }
+namespace nanoinfer {
+
+std::vector<Isa> all_isas() { return {Isa::Scalar, Isa::Avx2, Isa::Avx512}; }
+
+bool isa_supported(Isa isa) {
+  const auto& f = kernels::features();
+  switch (isa) {
+    case Isa::Scalar: return true;
+    case Isa::Avx2: return f.avx2;
+    case Isa::Avx512: return f.avx512;
+  }
+  return false;
+}
+
+std::string isa_missing(Isa isa) { return isa_supported(isa) ? "" : "CPU or OS support"; }
+
+void require_isa(Isa isa) {
+  if (!isa_supported(isa)) fail("instruction set '{}' is not supported here: missing {}", isa_name(isa), isa_missing(isa));
+}
+
+Isa best_isa() {
+  if (isa_supported(Isa::Avx512)) return Isa::Avx512;
+  if (isa_supported(Isa::Avx2)) return Isa::Avx2;
+  return Isa::Scalar;
+}
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
@@ -91,11 +94,9 @@ std::string_view isa_name(Isa isa) {
 }
 
 std::optional<Isa> parse_isa(std::string_view name) {
-  if (name == "scalar") return Isa::Scalar;
-  if (name == "avx2") return Isa::Avx2;
-  if (name == "avx512") return Isa::Avx512;
-  if (name == "auto") return best_isa();
+  for (Isa isa : all_isas())
+    if (isa_name(isa) == name) return isa;
   return std::nullopt;
 }
 
-}  // namespace nanoinfer::kernels
+}  // namespace nanoinfer

@@ -34,21 +34,21 @@ struct Avx512Ops {
   static float reduce(batch v) { return xsimd::hadd(v); }
 };
 
-void matmul_f32(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                 size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul<Avx512Ops>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+  matmul<Avx512Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
-void matmul_bf16(const uint16_t* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+void matmul_bf16(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                  size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul<Avx512Ops>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+  matmul<Avx512Ops>(reinterpret_cast<const uint16_t*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 }  // namespace
 
 const Kernels& avx512_table() {
-  static const Kernels table{Isa::Avx512, matmul_f32, matmul_bf16, dot<Avx512Ops>, axpy<Avx512Ops>,
-                             rmsnorm<Avx512Ops>};
+  // Quantized types use the scalar reference until this ISA has its own kernels.
+  static const Kernels table{Isa::Avx512, {matmul_f32, matmul_bf16, scalar_table().matmul[2], scalar_table().matmul[3]}, dot<Avx512Ops>, axpy<Avx512Ops>};
   return table;
 }
 

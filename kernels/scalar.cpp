@@ -3,8 +3,10 @@
 // compiled with the baseline x86-64 flags (no FMA), so `acc += a * b` is a rounded multiply
 // then a rounded add everywhere, never contracted differently in different places.
 #include <cmath>
+#include <cstring>
 
 #include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
 #include "nanoinfer/dtype.h"
 
 namespace nanoinfer::kernels {
@@ -24,14 +26,16 @@ void matmul_scalar(const W* w, const float* bias, const float* x, float* y, size
   }
 }
 
-void matmul_f32(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                 size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul_scalar(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end, [](float v) { return v; });
+  matmul_scalar(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end,
+                [](float v) { return v; });
 }
 
-void matmul_bf16(const uint16_t* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+void matmul_bf16(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                  size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul_scalar(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end, bf16_to_f32);
+  matmul_scalar(reinterpret_cast<const uint16_t*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end,
+                bf16_to_f32);
 }
 
 float dot_f32(const float* a, const float* b, size_t n) {
@@ -44,17 +48,10 @@ void axpy_f32(float alpha, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
-void rmsnorm_f32(const float* x, const float* weight, float eps, float* y, size_t n) {
-  float ss = 0.0f;
-  for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
-  for (size_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
-}
-
 }  // namespace
 
 const Kernels& scalar_table() {
-  static const Kernels table{Isa::Scalar, matmul_f32, matmul_bf16, dot_f32, axpy_f32, rmsnorm_f32};
+  static const Kernels table{Isa::Scalar, {matmul_f32, matmul_bf16, matmul_q8_0, matmul_q4_0}, dot_f32, axpy_f32};
   return table;
 }
 

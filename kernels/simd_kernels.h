@@ -147,17 +147,6 @@ void axpy(float alpha, const float* x, float* y, size_t n) {
   for (size_t i = body; i < n; ++i) y[i] = __builtin_fmaf(alpha, x[i], y[i]);
 }
 
-template <class Ops>
-void rmsnorm(const float* x, const float* weight, float eps, float* y, size_t n) {
-  using B = typename Ops::batch;
-  constexpr size_t W = Ops::width;
-  const float ss = dot<Ops>(x, x, n);
-  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
-  const B s(scale);
-  const size_t body = n - n % W;
-  for (size_t i = 0; i < body; i += W) (Ops::load(x + i) * s * Ops::load(weight + i)).store_unaligned(y + i);
-  for (size_t i = body; i < n; ++i) y[i] = x[i] * scale * weight[i];
-}
 
 }  // namespace
 }  // namespace nanoinfer::kernels

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/bench_record.h"
+#include "nanoinfer/error.h"
 #include "support/files.h"
 
 namespace nanoinfer {
@@ -23,9 +24,12 @@ TEST(BenchRecord, ContextHasMachineThreadsAndCommit) {
   EXPECT_EQ(ts.back(), 'Z');
 }
 
-TEST(BenchRecord, AppendsOneLinePerRecordCreatingDirectories) {
+TEST(BenchRecord, AppendsOneLinePerRecordAndNeverCreatesDirectories) {
   test::TempDir dir;
-  const auto file = dir / "nested/bench/results.jsonl";
+  EXPECT_THROW(check_output_path(dir / "nested/bench/results.jsonl"), Error);
+  EXPECT_FALSE(std::filesystem::exists(dir / "nested"));
+  const auto file = dir / "results.jsonl";
+  check_output_path(file);
   append_bench_record({{"bench", "a"}, {"value", 1}}, file);
   append_bench_record({{"bench", "b"}, {"value", 2.5}}, file);
   std::istringstream lines(test::read_text(file));

@@ -293,13 +293,13 @@ TEST_F(InspectCli, SynthF32AndBadDtype) {
 }
 
 TEST_F(InspectCli, BenchLoadAppendsOneRecord) {
-  const auto results = dir_ / "out/results.jsonl";
+  const auto results = dir_ / "results.jsonl";
   for (int i = 0; i < 2; ++i) {
-    const RunResult r = run_nanoinfer(dir_, "bench load '" + model_->path().string() +
-                                                "' -t 2 --results '" + results.string() + "'");
+    const RunResult r = run_nanoinfer(dir_, "bench load -m '" + model_->path().string() + "' -t 2 --runs 2 -o '" +
+                                                results.string() + "'");
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_THAT(r.out, HasSubstr("(102976 weights)"));
-    EXPECT_THAT(r.out, HasSubstr("peak RSS"));
+    EXPECT_THAT(r.out, HasSubstr("(bf16 weights, "));
+    EXPECT_THAT(r.out, HasSubstr("peak resident"));
   }
   std::istringstream lines(test::read_text(results));
   std::string line;
@@ -308,10 +308,13 @@ TEST_F(InspectCli, BenchLoadAppendsOneRecord) {
     const auto rec = nlohmann::json::parse(line);
     EXPECT_EQ(rec.at("bench"), "load");
     EXPECT_EQ(rec.at("threads"), 2);
-    EXPECT_EQ(rec.at("tensors"), 26);
-    EXPECT_EQ(rec.at("weights"), 102976);
-    EXPECT_EQ(rec.at("file_bytes"), bytes_->size());
-    EXPECT_GT(rec.at("peak_rss_bytes").get<uint64_t>(), bytes_->size());
+    EXPECT_EQ(rec.at("weight_type"), "bf16");
+    // The bf16 file's matrices are held as stored (2 bytes a weight); its 576 norm and bias
+    // weights are widened to f32: 102,976 * 2 + 576 * 2.
+    EXPECT_EQ(rec.at("weight_bytes"), 102976u * 2 + 576u * 2);
+    EXPECT_EQ(rec.at("runs"), 2);
+    EXPECT_EQ(rec.at("load_seconds").size(), 2u);
+    EXPECT_GT(rec.at("peak_rss_bytes").get<uint64_t>(), 102976u * 4);
     ++records;
   }
   EXPECT_EQ(records, 2);
@@ -319,8 +322,8 @@ TEST_F(InspectCli, BenchLoadAppendsOneRecord) {
   // A model that fails inspect is not benchmarked.
   test::write_text(dir_ / "m/config.json", test::small_qwen2_config_json(false));
   test::write_bytes(dir_ / "m/model.safetensors", *bytes_);
-  const RunResult r = run_nanoinfer(
-      dir_, "bench load '" + (dir_ / "m").string() + "' --results '" + results.string() + "'");
+  const RunResult r =
+      run_nanoinfer(dir_, "bench load -m '" + (dir_ / "m").string() + "' -o '" + results.string() + "'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("missing tensor 'lm_head.weight'"));
 }

@@ -11,27 +11,14 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 #include "support/random.h"
 
 namespace nanoinfer {
 namespace {
 
-using kernels::Isa;
-
 using test::random_floats;
-
-// Selects an ISA for the scope of one test and restores the previous one.
-class IsaScope {
- public:
-  explicit IsaScope(Isa isa) : before_(kernels::active_isa()) { kernels::set_isa(isa); }
-  ~IsaScope() { kernels::set_isa(before_); }
-  IsaScope(const IsaScope&) = delete;
-  IsaScope& operator=(const IsaScope&) = delete;
-
- private:
-  Isa before_;
-};
 
 struct Matrix {
   size_t rows, cols;
@@ -41,13 +28,17 @@ struct Matrix {
     for (size_t i = 0; i < f32.size(); ++i) bf16[i] = f32_to_bf16(f32[i]);
   }
   Weight weight(DType dtype) const {
-    return {dtype, dtype == DType::BF16 ? static_cast<const void*>(bf16.data()) : f32.data(), rows, cols};
+    const WeightType type = dtype == DType::BF16 ? WeightType::BF16 : WeightType::F32;
+    const void* data = dtype == DType::BF16 ? static_cast<const void*>(bf16.data()) : f32.data();
+    return {type, static_cast<const std::byte*>(data), rows, cols, weight_row_bytes(type, cols)};
   }
 };
 
-std::vector<float> run_linear(ThreadPool& pool, const Matrix& m, DType dtype, const std::vector<float>& x, size_t n_tokens) {
+std::vector<float> run_linear(Isa isa, ThreadPool& pool, const Matrix& m, DType dtype, const std::vector<float>& x,
+                              size_t n_tokens) {
   std::vector<float> y(n_tokens * m.rows, std::nanf(""));
-  linear(pool, m.weight(dtype), m.bias.data(), x.data(), y.data(), n_tokens);
+  const Compute compute{&pool, &kernels::table(isa)};
+  linear(compute, m.weight(dtype), m.bias.data(), x.data(), y.data(), n_tokens);
   return y;
 }
 
@@ -57,8 +48,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-    if (kernels::isa_supported(isa)) isas.push_back(isa);
+  for (Isa isa : all_isas())
+    if (isa_supported(isa)) isas.push_back(isa);
   return isas;
 }
 
@@ -73,17 +64,16 @@ TEST(Linear, BitwiseIdenticalAtOneTwoAndThreeThreads) {
   ThreadPool p1(1), p2(2), p3(3);
   int compared = 0;
   for (Isa isa : supported_isas()) {
-    IsaScope scope(isa);
     for (const Case& c : kCases) {
       const Matrix m(c.rows, c.cols, static_cast<uint32_t>(c.rows + c.cols));
       for (size_t tokens : {size_t{1}, size_t{7}}) {
         const std::vector<float> x = random_floats(tokens * c.cols, 11);
         for (DType dtype : {DType::F32, DType::BF16}) {
-          const std::vector<float> y1 = run_linear(p1, m, dtype, x, tokens);
-          EXPECT_TRUE(same_bits(y1, run_linear(p2, m, dtype, x, tokens)))
-              << kernels::isa_name(isa) << " " << c.rows << "x" << c.cols << " tokens " << tokens;
-          EXPECT_TRUE(same_bits(y1, run_linear(p3, m, dtype, x, tokens)))
-              << kernels::isa_name(isa) << " " << c.rows << "x" << c.cols << " tokens " << tokens;
+          const std::vector<float> y1 = run_linear(isa, p1, m, dtype, x, tokens);
+          EXPECT_TRUE(same_bits(y1, run_linear(isa, p2, m, dtype, x, tokens)))
+              << isa_name(isa) << " " << c.rows << "x" << c.cols << " tokens " << tokens;
+          EXPECT_TRUE(same_bits(y1, run_linear(isa, p3, m, dtype, x, tokens)))
+              << isa_name(isa) << " " << c.rows << "x" << c.cols << " tokens " << tokens;
           compared += 2;
         }
       }
@@ -95,16 +85,16 @@ TEST(Linear, BitwiseIdenticalAtOneTwoAndThreeThreads) {
 TEST(Linear, BatchOfTokensIsBitwiseIdenticalToSingleTokenCalls) {
   ThreadPool pool(2);
   for (Isa isa : supported_isas()) {
-    IsaScope scope(isa);
     const Matrix m(899, 250, 5);  // rows straddle thread grains and register tiles
     for (size_t tokens = 1; tokens <= 9; ++tokens) {
       const std::vector<float> x = random_floats(tokens * m.cols, static_cast<uint32_t>(tokens));
       for (DType dtype : {DType::F32, DType::BF16}) {
-        const std::vector<float> batched = run_linear(pool, m, dtype, x, tokens);
+        const std::vector<float> batched = run_linear(isa, pool, m, dtype, x, tokens);
         std::vector<float> single(batched.size());
         for (size_t t = 0; t < tokens; ++t)
-          linear(pool, m.weight(dtype), m.bias.data(), x.data() + t * m.cols, single.data() + t * m.rows, 1);
-        EXPECT_TRUE(same_bits(batched, single)) << kernels::isa_name(isa) << " tokens " << tokens;
+          linear({&pool, &kernels::table(isa)}, m.weight(dtype), m.bias.data(), x.data() + t * m.cols,
+                 single.data() + t * m.rows, 1);
+        EXPECT_TRUE(same_bits(batched, single)) << isa_name(isa) << " tokens " << tokens;
       }
     }
   }
@@ -116,18 +106,17 @@ TEST(Linear, BatchOfTokensIsBitwiseIdenticalToSingleTokenCalls) {
 TEST(Linear, EveryIsaAgreesWithTheScalarReferenceKernel) {
   ThreadPool pool(2);
   for (Isa isa : supported_isas()) {
-    IsaScope scope(isa);
     for (const Case& c : kCases) {
       const Matrix m(c.rows, c.cols, 3);
       const size_t tokens = 3;
       const std::vector<float> x = random_floats(tokens * c.cols, 4);
       for (DType dtype : {DType::F32, DType::BF16}) {
-        const std::vector<float> y = run_linear(pool, m, dtype, x, tokens);
+        const std::vector<float> y = run_linear(isa, pool, m, dtype, x, tokens);
         std::vector<float> ref(y.size());
         if (dtype == DType::BF16) {
-          kernels::scalar_table().matmul_bf16(m.bf16.data(), m.bias.data(), x.data(), ref.data(), m.rows, m.cols, tokens, 0, m.rows);
+          kernels::scalar_table().matmul_for(WeightType::BF16)(reinterpret_cast<const std::byte*>(m.bf16.data()), m.bias.data(), x.data(), ref.data(), m.rows, m.cols, tokens, 0, m.rows);
         } else {
-          kernels::scalar_table().matmul_f32(m.f32.data(), m.bias.data(), x.data(), ref.data(), m.rows, m.cols, tokens, 0, m.rows);
+          kernels::scalar_table().matmul_for(WeightType::F32)(reinterpret_cast<const std::byte*>(m.f32.data()), m.bias.data(), x.data(), ref.data(), m.rows, m.cols, tokens, 0, m.rows);
         }
         // Both within (cols + 2 + 1) u of the exact sum of |terms| (kernels_test): sum the bounds.
         for (size_t t = 0; t < tokens; ++t) {
@@ -139,7 +128,7 @@ TEST(Linear, EveryIsaAgreesWithTheScalarReferenceKernel) {
             }
             const double bound = 2.0 * static_cast<double>(m.cols + 3) * 0x1p-24 * magnitude;
             ASSERT_LE(std::abs(static_cast<double>(y[t * m.rows + r]) - ref[t * m.rows + r]), bound)
-                << kernels::isa_name(isa) << " " << dtype_name(dtype) << " " << m.rows << "x" << m.cols << " [" << t
+                << isa_name(isa) << " " << dtype_name(dtype) << " " << m.rows << "x" << m.cols << " [" << t
                 << "][" << r << "]";
           }
         }
@@ -149,7 +138,8 @@ TEST(Linear, EveryIsaAgreesWithTheScalarReferenceKernel) {
 }
 
 TEST(Linear, NullBiasAndZeroTokens) {
-  ThreadPool pool(2);
+  ThreadPool pool2(2);
+  const Compute pool{&pool2, &kernels::scalar_table()};
   const Matrix m(40, 24, 8);
   const std::vector<float> x = random_floats(2 * m.cols, 9);
   std::vector<float> y(2 * m.rows), with_bias(2 * m.rows);
@@ -162,18 +152,6 @@ TEST(Linear, NullBiasAndZeroTokens) {
   EXPECT_EQ(untouched, std::vector<float>(4, 7.0f));
 }
 
-TEST(Linear, RejectsWeightTypesWithoutAKernel) {
-  ThreadPool pool(1);
-  const std::vector<uint16_t> w(4 * 4);
-  const std::vector<float> x(4);
-  std::vector<float> y(4);
-  try {
-    linear(pool, Weight{DType::F16, w.data(), 4, 4}, nullptr, x.data(), y.data(), 1);
-    FAIL() << "expected nanoinfer::Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("F16"), std::string::npos) << e.what();
-  }
-}
 
 }  // namespace
 }  // namespace nanoinfer

@@ -23,7 +23,13 @@ namespace nanoinfer {
 namespace {
 
 namespace fs = std::filesystem;
-using WeightMode = ModelOptions::WeightMode;
+// How a test asks for the matrices to be held: the file's type, or a conversion at load.
+struct WeightMode {
+  static constexpr std::optional<WeightType> AsStored{};
+  static constexpr std::optional<WeightType> F32{WeightType::F32};
+  static constexpr std::optional<WeightType> BF16{WeightType::BF16};
+};
+using Weights = std::optional<WeightType>;
 
 fs::path models_root() { return fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models"; }
 
@@ -63,15 +69,17 @@ class Reference {
   SafetensorsFile file_;
 };
 
-Model load(const fs::path& dir, WeightMode mode, int threads = 2) {
+Model load(const fs::path& dir, Weights mode, int threads = 2, std::optional<Isa> isa = {}) {
   ModelOptions opts;
   opts.weights = mode;
   opts.threads = threads;
+  opts.isa = isa;
   return Model::load(dir, opts);
 }
 
-std::vector<float> all_logits(Model& model, const std::vector<int32_t>& tokens) {
-  KvCache cache = model.new_cache();
+std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens, Tap tap = {}) {
+  Sequence cache = model.new_sequence();
+  cache.set_tap(std::move(tap));
   auto out = model.forward(tokens, cache, true);
   return {out.begin(), out.end()};
 }
@@ -89,7 +97,7 @@ int32_t argmax(std::span<const float> v) {  // ties go to the lowest id, as in t
 
 // Prompt then n greedy tokens decoded one at a time through the cache.
 std::vector<int32_t> greedy(Model& model, const std::vector<int32_t>& prompt, size_t n) {
-  KvCache cache = model.new_cache();
+  Sequence cache = model.new_sequence();
   std::vector<int32_t> out;
   int32_t next = argmax(model.forward(prompt, cache));
   for (size_t i = 0; i < n; ++i) {
@@ -113,7 +121,7 @@ TEST(ModelReference, F32LogitsWithin1e4AtEveryPosition) {
   for (const auto& dir : tiny_model_dirs()) {
     const Reference ref(dir);
     Model model = load(dir, WeightMode::F32);
-    EXPECT_EQ(model.weight_dtype(), DType::F32);
+    EXPECT_EQ(model.weight_type(), WeightType::F32);
     float worst = 0.0f;
     for (size_t k = 0; k < ref.prompts(); ++k) {
       const auto K = std::to_string(k);
@@ -136,17 +144,17 @@ TEST(ModelReference, PerLayerDriftIsBounded) {
     const size_t H = static_cast<size_t>(model.config().hidden_size);
     const size_t n_layers = static_cast<size_t>(model.config().num_hidden_layers);
     std::map<std::string, std::vector<float>> taps;
-    model.set_tap([&](const TapEvent& e) {
+    const Tap tap = [&](const TapEvent& e) {
       if (e.name != "layer_out" && e.name != "final_norm") return;
       const std::string key = e.name == "final_norm" ? "final_norm" : "layer." + std::to_string(e.layer);
       auto& v = taps[key];
       v.insert(v.end(), e.data, e.data + e.n_tokens * e.dim);
-    });
+    };
     std::vector<float> drift(n_layers + 1, 0.0f);
     for (size_t k = 0; k < ref.prompts(); ++k) {
       taps.clear();
       const auto K = std::to_string(k);
-      all_logits(model, ref.ints("prompt." + K));
+      all_logits(model, ref.ints("prompt." + K), tap);
       for (size_t l = 0; l <= n_layers; ++l) {
         const bool final = l == n_layers;
         const auto expected = ref.floats(final ? "final_norm." + K : "hidden." + K + ".layer." + std::to_string(l));
@@ -188,7 +196,7 @@ TEST(ModelReference, Bf16LogitsMatchTheBf16RoundedReference) {
     const Reference ref(dir);
     const bool f32_file = stored_f32(ref);
     Model model = load(dir, f32_file ? WeightMode::BF16 : WeightMode::AsStored);
-    EXPECT_EQ(model.weight_dtype(), DType::BF16);
+    EXPECT_EQ(model.weight_type(), WeightType::BF16);
     const std::string expected_name = f32_file ? "logits_bf16w." : "logits.";
     float worst = 0.0f, vs_exact = 0.0f;
     for (size_t k = 0; k < ref.prompts(); ++k) {
@@ -234,7 +242,7 @@ TEST(ModelReference, Bf16LogitsWithinTheDerivedBoundOfTheExactModel) {
 // The logits of every position of `tokens`, pushed through one cache in chunks of the given
 // sizes (which sum to tokens.size()). Also checks the work counter advances by exactly n.
 std::vector<float> chunked_logits(Model& model, const std::vector<int32_t>& tokens, const std::vector<size_t>& chunks) {
-  KvCache cache = model.new_cache();
+  Sequence cache = model.new_sequence();
   std::vector<float> out;
   const uint64_t before = model.positions_pushed();
   size_t begin = 0;
@@ -260,7 +268,7 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(ModelCache, FiveChunkingsGiveBitwiseIdenticalLogits) {
   for (const auto& dir : tiny_model_dirs()) {
     const Reference ref(dir);
-    for (WeightMode mode : {WeightMode::F32, WeightMode::AsStored}) {
+    for (Weights mode : {WeightMode::F32, WeightMode::AsStored}) {
       Model model = load(dir, mode);
       std::vector<int32_t> tokens = ref.ints("prompt.4");
       const size_t p = tokens.size();
@@ -300,7 +308,7 @@ TEST(ModelCache, InternalChunkingMatchesOneBatch) {
   opts.max_batch = 5;
   Model split = Model::load(dir, opts);
   EXPECT_TRUE(bitwise_equal(all_logits(split, tokens), all_logits(whole, tokens)));
-  KvCache a = whole.new_cache(), b = split.new_cache();
+  Sequence a = whole.new_sequence(), b = split.new_sequence();
   auto last_whole = whole.forward(tokens, a);
   const std::vector<float> last(last_whole.begin(), last_whole.end());
   auto last_split = split.forward(tokens, b);
@@ -325,11 +333,11 @@ TEST(ModelCache, TruncateThenExtendEqualsFreshPrefix) {
   const auto tokens = Reference(dir).ints("prompt.3");
   Model model = load(dir, WeightMode::AsStored);
   const auto fresh = all_logits(model, tokens);
-  KvCache cache = model.new_cache();
+  Sequence cache = model.new_sequence();
   model.forward(std::span(tokens).first(20), cache);
   const std::vector<int32_t> detour = {5, 6, 7};
   model.forward(detour, cache);
-  cache.truncate(20);
+  cache.cache().truncate(20);
   auto rest = model.forward(std::span(tokens).subspan(20), cache, true);
   const size_t V = model.vocab_size();
   EXPECT_TRUE(bitwise_equal({rest.begin(), rest.end()}, {fresh.begin() + 20 * V, fresh.end()}));
@@ -339,12 +347,12 @@ TEST(ModelCache, TruncateThenExtendEqualsFreshPrefix) {
 TEST(ModelThreads, LogitsBitwiseIdenticalAt1To3Threads) {
   for (const auto& dir : tiny_model_dirs()) {
     const auto tokens = Reference(dir).ints("prompt.4");
-    for (WeightMode mode : {WeightMode::F32, WeightMode::BF16}) {
+    for (Weights mode : {WeightMode::F32, WeightMode::BF16}) {
       Model one = load(dir, mode, 1);
       const auto expected = all_logits(one, tokens);
       for (int threads : {2, 3}) {
         Model model = load(dir, mode, threads);
-        EXPECT_EQ(model.pool().size(), threads);
+        EXPECT_EQ(model.threads(), threads);
         EXPECT_TRUE(bitwise_equal(all_logits(model, tokens), expected)) << dir.filename() << " at " << threads;
       }
     }
@@ -353,30 +361,28 @@ TEST(ModelThreads, LogitsBitwiseIdenticalAt1To3Threads) {
 
 // Every instruction set this machine can run, on the f32 and bf16 paths.
 TEST(ModelIsa, EverySupportedIsaMatchesTheReference) {
-  const kernels::Isa original = kernels::active_isa();
   int tested = 0;
-  for (kernels::Isa isa : {kernels::Isa::Scalar, kernels::Isa::Avx2, kernels::Isa::Avx512}) {
-    if (!kernels::isa_supported(isa)) {
-      std::printf("  %s: not supported here, skipped\n", std::string(kernels::isa_name(isa)).c_str());
+  for (Isa isa : all_isas()) {
+    if (!isa_supported(isa)) {
+      std::printf("  %s: not supported here, skipped\n", std::string(isa_name(isa)).c_str());
       continue;
     }
-    kernels::set_isa(isa);
     for (const char* name : {"tiny-gqa7", "tiny-bf16"}) {
       const fs::path dir = models_root() / name;
       const Reference ref(dir);
-      Model model = load(dir, WeightMode::AsStored);
+      Model model = load(dir, WeightMode::AsStored, 2, isa);
+      EXPECT_EQ(model.isa(), isa);
       const float d = max_abs_diff(all_logits(model, ref.ints("prompt.4")), ref.floats("logits.4"));
-      EXPECT_LE(d, 1e-4f) << name << " on " << kernels::isa_name(isa);
+      EXPECT_LE(d, 1e-4f) << name << " on " << isa_name(isa);
     }
     ++tested;
   }
-  kernels::set_isa(original);
   EXPECT_GE(tested, 1);
 }
 
 TEST(ModelErrors, PromptLongerThanTheContextLeavesTheCacheUntouched) {
   Model model = load(models_root() / "tiny-bf16", WeightMode::AsStored);
-  KvCache cache = model.new_cache(16);
+  Sequence cache = model.new_sequence(16);
   const std::vector<int32_t> tokens(17, 3);
   try {
     model.forward(tokens, cache);
@@ -391,12 +397,12 @@ TEST(ModelErrors, PromptLongerThanTheContextLeavesTheCacheUntouched) {
   model.forward(std::span(tokens).first(6), cache);  // exactly fills it
   EXPECT_EQ(cache.length(), 16u);
   EXPECT_EQ(model.positions_pushed(), 16u);
-  EXPECT_THROW(model.new_cache(model.max_context() + 1), Error);
+  EXPECT_THROW(model.new_sequence(model.max_context() + 1), Error);
 }
 
 TEST(ModelErrors, TokenIdOutOfRange) {
   Model model = load(models_root() / "tiny-bf16", WeightMode::AsStored);
-  KvCache cache = model.new_cache();
+  Sequence cache = model.new_sequence();
   for (int32_t bad : {-1, static_cast<int32_t>(model.vocab_size())}) {
     const std::vector<int32_t> tokens = {1, 2, bad};
     try {
@@ -444,7 +450,7 @@ TEST(ModelErrors, MissingFilesAndTensorsAreNamed) {
 TEST(ModelErrors, CacheOfAnotherModelIsRefused) {
   Model a = load(models_root() / "tiny-bf16", WeightMode::AsStored);
   Model b = load(models_root() / "tiny-untied", WeightMode::AsStored);
-  KvCache cache = b.new_cache();
+  Sequence cache = b.new_sequence();
   const std::vector<int32_t> tokens = {1, 2};
   EXPECT_THROW(a.forward(tokens, cache), Error);
   EXPECT_EQ(cache.length(), 0u);

@@ -114,7 +114,8 @@ TEST(Ops, AttentionMatchesNaiveGqaWithCausalMask) {
   const auto expected = naive_attention(shape, q, k, v, n, pos0);
   std::vector<float> scores(6 * keys);
   std::vector<float> out(n * 6 * 16), out3(n * 6 * 16);
-  ThreadPool pool1(1), pool3(3);
+  ThreadPool threads1(1), threads3(3);
+  const Compute pool1{&threads1, &kernels::table(best_isa())}, pool3{&threads3, &kernels::table(best_isa())};
   attention(pool1, shape, q.data(), k.data(), v.data(), out.data(), n, pos0, scores.data());
   attention(pool3, shape, q.data(), k.data(), v.data(), out3.data(), n, pos0, scores.data());
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-5) << i;
@@ -136,7 +137,8 @@ TEST(Ops, AttentionSoftmaxSurvivesHugeScores) {
   const std::vector<float> k = {10.0f, 0.0f, 0.0f, 0.0f, 9.0f, 0.0f, 0.0f, 0.0f};  // scores 500, 450
   const std::vector<float> v = {1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f};
   std::vector<float> out(4), scores(2);
-  ThreadPool pool(1);
+  ThreadPool threads(1);
+  const Compute pool{&threads, &kernels::scalar_table()};
   attention(pool, shape, q.data(), k.data(), v.data(), out.data(), 1, 1, scores.data());
   EXPECT_FLOAT_EQ(out[0], 1.0f);   // exp(-50) relative weight for the second key
   EXPECT_NEAR(out[1], std::exp(-50.0), 1e-25);

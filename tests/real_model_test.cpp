@@ -38,7 +38,7 @@ TEST(RealModel, GreedyAnswersArithmetic) {
   REQUIRE_REAL_MODEL(dir);
   const Tokenizer tok = Tokenizer::load(dir);
   Model model = Model::load(dir);
-  KvCache cache = model.new_cache(512);
+  Sequence cache = model.new_sequence(512);
   const std::vector<ChatMessage> chat{{"user", "What is 2+2? Answer with one number."}};
   std::vector<int32_t> ids = tok.encode(render_chat(chat, true));
   std::vector<int32_t> out;

@@ -25,6 +25,9 @@ struct ModelConfig {
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim(); }
   int64_t group_size() const { return num_attention_heads / num_key_value_heads; }
+  // Parameters of the model's required tensors (a tied LM head shares the embedding), from
+  // the tensor manifest: the one count every command reports.
+  uint64_t parameter_count() const;
 
   // Parses JSON text and checks invariants; `origin` names the source in error messages.
   static ModelConfig parse(std::string_view json_text, std::string_view origin);

@@ -29,5 +29,8 @@ inline uint16_t f32_to_bf16(float f) {
 
 // IEEE half precision; exact (every f16 is representable in f32).
 float f16_to_f32(uint16_t h);
+// Narrowing to half precision rounds to nearest, ties to even; overflow gives infinity,
+// tiny values become subnormals or zero, NaN stays NaN.
+uint16_t f32_to_f16(float f);
 
 }  // namespace nanoinfer

@@ -56,8 +56,8 @@ using TextSink = std::function<void(std::string_view)>;
 
 class Generator {
  public:
-  // `model` and `tokenizer` must outlive the generator. The cache spans model.max_context().
-  Generator(Model& model, const Tokenizer& tokenizer, const SamplerParams& params);
+  // `model` and `tokenizer` must outlive the generator. The sequence spans model.max_context().
+  Generator(const Model& model, const Tokenizer& tokenizer, const SamplerParams& params);
 
   // Appends `new_tokens` to the sequence, prefills everything not yet in the cache, then
   // generates. Throws Error, before any work, if the tokens do not fit in the context.
@@ -68,15 +68,17 @@ class Generator {
   void reset();
 
   std::span<const int32_t> tokens() const { return history_; }  // prompt + generated so far
-  const KvCache& cache() const { return cache_; }
-  Model& model() { return model_; }
-  size_t context_size() const { return cache_.capacity(); }
+  const KvCache& cache() const { return seq_.cache(); }
+  const Sequence& sequence() const { return seq_; }
+  Sequence& sequence() { return seq_; }
+  const Model& model() const { return model_; }
+  size_t context_size() const { return seq_.cache().capacity(); }
 
  private:
-  Model& model_;
+  const Model& model_;
   const Tokenizer& tokenizer_;
   Sampler sampler_;
-  KvCache cache_;
+  Sequence seq_;
   std::vector<int32_t> history_;  // tokens of the sequence; the first cache_.length() are cached
   std::vector<int32_t> to_push_;  // scratch for the prefill
 };

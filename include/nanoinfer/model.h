@@ -1,13 +1,19 @@
-// A loaded Qwen2 model: configuration, weights (copied out of the safetensors file into
-// huge-page memory, in their stored type unless a conversion was asked for: src/weights.h),
-// activation buffers sized once from the config, and the thread pool that runs it. The
-// forward pass itself lives in src/model.cpp.
+// A loaded Qwen2 model and the sequences that run on it.
 //
-// Usage:
+// The Model is immutable once loaded: configuration, weights (read from the file into one
+// huge-page arena, in their stored type or converted/quantized at load: src/model/weights.h),
+// RoPE tables, the thread pool and the kernel table of the ISA it was opened with. Everything
+// that changes while text is generated — the KV cache, activation buffers, logits, the debug
+// tap, work counters — belongs to a Sequence. Any number of sequences can run on one model;
+// their steps may be interleaved freely and each gets bitwise the logits it would get alone.
+// Calls into one model are serialized (they share its thread pool); a call from another
+// thread waits.
+//
+// Usage (most callers open models through nanoinfer/engine.h):
 //   Model model = Model::load("models/qwen2.5-0.5b-instruct");
-//   KvCache cache = model.new_cache();
-//   auto logits = model.forward(prompt_ids, cache);          // [1][vocab], last position
-//   auto next   = model.forward({&token, 1}, cache);         // one decode step
+//   Sequence seq = model.new_sequence();
+//   auto logits = model.forward(prompt_ids, seq);          // [1][vocab], last position
+//   auto next   = model.forward({&token, 1}, seq);         // one decode step
 #pragma once
 
 #include <cstddef>
@@ -15,26 +21,28 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
 #include "nanoinfer/config.h"
-#include "nanoinfer/dtype.h"
+#include "nanoinfer/isa.h"
 #include "nanoinfer/kv_cache.h"
-#include "nanoinfer/thread_pool.h"
+#include "nanoinfer/weight_type.h"
 
 namespace nanoinfer {
 
 struct ModelOptions {
-  // How the matrices are held in memory. AsStored keeps the file's type (bf16 is widened on
-  // the fly by the kernels, so a decode step reads half the bytes; f16 is widened); F32 widens
-  // every matrix at load (the exact path); BF16 narrows an f32 file at load, rounding to
-  // nearest even. Norm weights and biases are always widened to f32 (they are tiny).
-  enum class WeightMode { AsStored, F32, BF16 } weights = WeightMode::AsStored;
+  // How the matrices are held in memory: nullopt keeps the file's type (bf16 stays bf16, f16
+  // is widened to f32: there is no f16 kernel); a type converts every matrix at load (f32
+  // widens exactly, bf16 rounds to nearest even, int8/int4 quantize round-to-nearest). Norm
+  // weights and biases are always f32 (they are tiny).
+  std::optional<WeightType> weights;
+  std::optional<Isa> isa;  // nullopt = best_isa(); an unsupported ISA is refused at load
   int threads = 0;         // 0 = physical cores
   size_t max_context = 0;  // 0 = min(config max_position_embeddings, 4096)
-  // Longest chunk pushed through the model at once; longer inputs are split. Sizes the
-  // activation buffers: [max_batch][intermediate_size] and friends.
+  // Longest chunk pushed through the model at once; longer inputs are split. Bounds the
+  // activation buffers of a sequence: [max_batch][intermediate_size] and friends.
   size_t max_batch = 512;
 };
 
@@ -46,48 +54,74 @@ struct ModelOptions {
 // forward without all_logits, "final_norm" covers the last position only.
 struct TapEvent {
   std::string_view name;
-  int layer;        // -1 outside the layers
-  size_t position;  // position of the first row
-  size_t n_tokens;  // rows
-  size_t dim;       // floats per row
+  int layer;          // -1 outside the layers
+  size_t position;    // position of the first row
+  size_t n_tokens;    // rows
+  size_t dim;         // floats per row
   const float* data;  // [n_tokens][dim]
 };
 using Tap = std::function<void(const TapEvent&)>;
 
+class Model;
+
+// The state of one sequence on a model: its KV cache, activation buffers (grown to the
+// largest chunk it has pushed, then reused: a decode step allocates nothing), logits, tap
+// and counters. Move-only. Must not outlive the model it came from.
+class Sequence {
+ public:
+  Sequence();
+  Sequence(Sequence&&) noexcept;
+  Sequence& operator=(Sequence&&) noexcept;
+  ~Sequence();
+
+  KvCache& cache();
+  const KvCache& cache() const;
+  size_t length() const { return cache().length(); }  // positions in the cache
+  uint64_t positions_pushed() const;                    // work counter: positions through the model
+
+  // Installs (or, with an empty function, removes) a debug tap called with every named
+  // intermediate of this sequence's forward passes; costs nothing when unset.
+  void set_tap(Tap tap);
+
+ private:
+  friend class Model;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 class Model {
  public:
   // Reads model_dir/config.json and model_dir/model.safetensors. Throws Error naming a missing
-  // file, a missing tensor or a tensor with the wrong shape or type.
+  // file, a missing tensor or a tensor with the wrong shape or type, or an unsupported ISA.
   static Model load(const std::filesystem::path& model_dir, const ModelOptions& opts = {});
+  // The same from a parsed config (the engine reads config.json once).
+  static Model load(const ModelConfig& cfg, const std::filesystem::path& weights_file, const ModelOptions& opts);
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
   ~Model();
 
   const ModelConfig& config() const;
-  const ModelOptions& options() const;  // with threads and max_context resolved
+  const ModelOptions& options() const;  // with isa, threads and max_context resolved
+  Isa isa() const { return *options().isa; }
   size_t vocab_size() const;
   size_t max_context() const;
-  DType weight_dtype() const;  // of the big matrices as held in memory (F32 or BF16)
+  WeightType weight_type() const;  // of the layer matrices as held in memory
+  WeightType embedding_type() const;  // of the embedding table (and the tied LM head)
 
-  KvCache new_cache(size_t max_seq = 0) const;  // 0 = options().max_context
+  Sequence new_sequence(size_t max_seq = 0) const;  // 0 = options().max_context
 
-  // Pushes tokens at positions cache.length() .. +n through the model, extends the cache and
-  // returns logits: [n][vocab] when all_logits, else [1][vocab] for the last token. The span
-  // is owned by the model and valid until the next call. Throws Error (before touching the
-  // cache) if the tokens would not fit in the cache, an id is out of range, the cache belongs
-  // to a different shape of model, or tokens is empty.
-  std::span<const float> forward(std::span<const int32_t> tokens, KvCache& cache, bool all_logits = false);
+  // Pushes tokens at positions seq.length() .. +n through the model, extends the sequence's
+  // cache and returns logits: [n][vocab] when all_logits, else [1][vocab] for the last token.
+  // The span is owned by the sequence and valid until its next forward. Throws Error (before
+  // touching the cache) if the tokens would not fit, an id is out of range, the sequence
+  // belongs to a different model, or tokens is empty.
+  std::span<const float> forward(std::span<const int32_t> tokens, Sequence& seq, bool all_logits = false) const;
 
-  uint64_t positions_pushed() const;  // work counter: total positions through the model
+  uint64_t positions_pushed() const;  // work counter: positions through the model, all sequences
   size_t bytes_per_token() const;     // weight bytes read per decode step (for GB/s)
   size_t weight_bytes() const;        // bytes of all weights as held in memory
-
-  // Installs (or, with an empty function, removes) a debug tap called with every named
-  // intermediate; costs nothing when unset.
-  void set_tap(Tap tap);
-
-  ThreadPool& pool();
+  int threads() const;
 
  private:
   struct Impl;

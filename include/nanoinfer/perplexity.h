@@ -33,7 +33,7 @@ using PerplexityProgress = std::function<void(size_t windows_done, size_t window
 
 // Throws Error when ctx < 2, ctx exceeds the model's context, fewer than two tokens are given,
 // or an id is out of the model's range.
-PerplexityResult perplexity(Model& model, std::span<const int32_t> tokens, size_t ctx,
+PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens, size_t ctx,
                             const PerplexityProgress& progress = {});
 
 }  // namespace nanoinfer

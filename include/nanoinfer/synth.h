@@ -5,12 +5,15 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 
 #include "nanoinfer/config.h"
 #include "nanoinfer/dtype.h"
-#include "io/safetensors_writer.h"
 
 namespace nanoinfer {
+
+// Called with bytes written so far and the total.
+using WriteProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 struct SynthOptions {
   uint64_t seed = 0;
@@ -22,12 +25,12 @@ struct SynthOptions {
 // seed and its name, bit-for-bit on any machine. Returns the bytes of tensor data written.
 uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::path& out_file,
                                  const SynthOptions& options,
-                                 const SafetensorsWriter::Progress& progress = {});
+                                 const WriteProgress& progress = {});
 
 // Creates `out_dir` with config.json copied from `config_json`, generation_config.json and
 // tokenizer_config.json copied when they sit beside it, and model.safetensors.
 uint64_t synth_model_dir(const std::filesystem::path& config_json,
                          const std::filesystem::path& out_dir, const SynthOptions& options,
-                         const SafetensorsWriter::Progress& progress = {});
+                         const WriteProgress& progress = {});
 
 }  // namespace nanoinfer

@@ -61,4 +61,22 @@ float f16_to_f32(uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
+uint16_t f32_to_f16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN, quiet
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
+  if (abs < 0x38800000u) {
+    // Below the smallest normal half (2^-14): the result is a multiple of 2^-24. Adding 0.5
+    // (exponent 2^-1, 23 mantissa bits) lines the float's mantissa up so that the hardware
+    // add performs the round-to-nearest-even to that grid.
+    const float scaled = std::bit_cast<float>(abs) + 0.5f;
+    return static_cast<uint16_t>(sign | (std::bit_cast<uint32_t>(scaled) - 0x3f000000u));
+  }
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits to even.
+  const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+}
+
 }  // namespace nanoinfer

@@ -90,10 +90,15 @@ nlohmann::json bench_context(int threads) {
           {"nanoinfer_version", NANOINFER_VERSION}};
 }
 
+void check_output_path(const std::filesystem::path& file) {
+  const std::filesystem::path parent = file.has_parent_path() ? file.parent_path() : ".";
+  if (!std::filesystem::is_directory(parent)) fail("{}: the directory {} does not exist", file.string(), parent.string());
+  std::ofstream out(file, std::ios::app);
+  if (!out) fail("{}: cannot open for appending: {}", file.string(), std::strerror(errno));
+}
+
 void append_bench_record(const nlohmann::json& record, const std::filesystem::path& file) {
-  std::error_code ec;
-  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
-  if (ec) fail("{}: cannot create directory: {}", file.parent_path().string(), ec.message());
+  check_output_path(file);
   std::ofstream out(file, std::ios::app);
   out << record.dump() << '\n';
   out.flush();

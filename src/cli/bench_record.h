@@ -14,6 +14,9 @@ namespace nanoinfer {
 nlohmann::json bench_context(int threads);
 
 // Appends `record` as one line, creating the file and its directory if needed. Throws Error.
+// Fails (one line) unless `file` can be appended to: its directory exists (it is not created)
+// and the file opens for appending. Benchmarks call it before any work.
+void check_output_path(const std::filesystem::path& file);
 void append_bench_record(const nlohmann::json& record,
                          const std::filesystem::path& file = "bench/results.jsonl");
 

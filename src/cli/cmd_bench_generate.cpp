@@ -13,11 +13,9 @@
 
 #include "command.h"
 #include "common_options.h"
-#include "kernels/kernels.h"
 #include "bench_record.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generator.h"
-#include "model/manifest.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -64,13 +62,13 @@ std::vector<int32_t> bench_prompt(size_t n, int32_t vocab) {
 
 // Greedy decode without a cache: every step pushes the whole sequence through a cleared cache.
 // Returns the generated ids; `seconds` gets the time of the n steps.
-std::vector<int32_t> decode_uncached(Model& model, KvCache& cache, std::vector<int32_t> seq,
+std::vector<int32_t> decode_uncached(const Model& model, Sequence& cache, std::vector<int32_t> seq,
                                      size_t n, int64_t vocab, double& seconds) {
   Sampler greedy(vocab, {.temperature = 0.0});
   const auto start = Clock::now();
   std::vector<int32_t> out;
   for (size_t i = 0; i < n; ++i) {
-    cache.clear();
+    cache.cache().clear();
     const auto logits = model.forward(seq, cache);
     const int32_t id = greedy.sample(logits.first(static_cast<size_t>(vocab)), {});
     out.push_back(id);
@@ -84,12 +82,13 @@ void run(const BenchFlags& f) {
   if (f.n_prompt < 1) fail("-p must be >= 1, got {}", f.n_prompt);
   if (f.n_gen < 1) fail("-n must be >= 1, got {}", f.n_gen);
   if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
-  LoadedModel m = load_model(f.model);
+  OpenedModel m = load_model(f.model);
   const size_t n_prompt = static_cast<size_t>(f.n_prompt);
   const size_t n_gen = static_cast<size_t>(f.n_gen);
   if (n_prompt + n_gen > m.model.max_context()) {
     fail("-p {} + -n {} exceed the context of {} positions", n_prompt, n_gen, m.model.max_context());
   }
+  check_output_path(f.output);  // before the run, not after it
   const std::vector<int32_t> prompt = bench_prompt(n_prompt, m.tokenizer.vocab_size());
   Generator generator(m.model, m.tokenizer, {.temperature = 0.0});
   // No end-of-sequence ids: every run decodes exactly n_gen steps (n_gen + 1 tokens sampled,
@@ -111,15 +110,9 @@ void run(const BenchFlags& f) {
   const double gbps = static_cast<double>(m.model.bytes_per_token()) * tgs.median / 1e9;
 
   const ModelConfig& cfg = m.model.config();
-  uint64_t n_params = 0;
-  for (const TensorSpec& t : tensor_manifest(cfg)) {
-    if (!t.required) continue;  // a tied lm_head shares the embedding
-    uint64_t numel = 1;
-    for (uint64_t d : t.shape) numel *= d;
-    n_params += numel;
-  }
-  const std::string dtype(dtype_name(m.model.weight_dtype()));
-  const std::string isa(kernels::isa_name(kernels::active_isa()));
+  const uint64_t n_params = cfg.parameter_count();
+  const std::string dtype(weight_type_name(m.model.weight_type()));
+  const std::string isa(isa_name(m.model.isa()));
   const int threads = m.model.options().threads;
 
   fmt::print("| model | size | params | dtype | isa | threads | test | t/s median | t/s min | spread |\n");
@@ -174,7 +167,7 @@ void run(const BenchFlags& f) {
 
   if (f.cache_ab) {
     // Alternate cached and uncached runs so drift in machine load hits both alike.
-    KvCache scratch = m.model.new_cache();
+    Sequence scratch = m.model.new_sequence();
     std::vector<double> cached_ts, uncached_ts;
     for (int64_t r = 0; r < f.repetitions; ++r) {
       generator.reset();

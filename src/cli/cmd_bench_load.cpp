@@ -1,192 +1,84 @@
-// `nanoinfer bench load MODEL_DIR [-t N]`: what loading a model costs. Three steps, timed
-// separately: open (mmap + header parse + validation), touch (fault in every page of the
-// mapping), widen (convert every weight to f32 into a reused scratch buffer). Prints a table
-// and appends one JSON line to bench/results.jsonl.
+// `nanoinfer bench load [-m DIR]`: what opening a model costs, on the path the engine really
+// uses (Model::load: config, header validation, pread of every tensor into the huge-page
+// arena, conversion or quantization when --dtype asks for one). Repeats the load --runs times
+// (the first run may read from disk, later ones from the page cache), prints the median and
+// minimum with the peak resident memory against the weight bytes, and appends one JSON line.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "command.h"
 #include "bench_record.h"
-#include "nanoinfer/config.h"
+#include "command.h"
+#include "common_options.h"
+#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
-#include "model/manifest.h"
-#include "nanoinfer/model_files.h"
-#include "io/safetensors.h"
 
 namespace nanoinfer::cli {
 namespace {
 
 struct LoadArgs {
-  std::string dir;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::string results = "bench/results.jsonl";
+  ModelFlags model;
+  int64_t runs = 3;
+  std::string output = "bench/results.jsonl";
 };
 
-using Clock = std::chrono::steady_clock;
-
-// Results of the touch and widen loops are stored here so the compiler cannot drop the loops.
-volatile double g_sink = 0;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-// Runs fn(0..n-1) on n threads (the caller is thread 0) and waits for all of them.
-template <class Fn>
-void run_on_threads(int n, const Fn& fn) {
-  std::vector<std::thread> workers;
-  for (int t = 1; t < n; ++t) workers.emplace_back(fn, t);
-  fn(0);
-  for (auto& w : workers) w.join();
-}
-
-// [begin, end) of thread t's share of n items.
-std::pair<uint64_t, uint64_t> slice(uint64_t n, int t, int threads) {
-  const auto T = static_cast<uint64_t>(threads);
-  const auto i = static_cast<uint64_t>(t);
-  return {n * i / T, n * (i + 1) / T};
-}
-
-// Widens elements [first, first + count) of `view` into out[0, count).
-void widen(const TensorView& view, uint64_t first, size_t count, float* out) {
-  const std::byte* src = view.data + first * dtype_size(view.dtype());
-  switch (view.dtype()) {
-    case DType::BF16:
-      for (size_t i = 0; i < count; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);  // offsets need not be 2-aligned
-        out[i] = bf16_to_f32(h);
-      }
-      break;
-    case DType::F16:
-      for (size_t i = 0; i < count; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        out[i] = f16_to_f32(h);
-      }
-      break;
-    case DType::F32:
-      std::memcpy(out, src, count * 4);
-      break;
-    case DType::I8:
-      for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(static_cast<int8_t>(src[i]));
-      break;
-    case DType::U8:
-      for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(static_cast<uint8_t>(src[i]));
-      break;
-    case DType::I32:
-      for (size_t i = 0; i < count; ++i) {
-        int32_t v;
-        std::memcpy(&v, src + 4 * i, 4);
-        out[i] = static_cast<float>(v);
-      }
-      break;
-  }
-}
-
 void bench_load(const LoadArgs& args) {
-  if (args.threads < 1) fail("--threads {}: must be at least 1", args.threads);
-  const ModelFiles files = locate_model(args.dir);
-  const ModelConfig cfg = ModelConfig::load(files.config);
+  if (args.runs < 1) fail("--runs must be >= 1, got {}", args.runs);
+  const OpenOptions options = open_options(args.model);
+  const ModelFiles files = locate_model(resolve_model_path(args.model.model_dir));
+  check_output_path(args.output);
 
-  auto t0 = Clock::now();
-  const SafetensorsFile file = SafetensorsFile::open(files.weights);
-  const double open_ms = ms_since(t0);
-
-  // Benchmark only models that would load: same verdict as `inspect`.
-  const auto problems = manifest_problems(tensor_manifest(cfg), file.tensors());
-  if (!problems.empty()) fail("{}: {}", files.weights.string(), problems[0]);
-
-  // Touch: read one byte per page so every page is faulted in (or found in the page cache).
-  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t pages = (file.file_size() + page - 1) / page;
-  const std::byte* base = file.bytes().data();
-  std::vector<uint64_t> touch_sums(static_cast<size_t>(args.threads));
-  t0 = Clock::now();
-  run_on_threads(args.threads, [&](int t) {
-    const auto [p0, p1] = slice(pages, t, args.threads);
-    uint64_t sum = 0;
-    for (uint64_t p = p0; p < p1; ++p) sum += static_cast<uint8_t>(base[p * page]);
-    touch_sums[static_cast<size_t>(t)] = sum;
-  });
-  const double touch_ms = ms_since(t0);
-  for (uint64_t sum : touch_sums) g_sink = g_sink + static_cast<double>(sum);
-
-  // Widen: each thread converts its slice of every tensor into its own scratch buffer, sized
-  // for the largest slice: [max_slice] floats per thread.
-  uint64_t weights = 0, max_numel = 0;
-  for (const auto& t : file.tensors()) {
-    weights += t.numel();
-    max_numel = std::max(max_numel, t.numel());
+  std::vector<double> seconds;
+  size_t weight_bytes = 0;
+  int threads = 0;
+  std::string type;
+  for (int64_t r = 0; r < args.runs; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Model model = Model::load(files.dir, options.model);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    weight_bytes = model.weight_bytes();
+    threads = model.threads();
+    type = std::string(weight_type_name(model.weight_type()));
   }
-  const uint64_t max_slice = max_numel / static_cast<uint64_t>(args.threads) + 1;
-  std::vector<std::vector<float>> scratch(static_cast<size_t>(args.threads),
-                                          std::vector<float>(max_slice));
-  std::vector<double> widen_sums(static_cast<size_t>(args.threads));
-  t0 = Clock::now();
-  run_on_threads(args.threads, [&](int t) {
-    float* out = scratch[static_cast<size_t>(t)].data();
-    double sum = 0;  // one element per tensor, so the conversions cannot be optimized away
-    for (const auto& info : file.tensors()) {
-      const auto [e0, e1] = slice(info.numel(), t, args.threads);
-      if (e1 == e0) continue;
-      widen(file.view(info), e0, static_cast<size_t>(e1 - e0), out);
-      sum += out[(e1 - e0) / 2];
-    }
-    widen_sums[static_cast<size_t>(t)] = sum;
-  });
-  const double widen_ms = ms_since(t0);
-  for (double sum : widen_sums) g_sink = g_sink + sum;
   const size_t rss = peak_rss_bytes();
+  std::vector<double> sorted = seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2], best = sorted.front();
+  const double ratio = static_cast<double>(rss) / static_cast<double>(weight_bytes);
 
-  const double file_mib = static_cast<double>(file.file_size()) / (1 << 20);
-  const double gib = 1024.0 * 1024.0 * 1024.0;
-  fmt::print("bench load: {} ({} tensors, {:.1f} MiB), {} thread(s)\n", files.dir.string(),
-             file.tensors().size(), file_mib, args.threads);
-  fmt::print("  {:<9} {:>10}  {}\n", "step", "time", "rate");
-  fmt::print("  {:<9} {:>7.2f} ms  header {} bytes, {} tensors validated\n", "open", open_ms,
-             file.layout().header_len, file.tensors().size());
-  fmt::print("  {:<9} {:>7.2f} ms  {:.2f} GiB/s ({} pages of {} bytes)\n", "touch", touch_ms,
-             static_cast<double>(file.file_size()) / gib / (touch_ms / 1e3), pages, page);
-  fmt::print(
-      "  {:<9} {:>7.2f} ms  {:.2f} GiB/s read, {:.2f} GiB/s f32 written ({} weights)\n", "widen",
-      widen_ms,
-      static_cast<double>(file.file_size() - file.layout().data_offset) / gib / (widen_ms / 1e3),
-      static_cast<double>(weights) * 4 / gib / (widen_ms / 1e3), weights);
-  fmt::print("  {:<9} {:>7.1f} MiB\n", "peak RSS", static_cast<double>(rss) / (1 << 20));
+  fmt::print("bench load: {} ({} weights, {}), {} thread(s), {} run(s)\n", files.dir.string(), type,
+             format_bytes(static_cast<double>(weight_bytes)), threads, args.runs);
+  fmt::print("  load   median {:.3f} s, min {:.3f} s, max {:.3f} s  ({:.2f} GB/s at the median)\n", median, best,
+             sorted.back(), static_cast<double>(weight_bytes) / median / 1e9);
+  fmt::print("  memory peak resident {} = {:.3f} x the weight bytes\n", format_bytes(static_cast<double>(rss)), ratio);
 
-  nlohmann::json record = bench_context(args.threads);
+  nlohmann::json record = bench_context(threads);
   record["bench"] = "load";
   record["model"] = files.dir.string();
-  record["file_bytes"] = file.file_size();
-  record["tensors"] = file.tensors().size();
-  record["weights"] = weights;
-  record["open_ms"] = open_ms;
-  record["touch_ms"] = touch_ms;
-  record["widen_ms"] = widen_ms;
+  record["weight_type"] = type;
+  record["weight_bytes"] = weight_bytes;
+  record["runs"] = args.runs;
+  record["load_seconds"] = seconds;
+  record["load_seconds_median"] = median;
+  record["load_seconds_min"] = best;
   record["peak_rss_bytes"] = rss;
-  append_bench_record(record, args.results);
-  fmt::print("appended to {}\n", args.results);
+  record["peak_rss_over_weights"] = ratio;
+  append_bench_record(record, args.output);
+  fmt::print("appended to {}\n", args.output);
 }
 
 const bool registered = register_command({
     "bench",
     "load",
-    "Time opening (mmap + parse), touching every page and widening every weight to f32",
+    "Time opening a model the way the engine does (pread into the weight arena); peak memory",
     [](CLI::App& sub) {
       auto args = std::make_shared<LoadArgs>();
-      sub.add_option("MODEL_DIR", args->dir, "Directory with config.json and model.safetensors")
-          ->required();
-      sub.add_option("-t,--threads", args->threads, "Threads for touch and widen")
-          ->capture_default_str();
-      sub.add_option("--results", args->results, "JSON-lines file the record is appended to")
-          ->capture_default_str();
+      add_model_flags(sub, args->model);
+      sub.add_option("--runs", args->runs, "Loads to time")->capture_default_str();
+      sub.add_option("-o,--output", args->output, "JSON-lines file the record is appended to")->capture_default_str();
       sub.callback([args] { bench_load(*args); });
     },
 });

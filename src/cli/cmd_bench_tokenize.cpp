@@ -65,6 +65,7 @@ Stats stats(std::vector<double> seconds) {
 
 void run(const BenchTokenizeArgs& args) {
   if (args.runs < 1) fail("--runs must be at least 1, got {}", args.runs);
+  check_output_path(args.results);
   std::ifstream in(args.file, std::ios::binary);
   if (!in) fail("cannot open input file '{}' (give one with -f)", args.file);
   std::ostringstream buffer;
@@ -133,7 +134,7 @@ const bool registered = register_command({
       sub.add_option("-m,--model", args->model_dir, "Model directory holding tokenizer.json")->required();
       sub.add_option("-f,--file", args->file, "Text to encode, as one string")->capture_default_str();
       sub.add_option("--runs", args->runs, "Runs; median and best are reported")->capture_default_str();
-      sub.add_option("--results", args->results, "JSON-lines file the record is appended to")->capture_default_str();
+      sub.add_option("-o,--output", args->results, "JSON-lines file the record is appended to")->capture_default_str();
       sub.callback([args] { run(*args); });
     },
 });

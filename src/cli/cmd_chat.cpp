@@ -31,7 +31,7 @@ void write_stdout(std::string_view text) {
 
 void run(const ChatFlags& f) {
   require_non_negative(f.n_predict, "-n");
-  LoadedModel m = load_model(f.model);
+  OpenedModel m = load_model(f.model);
   const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
   GenerateOptions options;
   options.max_new_tokens = f.n_predict;

@@ -8,7 +8,6 @@
 
 #include "command.h"
 #include "common_options.h"
-#include "kernels/kernels.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generator.h"
@@ -36,7 +35,7 @@ void run(const GenerateFlags& f) {
   for (const std::string& s : f.stops) {
     if (s.empty()) fail("--stop must not be empty");
   }
-  LoadedModel m = load_model(f.model);
+  OpenedModel m = load_model(f.model);
   const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
 
   GenerateOptions options;
@@ -60,8 +59,8 @@ void run(const GenerateFlags& f) {
 
   if (f.verbose) {
     fmt::print(stderr, "model: {} ({}, {} threads, context {}, {} kernels)\n", m.dir.string(),
-               dtype_name(m.model.weight_dtype()), m.model.options().threads, m.model.max_context(),
-               kernels::isa_name(kernels::active_isa()));
+               weight_type_name(m.model.weight_type()), m.model.options().threads, m.model.max_context(),
+               isa_name(m.model.isa()));
     fmt::print(stderr, "{}", sampling.describe());
     fmt::print(stderr, "eos ids: {}\nprompt: {} tokens\n", fmt::join(options.eos_ids, ", "),
                tokens.size());

@@ -9,11 +9,8 @@
 #include <memory>
 
 #include "command.h"
-#include "nanoinfer/config.h"
+#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
-#include "model/manifest.h"
-#include "nanoinfer/model_files.h"
-#include "io/safetensors.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -30,10 +27,8 @@ double mib(uint64_t bytes) {
 }
 
 void inspect(const std::filesystem::path& dir) {
-  const ModelFiles files = locate_model(dir);
-  const ModelConfig cfg = ModelConfig::load(files.config);
-  const SafetensorsFile file = SafetensorsFile::open(files.weights);
-  const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
+  const ModelReport r = inspect_model(dir);
+  const ModelConfig& cfg = r.config;
 
   fmt::print("model:  {}\n", dir.string());
   fmt::print(
@@ -43,54 +38,47 @@ void inspect(const std::filesystem::path& dir) {
       cfg.num_key_value_heads, cfg.head_dim(), cfg.intermediate_size, cfg.vocab_size,
       cfg.tie_word_embeddings ? "tied" : "untied");
   fmt::print("file:   {}, {} bytes ({:.1f} MiB), header {} bytes, {} tensors\n\n",
-             files.weights.string(), with_commas(file.file_size()), mib(file.file_size()),
-             with_commas(file.layout().header_len), file.tensors().size());
+             r.files.weights.string(), with_commas(r.file_bytes), mib(r.file_bytes),
+             with_commas(r.header_bytes), r.tensors.size());
 
   size_t name_width = 4;
-  for (const auto& t : file.tensors()) name_width = std::max(name_width, t.name.size());
+  for (const auto& t : r.tensors) name_width = std::max(name_width, t.name.size());
   fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", "name", name_width, "dtype", "shape", "bytes");
-  std::map<std::string_view, const TensorSpec*> spec_of;
-  for (const auto& spec : manifest) spec_of.emplace(spec.name, &spec);
-  std::map<TensorRole, uint64_t> params;  // by role, over tensors the manifest knows
-  std::map<DType, size_t> dtypes;
+  std::map<std::string, uint64_t> params;  // by role, over tensors the manifest knows
+  std::map<std::string, size_t> dtypes;
   uint64_t tensor_bytes = 0;
-  for (const auto& t : file.tensors()) {
-    fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", t.name, name_width, dtype_name(t.dtype),
-               fmt::format("[{}]", fmt::join(t.shape, ", ")), with_commas(t.nbytes()));
-    if (const auto it = spec_of.find(t.name); it != spec_of.end())
-      params[it->second->role] += t.numel();
+  for (const auto& t : r.tensors) {
+    fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", t.name, name_width, t.dtype,
+               fmt::format("[{}]", fmt::join(t.shape, ", ")), with_commas(t.bytes));
+    if (!t.role.empty()) params[t.role] += t.params;
     ++dtypes[t.dtype];
-    tensor_bytes += t.nbytes();
+    tensor_bytes += t.bytes;
   }
 
   uint64_t total = 0;
   for (const auto& [role, n] : params) total += n;
   fmt::print("\nparameters: {}\n", with_commas(total));
-  for (const auto& [role, label] :
-       {std::pair{TensorRole::Embedding, "embeddings"},
-        std::pair{TensorRole::Attention, "attention"}, std::pair{TensorRole::Mlp, "mlp"},
-        std::pair{TensorRole::Norm, "norms"}, std::pair{TensorRole::Output, "lm_head"}}) {
-    if (role == TensorRole::Output && params[role] == 0) continue;  // tied: nothing stored
-    fmt::print(
-        "  {:<11} {:>13}  {:6.2f}%\n", label, with_commas(params[role]),
-        total == 0 ? 0.0 : 100.0 * static_cast<double>(params[role]) / static_cast<double>(total));
+  for (const auto& [role, label] : {std::pair{"embedding", "embeddings"}, std::pair{"attention", "attention"},
+                                    std::pair{"mlp", "mlp"}, std::pair{"norm", "norms"},
+                                    std::pair{"output", "lm_head"}}) {
+    const uint64_t n = params[role];
+    if (std::string_view(role) == "output" && n == 0) continue;  // tied: nothing stored
+    fmt::print("  {:<11} {:>13}  {:6.2f}%\n", label, with_commas(n),
+               total == 0 ? 0.0 : 100.0 * static_cast<double>(n) / static_cast<double>(total));
   }
   std::vector<std::string> dtype_counts;
-  for (const auto& [dt, n] : dtypes)
-    dtype_counts.push_back(fmt::format("{} x{}", dtype_name(dt), n));
+  for (const auto& [dt, n] : dtypes) dtype_counts.push_back(fmt::format("{} x{}", dt, n));
   fmt::print("tensor data: {} bytes ({:.1f} MiB); dtypes: {}\n", with_commas(tensor_bytes),
              mib(tensor_bytes), fmt::join(dtype_counts, ", "));
 
-  const std::vector<std::string> problems = manifest_problems(manifest, file.tensors());
-  if (!problems.empty()) {
-    fmt::print("verdict: FAIL, {} problem(s):\n", problems.size());
-    for (const auto& p : problems) fmt::print("  {}\n", p);
-    if (problems.size() == 1) fail("{}: {}", files.weights.string(), problems[0]);
-    fail("{}: {} (and {} more problem(s) listed above)", files.weights.string(), problems[0],
-         problems.size() - 1);
+  if (!r.problems.empty()) {
+    fmt::print("verdict: FAIL, {} problem(s):\n", r.problems.size());
+    for (const auto& p : r.problems) fmt::print("  {}\n", p);
+    if (r.problems.size() == 1) fail("{}: {}", r.files.weights.string(), r.problems[0]);
+    fail("{}: {} (and {} more problem(s) listed above)", r.files.weights.string(), r.problems[0],
+         r.problems.size() - 1);
   }
-  fmt::print("verdict: OK, all {} tensors match the manifest of this config\n",
-             file.tensors().size());
+  fmt::print("verdict: OK, all {} tensors match the manifest of this config\n", r.tensors.size());
 }
 
 const bool registered = register_command({

@@ -34,7 +34,7 @@ std::string read_file(const std::string& path) {
 
 void run(const PerplexityFlags& f) {
   const std::string text = read_file(f.file);
-  LoadedModel m = load_model(f.model);
+  OpenedModel m = load_model(f.model);
   const size_t ctx = f.model.context > 0 ? static_cast<size_t>(f.model.context)
                                          : std::min(kDefaultWindow, m.model.max_context());
   const std::vector<int32_t> tokens = m.tokenizer.encode(text);
@@ -65,7 +65,7 @@ void run(const PerplexityFlags& f) {
                               {"seconds", seconds},
                               {"tokens_per_second", static_cast<double>(r.tokens) / seconds},
                               {"threads", m.model.options().threads},
-                              {"weights", std::string(dtype_name(m.model.weight_dtype()))}};
+                              {"weights", std::string(weight_type_name(m.model.weight_type()))}};
     fmt::print("{}\n", j.dump());
     return;
   }

@@ -2,12 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 
-#include "kernels/kernels.h"
-#include "nanoinfer/default_model.h"
 #include "nanoinfer/error.h"
-#include "nanoinfer/model_files.h"
 
 namespace nanoinfer::cli {
 
@@ -18,10 +14,12 @@ void add_model_flags(CLI::App& app, ModelFlags& flags) {
   app.add_option("-t,--threads", flags.threads, "Threads (0 = one per physical core)");
   app.add_option("-c,--ctx-size", flags.context,
                  "Context length in tokens (0 = the model's, at most 4096)");
-  app.add_option("--isa", flags.isa, "Kernel instruction set: auto, scalar, avx2 or avx512");
+  app.add_option("--isa", flags.isa,
+                 "Kernel instruction set: auto (the best this CPU supports), scalar, avx2 or avx512; "
+                 "an ISA this CPU/OS lacks is refused");
   app.add_option("--dtype", flags.dtype,
-                 "Weights in memory: as-stored (bf16 read in place), f32 (widen at load) or "
-                 "bf16 (narrow f32 at load)");
+                 "Weights in memory: as-stored (bf16 kept, f16 widened), f32 (widen at load), bf16 "
+                 "(round at load), int8 or int4 (quantize at load, round to nearest)");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingOverrides& o) {
@@ -44,49 +42,28 @@ std::string format_bytes(double bytes) {
   return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
 }
 
-static ModelOptions::WeightMode parse_dtype(std::string_view name) {
-  if (name == "as-stored") return ModelOptions::WeightMode::AsStored;
-  if (name == "f32") return ModelOptions::WeightMode::F32;
-  if (name == "bf16") return ModelOptions::WeightMode::BF16;
-  fail("--dtype must be as-stored, f32 or bf16, got '{}'", name);
-}
-
-LoadedModel load_model(const ModelFlags& flags) {
+OpenOptions open_options(const ModelFlags& flags) {
   if (flags.threads < 0) fail("-t must be >= 1 (or 0 = one per physical core), got {}", flags.threads);
   require_non_negative(flags.context, "-c");
-  const ModelOptions::WeightMode weights = parse_dtype(flags.dtype);
-  const std::optional<kernels::Isa> isa = kernels::parse_isa(flags.isa);
-  if (!isa) fail("--isa must be auto, scalar, avx2 or avx512, got '{}'", flags.isa);
-  kernels::set_isa(*isa);
-
-  const ModelFiles files = locate_model(resolve_model_dir(flags.model_dir));
-  const std::filesystem::path tokenizer_json = files.dir / "tokenizer.json";
-  if (!std::filesystem::exists(tokenizer_json)) {
-    fail("{}: not found; generation needs the model's tokenizer (scripts/download-qwen2.5-0.5b.sh "
-         "fetches it; for a `nanoinfer synth` model copy Qwen2.5's tokenizer.json into the directory)",
-         tokenizer_json.string());
+  OpenOptions options;
+  if (flags.dtype != "as-stored") {
+    options.model.weights = weight_type_from_name(flags.dtype);
+    if (!options.model.weights) fail("--dtype must be as-stored, f32, bf16, int8 or int4, got '{}'", flags.dtype);
   }
-  const ModelConfig config = ModelConfig::load(files.config);
-  if (flags.context > config.max_position_embeddings) {
-    fail("-c {} exceeds the model's limit of {} positions (max_position_embeddings)", flags.context,
-         config.max_position_embeddings);
+  if (flags.isa != "auto") {
+    options.model.isa = parse_isa(flags.isa);
+    if (!options.model.isa) {
+      std::string known;
+      for (Isa isa : all_isas()) known += fmt::format("{}{}", known.empty() ? "" : ", ", isa_name(isa));
+      fail("--isa must be auto or one of {}; got '{}'", known, flags.isa);
+    }
+    require_isa(*options.model.isa);
   }
-
-  const auto start = std::chrono::steady_clock::now();
-  ModelOptions options;
-  options.weights = weights;
-  options.threads = flags.threads;
-  options.max_context = static_cast<size_t>(flags.context);
-  Model model = Model::load(files.dir, options);
-  Tokenizer tokenizer = Tokenizer::load(files.dir);
-  GenerationConfig generation = GenerationConfig::load_from_dir(files.dir);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (static_cast<size_t>(tokenizer.vocab_size()) > model.vocab_size()) {
-    fail("{}: the tokenizer has {} tokens but the model only {} (they do not belong together)",
-         tokenizer_json.string(), tokenizer.vocab_size(), model.vocab_size());
-  }
-  return {files.dir, std::move(model), std::move(tokenizer), std::move(generation), seconds};
+  options.model.threads = flags.threads;
+  options.model.max_context = static_cast<size_t>(flags.context);
+  return options;
 }
+
+OpenedModel load_model(const ModelFlags& flags) { return open_model(flags.model_dir, open_options(flags)); }
 
 }  // namespace nanoinfer::cli

@@ -7,9 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "nanoinfer/generation_config.h"
-#include "nanoinfer/model.h"
-#include "nanoinfer/tokenizer.h"
+#include "nanoinfer/engine.h"
 
 namespace nanoinfer::cli {
 
@@ -23,17 +21,10 @@ struct ModelFlags {
 
 void add_model_flags(CLI::App& app, ModelFlags& flags);
 
-struct LoadedModel {
-  std::filesystem::path dir;
-  Model model;
-  Tokenizer tokenizer;
-  GenerationConfig generation;
-  double load_seconds = 0;
-};
-
-// Validates the flags, selects the kernel ISA, checks the directory (naming any missing
-// file and how to get a model), then loads weights, tokenizer and generation_config.json.
-LoadedModel load_model(const ModelFlags& flags);
+// Validates the flags and turns them into the engine's options (one-line errors).
+OpenOptions open_options(const ModelFlags& flags);
+// open_options + open_model.
+OpenedModel load_model(const ModelFlags& flags);
 
 // Sampling flags (--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed); unset flags
 // stay unset so generation_config.json can supply them.

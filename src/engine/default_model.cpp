@@ -1,4 +1,4 @@
-#include "nanoinfer/default_model.h"
+#include "nanoinfer/engine.h"
 
 #include "nanoinfer/error.h"
 
@@ -12,8 +12,8 @@ std::filesystem::path default_model_dir() {
   return std::filesystem::path(NANOINFER_SOURCE_DIR_LIB) / "data" / "default-model";
 }
 
-std::filesystem::path resolve_model_dir(std::string_view flag) {
-  if (!flag.empty()) return std::filesystem::path(flag);
+std::filesystem::path resolve_model_path(std::string_view path) {
+  if (!path.empty()) return std::filesystem::path(path);
   const std::filesystem::path dir = default_model_dir();
   if (!std::filesystem::exists(dir / "model.safetensors")) {
     fail("no -m given and the embedded default model is missing ({} not found); pass -m DIR",

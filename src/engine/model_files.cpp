@@ -1,4 +1,4 @@
-#include "nanoinfer/model_files.h"
+#include "nanoinfer/engine.h"
 
 #include "nanoinfer/error.h"
 

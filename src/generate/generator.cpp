@@ -90,15 +90,15 @@ void StopStringFilter::finish(const TextSink& on_text) {
 
 // ---- Generator --------------------------------------------------------------------------------
 
-Generator::Generator(Model& model, const Tokenizer& tokenizer, const SamplerParams& params)
+Generator::Generator(const Model& model, const Tokenizer& tokenizer, const SamplerParams& params)
     : model_(model),
       tokenizer_(tokenizer),
       sampler_(std::min<int64_t>(static_cast<int64_t>(model.vocab_size()), tokenizer.vocab_size()),
                params),
-      cache_(model.new_cache()) {}
+      seq_(model.new_sequence()) {}
 
 void Generator::reset() {
-  cache_.clear();
+  seq_.cache().clear();
   history_.clear();
 }
 
@@ -112,24 +112,24 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens,
     }
   }
   // What the cache lacks: the previous call's last sampled token, if any, and the new tokens.
-  to_push_.assign(history_.begin() + static_cast<ptrdiff_t>(cache_.length()), history_.end());
+  to_push_.assign(history_.begin() + static_cast<ptrdiff_t>(seq_.cache().length()), history_.end());
   to_push_.insert(to_push_.end(), new_tokens.begin(), new_tokens.end());
   if (to_push_.empty()) fail("nothing to generate from: the prompt is empty");
-  const size_t capacity = cache_.capacity();
-  if (cache_.length() + to_push_.size() > capacity) {
-    if (cache_.length() == 0) {
+  const size_t capacity = seq_.cache().capacity();
+  if (seq_.cache().length() + to_push_.size() > capacity) {
+    if (seq_.cache().length() == 0) {
       fail("the prompt is {} tokens but the context holds {}; shorten it or raise -c (at most {})",
            to_push_.size(), capacity, model_.max_context());
     }
     fail("this turn needs {} more tokens but only {} of the context's {} are left; /reset or raise -c",
-         to_push_.size(), capacity - cache_.length(), capacity);
+         to_push_.size(), capacity - seq_.cache().length(), capacity);
   }
   history_.insert(history_.end(), new_tokens.begin(), new_tokens.end());
 
   GenerationStats stats;
   stats.prompt_tokens = to_push_.size();
   const Clock::time_point start = Clock::now();
-  std::span<const float> logits = model_.forward(to_push_, cache_);
+  std::span<const float> logits = model_.forward(to_push_, seq_);
   stats.prefill_seconds = seconds_since(start);
 
   StreamDecoder decoder(tokenizer_);
@@ -156,11 +156,11 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens,
       break;
     }
     if (stats.generated_tokens == static_cast<size_t>(options.max_new_tokens)) break;
-    if (cache_.length() == capacity) {
+    if (seq_.cache().length() == capacity) {
       stats.stop_reason = StopReason::ContextFull;
       break;
     }
-    logits = model_.forward({&history_.back(), 1}, cache_);
+    logits = model_.forward({&history_.back(), 1}, seq_);
     ++stats.decode_steps;
   }
   if (stats.generated_tokens > 0) stats.decode_seconds = seconds_since(decode_start);

@@ -16,7 +16,7 @@ constexpr size_t kPiece = 128;
 
 }  // namespace
 
-PerplexityResult perplexity(Model& model, std::span<const int32_t> tokens, size_t ctx,
+PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens, size_t ctx,
                             const PerplexityProgress& progress) {
   if (ctx < 2) fail("perplexity: the context must be at least 2 tokens, got {}", ctx);
   if (ctx > model.max_context()) {
@@ -32,10 +32,10 @@ PerplexityResult perplexity(Model& model, std::span<const int32_t> tokens, size_
   const size_t windows_total = tokens.size() / ctx + (tokens.size() % ctx >= 2 ? 1 : 0);
   double mean = 0, m2 = 0;  // Welford's running mean and squared deviations of the NLL
 
-  KvCache cache = model.new_cache(ctx);
+  Sequence cache = model.new_sequence(ctx);
   for (size_t begin = 0; begin + 1 < tokens.size(); begin += ctx) {
     const std::span<const int32_t> window = tokens.subspan(begin, std::min(ctx, tokens.size() - begin));
-    cache.clear();
+    cache.cache().clear();
     for (size_t p = 0; p < window.size(); p += kPiece) {
       const size_t count = std::min(kPiece, window.size() - p);
       const std::span<const float> logits = model.forward(window.subspan(p, count), cache, true);

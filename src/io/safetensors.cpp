@@ -200,30 +200,59 @@ MappedFile MappedFile::open(const std::filesystem::path& path) {
   // it would fault instead of silently corrupting weights.
   void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
-  ::close(fd);  // the mapping keeps its own reference to the file
-  if (addr == MAP_FAILED)
+  if (addr == MAP_FAILED) {
+    ::close(fd);
     fail("{}: cannot mmap {} bytes: {}", path.string(), size, std::strerror(err));
+  }
   MappedFile m;
   m.data_ = static_cast<const std::byte*>(addr);
   m.size_ = size;
+  m.fd_ = fd;  // kept for read_at
+  m.path_ = path;
   return m;
 }
 
+void MappedFile::read_at(uint64_t offset, std::span<std::byte> dst) const {
+  if (offset > size_ || dst.size() > size_ - offset) {
+    fail("{}: read of {} bytes at offset {} is past the end ({} bytes)", path_.string(), dst.size(), offset, size_);
+  }
+  size_t done = 0;
+  while (done < dst.size()) {
+    const ssize_t n = ::pread(fd_, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      fail("{}: read failed at offset {}: {}", path_.string(), offset + done, n < 0 ? std::strerror(errno) : "file shrank");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+void MappedFile::release() noexcept {
+  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
+  data_ = nullptr;
+  size_ = 0;
+  fd_ = -1;
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+    release();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
   }
   return *this;
 }
 
-MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
-}
+MappedFile::~MappedFile() { release(); }
 
 // ---- SafetensorsFile ----------------------------------------------------------------------
 
@@ -244,6 +273,14 @@ const TensorInfo* SafetensorsFile::find(std::string_view name) const {
 
 TensorView SafetensorsFile::view(const TensorInfo& info) const {
   return {&info, map_.bytes().data() + layout_.data_offset + info.begin};
+}
+
+void SafetensorsFile::read(const TensorInfo& info, uint64_t offset, std::span<std::byte> dst) const {
+  if (offset > info.nbytes() || dst.size() > info.nbytes() - offset) {
+    fail("{}: tensor '{}': read of {} bytes at {} is outside its {} bytes", path_.string(), info.name, dst.size(),
+         offset, info.nbytes());
+  }
+  map_.read_at(layout_.data_offset + info.begin + offset, dst);
 }
 
 TensorView SafetensorsFile::get(std::string_view name) const {

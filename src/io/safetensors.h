@@ -2,7 +2,8 @@
 // tensor ({"name": {"dtype": "BF16", "shape": [..], "data_offsets": [begin, end]}, with
 // offsets relative to the data section that starts at 8 + N}, then the raw data.
 //
-// The file is memory-mapped read-only and tensors are zero-copy views into the mapping. The
+// The file is memory-mapped read-only and tensors are zero-copy views into the mapping; the
+// weight loader reads with pread instead (SafetensorsFile::read). The
 // header is parsed from a copy and everything its author controls is validated before use.
 #pragma once
 
@@ -56,10 +57,16 @@ class MappedFile {
 
   std::span<const std::byte> bytes() const { return {data_, size_}; }
   size_t size() const { return size_; }
+  // Copies bytes [offset, offset + dst.size()) of the file with pread, without touching the
+  // mapping (so the copy's source pages never count towards this process's resident memory).
+  void read_at(uint64_t offset, std::span<std::byte> dst) const;
 
  private:
+  void release() noexcept;
   const std::byte* data_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;
+  std::filesystem::path path_;
 };
 
 // A zero-copy view of one tensor's bytes inside a mapping.
@@ -84,6 +91,9 @@ class SafetensorsFile {
   const TensorInfo* find(std::string_view name) const;  // nullptr when absent
   TensorView view(const TensorInfo& info) const;
   TensorView get(std::string_view name) const;  // throws Error naming the missing tensor
+  // Copies dst.size() bytes of a tensor, starting `offset` bytes into it, with pread (see
+  // MappedFile::read_at): how the weight loader reads, so the file is never resident twice.
+  void read(const TensorInfo& info, uint64_t offset, std::span<std::byte> dst) const;
 
  private:
   std::filesystem::path path_;

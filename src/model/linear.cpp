@@ -1,8 +1,5 @@
 #include "model/linear.h"
 
-#include "kernels/kernels.h"
-#include "nanoinfer/error.h"
-
 namespace nanoinfer {
 namespace {
 
@@ -14,23 +11,23 @@ constexpr size_t kMinParallelWork = size_t{1} << 15;
 
 }  // namespace
 
-void linear(ThreadPool& pool, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens) {
+void linear(const Compute& c, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens) {
   if (n_tokens == 0 || w.rows == 0) return;
-  const kernels::Kernels& k = kernels::active();
+  const kernels::MatmulFn matmul = c.k->matmul_for(w.type);
   const size_t rows = w.rows, cols = w.cols;
-  auto run = [&](auto matmul, const auto* data) {
-    if (rows * cols * n_tokens < kMinParallelWork) {
-      matmul(data, bias, x, y, rows, cols, n_tokens, 0, rows);
-      return;
-    }
-    pool.parallel_for(rows, kRowGrain, [&](size_t begin, size_t end) {
-      matmul(data, bias, x, y, rows, cols, n_tokens, begin, end);
-    });
-  };
-  switch (w.dtype) {
-    case DType::F32: run(k.matmul_f32, static_cast<const float*>(w.data)); return;
-    case DType::BF16: run(k.matmul_bf16, static_cast<const uint16_t*>(w.data)); return;
-    default: fail("linear: no kernel for {} weights [{}, {}]", dtype_name(w.dtype), rows, cols);
+  if (rows * cols * n_tokens < kMinParallelWork) {
+    matmul(w.data, bias, x, y, rows, cols, n_tokens, 0, rows);
+    return;
+  }
+  c.pool->parallel_for(rows, kRowGrain, [&](size_t begin, size_t end) {
+    matmul(w.data, bias, x, y, rows, cols, n_tokens, begin, end);
+  });
+}
+
+void embed_rows(const Weight& table, const int32_t* tokens, size_t n, float* out) {
+  for (size_t t = 0; t < n; ++t) {
+    const std::byte* row = table.data + static_cast<size_t>(tokens[t]) * table.row_bytes;
+    kernels::dequantize_row(table.type, row, out + t * table.cols, table.cols);
   }
 }
 

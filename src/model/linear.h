@@ -1,20 +1,32 @@
-// The one seam between the model and the kernels: y = W x + b for a stored weight matrix,
-// dispatched on the weight's element type (f32 and bf16 today; quantised types plug in here).
+// The one seam between the model and the kernels: y = W x + b for a weight matrix of any
+// WeightType, and the embedding lookup. The forward pass never branches on a weight's type;
+// these functions pick the kernel from the table the model was opened with.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
-#include "nanoinfer/dtype.h"
+#include "kernels/kernels.h"
 #include "nanoinfer/thread_pool.h"
+#include "nanoinfer/weight_type.h"
 
 namespace nanoinfer {
 
-// A weight matrix as stored: row-major [rows][cols] of `dtype` (F32 or BF16), not owned.
+// A weight matrix as held in memory: `rows` rows of `row_bytes` bytes each, in `type`'s
+// layout (weight_row_bytes(type, cols)), not owned.
 struct Weight {
-  DType dtype;
-  const void* data;
-  size_t rows;
-  size_t cols;
+  WeightType type = WeightType::F32;
+  const std::byte* data = nullptr;
+  size_t rows = 0;
+  size_t cols = 0;
+  size_t row_bytes = 0;
+  size_t bytes() const { return rows * row_bytes; }
+};
+
+// Where arithmetic runs: the pool of one model and the kernel table of its ISA.
+struct Compute {
+  ThreadPool* pool;
+  const kernels::Kernels* k;
 };
 
 // y[t][r] = bias[r] + sum_c w[r][c] * x[t][c] for t < n_tokens.
@@ -23,7 +35,9 @@ struct Weight {
 // (a matrix product in token tiles, each weight tile read once per tile of tokens).
 // Rows are split across the pool in contiguous ranges. Results are bitwise identical for any
 // pool size and for a batch versus one call per token (see kernels/kernels.h).
-// Throws nanoinfer::Error for a weight type without a kernel.
-void linear(ThreadPool& pool, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens);
+void linear(const Compute& c, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens);
+
+// out: [n][cols], rows `tokens` of the table, dequantized exactly to f32.
+void embed_rows(const Weight& table, const int32_t* tokens, size_t n, float* out);
 
 }  // namespace nanoinfer

@@ -15,28 +15,41 @@ std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg) {
   const auto V = static_cast<uint64_t>(cfg.vocab_size);
 
   std::vector<TensorSpec> m;
-  m.push_back({"model.embed_tokens.weight", {V, H}, true, R::Embedding});
+  using S = TensorSlot;
+  m.push_back({"model.embed_tokens.weight", {V, H}, true, R::Embedding, S::Embed});
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
-    m.push_back({p + "input_layernorm.weight", {H}, true, R::Norm});
+    const int il = static_cast<int>(l);
+    m.push_back({p + "input_layernorm.weight", {H}, true, R::Norm, S::AttnNorm, il});
     // Qwen2 carries biases on q, k and v only.
-    m.push_back({p + "self_attn.q_proj.weight", {H, H}, true, R::Attention});
-    m.push_back({p + "self_attn.q_proj.bias", {H}, true, R::Attention});
-    m.push_back({p + "self_attn.k_proj.weight", {KV, H}, true, R::Attention});
-    m.push_back({p + "self_attn.k_proj.bias", {KV}, true, R::Attention});
-    m.push_back({p + "self_attn.v_proj.weight", {KV, H}, true, R::Attention});
-    m.push_back({p + "self_attn.v_proj.bias", {KV}, true, R::Attention});
-    m.push_back({p + "self_attn.o_proj.weight", {H, H}, true, R::Attention});
-    m.push_back({p + "post_attention_layernorm.weight", {H}, true, R::Norm});
-    m.push_back({p + "mlp.gate_proj.weight", {I, H}, true, R::Mlp});
-    m.push_back({p + "mlp.up_proj.weight", {I, H}, true, R::Mlp});
-    m.push_back({p + "mlp.down_proj.weight", {H, I}, true, R::Mlp});
+    m.push_back({p + "self_attn.q_proj.weight", {H, H}, true, R::Attention, S::Q, il});
+    m.push_back({p + "self_attn.q_proj.bias", {H}, true, R::Attention, S::QBias, il});
+    m.push_back({p + "self_attn.k_proj.weight", {KV, H}, true, R::Attention, S::K, il});
+    m.push_back({p + "self_attn.k_proj.bias", {KV}, true, R::Attention, S::KBias, il});
+    m.push_back({p + "self_attn.v_proj.weight", {KV, H}, true, R::Attention, S::V, il});
+    m.push_back({p + "self_attn.v_proj.bias", {KV}, true, R::Attention, S::VBias, il});
+    m.push_back({p + "self_attn.o_proj.weight", {H, H}, true, R::Attention, S::O, il});
+    m.push_back({p + "post_attention_layernorm.weight", {H}, true, R::Norm, S::FfnNorm, il});
+    m.push_back({p + "mlp.gate_proj.weight", {I, H}, true, R::Mlp, S::Gate, il});
+    m.push_back({p + "mlp.up_proj.weight", {I, H}, true, R::Mlp, S::Up, il});
+    m.push_back({p + "mlp.down_proj.weight", {H, I}, true, R::Mlp, S::Down, il});
   }
-  m.push_back({"model.norm.weight", {H}, true, R::Norm});
+  m.push_back({"model.norm.weight", {H}, true, R::Norm, S::FinalNorm});
   // Tied embeddings reuse embed_tokens for the logits; some exports still store a copy, which
   // is accepted when its shape is right.
-  m.push_back({"lm_head.weight", {V, H}, !cfg.tie_word_embeddings, R::Output});
+  m.push_back({"lm_head.weight", {V, H}, !cfg.tie_word_embeddings, R::Output, S::LmHead});
   return m;
+}
+
+uint64_t ModelConfig::parameter_count() const {
+  uint64_t n = 0;
+  for (const TensorSpec& t : tensor_manifest(*this)) {
+    if (!t.required) continue;  // a tied lm_head shares the embedding
+    uint64_t numel = 1;
+    for (uint64_t d : t.shape) numel *= d;
+    n += numel;
+  }
+  return n;
 }
 
 std::string_view tensor_role_name(TensorRole role) {

@@ -15,11 +15,17 @@ namespace nanoinfer {
 
 enum class TensorRole { Embedding, Attention, Mlp, Norm, Output };
 
+// Which field of the loaded model a tensor fills (src/model/weights.h).
+enum class TensorSlot { Embed, AttnNorm, Q, QBias, K, KBias, V, VBias, O, FfnNorm, Gate, Up, Down, FinalNorm, LmHead };
+
 struct TensorSpec {
   std::string name;
   std::vector<uint64_t> shape;  // row-major, as stored: [out_features, in_features] for weights
   bool required;                // false only for lm_head.weight when the embeddings are tied
   TensorRole role;
+  TensorSlot slot;
+  int layer = -1;               // -1 outside the layers
+  bool is_matrix() const { return shape.size() == 2; }
 };
 
 // In file order: embed, per layer (norm, attention, norm, MLP), final norm, lm_head.

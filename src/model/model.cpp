@@ -13,15 +13,18 @@
 #include "nanoinfer/model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include "nanoinfer/error.h"
+#include "io/safetensors.h"
+#include "kernels/kernels.h"
 #include "model/linear.h"
 #include "model/ops.h"
-#include "io/safetensors.h"
 #include "model/weights.h"
+#include "nanoinfer/error.h"
 
 namespace nanoinfer {
 namespace {
@@ -30,27 +33,51 @@ constexpr size_t kDefaultMaxContext = 4096;
 
 }  // namespace
 
-struct Model::Impl {
-  ModelConfig cfg;
-  ModelOptions opts;
-  ThreadPool pool;
-  ModelWeights w;
-  Rope rope;
+// ---- per-sequence state ---------------------------------------------------------------------
 
-  // Activations for one chunk of up to max_batch tokens.
-  std::vector<float> x;       // [max_batch][hidden]  residual stream
-  std::vector<float> xb;      // [max_batch][hidden]  normed input / projection output
-  std::vector<float> q;       // [max_batch][q_dim]
-  std::vector<float> att;     // [max_batch][q_dim]   attention output, before o_proj
-  std::vector<float> gate;    // [max_batch][inter]
-  std::vector<float> up;      // [max_batch][inter]
-  std::vector<float> scores;  // [n_heads][max_context]
+struct Sequence::State {
+  const void* owner = nullptr;  // the Model::Impl this sequence belongs to
+  KvCache cache;
+  // Activations for one chunk of up to `rows` tokens, grown to the largest chunk pushed.
+  size_t rows = 0;
+  std::vector<float> x;       // [rows][hidden]  residual stream
+  std::vector<float> xb;      // [rows][hidden]  normed input / projection output
+  std::vector<float> q;       // [rows][q_dim]
+  std::vector<float> att;     // [rows][q_dim]   attention output, before o_proj
+  std::vector<float> gate;    // [rows][inter]
+  std::vector<float> up;      // [rows][inter]
+  std::vector<float> scores;  // [n_heads][capacity]
   // [rows][vocab]: one row, or every position of the largest all_logits request so far
   // (the caller asked for that much output; it is grown, never per token).
   std::vector<float> logits;
-
   uint64_t positions_pushed = 0;
   Tap tap;
+
+  void emit(std::string_view name, int layer, size_t pos, size_t n, size_t dim, const float* data) const {
+    if (tap) tap(TapEvent{name, layer, pos, n, dim, data});
+  }
+};
+
+Sequence::Sequence() : state_(std::make_unique<State>()) {}
+Sequence::Sequence(Sequence&&) noexcept = default;
+Sequence& Sequence::operator=(Sequence&&) noexcept = default;
+Sequence::~Sequence() = default;
+KvCache& Sequence::cache() { return state_->cache; }
+const KvCache& Sequence::cache() const { return state_->cache; }
+uint64_t Sequence::positions_pushed() const { return state_->positions_pushed; }
+void Sequence::set_tap(Tap tap) { state_->tap = std::move(tap); }
+
+// ---- the model ------------------------------------------------------------------------------
+
+struct Model::Impl {
+  ModelConfig cfg;
+  ModelOptions opts;
+  mutable ThreadPool pool;
+  Compute compute;
+  ModelWeights w;
+  Rope rope;
+  mutable std::mutex busy;  // one forward at a time: they share the pool
+  mutable std::atomic<uint64_t> positions_pushed{0};
 
   Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads) {}
 
@@ -60,49 +87,31 @@ struct Model::Impl {
   size_t inter() const { return static_cast<size_t>(cfg.intermediate_size); }
   size_t vocab() const { return static_cast<size_t>(cfg.vocab_size); }
 
-  void allocate() {
-    const size_t B = opts.max_batch;
-    x.resize(B * hidden());
-    xb.resize(B * hidden());
-    q.resize(B * q_dim());
-    att.resize(B * q_dim());
-    gate.resize(B * inter());
-    up.resize(B * inter());
-    scores.resize(static_cast<size_t>(cfg.num_attention_heads) * opts.max_context);
-    logits.resize(vocab());
-    rope = Rope(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, opts.max_context);
-  }
-
-  void emit(std::string_view name, int layer, size_t pos, size_t n, size_t dim, const float* data) const {
-    if (tap) tap(TapEvent{name, layer, pos, n, dim, data});
-  }
-
-  // out: [n][hidden], the embedding rows of the tokens, widened to f32.
-  void embed_rows(const int32_t* tokens, size_t n, float* out) const {
-    const size_t H = hidden();
-    for (size_t t = 0; t < n; ++t) {
-      const size_t row = static_cast<size_t>(tokens[t]) * H;
-      float* dst = out + t * H;
-      if (w.embed.dtype == DType::BF16) {
-        const auto* src = static_cast<const uint16_t*>(w.embed.data) + row;
-        for (size_t i = 0; i < H; ++i) dst[i] = bf16_to_f32(src[i]);
-      } else {
-        std::memcpy(dst, static_cast<const float*>(w.embed.data) + row, H * sizeof(float));
-      }
-    }
+  void reserve(Sequence::State& s, size_t n) const {
+    if (s.rows >= n) return;
+    s.x.resize(n * hidden());
+    s.xb.resize(n * hidden());
+    s.q.resize(n * q_dim());
+    s.att.resize(n * q_dim());
+    s.gate.resize(n * inter());
+    s.up.resize(n * inter());
+    s.rows = n;
   }
 
   // One chunk of n <= max_batch tokens at positions cache.length() ...; writes the logits of
   // its last `out_rows` positions (0, 1 or n) to `out`: [out_rows][vocab].
-  void forward_chunk(const int32_t* tokens, size_t n, KvCache& cache, size_t out_rows, float* out) {
+  void forward_chunk(const int32_t* tokens, size_t n, Sequence::State& s, size_t out_rows, float* out) const {
     const size_t H = hidden(), Q = q_dim(), KV = kv_dim(), I = inter();
+    KvCache& cache = s.cache;
     const size_t pos = cache.length();
     const float eps = static_cast<float>(cfg.rms_norm_eps);
     const AttentionShape shape{static_cast<size_t>(cfg.num_attention_heads),
                                static_cast<size_t>(cfg.num_key_value_heads), static_cast<size_t>(cfg.head_dim())};
+    float *x = s.x.data(), *xb = s.xb.data(), *q = s.q.data(), *att = s.att.data();
+    float *gate = s.gate.data(), *up = s.up.data();
 
-    embed_rows(tokens, n, x.data());
-    emit("embed", -1, pos, n, H, x.data());
+    embed_rows(w.embed, tokens, n, x);
+    s.emit("embed", -1, pos, n, H, x);
 
     cache.begin_step(n);
     for (size_t l = 0; l < w.layers.size(); ++l) {
@@ -111,44 +120,45 @@ struct Model::Impl {
 
       // Attention block. k and v are projected straight into the cache's new rows, and k is
       // rotated there, once: the cache holds keys ready for every later query.
-      rmsnorm(x.data(), L.attn_norm, eps, xb.data(), n, H);
-      emit("attn_norm", il, pos, n, H, xb.data());
+      rmsnorm(x, L.attn_norm, eps, xb, n, H);
+      s.emit("attn_norm", il, pos, n, H, xb);
       const KvCache::Rows kv = cache.append(l);
-      linear(pool, L.q, L.q_bias, xb.data(), q.data(), n);
-      linear(pool, L.k, L.k_bias, xb.data(), kv.k, n);
-      linear(pool, L.v, L.v_bias, xb.data(), kv.v, n);
-      rope.apply(q.data(), n, shape.n_heads, pos);
+      linear(compute, L.q, L.q_bias, xb, q, n);
+      linear(compute, L.k, L.k_bias, xb, kv.k, n);
+      linear(compute, L.v, L.v_bias, xb, kv.v, n);
+      rope.apply(q, n, shape.n_heads, pos);
       rope.apply(kv.k, n, shape.n_kv_heads, pos);
-      emit("q", il, pos, n, Q, q.data());
-      emit("k", il, pos, n, KV, kv.k);
-      emit("v", il, pos, n, KV, kv.v);
-      attention(pool, shape, q.data(), cache.keys(l), cache.values(l), att.data(), n, pos, scores.data());
-      emit("attn_out", il, pos, n, Q, att.data());
-      linear(pool, L.o, nullptr, att.data(), xb.data(), n);
-      add_inplace(x.data(), xb.data(), n * H);
-      emit("attn_residual", il, pos, n, H, x.data());
+      s.emit("q", il, pos, n, Q, q);
+      s.emit("k", il, pos, n, KV, kv.k);
+      s.emit("v", il, pos, n, KV, kv.v);
+      attention(compute, shape, q, cache.keys(l), cache.values(l), att, n, pos, s.scores.data());
+      s.emit("attn_out", il, pos, n, Q, att);
+      linear(compute, L.o, nullptr, att, xb, n);
+      add_inplace(x, xb, n * H);
+      s.emit("attn_residual", il, pos, n, H, x);
 
       // SwiGLU feed-forward block.
-      rmsnorm(x.data(), L.ffn_norm, eps, xb.data(), n, H);
-      emit("ffn_norm", il, pos, n, H, xb.data());
-      linear(pool, L.gate, nullptr, xb.data(), gate.data(), n);
-      linear(pool, L.up, nullptr, xb.data(), up.data(), n);
-      silu_mul_inplace(gate.data(), up.data(), n * I);
-      emit("ffn_act", il, pos, n, I, gate.data());
-      linear(pool, L.down, nullptr, gate.data(), xb.data(), n);
-      add_inplace(x.data(), xb.data(), n * H);
-      emit("layer_out", il, pos, n, H, x.data());
+      rmsnorm(x, L.ffn_norm, eps, xb, n, H);
+      s.emit("ffn_norm", il, pos, n, H, xb);
+      linear(compute, L.gate, nullptr, xb, gate, n);
+      linear(compute, L.up, nullptr, xb, up, n);
+      silu_mul_inplace(gate, up, n * I);
+      s.emit("ffn_act", il, pos, n, I, gate);
+      linear(compute, L.down, nullptr, gate, xb, n);
+      add_inplace(x, xb, n * H);
+      s.emit("layer_out", il, pos, n, H, x);
     }
     cache.commit();
-    positions_pushed += n;
+    s.positions_pushed += n;
+    positions_pushed.fetch_add(n, std::memory_order_relaxed);
 
     // Only the rows whose logits are wanted go through the final norm and the head (for
     // Qwen2.5-0.5B the head is a quarter of the weights).
     if (out_rows == 0) return;
     const size_t first = n - out_rows;
-    rmsnorm(x.data() + first * H, w.final_norm, eps, xb.data(), out_rows, H);
-    emit("final_norm", -1, pos + first, out_rows, H, xb.data());
-    linear(pool, w.lm_head, nullptr, xb.data(), out, out_rows);
+    rmsnorm(x + first * H, w.final_norm, eps, xb, out_rows, H);
+    s.emit("final_norm", -1, pos + first, out_rows, H, xb);
+    linear(compute, w.lm_head, nullptr, xb, out, out_rows);
   }
 };
 
@@ -158,26 +168,28 @@ Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
 Model Model::load(const std::filesystem::path& model_dir, const ModelOptions& opts) {
-  const auto config_path = model_dir / "config.json";
-  const auto weights_path = model_dir / "model.safetensors";
   if (!std::filesystem::is_directory(model_dir)) fail("model directory '{}' does not exist", model_dir.string());
-  if (!std::filesystem::exists(config_path)) fail("model directory '{}' has no config.json", model_dir.string());
-  if (!std::filesystem::exists(weights_path)) {
-    fail("model directory '{}' has no model.safetensors", model_dir.string());
+  for (const char* name : {"config.json", "model.safetensors"}) {
+    if (!std::filesystem::exists(model_dir / name)) fail("model directory '{}' has no {}", model_dir.string(), name);
   }
-  ModelConfig cfg = ModelConfig::load(config_path);
-  if (opts.max_batch == 0) fail("model options: max_batch must be positive");
+  return load(ModelConfig::load(model_dir / "config.json"), model_dir / "model.safetensors", opts);
+}
 
+Model Model::load(const ModelConfig& cfg, const std::filesystem::path& weights_file, const ModelOptions& opts) {
+  if (opts.max_batch == 0) fail("model options: max_batch must be positive");
   ModelOptions resolved = opts;
+  // The ISA is checked before anything else: no code of an unsupported ISA ever runs.
+  resolved.isa = opts.isa.value_or(best_isa());
+  const kernels::Kernels& table = kernels::table(*resolved.isa);
   if (resolved.max_context == 0) {
     resolved.max_context = std::min(static_cast<size_t>(cfg.max_position_embeddings), kDefaultMaxContext);
   }
   resolved.max_batch = std::min(resolved.max_batch, resolved.max_context);
-  auto impl = std::make_unique<Impl>(std::move(cfg), resolved);
-  impl->opts.threads = impl->pool.size();
-  // The file is mapped only while its tensors are copied out (see weights.h for why).
-  impl->w = load_weights(SafetensorsFile::open(weights_path), impl->cfg, resolved.weights, impl->pool);
-  impl->allocate();
+  auto impl = std::make_unique<Impl>(cfg, resolved);
+  impl->opts.threads = static_cast<int>(impl->pool.size());
+  impl->compute = Compute{&impl->pool, &table};
+  impl->w = load_weights(SafetensorsFile::open(weights_file), impl->cfg, resolved.weights, impl->pool);
+  impl->rope = Rope(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, resolved.max_context);
   return Model(std::move(impl));
 }
 
@@ -185,37 +197,39 @@ const ModelConfig& Model::config() const { return impl_->cfg; }
 const ModelOptions& Model::options() const { return impl_->opts; }
 size_t Model::vocab_size() const { return impl_->vocab(); }
 size_t Model::max_context() const { return impl_->opts.max_context; }
-DType Model::weight_dtype() const { return impl_->w.layers.empty() ? impl_->w.embed.dtype : impl_->w.layers[0].q.dtype; }
-uint64_t Model::positions_pushed() const { return impl_->positions_pushed; }
+WeightType Model::weight_type() const { return impl_->w.layers.empty() ? impl_->w.embed.type : impl_->w.layers[0].q.type; }
+WeightType Model::embedding_type() const { return impl_->w.embed.type; }
+uint64_t Model::positions_pushed() const { return impl_->positions_pushed.load(std::memory_order_relaxed); }
 size_t Model::bytes_per_token() const { return impl_->w.bytes_per_token; }
 size_t Model::weight_bytes() const { return impl_->w.weight_bytes; }
-void Model::set_tap(Tap tap) { impl_->tap = std::move(tap); }
-ThreadPool& Model::pool() { return impl_->pool; }
+int Model::threads() const { return impl_->opts.threads; }
 
-KvCache Model::new_cache(size_t max_seq) const {
-  if (max_seq > impl_->opts.max_context) {
-    fail("a cache of {} positions exceeds the model's context of {} (raise max_context)", max_seq,
-         impl_->opts.max_context);
+Sequence Model::new_sequence(size_t max_seq) const {
+  const Impl& m = *impl_;
+  if (max_seq > m.opts.max_context) {
+    fail("a sequence of {} positions exceeds the model's context of {} (raise max_context)", max_seq, m.opts.max_context);
   }
-  return KvCache(impl_->w.layers.size(), max_seq == 0 ? impl_->opts.max_context : max_seq, impl_->kv_dim());
+  Sequence seq;
+  Sequence::State& s = *seq.state_;
+  s.owner = &m;
+  s.cache = KvCache(m.w.layers.size(), max_seq == 0 ? m.opts.max_context : max_seq, m.kv_dim());
+  s.scores.resize(static_cast<size_t>(m.cfg.num_attention_heads) * s.cache.capacity());
+  s.logits.resize(m.vocab());
+  m.reserve(s, 1);  // decode steps never allocate
+  return seq;
 }
 
-std::span<const float> Model::forward(std::span<const int32_t> tokens, KvCache& cache, bool all_logits) {
-  Impl& m = *impl_;
+std::span<const float> Model::forward(std::span<const int32_t> tokens, Sequence& seq, bool all_logits) const {
+  const Impl& m = *impl_;
+  Sequence::State& s = *seq.state_;
+  KvCache& cache = s.cache;
   const size_t n = tokens.size();
   const size_t V = m.vocab();
   if (n == 0) fail("forward: no tokens");
-  if (cache.n_layers() != m.w.layers.size() || cache.kv_dim() != m.kv_dim()) {
-    fail("forward: the cache has {} layers of width {}, the model {} of width {}", cache.n_layers(),
-         cache.kv_dim(), m.w.layers.size(), m.kv_dim());
-  }
+  if (s.owner != &m) fail("forward: the sequence belongs to a different model");
   if (cache.step_open()) fail("forward: the cache has an uncommitted step");
   if (n > cache.capacity() - cache.length()) {
-    fail("{} tokens do not fit in the context: {} of {} positions are in use", n, cache.length(),
-         cache.capacity());
-  }
-  if (cache.length() + n > m.rope.max_positions()) {
-    fail("positions up to {} exceed the model's context of {}", cache.length() + n, m.rope.max_positions());
+    fail("{} tokens do not fit in the context: {} of {} positions are in use", n, cache.length(), cache.capacity());
   }
   for (size_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= V) {
@@ -223,21 +237,23 @@ std::span<const float> Model::forward(std::span<const int32_t> tokens, KvCache& 
     }
   }
 
+  const std::lock_guard<std::mutex> lock(m.busy);
   const size_t out_rows = all_logits ? n : 1;
-  if (m.logits.size() < out_rows * V) m.logits.resize(out_rows * V);
+  if (s.logits.size() < out_rows * V) s.logits.resize(out_rows * V);
+  m.reserve(s, std::min(n, m.opts.max_batch));
   try {
     for (size_t begin = 0; begin < n; begin += m.opts.max_batch) {
       const size_t count = std::min(m.opts.max_batch, n - begin);
       const bool last = begin + count == n;
       // Intermediate chunks produce logits only when all of them were asked for.
       const size_t rows = all_logits ? count : (last ? 1 : 0);
-      m.forward_chunk(tokens.data() + begin, count, cache, rows, m.logits.data() + (all_logits ? begin * V : 0));
+      m.forward_chunk(tokens.data() + begin, count, s, rows, s.logits.data() + (all_logits ? begin * V : 0));
     }
   } catch (...) {
     cache.abort_step();
     throw;
   }
-  return {m.logits.data(), out_rows * V};
+  return {s.logits.data(), out_rows * V};
 }
 
 }  // namespace nanoinfer

@@ -73,7 +73,7 @@ void Rope::apply(float* x, size_t n, size_t n_heads, size_t pos0) const {
   }
 }
 
-void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, const float* keys,
+void attention(const Compute& c, const AttentionShape& shape, const float* q, const float* keys,
                const float* values, float* out, size_t n, size_t pos0, float* scores) {
   const size_t hd = shape.head_dim;
   const size_t q_dim = shape.n_heads * hd;
@@ -82,9 +82,9 @@ void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, co
   const size_t n_keys = pos0 + n;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
 
-  // The kernels' dot and axpy, chosen once per process: each output element is computed the
+  // The kernels' dot and axpy, one table per model: each output element is computed the
   // same way whichever thread runs its head and however the tokens were chunked.
-  const kernels::Kernels& k = kernels::active();
+  const kernels::Kernels& k = *c.k;
   auto heads = [&](size_t h_begin, size_t h_end) {
     for (size_t h = h_begin; h < h_end; ++h) {
       const size_t kv_off = (h / group) * hd;
@@ -112,7 +112,7 @@ void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, co
   if (shape.n_heads * n * n_keys * hd < kMinParallelWork) {
     heads(0, shape.n_heads);
   } else {
-    pool.parallel_for(shape.n_heads, 1, heads);
+    c.pool->parallel_for(shape.n_heads, 1, heads);
   }
 }
 

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "nanoinfer/thread_pool.h"
+#include "model/linear.h"
 
 namespace nanoinfer {
 
@@ -55,7 +55,7 @@ struct AttentionShape {
 //   keys:   [>= pos0+n][n_kv_heads][head_dim]   (RoPE applied), likewise values
 //   out:    [n][n_heads][head_dim]
 //   scores: scratch, [n_heads][>= pos0+n]
-void attention(ThreadPool& pool, const AttentionShape& shape, const float* q, const float* keys,
+void attention(const Compute& c, const AttentionShape& shape, const float* q, const float* keys,
                const float* values, float* out, size_t n, size_t pos0, float* scores);
 
 // log p(index) under softmax(logits), computed directly as logits[index] - max -

@@ -1,5 +1,7 @@
 #include "nanoinfer/synth.h"
 
+#include "io/safetensors_writer.h"
+
 #include <cstring>
 #include <string_view>
 
@@ -44,7 +46,7 @@ float standard_normal(SplitMix64& rng) {
 
 uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::path& out_file,
                                  const SynthOptions& options,
-                                 const SafetensorsWriter::Progress& progress) {
+                                 const WriteProgress& progress) {
   if (options.dtype != DType::BF16 && options.dtype != DType::F32)
     fail("synth: dtype {} is not supported (use BF16 or F32)", dtype_name(options.dtype));
   SafetensorsWriter writer(out_file);
@@ -76,7 +78,7 @@ uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::
 
 uint64_t synth_model_dir(const std::filesystem::path& config_json,
                          const std::filesystem::path& out_dir, const SynthOptions& options,
-                         const SafetensorsWriter::Progress& progress) {
+                         const WriteProgress& progress) {
   const ModelConfig cfg = ModelConfig::load(config_json);
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);

@@ -2,11 +2,13 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
 
 #include "nanoinfer/error.h"
+#include "kernels/kernels.h"
 #include "model/manifest.h"
 
 namespace nanoinfer {
@@ -60,101 +62,136 @@ std::byte* WeightArena::take(size_t bytes) {
 
 namespace {
 
-using WeightMode = ModelOptions::WeightMode;
-
-float load_f32(DType dtype, const std::byte* data, size_t i) {
-  if (dtype == DType::F32) {
-    float f;
-    std::memcpy(&f, data + 4 * i, 4);
-    return f;
+// Stored element types a checkpoint's float tensors may have, widened exactly.
+void widen(DType from, const std::byte* src, float* dst, size_t n) {
+  switch (from) {
+    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = bf16_to_f32(h);
+      }
+      return;
+    case DType::F16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = f16_to_f32(h);
+      }
+      return;
+    default: break;
   }
-  uint16_t h;
-  std::memcpy(&h, data + 2 * i, 2);
-  return dtype == DType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+  fail("weights: cannot widen {} tensors", dtype_name(from));
 }
+
+// The weight type a stored float dtype is held in when no conversion is asked for.
+std::optional<WeightType> same_type(DType stored) {
+  if (stored == DType::F32) return WeightType::F32;
+  if (stored == DType::BF16) return WeightType::BF16;
+  return std::nullopt;
+}
+
+// Bytes of source read per pread: large enough to stream at page-cache speed, small enough
+// that the per-thread staging buffers stay negligible next to the weights.
+constexpr size_t kChunkBytes = size_t{8} << 20;
 
 class Loader {
  public:
-  Loader(const SafetensorsFile& file, WeightMode mode, ThreadPool& pool, ModelWeights& out)
-      : file_(file), mode_(mode), pool_(pool), out_(out) {}
+  Loader(const SafetensorsFile& file, std::optional<WeightType> target, ThreadPool& pool, ModelWeights& out)
+      : file_(file), target_(target), pool_(pool), out_(out) {}
 
-  // The type a matrix is held in: the stored one unless the mode asks otherwise.
-  DType target(DType stored) const {
-    if (mode_ == WeightMode::F32) return DType::F32;
-    if (mode_ == WeightMode::BF16) return DType::BF16;
-    return stored == DType::BF16 ? DType::BF16 : DType::F32;
-  }
+  // The type a matrix is held in: the requested one, else the stored one (f16 -> f32).
+  WeightType type_for(DType stored) const { return target_ ? *target_ : same_type(stored).value_or(WeightType::F32); }
 
-  // Arena bytes for the manifest's tensors that are in the file.
-  size_t arena_bytes(const std::vector<TensorSpec>& manifest) const {
+  // Arena bytes for the manifest's tensors that will be loaded.
+  size_t arena_bytes(const std::vector<const TensorSpec*>& specs) const {
     size_t total = 0;
-    for (const TensorSpec& spec : manifest) {
-      const TensorInfo* info = file_.find(spec.name);
-      if (info == nullptr) continue;
-      const size_t size = spec.shape.size() == 2 ? dtype_size(target(info->dtype)) : sizeof(float);
-      total += round_up(static_cast<size_t>(info->numel()) * size, kAlign);
+    for (const TensorSpec* spec : specs) {
+      const TensorInfo& info = *file_.find(spec->name);
+      const size_t bytes = spec->is_matrix()
+                               ? static_cast<size_t>(info.shape[0]) * weight_row_bytes(type_for(info.dtype), info.shape[1])
+                               : static_cast<size_t>(info.numel()) * sizeof(float);
+      total += round_up(bytes, kAlign);
     }
     return total;
   }
 
-  Weight matrix(const std::string& name) {
-    const TensorView t = get(name);
-    const size_t rows = static_cast<size_t>(t.shape()[0]), cols = static_cast<size_t>(t.shape()[1]);
-    const DType to = target(t.dtype());
-    const size_t count = rows * cols;
-    std::byte* dst = out_.arena.take(count * dtype_size(to));
-    // Copy or convert in parallel: the page faults of a fresh arena are spread too.
-    pool_.parallel_for(count, size_t{1} << 18, [&](size_t begin, size_t end) { convert(t, to, dst, begin, end); });
-    out_.weight_bytes += count * dtype_size(to);
-    return Weight{to, dst, rows, cols};
+  Weight matrix(const TensorSpec& spec) {
+    const TensorInfo& info = checked(spec.name);
+    const size_t rows = static_cast<size_t>(info.shape[0]), cols = static_cast<size_t>(info.shape[1]);
+    const WeightType to = type_for(info.dtype);
+    Weight w{to, nullptr, rows, cols, weight_row_bytes(to, cols)};
+    std::byte* dst = out_.arena.take(w.bytes());
+    w.data = dst;
+    if (same_type(info.dtype) == to) {
+      // Stored as held: read straight into the arena, in parallel chunks (the page faults
+      // of the fresh arena are spread over the threads too).
+      const size_t chunks = (w.bytes() + kChunkBytes - 1) / kChunkBytes;
+      pool_.parallel_for(chunks, 1, [&](size_t begin, size_t end) {
+        for (size_t c = begin; c < end; ++c) {
+          const size_t off = c * kChunkBytes, n = std::min(kChunkBytes, w.bytes() - off);
+          file_.read(info, off, {dst + off, n});
+        }
+      });
+    } else {
+      // Converted: stage rows of the stored type, widen to f32, then write the target type
+      // through the traits (quantize_row rounds to nearest for every type).
+      const size_t src_row = cols * dtype_size(info.dtype);
+      const size_t rows_per_chunk = std::max<size_t>(1, kChunkBytes / src_row);
+      const size_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+      pool_.parallel_for(chunks, 1, [&](size_t begin, size_t end) {
+        std::vector<std::byte> staged(rows_per_chunk * src_row);
+        std::vector<float> row(cols);
+        for (size_t c = begin; c < end; ++c) {
+          const size_t r0 = c * rows_per_chunk, nr = std::min(rows_per_chunk, rows - r0);
+          file_.read(info, r0 * src_row, {staged.data(), nr * src_row});
+          for (size_t r = 0; r < nr; ++r) {
+            widen(info.dtype, staged.data() + r * src_row, row.data(), cols);
+            kernels::quantize_row(to, row.data(), dst + (r0 + r) * w.row_bytes, cols);
+          }
+        }
+      });
+    }
+    out_.weight_bytes += w.bytes();
+    return w;
   }
 
-  const float* vector(const std::string& name) {
-    const TensorView t = get(name);
-    const size_t count = static_cast<size_t>(t.shape()[0]);
+  const float* vector(const TensorSpec& spec) {
+    const TensorInfo& info = checked(spec.name);
+    const size_t count = static_cast<size_t>(info.numel());
+    std::vector<std::byte> staged(info.nbytes());
+    file_.read(info, 0, staged);
     auto* dst = reinterpret_cast<float*>(out_.arena.take(count * sizeof(float)));
-    for (size_t i = 0; i < count; ++i) {
-      dst[i] = load_f32(t.dtype(), t.data, i);
-      if (mode_ == WeightMode::BF16) dst[i] = bf16_to_f32(f32_to_bf16(dst[i]));
-    }
+    widen(info.dtype, staged.data(), dst, count);
+    if (target_ == WeightType::BF16)
+      for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(f32_to_bf16(dst[i]));
     out_.weight_bytes += count * sizeof(float);
     return dst;
   }
 
  private:
   // Shapes were checked against the manifest; the element type is checked here.
-  TensorView get(const std::string& name) const {
-    const TensorView t = file_.get(name);
-    if (t.dtype() != DType::F32 && t.dtype() != DType::BF16 && t.dtype() != DType::F16) {
+  const TensorInfo& checked(const std::string& name) const {
+    const TensorInfo* info = file_.find(name);
+    if (info == nullptr) fail("{}: missing tensor '{}'", file_.path().string(), name);
+    if (info->dtype != DType::F32 && info->dtype != DType::BF16 && info->dtype != DType::F16) {
       fail("{}: tensor '{}': expected F32, BF16 or F16, found {}", file_.path().string(), name,
-           dtype_name(t.dtype()));
+           dtype_name(info->dtype));
     }
-    return t;
-  }
-
-  static void convert(const TensorView& t, DType to, std::byte* dst, size_t begin, size_t end) {
-    const DType from = t.dtype();
-    if (from == to) {
-      const size_t size = dtype_size(from);
-      std::memcpy(dst + begin * size, t.data + begin * size, (end - begin) * size);
-    } else if (to == DType::F32) {
-      auto* out = reinterpret_cast<float*>(dst);
-      for (size_t i = begin; i < end; ++i) out[i] = load_f32(from, t.data, i);
-    } else {
-      auto* out = reinterpret_cast<uint16_t*>(dst);
-      for (size_t i = begin; i < end; ++i) out[i] = f32_to_bf16(load_f32(from, t.data, i));
-    }
+    return *info;
   }
 
   const SafetensorsFile& file_;
-  WeightMode mode_;
+  std::optional<WeightType> target_;
   ThreadPool& pool_;
   ModelWeights& out_;
 };
 
 }  // namespace
 
-ModelWeights load_weights(const SafetensorsFile& file, const ModelConfig& cfg, WeightMode mode, ThreadPool& pool) {
+ModelWeights load_weights(const SafetensorsFile& file, const ModelConfig& cfg, std::optional<WeightType> target,
+                          ThreadPool& pool) {
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   const std::vector<std::string> problems = manifest_problems(manifest, file.tensors());
   if (!problems.empty()) {
@@ -163,34 +200,43 @@ ModelWeights load_weights(const SafetensorsFile& file, const ModelConfig& cfg, W
     fail("{}: {}", file.path().string(), all);
   }
 
-  ModelWeights w;
-  Loader load(file, mode, pool, w);
-  w.arena = WeightArena(load.arena_bytes(manifest));
-  w.embed = load.matrix("model.embed_tokens.weight");
-  // A tied model's optional lm_head copy is not loaded: the embedding is the head.
-  w.lm_head = cfg.tie_word_embeddings ? w.embed : load.matrix("lm_head.weight");
-  w.final_norm = load.vector("model.norm.weight");
-  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    LayerWeights& L = w.layers.emplace_back();
-    L.attn_norm = load.vector(p + "input_layernorm.weight");
-    L.q = load.matrix(p + "self_attn.q_proj.weight");
-    L.k = load.matrix(p + "self_attn.k_proj.weight");
-    L.v = load.matrix(p + "self_attn.v_proj.weight");
-    L.q_bias = load.vector(p + "self_attn.q_proj.bias");
-    L.k_bias = load.vector(p + "self_attn.k_proj.bias");
-    L.v_bias = load.vector(p + "self_attn.v_proj.bias");
-    L.o = load.matrix(p + "self_attn.o_proj.weight");
-    L.ffn_norm = load.vector(p + "post_attention_layernorm.weight");
-    L.gate = load.matrix(p + "mlp.gate_proj.weight");
-    L.up = load.matrix(p + "mlp.up_proj.weight");
-    L.down = load.matrix(p + "mlp.down_proj.weight");
+  // What is loaded: every tensor of the manifest in the file, except a tied model's optional
+  // lm_head copy (the embedding is the head).
+  std::vector<const TensorSpec*> specs;
+  for (const TensorSpec& spec : manifest) {
+    if (file.find(spec.name) == nullptr) continue;
+    if (spec.slot == TensorSlot::LmHead && cfg.tie_word_embeddings) continue;
+    specs.push_back(&spec);
   }
+
+  ModelWeights w;
+  Loader load(file, target, pool, w);
+  w.arena = WeightArena(load.arena_bytes(specs));
+  w.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
+  for (const TensorSpec* spec : specs) {
+    LayerWeights* L = spec->layer >= 0 ? &w.layers[static_cast<size_t>(spec->layer)] : nullptr;
+    switch (spec->slot) {
+      case TensorSlot::Embed: w.embed = load.matrix(*spec); break;
+      case TensorSlot::LmHead: w.lm_head = load.matrix(*spec); break;
+      case TensorSlot::FinalNorm: w.final_norm = load.vector(*spec); break;
+      case TensorSlot::AttnNorm: L->attn_norm = load.vector(*spec); break;
+      case TensorSlot::Q: L->q = load.matrix(*spec); break;
+      case TensorSlot::QBias: L->q_bias = load.vector(*spec); break;
+      case TensorSlot::K: L->k = load.matrix(*spec); break;
+      case TensorSlot::KBias: L->k_bias = load.vector(*spec); break;
+      case TensorSlot::V: L->v = load.matrix(*spec); break;
+      case TensorSlot::VBias: L->v_bias = load.vector(*spec); break;
+      case TensorSlot::O: L->o = load.matrix(*spec); break;
+      case TensorSlot::FfnNorm: L->ffn_norm = load.vector(*spec); break;
+      case TensorSlot::Gate: L->gate = load.matrix(*spec); break;
+      case TensorSlot::Up: L->up = load.matrix(*spec); break;
+      case TensorSlot::Down: L->down = load.matrix(*spec); break;
+    }
+  }
+  if (cfg.tie_word_embeddings) w.lm_head = w.embed;
   // A decode step reads every matrix once, the norms and biases, and one embedding row; the
   // embedding table itself is read in full only when it is also the head.
-  const size_t embed_bytes = w.embed.rows * w.embed.cols * dtype_size(w.embed.dtype);
-  const size_t row_bytes = w.embed.cols * dtype_size(w.embed.dtype);
-  w.bytes_per_token = w.weight_bytes - (cfg.tie_word_embeddings ? 0 : embed_bytes) + row_bytes;
+  w.bytes_per_token = w.weight_bytes - (cfg.tie_word_embeddings ? 0 : w.embed.bytes()) + w.embed.row_bytes;
   return w;
 }
 

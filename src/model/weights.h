@@ -1,23 +1,24 @@
 // A Qwen2 checkpoint's weights in the form the forward pass reads them, and the memory that
 // holds them.
 //
-// Every matrix is placed in one anonymous arena backed by transparent huge pages, copied
-// from the safetensors mapping in its stored type or converted on the way (F32 mode widens,
-// BF16 mode narrows with round-to-nearest-even, f16 is always widened: there is no f16
-// kernel). Copying costs a memcpy at load, and pays for itself on the first token: a decode
-// step streams every weight once, and streaming Qwen2.5-0.5B's bf16 matrices measured
-// ~2x faster from anonymous memory than from the page-cache mapping of the file
-// (15-16 GB/s against 6-9 GB/s on one core of the project's machines).
+// Every matrix is read (pread, never through the mapping, so the file does not count towards
+// resident memory) into one anonymous arena backed by transparent huge pages, in its stored
+// type or converted on the way through the weight-type traits (widened to f32, rounded to
+// bf16, or quantized to int8/int4; f16 is always widened: there is no f16 kernel). Streaming
+// Qwen2.5-0.5B's bf16 matrices measured ~2x faster from anonymous memory than from the
+// page-cache mapping of the file (15-16 GB/s against 6-9 GB/s on one core of the project's
+// machines), and reading into the arena directly keeps peak memory at the weights' size.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
-#include "nanoinfer/config.h"
-#include "model/linear.h"
-#include "nanoinfer/model.h"
 #include "io/safetensors.h"
+#include "model/linear.h"
+#include "nanoinfer/config.h"
 #include "nanoinfer/thread_pool.h"
+#include "nanoinfer/weight_type.h"
 
 namespace nanoinfer {
 
@@ -65,9 +66,10 @@ struct ModelWeights {
 };
 
 // Checks the file against the tensor manifest (every problem named in one Error), then loads.
-// Norm weights and biases are held in f32; in BF16 mode they are rounded to bf16 first, so
-// that mode is exactly "every weight rounded to bf16".
-ModelWeights load_weights(const SafetensorsFile& file, const ModelConfig& cfg, ModelOptions::WeightMode mode,
+// `target`: the type every matrix is held in, or nullopt for the stored type (f16 widened).
+// Norm weights and biases are held in f32; with a bf16 target they are rounded to bf16 first,
+// so that mode is exactly "every weight rounded to bf16".
+ModelWeights load_weights(const SafetensorsFile& file, const ModelConfig& cfg, std::optional<WeightType> target,
                           ThreadPool& pool);
 
 }  // namespace nanoinfer

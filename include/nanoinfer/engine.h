@@ -1,0 +1,79 @@
+// Opening a model: the one library call that turns a model path into everything the commands
+// run — the loaded Model, its tokenizer and its generation defaults — reading each file once.
+// Subcommands parse flags, call open_model, and print; none of them assembles loading itself.
+//
+// A model path is a Hugging Face directory (config.json, model.safetensors, tokenizer.json,
+// optional tokenizer_config.json and generation_config.json). An empty path means the
+// embedded default model in data/default-model of the checkout the binary was built from.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanoinfer/config.h"
+#include "nanoinfer/dtype.h"
+#include "nanoinfer/generation_config.h"
+#include "nanoinfer/model.h"
+#include "nanoinfer/tokenizer.h"
+
+namespace nanoinfer {
+
+// The files of a model directory that nanoinfer reads.
+struct ModelFiles {
+  std::filesystem::path dir;
+  std::filesystem::path config;   // dir/config.json
+  std::filesystem::path weights;  // dir/model.safetensors (single file; shards unsupported)
+};
+
+// Throws a one-line Error naming the missing file and how to get a model (the download script
+// or `nanoinfer synth`).
+ModelFiles locate_model(const std::filesystem::path& dir);
+
+// <checkout>/data/default-model, whether or not it exists.
+std::filesystem::path default_model_dir();
+// `path` when non-empty; otherwise default_model_dir(), or an Error saying that no -m was given
+// and the default model is missing.
+std::filesystem::path resolve_model_path(std::string_view path);
+
+struct OpenOptions {
+  ModelOptions model;
+};
+
+struct OpenedModel {
+  std::filesystem::path dir;
+  Model model;
+  Tokenizer tokenizer;
+  GenerationConfig generation;
+  double load_seconds = 0;  // config + weights + tokenizer
+};
+
+// Resolves `path` (see resolve_model_path), checks the ISA and the files, reads config.json
+// once, loads the weights, the tokenizer and generation_config.json. Throws a one-line Error
+// naming the problem: a missing file (and how to get a model), an unsupported ISA, a context
+// past the model's limit, a tokenizer that does not belong to the model.
+OpenedModel open_model(std::string_view path, const OpenOptions& options = {});
+
+// What `inspect` reports of a model directory without loading it: every tensor of the file
+// against the manifest its config implies.
+struct InspectedTensor {
+  std::string name;
+  std::string dtype;             // as stored: "BF16", "F32", ...
+  std::vector<uint64_t> shape;
+  uint64_t bytes = 0;
+  std::string role;              // "embedding", "attention", "mlp", "norm", "output"; "" if unknown
+  uint64_t params = 0;
+};
+struct ModelReport {
+  ModelFiles files;
+  ModelConfig config;
+  uint64_t file_bytes = 0;
+  uint64_t header_bytes = 0;
+  std::vector<InspectedTensor> tensors;   // in file order
+  std::vector<std::string> problems;      // empty: the file matches the manifest
+};
+ModelReport inspect_model(const std::filesystem::path& dir);
+
+}  // namespace nanoinfer

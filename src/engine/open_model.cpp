@@ -1,0 +1,36 @@
+// open_model: the engine's one way from a model path to a runnable model (nanoinfer/engine.h).
+#include <chrono>
+
+#include "nanoinfer/engine.h"
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+
+OpenedModel open_model(std::string_view path, const OpenOptions& options) {
+  // The ISA first: refusing it must not wait for a gigabyte of weights.
+  if (options.model.isa) require_isa(*options.model.isa);
+  const ModelFiles files = locate_model(resolve_model_path(path));
+  const std::filesystem::path tokenizer_json = files.dir / "tokenizer.json";
+  if (!std::filesystem::exists(tokenizer_json)) {
+    fail("{}: not found; generation needs the model's tokenizer (scripts/download-qwen2.5-0.5b.sh "
+         "fetches it; for a `nanoinfer synth` model copy Qwen2.5's tokenizer.json into the directory)",
+         tokenizer_json.string());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const ModelConfig config = ModelConfig::load(files.config);
+  if (options.model.max_context > static_cast<size_t>(config.max_position_embeddings)) {
+    fail("-c {} exceeds the model's limit of {} positions (max_position_embeddings)", options.model.max_context,
+         config.max_position_embeddings);
+  }
+  Model model = Model::load(config, files.weights, options.model);
+  Tokenizer tokenizer = Tokenizer::load(files.dir);
+  GenerationConfig generation = GenerationConfig::load_from_dir(files.dir);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (static_cast<size_t>(tokenizer.vocab_size()) > model.vocab_size()) {
+    fail("{}: the tokenizer has {} tokens but the model only {} (they do not belong together)",
+         tokenizer_json.string(), tokenizer.vocab_size(), model.vocab_size());
+  }
+  return {files.dir, std::move(model), std::move(tokenizer), std::move(generation), seconds};
+}
+
+}  // namespace nanoinfer
