@@ -32,8 +32,8 @@ const token = (piece) => ({ id: idOf(piece), piece });
 
 const promptPieces = ['RO', 'MEO', ':', '\n', 'What', ' light'];
 // The generated tokens and, for each, the rank (0 = highest logit) it had among the candidates:
-// step 2 was drawn from below the top, as sampling at temperature 0.8 may do.
-const generated = [[' through', 0], [' yonder', 0], [' window', 1], [' breaks', 0], ['?', 0], ['\n', 2]];
+// steps 2 and 5 were drawn from below the top, as sampling at temperature 0.8 may do.
+const generated = [[' through', 0], [' yonder', 0], [' window', 1], [' breaks', 0], ['?', 0], [' O', 2]];
 
 const nLayers = 2, nHeads = 2, nCandidates = 12;
 
@@ -45,22 +45,23 @@ function candidates(chosen, rank) {
   }
   const pieces = others.slice(0, nCandidates - 1);
   pieces.splice(rank, 0, chosen);
-  // Strictly decreasing logits: a leader, then gaps of 0.3 to 1.3.
+  // Strictly decreasing logits: a leader, then gaps of 0.3 to 1.3; down to a chosen token
+  // below the top, gaps of 0.1 to 0.3, so that it survives the run's own cuts as it must have.
   let logit = 14 + 4 * random();
-  return pieces.map((piece) => {
+  return pieces.map((piece, r) => {
     const c = { ...token(piece), logit: sig4(logit) };
-    logit -= 0.3 + random();
+    logit -= r < rank ? 0.1 + 0.2 * random() : 0.3 + random();
     return c;
   });
 }
 
-// One attention row over `len` positions: softmax of scores favouring recent positions, plus
-// a sink on position 0 whose strength depends on the layer.
+// One attention row over `len` positions: softmax of scores favouring recent positions; in
+// layer 1 position 0 is a "sink" that takes most of the weight at any distance.
 function attentionRow(layer, head, len) {
   const scores = [];
   for (let j = 0; j < len; ++j) {
     const recency = (head === 0 ? 0.6 : 0.25) * (j - (len - 1));
-    scores.push(recency + 0.8 * random() + (j === 0 ? (layer === 1 ? 4 : 1.5) : 0));
+    scores.push(j === 0 && layer === 1 ? 2.2 : recency + 0.8 * random());
   }
   const max = Math.max(...scores);
   const exps = scores.map((s) => Math.exp(s - max));

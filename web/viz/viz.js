@@ -91,14 +91,15 @@ function softmax(scores, alive) {
   return probs;
 }
 
-// Returns { prob[i], before[i], cut[i] }: the final probability of candidate i, its
-// probability after penalty and temperature but before any cut, and the name of the step that
-// cut it (or null).
+// Returns { prob[i], before[i], cut[i], penalised[i] }: the final probability of candidate i,
+// its probability after penalty and temperature but before any cut, the name of the step that
+// cut it (or null), and whether the repetition penalty changed its logit.
 function sampleChain(top, history, s) {
   const n = top.length;
   const seen = new Set(history);
-  const penalised = top.map((c) => {
-    if (s.penalty === 1 || !seen.has(c.id)) return c.logit;
+  const penalised = top.map((c) => s.penalty !== 1 && seen.has(c.id));
+  const logits = top.map((c, i) => {
+    if (!penalised[i]) return c.logit;
     return c.logit < 0 ? c.logit * s.penalty : c.logit / s.penalty;
   });
   const all = [...Array(n).keys()];
@@ -108,16 +109,16 @@ function sampleChain(top, history, s) {
   if (s.temperature === 0) {  // greedy: the first maximum (lowest id on ties), nothing else
     let best = 0;
     for (const i of all) {
-      const better = penalised[i] > penalised[best] || (penalised[i] === penalised[best] && top[i].id < top[best].id);
+      const better = logits[i] > logits[best] || (logits[i] === logits[best] && top[i].id < top[best].id);
       if (better) best = i;
     }
     for (const i of all) if (i !== best) cut[i] = 'greedy';
     prob[best] = 1;
     const before = all.map((i) => (i === best ? 1 : 0));
-    return { prob, before, cut };
+    return { prob, before, cut, penalised };
   }
 
-  const scores = penalised.map((x) => x / s.temperature);
+  const scores = logits.map((x) => x / s.temperature);
   const beforeMap = softmax(scores, all);
   let alive = all;
   if (s.top_k > 0 && s.top_k < n) {  // keep every score >= the k-th largest (ties kept)
@@ -143,7 +144,7 @@ function sampleChain(top, history, s) {
     alive = alive.filter((i) => !cut[i]);
   }
   for (const [i, p] of softmax(scores, alive)) prob[i] = p;
-  return { prob, before: all.map((i) => beforeMap.get(i)), cut };
+  return { prob, before: all.map((i) => beforeMap.get(i)), cut, penalised };
 }
 
 // ---- the page ----------------------------------------------------------------------------
@@ -250,7 +251,7 @@ class Viz {
   renderCandidates() {
     const step = this.trace.steps[this.step];
     const history = [...this.trace.prompt, ...this.trace.steps.slice(0, this.step).map((s) => s.chosen)].map((t) => t.id);
-    const { prob, before, cut } = sampleChain(step.top, history, this.sampling);
+    const { prob, before, cut, penalised } = sampleChain(step.top, history, this.sampling);
     const chosenRank = step.top.findIndex((c) => c.id === step.chosen.id);
     byId('candidates-caption').textContent =
       `Step ${this.step}: chose ${JSON.stringify(step.chosen.piece)} (id ${step.chosen.id}` +
@@ -269,7 +270,8 @@ class Viz {
         el('td', { class: 'num' }, sig(c.logit)),
         el('td', { class: 'num prob' }, percent(prob[i])),
         el('td', { class: 'barcell' }, bar),
-        el('td', { class: 'reason' }, cut[i] ? `cut by ${cut[i]}` : ''));
+        el('td', { class: 'reason' }, penalised[i] ? el('span', { class: 'penalised' }, 'penalised ') : '',
+          cut[i] ? `cut by ${cut[i]}` : ''));
     });
     byId('candidate-rows').replaceChildren(...rows);
   }
