@@ -66,9 +66,13 @@ TEST(VizPage, RendersFixture) {
   EXPECT_EQ(nlohmann::json::parse(embedded_trace(page)), nlohmann::json::parse(trace));
 
   // For the browser test: CTest's viz_fixture_page runs this case with the output path set.
+  // Beside the page, one whose trace has a version the page does not read, for its error path.
   if (const char* out = std::getenv("NANOINFER_VIZ_FIXTURE_OUT")) {
     fs::create_directories(fs::path(out).parent_path());
     test::write_text(out, page);
+    auto future = nlohmann::json::parse(trace);
+    future["version"] = 2;
+    test::write_text(fs::path(out).replace_filename("viz_unsupported.html"), cli::render_viz_page(future.dump()));
   }
 }
 

@@ -43,6 +43,8 @@ try {
 const trace = JSON.parse(fs.readFileSync(args.trace, 'utf8'));
 const P = trace.prompt.length;
 const pageUrl = pathToFileURL(path.resolve(args.page)).href;
+// Written beside the page by the same GoogleTest: the fixture with "version": 2.
+const unsupportedUrl = pathToFileURL(path.join(path.dirname(path.resolve(args.page)), 'viz_unsupported.html')).href;
 const problems = [];  // console errors and warnings, page errors, requests for anything but the page
 let userDataDir, context, page;
 
@@ -53,7 +55,7 @@ before(async () => {
     executablePath: CHROMIUM, headless: true, args: FLAGS, viewport: { width: 1280, height: 900 },
   });
   await context.route('**/*', (route) => {
-    if (route.request().url() === pageUrl) return route.continue();
+    if ([pageUrl, unsupportedUrl].includes(route.request().url())) return route.continue();
     problems.push(`request: ${route.request().url()}`);
     return route.abort();
   });
@@ -74,10 +76,11 @@ after(async () => {
 const texts = (selector) => page.locator(selector).allTextContents();
 const percent = (p) => (100 * p).toFixed(2) + '%';
 
-// Moves a range input with the keyboard: Home (its minimum), then `right` presses of ArrowRight.
-async function slide(id, right) {
+// Moves a range input with the keyboard: `start` ('Home' = its minimum, 'End' = its maximum),
+// then `right` presses of ArrowRight.
+async function slide(id, right, start = 'Home') {
   const slider = page.locator(`#${id}`);
-  await slider.press('Home');
+  await slider.press(start);
   for (let i = 0; i < right; ++i) await slider.press('ArrowRight');
 }
 
@@ -89,7 +92,7 @@ async function selectStep(i) {
 async function plainSampling() {
   await slide('temperature', 20);  // 0 + 20 x 0.05
   await slide('top_k', 0);
-  await slide('top_p', 99);        // 0.01 + 99 x 0.01
+  await slide('top_p', 0, 'End');
   await slide('min_p', 0);
   await slide('penalty', 0);
   assert.deepEqual(await texts('#sliders output'), ['1', 'off', '1', '0', '1']);
@@ -214,6 +217,18 @@ test('the cache race shows the work and time of both runs, ending at the same to
   assert.deepEqual(totals.slice(0, 2), [String(total(cached)), String(total(uncached))]);
   assert.equal(await page.locator('#race-verdict.good').count(), 1);
   assert.match(await page.locator('#race-verdict').textContent(), new RegExp(`same ${cached.tokens.length} tokens`));
+});
+
+test('a trace of another version is refused in words, not with a script error', async () => {
+  const other = await context.newPage();
+  const errors = [];
+  other.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  other.on('pageerror', (e) => errors.push(e.message));
+  await other.goto(unsupportedUrl);
+  assert.match(await other.locator('#error').textContent(), /^Unsupported trace: format "nanoinfer-viz-trace" version 2, /);
+  assert.equal(await other.locator('#views').isHidden(), true);
+  assert.deepEqual(errors, []);
+  await other.close();
 });
 
 test('no console errors, no page errors, no request beyond the page itself', async () => {
