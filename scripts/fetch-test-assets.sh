@@ -9,6 +9,8 @@
 #                                directory that `nanoinfer tokenize -m` and the tests load.
 #   .deps/tokenizer-reference/   node_modules for tools/tokenizer-reference (the reference
 #                                tokenizer the tests compare against), installed with `npm ci`.
+#   .deps/browser-test/          node_modules for tests/browser (playwright-core, which drives
+#                                Debian's chromium in the viz page's test), installed with `npm ci`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,17 +44,21 @@ else
 fi
 install -m 644 data/qwen2.5-0.5b-instruct/tokenizer_config.json "$model_dir/tokenizer_config.json"
 
-# ---- reference tokenizer (node) -----------------------------------------------------------
-ref_src=tools/tokenizer-reference
-ref_dir="$DEPS/tokenizer-reference"
-if [ -f "$ref_dir/node_modules/@huggingface/tokenizers/package.json" ] &&
-   cmp -s "$ref_src/package-lock.json" "$ref_dir/package-lock.json"; then
-  echo "fetch-test-assets: $ref_dir present"
-else
-  mkdir -p "$ref_dir"
-  cp "$ref_src/package.json" "$ref_src/package-lock.json" "$ref_dir/"
-  echo "fetch-test-assets: npm ci in $ref_dir"
-  (cd "$ref_dir" && npm ci --silent --no-audit --no-fund)
-fi
+# ---- node packages pinned by a committed package-lock.json ------------------------------------
+# npm_ci_into SRC DIR PACKAGE: node_modules for SRC's package.json + package-lock.json in DIR,
+# kept while DIR has PACKAGE installed and the same lock file.
+npm_ci_into() {
+  local src="$1" dir="$2" package="$3"
+  if [ -f "$dir/node_modules/$package/package.json" ] && cmp -s "$src/package-lock.json" "$dir/package-lock.json"; then
+    echo "fetch-test-assets: $dir present"
+  else
+    mkdir -p "$dir"
+    cp "$src/package.json" "$src/package-lock.json" "$dir/"
+    echo "fetch-test-assets: npm ci in $dir"
+    (cd "$dir" && npm ci --silent --no-audit --no-fund)
+  fi
+}
+npm_ci_into tools/tokenizer-reference "$DEPS/tokenizer-reference" @huggingface/tokenizers
+npm_ci_into tests/browser "$DEPS/browser-test" playwright-core
 
 echo "fetch-test-assets: done"
