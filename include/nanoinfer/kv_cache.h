@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace nanoinfer {
@@ -29,7 +30,7 @@ class KvCache {
   size_t capacity() const { return capacity_; }  // maximum positions
   size_t n_layers() const { return n_layers_; }
   size_t kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return 2 * (k_.size() * sizeof(float)); }  // K and V storage
+  size_t bytes() const { return 2 * n_layers_ * capacity_ * kv_dim_ * sizeof(float); }  // K and V storage
 
   // Forgets every position (and any open step); keeps the storage.
   void clear();
@@ -50,16 +51,19 @@ class KvCache {
   size_t step_size() const { return step_n_; }
 
   // All rows of a layer, committed and in the open step: [capacity][kv_dim].
-  const float* keys(size_t layer) const { return k_.data() + layer * capacity_ * kv_dim_; }
-  const float* values(size_t layer) const { return v_.data() + layer * capacity_ * kv_dim_; }
+  const float* keys(size_t layer) const { return k_.get() + layer * capacity_ * kv_dim_; }
+  const float* values(size_t layer) const { return v_.get() + layer * capacity_ * kv_dim_; }
 
  private:
   size_t n_layers_ = 0;
   size_t capacity_ = 0;
   size_t kv_dim_ = 0;
   size_t length_ = 0;
-  std::vector<float> k_;  // [n_layers][capacity][kv_dim]
-  std::vector<float> v_;  // [n_layers][capacity][kv_dim]
+  // [n_layers][capacity][kv_dim], left uninitialized: only positions below length() are ever
+  // read, and a large allocation's untouched pages cost no memory, so a 4096-position cache
+  // holding a short conversation is resident only for the positions it used.
+  std::unique_ptr<float[]> k_;
+  std::unique_ptr<float[]> v_;
   bool step_open_ = false;
   size_t step_n_ = 0;
   std::vector<uint32_t> appends_;  // [n_layers]: append() calls in the open step

@@ -13,8 +13,8 @@ KvCache::KvCache(size_t n_layers, size_t capacity, size_t kv_dim)
     : n_layers_(n_layers),
       capacity_(capacity),
       kv_dim_(kv_dim),
-      k_(n_layers * capacity * kv_dim),
-      v_(n_layers * capacity * kv_dim),
+      k_(new float[n_layers * capacity * kv_dim]),
+      v_(new float[n_layers * capacity * kv_dim]),
       appends_(n_layers, 0) {
   if (n_layers == 0 || capacity == 0 || kv_dim == 0) {
     fail("kv cache: layers ({}), capacity ({}) and kv_dim ({}) must all be positive", n_layers, capacity,
@@ -49,7 +49,7 @@ KvCache::Rows KvCache::append(size_t layer) {
   if (layer >= n_layers_) fail("kv cache: layer {} out of range ({} layers)", layer, n_layers_);
   ++appends_[layer];
   const size_t offset = (layer * capacity_ + length_) * kv_dim_;
-  return {k_.data() + offset, v_.data() + offset};
+  return {k_.get() + offset, v_.get() + offset};
 }
 
 void KvCache::commit() {

@@ -1,0 +1,114 @@
+// Several sequences on one loaded model: the weights are shared and immutable, everything a
+// forward pass writes belongs to its Sequence, so interleaving two conversations step by step
+// (or running them from two threads at once) must give each bitwise the logits it gets alone.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "nanoinfer/error.h"
+#include "nanoinfer/model.h"
+
+namespace nanoinfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tiny(const char* name) { return fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models" / name; }
+
+int32_t argmax(std::span<const float> v) {
+  size_t best = 0;
+  for (size_t i = 1; i < v.size(); ++i)
+    if (v[i] > v[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+// A prefill of `prompt`, then `steps` greedy decode steps: the logits of every call, in order.
+struct StepLog {
+  std::vector<std::vector<float>> logits;
+  std::vector<int32_t> next;  // the token the last logits chose
+};
+
+// One step of a run: the prefill when the run is empty, else the decode of its last choice.
+void step(const Model& model, Sequence& seq, const std::vector<int32_t>& prompt, StepLog& run) {
+  const std::span<const float> out =
+      run.logits.empty() ? model.forward(prompt, seq) : model.forward({&run.next.back(), 1}, seq);
+  run.logits.emplace_back(out.begin(), out.end());
+  run.next.push_back(argmax(out));
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const std::vector<int32_t> kPromptA = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26};
+const std::vector<int32_t> kPromptB = {27, 18, 28, 18, 28};
+constexpr int kSteps = 12;
+
+StepLog alone(const Model& model, const std::vector<int32_t>& prompt) {
+  Sequence seq = model.new_sequence();
+  StepLog run;
+  for (int i = 0; i <= kSteps; ++i) step(model, seq, prompt, run);
+  return run;
+}
+
+TEST(Sequences, InterleavedStepByStepMatchAloneBitwise) {
+  for (const char* name : {"tiny-gqa7", "tiny-bf16", "tiny-untied"}) {
+    const Model model = Model::load(tiny(name), {.threads = 2});
+    const StepLog a_alone = alone(model, kPromptA), b_alone = alone(model, kPromptB);
+
+    Sequence a = model.new_sequence(), b = model.new_sequence(64);
+    StepLog a_run, b_run;
+    for (int i = 0; i <= kSteps; ++i) {
+      step(model, a, kPromptA, a_run);
+      step(model, b, kPromptB, b_run);
+    }
+    ASSERT_EQ(a_run.logits.size(), a_alone.logits.size());
+    for (size_t i = 0; i < a_run.logits.size(); ++i) {
+      EXPECT_TRUE(same_bits(a_run.logits[i], a_alone.logits[i])) << name << " A step " << i;
+      EXPECT_TRUE(same_bits(b_run.logits[i], b_alone.logits[i])) << name << " B step " << i;
+    }
+    EXPECT_EQ(a.length(), kPromptA.size() + kSteps);
+    EXPECT_EQ(b.length(), kPromptB.size() + kSteps);
+    EXPECT_EQ(a.positions_pushed(), kPromptA.size() + kSteps);
+    // The model counts every sequence's positions: two alone runs and the interleaved pair.
+    EXPECT_EQ(model.positions_pushed(), 2 * (kPromptA.size() + kPromptB.size() + 2 * kSteps));
+  }
+}
+
+// Calls from two threads are serialized by the model; each sequence still gets its own logits.
+TEST(Sequences, TwoThreadsOnOneModelMatchAloneBitwise) {
+  const Model model = Model::load(tiny("tiny-gqa7"), {.threads = 2});
+  const StepLog a_alone = alone(model, kPromptA), b_alone = alone(model, kPromptB);
+  StepLog a_run, b_run;
+  std::thread other([&] {
+    Sequence b = model.new_sequence();
+    for (int i = 0; i <= kSteps; ++i) step(model, b, kPromptB, b_run);
+  });
+  Sequence a = model.new_sequence();
+  for (int i = 0; i <= kSteps; ++i) step(model, a, kPromptA, a_run);
+  other.join();
+  for (size_t i = 0; i < a_alone.logits.size(); ++i) {
+    EXPECT_TRUE(same_bits(a_run.logits[i], a_alone.logits[i])) << "A step " << i;
+    EXPECT_TRUE(same_bits(b_run.logits[i], b_alone.logits[i])) << "B step " << i;
+  }
+}
+
+TEST(Sequences, ASequenceBelongsToItsModel) {
+  const Model m1 = Model::load(tiny("tiny-gqa7"), {.threads = 1});
+  const Model m2 = Model::load(tiny("tiny-gqa7"), {.threads = 1});
+  Sequence s = m1.new_sequence();
+  try {
+    m2.forward(kPromptB, s);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("belongs to a different model"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(s.length(), 0u);
+}
+
+}  // namespace
+}  // namespace nanoinfer
