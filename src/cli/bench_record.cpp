@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -109,6 +111,19 @@ size_t peak_rss_bytes() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+Summary summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  Summary s;
+  const size_t n = v.size();
+  s.median = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  for (double x : v) s.mean += x / static_cast<double>(n);
+  for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
+  s.stddev = n > 1 ? std::sqrt(s.stddev / static_cast<double>(n - 1)) : 0.0;
+  return s;
 }
 
 }  // namespace nanoinfer

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 namespace nanoinfer {
@@ -22,5 +23,11 @@ void append_bench_record(const nlohmann::json& record,
 
 // The process's peak resident set size so far.
 size_t peak_rss_bytes();
+
+// The spread of repeated measurements: every benchmark reports median and minimum.
+struct Summary {
+  double median = 0, min = 0, max = 0, mean = 0, stddev = 0;
+};
+Summary summarize(std::vector<double> values);  // values non-empty
 
 }  // namespace nanoinfer

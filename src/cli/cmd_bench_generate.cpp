@@ -15,6 +15,7 @@
 #include "common_options.h"
 #include "bench_record.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/splitmix64.h"
 #include "nanoinfer/generator.h"
 
 namespace nanoinfer::cli {
@@ -31,32 +32,11 @@ struct BenchFlags {
   std::string output = "bench/results.jsonl";
 };
 
-struct Summary {
-  double median = 0, min = 0, max = 0, mean = 0, stddev = 0;
-};
-
-Summary summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  Summary s;
-  const size_t n = v.size();
-  s.median = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  s.min = v.front();
-  s.max = v.back();
-  for (double x : v) s.mean += x / static_cast<double>(n);
-  for (double x : v) s.stddev += (x - s.mean) * (x - s.mean);
-  s.stddev = n > 1 ? std::sqrt(s.stddev / static_cast<double>(n - 1)) : 0.0;
-  return s;
-}
-
-// Deterministic prompt: splitmix-style hash of the position, over the tokenizer's ids.
+// Deterministic prompt: the splitmix64 stream of seed 0, over the tokenizer's ids.
 std::vector<int32_t> bench_prompt(size_t n, int32_t vocab) {
   std::vector<int32_t> ids(n);
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t z = (i + 1) * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    ids[i] = static_cast<int32_t>((z ^ (z >> 31)) % static_cast<uint64_t>(vocab));
-  }
+  SplitMix64 mix{0};
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(mix.next() % static_cast<uint64_t>(vocab));
   return ids;
 }
 

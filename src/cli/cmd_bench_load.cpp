@@ -44,15 +44,14 @@ void bench_load(const LoadArgs& args) {
     type = std::string(weight_type_name(model.weight_type()));
   }
   const size_t rss = peak_rss_bytes();
-  std::vector<double> sorted = seconds;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted[sorted.size() / 2], best = sorted.front();
+  const Summary t = summarize(seconds);
+  const double median = t.median, best = t.min;
   const double ratio = static_cast<double>(rss) / static_cast<double>(weight_bytes);
 
   fmt::print("bench load: {} ({} weights, {}), {} thread(s), {} run(s)\n", files.dir.string(), type,
              format_bytes(static_cast<double>(weight_bytes)), threads, args.runs);
   fmt::print("  load   median {:.3f} s, min {:.3f} s, max {:.3f} s  ({:.2f} GB/s at the median)\n", median, best,
-             sorted.back(), static_cast<double>(weight_bytes) / median / 1e9);
+             t.max, static_cast<double>(weight_bytes) / median / 1e9);
   fmt::print("  memory peak resident {} = {:.3f} x the weight bytes\n", format_bytes(static_cast<double>(rss)), ratio);
 
   nlohmann::json record = bench_context(threads);

@@ -51,17 +51,6 @@ Timing timed(Fn&& fn) {
   return {std::chrono::duration<double>(Clock::now() - wall0).count(), thread_cpu_seconds() - cpu0};
 }
 
-struct Stats {
-  double median;
-  double best;  // the minimum time
-};
-
-Stats stats(std::vector<double> seconds) {
-  std::sort(seconds.begin(), seconds.end());
-  const size_t n = seconds.size();
-  const double median = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2;
-  return {median, seconds.front()};
-}
 
 void run(const BenchTokenizeArgs& args) {
   if (args.runs < 1) fail("--runs must be at least 1, got {}", args.runs);
@@ -90,19 +79,19 @@ void run(const BenchTokenizeArgs& args) {
     if (warm != cold) fail("internal error: warm-cache encode differs from cold-cache encode");
     n_tokens = cold.size();
   }
-  const Stats load = stats(wall[0]), cold = stats(wall[1]), warm = stats(wall[2]);
-  const Stats load_cpu = stats(cpu[0]), cold_cpu = stats(cpu[1]), warm_cpu = stats(cpu[2]);
+  const Summary load = summarize(wall[0]), cold = summarize(wall[1]), warm = summarize(wall[2]);
+  const Summary load_cpu = summarize(cpu[0]), cold_cpu = summarize(cpu[1]), warm_cpu = summarize(cpu[2]);
   const double mb = static_cast<double>(text.size()) / 1e6;
   const auto n = static_cast<double>(n_tokens);
   fmt::print("tokenizer: {}   input: {} ({} bytes, {} tokens)   1 thread, {} runs\n", args.model_dir, args.file,
              text.size(), n_tokens, args.runs);
   fmt::print("{:<12} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>9}\n", "", "wall med", "wall best", "cpu med",
              "cpu best", "MB/s", "tok/s", "MB/s cpu");
-  fmt::print("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms\n", "load", load.median * 1e3, load.best * 1e3,
-             load_cpu.median * 1e3, load_cpu.best * 1e3);
+  fmt::print("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms\n", "load", load.median * 1e3, load.min * 1e3,
+             load_cpu.median * 1e3, load_cpu.min * 1e3);
   for (auto [name, w, c] : {std::tuple{"encode cold", cold, cold_cpu}, std::tuple{"encode warm", warm, warm_cpu}}) {
     fmt::print("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f} {:>11.0f} {:>9.1f}\n", name, w.median * 1e3,
-               w.best * 1e3, c.median * 1e3, c.best * 1e3, mb / w.median, n / w.median, mb / c.median);
+               w.min * 1e3, c.median * 1e3, c.min * 1e3, mb / w.median, n / w.median, mb / c.median);
   }
   fmt::print("(MB/s and tok/s from the median wall time; MB/s cpu from the median thread CPU time)\n");
 
@@ -114,15 +103,15 @@ void run(const BenchTokenizeArgs& args) {
   record["tokens"] = n_tokens;
   record["runs"] = args.runs;
   record["load_ms_median"] = load.median * 1e3;
-  record["load_ms_min"] = load.best * 1e3;
+  record["load_ms_min"] = load.min * 1e3;
   record["load_cpu_ms_median"] = load_cpu.median * 1e3;
   record["cold_cpu_mb_per_s_median"] = mb / cold_cpu.median;
   record["warm_cpu_mb_per_s_median"] = mb / warm_cpu.median;
   record["cold_mb_per_s_median"] = mb / cold.median;
-  record["cold_mb_per_s_best"] = mb / cold.best;
+  record["cold_mb_per_s_best"] = mb / cold.min;
   record["cold_tokens_per_s_median"] = n / cold.median;
   record["warm_mb_per_s_median"] = mb / warm.median;
-  record["warm_mb_per_s_best"] = mb / warm.best;
+  record["warm_mb_per_s_best"] = mb / warm.min;
   record["warm_tokens_per_s_median"] = n / warm.median;
   append_bench_record(record, args.results);
 }

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/splitmix64.h"
 
 namespace nanoinfer {
 
@@ -27,17 +28,11 @@ void validate(const SamplerParams& p) {
 
 // ---- Rng --------------------------------------------------------------------------------------
 
-static uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 Rng::Rng(uint64_t seed) {
-  for (uint64_t& s : s_) s = splitmix64(seed);
+  SplitMix64 mix{seed};
+  for (uint64_t& s : s_) s = mix.next();
 }
 
 Rng Rng::from_state(uint64_t s0, uint64_t s1, uint64_t s2, uint64_t s3) {

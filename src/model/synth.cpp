@@ -6,23 +6,12 @@
 #include <string_view>
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/splitmix64.h"
 #include "model/manifest.h"
 
 namespace nanoinfer {
 
 namespace {
-
-// splitmix64 (Steele, Lea & Flood): one 64-bit multiply-xorshift step per value, with a
-// fixed integer recipe, so every machine produces the same stream.
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-};
 
 uint64_t fnv1a(std::string_view s) {
   uint64_t h = 0xcbf29ce484222325ull;

@@ -2,6 +2,8 @@
 
 #include <utf8proc.h>
 
+#include "nanoinfer/splitmix64.h"
+
 #include <array>
 #include <string_view>
 
@@ -12,13 +14,8 @@ namespace {
 // splitmix64: tiny, fast and identical everywhere.
 class Rng {
  public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  explicit Rng(uint64_t seed) : mix_{seed} {}
+  uint64_t next() { return mix_.next(); }
   uint64_t below(uint64_t n) { return next() % n; }  // bias is irrelevant here
   uint64_t between(uint64_t lo, uint64_t hi) { return lo + below(hi - lo + 1); }
   bool chance(uint64_t percent) { return below(100) < percent; }
@@ -26,7 +23,7 @@ class Rng {
   const T& pick(const std::array<T, N>& items) { return items[below(N)]; }
 
  private:
-  uint64_t state_;
+  SplitMix64 mix_;
 };
 
 void put(char32_t cp, std::string& out) {
