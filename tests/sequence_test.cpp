@@ -97,6 +97,61 @@ TEST(Sequences, TwoThreadsOnOneModelMatchAloneBitwise) {
   }
 }
 
+// A batched decode step streams the weights once for all sequences; each sequence still gets
+// bitwise its own logits, whatever the others' lengths.
+TEST(Sequences, BatchedDecodeMatchesAloneBitwise) {
+  for (const char* name : {"tiny-gqa7", "tiny-bf16"}) {
+    const Model model = Model::load(tiny(name), {.threads = 2});
+    const std::vector<std::vector<int32_t>> prompts = {kPromptA, kPromptB, {7}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+    std::vector<StepLog> expected;
+    for (const auto& p : prompts) expected.push_back(alone(model, p));
+
+    std::vector<Sequence> seqs;
+    std::vector<StepLog> got(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      seqs.push_back(model.new_sequence());
+      step(model, seqs[i], prompts[i], got[i]);  // prefills, one by one
+    }
+    std::vector<Sequence*> batch;
+    for (auto& s : seqs) batch.push_back(&s);
+    const uint64_t before = model.positions_pushed();
+    for (int i = 0; i < kSteps; ++i) {
+      std::vector<int32_t> tokens;
+      for (const auto& g : got) tokens.push_back(g.next.back());
+      model.decode(batch, tokens);
+      for (size_t b = 0; b < seqs.size(); ++b) {
+        const auto out = seqs[b].logits();
+        got[b].logits.emplace_back(out.begin(), out.end());
+        got[b].next.push_back(argmax(out));
+      }
+    }
+    EXPECT_EQ(model.positions_pushed() - before, prompts.size() * kSteps);
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      ASSERT_EQ(got[b].logits.size(), expected[b].logits.size());
+      for (size_t i = 0; i < got[b].logits.size(); ++i) {
+        EXPECT_TRUE(same_bits(got[b].logits[i], expected[b].logits[i])) << name << " seq " << b << " step " << i;
+      }
+    }
+  }
+}
+
+TEST(Sequences, BatchedDecodeRefusesBadBatchesBeforeAnyWork) {
+  const Model model = Model::load(tiny("tiny-gqa7"), {.threads = 1});
+  Sequence a = model.new_sequence(), full = model.new_sequence(2);
+  model.forward(std::vector<int32_t>{1, 2}, full);
+  const int32_t t2[2] = {1, 2};
+  Sequence* twice[2] = {&a, &a};
+  EXPECT_THROW(model.decode(twice, t2), Error);
+  Sequence* with_full[2] = {&a, &full};
+  EXPECT_THROW(model.decode(with_full, t2), Error);
+  Sequence* one[1] = {&a};
+  const int32_t bad[1] = {-1};
+  EXPECT_THROW(model.decode(one, bad), Error);
+  EXPECT_THROW(model.decode(one, t2), Error);  // 1 sequence, 2 tokens
+  EXPECT_EQ(a.length(), 0u);
+  EXPECT_EQ(full.length(), 2u);
+}
+
 TEST(Sequences, ASequenceBelongsToItsModel) {
   const Model m1 = Model::load(tiny("tiny-gqa7"), {.threads = 1});
   const Model m2 = Model::load(tiny("tiny-gqa7"), {.threads = 1});

@@ -78,6 +78,8 @@ class Sequence {
   const KvCache& cache() const;
   size_t length() const { return cache().length(); }  // positions in the cache
   uint64_t positions_pushed() const;                    // work counter: positions through the model
+  // The logits of the last decode() step: [vocab]. (forward() returns its own span.)
+  std::span<const float> logits() const;
 
   // Installs (or, with an empty function, removes) a debug tap called with every named
   // intermediate of this sequence's forward passes; costs nothing when unset.
@@ -117,6 +119,13 @@ class Model {
   // touching the cache) if the tokens would not fit, an id is out of range, the sequence
   // belongs to a different model, or tokens is empty.
   std::span<const float> forward(std::span<const int32_t> tokens, Sequence& seq, bool all_logits = false) const;
+
+  // One decode step for several sequences at once, the way a server batches concurrent
+  // requests: tokens[i] is pushed into *seqs[i] at that sequence's own position, every weight
+  // matrix is streamed once for the whole batch, and each sequence's logits (Sequence::logits)
+  // are bitwise those forward({&tokens[i], 1}, *seqs[i]) would give. Taps are not called.
+  // Throws Error before any work if a sequence is full, repeated or from another model.
+  void decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) const;
 
   uint64_t positions_pushed() const;  // work counter: positions through the model, all sequences
   size_t bytes_per_token() const;     // weight bytes read per decode step (for GB/s)

@@ -37,6 +37,7 @@ constexpr size_t kDefaultMaxContext = 4096;
 
 struct Sequence::State {
   const void* owner = nullptr;  // the Model::Impl this sequence belongs to
+  size_t vocab = 0;
   KvCache cache;
   // Activations for one chunk of up to `rows` tokens, grown to the largest chunk pushed.
   size_t rows = 0;
@@ -77,6 +78,8 @@ struct Model::Impl {
   ModelWeights w;
   Rope rope;
   mutable std::mutex busy;  // one forward at a time: they share the pool
+  // Activations of a batched decode step ([batch] rows of each buffer), used under `busy`.
+  mutable Sequence::State batch;
   mutable std::atomic<uint64_t> positions_pushed{0};
 
   Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads) {}
@@ -160,6 +163,62 @@ struct Model::Impl {
     s.emit("final_norm", -1, pos + first, out_rows, H, xb);
     linear(compute, w.lm_head, nullptr, xb, out, out_rows);
   }
+
+  // One decode step of B sequences: token b goes into seqs[b] at its own position. Every
+  // matrix is streamed once for the whole batch; attention runs per sequence over its own
+  // cache. Each row meets exactly the operations forward() gives it (the kernels are bitwise
+  // independent of batching), so each sequence gets the logits it would get alone.
+  void decode_batch(Sequence::State* const* seqs, const int32_t* tokens, size_t B) const {
+    const size_t H = hidden(), Q = q_dim(), KV = kv_dim(), I = inter(), V = vocab();
+    const float eps = static_cast<float>(cfg.rms_norm_eps);
+    const AttentionShape shape{static_cast<size_t>(cfg.num_attention_heads),
+                               static_cast<size_t>(cfg.num_key_value_heads), static_cast<size_t>(cfg.head_dim())};
+    Sequence::State& s = batch;
+    reserve(s, B);
+    if (s.logits.size() < B * V) s.logits.resize(B * V);
+    float *x = s.x.data(), *xb = s.xb.data(), *q = s.q.data(), *att = s.att.data();
+    float *gate = s.gate.data(), *up = s.up.data();
+    // k and v of the batch are projected into the FFN buffers (free until the FFN), then
+    // copied into each sequence's cache rows: [B][KV] each, KV <= I.
+    float *k = gate, *v = up;
+
+    embed_rows(w.embed, tokens, B, x);
+    for (size_t b = 0; b < B; ++b) seqs[b]->cache.begin_step(1);
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const LayerWeights& L = w.layers[l];
+      rmsnorm(x, L.attn_norm, eps, xb, B, H);
+      linear(compute, L.q, L.q_bias, xb, q, B);
+      linear(compute, L.k, L.k_bias, xb, k, B);
+      linear(compute, L.v, L.v_bias, xb, v, B);
+      for (size_t b = 0; b < B; ++b) {
+        KvCache& cache = seqs[b]->cache;
+        const size_t pos = cache.length();
+        const KvCache::Rows rows = cache.append(l);
+        std::memcpy(rows.k, k + b * KV, KV * sizeof(float));
+        std::memcpy(rows.v, v + b * KV, KV * sizeof(float));
+        rope.apply(q + b * Q, 1, shape.n_heads, pos);
+        rope.apply(rows.k, 1, shape.n_kv_heads, pos);
+        attention(compute, shape, q + b * Q, cache.keys(l), cache.values(l), att + b * Q, 1, pos,
+                  seqs[b]->scores.data());
+      }
+      linear(compute, L.o, nullptr, att, xb, B);
+      add_inplace(x, xb, B * H);
+      rmsnorm(x, L.ffn_norm, eps, xb, B, H);
+      linear(compute, L.gate, nullptr, xb, gate, B);
+      linear(compute, L.up, nullptr, xb, up, B);
+      silu_mul_inplace(gate, up, B * I);
+      linear(compute, L.down, nullptr, gate, xb, B);
+      add_inplace(x, xb, B * H);
+    }
+    for (size_t b = 0; b < B; ++b) {
+      seqs[b]->cache.commit();
+      seqs[b]->positions_pushed += 1;
+    }
+    positions_pushed.fetch_add(B, std::memory_order_relaxed);
+    rmsnorm(x, w.final_norm, eps, xb, B, H);
+    linear(compute, w.lm_head, nullptr, xb, s.logits.data(), B);
+    for (size_t b = 0; b < B; ++b) std::memcpy(seqs[b]->logits.data(), s.logits.data() + b * V, V * sizeof(float));
+  }
 };
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -212,6 +271,7 @@ Sequence Model::new_sequence(size_t max_seq) const {
   Sequence seq;
   Sequence::State& s = *seq.state_;
   s.owner = &m;
+  s.vocab = m.vocab();
   s.cache = KvCache(m.w.layers.size(), max_seq == 0 ? m.opts.max_context : max_seq, m.kv_dim());
   s.scores.resize(static_cast<size_t>(m.cfg.num_attention_heads) * s.cache.capacity());
   s.logits.resize(m.vocab());
@@ -254,6 +314,37 @@ std::span<const float> Model::forward(std::span<const int32_t> tokens, Sequence&
     throw;
   }
   return {s.logits.data(), out_rows * V};
+}
+
+void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) const {
+  const Impl& m = *impl_;
+  if (seqs.size() != tokens.size()) fail("decode: {} sequences but {} tokens", seqs.size(), tokens.size());
+  if (seqs.empty()) return;
+  std::vector<Sequence::State*> states;
+  states.reserve(seqs.size());
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    Sequence::State& s = *seqs[b]->state_;
+    if (s.owner != &m) fail("decode: sequence {} belongs to a different model", b);
+    if (s.cache.step_open()) fail("decode: sequence {} has an uncommitted step", b);
+    if (s.cache.length() == s.cache.capacity()) fail("decode: sequence {} is full ({} positions)", b, s.cache.capacity());
+    if (tokens[b] < 0 || static_cast<size_t>(tokens[b]) >= m.vocab()) {
+      fail("decode: token id {} of sequence {} is out of range for a vocabulary of {}", tokens[b], b, m.vocab());
+    }
+    for (size_t c = 0; c < b; ++c)
+      if (states[c] == &s) fail("decode: sequence {} appears twice in the batch", b);
+    states.push_back(&s);
+  }
+  const std::lock_guard<std::mutex> lock(m.busy);
+  try {
+    m.decode_batch(states.data(), tokens.data(), states.size());
+  } catch (...) {
+    for (Sequence::State* s : states) s->cache.abort_step();
+    throw;
+  }
+}
+
+std::span<const float> Sequence::logits() const {
+  return {state_->logits.data(), state_->vocab};
 }
 
 }  // namespace nanoinfer
