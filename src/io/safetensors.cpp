@@ -1,14 +1,7 @@
-// safetensors reader: header validation (pure, fuzzed) and the read-only mapping.
+// safetensors reader: header validation (pure, fuzzed) and the file over a MappedFile.
 #include "io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
@@ -174,55 +167,6 @@ SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string
            cur.begin, cur.end, prev.name, prev.begin, prev.end);
   }
   return layout;
-}
-
-// ---- MappedFile ---------------------------------------------------------------------------
-
-MappedFile MappedFile::open(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open: {}", path.string(), std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail("{}: cannot stat: {}", path.string(), std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("{}: not a regular file", path.string());
-  }
-  if (st.st_size == 0) {
-    ::close(fd);
-    fail("{}: file is empty", path.string());
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  // MAP_PRIVATE + PROT_READ: the mapping can never write back to the file, and a write into
-  // it would fault instead of silently corrupting weights.
-  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping keeps its own reference to the file
-  if (addr == MAP_FAILED)
-    fail("{}: cannot mmap {} bytes: {}", path.string(), size, std::strerror(err));
-  MappedFile m;
-  m.data_ = static_cast<const std::byte*>(addr);
-  m.size_ = size;
-  return m;
-}
-
-MappedFile::MappedFile(MappedFile&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-
-MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
-  if (this != &other) {
-    if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
 }
 
 // ---- SafetensorsFile ----------------------------------------------------------------------
