@@ -56,11 +56,16 @@ TEST(GgmlTypes, IdsAndBlockGeometry) {
     std::string_view name;
     uint32_t elems, bytes;
   };
-  for (const Row& r : std::vector<Row>{{0, "F32", 1, 4},      {1, "F16", 1, 2},
-                                       {2, "Q4_0", 32, 18},   {3, "Q4_1", 32, 20},
-                                       {6, "Q5_0", 32, 22},   {7, "Q5_1", 32, 24},
-                                       {8, "Q8_0", 32, 34},   {12, "Q4_K", 256, 144},
-                                       {13, "Q5_K", 256, 176}, {14, "Q6_K", 256, 210},
+  for (const Row& r : std::vector<Row>{{0, "F32", 1, 4},
+                                       {1, "F16", 1, 2},
+                                       {2, "Q4_0", 32, 18},
+                                       {3, "Q4_1", 32, 20},
+                                       {6, "Q5_0", 32, 22},
+                                       {7, "Q5_1", 32, 24},
+                                       {8, "Q8_0", 32, 34},
+                                       {12, "Q4_K", 256, 144},
+                                       {13, "Q5_K", 256, 176},
+                                       {14, "Q6_K", 256, 210},
                                        {30, "BF16", 1, 2}}) {
     const auto info = ggml_type_info(r.id);
     ASSERT_TRUE(info.has_value()) << r.id;
@@ -84,7 +89,8 @@ TEST(GgmlDequant, FloatTypesExact) {
   const uint16_t f16[] = {kF16One, 0xC000, 0x7C00, 0x0001, 0x7BFF, 0x8000};
   std::vector<float> out(6);
   dequantize_row(GgmlType::F16, reinterpret_cast<const std::byte*>(f16), out.data(), 6);
-  EXPECT_EQ(out, (std::vector<float>{1.0f, -2.0f, INFINITY, std::ldexp(1.0f, -24), 65504.0f, -0.0f}));
+  EXPECT_EQ(out,
+            (std::vector<float>{1.0f, -2.0f, INFINITY, std::ldexp(1.0f, -24), 65504.0f, -0.0f}));
   EXPECT_TRUE(std::signbit(out[5]));
 
   const uint16_t bf16[] = {0x3F80, 0xC0A0, 0x0001};
@@ -139,10 +145,10 @@ TEST(GgmlDequant, Q4_1) {
   b.m = kF16MinusOne;
   for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | (15 - j) << 4);
   const auto y = dequant(GgmlType::Q4_1, std::vector{b});
-  EXPECT_EQ(y[0], -1.0f);    // 0 * 0.25 - 1
-  EXPECT_EQ(y[15], 2.75f);   // 15 * 0.25 - 1
+  EXPECT_EQ(y[0], -1.0f);   // 0 * 0.25 - 1
+  EXPECT_EQ(y[15], 2.75f);  // 15 * 0.25 - 1
   EXPECT_EQ(y[16], 2.75f);
-  EXPECT_EQ(y[20], 1.75f);   // high nibble of byte 4: 11
+  EXPECT_EQ(y[20], 1.75f);  // high nibble of byte 4: 11
   EXPECT_EQ(y[31], -1.0f);
 }
 
@@ -155,13 +161,13 @@ TEST(GgmlDequant, Q5_0AndQ5_1) {
   std::memcpy(b.qh, qh, 4);
   for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | j << 4);
   const auto y = dequant(GgmlType::Q5_0, std::vector{b});
-  EXPECT_EQ(y[0], 0.0f);     // 0 + 16 - 16
-  EXPECT_EQ(y[1], -15.0f);   // 1 - 16
-  EXPECT_EQ(y[14], 14.0f);   // 14 + 16 - 16
-  EXPECT_EQ(y[15], -1.0f);   // 15 - 16
-  EXPECT_EQ(y[16], 0.0f);    // high nibble 0, fifth bit set
+  EXPECT_EQ(y[0], 0.0f);    // 0 + 16 - 16
+  EXPECT_EQ(y[1], -15.0f);  // 1 - 16
+  EXPECT_EQ(y[14], 14.0f);  // 14 + 16 - 16
+  EXPECT_EQ(y[15], -1.0f);  // 15 - 16
+  EXPECT_EQ(y[16], 0.0f);   // high nibble 0, fifth bit set
   EXPECT_EQ(y[23], 7.0f);
-  EXPECT_EQ(y[24], -8.0f);   // 8 - 16
+  EXPECT_EQ(y[24], -8.0f);  // 8 - 16
   EXPECT_EQ(y[31], -1.0f);
 
   BlockQ5_1 c{};
@@ -170,11 +176,11 @@ TEST(GgmlDequant, Q5_0AndQ5_1) {
   std::memcpy(c.qh, qh, 4);
   std::memcpy(c.qs, b.qs, 16);
   const auto z = dequant(GgmlType::Q5_1, std::vector{c});
-  EXPECT_EQ(z[0], 11.0f);    // 16 * 0.5 + 3
-  EXPECT_EQ(z[1], 3.5f);     // 1 * 0.5 + 3
-  EXPECT_EQ(z[14], 18.0f);   // 30 * 0.5 + 3
-  EXPECT_EQ(z[23], 14.5f);   // 23 * 0.5 + 3
-  EXPECT_EQ(z[31], 10.5f);   // 15 * 0.5 + 3
+  EXPECT_EQ(z[0], 11.0f);   // 16 * 0.5 + 3
+  EXPECT_EQ(z[1], 3.5f);    // 1 * 0.5 + 3
+  EXPECT_EQ(z[14], 18.0f);  // 30 * 0.5 + 3
+  EXPECT_EQ(z[23], 14.5f);  // 23 * 0.5 + 3
+  EXPECT_EQ(z[31], 10.5f);  // 15 * 0.5 + 3
 }
 
 // Scales {1, 2, 3, 63, 17, 33, 48, 5} and mins {0, 4, 62, 7, 40, 1, 20, 63}, packed by hand.
@@ -201,12 +207,12 @@ TEST(GgmlDequant, Q4_K) {
   c.d = kF16Third;
   c.dmin = kF16Third;
   const auto y = dequant(GgmlType::Q4_K, std::vector{b, c});
-  EXPECT_EQ(y[0], 0.0f);          // sub-block 0: 1 * 0 - 0.5 * 0
-  EXPECT_EQ(y[5], 5.0f);          // 1 * 5
-  EXPECT_EQ(y[32], 28.0f);        // sub-block 1 (high nibbles of bytes 0..31): 2 * 15 - 0.5 * 4
-  EXPECT_EQ(y[67], -22.0f);       // sub-block 2, byte 35 low nibble 3: 3 * 3 - 0.5 * 62
-  EXPECT_EQ(y[138], 150.0f);      // sub-block 4, byte 74 low nibble 10: 17 * 10 - 0.5 * 40
-  EXPECT_EQ(y[255], -31.5f);      // sub-block 7, byte 127 high nibble 0: 0 - 0.5 * 63
+  EXPECT_EQ(y[0], 0.0f);      // sub-block 0: 1 * 0 - 0.5 * 0
+  EXPECT_EQ(y[5], 5.0f);      // 1 * 5
+  EXPECT_EQ(y[32], 28.0f);    // sub-block 1 (high nibbles of bytes 0..31): 2 * 15 - 0.5 * 4
+  EXPECT_EQ(y[67], -22.0f);   // sub-block 2, byte 35 low nibble 3: 3 * 3 - 0.5 * 62
+  EXPECT_EQ(y[138], 150.0f);  // sub-block 4, byte 74 low nibble 10: 17 * 10 - 0.5 * 40
+  EXPECT_EQ(y[255], -31.5f);  // sub-block 7, byte 127 high nibble 0: 0 - 0.5 * 63
 
   // Element e: sub-block j = e / 32 (scale kSc[j], min kMin[j]); byte 32 * (j / 2) + e % 32,
   // low nibble for even j, high for odd; x = (d * sc) * q - (dmin * m).

@@ -44,17 +44,18 @@ void every_value_type(GgufWriter& w) {
   w.set_array("a.string", {std::vector<std::string>{"a", "", "bc"}});
   w.set_array("a.bool", {std::vector<bool>{true, false}});
   w.set_array("a.i32", {std::vector<int32_t>{1, -1}});
-  w.set_array("a.nested", {std::vector<GgufArray>{{std::vector<uint8_t>{9}},
-                                                  {std::vector<GgufArray>{{std::vector<float>{}}}}}});
+  w.set_array("a.nested",
+              {std::vector<GgufArray>{{std::vector<uint8_t>{9}},
+                                      {std::vector<GgufArray>{{std::vector<float>{}}}}}});
 }
 
 void every_tensor_type(GgufWriter& w, std::vector<std::vector<std::byte>>& keep) {
   w.set_u32("general.alignment", 64);
   const std::vector<std::pair<GgmlType, std::vector<uint64_t>>> tensors = {
-      {GgmlType::F32, {4, 2}},  {GgmlType::F16, {3}},    {GgmlType::BF16, {2, 1, 1, 2}},
-      {GgmlType::Q8_0, {32, 2}}, {GgmlType::Q4_0, {32}}, {GgmlType::Q4_1, {32}},
-      {GgmlType::Q5_0, {64}},   {GgmlType::Q5_1, {32}},  {GgmlType::Q4_K, {256}},
-      {GgmlType::Q5_K, {256}},  {GgmlType::Q6_K, {256}}, {GgmlType::F32, {0, 3}},
+      {GgmlType::F32, {4, 2}},   {GgmlType::F16, {3}},    {GgmlType::BF16, {2, 1, 1, 2}},
+      {GgmlType::Q8_0, {32, 2}}, {GgmlType::Q4_0, {32}},  {GgmlType::Q4_1, {32}},
+      {GgmlType::Q5_0, {64}},    {GgmlType::Q5_1, {32}},  {GgmlType::Q4_K, {256}},
+      {GgmlType::Q5_K, {256}},   {GgmlType::Q6_K, {256}}, {GgmlType::F32, {0, 3}},
   };
   keep.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -94,7 +95,8 @@ struct Seed {
   std::function<std::vector<std::byte>(const test::TempDir&)> make;
 };
 
-std::vector<std::byte> written(const test::TempDir& dir, const std::function<void(GgufWriter&)>& fill) {
+std::vector<std::byte> written(const test::TempDir& dir,
+                               const std::function<void(GgufWriter&)>& fill) {
   const auto path = dir / "seed.gguf";
   GgufWriter w(path);
   fill(w);
@@ -104,7 +106,8 @@ std::vector<std::byte> written(const test::TempDir& dir, const std::function<voi
 
 std::vector<Seed> seeds() {
   return {
-      {"valid_every_value_type", [](const test::TempDir& d) { return written(d, every_value_type); }},
+      {"valid_every_value_type",
+       [](const test::TempDir& d) { return written(d, every_value_type); }},
       {"valid_every_tensor_type",
        [](const test::TempDir& d) {
          std::vector<std::vector<std::byte>> keep;

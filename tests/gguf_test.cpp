@@ -199,9 +199,9 @@ TEST(GgufWriter, RoundTripsEveryValueType) {
       {"a.i64", {GgufArray{std::vector<int64_t>{INT64_MIN}}}},
       {"a.f64", {GgufArray{std::vector<double>{1e300}}}},
       {"a.nested",
-       {GgufArray{std::vector<GgufArray>{GgufArray{std::vector<std::string>{"x"}},
-                                         GgufArray{std::vector<GgufArray>{
-                                             GgufArray{std::vector<int32_t>{-7}}}}}}}},
+       {GgufArray{std::vector<GgufArray>{
+           GgufArray{std::vector<std::string>{"x"}},
+           GgufArray{std::vector<GgufArray>{GgufArray{std::vector<int32_t>{-7}}}}}}}},
   };
   for (const auto& kv : expected) w.set(kv.key, kv.value);
   w.set_u32("v.u32", 4000000000u);  // setting again keeps one entry in its first position
@@ -227,10 +227,10 @@ TEST(GgufWriter, RoundTripsEveryTensorTypeAligned) {
     std::vector<uint64_t> dims;
   };
   const std::vector<Case> cases = {
-      {GgmlType::F32, {3}},        {GgmlType::F16, {5, 2}},       {GgmlType::BF16, {1, 1, 1, 7}},
-      {GgmlType::Q8_0, {64, 3}},   {GgmlType::Q4_0, {32, 2}},     {GgmlType::Q4_1, {96}},
-      {GgmlType::Q5_0, {32, 1, 2}}, {GgmlType::Q5_1, {32}},       {GgmlType::Q4_K, {256, 2}},
-      {GgmlType::Q5_K, {512}},     {GgmlType::Q6_K, {256, 3}},
+      {GgmlType::F32, {3}},         {GgmlType::F16, {5, 2}},    {GgmlType::BF16, {1, 1, 1, 7}},
+      {GgmlType::Q8_0, {64, 3}},    {GgmlType::Q4_0, {32, 2}},  {GgmlType::Q4_1, {96}},
+      {GgmlType::Q5_0, {32, 1, 2}}, {GgmlType::Q5_1, {32}},     {GgmlType::Q4_K, {256, 2}},
+      {GgmlType::Q5_K, {512}},      {GgmlType::Q6_K, {256, 3}},
   };
   std::vector<std::vector<std::byte>> data;
   data.reserve(cases.size());  // the fill callbacks point into it
@@ -245,10 +245,11 @@ TEST(GgufWriter, RoundTripsEveryTensorTypeAligned) {
       w.add(name, cases[i].type, cases[i].dims, data.back());
     } else {  // through the chunked fill path
       const auto* src = &data.back();
-      w.add(name, cases[i].type, cases[i].dims, [src, pos = size_t{0}](std::span<std::byte> out) mutable {
-        std::memcpy(out.data(), src->data() + pos, out.size());
-        pos += out.size();
-      });
+      w.add(name, cases[i].type, cases[i].dims,
+            [src, pos = size_t{0}](std::span<std::byte> out) mutable {
+              std::memcpy(out.data(), src->data() + pos, out.size());
+              pos += out.size();
+            });
     }
   }
   uint64_t last_done = 0;
@@ -274,7 +275,8 @@ TEST(GgufWriter, RoundTripsEveryTensorTypeAligned) {
   }
   EXPECT_EQ(f.file_size() % 64, 0u);  // the last tensor is padded too
   EXPECT_EQ(&f.get("t3.Q8_0"), &f.tensors()[3]);
-  EXPECT_THAT([&] { f.get("missing"); }, ::testing::ThrowsMessage<Error>(HasSubstr("missing tensor 'missing'")));
+  EXPECT_THAT([&] { f.get("missing"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("missing tensor 'missing'")));
 }
 
 TEST(GgufWriter, RejectsBadInputAndLeavesNoFile) {
@@ -282,7 +284,8 @@ TEST(GgufWriter, RejectsBadInputAndLeavesNoFile) {
   GgufWriter w(dir / "bad.gguf");
   const std::vector<std::byte> four(4);
   EXPECT_THAT([&] { w.add("x", GgmlType::Q8_0, {16}, four); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("row length 16 is not a multiple of the 32-element Q8_0 block")));
+              ::testing::ThrowsMessage<Error>(
+                  HasSubstr("row length 16 is not a multiple of the 32-element Q8_0 block")));
   EXPECT_THAT([&] { w.add("x", GgmlType::F32, {2}, four); },
               ::testing::ThrowsMessage<Error>(HasSubstr("need 8 bytes, given 4")));
   EXPECT_THAT([&] { w.set_u32("general.alignment", 12); },
@@ -301,8 +304,9 @@ TEST(GgufCorrupt, EmptyAndWrongMagic) {
   EXPECT_EQ(parse_error({}), "t.gguf: file is empty");
   Raw r;
   r.str_raw("GGUG").u32(3).u64(0).u64(0);
-  EXPECT_EQ(parse_error(r.bytes),
-            "t.gguf: not a GGUF file: magic bytes are 47 47 55 47, expected 47 47 55 46 (\"GGUF\")");
+  EXPECT_EQ(
+      parse_error(r.bytes),
+      "t.gguf: not a GGUF file: magic bytes are 47 47 55 47, expected 47 47 55 46 (\"GGUF\")");
   Raw two;
   two.str_raw("GG");
   EXPECT_EQ(parse_error(two.bytes),
@@ -324,27 +328,46 @@ TEST(GgufCorrupt, TruncatedHeaderAtEveryField) {
   // [41, 74), padding to 96, data [96, 104), padding to 128.
   const auto full = small_file().bytes;
   auto cut = [&](size_t size) {
-    return parse_error(std::vector<std::byte>(full.begin(), full.begin() + static_cast<ptrdiff_t>(size)));
+    return parse_error(
+        std::vector<std::byte>(full.begin(), full.begin() + static_cast<ptrdiff_t>(size)));
   };
-  EXPECT_EQ(cut(6), "t.gguf: header: truncated: version needs 4 bytes at offset 4, but the file ends 2 bytes later");
-  EXPECT_EQ(cut(12), "t.gguf: header: truncated: tensor_count needs 8 bytes at offset 8, but the file ends 4 bytes later");
-  EXPECT_EQ(cut(20), "t.gguf: header: truncated: metadata_kv_count needs 8 bytes at offset 16, but the file ends 4 bytes later");
+  EXPECT_EQ(cut(6),
+            "t.gguf: header: truncated: version needs 4 bytes at offset 4, but the file ends 2 "
+            "bytes later");
+  EXPECT_EQ(cut(12),
+            "t.gguf: header: truncated: tensor_count needs 8 bytes at offset 8, but the file ends "
+            "4 bytes later");
+  EXPECT_EQ(cut(20),
+            "t.gguf: header: truncated: metadata_kv_count needs 8 bytes at offset 16, but the file "
+            "ends 4 bytes later");
   // The counts are checked against what is left before anything is read or allocated.
-  EXPECT_EQ(cut(30), "t.gguf: header: metadata_kv_count 1 needs at least 14 bytes per pair, but only 6 bytes follow the header");
-  EXPECT_EQ(cut(50), "t.gguf: header: tensor_count 1 needs at least 25 bytes per tensor info, but only 9 bytes follow the metadata");
+  EXPECT_EQ(cut(30),
+            "t.gguf: header: metadata_kv_count 1 needs at least 14 bytes per pair, but only 6 "
+            "bytes follow the header");
+  EXPECT_EQ(cut(50),
+            "t.gguf: header: tensor_count 1 needs at least 25 bytes per tensor info, but only 9 "
+            "bytes follow the metadata");
   // Cut in the data: the tensor runs past the end.
-  EXPECT_EQ(cut(100), "t.gguf: tensor 't': data [0, +8 bytes) runs past the end of the data section (4 bytes from file offset 96)");
+  EXPECT_EQ(cut(100),
+            "t.gguf: tensor 't': data [0, +8 bytes) runs past the end of the data section (4 bytes "
+            "from file offset 96)");
 
   Raw key;  // a key length longer than the file
   key.header(0, 1).u64(100).data(6);
-  EXPECT_EQ(parse_error(key.bytes), "t.gguf: metadata pair 0: truncated: key of length 100 needs 100 bytes at offset 32, but the file ends 6 bytes later");
+  EXPECT_EQ(parse_error(key.bytes),
+            "t.gguf: metadata pair 0: truncated: key of length 100 needs 100 bytes at offset 32, "
+            "but the file ends 6 bytes later");
   Raw value;  // a u32 value with one byte left
   value.header(0, 1).str("k").u32(4).u8(0);
-  EXPECT_EQ(parse_error(value.bytes), "t.gguf: metadata 'k': truncated: u32 value needs 4 bytes at offset 37, but the file ends 1 bytes later");
+  EXPECT_EQ(parse_error(value.bytes),
+            "t.gguf: metadata 'k': truncated: u32 value needs 4 bytes at offset 37, but the file "
+            "ends 1 bytes later");
   Raw info;  // a tensor info without its offset
   info.header(1, 0).tensor("t", {2}, 0, 0);
   info.bytes.resize(49);
-  EXPECT_EQ(parse_error(info.bytes), "t.gguf: tensor 't': truncated: offset needs 8 bytes at offset 49, but the file ends 0 bytes later");
+  EXPECT_EQ(parse_error(info.bytes),
+            "t.gguf: tensor 't': truncated: offset needs 8 bytes at offset 49, but the file ends 0 "
+            "bytes later");
 }
 
 TEST(GgufCorrupt, StringLengthPastEnd) {
@@ -358,13 +381,20 @@ TEST(GgufCorrupt, StringLengthPastEnd) {
 TEST(GgufCorrupt, HugeKeyLength) {
   Raw r;
   r.header(0, 1).u64(uint64_t{1} << 62).u32(0).u8(0).u8(0);
-  EXPECT_EQ(parse_error(r.bytes),
-            "t.gguf: metadata pair 0: key length 4611686018427387904 exceeds the limit of 65535 bytes");
+  EXPECT_EQ(
+      parse_error(r.bytes),
+      "t.gguf: metadata pair 0: key length 4611686018427387904 exceeds the limit of 65535 bytes");
 }
 
 TEST(GgufCorrupt, HugeArrayCount) {
   Raw r;
-  r.header(0, 1).str("tokenizer.ggml.tokens").u32(9).u32(8).u64(uint64_t{1} << 60).u64(1).str_raw("x");
+  r.header(0, 1)
+      .str("tokenizer.ggml.tokens")
+      .u32(9)
+      .u32(8)
+      .u64(uint64_t{1} << 60)
+      .u64(1)
+      .str_raw("x");
   EXPECT_THAT(parse_error(r.bytes),
               HasSubstr("t.gguf: metadata 'tokenizer.ggml.tokens': array of 1152921504606846976 "
                         "string values needs at least 8 bytes per value, but only 9 bytes remain"));
@@ -479,7 +509,7 @@ TEST(GgufCorrupt, NestingTooDeep) {
     Raw r;
     r.header(0, 1).str("deep").u32(9);
     for (int i = 1; i < depth; ++i) r.u32(9).u64(1);  // an array holding one array ...
-    r.u32(0).u64(0);                                   // ... holding an empty u8 array
+    r.u32(0).u64(0);                                  // ... holding an empty u8 array
     return r.bytes;
   };
   EXPECT_EQ(parse_error(nested(kGgufMaxArrayDepth)), "");

@@ -20,7 +20,7 @@ class AtomicFile {
 
   void write_all(const void* data, size_t size);  // throws Error on any write failure
   void write_zeros(size_t size);                  // padding
-  uint64_t written() const { return written_; }  // bytes written so far
+  uint64_t written() const { return written_; }   // bytes written so far
 
   // Makes the file readable like any other the user writes, fsyncs, renames it into place.
   void commit();

@@ -35,8 +35,7 @@ constexpr uint32_t kDefaultAlignment = 32;
 // Reads fields front to back; every read is bounds-checked and every failure names the field.
 class Cursor {
  public:
-  Cursor(std::span<const std::byte> file, std::string_view origin)
-      : file_(file), origin_(origin) {}
+  Cursor(std::span<const std::byte> file, std::string_view origin) : file_(file), origin_(origin) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t left() const { return file_.size() - pos_; }
@@ -101,23 +100,35 @@ GgufArray read_array(Cursor& c, std::string_view field, int depth);
 
 GgufValue read_value(Cursor& c, uint32_t type, std::string_view field, int depth) {
   switch (static_cast<GgufValueType>(type)) {
-    case GgufValueType::U8: return {c.read<uint8_t>(field, "u8 value")};
-    case GgufValueType::I8: return {c.read<int8_t>(field, "i8 value")};
-    case GgufValueType::U16: return {c.read<uint16_t>(field, "u16 value")};
-    case GgufValueType::I16: return {c.read<int16_t>(field, "i16 value")};
-    case GgufValueType::U32: return {c.read<uint32_t>(field, "u32 value")};
-    case GgufValueType::I32: return {c.read<int32_t>(field, "i32 value")};
-    case GgufValueType::F32: return {c.read<float>(field, "f32 value")};
+    case GgufValueType::U8:
+      return {c.read<uint8_t>(field, "u8 value")};
+    case GgufValueType::I8:
+      return {c.read<int8_t>(field, "i8 value")};
+    case GgufValueType::U16:
+      return {c.read<uint16_t>(field, "u16 value")};
+    case GgufValueType::I16:
+      return {c.read<int16_t>(field, "i16 value")};
+    case GgufValueType::U32:
+      return {c.read<uint32_t>(field, "u32 value")};
+    case GgufValueType::I32:
+      return {c.read<int32_t>(field, "i32 value")};
+    case GgufValueType::F32:
+      return {c.read<float>(field, "f32 value")};
     case GgufValueType::BOOL: {
       const uint8_t b = c.read<uint8_t>(field, "bool value");
       if (b > 1) c.bad(field, fmt::format("bool value {} is neither 0 nor 1", b));
       return {b == 1};
     }
-    case GgufValueType::STRING: return {c.read_string(field, "string", UINT64_MAX)};
-    case GgufValueType::ARRAY: return {read_array(c, field, depth + 1)};
-    case GgufValueType::U64: return {c.read<uint64_t>(field, "u64 value")};
-    case GgufValueType::I64: return {c.read<int64_t>(field, "i64 value")};
-    case GgufValueType::F64: return {c.read<double>(field, "f64 value")};
+    case GgufValueType::STRING:
+      return {c.read_string(field, "string", UINT64_MAX)};
+    case GgufValueType::ARRAY:
+      return {read_array(c, field, depth + 1)};
+    case GgufValueType::U64:
+      return {c.read<uint64_t>(field, "u64 value")};
+    case GgufValueType::I64:
+      return {c.read<int64_t>(field, "i64 value")};
+    case GgufValueType::F64:
+      return {c.read<double>(field, "f64 value")};
   }
   c.bad(field, fmt::format("unknown value type {}", type));  // unreachable: checked by caller
 }
@@ -134,16 +145,36 @@ GgufArray read_array(Cursor& c, std::string_view field, int depth) {
                              n, type_name(t), kMinValueBytes[t], c.left(), c.pos()));
   GgufArray a;
   switch (static_cast<GgufValueType>(t)) {
-    case GgufValueType::U8: a.items = c.read_vector<uint8_t>(n); break;
-    case GgufValueType::I8: a.items = c.read_vector<int8_t>(n); break;
-    case GgufValueType::U16: a.items = c.read_vector<uint16_t>(n); break;
-    case GgufValueType::I16: a.items = c.read_vector<int16_t>(n); break;
-    case GgufValueType::U32: a.items = c.read_vector<uint32_t>(n); break;
-    case GgufValueType::I32: a.items = c.read_vector<int32_t>(n); break;
-    case GgufValueType::F32: a.items = c.read_vector<float>(n); break;
-    case GgufValueType::U64: a.items = c.read_vector<uint64_t>(n); break;
-    case GgufValueType::I64: a.items = c.read_vector<int64_t>(n); break;
-    case GgufValueType::F64: a.items = c.read_vector<double>(n); break;
+    case GgufValueType::U8:
+      a.items = c.read_vector<uint8_t>(n);
+      break;
+    case GgufValueType::I8:
+      a.items = c.read_vector<int8_t>(n);
+      break;
+    case GgufValueType::U16:
+      a.items = c.read_vector<uint16_t>(n);
+      break;
+    case GgufValueType::I16:
+      a.items = c.read_vector<int16_t>(n);
+      break;
+    case GgufValueType::U32:
+      a.items = c.read_vector<uint32_t>(n);
+      break;
+    case GgufValueType::I32:
+      a.items = c.read_vector<int32_t>(n);
+      break;
+    case GgufValueType::F32:
+      a.items = c.read_vector<float>(n);
+      break;
+    case GgufValueType::U64:
+      a.items = c.read_vector<uint64_t>(n);
+      break;
+    case GgufValueType::I64:
+      a.items = c.read_vector<int64_t>(n);
+      break;
+    case GgufValueType::F64:
+      a.items = c.read_vector<double>(n);
+      break;
     case GgufValueType::BOOL: {
       const std::vector<uint8_t> raw = c.read_vector<uint8_t>(n);
       std::vector<bool> v(raw.size());
@@ -247,7 +278,9 @@ uint64_t GgufTensorInfo::numel() const {
   return n;
 }
 
-std::vector<uint64_t> GgufTensorInfo::shape() const { return {dims.rbegin(), dims.rend()}; }
+std::vector<uint64_t> GgufTensorInfo::shape() const {
+  return {dims.rbegin(), dims.rend()};
+}
 
 // ---- GgufLayout accessors -------------------------------------------------------------------
 
@@ -352,9 +385,10 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
   std::array<uint8_t, 4> magic;
   std::memcpy(magic.data(), file.data(), 4);
   if (magic != kMagic)
-    fail("{}: not a GGUF file: magic bytes are {:02x} {:02x} {:02x} {:02x}, expected 47 47 55 46 "
-         "(\"GGUF\")",
-         origin, magic[0], magic[1], magic[2], magic[3]);
+    fail(
+        "{}: not a GGUF file: magic bytes are {:02x} {:02x} {:02x} {:02x}, expected 47 47 55 46 "
+        "(\"GGUF\")",
+        origin, magic[0], magic[1], magic[2], magic[3]);
   (void)c.read<uint32_t>("header", "magic");
 
   layout.version = c.read<uint32_t>("header", "version");
@@ -395,8 +429,8 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
     if (kv.key != "general.alignment") continue;
     const auto* a = std::get_if<uint32_t>(&kv.value.value);
     if (a == nullptr)
-      c.bad("metadata 'general.alignment'", fmt::format("expected u32, found {}",
-                                                        describe(kv.value)));
+      c.bad("metadata 'general.alignment'",
+            fmt::format("expected u32, found {}", describe(kv.value)));
     if (*a < 8 || !std::has_single_bit(*a))
       c.bad("metadata 'general.alignment'",
             fmt::format("{} is not a power of two of at least 8", *a));
@@ -444,10 +478,10 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
     const GgufTensorInfo& prev = *by_offset[i - 1];
     const GgufTensorInfo& cur = *by_offset[i];
     if (cur.offset < prev.offset + prev.nbytes)
-      c.bad(fmt::format("tensor '{}'", cur.name),
-            fmt::format("data [{}, {}) overlaps tensor '{}' at [{}, {})", cur.offset,
-                        cur.offset + cur.nbytes, prev.name, prev.offset,
-                        prev.offset + prev.nbytes));
+      c.bad(
+          fmt::format("tensor '{}'", cur.name),
+          fmt::format("data [{}, {}) overlaps tensor '{}' at [{}, {})", cur.offset,
+                      cur.offset + cur.nbytes, prev.name, prev.offset, prev.offset + prev.nbytes));
   }
 
   layout.build_index();

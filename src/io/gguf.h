@@ -94,9 +94,9 @@ struct GgufTensorInfo {
 
 // What a validated file says. Lookups by name are through the accessors below.
 struct GgufLayout {
-  std::string origin;      // names the file in error messages
-  uint32_t version = 0;    // 2 or 3
-  uint32_t alignment = 0;  // general.alignment, default 32
+  std::string origin;        // names the file in error messages
+  uint32_t version = 0;      // 2 or 3
+  uint32_t alignment = 0;    // general.alignment, default 32
   uint64_t data_offset = 0;  // file offset of the data section
   uint64_t data_size = 0;    // bytes from data_offset to the end of the file (0 if past it)
   std::vector<GgufKeyValue> metadata;   // in file order
@@ -130,10 +130,10 @@ struct GgufLayout {
 };
 
 // Limits a valid file stays within; anything beyond is reported as corrupt.
-inline constexpr uint64_t kGgufMaxKeyBytes = 65535;        // the spec's limit
-inline constexpr uint64_t kGgufMaxTensorNameBytes = 64;    // the spec's limit
-inline constexpr uint32_t kGgufMaxDims = 4;                // ggml's limit
-inline constexpr int kGgufMaxArrayDepth = 8;               // arrays of arrays of ...
+inline constexpr uint64_t kGgufMaxKeyBytes = 65535;      // the spec's limit
+inline constexpr uint64_t kGgufMaxTensorNameBytes = 64;  // the spec's limit
+inline constexpr uint32_t kGgufMaxDims = 4;              // ggml's limit
+inline constexpr int kGgufMaxArrayDepth = 8;             // arrays of arrays of ...
 
 // Parses and validates a whole file's bytes: magic, version, every count and length against
 // the bytes that remain, value types, array nesting depth, duplicate keys and tensor names,
@@ -169,8 +169,8 @@ const std::vector<T>& GgufLayout::get_array_of(std::string_view key) const {
   const GgufArray& a = get_array(key);
   if (const auto* v = std::get_if<std::vector<T>>(&a.items)) return *v;
   const GgufArray probe{std::vector<T>{}};
-  bad_value(key, std::string("an array of ") +
-                     std::string(gguf_value_type_name(probe.elem_type())));
+  bad_value(key,
+            std::string("an array of ") + std::string(gguf_value_type_name(probe.elem_type())));
 }
 
 }  // namespace nanoinfer

@@ -27,10 +27,10 @@ constexpr std::array<GgmlTypeInfo, 11> kTypes{{
 
 // Every id ggml has assigned, indexed by id; "" marks ids that were retired.
 constexpr std::array<std::string_view, 40> kAllNames{
-    "F32",     "F16",    "Q4_0",    "Q4_1",  "",       "",      "Q5_0",  "Q5_1",    "Q8_0",     "Q8_1",
-    "Q2_K",    "Q3_K",   "Q4_K",    "Q5_K",  "Q6_K",   "Q8_K",  "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
-    "IQ4_NL",  "IQ3_S",  "IQ2_S",   "IQ4_XS", "I8",    "I16",   "I32",   "I64",     "F64",      "IQ1_M",
-    "BF16",    "",       "",        "",      "TQ1_0",  "TQ2_0", "",      "",        "",         "MXFP4",
+    "F32",    "F16",   "Q4_0",  "Q4_1",   "",      "",      "Q5_0",    "Q5_1",   "Q8_0",    "Q8_1",
+    "Q2_K",   "Q3_K",  "Q4_K",  "Q5_K",   "Q6_K",  "Q8_K",  "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
+    "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8",    "I16",   "I32",     "I64",    "F64",     "IQ1_M",
+    "BF16",   "",      "",      "",       "TQ1_0", "TQ2_0", "",        "",       "",        "MXFP4",
 };
 
 // Reads block i of a row without assuming alignment (file data, fuzz inputs, test buffers).
@@ -233,17 +233,28 @@ void dequantize_row_q6_K(const std::byte* src, float* dst, size_t n) {
 void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
   (void)ggml_row_bytes(type, n);  // rejects partial blocks
   switch (type) {
-    case GgmlType::F32: return dequantize_row_f32(src, dst, n);
-    case GgmlType::F16: return dequantize_row_f16(src, dst, n);
-    case GgmlType::BF16: return dequantize_row_bf16(src, dst, n);
-    case GgmlType::Q8_0: return dequantize_row_q8_0(src, dst, n);
-    case GgmlType::Q4_0: return dequantize_row_q4_0(src, dst, n);
-    case GgmlType::Q4_1: return dequantize_row_q4_1(src, dst, n);
-    case GgmlType::Q5_0: return dequantize_row_q5_0(src, dst, n);
-    case GgmlType::Q5_1: return dequantize_row_q5_1(src, dst, n);
-    case GgmlType::Q4_K: return dequantize_row_q4_K(src, dst, n);
-    case GgmlType::Q5_K: return dequantize_row_q5_K(src, dst, n);
-    case GgmlType::Q6_K: return dequantize_row_q6_K(src, dst, n);
+    case GgmlType::F32:
+      return dequantize_row_f32(src, dst, n);
+    case GgmlType::F16:
+      return dequantize_row_f16(src, dst, n);
+    case GgmlType::BF16:
+      return dequantize_row_bf16(src, dst, n);
+    case GgmlType::Q8_0:
+      return dequantize_row_q8_0(src, dst, n);
+    case GgmlType::Q4_0:
+      return dequantize_row_q4_0(src, dst, n);
+    case GgmlType::Q4_1:
+      return dequantize_row_q4_1(src, dst, n);
+    case GgmlType::Q5_0:
+      return dequantize_row_q5_0(src, dst, n);
+    case GgmlType::Q5_1:
+      return dequantize_row_q5_1(src, dst, n);
+    case GgmlType::Q4_K:
+      return dequantize_row_q4_K(src, dst, n);
+    case GgmlType::Q5_K:
+      return dequantize_row_q5_K(src, dst, n);
+    case GgmlType::Q6_K:
+      return dequantize_row_q6_K(src, dst, n);
   }
   fail("ggml type id {} is not supported", static_cast<uint32_t>(type));
 }

@@ -84,7 +84,9 @@ int array_depth(const GgufArray& a) {
   return 1 + inner;
 }
 
-uint64_t padding(uint64_t pos, uint64_t alignment) { return (alignment - pos % alignment) % alignment; }
+uint64_t padding(uint64_t pos, uint64_t alignment) {
+  return (alignment - pos % alignment) % alignment;
+}
 
 }  // namespace
 
@@ -92,7 +94,8 @@ void GgufWriter::set(std::string key, GgufValue value) {
   if (key.empty() || key.size() > kGgufMaxKeyBytes)
     fail("{}: metadata key of {} bytes (must be 1..{})", path_.string(), key.size(),
          kGgufMaxKeyBytes);
-  if (const auto* a = std::get_if<GgufArray>(&value.value); a && array_depth(*a) > kGgufMaxArrayDepth)
+  if (const auto* a = std::get_if<GgufArray>(&value.value);
+      a && array_depth(*a) > kGgufMaxArrayDepth)
     fail("{}: metadata '{}': arrays nested more than {} deep", path_.string(), key,
          kGgufMaxArrayDepth);
   if (key == "general.alignment") {
