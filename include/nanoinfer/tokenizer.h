@@ -35,6 +35,21 @@
 
 namespace nanoinfer {
 
+// A byte-level BPE vocabulary as GGUF files carry it (tokenizer.ggml.*), for
+// Tokenizer::from_vocab. Spans: the caller keeps the data alive during the call only.
+struct TokenizerVocab {
+  // [n] by id: a vocabulary token in its byte-level spelling (as in tokenizer.json's
+  // model.vocab, "Ġthe"), or an added token's content ("<|im_end|>").
+  std::span<const std::string> tokens;
+  // [n] GGUF token types: 1 normal (BPE vocabulary), 3 control (added, special),
+  // 4 user-defined (added, not special), 5 unused (padding ids that are no token).
+  std::span<const int32_t> token_types;
+  std::span<const std::string> merges;  // "left right", in rank order
+  std::string_view pre;                 // the pre-tokenizer by name; "qwen2"
+  std::optional<int32_t> eos_id;
+  std::optional<int32_t> pad_id;
+};
+
 class Tokenizer {
  public:
   // Reads model_dir/tokenizer.json and, if present, model_dir/tokenizer_config.json
@@ -45,6 +60,10 @@ class Tokenizer {
   // As from_json, also applying a tokenizer_config.json (may be empty: no config).
   static Tokenizer from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
                              std::string_view origin);
+  // From a GGUF-style vocabulary (src/tokenizer/tokenizer_gguf.h reads one from a file). The
+  // "qwen2" pre-tokenizer is Qwen2's tokenizer.json pipeline: NFC, its Split regex, byte-level
+  // BPE, added tokens matched whole before normalization. Rejects anything else by name.
+  static Tokenizer from_vocab(const TokenizerVocab& vocab, std::string_view origin);
 
   // Added/special tokens in the text are recognised. Never fails for any byte string.
   std::vector<int32_t> encode(std::string_view text) const;

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/mapped_file.h"
 #include "nanoinfer/dtype.h"
 
 namespace nanoinfer {
@@ -43,31 +44,6 @@ struct SafetensorsLayout {
 // writes into `file`; throws nanoinfer::Error with a one-line message naming the problem.
 // `origin` names the file in messages. This is the fuzzing entry point.
 SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string_view origin);
-
-// A read-only memory mapping of a whole file. Move-only; unmaps on destruction.
-class MappedFile {
- public:
-  static MappedFile open(const std::filesystem::path& path);  // throws Error
-  MappedFile() = default;
-  MappedFile(MappedFile&& other) noexcept;
-  MappedFile& operator=(MappedFile&& other) noexcept;
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile();
-
-  std::span<const std::byte> bytes() const { return {data_, size_}; }
-  size_t size() const { return size_; }
-  // Copies bytes [offset, offset + dst.size()) of the file with pread, without touching the
-  // mapping (so the copy's source pages never count towards this process's resident memory).
-  void read_at(uint64_t offset, std::span<std::byte> dst) const;
-
- private:
-  void release() noexcept;
-  const std::byte* data_ = nullptr;
-  size_t size_ = 0;
-  int fd_ = -1;
-  std::filesystem::path path_;
-};
 
 // A zero-copy view of one tensor's bytes inside a mapping.
 struct TensorView {

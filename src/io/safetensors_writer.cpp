@@ -1,16 +1,11 @@
 #include "io/safetensors_writer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
 
+#include "io/atomic_file.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -20,57 +15,6 @@ namespace {
 // Fill callbacks produce data in chunks of at most this many bytes, so memory stays flat no
 // matter how large a tensor is.
 constexpr size_t kChunkBytes = size_t{8} << 20;
-
-// Owns the temporary file until it is renamed into place; removes it on any failure.
-class TempFile {
- public:
-  explicit TempFile(const std::filesystem::path& final_path) : final_(final_path) {
-    const auto dir =
-        final_path.has_parent_path() ? final_path.parent_path() : std::filesystem::path(".");
-    std::string tmpl = (dir / ("." + final_path.filename().string() + ".tmp.XXXXXX")).string();
-    fd_ = ::mkstemp(tmpl.data());
-    if (fd_ < 0)
-      fail("{}: cannot create a temporary file in {}: {}", final_path.string(), dir.string(),
-           std::strerror(errno));
-    tmp_ = tmpl;
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-
-  void write_all(const void* data, size_t size) {
-    const char* p = static_cast<const char*>(data);
-    while (size > 0) {
-      const ssize_t n = ::write(fd_, p, std::min<size_t>(size, size_t{1} << 30));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail("{}: write failed: {}", final_.string(), std::strerror(errno));
-      p += n;
-      size -= static_cast<size_t>(n);
-    }
-  }
-
-  // mkstemp creates 0600; a model file is as readable as any other file the user writes.
-  void commit() {
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    if (::fchmod(fd_, 0666 & ~mask) != 0 || ::fsync(fd_) != 0)
-      fail("{}: cannot finish writing: {}", final_.string(), std::strerror(errno));
-    const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) fail("{}: close failed: {}", final_.string(), std::strerror(errno));
-    if (::rename(tmp_.c_str(), final_.c_str()) != 0)
-      fail("{}: cannot rename {} into place: {}", final_.string(), tmp_, std::strerror(errno));
-    committed_ = true;
-  }
-
- private:
-  std::filesystem::path final_;
-  std::string tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 }  // namespace
 
@@ -116,7 +60,7 @@ void SafetensorsWriter::write(const Progress& progress) const {
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // data section 8-byte aligned
 
-  TempFile out(path_);
+  AtomicFile out(path_);
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(uint64_t{text.size()} >> (8 * i));
   out.write_all(len, sizeof len);

@@ -41,6 +41,9 @@ class AddedTokenMatcher {
   std::array<std::vector<uint32_t>, 256> by_first_byte_;
 };
 
+// GPT-2's byte-level alphabet, per code point: the byte it stands for, or -1 (tokenizer_load.cpp).
+std::vector<int> byte_level_decoder_table();
+
 struct Tokenizer::Impl {
   enum class Kind : uint8_t { kNone, kVocab, kAdded, kAddedSpecial };
 

@@ -12,13 +12,6 @@
 
 namespace nanoinfer {
 
-namespace {
-
-using simdjson::dom::array;
-using simdjson::dom::element;
-using simdjson::dom::element_type;
-using simdjson::dom::object;
-
 // GPT-2's byte-level alphabet: printable bytes stand for themselves, the other 68 bytes
 // are mapped to U+0100.. in byte order. Returns, per code point, the byte (or -1).
 std::vector<int> byte_level_decoder_table() {
@@ -30,6 +23,13 @@ std::vector<int> byte_level_decoder_table() {
   }
   return table;
 }
+
+namespace {
+
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+using simdjson::dom::object;
 
 // Small accessors that turn JSON shape errors into messages naming the field.
 class Reader {

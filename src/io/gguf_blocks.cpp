@@ -1,0 +1,262 @@
+// Scalar dequantization references for the ggml block types (layouts in gguf_blocks.h).
+#include "io/gguf_blocks.h"
+
+#include <array>
+#include <cstring>
+
+#include "nanoinfer/dtype.h"
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+
+namespace {
+
+constexpr std::array<GgmlTypeInfo, 11> kTypes{{
+    {GgmlType::F32, "F32", 1, 4},
+    {GgmlType::F16, "F16", 1, 2},
+    {GgmlType::Q4_0, "Q4_0", kQK, sizeof(BlockQ4_0)},
+    {GgmlType::Q4_1, "Q4_1", kQK, sizeof(BlockQ4_1)},
+    {GgmlType::Q5_0, "Q5_0", kQK, sizeof(BlockQ5_0)},
+    {GgmlType::Q5_1, "Q5_1", kQK, sizeof(BlockQ5_1)},
+    {GgmlType::Q8_0, "Q8_0", kQK, sizeof(BlockQ8_0)},
+    {GgmlType::Q4_K, "Q4_K", kQK_K, sizeof(BlockQ4_K)},
+    {GgmlType::Q5_K, "Q5_K", kQK_K, sizeof(BlockQ5_K)},
+    {GgmlType::Q6_K, "Q6_K", kQK_K, sizeof(BlockQ6_K)},
+    {GgmlType::BF16, "BF16", 1, 2},
+}};
+
+// Every id ggml has assigned, indexed by id; "" marks ids that were retired.
+constexpr std::array<std::string_view, 40> kAllNames{
+    "F32",    "F16",   "Q4_0",  "Q4_1",   "",      "",      "Q5_0",    "Q5_1",   "Q8_0",    "Q8_1",
+    "Q2_K",   "Q3_K",  "Q4_K",  "Q5_K",   "Q6_K",  "Q8_K",  "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
+    "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8",    "I16",   "I32",     "I64",    "F64",     "IQ1_M",
+    "BF16",   "",      "",      "",       "TQ1_0", "TQ2_0", "",        "",       "",        "MXFP4",
+};
+
+// Reads block i of a row without assuming alignment (file data, fuzz inputs, test buffers).
+template <class Block>
+Block load_block(const std::byte* src, size_t i) {
+  Block b;
+  std::memcpy(&b, src + i * sizeof(Block), sizeof(Block));
+  return b;
+}
+
+uint16_t load_u16(const std::byte* p) {
+  return static_cast<uint16_t>(static_cast<uint16_t>(p[0]) | static_cast<uint16_t>(p[1]) << 8);
+}
+
+uint32_t load_u32(const uint8_t (&b)[4]) {
+  return uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
+}
+
+}  // namespace
+
+std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id) {
+  for (const auto& t : kTypes)
+    if (static_cast<uint32_t>(t.type) == id) return t;
+  return std::nullopt;
+}
+
+const GgmlTypeInfo& ggml_type_info(GgmlType type) {
+  for (const auto& t : kTypes)
+    if (t.type == type) return t;
+  fail("ggml type id {} is not supported", static_cast<uint32_t>(type));
+}
+
+std::string_view ggml_type_name(uint32_t id) {
+  if (id < kAllNames.size() && !kAllNames[id].empty()) return kAllNames[id];
+  return "?";
+}
+
+std::string_view ggml_supported_type_names() {
+  return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
+}
+
+size_t ggml_row_bytes(GgmlType type, uint64_t n) {
+  const GgmlTypeInfo& info = ggml_type_info(type);
+  if (n % info.block_elems != 0)
+    fail("{}: {} elements are not a whole number of {}-element blocks", info.name, n,
+         info.block_elems);
+  return static_cast<size_t>(n / info.block_elems * info.block_bytes);
+}
+
+ScaleMin k_scale_min(const uint8_t (&q)[12], int j) {
+  if (j < 4) return {static_cast<uint8_t>(q[j] & 63), static_cast<uint8_t>(q[j + 4] & 63)};
+  return {static_cast<uint8_t>((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4)),
+          static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4))};
+}
+
+void dequantize_row_f32(const std::byte* src, float* dst, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n * sizeof(float));
+}
+
+void dequantize_row_f16(const std::byte* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(src + 2 * i));
+}
+
+void dequantize_row_bf16(const std::byte* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(src + 2 * i));
+}
+
+void dequantize_row_q8_0(const std::byte* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n / kQK; ++i) {
+    const auto b = load_block<BlockQ8_0>(src, i);
+    const float d = f16_to_f32(b.d);
+    for (int j = 0; j < kQK; ++j) dst[i * kQK + j] = static_cast<float>(b.qs[j]) * d;
+  }
+}
+
+void dequantize_row_q4_0(const std::byte* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n / kQK; ++i) {
+    const auto b = load_block<BlockQ4_0>(src, i);
+    const float d = f16_to_f32(b.d);
+    float* y = dst + i * kQK;
+    for (int j = 0; j < kQK / 2; ++j) {
+      y[j] = static_cast<float>((b.qs[j] & 0x0F) - 8) * d;
+      y[j + kQK / 2] = static_cast<float>((b.qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+void dequantize_row_q4_1(const std::byte* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n / kQK; ++i) {
+    const auto b = load_block<BlockQ4_1>(src, i);
+    const float d = f16_to_f32(b.d);
+    const float m = f16_to_f32(b.m);
+    float* y = dst + i * kQK;
+    for (int j = 0; j < kQK / 2; ++j) {
+      y[j] = static_cast<float>(b.qs[j] & 0x0F) * d + m;
+      y[j + kQK / 2] = static_cast<float>(b.qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void dequantize_row_q5_0(const std::byte* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n / kQK; ++i) {
+    const auto b = load_block<BlockQ5_0>(src, i);
+    const float d = f16_to_f32(b.d);
+    const uint32_t qh = load_u32(b.qh);
+    float* y = dst + i * kQK;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int lo = (b.qs[j] & 0x0F) | static_cast<int>((qh >> j) & 1) << 4;
+      const int hi = (b.qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
+      y[j] = static_cast<float>(lo - 16) * d;
+      y[j + kQK / 2] = static_cast<float>(hi - 16) * d;
+    }
+  }
+}
+
+void dequantize_row_q5_1(const std::byte* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n / kQK; ++i) {
+    const auto b = load_block<BlockQ5_1>(src, i);
+    const float d = f16_to_f32(b.d);
+    const float m = f16_to_f32(b.m);
+    const uint32_t qh = load_u32(b.qh);
+    float* y = dst + i * kQK;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int lo = (b.qs[j] & 0x0F) | static_cast<int>((qh >> j) & 1) << 4;
+      const int hi = (b.qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
+      y[j] = static_cast<float>(lo) * d + m;
+      y[j + kQK / 2] = static_cast<float>(hi) * d + m;
+    }
+  }
+}
+
+void dequantize_row_q4_K(const std::byte* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n / kQK_K; ++i) {
+    const auto b = load_block<BlockQ4_K>(src, i);
+    const float d = f16_to_f32(b.d);
+    const float dmin = f16_to_f32(b.dmin);
+    float* y = dst + i * kQK_K;
+    for (int c = 0; c < 4; ++c) {  // chunk c: sub-blocks 2c (low nibbles), 2c + 1 (high)
+      const uint8_t* q = b.qs + 32 * c;
+      const ScaleMin lo = k_scale_min(b.scales, 2 * c);
+      const ScaleMin hi = k_scale_min(b.scales, 2 * c + 1);
+      const float d_lo = d * static_cast<float>(lo.scale), m_lo = dmin * static_cast<float>(lo.min);
+      const float d_hi = d * static_cast<float>(hi.scale), m_hi = dmin * static_cast<float>(hi.min);
+      for (int l = 0; l < 32; ++l) y[64 * c + l] = d_lo * static_cast<float>(q[l] & 0x0F) - m_lo;
+      for (int l = 0; l < 32; ++l) y[64 * c + 32 + l] = d_hi * static_cast<float>(q[l] >> 4) - m_hi;
+    }
+  }
+}
+
+void dequantize_row_q5_K(const std::byte* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n / kQK_K; ++i) {
+    const auto b = load_block<BlockQ5_K>(src, i);
+    const float d = f16_to_f32(b.d);
+    const float dmin = f16_to_f32(b.dmin);
+    float* y = dst + i * kQK_K;
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t* q = b.qs + 32 * c;
+      const ScaleMin lo = k_scale_min(b.scales, 2 * c);
+      const ScaleMin hi = k_scale_min(b.scales, 2 * c + 1);
+      const float d_lo = d * static_cast<float>(lo.scale), m_lo = dmin * static_cast<float>(lo.min);
+      const float d_hi = d * static_cast<float>(hi.scale), m_hi = dmin * static_cast<float>(hi.min);
+      for (int l = 0; l < 32; ++l) {
+        const int v = (q[l] & 0x0F) | ((b.qh[l] >> (2 * c)) & 1) << 4;
+        y[64 * c + l] = d_lo * static_cast<float>(v) - m_lo;
+      }
+      for (int l = 0; l < 32; ++l) {
+        const int v = (q[l] >> 4) | ((b.qh[l] >> (2 * c + 1)) & 1) << 4;
+        y[64 * c + 32 + l] = d_hi * static_cast<float>(v) - m_hi;
+      }
+    }
+  }
+}
+
+void dequantize_row_q6_K(const std::byte* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n / kQK_K; ++i) {
+    const auto b = load_block<BlockQ6_K>(src, i);
+    const float d = f16_to_f32(b.d);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = b.ql + 64 * h;
+      const uint8_t* qh = b.qh + 32 * h;
+      float* y = dst + i * kQK_K + 128 * h;
+      // q[e] for the 128 elements of this half, then scaled by sub-block (16 elements each).
+      for (int l = 0; l < 32; ++l) {
+        const int q[4] = {
+            (ql[l] & 0x0F) | ((qh[l] >> 0) & 3) << 4,
+            (ql[l + 32] & 0x0F) | ((qh[l] >> 2) & 3) << 4,
+            (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4,
+            (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4,
+        };
+        for (int k = 0; k < 4; ++k) {
+          const int e = 32 * k + l;  // element within the half
+          const float scale = d * static_cast<float>(b.scales[8 * h + e / 16]);
+          y[e] = scale * static_cast<float>(q[k] - 32);
+        }
+      }
+    }
+  }
+}
+
+void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
+  (void)ggml_row_bytes(type, n);  // rejects partial blocks
+  switch (type) {
+    case GgmlType::F32:
+      return dequantize_row_f32(src, dst, n);
+    case GgmlType::F16:
+      return dequantize_row_f16(src, dst, n);
+    case GgmlType::BF16:
+      return dequantize_row_bf16(src, dst, n);
+    case GgmlType::Q8_0:
+      return dequantize_row_q8_0(src, dst, n);
+    case GgmlType::Q4_0:
+      return dequantize_row_q4_0(src, dst, n);
+    case GgmlType::Q4_1:
+      return dequantize_row_q4_1(src, dst, n);
+    case GgmlType::Q5_0:
+      return dequantize_row_q5_0(src, dst, n);
+    case GgmlType::Q5_1:
+      return dequantize_row_q5_1(src, dst, n);
+    case GgmlType::Q4_K:
+      return dequantize_row_q4_K(src, dst, n);
+    case GgmlType::Q5_K:
+      return dequantize_row_q5_K(src, dst, n);
+    case GgmlType::Q6_K:
+      return dequantize_row_q6_K(src, dst, n);
+  }
+  fail("ggml type id {} is not supported", static_cast<uint32_t>(type));
+}
+
+}  // namespace nanoinfer

@@ -1,0 +1,168 @@
+// ggml tensor types as stored in GGUF files: the type ids, their block geometry, the packed
+// block layouts, and a scalar dequantize-to-f32 reference for each type we read.
+//
+// Every quantized type stores a row as consecutive blocks; a block covers `block_elems`
+// consecutive elements of one row (a row is always a whole number of blocks) and takes
+// `block_bytes` bytes. All multi-byte fields are little-endian; scales are IEEE f16.
+//
+// The layouts below were written from the public description of the formats (ggml's docs and
+// its reference dequantizers, read for facts). The references here are the ground truth for
+// our kernels: a fast path must produce bitwise the same floats, so each reference spells out
+// its exact operation order (e.g. Q4_K is `(d * sc) * q - (dmin * m)`, rounded per step).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace nanoinfer {
+
+// ggml's type ids (the numbers are part of the file format). Only the ones we read are named.
+enum class GgmlType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  BF16 = 30,
+};
+
+struct GgmlTypeInfo {
+  GgmlType type;
+  std::string_view name;  // ggml's spelling: "Q4_K", "BF16", ...
+  uint32_t block_elems;   // elements per block (1 for the float types)
+  uint32_t block_bytes;   // bytes per block
+};
+
+// The supported type with this id, or nullopt (unknown ids and ggml types we do not read).
+std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id);
+const GgmlTypeInfo& ggml_type_info(GgmlType type);
+// ggml's name for any id it has ever assigned ("Q2_K", "IQ4_XS", ...), "?" for others; used
+// to say which type a file needs when we do not support it.
+std::string_view ggml_type_name(uint32_t id);
+// "F32, F16, Q4_0, ...": the supported types, for error messages.
+std::string_view ggml_supported_type_names();
+
+// ---- block layouts ------------------------------------------------------------------------
+// f16 fields are raw bits (uint16_t). Structs contain no padding (checked by static_assert),
+// so a row of blocks can be read as an array of them when the base is 2-byte aligned.
+
+inline constexpr int kQK = 32;     // elements per block of the 32-element types
+inline constexpr int kQK_K = 256;  // elements per super-block of the K types
+
+// Q8_0: x[i] = d * q[i].
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+// Q4_0: x[i] = d * (q[i] - 8), q unsigned 4-bit. Byte j holds element j in its low nibble
+// and element j + 16 in its high nibble.
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+// Q4_1: x[i] = d * q[i] + m, nibbles as in Q4_0 (m is the block minimum).
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
+// Q5_0: x[i] = d * (q[i] - 16), q unsigned 5-bit. The low 4 bits are packed as in Q4_0; bit i
+// of the little-endian 32-bit qh is bit 4 of element i.
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+// Q5_1: x[i] = d * q[i] + m, 5-bit q packed as in Q5_0.
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// Q4_K: 256 elements in 8 sub-blocks of 32. Sub-block j has a 6-bit scale sc[j] and a 6-bit
+// min m[j] packed into `scales` (see k_scale_min); x = (d * sc[j]) * q - (dmin * m[j]).
+// The quants come in 4 chunks of 32 bytes: chunk c holds sub-block 2c in its low nibbles and
+// sub-block 2c + 1 in its high nibbles (byte l of the chunk -> element l of each).
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// Q5_K: as Q4_K with a fifth bit per element: for element l of sub-block j, bit j of qh[l].
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+
+// Q6_K: 256 elements in 16 sub-blocks of 16 with signed 8-bit scales; x = (d * sc) * (q - 32),
+// q unsigned 6-bit. Two halves of 128 elements; half h uses ql[64h..], qh[32h..]. Within a
+// half, for l in [0, 32): element l     = low nibble of ql[l]      | qh[l] bits 0-1 << 4,
+//                          element l+32  = low nibble of ql[l + 32] | qh[l] bits 2-3 << 4,
+//                          element l+64  = high nibble of ql[l]     | qh[l] bits 4-5 << 4,
+//                          element l+96  = high nibble of ql[l + 32]| qh[l] bits 6-7 << 4.
+// Element e of the block uses scale scales[e / 16].
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block. Bytes 0-3 hold the
+// scales of sub-blocks 0-3 in their low 6 bits, bytes 4-7 the mins of sub-blocks 0-3; for
+// sub-blocks 4-7 byte 8 + (j - 4) holds the low 4 bits of the scale (low nibble) and of the
+// min (high nibble), and the top 2 bits come from bits 6-7 of bytes j - 4 (scale) and j (min).
+struct ScaleMin {
+  uint8_t scale;
+  uint8_t min;
+};
+ScaleMin k_scale_min(const uint8_t (&scales)[12], int j);
+
+// ---- scalar references ---------------------------------------------------------------------
+// Each converts `n` consecutive elements (a multiple of the type's block_elems) starting at
+// `src` to f32. `src` may have any alignment. n = 0 writes nothing.
+void dequantize_row_f32(const std::byte* src, float* dst, size_t n);
+void dequantize_row_f16(const std::byte* src, float* dst, size_t n);
+void dequantize_row_bf16(const std::byte* src, float* dst, size_t n);
+void dequantize_row_q8_0(const std::byte* src, float* dst, size_t n);
+void dequantize_row_q4_0(const std::byte* src, float* dst, size_t n);
+void dequantize_row_q4_1(const std::byte* src, float* dst, size_t n);
+void dequantize_row_q5_0(const std::byte* src, float* dst, size_t n);
+void dequantize_row_q5_1(const std::byte* src, float* dst, size_t n);
+void dequantize_row_q4_K(const std::byte* src, float* dst, size_t n);
+void dequantize_row_q5_K(const std::byte* src, float* dst, size_t n);
+void dequantize_row_q6_K(const std::byte* src, float* dst, size_t n);
+
+// Dispatches on the type; throws nanoinfer::Error if n is not a whole number of blocks.
+void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n);
+
+// Bytes that n elements of `type` occupy; throws if n is not a whole number of blocks.
+size_t ggml_row_bytes(GgmlType type, uint64_t n);
+
+}  // namespace nanoinfer

@@ -1,0 +1,156 @@
+#include "model/gguf_config.h"
+
+#include <array>
+#include <charconv>
+#include <utility>
+
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+
+namespace {
+
+// Same bound as config.json dimensions (model/config.cpp): larger is not a real model and
+// would let products of two dimensions approach 64-bit overflow downstream.
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+
+int64_t dim(const GgufLayout& layout, std::string_view key) {
+  const uint64_t v = layout.get_uint(key);
+  if (v == 0 || v > static_cast<uint64_t>(kMaxDim))
+    fail("{}: metadata '{}': expected an integer in [1, {}], found {}", layout.origin, key, kMaxDim,
+         v);
+  return static_cast<int64_t>(v);
+}
+
+double positive(const GgufLayout& layout, std::string_view key, double fallback) {
+  if (layout.find(key) == nullptr) return fallback;
+  const double v = layout.get_float(key);
+  if (!(v > 0.0))
+    fail("{}: metadata '{}': expected a positive number, found {}", layout.origin, key, v);
+  return v;
+}
+
+constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kGlobalNames{{
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+}};
+
+// Per-layer suffixes after "blk.N." and "model.layers.N.".
+constexpr std::array<std::pair<std::string_view, std::string_view>, 12> kLayerNames{{
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+}};
+
+// Maps "<from_prefix>N.<suffix>" to "<to_prefix>N.<mapped suffix>"; `forward` picks the
+// direction of the suffix table.
+std::optional<std::string> map_name(std::string_view name, std::string_view from_prefix,
+                                    std::string_view to_prefix, bool forward) {
+  for (const auto& [g, h] : kGlobalNames)
+    if (name == (forward ? g : h)) return std::string(forward ? h : g);
+  if (!name.starts_with(from_prefix)) return std::nullopt;
+  name.remove_prefix(from_prefix.size());
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos || dot == 0) return std::nullopt;
+  const std::string_view digits = name.substr(0, dot);
+  if (digits.size() > 1 && digits[0] == '0') return std::nullopt;  // one spelling per layer
+  int layer = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), layer);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  const std::string_view suffix = name.substr(dot + 1);
+  for (const auto& [g, h] : kLayerNames)
+    if (suffix == (forward ? g : h))
+      return fmt::format("{}{}.{}", to_prefix, layer, forward ? h : g);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> hf_name_from_gguf(std::string_view gguf_name) {
+  return map_name(gguf_name, "blk.", "model.layers.", true);
+}
+
+std::optional<std::string> gguf_name_from_hf(std::string_view hf_name) {
+  return map_name(hf_name, "model.layers.", "blk.", false);
+}
+
+ModelConfig config_from_gguf(const GgufLayout& layout) {
+  const std::string_view origin = layout.origin;
+  const std::string& arch = layout.get_string("general.architecture");
+  if (arch != "qwen2")
+    fail(
+        "{}: general.architecture '{}' is not supported (nanoinfer supports 'qwen2': the Qwen2 "
+        "/ Qwen2.5 family)",
+        origin, arch);
+
+  // Features of other qwen2-family files that the forward pass does not implement.
+  if (const GgufValue* v = layout.find("qwen2.rope.scaling.type")) {
+    const auto* s = std::get_if<std::string>(&v->value);
+    if (s == nullptr || *s != "none")
+      fail("{}: metadata 'qwen2.rope.scaling.type': RoPE scaling is not supported", origin);
+  }
+
+  ModelConfig c;
+  c.model_type = "qwen2";
+  c.hidden_size = dim(layout, "qwen2.embedding_length");
+  c.intermediate_size = dim(layout, "qwen2.feed_forward_length");
+  c.num_hidden_layers = dim(layout, "qwen2.block_count");
+  c.num_attention_heads = dim(layout, "qwen2.attention.head_count");
+  c.num_key_value_heads = layout.find("qwen2.attention.head_count_kv") != nullptr
+                              ? dim(layout, "qwen2.attention.head_count_kv")
+                              : c.num_attention_heads;
+  c.max_position_embeddings =
+      layout.find("qwen2.context_length") != nullptr ? dim(layout, "qwen2.context_length") : 32768;
+  c.rope_theta = positive(layout, "qwen2.rope.freq_base", 10000.0);
+  c.rms_norm_eps = positive(layout, "qwen2.attention.layer_norm_rms_epsilon", 1e-6);
+  c.tie_word_embeddings = layout.find_tensor("output.weight") == nullptr;
+  c.torch_dtype = "";  // not recorded in GGUF; the tensors carry their own types
+
+  const GgufTensorInfo* embd = layout.find_tensor("token_embd.weight");
+  if (embd == nullptr) fail("{}: missing tensor 'token_embd.weight'", origin);
+  if (embd->dims.size() != 2 || embd->dims[0] != static_cast<uint64_t>(c.hidden_size) ||
+      embd->dims[1] == 0 || embd->dims[1] > static_cast<uint64_t>(kMaxDim))
+    fail(
+        "{}: tensor 'token_embd.weight': expected dims [{}, vocab] (vocab in [1, {}]), found "
+        "[{}]",
+        origin, c.hidden_size, kMaxDim, fmt::join(embd->dims, ", "));
+  c.vocab_size = static_cast<int64_t>(embd->dims[1]);
+  if (layout.find("qwen2.vocab_size") != nullptr && dim(layout, "qwen2.vocab_size") != c.vocab_size)
+    fail("{}: metadata 'qwen2.vocab_size' {} differs from the {} rows of token_embd.weight", origin,
+         dim(layout, "qwen2.vocab_size"), c.vocab_size);
+  if (const GgufValue* tokens = layout.find("tokenizer.ggml.tokens")) {
+    const auto* a = std::get_if<GgufArray>(&tokens->value);
+    if (a != nullptr && a->size() != static_cast<size_t>(c.vocab_size))
+      fail("{}: metadata 'tokenizer.ggml.tokens' has {} tokens, token_embd.weight {} rows", origin,
+           a->size(), c.vocab_size);
+  }
+
+  if (c.hidden_size % c.num_attention_heads != 0)
+    fail("{}: embedding_length {} is not divisible by attention.head_count {}", origin,
+         c.hidden_size, c.num_attention_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail("{}: attention.head_count {} is not divisible by attention.head_count_kv {}", origin,
+         c.num_attention_heads, c.num_key_value_heads);
+  if (c.head_dim() % 2 != 0)
+    fail("{}: head dim {} (embedding_length {} / attention.head_count {}) must be even for RoPE",
+         origin, c.head_dim(), c.hidden_size, c.num_attention_heads);
+  for (const std::string_view key : {"qwen2.rope.dimension_count", "qwen2.attention.key_length",
+                                     "qwen2.attention.value_length"}) {
+    if (layout.find(key) != nullptr && layout.get_uint(key) != static_cast<uint64_t>(c.head_dim()))
+      fail("{}: metadata '{}' {} differs from embedding_length / attention.head_count = {}", origin,
+           key, layout.get_uint(key), c.head_dim());
+  }
+  return c;
+}
+
+}  // namespace nanoinfer

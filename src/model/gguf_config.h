@@ -1,0 +1,35 @@
+// What a GGUF file's metadata and tensor names mean for nanoinfer's Qwen2 model: the config
+// from the `qwen2.*` keys, and the mapping between GGUF tensor names (llama.cpp's
+// `blk.N.attn_q.weight`) and the Hugging Face names the manifest uses
+// (`model.layers.N.self_attn.q_proj.weight`).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "io/gguf.h"
+#include "nanoinfer/config.h"
+
+namespace nanoinfer {
+
+// Reads general.architecture (must be "qwen2"; anything else is rejected by name) and the
+// qwen2.* hyperparameters:
+//   qwen2.block_count -> num_hidden_layers        qwen2.embedding_length -> hidden_size
+//   qwen2.feed_forward_length -> intermediate_size qwen2.context_length -> max_position_embeddings
+//   qwen2.attention.head_count[_kv] -> num_attention_heads / num_key_value_heads
+//   qwen2.rope.freq_base -> rope_theta            qwen2.attention.layer_norm_rms_epsilon ->
+//   rms_norm_eps
+// vocab_size is the row count of token_embd.weight (it must agree with qwen2.vocab_size and the
+// tokenizer.ggml.tokens length when those are present); tie_word_embeddings is true when the
+// file has no output.weight. f32 values are widened exactly (1e-6f stays 9.99999997e-7).
+// Checks the same invariants as ModelConfig::parse; throws Error naming the file and key.
+ModelConfig config_from_gguf(const GgufLayout& layout);
+
+// "blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"; nullopt for a name that
+// is not part of a Qwen2 model.
+std::optional<std::string> hf_name_from_gguf(std::string_view gguf_name);
+// The reverse, for writing GGUF files llama.cpp can load.
+std::optional<std::string> gguf_name_from_hf(std::string_view hf_name);
+
+}  // namespace nanoinfer
