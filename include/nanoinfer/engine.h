@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,5 +76,12 @@ struct ModelReport {
   std::vector<std::string> problems;      // empty: the file matches the manifest
 };
 ModelReport inspect_model(const std::filesystem::path& dir);
+
+// Writes the model directory as one GGUF file (temp file + rename) that llama.cpp and
+// open_model load: matrices as `type` (nullopt: as stored; f32, bf16, int8 = Q8_0, int4 = Q4_0,
+// rounded to nearest), norms and biases f32, the tokenizer as tokenizer.ggml.* arrays.
+// Returns the bytes of tensor data written.
+uint64_t export_gguf(const std::filesystem::path& model_dir, const std::filesystem::path& out_file,
+                     std::optional<WeightType> type);
 
 }  // namespace nanoinfer

@@ -503,6 +503,14 @@ std::span<const std::byte> GgufFile::data(const GgufTensorInfo& info) const {
                               static_cast<size_t>(info.nbytes));
 }
 
+void GgufFile::read(const GgufTensorInfo& info, uint64_t offset, std::span<std::byte> dst) const {
+  if (offset > info.nbytes || dst.size() > info.nbytes - offset) {
+    fail("{}: tensor '{}': read of {} bytes at {} is outside its {} bytes", path_.string(), info.name, dst.size(),
+         offset, info.nbytes);
+  }
+  map_.read_at(layout_.data_offset + info.offset + offset, dst);
+}
+
 const GgufTensorInfo& GgufFile::get(std::string_view name) const {
   const GgufTensorInfo* info = find(name);
   if (info == nullptr) fail("{}: missing tensor '{}'", path_.string(), name);

@@ -155,6 +155,9 @@ class GgufFile {
   // A tensor's bytes inside the mapping; the start is aligned to layout().alignment.
   std::span<const std::byte> data(const GgufTensorInfo& info) const;
   const GgufTensorInfo& get(std::string_view name) const;  // throws Error naming the tensor
+  // Copies dst.size() bytes of a tensor from `offset` into it with pread, never touching the
+  // mapping (how the weight loader reads: the file's pages never count as resident).
+  void read(const GgufTensorInfo& info, uint64_t offset, std::span<std::byte> dst) const;
 
  private:
   std::filesystem::path path_;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/linear.h"
@@ -247,7 +248,13 @@ Model Model::load(const ModelConfig& cfg, const std::filesystem::path& weights_f
   auto impl = std::make_unique<Impl>(cfg, resolved);
   impl->opts.threads = static_cast<int>(impl->pool.size());
   impl->compute = Compute{&impl->pool, &table};
-  impl->w = load_weights(SafetensorsFile::open(weights_file), impl->cfg, resolved.weights, impl->pool);
+  if (weights_file.extension() == ".gguf") {
+    const GgufFile file = GgufFile::open(weights_file);
+    impl->w = load_weights(gguf_source(file), impl->cfg, resolved.weights, impl->pool);
+  } else {
+    const SafetensorsFile file = SafetensorsFile::open(weights_file);
+    impl->w = load_weights(safetensors_source(file), impl->cfg, resolved.weights, impl->pool);
+  }
   impl->rope = Rope(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, resolved.max_context);
   return Model(std::move(impl));
 }

@@ -62,92 +62,67 @@ std::byte* WeightArena::take(size_t bytes) {
 
 namespace {
 
-// Stored element types a checkpoint's float tensors may have, widened exactly.
-void widen(DType from, const std::byte* src, float* dst, size_t n) {
-  switch (from) {
-    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
-    case DType::BF16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = bf16_to_f32(h);
-      }
-      return;
-    case DType::F16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = f16_to_f32(h);
-      }
-      return;
-    default: break;
-  }
-  fail("weights: cannot widen {} tensors", dtype_name(from));
-}
-
-// The weight type a stored float dtype is held in when no conversion is asked for.
-std::optional<WeightType> same_type(DType stored) {
-  if (stored == DType::F32) return WeightType::F32;
-  if (stored == DType::BF16) return WeightType::BF16;
-  return std::nullopt;
-}
-
 // Bytes of source read per pread: large enough to stream at page-cache speed, small enough
 // that the per-thread staging buffers stay negligible next to the weights.
 constexpr size_t kChunkBytes = size_t{8} << 20;
 
 class Loader {
  public:
-  Loader(const SafetensorsFile& file, std::optional<WeightType> target, ThreadPool& pool, ModelWeights& out)
-      : file_(file), target_(target), pool_(pool), out_(out) {}
+  Loader(const WeightSource& src, std::optional<WeightType> target, ThreadPool& pool, ModelWeights& out)
+      : src_(src), target_(target), pool_(pool), out_(out) {}
 
-  // The type a matrix is held in: the requested one, else the stored one (f16 -> f32).
-  WeightType type_for(DType stored) const { return target_ ? *target_ : same_type(stored).value_or(WeightType::F32); }
+  // The type a matrix is held in: the requested one, else the stored one when the engine has
+  // it; f16 is widened to f32, and block types without kernels (GGUF's K-quants, Q4_1, Q5_x)
+  // are requantized to int8, the closest type the kernels run.
+  WeightType type_for(const StoredTensor& t) const {
+    if (target_) return *target_;
+    if (t.exact) return *t.exact;
+    return t.type_name == "F16" ? WeightType::F32 : WeightType::Q8_0;
+  }
 
-  // Arena bytes for the manifest's tensors that will be loaded.
+  // Arena bytes for the tensors that will be loaded.
   size_t arena_bytes(const std::vector<const TensorSpec*>& specs) const {
     size_t total = 0;
     for (const TensorSpec* spec : specs) {
-      const TensorInfo& info = *file_.find(spec->name);
+      const StoredTensor& t = checked(spec->name);
       const size_t bytes = spec->is_matrix()
-                               ? static_cast<size_t>(info.shape[0]) * weight_row_bytes(type_for(info.dtype), info.shape[1])
-                               : static_cast<size_t>(info.numel()) * sizeof(float);
+                               ? static_cast<size_t>(t.shape[0]) * weight_row_bytes(type_for(t), t.shape[1])
+                               : static_cast<size_t>(t.shape[0]) * sizeof(float);
       total += round_up(bytes, kAlign);
     }
     return total;
   }
 
   Weight matrix(const TensorSpec& spec) {
-    const TensorInfo& info = checked(spec.name);
-    const size_t rows = static_cast<size_t>(info.shape[0]), cols = static_cast<size_t>(info.shape[1]);
-    const WeightType to = type_for(info.dtype);
+    const StoredTensor& t = checked(spec.name);
+    const size_t rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
+    const WeightType to = type_for(t);
     Weight w{to, nullptr, rows, cols, weight_row_bytes(to, cols)};
     std::byte* dst = out_.arena.take(w.bytes());
     w.data = dst;
-    if (same_type(info.dtype) == to) {
+    if (t.exact == to) {
       // Stored as held: read straight into the arena, in parallel chunks (the page faults
       // of the fresh arena are spread over the threads too).
       const size_t chunks = (w.bytes() + kChunkBytes - 1) / kChunkBytes;
       pool_.parallel_for(chunks, 1, [&](size_t begin, size_t end) {
         for (size_t c = begin; c < end; ++c) {
           const size_t off = c * kChunkBytes, n = std::min(kChunkBytes, w.bytes() - off);
-          file_.read(info, off, {dst + off, n});
+          src_.read(t, off, {dst + off, n});
         }
       });
     } else {
-      // Converted: stage rows of the stored type, widen to f32, then write the target type
-      // through the traits (quantize_row rounds to nearest for every type).
-      const size_t src_row = cols * dtype_size(info.dtype);
-      const size_t rows_per_chunk = std::max<size_t>(1, kChunkBytes / src_row);
+      // Converted: stage stored rows, widen (or dequantize) each to f32, then write the
+      // target type through the traits (quantize_row rounds to nearest for every type).
+      const size_t rows_per_chunk = std::max<size_t>(1, kChunkBytes / t.row_bytes);
       const size_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
       pool_.parallel_for(chunks, 1, [&](size_t begin, size_t end) {
-        std::vector<std::byte> staged(rows_per_chunk * src_row);
+        std::vector<std::byte> staged(rows_per_chunk * t.row_bytes);
         std::vector<float> row(cols);
         for (size_t c = begin; c < end; ++c) {
           const size_t r0 = c * rows_per_chunk, nr = std::min(rows_per_chunk, rows - r0);
-          file_.read(info, r0 * src_row, {staged.data(), nr * src_row});
+          src_.read(t, r0 * t.row_bytes, {staged.data(), nr * t.row_bytes});
           for (size_t r = 0; r < nr; ++r) {
-            widen(info.dtype, staged.data() + r * src_row, row.data(), cols);
+            t.widen_row(staged.data() + r * t.row_bytes, row.data(), cols);
             kernels::quantize_row(to, row.data(), dst + (r0 + r) * w.row_bytes, cols);
           }
         }
@@ -158,12 +133,12 @@ class Loader {
   }
 
   const float* vector(const TensorSpec& spec) {
-    const TensorInfo& info = checked(spec.name);
-    const size_t count = static_cast<size_t>(info.numel());
-    std::vector<std::byte> staged(info.nbytes());
-    file_.read(info, 0, staged);
+    const StoredTensor& t = checked(spec.name);
+    const size_t count = static_cast<size_t>(t.shape[0]);
+    std::vector<std::byte> staged(t.nbytes);
+    src_.read(t, 0, staged);
     auto* dst = reinterpret_cast<float*>(out_.arena.take(count * sizeof(float)));
-    widen(info.dtype, staged.data(), dst, count);
+    t.widen_row(staged.data(), dst, count);
     if (target_ == WeightType::BF16)
       for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(f32_to_bf16(dst[i]));
     out_.weight_bytes += count * sizeof(float);
@@ -172,17 +147,14 @@ class Loader {
 
  private:
   // Shapes were checked against the manifest; the element type is checked here.
-  const TensorInfo& checked(const std::string& name) const {
-    const TensorInfo* info = file_.find(name);
-    if (info == nullptr) fail("{}: missing tensor '{}'", file_.path().string(), name);
-    if (info->dtype != DType::F32 && info->dtype != DType::BF16 && info->dtype != DType::F16) {
-      fail("{}: tensor '{}': expected F32, BF16 or F16, found {}", file_.path().string(), name,
-           dtype_name(info->dtype));
-    }
-    return *info;
+  const StoredTensor& checked(const std::string& name) const {
+    const StoredTensor* t = src_.find(name);
+    if (t == nullptr) fail("{}: missing tensor '{}'", src_.path.string(), name);
+    if (!t->widen_row) fail("{}: tensor '{}': expected F32, BF16 or F16, found {}", src_.path.string(), name, t->type_name);
+    return *t;
   }
 
-  const SafetensorsFile& file_;
+  const WeightSource& src_;
   std::optional<WeightType> target_;
   ThreadPool& pool_;
   ModelWeights& out_;
@@ -190,27 +162,26 @@ class Loader {
 
 }  // namespace
 
-ModelWeights load_weights(const SafetensorsFile& file, const ModelConfig& cfg, std::optional<WeightType> target,
+ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target,
                           ThreadPool& pool) {
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
-  const std::vector<std::string> problems = manifest_problems(manifest, file.tensors());
+  const std::vector<std::string> problems = manifest_problems(manifest, src.infos());
   if (!problems.empty()) {
     std::string all;
     for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
-    fail("{}: {}", file.path().string(), all);
+    fail("{}: {}", src.path.string(), all);
   }
 
   // What is loaded: every tensor of the manifest in the file, except a tied model's optional
   // lm_head copy (the embedding is the head).
   std::vector<const TensorSpec*> specs;
   for (const TensorSpec& spec : manifest) {
-    if (file.find(spec.name) == nullptr) continue;
+    if (src.find(spec.name) == nullptr) continue;
     if (spec.slot == TensorSlot::LmHead && cfg.tie_word_embeddings) continue;
     specs.push_back(&spec);
   }
-
   ModelWeights w;
-  Loader load(file, target, pool, w);
+  Loader load(src, target, pool, w);
   w.arena = WeightArena(load.arena_bytes(specs));
   w.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
   for (const TensorSpec* spec : specs) {

@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "io/safetensors.h"
+#include "model/weight_source.h"
 #include "model/linear.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/thread_pool.h"
@@ -69,7 +69,7 @@ struct ModelWeights {
 // `target`: the type every matrix is held in, or nullopt for the stored type (f16 widened).
 // Norm weights and biases are held in f32; with a bf16 target they are rounded to bf16 first,
 // so that mode is exactly "every weight rounded to bf16".
-ModelWeights load_weights(const SafetensorsFile& file, const ModelConfig& cfg, std::optional<WeightType> target,
+ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target,
                           ThreadPool& pool);
 
 }  // namespace nanoinfer

@@ -1,0 +1,107 @@
+#include "model/weight_source.h"
+
+#include <cstring>
+
+#include "io/gguf.h"
+#include "io/gguf_blocks.h"
+#include "model/gguf_config.h"
+#include "nanoinfer/dtype.h"
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+
+const StoredTensor* WeightSource::find(std::string_view name) const {
+  for (const StoredTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::vector<TensorInfo> WeightSource::infos() const {
+  std::vector<TensorInfo> out;
+  for (const StoredTensor& t : tensors) {
+    TensorInfo info;
+    info.name = t.name;
+    info.dtype = DType::U8;  // not judged by the manifest check
+    info.shape = t.shape;
+    info.end = t.nbytes;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+namespace {
+
+void widen_f32(const std::byte* row, float* out, size_t n) { std::memcpy(out, row, n * sizeof(float)); }
+void widen_bf16(const std::byte* row, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    out[i] = bf16_to_f32(h);
+  }
+}
+void widen_f16(const std::byte* row, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    out[i] = f16_to_f32(h);
+  }
+}
+
+}  // namespace
+
+WeightSource safetensors_source(const SafetensorsFile& file) {
+  WeightSource src;
+  src.path = file.path();
+  for (const TensorInfo& info : file.tensors()) {
+    StoredTensor t;
+    t.name = info.name;
+    t.shape = info.shape;
+    t.type_name = std::string(dtype_name(info.dtype));
+    t.nbytes = info.nbytes();
+    const uint64_t cols = info.shape.empty() ? 1 : info.shape.back();
+    switch (info.dtype) {
+      case DType::F32: t.exact = WeightType::F32, t.widen_row = widen_f32; break;
+      case DType::BF16: t.exact = WeightType::BF16, t.widen_row = widen_bf16; break;
+      case DType::F16: t.widen_row = widen_f16; break;
+      default: break;  // rejected by the loader, naming the type
+    }
+    t.row_bytes = static_cast<size_t>(cols * dtype_size(info.dtype));
+    src.tensors.push_back(std::move(t));
+  }
+  src.read = [&file](const StoredTensor& t, uint64_t offset, std::span<std::byte> dst) {
+    file.read(*file.find(t.name), offset, dst);
+  };
+  return src;
+}
+
+WeightSource gguf_source(const GgufFile& file) {
+  WeightSource src;
+  src.path = file.path();
+  for (const GgufTensorInfo& info : file.tensors()) {
+    const std::optional<std::string> hf = hf_name_from_gguf(info.name);
+    if (!hf) fail("{}: tensor '{}' is not part of a qwen2 model", file.path().string(), info.name);
+    StoredTensor t;
+    t.name = *hf;
+    t.shape = info.shape();
+    const GgmlType type = info.type;
+    t.type_name = std::string(ggml_type_info(static_cast<uint32_t>(type))->name);
+    t.nbytes = info.nbytes;
+    t.row_bytes = ggml_row_bytes(type, info.dims.empty() ? 1 : info.dims[0]);
+    switch (type) {
+      case GgmlType::F32: t.exact = WeightType::F32; break;
+      case GgmlType::BF16: t.exact = WeightType::BF16; break;
+      case GgmlType::Q8_0: t.exact = WeightType::Q8_0; break;
+      case GgmlType::Q4_0: t.exact = WeightType::Q4_0; break;
+      default: break;
+    }
+    t.widen_row = [type](const std::byte* row, float* out, size_t n) { dequantize_row(type, row, out, n); };
+    src.tensors.push_back(std::move(t));
+  }
+  src.read = [&file](const StoredTensor& t, uint64_t offset, std::span<std::byte> dst) {
+    // The GGUF name of t: map back through the Hugging Face name.
+    file.read(file.get(*gguf_name_from_hf(t.name)), offset, dst);
+  };
+  return src;
+}
+
+}  // namespace nanoinfer
