@@ -193,22 +193,22 @@ constexpr Kernels kScalar{Isa::Scalar,
                           scalar::dot_f32,
                           scalar::axpy_f32};
 constexpr Kernels kAvx2{Isa::Avx2,
-                        {avx2::matmul_f32, avx2::matmul_bf16, matmul_q8_0, matmul_q4_0},
+                        {avx2::matmul_f32, avx2::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
                         avx2::dot_f32,
                         avx2::axpy_f32};
 constexpr Kernels kAvx2Vnni{Isa::Avx2Vnni,
-                            {avx2::matmul_f32, avx2::matmul_bf16, matmul_q8_0, matmul_q4_0},
+                            {avx2::matmul_f32, avx2::matmul_bf16, avx2_vnni::matmul_q8_0, avx2_vnni::matmul_q4_0},
                             avx2::dot_f32,
                             avx2::axpy_f32};
 // Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
 // no zmm sign trick), so the avx512 tier keeps AVX2's quantized kernels.
 constexpr Kernels kAvx512{Isa::Avx512,
-                          {avx512::matmul_f32, avx512::matmul_bf16, matmul_q8_0, matmul_q4_0},
+                          {avx512::matmul_f32, avx512::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
                           avx512::dot_f32,
                           avx512::axpy_f32};
 constexpr Kernels kAvx512Vnni{
     Isa::Avx512Vnni,
-    {avx512::matmul_f32, avx512::matmul_bf16, matmul_q8_0, matmul_q4_0},
+    {avx512::matmul_f32, avx512::matmul_bf16, avx512_vnni::matmul_q8_0, avx512_vnni::matmul_q4_0},
     avx512::dot_f32,
     avx512::axpy_f32};
 
