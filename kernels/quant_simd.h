@@ -119,34 +119,72 @@ inline void quantize_activations(const float* x, size_t cols, size_t n, size_t p
 
 // ---- the 256-bit family ---------------------------------------------------------------------
 
-// A group is one ymm of 8 slots; one slot's block product is one ymm of 8 int32 partial sums.
+// A group is one ymm of 8 slots. One ymm of int8 products covers two slots, one per 128-bit
+// half: elements 0-15 of a block in one vector and 16-31 in another, each half holding one
+// row's bytes against its slot's token (broadcast to both halves). Vector k pairs slots k and
+// k + 4, so four vectors of int32 partial sums reduce to slot j in lane j without crossing
+// halves. Slot k and k + 4 are rows k and k + 4 in decode (TG = 1) and rows 0 and 1 of token
+// k in prefill (TG = 4): the halves always share their token.
 template <bool kVnni>
 struct Ymm {
-  static constexpr size_t lanes = 8;
+  static constexpr size_t lanes = 8, decode_rows = 8;
 
-  // Lanes summing to sum_i u[i] * x[i], u unsigned and x signed bytes, exactly.
-  static __m256i dot(__m256i u, __m256i x) {
+  // Two rows' block, split: lo = [a 0-15 | b 0-15], hi = [a 16-31 | b 16-31]. Unsigned for
+  // the multiply (u) and, for AVX2's Q8_0, the signed bytes too (q) to carry the signs to x.
+  struct Weights {
+    __m256i ulo, uhi, qlo, qhi;
+  };
+  template <WeightType kType>
+  static Weights weights(const uint8_t* a, const uint8_t* b) {
+    const auto half = [](const uint8_t* pa, const uint8_t* pb) {
+      return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pa))),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb)), 1);
+    };
+    Weights w;
+    if constexpr (kType == WeightType::Q8_0) {
+      w.qlo = half(a + 2, b + 2);
+      w.qhi = half(a + 18, b + 18);
+      if constexpr (kVnni) {
+        w.ulo = _mm256_xor_si256(w.qlo, _mm256_set1_epi8(-128));
+        w.uhi = _mm256_xor_si256(w.qhi, _mm256_set1_epi8(-128));
+      } else {
+        w.ulo = _mm256_abs_epi8(w.qlo);
+        w.uhi = _mm256_abs_epi8(w.qhi);
+      }
+    } else {
+      const __m256i n = half(a + 2, b + 2);  // byte i: element i (low nibble), i + 16 (high)
+      w.ulo = _mm256_and_si256(n, _mm256_set1_epi8(0x0f));
+      w.uhi = _mm256_and_si256(_mm256_srli_epi16(n, 4), _mm256_set1_epi8(0x0f));
+    }
+    return w;
+  }
+
+  // Lanes summing, per half, to that half's row . x exactly. xlo / xhi: the token's elements
+  // 0-15 / 16-31 in both halves.
+  template <WeightType kType>
+  static __m256i dot(const Weights& w, __m256i xlo, __m256i xhi) {
     if constexpr (kVnni) {
 #ifdef __AVXVNNI__
-      return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, x);
+      return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w.ulo, xlo), w.uhi, xhi);
 #else
       static_assert(!kVnni, "the VNNI family needs a file compiled with -mavxvnni (*_avx2_vnni.cpp)");
 #endif
+    } else if constexpr (kType == WeightType::Q8_0) {
+      const __m256i ones = _mm256_set1_epi16(1);
+      return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w.ulo, _mm256_sign_epi8(xlo, w.qlo)), ones),
+                              _mm256_madd_epi16(_mm256_maddubs_epi16(w.uhi, _mm256_sign_epi8(xhi, w.qhi)), ones));
     } else {
-      return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
+      // Nibble products: int16 pair sums of at most 2 * 15 * 127, two of them still fit.
+      return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w.ulo, xlo), _mm256_maddubs_epi16(w.uhi, xhi)),
+                               _mm256_set1_epi16(1));
     }
   }
 
-  // v[j]: partial sums of slot j -> lane j holds slot j's total.
+  // v[k]: partial sums of slots k (low half) and k + 4 (high half) -> lane j holds slot j.
   static __m256i reduce(const __m256i* v) {
-    __m256i u[4];
-#pragma GCC unroll 16
-    for (int i = 0; i < 4; ++i)
-      u[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-    // Each 128-bit half of w0 holds, for slots 0-3, the sum over that half of their partials.
-    const __m256i w0 = _mm256_add_epi32(_mm256_unpacklo_epi64(u[0], u[1]), _mm256_unpackhi_epi64(u[0], u[1]));
-    const __m256i w1 = _mm256_add_epi32(_mm256_unpacklo_epi64(u[2], u[3]), _mm256_unpackhi_epi64(u[2], u[3]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(w0, w1, 0x20), _mm256_permute2x128_si256(w0, w1, 0x31));
+    const __m256i u0 = _mm256_add_epi32(_mm256_unpacklo_epi32(v[0], v[1]), _mm256_unpackhi_epi32(v[0], v[1]));
+    const __m256i u1 = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2], v[3]), _mm256_unpackhi_epi32(v[2], v[3]));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(u0, u1), _mm256_unpackhi_epi64(u0, u1));
   }
 
   // Lane j = p[j % TG]: the per-token values of a block for the slots.
@@ -160,10 +198,14 @@ struct Ymm {
     if constexpr (TG == 1) return _mm256_set1_epi32(*p);
     else return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  // Lane j = the f16 scale h[j / TG], widened exactly.
+  // Lane j = the f16 scale at blk[j / TG], widened exactly.
   template <size_t TG>
-  static __m256 per_row(const uint16_t* h) {
-    const auto H = [h](size_t j) { return static_cast<short>(h[j / TG]); };
+  static __m256 per_row(const uint8_t* const* blk) {
+    const auto H = [blk](size_t j) {
+      uint16_t h;
+      std::memcpy(&h, blk[j / TG], sizeof h);
+      return static_cast<short>(h);
+    };
     return _mm256_cvtph_ps(_mm_setr_epi16(H(0), H(1), H(2), H(3), H(4), H(5), H(6), H(7)));
   }
 
@@ -172,45 +214,43 @@ struct Ymm {
   template <WeightType kType, size_t TG>
   static void group(const std::byte* const* wr, size_t nb, const int8_t* const* xq, const float* d, const int32_t* s,
                     size_t stride, float* out) {
+    static_assert(TG == 1 || TG == 4, "slots k and k + 4 must share their token");
     constexpr size_t R = lanes / TG;
     constexpr int offset_shift = kType == WeightType::Q4_0 ? 3 : kVnni ? 7 : -1;  // 8, 128 or none
     __m256 acc = _mm256_setzero_ps();
     for (size_t b = 0; b < nb; ++b) {
-      __m256i x[TG];
+      const uint8_t* blk[R];
 #pragma GCC unroll 16
-      for (size_t t = 0; t < TG; ++t) x[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + b * kQuantBlock));
-      __m256i v[lanes];
-      uint16_t h[R];
+      for (size_t r = 0; r < R; ++r) blk[r] = reinterpret_cast<const uint8_t*>(wr[r]) + b * kBlockBytes<kType>;
+      __m256i v[4];
+      if constexpr (TG == 1) {
+        const auto* xb = reinterpret_cast<const __m128i*>(xq[0] + b * kQuantBlock);
+        const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(xb));
+        const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(xb + 1));
 #pragma GCC unroll 16
-      for (size_t r = 0; r < R; ++r) {
-        const auto* blk = reinterpret_cast<const uint8_t*>(wr[r]) + b * kBlockBytes<kType>;
-        std::memcpy(&h[r], blk, sizeof(uint16_t));
-        if constexpr (kType == WeightType::Q8_0) {
-          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-          if constexpr (kVnni) {
-            const __m256i u = _mm256_xor_si256(q, _mm256_set1_epi8(-128));
+        for (size_t k = 0; k < 4; ++k) v[k] = dot<kType>(weights<kType>(blk[k], blk[k + 4]), xlo, xhi);
+      } else {
+        const Weights w = weights<kType>(blk[0], blk[1]);
 #pragma GCC unroll 16
-            for (size_t t = 0; t < TG; ++t) v[r * TG + t] = dot(u, x[t]);
-          } else {
-            const __m256i u = _mm256_abs_epi8(q);
-#pragma GCC unroll 16
-            for (size_t t = 0; t < TG; ++t) v[r * TG + t] = dot(u, _mm256_sign_epi8(x[t], q));
-          }
-        } else {
-          const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-          const __m256i n = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-          const __m256i u = _mm256_and_si256(n, _mm256_set1_epi8(0x0f));
-#pragma GCC unroll 16
-          for (size_t t = 0; t < TG; ++t) v[r * TG + t] = dot(u, x[t]);
+        for (size_t k = 0; k < 4; ++k) {
+          const auto* xb = reinterpret_cast<const __m128i*>(xq[k] + b * kQuantBlock);
+          v[k] = dot<kType>(w, _mm256_broadcastsi128_si256(_mm_loadu_si128(xb)),
+                            _mm256_broadcastsi128_si256(_mm_loadu_si128(xb + 1)));
         }
       }
       __m256i isum = reduce(v);
       if constexpr (offset_shift >= 0)
         isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(per_token<TG>(s + b * stride), offset_shift));
-      const __m256 scale = _mm256_mul_ps(per_row<TG>(h), per_token<TG>(d + b * stride));
+      const __m256 scale = _mm256_mul_ps(per_row<TG>(blk), per_token<TG>(d + b * stride));
       acc = _mm256_add_ps(acc, _mm256_mul_ps(scale, _mm256_cvtepi32_ps(isum)));
     }
     _mm256_storeu_ps(out, acc);
+  }
+
+  template <WeightType kType>
+  static void decode(const std::byte* const* wr, size_t nb, const int8_t* xq, const float* d, const int32_t* s,
+                     float* out) {
+    group<kType, 1>(wr, nb, &xq, d, s, 1, out);
   }
 };
 
@@ -250,10 +290,19 @@ void matmul_quant(const std::byte* w, const float* bias, const float* x, float* 
   const size_t row_bytes = cols / kQuantBlock * kBlockBytes<kType>;
   QuantizedActivations& a = activation_buffer();
   if (n_tokens == 1) {
-    // Decode: memory-bound; each pass streams `lanes` rows at once.
+    // Decode: memory-bound; each pass streams `decode_rows` rows at once.
     quantize_activations(x, cols, 1, 1, a);
-    for (size_t r0 = row_begin; r0 < row_end; r0 += Fam::lanes)
-      run_group<Fam, kType, 1>(w, row_bytes, bias, y, rows, r0, row_end, a, 0, 0, 1);
+    constexpr size_t R = Fam::decode_rows;
+    for (size_t r0 = row_begin; r0 < row_end; r0 += R) {
+      const std::byte* wr[R];
+#pragma GCC unroll 16
+      for (size_t r = 0; r < R; ++r) wr[r] = w + std::min(r0 + r, row_end - 1) * row_bytes;
+      alignas(64) float out[R];
+      Fam::template decode<kType>(wr, a.nb, a.q.data(), a.d.data(), a.s.data(), out);
+#pragma GCC unroll 16
+      for (size_t r = 0; r < R; ++r)
+        if (r0 + r < row_end) y[r0 + r] = bias ? bias[r0 + r] + out[r] : out[r];
+    }
     return;
   }
   constexpr size_t TG = kPrefillGroupTokens;
