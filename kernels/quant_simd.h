@@ -5,7 +5,8 @@
 //
 // The arithmetic of one output is fixed by the scalar reference (kernels/scalar_quant.cpp).
 // Here a (row, token) pair is a "slot", one lane of a float vector; a group is one vector of
-// slots, slot j = (row j / TG, token j % TG) with TG = 1 for decode and 4 for prefill. Per
+// slots, slot j = (row j / TG, token j % TG) with TG = 1 for decode and 4 for prefill (the
+// avx512-vnni decode instead pairs 8 rows with two blocks; see quant_avx512_vnni.cpp). Per
 // block a family computes the exact integer sums of all slots of a group (int8 dot products
 // into int32 partial sums, then a transposing reduction tree into one int32 vector: integer
 // addition in any order gives the same sum), then performs the reference's float steps on the
