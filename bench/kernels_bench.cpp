@@ -1,9 +1,12 @@
-// linear() throughput on the Qwen2.5-0.5B shapes, per ISA, dtype and thread count.
+// linear() throughput on the Qwen2.5-0.5B shapes, per ISA, weight type (f32, bf16, int8 =
+// Q8_0, int4 = Q4_0) and thread count.
 //   decode  (n_tokens = 1): GB/s of weight bytes streamed (memory-bound; the figure to
-//           compare with the machine's read bandwidth).
+//           compare with the machine's read bandwidth; int8 streams 34 bytes per 32 weights,
+//           int4 18).
 //   prefill (n_tokens = 64): GFLOP/s, 2 * rows * cols * tokens per call.
 // Run: nanoinfer_microbench --benchmark_filter=Linear --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true
+//      (one weight type: --benchmark_filter='Linear/.*/type:2/' for int8)
 // Decode must stream weights from DRAM as the model does (its ~1 GB of weights never fit in
 // cache), so each benchmark cycles through enough copies of its matrix to exceed any
 // last-level cache (>= 256 MB in total).
@@ -17,7 +20,6 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "nanoinfer/dtype.h"
 #include "model/linear.h"
 #include "nanoinfer/thread_pool.h"
 
@@ -47,45 +49,42 @@ void add_min(benchmark::internal::Benchmark* b) {
 }
 
 // Copies of one random matrix, >= 256 MB in total, kept while consecutive benchmarks (and
-// repetitions) use the same shape and dtype: filling them dominates the run time otherwise.
+// repetitions) use the same shape and weight type: filling them dominates the run time otherwise.
 struct WeightCopies {
   int64_t shape = -1;
-  DType dtype = DType::F32;
-  std::vector<float> f32;
-  std::vector<uint16_t> bf16;
+  WeightType type = WeightType::F32;
+  std::vector<std::byte> bytes;
   std::vector<Weight> weights;
 };
 
-const WeightCopies& weight_copies(int64_t shape_index, DType dtype) {
+const WeightCopies& weight_copies(int64_t shape_index, WeightType type) {
   static WeightCopies cache;
-  if (cache.shape == shape_index && cache.dtype == dtype) return cache;
-  cache = WeightCopies{shape_index, dtype};
+  if (cache.shape == shape_index && cache.type == type) return cache;
+  cache = WeightCopies{shape_index, type};
   const Shape& shape = kShapes[shape_index];
-  const size_t n = shape.rows * shape.cols, bytes = n * dtype_size(dtype);
+  const size_t row_bytes = weight_row_bytes(type, shape.cols), bytes = shape.rows * row_bytes;
   constexpr size_t kMinTotalBytes = size_t{256} << 20;
   const size_t copies = (kMinTotalBytes + bytes - 1) / bytes;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  auto fill = [&](auto& data, auto convert) {
-    data.resize(n * copies);
-    for (size_t i = 0; i < n; ++i) data[i] = convert(dist(rng));
-    for (size_t c = 1; c < copies; ++c) std::copy_n(data.begin(), n, data.begin() + static_cast<ptrdiff_t>(c * n));
-    const WeightType type = dtype == DType::BF16 ? WeightType::BF16 : WeightType::F32;
-    for (size_t c = 0; c < copies; ++c) {
-      cache.weights.push_back({type, reinterpret_cast<const std::byte*>(data.data() + c * n), shape.rows, shape.cols,
-                               weight_row_bytes(type, shape.cols)});
-    }
-  };
-  if (dtype == DType::BF16) fill(cache.bf16, f32_to_bf16);
-  else fill(cache.f32, [](float v) { return v; });
+  cache.bytes.resize(bytes * copies);
+  std::vector<float> row(shape.cols);
+  for (size_t r = 0; r < shape.rows; ++r) {
+    for (float& v : row) v = dist(rng);
+    kernels::quantize_row(type, row.data(), cache.bytes.data() + r * row_bytes, shape.cols);
+  }
+  for (size_t c = 1; c < copies; ++c)
+    std::copy_n(cache.bytes.begin(), bytes, cache.bytes.begin() + static_cast<ptrdiff_t>(c * bytes));
+  for (size_t c = 0; c < copies; ++c)
+    cache.weights.push_back({type, cache.bytes.data() + c * bytes, shape.rows, shape.cols, row_bytes});
   return cache;
 }
 
-// args: shape index, isa, dtype (0 f32, 1 bf16), threads, n_tokens
+// args: shape index, isa (index in all_isas()), weight type, threads, n_tokens
 void BM_Linear(benchmark::State& state) {
   const Shape& shape = kShapes[state.range(0)];
-  const Isa isa = static_cast<Isa>(state.range(1));
-  const DType dtype = state.range(2) ? DType::BF16 : DType::F32;
+  const Isa isa = all_isas().at(static_cast<size_t>(state.range(1)));
+  const auto type = static_cast<WeightType>(state.range(2));
   const int threads = static_cast<int>(state.range(3));
   const size_t n_tokens = static_cast<size_t>(state.range(4));
   if (!isa_supported(isa)) {
@@ -95,8 +94,8 @@ void BM_Linear(benchmark::State& state) {
   const kernels::Kernels& table = kernels::table(isa);
 
   const size_t n = shape.rows * shape.cols;
-  const size_t bytes_per_copy = n * dtype_size(dtype);
-  const WeightCopies& copies = weight_copies(state.range(0), dtype);
+  const size_t bytes_per_copy = shape.rows * weight_row_bytes(type, shape.cols);
+  const WeightCopies& copies = weight_copies(state.range(0), type);
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> x(n_tokens * shape.cols), bias(shape.rows), y(n_tokens * shape.rows);
@@ -117,21 +116,23 @@ void BM_Linear(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(
       2e-9 * static_cast<double>(n * n_tokens) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(shape.name) + " " + std::string(isa_name(isa)) + " " +
-                 std::string(dtype_name(dtype)) + " t" + std::to_string(threads) + " tok" + std::to_string(n_tokens));
+                 std::string(weight_type_name(type)) + " t" + std::to_string(threads) + " tok" +
+                 std::to_string(n_tokens));
 }
 
 void linear_args(benchmark::internal::Benchmark* b) {
-  // Shape and dtype outermost, so that consecutive benchmarks share their weight copies.
+  // Shape and weight type outermost, so that consecutive benchmarks share their weight copies.
+  const int64_t n_isas = static_cast<int64_t>(all_isas().size());
   for (int64_t shape = 0; shape < static_cast<int64_t>(std::size(kShapes)); ++shape)
-    for (int64_t dtype : {1, 0})
-      for (int64_t isa : {0, 1, 2})
+    for (int64_t type : {1, 0, 2, 3})  // bf16, f32, int8, int4
+      for (int64_t isa = 0; isa < n_isas; ++isa)
         for (int64_t threads : {1, 2})
           for (int64_t tokens : {1, 64}) {
             if (tokens == 64 && shape == 4) continue;  // prefill never multiplies the logits by 64 tokens
             if (isa == 0 && (tokens == 64 || shape == 4)) continue;  // the scalar reference: decode, small shapes
-            b->Args({shape, isa, dtype, threads, tokens});
+            b->Args({shape, isa, type, threads, tokens});
           }
-  b->ArgNames({"shape", "isa", "bf16", "threads", "tokens"});
+  b->ArgNames({"shape", "isa", "type", "threads", "tokens"});
   b->UseRealTime();
   b->MinTime(0.3);
   add_min(b);

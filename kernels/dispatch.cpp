@@ -1,19 +1,22 @@
 // Choosing the kernel table: CPUID for what the CPU implements, XGETBV for what the OS saves
-// on a context switch. An OS that does not enable the AVX-512 state (XCR0 bits 5-7) makes
-// every AVX-512 instruction fault even though CPUID lists it, so both must agree.
+// on a context switch. An OS that does not enable the AVX or AVX-512 register state (XCR0)
+// makes those instructions fault even though CPUID lists them, so both must agree.
+//
+// This file is compiled with the baseline flags; it only names the tiers' kernels. The tables
+// are constant-initialised arrays of function addresses, so choosing (or refusing) a tier
+// runs no code compiled for it.
 #include <cpuid.h>
 
+#include <cstdlib>
+#include <initializer_list>
 
 #include "kernels/kernels.h"
 #include "nanoinfer/error.h"
 
-namespace nanoinfer::kernels {
+namespace nanoinfer {
 namespace {
 
-struct CpuFeatures {
-  bool avx2 = false;    // AVX2 + FMA + F16C, YMM state enabled by the OS
-  bool avx512 = false;  // AVX-512 F/BW/DQ/VL, ZMM and opmask state enabled by the OS
-};
+using F = CpuFeature;
 
 uint64_t read_xcr0() {
   uint32_t lo = 0, hi = 0;
@@ -25,70 +28,147 @@ CpuFeatures detect() {
   CpuFeatures f;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
-  const bool osxsave = ecx & (1u << 27), avx = ecx & (1u << 28), fma = ecx & (1u << 12), f16c = ecx & (1u << 29);
-  if (!osxsave || !avx) return f;
-  const uint64_t xcr0 = read_xcr0();
-  const bool ymm_state = (xcr0 & 0x6) == 0x6;     // SSE and AVX state
-  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;   // + opmask, ZMM_Hi256, Hi16_ZMM
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
-  const bool avx2 = ebx & (1u << 5);
-  const bool avx512f = ebx & (1u << 16), avx512dq = ebx & (1u << 17), avx512bw = ebx & (1u << 30),
-             avx512vl = ebx & (1u << 31);
-  f.avx2 = ymm_state && avx2 && fma && f16c;
-  f.avx512 = f.avx2 && zmm_state && avx512f && avx512dq && avx512bw && avx512vl;
+  const auto bit = [](unsigned reg, int n) { return (reg >> n & 1u) != 0; };
+  f.set(F::Sse3, bit(ecx, 0)).set(F::Ssse3, bit(ecx, 9)).set(F::Fma, bit(ecx, 12)).set(F::Sse41, bit(ecx, 19));
+  f.set(F::Sse42, bit(ecx, 20)).set(F::Popcnt, bit(ecx, 23)).set(F::Avx, bit(ecx, 28)).set(F::F16c, bit(ecx, 29));
+  // XGETBV exists only when the OS has set CR4.OSXSAVE (CPUID.1:ECX bit 27).
+  if (bit(ecx, 27)) {
+    const uint64_t xcr0 = read_xcr0();
+    f.set(F::OsYmm, (xcr0 & 0x6) == 0x6);     // SSE and AVX state
+    f.set(F::OsZmm, (xcr0 & 0xe0) == 0xe0);   // opmask, ZMM_Hi256, Hi16_ZMM
+  }
+  unsigned max_leaf = 0;
+  if (!__get_cpuid(0, &max_leaf, &ebx, &ecx, &edx) || max_leaf < 7) return f;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  const unsigned max_subleaf = eax;
+  f.set(F::Avx2, bit(ebx, 5)).set(F::Avx512f, bit(ebx, 16)).set(F::Avx512dq, bit(ebx, 17));
+  f.set(F::Avx512bw, bit(ebx, 30)).set(F::Avx512vl, bit(ebx, 31)).set(F::Avx512vnni, bit(ecx, 11));
+  if (max_subleaf >= 1) {
+    __cpuid_count(7, 1, eax, ebx, ecx, edx);
+    f.set(F::AvxVnni, bit(eax, 4));
+  }
   return f;
 }
 
-const CpuFeatures& features() {
-  static const CpuFeatures f = detect();
+CpuFeatures detect_host() {
+  CpuFeatures f = detect();
+  const char* env = std::getenv("NANOINFER_CPU_DISABLE");
+  if (!env) return f;
+  const std::string_view list(env);
+  for (size_t begin = 0; begin <= list.size();) {
+    size_t end = list.find(',', begin);
+    if (end == std::string_view::npos) end = list.size();
+    const std::string_view name = list.substr(begin, end - begin);
+    if (!name.empty()) {
+      bool known = false;
+      for (size_t i = 0; i < kCpuFeatureCount; ++i) {
+        if (cpu_feature_name(static_cast<F>(i)) == name) {
+          f.set(static_cast<F>(i), false);
+          known = true;
+        }
+      }
+      if (!known) fail("NANOINFER_CPU_DISABLE: unknown CPU feature '{}'", name);
+    }
+    begin = end + 1;
+  }
   return f;
 }
 
 }  // namespace
 
-const Kernels& table(Isa isa) {
-  require_isa(isa);
-  switch (isa) {
-    case Isa::Scalar: return scalar_table();
-    case Isa::Avx2: return avx2_table();
-    case Isa::Avx512: return avx512_table();
+std::string_view cpu_feature_name(CpuFeature f) {
+  switch (f) {
+    case F::Sse3: return "sse3";
+    case F::Ssse3: return "ssse3";
+    case F::Sse41: return "sse4.1";
+    case F::Sse42: return "sse4.2";
+    case F::Popcnt: return "popcnt";
+    case F::Avx: return "avx";
+    case F::Fma: return "fma";
+    case F::F16c: return "f16c";
+    case F::Avx2: return "avx2";
+    case F::Avx512f: return "avx512f";
+    case F::Avx512dq: return "avx512dq";
+    case F::Avx512bw: return "avx512bw";
+    case F::Avx512vl: return "avx512vl";
+    case F::Avx512vnni: return "avx512vnni";
+    case F::AvxVnni: return "avxvnni";
+    case F::OsYmm: return "OS YMM state";
+    case F::OsZmm: return "OS ZMM state";
+    case F::Count: break;
   }
-  return scalar_table();
+  return "unknown";
 }
 
-}  // namespace nanoinfer::kernels
+const CpuFeatures& host_cpu_features() {
+  static const CpuFeatures f = detect_host();
+  return f;
+}
 
-namespace nanoinfer {
+std::vector<Isa> all_isas() { return {Isa::Scalar, Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512, Isa::Avx512Vnni}; }
 
-std::vector<Isa> all_isas() { return {Isa::Scalar, Isa::Avx2, Isa::Avx512}; }
-
-bool isa_supported(Isa isa) {
-  const auto& f = kernels::features();
+// What each tier's files are compiled with, feature for feature (CMakeLists.txt): GCC's
+// -mavx2 also enables SSE3..SSE4.2 and POPCNT, so the check covers those too.
+std::vector<CpuFeature> isa_requirements(Isa isa) {
+  const std::initializer_list<F> avx2 = {F::Sse3, F::Ssse3, F::Sse41, F::Sse42, F::Popcnt, F::Avx,
+                                         F::Fma,  F::F16c,  F::Avx2,  F::OsYmm};
+  const std::initializer_list<F> avx512 = {F::Avx512f, F::Avx512dq, F::Avx512bw, F::Avx512vl, F::OsZmm};
+  std::vector<F> req;
   switch (isa) {
-    case Isa::Scalar: return true;
-    case Isa::Avx2: return f.avx2;
-    case Isa::Avx512: return f.avx512;
+    case Isa::Scalar: break;
+    case Isa::Avx2: req.assign(avx2); break;
+    case Isa::Avx2Vnni:
+      req.assign(avx2);
+      req.push_back(F::AvxVnni);
+      break;
+    case Isa::Avx512:
+      req.assign(avx2);
+      req.insert(req.end(), avx512);
+      break;
+    case Isa::Avx512Vnni:
+      req.assign(avx2);
+      req.insert(req.end(), avx512);
+      req.push_back(F::Avx512vnni);
+      break;
   }
-  return false;
+  return req;
 }
 
-std::string isa_missing(Isa isa) { return isa_supported(isa) ? "" : "CPU or OS support"; }
-
-void require_isa(Isa isa) {
-  if (!isa_supported(isa)) fail("instruction set '{}' is not supported here: missing {}", isa_name(isa), isa_missing(isa));
+std::string isa_missing(Isa isa, const CpuFeatures& cpu) {
+  std::string missing;
+  for (F f : isa_requirements(isa)) {
+    if (cpu.has(f)) continue;
+    if (!missing.empty()) missing += ", ";
+    missing += cpu_feature_name(f);
+  }
+  return missing;
 }
+std::string isa_missing(Isa isa) { return isa_missing(isa, host_cpu_features()); }
 
-Isa best_isa() {
-  if (isa_supported(Isa::Avx512)) return Isa::Avx512;
-  if (isa_supported(Isa::Avx2)) return Isa::Avx2;
+bool isa_supported(Isa isa, const CpuFeatures& cpu) { return isa_missing(isa, cpu).empty(); }
+bool isa_supported(Isa isa) { return isa_supported(isa, host_cpu_features()); }
+
+void require_isa(Isa isa, const CpuFeatures& cpu) {
+  const std::string missing = isa_missing(isa, cpu);
+  if (!missing.empty()) fail("instruction set '{}' is not supported here: missing {}", isa_name(isa), missing);
+}
+void require_isa(Isa isa) { require_isa(isa, host_cpu_features()); }
+
+Isa best_isa(const CpuFeatures& cpu) {
+  const std::vector<Isa> isas = all_isas();
+  for (auto it = isas.rbegin(); it != isas.rend(); ++it)
+    if (isa_supported(*it, cpu)) return *it;
   return Isa::Scalar;
 }
+Isa best_isa() { return best_isa(host_cpu_features()); }
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
+    case Isa::Avx2Vnni: return "avx2-vnni";
     case Isa::Avx512: return "avx512";
+    case Isa::Avx512Vnni: return "avx512-vnni";
   }
   return "unknown";
 }
@@ -100,3 +180,54 @@ std::optional<Isa> parse_isa(std::string_view name) {
 }
 
 }  // namespace nanoinfer
+
+namespace nanoinfer::kernels {
+namespace {
+
+// Matmul entries in WeightType order: F32, BF16, Q8_0, Q4_0. A tier lists a lower tier's
+// kernel wherever it has none of its own.
+static_assert(kWeightTypeCount == 4);
+
+constexpr Kernels kScalar{Isa::Scalar,
+                          {scalar::matmul_f32, scalar::matmul_bf16, matmul_q8_0, matmul_q4_0},
+                          scalar::dot_f32,
+                          scalar::axpy_f32};
+constexpr Kernels kAvx2{Isa::Avx2,
+                        {avx2::matmul_f32, avx2::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
+                        avx2::dot_f32,
+                        avx2::axpy_f32};
+constexpr Kernels kAvx2Vnni{Isa::Avx2Vnni,
+                            {avx2::matmul_f32, avx2::matmul_bf16, avx2_vnni::matmul_q8_0, avx2_vnni::matmul_q4_0},
+                            avx2::dot_f32,
+                            avx2::axpy_f32};
+// Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
+// no zmm sign trick), so the avx512 tier keeps AVX2's quantized kernels.
+constexpr Kernels kAvx512{Isa::Avx512,
+                          {avx512::matmul_f32, avx512::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
+                          avx512::dot_f32,
+                          avx512::axpy_f32};
+constexpr Kernels kAvx512Vnni{
+    Isa::Avx512Vnni,
+    {avx512::matmul_f32, avx512::matmul_bf16, avx512_vnni::matmul_q8_0, avx512_vnni::matmul_q4_0},
+    avx512::dot_f32,
+    avx512::axpy_f32};
+
+}  // namespace
+
+const Kernels& scalar_table() { return kScalar; }
+
+const Kernels& table(Isa isa, const CpuFeatures& cpu) {
+  require_isa(isa, cpu);
+  switch (isa) {
+    case Isa::Scalar: return kScalar;
+    case Isa::Avx2: return kAvx2;
+    case Isa::Avx2Vnni: return kAvx2Vnni;
+    case Isa::Avx512: return kAvx512;
+    case Isa::Avx512Vnni: return kAvx512Vnni;
+  }
+  fail("unknown instruction set {}", static_cast<int>(isa));
+}
+
+const Kernels& table(Isa isa) { return table(isa, host_cpu_features()); }
+
+}  // namespace nanoinfer::kernels

@@ -6,7 +6,9 @@
 // over its columns in a fixed order, reduced across lanes in a fixed order, then the bias is
 // added. The chain does not depend on the row range, on n_tokens, on the element's position
 // in a register tile or on the thread that computes it, so results are bitwise identical for
-// any split of rows across threads and for a batch versus one call per token.
+// any split of rows across threads and for a batch versus one call per token. The quantized
+// types keep the same promise with a different chain (kernels/scalar_quant.cpp): exact
+// integer block sums, then one float chain over the blocks, identical on every ISA.
 #pragma once
 
 #include <array>
@@ -40,26 +42,56 @@ struct Kernels {
   MatmulFn matmul_for(WeightType type) const { return matmul[static_cast<size_t>(type)]; }
 };
 
-// The table of one ISA. Throws nanoinfer::Error naming what is missing when the CPU/OS cannot
-// run it (see nanoinfer/isa.h), so code for an unsupported ISA is never reached.
+// The table of one ISA. Throws nanoinfer::Error naming what is missing when the CPU/OS
+// (host_cpu_features(), or `cpu`) cannot run it (see nanoinfer/isa.h), so the code of an
+// unsupported ISA is never reached: the tables are constants holding function addresses, and
+// nothing compiled with an ISA's flags runs before one of its kernels is called.
 const Kernels& table(Isa isa);
+const Kernels& table(Isa isa, const CpuFeatures& cpu);
+const Kernels& scalar_table();
 
-// Scalar references for the weight types, ISA-independent (kernels/scalar.cpp):
+// Scalar references for the weight types, ISA-independent (kernels/scalar_quant.cpp):
 // row: weight_row_bytes(type, cols) bytes -> out: [cols] floats, exact.
 void dequantize_row(WeightType type, const std::byte* row, float* out, size_t cols);
 // in: [cols] floats -> row bytes, round to nearest (the reference quantizer).
 void quantize_row(WeightType type, const float* in, std::byte* row, size_t cols);
 
-// The scalar reference products of the quantized types (kernels/scalar_quant.cpp).
-void matmul_q8_0(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                 size_t n_tokens, size_t row_begin, size_t row_end);
-void matmul_q4_0(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                 size_t n_tokens, size_t row_begin, size_t row_end);
+// The signatures, to declare the kernels each tier defines (a function type, not a pointer).
+using MatmulSig = void(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                       size_t n_tokens, size_t row_begin, size_t row_end);
+using DotSig = float(const float* a, const float* b, size_t n);
+using AxpySig = void(float alpha, const float* x, float* y, size_t n);
 
-// Per-ISA tables, defined in kernels/scalar.cpp, kernels/kernels_avx2.cpp and
-// kernels/kernels_avx512.cpp.
-const Kernels& scalar_table();
-const Kernels& avx2_table();
-const Kernels& avx512_table();
+// The scalar reference products of the quantized types (kernels/scalar_quant.cpp, which
+// states the exact accumulation rule every ISA reproduces bitwise).
+MatmulSig matmul_q8_0, matmul_q4_0;
+// The activation side of those products: 32 floats -> 32 int8 (round half to even) and the
+// returned scale d = max|x| / 127, or d = 0 and all-zero q when that d is below FLT_MIN.
+float quantize_activation_block(const float* x, int8_t* q);
+
+// What each tier's files define; kernels/dispatch.cpp assembles the tables from these.
+// Everything else in those files has internal linkage, so the linker can never merge a
+// function compiled for a higher tier into a lower tier's table.
+namespace scalar {       // kernels/scalar.cpp (baseline x86-64, no FMA)
+MatmulSig matmul_f32, matmul_bf16;
+DotSig dot_f32;
+AxpySig axpy_f32;
+}  // namespace scalar
+namespace avx2 {         // kernels/*_avx2.cpp
+MatmulSig matmul_f32, matmul_bf16, matmul_q8_0, matmul_q4_0;
+DotSig dot_f32;
+AxpySig axpy_f32;
+}  // namespace avx2
+namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
+MatmulSig matmul_q8_0, matmul_q4_0;
+}  // namespace avx2_vnni
+namespace avx512 {       // kernels/*_avx512.cpp
+MatmulSig matmul_f32, matmul_bf16;
+DotSig dot_f32;
+AxpySig axpy_f32;
+}  // namespace avx512
+namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
+MatmulSig matmul_q8_0, matmul_q4_0;
+}  // namespace avx512_vnni
 
 }  // namespace nanoinfer::kernels

@@ -34,6 +34,10 @@ struct Avx512Ops {
   static float reduce(batch v) { return xsimd::hadd(v); }
 };
 
+}  // namespace
+
+namespace avx512 {
+
 void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                 size_t n_tokens, size_t row_begin, size_t row_end) {
   matmul<Avx512Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
@@ -44,12 +48,10 @@ void matmul_bf16(const std::byte* w, const float* bias, const float* x, float* y
   matmul<Avx512Ops>(reinterpret_cast<const uint16_t*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
-}  // namespace
+float dot_f32(const float* a, const float* b, size_t n) { return dot<Avx512Ops>(a, b, n); }
 
-const Kernels& avx512_table() {
-  // Quantized types use the scalar reference until this ISA has its own kernels.
-  static const Kernels table{Isa::Avx512, {matmul_f32, matmul_bf16, scalar_table().matmul[2], scalar_table().matmul[3]}, dot<Avx512Ops>, axpy<Avx512Ops>};
-  return table;
-}
+void axpy_f32(float alpha, const float* x, float* y, size_t n) { axpy<Avx512Ops>(alpha, x, y, n); }
+
+}  // namespace avx512
 
 }  // namespace nanoinfer::kernels

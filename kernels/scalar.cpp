@@ -26,6 +26,10 @@ void matmul_scalar(const W* w, const float* bias, const float* x, float* y, size
   }
 }
 
+}  // namespace
+
+namespace scalar {
+
 void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                 size_t n_tokens, size_t row_begin, size_t row_end) {
   matmul_scalar(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end,
@@ -48,11 +52,6 @@ void axpy_f32(float alpha, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
-}  // namespace
-
-const Kernels& scalar_table() {
-  static const Kernels table{Isa::Scalar, {matmul_f32, matmul_bf16, matmul_q8_0, matmul_q4_0}, dot_f32, axpy_f32};
-  return table;
-}
+}  // namespace scalar
 
 }  // namespace nanoinfer::kernels

@@ -1,13 +1,23 @@
 // Scalar references for the quantized weight types: round-to-nearest quantization,
-// exact dequantization, and the matrix product every faster kernel is held to.
+// exact dequantization, and the matrix product every faster kernel is held to, bitwise.
 //
-// The product quantizes each activation row to int8 blocks of 32 (scale dx = max|x| / 127,
-// kept in f32), so that a block's dot product is exact integer arithmetic:
-//   y[t][r] = bias[r] + sum over blocks b, in order, of (dw[r][b] * dx[t][b]) * isum(r, t, b)
-// with isum the int32 sum of the 32 products of quantized weights and activations. The float
-// accumulation runs over the blocks in ascending order, one rounding per step.
+// The product quantizes each activation row to int8 blocks of 32 (quantize_activation_block
+// below), so that a block's dot product is exact integer arithmetic. Then, for each output,
+//
+//   acc = 0.0f
+//   for each block b, in ascending order:
+//     s    = dw[r][b] * dx[t][b]            (f32 multiply, rounded; dw is the f16 scale widened)
+//     acc  = acc + s * float(isum(r, t, b))  (f32 multiply, rounded; then f32 add, rounded)
+//   y[t][r] = bias[r] + acc                  (or acc when there is no bias)
+//
+// with isum the exact int32 sum of the 32 products of quantized weights and activations
+// (|isum| <= 32 * 128 * 127, so float(isum) is exact). Nothing is fused: every SIMD kernel
+// computes each (row, token) pair in one vector lane with exactly these operations, which is
+// what makes the results bitwise equal on every ISA, for any split of rows across threads,
+// and for a batch versus one token at a time.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -16,28 +26,27 @@
 #include "nanoinfer/error.h"
 
 namespace nanoinfer::kernels {
-namespace {
 
-// Activation row quantized to int8 blocks: qx [cols], dx [cols / 32].
-struct QuantizedActivation {
-  std::vector<int8_t> q;
-  std::vector<float> d;
-};
-
-void quantize_activation(const float* x, size_t cols, QuantizedActivation& out) {
-  const size_t nb = cols / kQuantBlock;
-  out.q.resize(cols);
-  out.d.resize(nb);
-  for (size_t b = 0; b < nb; ++b) {
-    const float* xb = x + b * kQuantBlock;
-    float amax = 0.0f;
-    for (size_t i = 0; i < kQuantBlock; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    out.d[b] = d;
-    for (size_t i = 0; i < kQuantBlock; ++i) out.q[b * kQuantBlock + i] = static_cast<int8_t>(std::lround(xb[i] * id));
+float quantize_activation_block(const float* x, int8_t* q) {
+  // fmax skips NaN, like the SIMD max with the running maximum as its second operand.
+  float amax = 0.0f;
+  for (size_t i = 0; i < kQuantBlock; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  if (!(d >= std::numeric_limits<float>::min())) {
+    std::memset(q, 0, kQuantBlock);
+    return 0.0f;
   }
+  const float id = 1.0f / d;
+  for (size_t i = 0; i < kQuantBlock; ++i) {
+    // |x * id| <= 127 * (1 + 2^-22) for finite x, so r is in range; NaN maps to -128 as
+    // vcvtps2dq + saturating packs do.
+    const float r = std::nearbyint(x[i] * id);
+    q[i] = r >= -127.0f && r <= 127.0f ? static_cast<int8_t>(r) : int8_t{-128};
+  }
+  return d;
 }
+
+namespace {
 
 // The weights of block b of a row as int8, and its scale.
 inline float weight_block(WeightType type, const std::byte* row, size_t b, int8_t* q) {
@@ -58,18 +67,20 @@ void matmul_quant(WeightType type, const std::byte* w, const float* bias, const 
                   size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
   const size_t nb = cols / kQuantBlock;
   const size_t row_bytes = weight_row_bytes(type, cols);
-  QuantizedActivation xq;
+  std::vector<int8_t> xq(cols);
+  std::vector<float> dx(nb);
   int8_t qw[kQuantBlock];
   for (size_t t = 0; t < n_tokens; ++t) {
-    quantize_activation(x + t * cols, cols, xq);
+    for (size_t b = 0; b < nb; ++b) dx[b] = quantize_activation_block(x + t * cols + b * kQuantBlock, &xq[b * kQuantBlock]);
     for (size_t r = row_begin; r < row_end; ++r) {
       const std::byte* row = w + r * row_bytes;
       float acc = 0.0f;
       for (size_t b = 0; b < nb; ++b) {
         const float dw = weight_block(type, row, b, qw);
         int32_t isum = 0;
-        for (size_t i = 0; i < kQuantBlock; ++i) isum += int32_t{qw[i]} * int32_t{xq.q[b * kQuantBlock + i]};
-        acc += (dw * xq.d[b]) * static_cast<float>(isum);
+        for (size_t i = 0; i < kQuantBlock; ++i) isum += int32_t{qw[i]} * int32_t{xq[b * kQuantBlock + i]};
+        const float s = dw * dx[b];
+        acc += s * static_cast<float>(isum);
       }
       y[t * rows + r] = bias ? bias[r] + acc : acc;
     }
@@ -108,6 +119,22 @@ void dequantize_row(WeightType type, const std::byte* row, float* out, size_t co
   }
 }
 
+namespace {
+
+// The f16 bits of a block scale; a scale beyond f16's range (65504) cannot be stored.
+uint16_t block_scale(float d, float extreme) {
+  const uint16_t h = f32_to_f16(d);
+  if ((h & 0x7c00u) == 0x7c00u) fail("quantize: a block of weights reaching {} needs a scale beyond f16's range", extreme);
+  return h;
+}
+
+void require_finite(const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) fail("quantize: weight {} of the row is {}", i, x[i]);
+}
+
+}  // namespace
+
 void quantize_row(WeightType type, const float* in, std::byte* row, size_t cols) {
   switch (type) {
     case WeightType::F32: std::memcpy(row, in, cols * sizeof(float)); return;
@@ -117,6 +144,7 @@ void quantize_row(WeightType type, const float* in, std::byte* row, size_t cols)
       return;
     }
     case WeightType::Q8_0: {
+      require_finite(in, cols);
       auto* blocks = reinterpret_cast<BlockQ8_0*>(row);
       for (size_t b = 0; b < cols / kQuantBlock; ++b) {
         const float* xb = in + b * kQuantBlock;
@@ -124,12 +152,13 @@ void quantize_row(WeightType type, const float* in, std::byte* row, size_t cols)
         for (size_t i = 0; i < kQuantBlock; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        blocks[b].d = f32_to_f16(d);
+        blocks[b].d = block_scale(d, amax);
         for (size_t i = 0; i < kQuantBlock; ++i) blocks[b].q[i] = static_cast<int8_t>(std::lround(xb[i] * id));
       }
       return;
     }
     case WeightType::Q4_0: {
+      require_finite(in, cols);
       // The signed value of largest magnitude maps to -8, so the full range [-8, 7] is used
       // on the side that needs it.
       auto* blocks = reinterpret_cast<BlockQ4_0*>(row);
@@ -140,7 +169,7 @@ void quantize_row(WeightType type, const float* in, std::byte* row, size_t cols)
           if (std::fabs(xb[i]) > std::fabs(max)) max = xb[i];
         const float d = max / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        blocks[b].d = f32_to_f16(d);
+        blocks[b].d = block_scale(d, max);
         for (size_t j = 0; j < kQuantBlock / 2; ++j) {
           const auto nib = [&](float v) {
             const long q = std::lround(v * id) + 8;

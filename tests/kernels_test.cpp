@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -27,7 +29,17 @@ constexpr double kUnitRoundoff = 0x1p-24;  // u for f32 round-to-nearest
 using test::random_floats;
 
 // Column count of one accumulator lane: the SIMD kernels fold `cols` into `width` lanes.
-size_t lane_width(Isa isa) { return isa == Isa::Avx512 ? 16 : isa == Isa::Avx2 ? 8 : 1; }
+// (f32 and bf16: the VNNI tiers carry their base tier's float kernels.)
+size_t lane_width(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return 1;
+    case Isa::Avx2:
+    case Isa::Avx2Vnni: return 8;
+    case Isa::Avx512:
+    case Isa::Avx512Vnni: return 16;
+  }
+  return 0;
+}
 
 // Roundings any term of y = bias + sum(w*x) can pass through (Higham's gamma_m argument):
 //  scalar: one for the product, one per sequential add (cols), one for the bias: cols + 2;
@@ -247,6 +259,7 @@ TEST(Kernels, AxpyRoundsExactlyOncePerElementOnFmaIsas) {
 TEST(Kernels, DispatchAgreesWithProcCpuinfo) {
   std::ifstream cpuinfo("/proc/cpuinfo");
   if (!cpuinfo) GTEST_SKIP() << "/proc/cpuinfo not readable";
+  if (std::getenv("NANOINFER_CPU_DISABLE")) GTEST_SKIP() << "NANOINFER_CPU_DISABLE hides features on purpose";
   std::string line;
   std::set<std::string> flags;
   while (std::getline(cpuinfo, line)) {
@@ -255,13 +268,26 @@ TEST(Kernels, DispatchAgreesWithProcCpuinfo) {
     for (std::string f; words >> f;) flags.insert(f);
     break;
   }
-  const bool avx2 = flags.count("avx2") && flags.count("fma") && flags.count("f16c");
+  // GCC's -mavx2 also enables SSE3..SSE4.2 and POPCNT (/proc/cpuinfo: pni = SSE3).
+  const bool avx2 = flags.count("pni") && flags.count("ssse3") && flags.count("sse4_1") && flags.count("sse4_2") &&
+                    flags.count("popcnt") && flags.count("avx") && flags.count("avx2") && flags.count("fma") &&
+                    flags.count("f16c");
+  const bool avx2_vnni = avx2 && flags.count("avx_vnni");
   const bool avx512 = avx2 && flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512dq") &&
                       flags.count("avx512vl");
+  const bool avx512_vnni = avx512 && flags.count("avx512_vnni");
   EXPECT_TRUE(isa_supported(Isa::Scalar));
   EXPECT_EQ(isa_supported(Isa::Avx2), avx2);
+  EXPECT_EQ(isa_supported(Isa::Avx2Vnni), avx2_vnni);
   EXPECT_EQ(isa_supported(Isa::Avx512), avx512);
-  EXPECT_EQ(best_isa(), avx512 ? Isa::Avx512 : avx2 ? Isa::Avx2 : Isa::Scalar);
+  EXPECT_EQ(isa_supported(Isa::Avx512Vnni), avx512_vnni);
+  const Isa best = avx512_vnni ? Isa::Avx512Vnni
+                   : avx512    ? Isa::Avx512
+                   : avx2_vnni ? Isa::Avx2Vnni
+                   : avx2      ? Isa::Avx2
+                               : Isa::Scalar;
+  EXPECT_EQ(best_isa(), best);
+  std::printf("  this machine: best ISA %s\n", std::string(isa_name(best_isa())).c_str());
 }
 
 TEST(Kernels, IsaNamesParseAndSelectionIsChecked) {

@@ -1,0 +1,17 @@
+// Q8_0 / Q4_0 products for the avx2 tier (AVX2 + FMA + F16C): vpmaddubsw + vpmaddwd, 256-bit.
+// The avx512 tier uses these too (kernels/dispatch.cpp).
+#include "kernels/quant_simd.h"
+
+namespace nanoinfer::kernels::avx2 {
+
+void matmul_q8_0(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                 size_t n_tokens, size_t row_begin, size_t row_end) {
+  matmul_quant<Ymm<false>, WeightType::Q8_0>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
+void matmul_q4_0(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                 size_t n_tokens, size_t row_begin, size_t row_end) {
+  matmul_quant<Ymm<false>, WeightType::Q4_0>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
+}  // namespace nanoinfer::kernels::avx2

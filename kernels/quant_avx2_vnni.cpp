@@ -1,0 +1,16 @@
+// Q8_0 / Q4_0 products for the avx2-vnni tier (avx2 + AVX-VNNI): vpdpbusd on ymm.
+#include "kernels/quant_simd.h"
+
+namespace nanoinfer::kernels::avx2_vnni {
+
+void matmul_q8_0(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                 size_t n_tokens, size_t row_begin, size_t row_end) {
+  matmul_quant<Ymm<true>, WeightType::Q8_0>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
+void matmul_q4_0(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                 size_t n_tokens, size_t row_begin, size_t row_end) {
+  matmul_quant<Ymm<true>, WeightType::Q4_0>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
+}  // namespace nanoinfer::kernels::avx2_vnni
