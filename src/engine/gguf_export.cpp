@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "io/gguf_writer.h"
-#include "kernels/kernels.h"
 #include "model/gguf_config.h"
+#include "model/linear.h"
 #include "model/manifest.h"
 #include "model/weight_source.h"
 #include "nanoinfer/engine.h"
@@ -123,7 +123,7 @@ uint64_t export_gguf(const std::filesystem::path& model_dir, const std::filesyst
         for (size_t r = 0; r < rows; ++r) {
           source->read(*stored, r * stored->row_bytes, staged);
           stored->widen_row(staged.data(), row.data(), cols);
-          kernels::quantize_row(to, row.data(), converted->data() + r * row_bytes, cols);
+          encode_row(to, row.data(), converted->data() + r * row_bytes, cols);
         }
       }
       std::copy_n(converted->data() + *pos, chunk.size(), chunk.data());

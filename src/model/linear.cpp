@@ -24,6 +24,10 @@ void linear(const Compute& c, const Weight& w, const float* bias, const float* x
   });
 }
 
+void encode_row(WeightType type, const float* in, std::byte* out, size_t cols) {
+  kernels::quantize_row(type, in, out, cols);
+}
+
 void embed_rows(const Weight& table, const int32_t* tokens, size_t n, float* out) {
   for (size_t t = 0; t < n; ++t) {
     const std::byte* row = table.data + static_cast<size_t>(tokens[t]) * table.row_bytes;

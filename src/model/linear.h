@@ -37,6 +37,10 @@ struct Compute {
 // pool size and for a batch versus one call per token (see kernels/kernels.h).
 void linear(const Compute& c, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens);
 
+// One row of `cols` floats written in `type`'s layout, rounded to nearest (the reference
+// quantizer): how loading and export convert weights.
+void encode_row(WeightType type, const float* in, std::byte* out, size_t cols);
+
 // out: [n][cols], rows `tokens` of the table, dequantized exactly to f32.
 void embed_rows(const Weight& table, const int32_t* tokens, size_t n, float* out);
 
