@@ -12,6 +12,7 @@
 #include "command.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer::cli {
@@ -78,14 +79,16 @@ void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
   for (std::string line; std::getline(*in, line);) {
     ++line_number;
     if (line.empty()) continue;
+    const std::string where = fmt::format("{} line {}", args.file, line_number);
+    check_json_depth(line, where);
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      fail("{} line {}: not valid JSON ({})", args.file, line_number, e.what());
+      fail("{}: not valid JSON ({})", where, excerpt(e.what(), 200));
     }
     if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-      fail("{} line {}: expected an object with a string field \"text\"", args.file, line_number);
+      fail("{}: expected an object with a string field \"text\"", where);
     }
     ids.clear();
     const std::string& text = j["text"].get_ref<const std::string&>();

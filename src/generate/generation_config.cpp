@@ -25,7 +25,7 @@ const Json* find(const Json& j, const char* key) {
 std::optional<double> get_number(const Json& j, const char* key, std::string_view origin) {
   const Json* v = find(j, key);
   if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) fail("{}: field \"{}\": expected a number, found {}", origin, key, v->dump());
+  if (!v->is_number()) fail("{}: field \"{}\": expected a number, found {}", origin, key, json_excerpt(*v));
   return v->get<double>();
 }
 
@@ -33,7 +33,7 @@ std::optional<int64_t> get_int(const Json& j, const char* key, std::string_view 
   const Json* v = find(j, key);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number_integer())
-    fail("{}: field \"{}\": expected an integer, found {}", origin, key, v->dump());
+    fail("{}: field \"{}\": expected an integer, found {}", origin, key, json_excerpt(*v));
   return v->get<int64_t>();
 }
 
@@ -41,7 +41,7 @@ int32_t token_id(const Json& v, std::string_view origin) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
       v.get<int64_t>() > std::numeric_limits<int32_t>::max())
     fail("{}: field \"eos_token_id\": expected a token id (a non-negative integer), found {}",
-         origin, v.dump());
+         origin, json_excerpt(v));
   return static_cast<int32_t>(v.get<int64_t>());
 }
 
@@ -53,7 +53,7 @@ GenerationConfig GenerationConfig::parse(std::string_view json_text, std::string
   GenerationConfig c;
   if (const Json* v = find(j, "do_sample")) {
     if (!v->is_boolean())
-      fail("{}: field \"do_sample\": expected true or false, found {}", origin, v->dump());
+      fail("{}: field \"do_sample\": expected true or false, found {}", origin, json_excerpt(*v));
     c.do_sample = v->get<bool>();
   }
   c.temperature = get_number(j, "temperature", origin);

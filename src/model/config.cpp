@@ -27,7 +27,7 @@ int64_t get_dim(const Json& j, const char* key, std::string_view origin,
   }
   if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > kMaxDim)
     fail("{}: field \"{}\": expected an integer in [1, {}], found {}", origin, key, kMaxDim,
-         it->dump());
+         json_excerpt(*it));
   return it->get<int64_t>();
 }
 
@@ -35,7 +35,7 @@ double get_positive(const Json& j, const char* key, double fallback, std::string
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   if (!it->is_number() || !(it->get<double>() > 0.0))
-    fail("{}: field \"{}\": expected a positive number, found {}", origin, key, it->dump());
+    fail("{}: field \"{}\": expected a positive number, found {}", origin, key, json_excerpt(*it));
   return it->get<double>();
 }
 
@@ -43,7 +43,7 @@ bool get_bool(const Json& j, const char* key, bool fallback, std::string_view or
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   if (!it->is_boolean())
-    fail("{}: field \"{}\": expected true or false, found {}", origin, key, it->dump());
+    fail("{}: field \"{}\": expected true or false, found {}", origin, key, json_excerpt(*it));
   return it->get<bool>();
 }
 
@@ -57,7 +57,7 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
   if (type_it == j.end()) fail("{}: missing required field \"model_type\"", origin);
   if (!type_it->is_string() || *type_it != "qwen2")
     fail("{}: unsupported model_type {} (nanoinfer supports \"qwen2\": the Qwen2 / Qwen2.5 family)",
-         origin, type_it->dump());
+         origin, json_excerpt(*type_it));
   c.model_type = type_it->get<std::string>();
 
   // Features of the Qwen2 architecture that our forward pass does not implement: refusing them
@@ -66,9 +66,9 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
     fail("{}: use_sliding_window=true is not supported (nanoinfer attends over the full context)",
          origin);
   if (const auto it = j.find("hidden_act"); it != j.end() && *it != "silu")
-    fail("{}: unsupported hidden_act {} (Qwen2 uses \"silu\")", origin, it->dump());
+    fail("{}: unsupported hidden_act {} (Qwen2 uses \"silu\")", origin, json_excerpt(*it));
   if (const auto it = j.find("rope_scaling"); it != j.end() && !it->is_null())
-    fail("{}: rope_scaling {} is not supported", origin, it->dump());
+    fail("{}: rope_scaling {} is not supported", origin, json_excerpt(*it));
 
   c.vocab_size = get_dim(j, "vocab_size", origin);
   c.hidden_size = get_dim(j, "hidden_size", origin);
@@ -95,8 +95,8 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
          c.head_dim(), c.hidden_size, c.num_attention_heads);
   if (const auto it = j.find("head_dim");
       it != j.end() && !it->is_null() && (!it->is_number_integer() || *it != c.head_dim()))
-    fail("{}: head_dim {} differs from hidden_size / num_attention_heads = {}", origin, it->dump(),
-         c.head_dim());
+    fail("{}: head_dim {} differs from hidden_size / num_attention_heads = {}", origin,
+         json_excerpt(*it), c.head_dim());
   return c;
 }
 
