@@ -120,7 +120,7 @@ TEST(ConfigParse, NotJsonAndMissingFile) {
     ModelConfig::load("/nonexistent/config.json");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/config.json: cannot open"));
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/config.json: not found"));
   }
 }
 

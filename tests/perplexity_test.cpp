@@ -255,7 +255,7 @@ TEST(PerplexityCli, CertainAndUniformModelsThroughTheCommand) {
   }
   const RunResult missing = run(fmt::format("perplexity -m {} -f {}", (tmp / "certain").string(), (tmp / "nope.txt").string()));
   EXPECT_EQ(missing.status, 1);
-  EXPECT_NE(missing.out.find("cannot read text file"), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("nope.txt: not found"), std::string::npos) << missing.out;
   const RunResult small_ctx = run(fmt::format("perplexity -m {} -f {} -c 1", (tmp / "certain").string(), (tmp / "text.txt").string()));
   EXPECT_EQ(small_ctx.status, 1);
   EXPECT_NE(small_ctx.out.find("at least 2"), std::string::npos) << small_ctx.out;

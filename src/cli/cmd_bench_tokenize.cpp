@@ -9,15 +9,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <optional>
 #include <tuple>
-#include <sstream>
 #include <vector>
 
 #include "command.h"
 #include "bench_record.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer::cli {
@@ -65,11 +64,7 @@ Stats stats(std::vector<double> seconds) {
 
 void run(const BenchTokenizeArgs& args) {
   if (args.runs < 1) fail("--runs must be at least 1, got {}", args.runs);
-  std::ifstream in(args.file, std::ios::binary);
-  if (!in) fail("cannot open input file '{}' (give one with -f)", args.file);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = std::move(buffer).str();
+  const std::string text = read_file(args.file, kMaxTextFileBytes);
   if (text.empty()) fail("input file '{}' is empty", args.file);
 
   // [phase][run] seconds, phases: load, cold encode, warm encode.

@@ -6,13 +6,12 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
 
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/perplexity.h"
 
 namespace nanoinfer::cli {
@@ -26,14 +25,8 @@ struct PerplexityFlags {
   bool json = false;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read text file '{}'", path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void run(const PerplexityFlags& f) {
-  const std::string text = read_file(f.file);
+  const std::string text = read_file(f.file, kMaxTextFileBytes);
   LoadedModel m = load_model(f.model);
   const size_t ctx = f.model.context > 0 ? static_cast<size_t>(f.model.context)
                                          : std::min(kDefaultWindow, m.model.max_context());

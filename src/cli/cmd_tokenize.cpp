@@ -3,15 +3,14 @@
 // of ids per output line), for inspecting tokenization and tokenizing data sets.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <iostream>
-#include <sstream>
 
 #include "command.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/json_limits.h"
 #include "nanoinfer/tokenizer.h"
 
@@ -29,16 +28,8 @@ struct TokenizeArgs {
 };
 
 std::string read_input_file(const std::string& path) {
-  if (path == "-") {
-    std::ostringstream s;
-    s << std::cin.rdbuf();
-    return std::move(s).str();
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open input file '{}'", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return std::move(s).str();
+  if (path == "-") return read_all(STDIN_FILENO, "<stdin>", kMaxTextFileBytes);
+  return read_file(path, kMaxTextFileBytes);
 }
 
 // A token's bytes for display: printable ASCII as is, other bytes as \xNN, except that
@@ -66,20 +57,12 @@ std::string display(std::string_view bytes) {
 }
 
 void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
-  std::ifstream file;
-  std::istream* in = &std::cin;
-  if (args.file != "-") {
-    file.open(args.file, std::ios::binary);
-    if (!file) fail("cannot open input file '{}'", args.file);
-    in = &file;
-  }
+  LineReader in(args.file);
   std::vector<int32_t> ids;
   std::string out;
-  size_t line_number = 0;
-  for (std::string line; std::getline(*in, line);) {
-    ++line_number;
+  for (std::string line; in.next(line);) {
     if (line.empty()) continue;
-    const std::string where = fmt::format("{} line {}", args.file, line_number);
+    const std::string where = fmt::format("{} line {}", args.file, in.line_number());
     check_json_depth(line, where);
     nlohmann::json j;
     try {

@@ -2,14 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "base/json_object.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 
 namespace nanoinfer {
 
@@ -86,10 +85,10 @@ GenerationConfig GenerationConfig::parse(std::string_view json_text, std::string
 
 GenerationConfig GenerationConfig::load_from_dir(const std::filesystem::path& model_dir) {
   const std::filesystem::path path = model_dir / "generation_config.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return parse(text, path.string());
+  // Absent is fine (Hugging Face defaults); present but unreadable is an error, not "absent":
+  // silently losing the model's eos ids and sampling defaults would change what it generates.
+  if (!path_exists(path)) return {};
+  return parse(read_file(path, kMaxConfigFileBytes), path.string());
 }
 
 std::string_view setting_source_name(SettingSource source) {

@@ -15,6 +15,7 @@
 
 #include "base/json_object.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/json_limits.h"
 
 namespace nanoinfer {
@@ -185,7 +186,10 @@ SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string
 // ---- MappedFile ---------------------------------------------------------------------------
 
 MappedFile MappedFile::open(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // The type check comes before open(): opening a FIFO blocks until a writer appears.
+  // O_NONBLOCK covers a FIFO swapped in after the check; fstat below then rejects it.
+  require_regular_file(path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("{}: cannot open: {}", path.string(), std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

@@ -1,12 +1,11 @@
 #include "nanoinfer/config.h"
 
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "base/json_object.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 
 namespace nanoinfer {
 
@@ -101,10 +100,7 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
 }
 
 ModelConfig ModelConfig::load(const std::filesystem::path& config_json) {
-  std::ifstream f(config_json, std::ios::binary);
-  if (!f) fail("{}: cannot open (is this a model directory?)", config_json.string());
-  const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-  return parse(text, config_json.string());
+  return parse(read_file(config_json, kMaxConfigFileBytes), config_json.string());
 }
 
 }  // namespace nanoinfer

@@ -3,12 +3,11 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <fstream>
 #include <initializer_list>
-#include <sstream>
 
 #include "nanoinfer/json_limits.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/tokenizer_utf8.h"
 
@@ -360,18 +359,11 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
 }
 
 Tokenizer Tokenizer::load(const std::filesystem::path& model_dir) {
-  auto read = [](const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot open '{}'", path.string());
-    std::ostringstream s;
-    s << in.rdbuf();
-    return std::move(s).str();
-  };
   const auto json_path = model_dir / "tokenizer.json";
-  if (!std::filesystem::exists(json_path)) fail("tokenizer: '{}' not found", json_path.string());
+  const std::string json = read_file(json_path, kMaxTokenizerFileBytes);
   const auto config_path = model_dir / "tokenizer_config.json";
-  const std::string config = std::filesystem::exists(config_path) ? read(config_path) : std::string();
-  return from_json(read(json_path), config, json_path.string());
+  const std::string config = path_exists(config_path) ? read_file(config_path, kMaxConfigFileBytes) : std::string();
+  return from_json(json, config, json_path.string());
 }
 
 }  // namespace nanoinfer
