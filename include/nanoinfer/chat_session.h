@@ -23,7 +23,8 @@ class ChatSession {
   ChatSession(Generator& generator, const Tokenizer& tokenizer, std::string system_prompt);
 
   // Adds a user turn, generates the reply (streamed to on_text) and records it. If the turn
-  // does not fit in the context, throws Error and leaves the conversation as it was.
+  // does not fit in the context, throws Error and leaves the conversation as it was; if the
+  // reply fails part way (e.g. the model produces NaN logits), throws Error and starts over.
   GenerationStats send(std::string_view user_text, const GenerateOptions& options,
                        const TextSink& on_text);
 

@@ -27,11 +27,18 @@ GenerationStats ChatSession::send(std::string_view user_text, const GenerateOpti
   const std::vector<int32_t> ids =
       tokenizer_.encode(std::string_view(rendered).substr(sequence_text_.size()));
   const size_t reply_start = generator_.tokens().size() + ids.size();
+  const size_t tokens_before = generator_.tokens().size();
   GenerationStats stats;
   try {
     stats = generator_.generate(ids, options, on_text);
-  } catch (const Error&) {
-    messages_.pop_back();  // the generator refuses before changing anything
+  } catch (const Error& e) {
+    messages_.pop_back();
+    // A refusal (the turn does not fit) changes nothing. A failure during the reply (e.g.
+    // non-finite logits) leaves the cache holding tokens no message stands for: start over.
+    if (generator_.tokens().size() != tokens_before) {
+      reset();
+      fail("{} (the conversation was reset)", e.what());
+    }
     throw;
   }
   const std::string reply = tokenizer_.decode(generator_.tokens().subspan(reply_start));
