@@ -1,6 +1,7 @@
 // `nanoinfer chat`: an interactive conversation on the chat template. One line of input is one
 // user turn; the reply streams to stdout. /reset starts over, /exit or end of input ends it.
 // The "> " prompt goes to stderr and only when stdin is a terminal, so a pipe gets replies only.
+// A failed turn is reported on stderr and the chat goes on, but the exit code is then 1.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <iostream>
 
 #include "command.h"
+#include "output.h"
 #include "common_options.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
@@ -24,9 +26,10 @@ struct ChatFlags {
   bool verbose = false;
 };
 
+// Replies stream as they are generated, so each piece is flushed (and checked) at once.
 void write_stdout(std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  write_out(text);
+  flush_out();
 }
 
 void run(const ChatFlags& f) {
@@ -52,6 +55,7 @@ void run(const ChatFlags& f) {
   }
 
   std::string line;
+  size_t failed_turns = 0;
   while (true) {
     if (interactive) {
       std::fputs("> ", stderr);
@@ -75,10 +79,16 @@ void run(const ChatFlags& f) {
                    generator.tokens().size(), generator.context_size());
       }
     } catch (const Error& e) {
-      // The conversation is unchanged: the user can /reset or send something shorter.
+      if (std::ferror(stdout)) throw;  // no one can read the replies: end the chat
+      // The conversation is unchanged (or reset, if the reply failed part way): the user can
+      // /reset or send something shorter. The exit code still reports the failure.
       fmt::print(stderr, "nanoinfer: error: {}\n", e.what());
+      ++failed_turns;
     }
   }
+  // Each failure was reported as it happened; exit 1 without repeating it (CLI11's
+  // RuntimeError carries an exit code and no message).
+  if (failed_turns > 0) throw CLI::RuntimeError(1);
 }
 
 void setup(CLI::App& app) {

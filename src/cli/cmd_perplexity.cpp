@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "command.h"
+#include "output.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
@@ -59,10 +60,10 @@ void run(const PerplexityFlags& f) {
                               {"tokens_per_second", static_cast<double>(r.tokens) / seconds},
                               {"threads", m.model.options().threads},
                               {"weights", std::string(dtype_name(m.model.weight_dtype()))}};
-    fmt::print("{}\n", j.dump());
+    print_out("{}\n", j.dump());
     return;
   }
-  fmt::print("perplexity {:.4f} +/- {:.4f} ({} tokens scored in {} windows of {}; {:.2f} s, {:.0f} tok/s)\n",
+  print_out("perplexity {:.4f} +/- {:.4f} ({} tokens scored in {} windows of {}; {:.2f} s, {:.0f} tok/s)\n",
              r.perplexity, r.perplexity_stderr, r.scored, r.windows, r.ctx, seconds,
              static_cast<double>(r.tokens) / seconds);
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "command.h"
+#include "output.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
@@ -85,7 +86,7 @@ void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
     out += '[';
     for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? "," : "", ids[i]);
     out += "]\n";
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    write_out(out);
   }
 }
 
@@ -108,11 +109,11 @@ void run(const TokenizeArgs& args) {
     std::string out = "[";
     for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? ", " : "", ids[i]);
     out += "]\n";
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    write_out(out);
   } else {
-    for (int32_t id : ids) fmt::print("{:6} -> '{}'\n", id, display(tok.token_bytes(id)));
+    for (int32_t id : ids) print_out("{:6} -> '{}'\n", id, display(tok.token_bytes(id)));
   }
-  if (args.show_count) fmt::print("Total number of tokens: {}\n", ids.size());
+  if (args.show_count) print_out("Total number of tokens: {}\n", ids.size());
 }
 
 const bool registered = register_command({

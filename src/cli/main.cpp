@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "command.h"
+#include "output.h"
 
 namespace nanoinfer::cli {
 
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    // Output written with plain fwrite/fmt::print anywhere in a command fails silently until
+    // here: the final flush and stdio's sticky error flag turn it into an error and exit 1.
+    flush_out();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
