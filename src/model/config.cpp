@@ -17,6 +17,8 @@ using Json = nlohmann::json;
 // vocab x hidden) approach 64-bit overflow in size computations downstream.
 constexpr int64_t kMaxDim = int64_t{1} << 24;
 
+constexpr double kMaxRmsNormEps = 1e-2;
+
 int64_t get_dim(const Json& j, const char* key, std::string_view origin,
                 std::optional<int64_t> fallback = std::nullopt) {
   const auto it = j.find(key);
@@ -79,6 +81,11 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
   c.max_position_embeddings = get_dim(j, "max_position_embeddings", origin, 32768);
   c.rope_theta = get_positive(j, "rope_theta", 10000.0, origin);
   c.rms_norm_eps = get_positive(j, "rms_norm_eps", 1e-6, origin);
+  // Real models use 1e-5 or 1e-6. Anything near 1 swamps the mean square it is added to (an
+  // eps of 1e308 ran and printed garbage), so a value outside (0, 0.01] is a broken config.
+  if (c.rms_norm_eps > kMaxRmsNormEps)
+    fail("{}: field \"rms_norm_eps\": expected a small positive number in (0, {}], found {}",
+         origin, kMaxRmsNormEps, c.rms_norm_eps);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false, origin);
   if (const auto it = j.find("torch_dtype"); it != j.end() && it->is_string())
     c.torch_dtype = it->get<std::string>();

@@ -227,6 +227,10 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
     }
     if (bytes.size() == 1) byte_ids[static_cast<uint8_t>(bytes[0])] = id;
     if (ignore_merges) whole_tokens.insert(bytes, static_cast<uint32_t>(id));
+    if (static_cast<size_t>(id) < impl.kind.size() && impl.kind[id] != Tokenizer::Impl::Kind::kNone) {
+      // A second token for the same id would silently replace the first in decode.
+      r.bad("model.vocab", fmt::format("id {} is given to two tokens (the second is '{}')", id, excerpt(kv.key)));
+    }
     set_token(impl, id, std::move(bytes), Tokenizer::Impl::Kind::kVocab);
     if (!impl.content_to_id.insert(kv.key, static_cast<uint32_t>(id))) {
       r.bad("model.vocab", fmt::format("token '{}' appears twice", excerpt(kv.key)));
