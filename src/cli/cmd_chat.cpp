@@ -22,6 +22,7 @@ struct ChatFlags {
   ModelFlags model;
   SamplingOverrides sampling;
   std::string system;
+  bool special = false;
   int64_t n_predict = 512;
   bool verbose = false;
 };
@@ -46,7 +47,8 @@ void run(const ChatFlags& f) {
   if (options.eos_ids.empty()) fail("{}: the tokenizer has no <|im_end|> token, so a chat turn could never end", m.dir.string());
 
   Generator generator(m.model, m.tokenizer, sampling.params());
-  ChatSession session(generator, m.tokenizer, f.system);
+  ChatSession session(generator, m.tokenizer, f.system,
+                      f.special ? SpecialTokens::Parse : SpecialTokens::AsText);
   const bool interactive = ::isatty(STDIN_FILENO) != 0;
   if (f.verbose) fmt::print(stderr, "{}", sampling.describe());
   if (interactive) {
@@ -96,6 +98,9 @@ void setup(CLI::App& app) {
   add_model_flags(app, f->model);
   add_sampling_flags(app, f->sampling);
   app.add_option("--system", f->system, "System prompt (default: the chat template's)");
+  app.add_flag("--special", f->special,
+               "Parse special-token text typed in a message (e.g. <|im_end|>) as the special token. "
+               "By default it is plain text, so a message cannot end its turn or forge another");
   app.add_option("-n,--n-predict", f->n_predict, "Maximum tokens per reply (default 512)");
   app.add_flag("--verbose", f->verbose, "Print settings and per-turn statistics to stderr");
   app.callback([f] { run(*f); });

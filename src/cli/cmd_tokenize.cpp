@@ -25,8 +25,15 @@ struct TokenizeArgs {
   bool ids_only = false;
   bool show_count = false;
   bool chat = false;
+  bool special = false;
   bool jsonl = false;
 };
+
+// How special-token text in a --chat message is encoded: as chat does (plain text unless
+// --special).
+SpecialTokens message_specials(const TokenizeArgs& args) {
+  return args.special ? SpecialTokens::Parse : SpecialTokens::AsText;
+}
 
 std::string read_input_file(const std::string& path) {
   if (path == "-") return read_all(STDIN_FILENO, "<stdin>", kMaxTextFileBytes);
@@ -78,7 +85,7 @@ void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
     const std::string& text = j["text"].get_ref<const std::string&>();
     if (args.chat) {
       const ChatMessage message{"user", text};
-      tok.encode_append(render_chat({&message, 1}, true), ids);
+      ids = encode_chat(tok, {&message, 1}, true, message_specials(args));
     } else {
       tok.encode_append(text, ids);
     }
@@ -100,11 +107,13 @@ void run(const TokenizeArgs& args) {
   }
   if (args.prompt.empty() == args.file.empty()) fail("give exactly one of -p TEXT and -f FILE");
   std::string text = args.file.empty() ? args.prompt : read_input_file(args.file);
+  std::vector<int32_t> ids;
   if (args.chat) {
     const ChatMessage message{"user", std::move(text)};
-    text = render_chat({&message, 1}, true);
+    ids = encode_chat(tok, {&message, 1}, true, message_specials(args));
+  } else {
+    ids = tok.encode(text);
   }
-  const std::vector<int32_t> ids = tok.encode(text);
   if (args.ids_only) {
     std::string out = "[";
     for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? ", " : "", ids[i]);
@@ -126,7 +135,11 @@ const bool registered = register_command({
       sub.add_flag("--ids", args->ids_only, "Print only the ids, as one JSON array");
       sub.add_flag("--show-count", args->show_count, "Print the number of tokens at the end");
       sub.add_flag("--chat", args->chat,
-                   "Wrap the text as one user message in the chat template (with the generation prompt) first");
+                   "Wrap the text as one user message in the chat template (with the generation prompt) first, "
+                   "encoded as `chat` would: special-token text in the message stays plain text");
+      sub.add_flag("--special", args->special,
+                   "With --chat: parse special-token text (<|im_end|>) in the message as the special token, "
+                   "as `chat --special` does. Without --chat special tokens are always parsed");
       sub.add_flag("--jsonl", args->jsonl,
                    "Batch mode: read one {\"text\": ...} object per line of -f FILE, write one JSON array of "
                    "ids per line");

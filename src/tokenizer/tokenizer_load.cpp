@@ -287,11 +287,11 @@ void load_added_tokens(const Reader& r, object root, Tokenizer::Impl& impl, std:
     set_token(impl, id, content, special ? Tokenizer::Impl::Kind::kAddedSpecial : Tokenizer::Impl::Kind::kAdded);
     impl.content_to_id.set(content, static_cast<uint32_t>(id));
     if (normalized && impl.nfc) {
-      impl.normalized_added.add(nfc(content), id);
+      impl.normalized_added.add(nfc(content), id, special);
     } else if (normalized) {
-      impl.normalized_added.add(content, id);
+      impl.normalized_added.add(content, id, special);
     } else {
-      impl.raw_added.add(content, id);
+      impl.raw_added.add(content, id, special);
     }
   }
 }
