@@ -8,9 +8,11 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <utility>
 
+#include "base/output_files.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -21,7 +23,8 @@ namespace {
 // matter how large a tensor is.
 constexpr size_t kChunkBytes = size_t{8} << 20;
 
-// Owns the temporary file until it is renamed into place; removes it on any failure.
+// Owns the temporary file until it is renamed into place; removes it on any failure, and
+// on SIGINT/SIGTERM/SIGHUP through the signal-time registry (a signal does not unwind).
 class TempFile {
  public:
   explicit TempFile(const std::filesystem::path& final_path) : final_(final_path) {
@@ -33,12 +36,20 @@ class TempFile {
       fail("{}: cannot create a temporary file in {}: {}", final_path.string(), dir.string(),
            std::strerror(errno));
     tmp_ = tmpl;
+    try {
+      on_signal_.emplace(tmp_);
+    } catch (...) {
+      ::close(fd_);
+      ::unlink(tmp_.c_str());
+      throw;
+    }
   }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);
     if (!committed_) ::unlink(tmp_.c_str());
+    on_signal_.reset();  // after the unlink: no moment without either
   }
 
   void write_all(const void* data, size_t size) {
@@ -63,11 +74,13 @@ class TempFile {
     if (::rename(tmp_.c_str(), final_.c_str()) != 0)
       fail("{}: cannot rename {} into place: {}", final_.string(), tmp_, std::strerror(errno));
     committed_ = true;
+    on_signal_.reset();
   }
 
  private:
   std::filesystem::path final_;
   std::string tmp_;
+  std::optional<RemoveOnSignal> on_signal_;
   int fd_ = -1;
   bool committed_ = false;
 };
@@ -84,6 +97,9 @@ uint64_t SafetensorsWriter::check_new(const std::string& name, DType dtype,
   for (uint64_t d : shape)
     if (__builtin_mul_overflow(nbytes, d, &nbytes))
       fail("{}: tensor '{}': shape overflows 64 bits", path_.string(), name);
+  uint64_t total = 0;
+  if (__builtin_add_overflow(data_bytes_, nbytes, &total))
+    fail("{}: tensor '{}': the file's size overflows 64 bits", path_.string(), name);
   return nbytes;
 }
 
@@ -116,6 +132,9 @@ void SafetensorsWriter::write(const Progress& progress) const {
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // data section 8-byte aligned
 
+  // The whole size is known before the first byte: a file that cannot fit fails now, not
+  // after filling the disk (a config with 2^24-wide layers asks for hundreds of TiB).
+  require_free_space(path_, 8 + text.size() + data_bytes_, path_.string());
   TempFile out(path_);
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(uint64_t{text.size()} >> (8 * i));
