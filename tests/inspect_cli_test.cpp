@@ -294,6 +294,7 @@ TEST_F(InspectCli, SynthF32AndBadDtype) {
 
 TEST_F(InspectCli, BenchLoadAppendsOneRecord) {
   const auto results = dir_ / "out/results.jsonl";
+  std::filesystem::create_directory(dir_ / "out");  // bench creates the file, not directories
   for (int i = 0; i < 2; ++i) {
     const RunResult r = run_nanoinfer(dir_, "bench load '" + model_->path().string() +
                                                 "' -t 2 --results '" + results.string() + "'");
