@@ -244,6 +244,8 @@ const std::vector<Case> kCases = {
      {"perplexity", "-m", "{d}/m", "-f", "{d}/text.txt", "-c", "16"}, "perplexity: the model produced non-finite"},
     {"ChatTurnWithNonFiniteLogitsExitsOne", overflowing_logits, {"chat", "-m", "{d}/m", "-n", "3"},
      "non-finite logit", "", "hello\n"},
+    {"ChatStdinDevZeroHitsTheLineCap", tiny, {"chat", "-m", "{d}/m", "-n", "3"},
+     "<stdin> line 1: longer than the 67108864 byte limit for one line", "/dev/zero"},
     {"ChatTurnTooLongForTheContextExitsOne", tiny, {"chat", "-m", "{d}/m", "-n", "3", "-c", "8"},
      "context", "", "this user message is much longer than eight tokens of context\n"},
     // ---- output that cannot be written ----

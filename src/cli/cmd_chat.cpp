@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 
 #include "command.h"
 #include "output.h"
 #include "common_options.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -56,6 +56,8 @@ void run(const ChatFlags& f) {
                m.dir.string(), m.load_seconds);
   }
 
+  // Lines are capped (kMaxLineBytes), so `chat < /dev/zero` fails instead of eating memory.
+  LineReader input("-");
   std::string line;
   size_t failed_turns = 0;
   while (true) {
@@ -63,7 +65,7 @@ void run(const ChatFlags& f) {
       std::fputs("> ", stderr);
       std::fflush(stderr);
     }
-    if (!std::getline(std::cin, line)) break;
+    if (!input.next(line)) break;
     if (line == "/exit") break;
     if (line == "/reset") {
       session.reset();
