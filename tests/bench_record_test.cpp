@@ -1,4 +1,9 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <cstring>
 #include <memory>
@@ -26,10 +31,10 @@ TEST(BenchRecord, ContextHasMachineThreadsAndCommit) {
 
 TEST(BenchRecord, AppendsOneLinePerRecordAndNeverCreatesDirectories) {
   test::TempDir dir;
-  EXPECT_THROW(check_output_path(dir / "nested/bench/results.jsonl"), Error);
+  EXPECT_THROW(check_bench_results_path(dir / "nested/bench/results.jsonl"), Error);
   EXPECT_FALSE(std::filesystem::exists(dir / "nested"));
   const auto file = dir / "results.jsonl";
-  check_output_path(file);
+  check_bench_results_path(file);
   append_bench_record({{"bench", "a"}, {"value", 1}}, file);
   append_bench_record({{"bench", "b"}, {"value", 2.5}}, file);
   std::istringstream lines(test::read_text(file));
@@ -39,6 +44,55 @@ TEST(BenchRecord, AppendsOneLinePerRecordAndNeverCreatesDirectories) {
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[0].at("bench"), "a");
   EXPECT_EQ(records[1].at("value"), 2.5);
+}
+
+TEST(BenchRecord, MissingDirectoryOrNonRegularFileIsAnErrorAndNothingIsCreated) {
+  test::TempDir dir;
+  const auto missing = dir / "nested/bench/results.jsonl";
+  auto message = [](auto&& fn) -> std::string {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message([&] { check_bench_results_path(missing); }),
+            (dir / "nested/bench").string() +
+                ": no such directory for the bench record (create it or pass -o FILE)");
+  EXPECT_EQ(message([&] { append_bench_record({{"bench", "a"}}, missing); }),
+            message([&] { check_bench_results_path(missing); }));
+  EXPECT_FALSE(std::filesystem::exists(dir / "nested"));
+  EXPECT_EQ(message([&] { check_bench_results_path(dir.path()); }),
+            dir.path().string() + ": not a regular file; cannot append the bench record");
+  EXPECT_EQ(message([&] { check_bench_results_path(dir / "new.jsonl"); }), "");
+  EXPECT_FALSE(std::filesystem::exists(dir / "new.jsonl"));  // checking creates nothing
+}
+
+TEST(BenchRecord, FailedAppendLeavesNoHalfLine) {
+  // A file size limit makes the write stop part way (then EFBIG), as a full disk would; it
+  // applies to the whole process, so the append runs in a child.
+  test::TempDir dir;
+  const auto file = dir / "results.jsonl";
+  test::write_text(file, "{\"bench\":\"earlier\"}\n");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{30, 30};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(3);
+    try {
+      append_bench_record({{"bench", "a long record that does not fit in the limit"}}, file);
+    } catch (const Error& e) {
+      ::_exit(std::string(e.what()) == file.string() + ": cannot append the bench record: File too large" ? 0 : 4);
+    }
+    ::_exit(2);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(test::read_text(file), "{\"bench\":\"earlier\"}\n");  // truncated back
 }
 
 TEST(BenchRecord, PeakRssCoversTouchedMemory) {

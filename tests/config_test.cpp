@@ -99,6 +99,16 @@ TEST(ConfigParse, BadValues) {
   EXPECT_THAT(error_with("tie_word_embeddings", "yes"), HasSubstr("expected true or false"));
 }
 
+TEST(ConfigParse, RmsNormEpsMustBeSmall) {
+  for (const double bad : {1e308, 1.0, 0.5, 0.0100001}) {
+    EXPECT_EQ(error_with("rms_norm_eps", bad),
+              fmt::format("cfg.json: field \"rms_norm_eps\": expected a small positive number in "
+                          "(0, 0.01], found {}",
+                          bad));
+  }
+  for (const double good : {0.01, 1e-5, 1e-6, 1e-12}) EXPECT_EQ(error_with("rms_norm_eps", good), "");
+}
+
 TEST(ConfigParse, UnsupportedModels) {
   EXPECT_THAT(error_with("model_type", "llama"),
               HasSubstr("unsupported model_type \"llama\" (nanoinfer supports \"qwen2\""));
@@ -120,7 +130,7 @@ TEST(ConfigParse, NotJsonAndMissingFile) {
     ModelConfig::load("/nonexistent/config.json");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/config.json: cannot open"));
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/config.json: not found"));
   }
 }
 

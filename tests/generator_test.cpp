@@ -1,5 +1,6 @@
 // The generation loop on a tiny random model: work counted in positions pushed, every stop
 // condition, continuation of a sequence, and the stop-string filter on its own.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -191,6 +192,25 @@ TEST_F(GeneratorTest, SeededSamplingIsReproducible) {
 }
 
 // ---- StopStringFilter -------------------------------------------------------------------------
+
+TEST_F(GeneratorTest, NonFiniteLogitsAreAnErrorNamingTheStep) {
+  test::make_logits_overflow(dir_.path());
+  Model model = load();
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  for (const SamplerParams& params :
+       {kGreedy, SamplerParams{.temperature = 1.0, .top_k = 5, .seed = 3}}) {
+    Generator gen(model, tok, params);
+    Collected out;
+    try {
+      gen.generate(tok.encode("hello"), {.max_new_tokens = 4}, out.sink());
+      ADD_FAILURE() << "generated from non-finite logits: " << out.text;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), ::testing::StartsWith(
+                                "generated token 1: the model produced a non-finite logit ("));
+    }
+    EXPECT_EQ(out.text, "");
+  }
+}
 
 TEST(GeneratorStopFilter, HoldsBackPossibleStartsAndStopsAcrossChunks) {
   StopStringFilter f({"END", "xyz"});

@@ -118,6 +118,32 @@ TEST(Perplexity, CertainModelScoresExactlyOne) {
   EXPECT_NEAR(w.nll_sum, logit + std::log(300.0), 1e-3);  // f32 logits near 800: ulp 6e-5
 }
 
+// A model whose logits overflow for one token only: that token's embedding is 1 on
+// dimension 0 and the final norm scales dimension 0 by 3e38, so the normed stream is +inf
+// there and its logits are inf (itself) and NaN (inf x 0, every other token). Every other
+// token's embedding is zero and scores uniformly. The position is named; before, this
+// printed "perplexity nan" and exited 0.
+TEST(Perplexity, NonFiniteLogitsAreAnErrorNamingThePosition) {
+  test::TempDir tmp;
+  const size_t vocab = 300;
+  const int32_t token = 123;
+  write_model(tmp.path(), vocab, [&](const std::string& name, std::vector<float>& v) {
+    if (name == "model.embed_tokens.weight") v[static_cast<size_t>(token) * kHidden] = 1.0f;
+    if (name == "model.norm.weight") v[0] = 3e38f;
+  });
+  Model model = load_f32(tmp.path());
+  std::vector<int32_t> tokens = some_tokens(40, vocab);
+  for (int32_t& t : tokens) t = t == token ? token + 1 : t;
+  EXPECT_NO_THROW(perplexity(model, tokens, 16));
+  tokens[20] = token;  // window 2 covers [16, 32): position 4; its logits score token 21
+  try {
+    perplexity(model, tokens, 16);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "perplexity: the model produced non-finite logits at token 20 (window 2, position 4)");
+  }
+}
+
 // Windows: [0, ctx), [ctx, 2 ctx), ...; the last may be shorter, and one of a single token
 // scores nothing. Each window's first token is not scored.
 TEST(Perplexity, WindowsAndScoredTokensAreCountedExactly) {
@@ -255,7 +281,7 @@ TEST(PerplexityCli, CertainAndUniformModelsThroughTheCommand) {
   }
   const RunResult missing = run(fmt::format("perplexity -m {} -f {}", (tmp / "certain").string(), (tmp / "nope.txt").string()));
   EXPECT_EQ(missing.status, 1);
-  EXPECT_NE(missing.out.find("cannot read text file"), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("nope.txt: not found"), std::string::npos) << missing.out;
   const RunResult small_ctx = run(fmt::format("perplexity -m {} -f {} -c 1", (tmp / "certain").string(), (tmp / "text.txt").string()));
   EXPECT_EQ(small_ctx.status, 1);
   EXPECT_NE(small_ctx.out.find("at least 2"), std::string::npos) << small_ctx.out;

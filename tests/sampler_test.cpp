@@ -9,6 +9,7 @@
 #include <map>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "nanoinfer/error.h"
@@ -209,6 +210,87 @@ std::vector<int32_t> sample_sequence(uint64_t seed, int n) {
     history.push_back(sampler.sample(logits, history));
   }
   return history;
+}
+
+// The message of the Error fn throws ("" if none).
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// NaN and infinite logits (a broken model) are an error naming the token in every mode; before,
+// top-k kept nothing (NaN compares false) and draw() read past an empty candidate set.
+TEST(SamplerNonFinite, EveryModeRejectsNanAndInfLogitsNamingTheToken) {
+  const SamplerParams modes[] = {
+      {.temperature = 0.0},
+      {.temperature = 1.0},
+      {.temperature = 0.7},
+      {.temperature = 1.0, .top_k = 2},
+      {.temperature = 1.0, .top_k = 1},
+      {.temperature = 1.0, .top_p = 0.5},
+      {.temperature = 1.0, .min_p = 0.2},
+      {.temperature = 0.8, .top_k = 3, .top_p = 0.9, .min_p = 0.05},
+      {.temperature = 1.0, .repetition_penalty = 1.3},
+      {.temperature = 0.0, .repetition_penalty = 1.3},
+  };
+  const float bad_values[] = {NAN, INFINITY, -INFINITY};
+  const char* names[] = {"nan", "inf", "-inf"};
+  for (const SamplerParams& params : modes) {
+    for (int b = 0; b < 3; ++b) {
+      for (const size_t at : {size_t{0}, size_t{2}, size_t{4}}) {
+        SCOPED_TRACE(testing::Message() << "T=" << params.temperature << " k=" << params.top_k
+                                        << " p=" << params.top_p << " min_p=" << params.min_p
+                                        << " penalty=" << params.repetition_penalty << " bad="
+                                        << names[b] << " at " << at);
+        std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f};
+        logits[at] = bad_values[b];
+        Sampler sampler(5, params);
+        const std::vector<int32_t> history = {1, 4};
+        const std::string expected = fmt::format(
+            "the model produced a non-finite logit ({} for token {}): its weights or activations "
+            "are NaN or overflowed",
+            names[b], at);
+        EXPECT_EQ(error_of([&] { sampler.sample(logits, history); }), expected);
+        EXPECT_EQ(error_of([&] { sampler.filter(logits, history); }), expected);
+        // The sampler stays usable: the next call with finite logits works.
+        logits[at] = 0.0f;
+        const int32_t id = sampler.sample(logits, history);
+        EXPECT_GE(id, 0);
+        EXPECT_LT(id, 5);
+      }
+    }
+  }
+}
+
+TEST(SamplerNonFinite, OverflowingTemperatureOrPenaltyIsAnError) {
+  const std::vector<float> logits = {1e30f, 2.0f, -1e30f};
+  EXPECT_EQ(error_of([&] { Sampler(3, {.temperature = 1e-300}).sample(logits, {}); }),
+            "temperature 1e-300 is so small that logits / temperature overflow; use --temp 0 "
+            "for greedy");
+  const std::vector<int32_t> history = {0};
+  EXPECT_EQ(error_of([&] {
+              Sampler(3, {.temperature = 0.0, .repetition_penalty = 1e-300}).sample(logits, history);
+            }),
+            "repetition penalty 1e-300 is so small that the penalised logits overflow");
+  // Large but finite scaled logits are fine: the softmax subtracts the maximum.
+  EXPECT_EQ(Sampler(3, {.temperature = 1e-20, .seed = 1}).sample(logits, {}), 0);
+}
+
+TEST(SamplerDraw, EmptyOrZeroCandidatesAreAnErrorNotAnOutOfBoundsRead) {
+  EXPECT_EQ(error_of([] { Sampler::draw({}, 0.5); }),
+            "sampler: cannot draw from 0 candidates with 0 probabilities");
+  const std::vector<int32_t> ids = {3, 4};
+  const std::vector<double> zeros = {0.0, 0.0};
+  const std::vector<double> nan = {NAN, 0.5};
+  EXPECT_EQ(error_of([&] { Sampler::draw({ids, zeros}, 0.5); }),
+            "sampler: candidate probabilities sum to 0, not a positive number");
+  EXPECT_EQ(error_of([&] { Sampler::draw({ids, nan}, 0.5); }),
+            "sampler: candidate probabilities sum to nan, not a positive number");
 }
 
 TEST(SamplerSeed, SameSeedSameTokensDifferentSeedDiffers) {

@@ -1,17 +1,25 @@
 #include "nanoinfer/thread_pool.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "base/thread_pool_testing.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -175,6 +183,107 @@ TEST(ThreadPool, DefaultSizeIsThePhysicalCoreCount) {
   EXPECT_LE(cores, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   ThreadPool pool;
   EXPECT_EQ(pool.size(), cores);
+}
+
+TEST(ThreadPool, ThreadStartFailureStopsTheStartedWorkersAndThrowsOneLine) {
+  for (const int fail_at : {0, 3}) {
+    test_hooks::fail_thread_start_after = fail_at;
+    std::string message;
+    try {
+      ThreadPool pool(8);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    test_hooks::fail_thread_start_after = -1;
+    EXPECT_EQ(message, fmt::format("thread pool: the system refused to start thread {} of 8 ({}); "
+                                   "the {} worker(s) started were stopped. Use fewer threads (-t) "
+                                   "or raise the process limit (ulimit -u)",
+                                   fail_at + 2,
+                                   std::make_error_code(std::errc::resource_unavailable_try_again).message(),
+                                   fail_at));
+  }
+  // Nothing is left behind: a new pool starts and works.
+  ThreadPool pool(8);
+  std::atomic<size_t> total{0};
+  pool.parallel_for(64, 1, [&](size_t b, size_t e) { total += e - b; });
+  EXPECT_EQ(total.load(), 64u);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define NANOINFER_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define NANOINFER_SANITIZED 1
+#endif
+#endif
+
+// The real failure: in a child process whose address space is capped so the OS refuses
+// thread stacks (EAGAIN), the pool must throw and the child exit, not hang or abort.
+TEST(ThreadPool, RefusedByTheOsInAChildProcessFailsCleanly) {
+#ifdef NANOINFER_SANITIZED
+  GTEST_SKIP() << "sanitizers reserve more address space than the cap allows";
+#else
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t cap = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + (64 << 20);
+    const rlimit limit{cap, cap};
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(3);
+    int code = 2;  // no error: every thread started despite the cap
+    try {
+      ThreadPool pool(400);  // 400 x 8 MiB stacks cannot fit in 64 MiB
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      (void)!::write(fds[1], m.data(), m.size());
+      code = 0;
+    }
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 600 && done == 0; ++i) {  // up to 60 s
+    done = ::waitpid(child, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (done == 0) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+    ::close(fds[0]);
+    FAIL() << "the pool hung when the OS refused a thread";
+  }
+  std::string message(4096, '\0');
+  const ssize_t n = ::read(fds[0], message.data(), message.size());
+  message.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  ::close(fds[0]);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_THAT(message, ::testing::StartsWith("thread pool: the system refused to start thread "));
+  EXPECT_THAT(message, ::testing::HasSubstr(" of 400 ("));
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+#endif
+}
+
+TEST(ThreadPool, ClampThreadsLimitsToTheCpusWithAWarning) {
+  const int cpus = ThreadPool::logical_cpus();
+  EXPECT_GE(cpus, 1);
+  EXPECT_LE(cpus, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  std::string warning;
+  EXPECT_EQ(ThreadPool::clamp_threads(0, &warning), ThreadPool::physical_cores());
+  EXPECT_EQ(ThreadPool::clamp_threads(1, &warning), 1);
+  EXPECT_EQ(ThreadPool::clamp_threads(cpus, &warning), cpus);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(ThreadPool::clamp_threads(100000, &warning), cpus);
+  EXPECT_EQ(warning, fmt::format("nanoinfer: warning: 100000 threads requested but this process "
+                                 "can run on {} CPUs; using {} (more threads than CPUs only wait "
+                                 "for each other)",
+                                 cpus, cpus));
+  EXPECT_THROW(ThreadPool::clamp_threads(-1, &warning), Error);
 }
 
 }  // namespace

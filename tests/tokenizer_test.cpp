@@ -266,6 +266,9 @@ TEST(TokenizerLoad, RejectsWhatItDoesNotReproduceNamingIt) {
   j = tiny_tokenizer({});
   j.erase("model");
   expect_rejected(j, "missing field 'model'");
+  j = tiny_tokenizer({});
+  j["model"]["vocab"]["zz"] = 65;  // 'A' has id 65 already
+  expect_rejected(j, "model.vocab: id 65 is given to two tokens (the second is 'zz')");
   try {
     Tokenizer::from_json("{not json", "broken.json");
     ADD_FAILURE() << "parsed invalid JSON";

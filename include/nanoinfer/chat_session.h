@@ -19,11 +19,15 @@ namespace nanoinfer {
 
 class ChatSession {
  public:
-  // `system_prompt` empty: the template's default system prompt.
-  ChatSession(Generator& generator, const Tokenizer& tokenizer, std::string system_prompt);
+  // `system_prompt` empty: the template's default system prompt. `content` says whether
+  // special-token text in messages ("<|im_end|>" typed by the user) is parsed as the special
+  // token; by default it is plain text, so a user cannot end a turn or forge another.
+  ChatSession(Generator& generator, const Tokenizer& tokenizer, std::string system_prompt,
+              SpecialTokens content = SpecialTokens::AsText);
 
   // Adds a user turn, generates the reply (streamed to on_text) and records it. If the turn
-  // does not fit in the context, throws Error and leaves the conversation as it was.
+  // does not fit in the context, throws Error and leaves the conversation as it was; if the
+  // reply fails part way (e.g. the model produces NaN logits), throws Error and starts over.
   GenerationStats send(std::string_view user_text, const GenerateOptions& options,
                        const TextSink& on_text);
 
@@ -38,6 +42,7 @@ class ChatSession {
   Generator& generator_;
   const Tokenizer& tokenizer_;
   std::string system_prompt_;
+  SpecialTokens content_;
   std::vector<ChatMessage> messages_;
   std::string sequence_text_;
 };

@@ -71,11 +71,13 @@ class Sampler {
 
   // Runs the filtering chain on `logits` [vocab] given the tokens seen so far (prompt and
   // generated; duplicates allowed). With temperature 0 the result is the single greedy token
-  // with probability 1.
+  // with probability 1. Never returns an empty set. A NaN or infinite logit (a broken model)
+  // throws nanoinfer::Error naming the token and value, as does a temperature or penalty
+  // small enough to overflow the scaled logits.
   Candidates filter(std::span<const float> logits, std::span<const int32_t> history);
 
   // Inverse CDF: the first candidate (in the order given) whose cumulative probability
-  // exceeds u * total. `u` in [0, 1).
+  // exceeds u * total. `u` in [0, 1). Throws for an empty set or a sum that is not positive.
   static int32_t draw(const Candidates& candidates, double u);
 
   // filter, then draw with the next number of the seeded stream (greedy draws nothing, so

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -46,7 +47,10 @@ class ThreadPool {
   using RangeFn = FunctionRef<void(size_t, size_t)>;
 
   // n_threads counts the calling thread: a pool of size N starts N - 1 workers.
-  // 0 means physical_cores().
+  // 0 means physical_cores(). If the OS refuses a thread (EAGAIN: a process or memory
+  // limit), the workers already started are stopped and joined, and nanoinfer::Error is
+  // thrown saying how many threads started. The count is not limited here (tests use more
+  // threads than CPUs on purpose); callers that take it from a user use clamp_threads().
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -71,6 +75,17 @@ class ThreadPool {
   // Distinct (package, core) pairs among the CPUs this process may run on; at least 1.
   static int physical_cores();
 
+  // CPUs this process may run on (its affinity mask, so taskset and cpusets count); at least 1.
+  static int logical_cpus();
+
+  // The thread count to use for a user's request: 0 becomes physical_cores(); more than
+  // logical_cpus() is clamped to it, because a fork-join with more threads than CPUs waits
+  // each time for a worker the OS has descheduled (on 2 CPUs, -t 8 decoded 100x slower than
+  // -t 2, and -t 100000 exhausted the process table). When it clamps, the one-line warning
+  // "nanoinfer: warning: ..." is printed to stderr, or stored in *warning when given.
+  // Throws nanoinfer::Error for a negative request.
+  static int clamp_threads(int requested, std::string* warning = nullptr);
+
   // The boundaries parallel_for uses: range i of `parts` is [range_begin(i), range_begin(i+1)).
   static size_t range_begin(size_t n, size_t grain, size_t parts, size_t i);
 
@@ -84,6 +99,7 @@ class ThreadPool {
   };
 
   void worker_main(int index);
+  void stop_workers() noexcept;
   void run_range(int index, const Job& job) noexcept;
   void wait_for_workers();
 

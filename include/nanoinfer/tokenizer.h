@@ -50,6 +50,19 @@ struct TokenizerVocab {
   std::optional<int32_t> pad_id;
 };
 
+// Whether encode() turns the text of a special added token ("<|im_end|>", "special": true in
+// tokenizer.json) into that token. Parse is the reference tokenizer's default; AsText encodes
+// it as ordinary text, so text from an untrusted source (a chat user) cannot end a turn or
+// forge one. Non-special added tokens ("<think>") are recognised either way, as Hugging
+// Face's split_special_tokens does.
+enum class SpecialTokens { Parse, AsText };
+
+// A piece of a text to encode and how special-token text in it is treated.
+struct TextPiece {
+  std::string_view text;
+  SpecialTokens special = SpecialTokens::Parse;
+};
+
 class Tokenizer {
  public:
   // Reads model_dir/tokenizer.json and, if present, model_dir/tokenizer_config.json
@@ -65,10 +78,19 @@ class Tokenizer {
   // BPE, added tokens matched whole before normalization. Rejects anything else by name.
   static Tokenizer from_vocab(const TokenizerVocab& vocab, std::string_view origin);
 
-  // Added/special tokens in the text are recognised. Never fails for any byte string.
-  std::vector<int32_t> encode(std::string_view text) const;
+  // Added tokens in the text are recognised, special ones only with SpecialTokens::Parse.
+  // Never fails for any byte string.
+  std::vector<int32_t> encode(std::string_view text,
+                              SpecialTokens special = SpecialTokens::Parse) const;
   // Appends to `ids` instead of returning a new vector.
-  void encode_append(std::string_view text, std::vector<int32_t>& ids) const;
+  void encode_append(std::string_view text, std::vector<int32_t>& ids,
+                     SpecialTokens special = SpecialTokens::Parse) const;
+  // Encodes the concatenation of `pieces`, each with its own special-token setting. Only the
+  // added-token matching is per piece (a token cut by a piece boundary is not recognised):
+  // text between matched tokens is normalized and pre-tokenized as one, across piece
+  // boundaries, so the result equals encode() of the concatenation whenever no special
+  // token's text overlaps an AsText piece or a boundary.
+  void encode_pieces_append(std::span<const TextPiece> pieces, std::vector<int32_t>& ids) const;
 
   // Throws nanoinfer::Error for an id outside [0, vocab_size()) or one no token has.
   std::string decode(std::span<const int32_t> ids) const;

@@ -4,21 +4,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
 #include <string_view>
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer {
 
 inline nlohmann::json parse_json_object(std::string_view json_text, std::string_view origin) {
+  check_json_depth(json_text, origin);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
   } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", origin, e.what());
+    fail("{}: not valid JSON: {}", origin, excerpt(e.what(), 200));
   }
   if (!j.is_object()) fail("{}: expected a JSON object, found {}", origin, j.type_name());
   return j;
+}
+
+// A parsed value as JSON text for an error message, cut to a short prefix (see excerpt()).
+template <class Json>
+std::string json_excerpt(const Json& value) {
+  return excerpt(value.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 }  // namespace nanoinfer

@@ -3,11 +3,14 @@
 #include <sched.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
+#include <system_error>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "base/thread_pool_testing.h"
 #include "nanoinfer/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -37,14 +40,34 @@ constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
 
 }  // namespace
 
+namespace test_hooks {
+std::atomic<int> fail_thread_start_after{-1};
+}  // namespace test_hooks
+
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads < 0) fail("thread pool: thread count must be >= 0 (0 = physical cores), got {}", n_threads);
   n_threads_ = n_threads == 0 ? physical_cores() : n_threads;
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+  for (int i = 1; i < n_threads_; ++i) {
+    try {
+      if (test_hooks::fail_thread_start_after.load() == static_cast<int>(workers_.size()))
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+      workers_.emplace_back([this, i] { worker_main(i); });
+    } catch (const std::system_error& e) {
+      // Without this the vector's destructor would meet joinable threads (std::terminate),
+      // and a half-started pool would wait forever for workers that do not exist.
+      const size_t started = workers_.size();
+      stop_workers();
+      fail("thread pool: the system refused to start thread {} of {} ({}); the {} worker(s) "
+           "started were stopped. Use fewer threads (-t) or raise the process limit (ulimit -u)",
+           i + 1, n_threads_, e.what(), started);
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() noexcept {
   {
     std::lock_guard lock(sleep_mutex_);
     stop_.store(true, std::memory_order_relaxed);
@@ -52,6 +75,7 @@ ThreadPool::~ThreadPool() {
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 size_t ThreadPool::range_begin(size_t n, size_t grain, size_t parts, size_t i) {
@@ -153,6 +177,31 @@ void ThreadPool::parallel_for(size_t n, size_t grain, RangeFn fn) {
   wait_for_workers();
 
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+int ThreadPool::logical_cpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && CPU_COUNT(&allowed) > 0) return CPU_COUNT(&allowed);
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+int ThreadPool::clamp_threads(int requested, std::string* warning) {
+  if (requested < 0) fail("the thread count must be >= 1 (or 0 = one per physical core), got {}", requested);
+  if (requested == 0) return physical_cores();
+  const int cpus = logical_cpus();
+  if (requested <= cpus) return requested;
+  const std::string message = fmt::format(
+      "nanoinfer: warning: {} threads requested but this process can run on {} CPUs; using {} "
+      "(more threads than CPUs only wait for each other)",
+      requested, cpus, cpus);
+  if (warning != nullptr) {
+    *warning = message;
+  } else {
+    std::fprintf(stderr, "%s\n", message.c_str());
+  }
+  return cpus;
 }
 
 int ThreadPool::physical_cores() {

@@ -1,6 +1,8 @@
 #include "bench_record.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -92,19 +94,42 @@ nlohmann::json bench_context(int threads) {
           {"nanoinfer_version", NANOINFER_VERSION}};
 }
 
-void check_output_path(const std::filesystem::path& file) {
-  const std::filesystem::path parent = file.has_parent_path() ? file.parent_path() : ".";
-  if (!std::filesystem::is_directory(parent)) fail("{}: the directory {} does not exist", file.string(), parent.string());
-  std::ofstream out(file, std::ios::app);
-  if (!out) fail("{}: cannot open for appending: {}", file.string(), std::strerror(errno));
+void check_bench_results_path(const std::filesystem::path& file) {
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    fail("{}: no such directory for the bench record (create it or pass -o FILE)",
+         dir.string());
+  if (::stat(file.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) fail("{}: not a regular file; cannot append the bench record", file.string());
+    if (::access(file.c_str(), W_OK) != 0)
+      fail("{}: cannot append the bench record: {}", file.string(), std::strerror(errno));
+  } else if (::access(dir.c_str(), W_OK) != 0) {
+    fail("{}: cannot create the bench record file: {}", file.string(), std::strerror(errno));
+  }
 }
 
 void append_bench_record(const nlohmann::json& record, const std::filesystem::path& file) {
-  check_output_path(file);
-  std::ofstream out(file, std::ios::app);
-  out << record.dump() << '\n';
-  out.flush();
-  if (!out) fail("{}: cannot append bench record: {}", file.string(), std::strerror(errno));
+  check_bench_results_path(file);
+  const std::string line = record.dump() + '\n';
+  const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
+  if (fd < 0) fail("{}: cannot open to append the bench record: {}", file.string(), std::strerror(errno));
+  struct stat st {};
+  const off_t before = ::fstat(fd, &st) == 0 ? st.st_size : -1;
+  size_t done = 0;
+  int err = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (err != 0 && before >= 0) (void)!::ftruncate(fd, before);  // no half line left behind
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) fail("{}: cannot append the bench record: {}", file.string(), std::strerror(err));
 }
 
 size_t peak_rss_bytes() {

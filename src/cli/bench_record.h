@@ -14,10 +14,13 @@ namespace nanoinfer {
 // (or of the working directory), with "-dirty" when tracked files have changes, or "unknown".
 nlohmann::json bench_context(int threads);
 
-// Appends `record` as one line, creating the file and its directory if needed. Throws Error.
-// Fails (one line) unless `file` can be appended to: its directory exists (it is not created)
-// and the file opens for appending. Benchmarks call it before any work.
-void check_output_path(const std::filesystem::path& file);
+// Checks, before a benchmark runs, that its record can be appended to `file`: its directory
+// exists (it is not created, so a mistyped --results fails instead of growing a tree) and
+// the file, if present, is a writable regular file. Throws Error naming the path.
+void check_bench_results_path(const std::filesystem::path& file);
+
+// Appends `record` as one line, creating the file (not its directory). A failed write
+// truncates the file back, so it never ends in half a line. Throws Error.
 void append_bench_record(const nlohmann::json& record,
                          const std::filesystem::path& file = "bench/results.jsonl");
 

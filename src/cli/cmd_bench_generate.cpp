@@ -68,7 +68,7 @@ void run(const BenchFlags& f) {
   if (n_prompt + n_gen > m.model.max_context()) {
     fail("-p {} + -n {} exceed the context of {} positions", n_prompt, n_gen, m.model.max_context());
   }
-  check_output_path(f.output);  // before the run, not after it
+  check_bench_results_path(f.output);  // before the run, not after it
   const std::vector<int32_t> prompt = bench_prompt(n_prompt, m.tokenizer.vocab_size());
   Generator generator(m.model, m.tokenizer, {.temperature = 0.0});
   // No end-of-sequence ids: every run decodes exactly n_gen steps (n_gen + 1 tokens sampled,

@@ -29,7 +29,7 @@ void bench_load(const LoadArgs& args) {
   if (args.runs < 1) fail("--runs must be >= 1, got {}", args.runs);
   const OpenOptions options = open_options(args.model);
   const ModelFiles files = locate_model(resolve_model_path(args.model.model_dir));
-  check_output_path(args.output);
+  check_bench_results_path(args.output);
 
   std::vector<double> seconds;
   size_t weight_bytes = 0;

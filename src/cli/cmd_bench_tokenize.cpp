@@ -9,15 +9,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <optional>
 #include <tuple>
-#include <sstream>
 #include <vector>
 
 #include "command.h"
+#include "output.h"
 #include "bench_record.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer::cli {
@@ -54,12 +54,8 @@ Timing timed(Fn&& fn) {
 
 void run(const BenchTokenizeArgs& args) {
   if (args.runs < 1) fail("--runs must be at least 1, got {}", args.runs);
-  check_output_path(args.results);
-  std::ifstream in(args.file, std::ios::binary);
-  if (!in) fail("cannot open input file '{}' (give one with -f)", args.file);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = std::move(buffer).str();
+  check_bench_results_path(args.results);  // before the run, not after it
+  const std::string text = read_file(args.file, kMaxTextFileBytes);
   if (text.empty()) fail("input file '{}' is empty", args.file);
 
   // [phase][run] seconds, phases: load, cold encode, warm encode.
@@ -83,18 +79,19 @@ void run(const BenchTokenizeArgs& args) {
   const Summary load_cpu = summarize(cpu[0]), cold_cpu = summarize(cpu[1]), warm_cpu = summarize(cpu[2]);
   const double mb = static_cast<double>(text.size()) / 1e6;
   const auto n = static_cast<double>(n_tokens);
-  fmt::print("tokenizer: {}   input: {} ({} bytes, {} tokens)   1 thread, {} runs\n", args.model_dir, args.file,
+  print_out("tokenizer: {}   input: {} ({} bytes, {} tokens)   1 thread, {} runs\n", args.model_dir, args.file,
              text.size(), n_tokens, args.runs);
-  fmt::print("{:<12} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>9}\n", "", "wall med", "wall best", "cpu med",
+  print_out("{:<12} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>9}\n", "", "wall med", "wall best", "cpu med",
              "cpu best", "MB/s", "tok/s", "MB/s cpu");
-  fmt::print("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms\n", "load", load.median * 1e3, load.min * 1e3,
+  print_out("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms\n", "load", load.median * 1e3, load.min * 1e3,
              load_cpu.median * 1e3, load_cpu.min * 1e3);
   for (auto [name, w, c] : {std::tuple{"encode cold", cold, cold_cpu}, std::tuple{"encode warm", warm, warm_cpu}}) {
-    fmt::print("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f} {:>11.0f} {:>9.1f}\n", name, w.median * 1e3,
+    print_out("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f} {:>11.0f} {:>9.1f}\n", name, w.median * 1e3,
                w.min * 1e3, c.median * 1e3, c.min * 1e3, mb / w.median, n / w.median, mb / c.median);
   }
-  fmt::print("(MB/s and tok/s from the median wall time; MB/s cpu from the median thread CPU time)\n");
+  print_out("(MB/s and tok/s from the median wall time; MB/s cpu from the median thread CPU time)\n");
 
+  flush_out();  // a failed report fails the run before the record is appended
   nlohmann::json record = bench_context(1);
   record["bench"] = "tokenize";
   record["model"] = args.model_dir;

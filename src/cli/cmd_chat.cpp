@@ -1,17 +1,19 @@
 // `nanoinfer chat`: an interactive conversation on the chat template. One line of input is one
 // user turn; the reply streams to stdout. /reset starts over, /exit or end of input ends it.
 // The "> " prompt goes to stderr and only when stdin is a terminal, so a pipe gets replies only.
+// A failed turn is reported on stderr and the chat goes on, but the exit code is then 1.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <iostream>
 
 #include "command.h"
+#include "output.h"
 #include "common_options.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -20,13 +22,15 @@ struct ChatFlags {
   ModelFlags model;
   SamplingOverrides sampling;
   std::string system;
+  bool special = false;
   int64_t n_predict = 512;
   bool verbose = false;
 };
 
+// Replies stream as they are generated, so each piece is flushed (and checked) at once.
 void write_stdout(std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  write_out(text);
+  flush_out();
 }
 
 void run(const ChatFlags& f) {
@@ -43,7 +47,8 @@ void run(const ChatFlags& f) {
   if (options.eos_ids.empty()) fail("{}: the tokenizer has no <|im_end|> token, so a chat turn could never end", m.dir.string());
 
   Generator generator(m.model, m.tokenizer, sampling.params());
-  ChatSession session(generator, m.tokenizer, f.system);
+  ChatSession session(generator, m.tokenizer, f.system,
+                      f.special ? SpecialTokens::Parse : SpecialTokens::AsText);
   const bool interactive = ::isatty(STDIN_FILENO) != 0;
   if (f.verbose) fmt::print(stderr, "{}", sampling.describe());
   if (interactive) {
@@ -51,13 +56,16 @@ void run(const ChatFlags& f) {
                m.dir.string(), m.load_seconds);
   }
 
+  // Lines are capped (kMaxLineBytes), so `chat < /dev/zero` fails instead of eating memory.
+  LineReader input("-");
   std::string line;
+  size_t failed_turns = 0;
   while (true) {
     if (interactive) {
       std::fputs("> ", stderr);
       std::fflush(stderr);
     }
-    if (!std::getline(std::cin, line)) break;
+    if (!input.next(line)) break;
     if (line == "/exit") break;
     if (line == "/reset") {
       session.reset();
@@ -75,10 +83,16 @@ void run(const ChatFlags& f) {
                    generator.tokens().size(), generator.context_size());
       }
     } catch (const Error& e) {
-      // The conversation is unchanged: the user can /reset or send something shorter.
+      if (std::ferror(stdout)) throw;  // no one can read the replies: end the chat
+      // The conversation is unchanged (or reset, if the reply failed part way): the user can
+      // /reset or send something shorter. The exit code still reports the failure.
       fmt::print(stderr, "nanoinfer: error: {}\n", e.what());
+      ++failed_turns;
     }
   }
+  // Each failure was reported as it happened; exit 1 without repeating it (CLI11's
+  // RuntimeError carries an exit code and no message).
+  if (failed_turns > 0) throw CLI::RuntimeError(1);
 }
 
 void setup(CLI::App& app) {
@@ -86,6 +100,9 @@ void setup(CLI::App& app) {
   add_model_flags(app, f->model);
   add_sampling_flags(app, f->sampling);
   app.add_option("--system", f->system, "System prompt (default: the chat template's)");
+  app.add_flag("--special", f->special,
+               "Parse special-token text typed in a message (e.g. <|im_end|>) as the special token. "
+               "By default it is plain text, so a message cannot end its turn or forge another");
   app.add_option("-n,--n-predict", f->n_predict, "Maximum tokens per reply (default 512)");
   app.add_flag("--verbose", f->verbose, "Print settings and per-turn statistics to stderr");
   app.callback([f] { run(*f); });

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "command.h"
+#include "output.h"
 #include "common_options.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
@@ -26,8 +27,8 @@ struct GenerateFlags {
 };
 
 void write_stdout(std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  write_out(text);
+  flush_out();  // streamed: each piece is checked, so a failed write ends the run at once
 }
 
 void run(const GenerateFlags& f) {

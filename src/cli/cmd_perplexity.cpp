@@ -6,13 +6,13 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
 
 #include "command.h"
+#include "output.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/perplexity.h"
 
 namespace nanoinfer::cli {
@@ -26,14 +26,8 @@ struct PerplexityFlags {
   bool json = false;
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read text file '{}'", path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void run(const PerplexityFlags& f) {
-  const std::string text = read_file(f.file);
+  const std::string text = read_file(f.file, kMaxTextFileBytes);
   OpenedModel m = load_model(f.model);
   const size_t ctx = f.model.context > 0 ? static_cast<size_t>(f.model.context)
                                          : std::min(kDefaultWindow, m.model.max_context());
@@ -66,10 +60,10 @@ void run(const PerplexityFlags& f) {
                               {"tokens_per_second", static_cast<double>(r.tokens) / seconds},
                               {"threads", m.model.options().threads},
                               {"weights", std::string(weight_type_name(m.model.weight_type()))}};
-    fmt::print("{}\n", j.dump());
+    print_out("{}\n", j.dump());
     return;
   }
-  fmt::print("perplexity {:.4f} +/- {:.4f} ({} tokens scored in {} windows of {}; {:.2f} s, {:.0f} tok/s)\n",
+  print_out("perplexity {:.4f} +/- {:.4f} ({} tokens scored in {} windows of {}; {:.2f} s, {:.0f} tok/s)\n",
              r.perplexity, r.perplexity_stderr, r.scored, r.windows, r.ctx, seconds,
              static_cast<double>(r.tokens) / seconds);
 }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "command.h"
+#include "output.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/synth.h"
 
@@ -50,7 +51,7 @@ void synth(const SynthArgs& args) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (tty) fmt::print(stderr, "\n");
-  fmt::print("wrote {}/model.safetensors: {:.1f} MiB of {} tensors (seed {}) in {:.2f} s\n",
+  print_out("wrote {}/model.safetensors: {:.1f} MiB of {} tensors (seed {}) in {:.2f} s\n",
              args.out, static_cast<double>(bytes) / (1 << 20), args.dtype, args.seed, seconds);
 }
 

@@ -3,15 +3,16 @@
 // of ids per output line), for inspecting tokenization and tokenizing data sets.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <iostream>
-#include <sstream>
 
 #include "command.h"
+#include "output.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
+#include "nanoinfer/json_limits.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer::cli {
@@ -24,20 +25,19 @@ struct TokenizeArgs {
   bool ids_only = false;
   bool show_count = false;
   bool chat = false;
+  bool special = false;
   bool jsonl = false;
 };
 
+// How special-token text in a --chat message is encoded: as chat does (plain text unless
+// --special).
+SpecialTokens message_specials(const TokenizeArgs& args) {
+  return args.special ? SpecialTokens::Parse : SpecialTokens::AsText;
+}
+
 std::string read_input_file(const std::string& path) {
-  if (path == "-") {
-    std::ostringstream s;
-    s << std::cin.rdbuf();
-    return std::move(s).str();
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open input file '{}'", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return std::move(s).str();
+  if (path == "-") return read_all(STDIN_FILENO, "<stdin>", kMaxTextFileBytes);
+  return read_file(path, kMaxTextFileBytes);
 }
 
 // A token's bytes for display: printable ASCII as is, other bytes as \xNN, except that
@@ -65,33 +65,27 @@ std::string display(std::string_view bytes) {
 }
 
 void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
-  std::ifstream file;
-  std::istream* in = &std::cin;
-  if (args.file != "-") {
-    file.open(args.file, std::ios::binary);
-    if (!file) fail("cannot open input file '{}'", args.file);
-    in = &file;
-  }
+  LineReader in(args.file);
   std::vector<int32_t> ids;
   std::string out;
-  size_t line_number = 0;
-  for (std::string line; std::getline(*in, line);) {
-    ++line_number;
+  for (std::string line; in.next(line);) {
     if (line.empty()) continue;
+    const std::string where = fmt::format("{} line {}", args.file, in.line_number());
+    check_json_depth(line, where);
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::exception& e) {
-      fail("{} line {}: not valid JSON ({})", args.file, line_number, e.what());
+      fail("{}: not valid JSON ({})", where, excerpt(e.what(), 200));
     }
     if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-      fail("{} line {}: expected an object with a string field \"text\"", args.file, line_number);
+      fail("{}: expected an object with a string field \"text\"", where);
     }
     ids.clear();
     const std::string& text = j["text"].get_ref<const std::string&>();
     if (args.chat) {
       const ChatMessage message{"user", text};
-      tok.encode_append(render_chat({&message, 1}, true), ids);
+      ids = encode_chat(tok, {&message, 1}, true, message_specials(args));
     } else {
       tok.encode_append(text, ids);
     }
@@ -99,7 +93,7 @@ void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
     out += '[';
     for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? "," : "", ids[i]);
     out += "]\n";
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    write_out(out);
   }
 }
 
@@ -113,20 +107,22 @@ void run(const TokenizeArgs& args) {
   }
   if (args.prompt.empty() == args.file.empty()) fail("give exactly one of -p TEXT and -f FILE");
   std::string text = args.file.empty() ? args.prompt : read_input_file(args.file);
+  std::vector<int32_t> ids;
   if (args.chat) {
     const ChatMessage message{"user", std::move(text)};
-    text = render_chat({&message, 1}, true);
+    ids = encode_chat(tok, {&message, 1}, true, message_specials(args));
+  } else {
+    ids = tok.encode(text);
   }
-  const std::vector<int32_t> ids = tok.encode(text);
   if (args.ids_only) {
     std::string out = "[";
     for (size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(out), "{}{}", i ? ", " : "", ids[i]);
     out += "]\n";
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    write_out(out);
   } else {
-    for (int32_t id : ids) fmt::print("{:6} -> '{}'\n", id, display(tok.token_bytes(id)));
+    for (int32_t id : ids) print_out("{:6} -> '{}'\n", id, display(tok.token_bytes(id)));
   }
-  if (args.show_count) fmt::print("Total number of tokens: {}\n", ids.size());
+  if (args.show_count) print_out("Total number of tokens: {}\n", ids.size());
 }
 
 const bool registered = register_command({
@@ -139,7 +135,11 @@ const bool registered = register_command({
       sub.add_flag("--ids", args->ids_only, "Print only the ids, as one JSON array");
       sub.add_flag("--show-count", args->show_count, "Print the number of tokens at the end");
       sub.add_flag("--chat", args->chat,
-                   "Wrap the text as one user message in the chat template (with the generation prompt) first");
+                   "Wrap the text as one user message in the chat template (with the generation prompt) first, "
+                   "encoded as `chat` would: special-token text in the message stays plain text");
+      sub.add_flag("--special", args->special,
+                   "With --chat: parse special-token text (<|im_end|>) in the message as the special token, "
+                   "as `chat --special` does. Without --chat special tokens are always parsed");
       sub.add_flag("--jsonl", args->jsonl,
                    "Batch mode: read one {\"text\": ...} object per line of -f FILE, write one JSON array of "
                    "ids per line");

@@ -4,6 +4,7 @@
 
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer::cli {
 
@@ -59,7 +60,7 @@ OpenOptions open_options(const ModelFlags& flags) {
     }
     require_isa(*options.model.isa);
   }
-  options.model.threads = flags.threads;
+  options.model.threads = ThreadPool::clamp_threads(flags.threads);
   options.model.max_context = static_cast<size_t>(flags.context);
   return options;
 }

@@ -1,9 +1,14 @@
 // inspect_model: a model directory's tensors against the manifest of its config, without
 // loading any weights (nanoinfer/engine.h).
+#include <algorithm>
+#include <cmath>
 #include <map>
+
+#include <fmt/format.h>
 
 #include "io/safetensors.h"
 #include "model/manifest.h"
+#include "model/weight_source.h"
 #include "nanoinfer/engine.h"
 
 namespace nanoinfer {
@@ -29,6 +34,24 @@ ModelReport inspect_model(const std::filesystem::path& dir) {
     if (const auto it = spec_of.find(t.name); it != spec_of.end()) out.role = tensor_role_name(it->second->role);
   }
   report.problems = manifest_problems(manifest, file.tensors());
+  // Values too: a NaN or infinity anywhere makes every logit garbage, so inspect reads every
+  // float tensor once (pread, a row at a time) and names the first tensor that holds one.
+  const WeightSource src = safetensors_source(file);
+  for (const StoredTensor& t : src.tensors) {
+    if (!t.widen_row || t.row_bytes == 0) continue;
+    const uint64_t rows = t.nbytes / t.row_bytes;
+    const size_t cols = static_cast<size_t>(t.shape.empty() ? 1 : t.shape.back());
+    std::vector<std::byte> staged(t.row_bytes);
+    std::vector<float> row(cols);
+    for (uint64_t r = 0; r < rows; ++r) {
+      src.read(t, r * t.row_bytes, staged);
+      t.widen_row(staged.data(), row.data(), cols);
+      if (!std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); })) {
+        report.problems.push_back(fmt::format("tensor '{}' holds a NaN or infinite value (row {})", t.name, r));
+        break;
+      }
+    }
+  }
   return report;
 }
 

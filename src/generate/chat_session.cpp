@@ -4,8 +4,9 @@
 
 namespace nanoinfer {
 
-ChatSession::ChatSession(Generator& generator, const Tokenizer& tokenizer, std::string system_prompt)
-    : generator_(generator), tokenizer_(tokenizer), system_prompt_(std::move(system_prompt)) {
+ChatSession::ChatSession(Generator& generator, const Tokenizer& tokenizer, std::string system_prompt,
+                         SpecialTokens content)
+    : generator_(generator), tokenizer_(tokenizer), system_prompt_(std::move(system_prompt)), content_(content) {
   reset();
 }
 
@@ -19,19 +20,30 @@ void ChatSession::reset() {
 GenerationStats ChatSession::send(std::string_view user_text, const GenerateOptions& options,
                                   const TextSink& on_text) {
   messages_.push_back({"user", std::string(user_text)});
-  const std::string rendered = render_chat(messages_, /*add_generation_prompt=*/true);
+  const std::vector<ChatPiece> pieces = render_chat_pieces(messages_, /*add_generation_prompt=*/true);
+  std::string rendered;
+  for (const ChatPiece& piece : pieces) rendered += piece.text;
   if (!rendered.starts_with(sequence_text_)) {
     messages_.pop_back();
     fail("chat: the rendered conversation no longer extends the cached one; /reset");
   }
-  const std::vector<int32_t> ids =
-      tokenizer_.encode(std::string_view(rendered).substr(sequence_text_.size()));
+  // Only what the cache lacks is encoded: the text past sequence_text_, which starts at the
+  // "<|im_end|>" closing the last reply, so the cut is on a token boundary.
+  std::vector<int32_t> ids;
+  tokenizer_.encode_pieces_append(chat_text_pieces(pieces, sequence_text_.size(), content_), ids);
   const size_t reply_start = generator_.tokens().size() + ids.size();
+  const size_t tokens_before = generator_.tokens().size();
   GenerationStats stats;
   try {
     stats = generator_.generate(ids, options, on_text);
-  } catch (const Error&) {
-    messages_.pop_back();  // the generator refuses before changing anything
+  } catch (const Error& e) {
+    messages_.pop_back();
+    // A refusal (the turn does not fit) changes nothing. A failure during the reply (e.g.
+    // non-finite logits) leaves the cache holding tokens no message stands for: start over.
+    if (generator_.tokens().size() != tokens_before) {
+      reset();
+      fail("{} (the conversation was reset)", e.what());
+    }
     throw;
   }
   const std::string reply = tokenizer_.decode(generator_.tokens().subspan(reply_start));

@@ -2,14 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "base/json_object.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 
 namespace nanoinfer {
 
@@ -25,7 +24,7 @@ const Json* find(const Json& j, const char* key) {
 std::optional<double> get_number(const Json& j, const char* key, std::string_view origin) {
   const Json* v = find(j, key);
   if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) fail("{}: field \"{}\": expected a number, found {}", origin, key, v->dump());
+  if (!v->is_number()) fail("{}: field \"{}\": expected a number, found {}", origin, key, json_excerpt(*v));
   return v->get<double>();
 }
 
@@ -33,7 +32,7 @@ std::optional<int64_t> get_int(const Json& j, const char* key, std::string_view 
   const Json* v = find(j, key);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number_integer())
-    fail("{}: field \"{}\": expected an integer, found {}", origin, key, v->dump());
+    fail("{}: field \"{}\": expected an integer, found {}", origin, key, json_excerpt(*v));
   return v->get<int64_t>();
 }
 
@@ -41,7 +40,7 @@ int32_t token_id(const Json& v, std::string_view origin) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
       v.get<int64_t>() > std::numeric_limits<int32_t>::max())
     fail("{}: field \"eos_token_id\": expected a token id (a non-negative integer), found {}",
-         origin, v.dump());
+         origin, json_excerpt(v));
   return static_cast<int32_t>(v.get<int64_t>());
 }
 
@@ -53,7 +52,7 @@ GenerationConfig GenerationConfig::parse(std::string_view json_text, std::string
   GenerationConfig c;
   if (const Json* v = find(j, "do_sample")) {
     if (!v->is_boolean())
-      fail("{}: field \"do_sample\": expected true or false, found {}", origin, v->dump());
+      fail("{}: field \"do_sample\": expected true or false, found {}", origin, json_excerpt(*v));
     c.do_sample = v->get<bool>();
   }
   c.temperature = get_number(j, "temperature", origin);
@@ -86,10 +85,10 @@ GenerationConfig GenerationConfig::parse(std::string_view json_text, std::string
 
 GenerationConfig GenerationConfig::load_from_dir(const std::filesystem::path& model_dir) {
   const std::filesystem::path path = model_dir / "generation_config.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return parse(text, path.string());
+  // Absent is fine (Hugging Face defaults); present but unreadable is an error, not "absent":
+  // silently losing the model's eos ids and sampling defaults would change what it generates.
+  if (!path_exists(path)) return {};
+  return parse(read_file(path, kMaxConfigFileBytes), path.string());
 }
 
 std::string_view setting_source_name(SettingSource source) {

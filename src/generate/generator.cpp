@@ -139,7 +139,12 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens,
   stats.stop_reason = StopReason::MaxTokens;
   while (stats.generated_tokens < static_cast<size_t>(options.max_new_tokens)) {
     // Only ids the tokenizer knows are candidates: rows past its vocabulary are padding.
-    const int32_t id = sampler_.sample(logits.first(static_cast<size_t>(sampler_.vocab_size())), history_);
+    int32_t id = 0;
+    try {
+      id = sampler_.sample(logits.first(static_cast<size_t>(sampler_.vocab_size())), history_);
+    } catch (const Error& e) {
+      fail("generated token {}: {}", stats.generated_tokens + 1, e.what());
+    }
     if (stats.generated_tokens == 0) {
       stats.first_token_seconds = seconds_since(start);
       decode_start = Clock::now();

@@ -43,6 +43,12 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
         const size_t t = p + i;  // logits of position t score token t + 1
         if (t + 1 >= window.size()) break;
         const double nll = -log_softmax_at(logits.data() + i * V, V, static_cast<size_t>(window[t + 1]));
+        // Finite logits always give a finite NLL; anything else is a broken model, and a
+        // "perplexity nan" printed with exit code 0 would pass for a result.
+        if (!std::isfinite(nll)) {
+          fail("perplexity: the model produced non-finite logits at token {} (window {}, position {})",
+               begin + t, r.windows + 1, t);
+        }
         r.nll_sum += nll;
         ++r.scored;
         const double delta = nll - mean;

@@ -4,7 +4,6 @@
 #include "nanoinfer/sampler.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <functional>
 
@@ -78,7 +77,21 @@ void Sampler::apply_penalty_and_temperature(std::span<const float> logits,
   if (static_cast<int64_t>(logits.size()) != vocab_size_) {
     fail("sampler: expected {} logits, got {}", vocab_size_, logits.size());
   }
-  for (size_t i = 0; i < logits.size(); ++i) scores_[i] = logits[i];
+  // A NaN or infinite logit means the model's weights or activations are broken; going on
+  // would empty the candidate set (NaN compares false with everything) or sample garbage.
+  bool finite = true;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    scores_[i] = logits[i];
+    finite &= std::isfinite(logits[i]);
+  }
+  if (!finite) {
+    const size_t bad = static_cast<size_t>(
+        std::find_if(logits.begin(), logits.end(), [](float x) { return !std::isfinite(x); }) -
+        logits.begin());
+    fail("the model produced a non-finite logit ({} for token {}): its weights or activations are "
+         "NaN or overflowed",
+         logits[bad], bad);
+  }
 
   const double penalty = params_.repetition_penalty;
   if (penalty != 1.0) {
@@ -100,7 +113,21 @@ void Sampler::apply_penalty_and_temperature(std::span<const float> logits,
     }
   }
   if (params_.temperature > 0.0 && params_.temperature != 1.0) {
-    for (double& s : scores_) s /= params_.temperature;
+    bool scaled_finite = true;
+    for (double& s : scores_) {
+      s /= params_.temperature;
+      scaled_finite &= std::isfinite(s);
+    }
+    if (!scaled_finite)
+      fail("temperature {} is so small that logits / temperature overflow; use --temp 0 for greedy",
+           params_.temperature);
+  }
+  if (penalty != 1.0) {
+    for (int32_t id : history) {
+      if (!std::isfinite(scores_[static_cast<size_t>(id)]))
+        fail("repetition penalty {} is so small that the penalised logits overflow",
+             params_.repetition_penalty);
+    }
   }
 }
 
@@ -204,6 +231,9 @@ Candidates Sampler::filter(std::span<const float> logits, std::span<const int32_
   }
 
   const size_t count = n - first;
+  // Cannot happen with finite scores (each step keeps its most probable token); checked
+  // because draw() from an empty set would read out of bounds.
+  if (count == 0) fail("sampler: no token survived filtering");
   int32_t* ids = kept_ids_.data();
   std::copy(order + first, order + n, ids);
   // Ascending ids: already so when nothing was reordered, cheap for the few that survive.
@@ -213,9 +243,13 @@ Candidates Sampler::filter(std::span<const float> logits, std::span<const int32_
 }
 
 int32_t Sampler::draw(const Candidates& c, double u) {
-  assert(!c.ids.empty() && c.ids.size() == c.probs.size());
+  if (c.ids.empty() || c.ids.size() != c.probs.size())
+    fail("sampler: cannot draw from {} candidates with {} probabilities", c.ids.size(),
+         c.probs.size());
   double total = 0.0;
   for (double p : c.probs) total += p;
+  if (!(total > 0.0) || !std::isfinite(total))
+    fail("sampler: candidate probabilities sum to {}, not a positive number", total);
   const double target = u * total;
   double cumulative = 0.0;
   for (size_t i = 0; i < c.ids.size(); ++i) {

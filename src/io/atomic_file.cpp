@@ -22,11 +22,19 @@ AtomicFile::AtomicFile(const std::filesystem::path& final_path) : final_(final_p
     fail("{}: cannot create a temporary file in {}: {}", final_path.string(), dir.string(),
          std::strerror(errno));
   tmp_ = tmpl;
+  try {
+    on_signal_.emplace(tmp_);
+  } catch (...) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    throw;
+  }
 }
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(tmp_.c_str());
+  on_signal_.reset();  // after the unlink: no moment without either
 }
 
 void AtomicFile::write_all(const void* data, size_t size) {
@@ -61,6 +69,7 @@ void AtomicFile::commit() {
   if (::rename(tmp_.c_str(), final_.c_str()) != 0)
     fail("{}: cannot rename {} into place: {}", final_.string(), tmp_, std::strerror(errno));
   committed_ = true;
+  on_signal_.reset();
 }
 
 }  // namespace nanoinfer

@@ -3,6 +3,10 @@
 // failed write never leaves a half-written file under that name. Shared by the model writers.
 #pragma once
 
+#include <optional>
+
+#include "base/output_files.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -28,6 +32,7 @@ class AtomicFile {
  private:
   std::filesystem::path final_;
   std::string tmp_;
+  std::optional<RemoveOnSignal> on_signal_;  // SIGINT/SIGTERM/SIGHUP do not unwind: unlink then
   int fd_ = -1;
   bool committed_ = false;
   uint64_t written_ = 0;

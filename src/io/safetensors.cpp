@@ -6,7 +6,10 @@
 #include <set>
 #include <utility>
 
+#include "base/json_object.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer {
 
@@ -18,8 +21,9 @@ using Json = nlohmann::ordered_json;  // keeps tensors in header order
 // real headers are a few hundred KiB even for 100B-parameter checkpoints.
 constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
 
+// A shape for an error message; a hostile header may give thousands of dimensions.
 std::string shape_string(const std::vector<uint64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
+  return excerpt(fmt::format("[{}]", fmt::join(shape, ", ")));
 }
 
 uint64_t read_u64_le(std::span<const std::byte> bytes) {
@@ -33,29 +37,30 @@ uint64_t read_u64_le(std::span<const std::byte> bytes) {
 TensorInfo parse_entry(const std::string& name, const Json& entry, uint64_t data_size,
                        std::string_view origin) {
   if (name.empty()) fail("{}: tensor with an empty name", origin);
+  const std::string shown = excerpt(name);  // a hostile name is quoted, never dumped whole
   if (!entry.is_object())
-    fail("{}: tensor '{}': expected an object, found {}", origin, name, entry.type_name());
+    fail("{}: tensor '{}': expected an object, found {}", origin, shown, entry.type_name());
 
   TensorInfo info;
   info.name = name;
 
   const auto dtype_it = entry.find("dtype");
   if (dtype_it == entry.end() || !dtype_it->is_string())
-    fail("{}: tensor '{}': missing string field \"dtype\"", origin, name);
+    fail("{}: tensor '{}': missing string field \"dtype\"", origin, shown);
   const auto& dtype_str = dtype_it->get_ref<const std::string&>();
   const auto dtype = dtype_from_name(dtype_str);
   if (!dtype)
     fail("{}: tensor '{}': unknown dtype \"{}\" (expected one of F32, F16, BF16, I8, U8, I32)",
-         origin, name, dtype_str);
+         origin, shown, excerpt(dtype_str));
   info.dtype = *dtype;
 
   const auto shape_it = entry.find("shape");
   if (shape_it == entry.end() || !shape_it->is_array())
-    fail("{}: tensor '{}': missing array field \"shape\"", origin, name);
+    fail("{}: tensor '{}': missing array field \"shape\"", origin, shown);
   for (const auto& dim : *shape_it) {
     if (!dim.is_number_unsigned())
-      fail("{}: tensor '{}': shape entries must be non-negative integers, found {}", origin, name,
-           dim.dump());
+      fail("{}: tensor '{}': shape entries must be non-negative integers, found {}", origin, shown,
+           json_excerpt(dim));
     info.shape.push_back(dim.get<uint64_t>());
   }
 
@@ -63,27 +68,27 @@ TensorInfo parse_entry(const std::string& name, const Json& entry, uint64_t data
   if (off_it == entry.end() || !off_it->is_array() || off_it->size() != 2 ||
       !(*off_it)[0].is_number_unsigned() || !(*off_it)[1].is_number_unsigned())
     fail("{}: tensor '{}': \"data_offsets\" must be [begin, end] non-negative integers", origin,
-         name);
+         shown);
   info.begin = (*off_it)[0].get<uint64_t>();
   info.end = (*off_it)[1].get<uint64_t>();
   if (info.begin > info.end)
-    fail("{}: tensor '{}': data_offsets begin {} is after end {}", origin, name, info.begin,
+    fail("{}: tensor '{}': data_offsets begin {} is after end {}", origin, shown, info.begin,
          info.end);
   if (info.end > data_size)
     fail("{}: tensor '{}': data_offsets [{}, {}] run past the end of the data section ({} bytes)",
-         origin, name, info.begin, info.end, data_size);
+         origin, shown, info.begin, info.end, data_size);
 
   // shape x dtype size must equal the byte length; the product is checked for overflow because
   // the shape is attacker-controlled (e.g. [2^32, 2^32] would wrap to 0).
   uint64_t expected = dtype_size(info.dtype);
   for (uint64_t dim : info.shape) {
     if (__builtin_mul_overflow(expected, dim, &expected))
-      fail("{}: tensor '{}': shape {} x {} bytes overflows 64 bits", origin, name,
+      fail("{}: tensor '{}': shape {} x {} bytes overflows 64 bits", origin, shown,
            shape_string(info.shape), dtype_size(info.dtype));
   }
   if (expected != info.nbytes())
     fail("{}: tensor '{}': shape {} {} needs {} bytes, found {} (data_offsets [{}, {}])", origin,
-         name, shape_string(info.shape), dtype_str, expected, info.nbytes(), info.begin, info.end);
+         shown, shape_string(info.shape), dtype_str, expected, info.nbytes(), info.begin, info.end);
   return info;
 }
 
@@ -122,15 +127,17 @@ SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string
   const auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (event == Json::parse_event_t::key && depth == 1) {
       const auto& key = parsed.get_ref<const std::string&>();
-      if (!seen.insert(key).second) fail("{}: duplicate tensor '{}' in header", origin, key);
+      if (!seen.insert(key).second)
+        fail("{}: duplicate tensor '{}' in header", origin, excerpt(key));
     }
     return true;
   };
+  check_json_depth(header, origin);
   Json root;
   try {
     root = Json::parse(header, on_event);
   } catch (const Json::exception& e) {
-    fail("{}: header is not valid JSON: {}", origin, e.what());
+    fail("{}: header is not valid JSON: {}", origin, excerpt(e.what(), 200));
   }
   if (!root.is_object())
     fail("{}: header must be a JSON object, found {}", origin, root.type_name());
@@ -142,7 +149,7 @@ SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string
              value.type_name());
       for (const auto& [mkey, mvalue] : value.items()) {
         if (!mvalue.is_string())
-          fail("{}: \"__metadata__\" entry '{}' must be a string, found {}", origin, mkey,
+          fail("{}: \"__metadata__\" entry '{}' must be a string, found {}", origin, excerpt(mkey),
                mvalue.type_name());
         layout.metadata.emplace(mkey, mvalue.get<std::string>());
       }
@@ -163,8 +170,8 @@ SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string
     const TensorInfo& prev = *by_offset[i - 1];
     const TensorInfo& cur = *by_offset[i];
     if (cur.begin < prev.end)
-      fail("{}: tensor '{}' at bytes [{}, {}] overlaps tensor '{}' at [{}, {}]", origin, cur.name,
-           cur.begin, cur.end, prev.name, prev.begin, prev.end);
+      fail("{}: tensor '{}' at bytes [{}, {}] overlaps tensor '{}' at [{}, {}]", origin,
+           excerpt(cur.name), cur.begin, cur.end, excerpt(prev.name), prev.begin, prev.end);
   }
   return layout;
 }

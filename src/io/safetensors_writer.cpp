@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "io/atomic_file.h"
+#include "base/output_files.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -28,6 +30,9 @@ uint64_t SafetensorsWriter::check_new(const std::string& name, DType dtype,
   for (uint64_t d : shape)
     if (__builtin_mul_overflow(nbytes, d, &nbytes))
       fail("{}: tensor '{}': shape overflows 64 bits", path_.string(), name);
+  uint64_t total = 0;
+  if (__builtin_add_overflow(data_bytes_, nbytes, &total))
+    fail("{}: tensor '{}': the file's size overflows 64 bits", path_.string(), name);
   return nbytes;
 }
 
@@ -60,6 +65,9 @@ void SafetensorsWriter::write(const Progress& progress) const {
   std::string text = header.dump();
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // data section 8-byte aligned
 
+  // The whole size is known before the first byte: a file that cannot fit fails now, not
+  // after filling the disk (a config with 2^24-wide layers asks for hundreds of TiB).
+  require_free_space(path_, 8 + text.size() + data_bytes_, path_.string());
   AtomicFile out(path_);
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(uint64_t{text.size()} >> (8 * i));

@@ -1,12 +1,11 @@
 #include "nanoinfer/config.h"
 
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "base/json_object.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 
 namespace nanoinfer {
 
@@ -18,6 +17,8 @@ using Json = nlohmann::json;
 // vocab x hidden) approach 64-bit overflow in size computations downstream.
 constexpr int64_t kMaxDim = int64_t{1} << 24;
 
+constexpr double kMaxRmsNormEps = 1e-2;
+
 int64_t get_dim(const Json& j, const char* key, std::string_view origin,
                 std::optional<int64_t> fallback = std::nullopt) {
   const auto it = j.find(key);
@@ -27,7 +28,7 @@ int64_t get_dim(const Json& j, const char* key, std::string_view origin,
   }
   if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > kMaxDim)
     fail("{}: field \"{}\": expected an integer in [1, {}], found {}", origin, key, kMaxDim,
-         it->dump());
+         json_excerpt(*it));
   return it->get<int64_t>();
 }
 
@@ -35,7 +36,7 @@ double get_positive(const Json& j, const char* key, double fallback, std::string
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   if (!it->is_number() || !(it->get<double>() > 0.0))
-    fail("{}: field \"{}\": expected a positive number, found {}", origin, key, it->dump());
+    fail("{}: field \"{}\": expected a positive number, found {}", origin, key, json_excerpt(*it));
   return it->get<double>();
 }
 
@@ -43,7 +44,7 @@ bool get_bool(const Json& j, const char* key, bool fallback, std::string_view or
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   if (!it->is_boolean())
-    fail("{}: field \"{}\": expected true or false, found {}", origin, key, it->dump());
+    fail("{}: field \"{}\": expected true or false, found {}", origin, key, json_excerpt(*it));
   return it->get<bool>();
 }
 
@@ -57,7 +58,7 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
   if (type_it == j.end()) fail("{}: missing required field \"model_type\"", origin);
   if (!type_it->is_string() || *type_it != "qwen2")
     fail("{}: unsupported model_type {} (nanoinfer supports \"qwen2\": the Qwen2 / Qwen2.5 family)",
-         origin, type_it->dump());
+         origin, json_excerpt(*type_it));
   c.model_type = type_it->get<std::string>();
 
   // Features of the Qwen2 architecture that our forward pass does not implement: refusing them
@@ -66,9 +67,9 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
     fail("{}: use_sliding_window=true is not supported (nanoinfer attends over the full context)",
          origin);
   if (const auto it = j.find("hidden_act"); it != j.end() && *it != "silu")
-    fail("{}: unsupported hidden_act {} (Qwen2 uses \"silu\")", origin, it->dump());
+    fail("{}: unsupported hidden_act {} (Qwen2 uses \"silu\")", origin, json_excerpt(*it));
   if (const auto it = j.find("rope_scaling"); it != j.end() && !it->is_null())
-    fail("{}: rope_scaling {} is not supported", origin, it->dump());
+    fail("{}: rope_scaling {} is not supported", origin, json_excerpt(*it));
 
   c.vocab_size = get_dim(j, "vocab_size", origin);
   c.hidden_size = get_dim(j, "hidden_size", origin);
@@ -80,6 +81,11 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
   c.max_position_embeddings = get_dim(j, "max_position_embeddings", origin, 32768);
   c.rope_theta = get_positive(j, "rope_theta", 10000.0, origin);
   c.rms_norm_eps = get_positive(j, "rms_norm_eps", 1e-6, origin);
+  // Real models use 1e-5 or 1e-6. Anything near 1 swamps the mean square it is added to (an
+  // eps of 1e308 ran and printed garbage), so a value outside (0, 0.01] is a broken config.
+  if (c.rms_norm_eps > kMaxRmsNormEps)
+    fail("{}: field \"rms_norm_eps\": expected a small positive number in (0, {}], found {}",
+         origin, kMaxRmsNormEps, c.rms_norm_eps);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false, origin);
   if (const auto it = j.find("torch_dtype"); it != j.end() && it->is_string())
     c.torch_dtype = it->get<std::string>();
@@ -95,16 +101,13 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
          c.head_dim(), c.hidden_size, c.num_attention_heads);
   if (const auto it = j.find("head_dim");
       it != j.end() && !it->is_null() && (!it->is_number_integer() || *it != c.head_dim()))
-    fail("{}: head_dim {} differs from hidden_size / num_attention_heads = {}", origin, it->dump(),
-         c.head_dim());
+    fail("{}: head_dim {} differs from hidden_size / num_attention_heads = {}", origin,
+         json_excerpt(*it), c.head_dim());
   return c;
 }
 
 ModelConfig ModelConfig::load(const std::filesystem::path& config_json) {
-  std::ifstream f(config_json, std::ios::binary);
-  if (!f) fail("{}: cannot open (is this a model directory?)", config_json.string());
-  const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-  return parse(text, config_json.string());
+  return parse(read_file(config_json, kMaxConfigFileBytes), config_json.string());
 }
 
 }  // namespace nanoinfer

@@ -66,6 +66,27 @@ namespace {
 // that the per-thread staging buffers stay negligible next to the weights.
 constexpr size_t kChunkBytes = size_t{8} << 20;
 
+// Every weight of a row (f32, bf16) or every block scale (int8, int4) is finite.
+bool rows_finite(WeightType type, const std::byte* row, size_t cols) {
+  const WeightTypeInfo& info = weight_type_info(type);
+  const size_t step = info.block_bytes;  // one value, or one block with its scale first
+  const size_t n = cols / info.block_elems;
+  for (size_t i = 0; i < n; ++i) {
+    const std::byte* p = row + i * step;
+    if (type == WeightType::F32) {
+      uint32_t u;
+      std::memcpy(&u, p, 4);
+      if ((u & 0x7f800000u) == 0x7f800000u) return false;
+    } else {
+      uint16_t h;  // bf16 value, or the f16 scale at the start of a block
+      std::memcpy(&h, p, 2);
+      const uint16_t exp_mask = type == WeightType::BF16 ? 0x7f80u : 0x7c00u;
+      if ((h & exp_mask) == exp_mask) return false;
+    }
+  }
+  return true;
+}
+
 class Loader {
  public:
   Loader(const WeightSource& src, std::optional<WeightType> target, ThreadPool& pool, ModelWeights& out)
@@ -101,13 +122,19 @@ class Loader {
     std::byte* dst = out_.arena.take(w.bytes());
     w.data = dst;
     if (t.exact == to) {
-      // Stored as held: read straight into the arena, in parallel chunks (the page faults
-      // of the fresh arena are spread over the threads too).
-      const size_t chunks = (w.bytes() + kChunkBytes - 1) / kChunkBytes;
+      // Stored as held: read straight into the arena in parallel chunks of whole rows (the
+      // page faults of the fresh arena are spread over the threads too), then check every
+      // value or block scale is finite while the chunk is still in cache.
+      const size_t rows_per_chunk = std::max<size_t>(1, kChunkBytes / w.row_bytes);
+      const size_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
       pool_.parallel_for(chunks, 1, [&](size_t begin, size_t end) {
         for (size_t c = begin; c < end; ++c) {
-          const size_t off = c * kChunkBytes, n = std::min(kChunkBytes, w.bytes() - off);
-          src_.read(t, off, {dst + off, n});
+          const size_t r0 = c * rows_per_chunk, nr = std::min(rows_per_chunk, rows - r0);
+          std::byte* p = dst + r0 * w.row_bytes;
+          src_.read(t, r0 * w.row_bytes, {p, nr * w.row_bytes});
+          for (size_t r = 0; r < nr; ++r) {
+            if (!rows_finite(to, p + r * w.row_bytes, cols)) not_finite(spec.name, r0 + r);
+          }
         }
       });
     } else {
@@ -123,6 +150,9 @@ class Loader {
           src_.read(t, r0 * t.row_bytes, {staged.data(), nr * t.row_bytes});
           for (size_t r = 0; r < nr; ++r) {
             t.widen_row(staged.data() + r * t.row_bytes, row.data(), cols);
+            if (!rows_finite(WeightType::F32, reinterpret_cast<const std::byte*>(row.data()), cols)) {
+              not_finite(spec.name, r0 + r);
+            }
             kernels::quantize_row(to, row.data(), dst + (r0 + r) * w.row_bytes, cols);
           }
         }
@@ -139,6 +169,7 @@ class Loader {
     src_.read(t, 0, staged);
     auto* dst = reinterpret_cast<float*>(out_.arena.take(count * sizeof(float)));
     t.widen_row(staged.data(), dst, count);
+    if (!rows_finite(WeightType::F32, reinterpret_cast<const std::byte*>(dst), count)) not_finite(spec.name, 0);
     if (target_ == WeightType::BF16)
       for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(f32_to_bf16(dst[i]));
     out_.weight_bytes += count * sizeof(float);
@@ -152,6 +183,10 @@ class Loader {
     if (t == nullptr) fail("{}: missing tensor '{}'", src_.path.string(), name);
     if (!t->widen_row) fail("{}: tensor '{}': expected F32, BF16 or F16, found {}", src_.path.string(), name, t->type_name);
     return *t;
+  }
+
+  [[noreturn]] void not_finite(const std::string& name, size_t row) const {
+    fail("{}: tensor '{}' holds a NaN or infinite value (row {}); the file is corrupt", src_.path.string(), name, row);
   }
 
   const WeightSource& src_;

@@ -30,9 +30,9 @@ std::string nfc_normalize(std::string_view text) {
   return result;
 }
 
-void AddedTokenMatcher::add(std::string content, int32_t id) {
+void AddedTokenMatcher::add(std::string content, int32_t id, bool special) {
   const auto first = static_cast<uint8_t>(content[0]);
-  tokens_.push_back({std::move(content), id});
+  tokens_.push_back({std::move(content), id, special});
   auto& candidates = by_first_byte_[first];
   candidates.push_back(static_cast<uint32_t>(tokens_.size() - 1));
   std::stable_sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
@@ -40,11 +40,13 @@ void AddedTokenMatcher::add(std::string content, int32_t id) {
   });
 }
 
-std::optional<AddedTokenMatcher::Match> AddedTokenMatcher::find(std::string_view text, size_t from) const {
+std::optional<AddedTokenMatcher::Match> AddedTokenMatcher::find(std::string_view text, size_t from,
+                                                                bool include_special) const {
   for (size_t pos = from; pos < text.size(); ++pos) {
     const auto& candidates = by_first_byte_[static_cast<uint8_t>(text[pos])];
     for (uint32_t index : candidates) {
       const Entry& e = tokens_[index];
+      if (e.special && !include_special) continue;
       if (text.compare(pos, e.content.size(), e.content) == 0) return Match{pos, e.content.size(), e.id};
     }
   }
@@ -58,10 +60,11 @@ namespace {
 // Calls on_text(section) for the text between matches of `matcher` and on_token(id) for
 // each match, in order.
 template <class OnText, class OnToken>
-void split_added(const AddedTokenMatcher& matcher, std::string_view text, OnText on_text, OnToken on_token) {
+void split_added(const AddedTokenMatcher& matcher, std::string_view text, bool include_special, OnText on_text,
+                 OnToken on_token) {
   size_t pos = 0;
   if (!matcher.empty()) {
-    while (auto m = matcher.find(text, pos)) {
+    while (auto m = matcher.find(text, pos, include_special)) {
       if (m->begin > pos) on_text(text.substr(pos, m->begin - pos));
       on_token(m->id);
       pos = m->begin + m->length;
@@ -72,40 +75,78 @@ void split_added(const AddedTokenMatcher& matcher, std::string_view text, OnText
 
 }  // namespace
 
-void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& ids) const {
+void Tokenizer::encode_pieces_append(std::span<const TextPiece> pieces, std::vector<int32_t>& ids) const {
   const Impl& impl = *impl_;
-  // 1. Invalid UTF-8 becomes U+FFFD (see tokenizer.h); valid input is used in place.
-  std::string sanitized;
-  if (utf8::valid_prefix(text) != text.size()) {
-    utf8::append_lossy(text, sanitized);
-    text = sanitized;
-  }
-  thread_local std::vector<std::string_view> pieces;
+  thread_local std::vector<std::string_view> pre_tokens;
   auto encode_section = [&](std::string_view section) {
-    pieces.clear();
+    pre_tokens.clear();
     if (impl.split) {
-      impl.split->split(section, pieces);
+      impl.split->split(section, pre_tokens);
     } else {
-      pieces.push_back(section);
+      pre_tokens.push_back(section);
     }
-    for (std::string_view piece : pieces) impl.bpe->encode_piece(piece, ids);
+    for (std::string_view piece : pre_tokens) impl.bpe->encode_piece(piece, ids);
   };
   auto push_token = [&](int32_t id) { ids.push_back(id); };
-  // 2. Added tokens matched on the raw text; 3. NFC, then normalized added tokens.
-  split_added(impl.raw_added, text, [&](std::string_view raw) {
-    if (!impl.nfc || !nfc_may_change(raw)) {
-      split_added(impl.normalized_added, raw, encode_section, push_token);
-      return;
+
+  // The raw text between matched raw added tokens, gathered across pieces: usually one view
+  // into one piece, joined into `joined` only when it spans pieces.
+  std::vector<std::string_view> raw_parts;
+  bool raw_parse_special = true;  // false if any part of it comes from an AsText piece
+  std::string joined;
+  // 3. NFC, then added tokens with normalized=true; 4-5. pre-tokenize and BPE.
+  auto flush_raw = [&] {
+    if (raw_parts.empty()) return;
+    std::string_view raw = raw_parts.front();
+    if (raw_parts.size() > 1) {
+      joined.clear();
+      for (std::string_view part : raw_parts) joined += part;
+      raw = joined;
     }
-    const std::string normalized = nfc_normalize(raw);
-    split_added(impl.normalized_added, normalized, encode_section, push_token);
-  }, push_token);
+    if (!impl.nfc || !nfc_may_change(raw)) {
+      split_added(impl.normalized_added, raw, raw_parse_special, encode_section, push_token);
+    } else {
+      const std::string normalized = nfc_normalize(raw);
+      split_added(impl.normalized_added, normalized, raw_parse_special, encode_section, push_token);
+    }
+    raw_parts.clear();
+    raw_parse_special = true;
+  };
+
+  std::vector<std::string> sanitized;  // stable storage: raw_parts may point into it
+  sanitized.reserve(pieces.size());
+  for (const TextPiece& piece : pieces) {
+    // 1. Invalid UTF-8 becomes U+FFFD (see tokenizer.h); valid input is used in place.
+    std::string_view text = piece.text;
+    if (utf8::valid_prefix(text) != text.size()) {
+      utf8::append_lossy(text, sanitized.emplace_back());
+      text = sanitized.back();
+    }
+    // 2. Added tokens with normalized=false, matched on the raw text.
+    const bool parse_special = piece.special == SpecialTokens::Parse;
+    split_added(
+        impl.raw_added, text, parse_special,
+        [&](std::string_view raw) {
+          raw_parts.push_back(raw);
+          raw_parse_special = raw_parse_special && parse_special;
+        },
+        [&](int32_t id) {
+          flush_raw();
+          ids.push_back(id);
+        });
+  }
+  flush_raw();
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& ids, SpecialTokens special) const {
+  const TextPiece piece{text, special};
+  encode_pieces_append({&piece, 1}, ids);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, SpecialTokens special) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 8);
-  encode_append(text, ids);
+  encode_append(text, ids, special);
   return ids;
 }
 

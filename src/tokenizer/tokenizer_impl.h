@@ -21,20 +21,22 @@ namespace nanoinfer {
 // Aho-Corasick agree on this).
 class AddedTokenMatcher {
  public:
-  void add(std::string content, int32_t id);
+  // `special`: matched only when special tokens are parsed (SpecialTokens::Parse).
+  void add(std::string content, int32_t id, bool special);
   bool empty() const { return tokens_.empty(); }
   struct Match {
     size_t begin;
     size_t length;
     int32_t id;
   };
-  // The first match at or after `from`, if any.
-  std::optional<Match> find(std::string_view text, size_t from) const;
+  // The first match at or after `from`, if any; special tokens only if `include_special`.
+  std::optional<Match> find(std::string_view text, size_t from, bool include_special) const;
 
  private:
   struct Entry {
     std::string content;
     int32_t id;
+    bool special;
   };
   std::vector<Entry> tokens_;
   // Indices into tokens_ by first byte, longest first.

@@ -2,11 +2,12 @@
 // rejected with a message naming it.
 #include <simdjson.h>
 
-#include <fstream>
+#include <algorithm>
 #include <initializer_list>
-#include <sstream>
 
+#include "nanoinfer/json_limits.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/tokenizer_utf8.h"
 
@@ -84,7 +85,7 @@ class Reader {
     for (auto kv : o) {
       bool ok = false;
       for (auto k : known) ok = ok || kv.key == k;
-      if (!ok) bad(where, fmt::format("unsupported field '{}'", kv.key));
+      if (!ok) bad(where, fmt::format("unsupported field '{}'", excerpt(kv.key)));
     }
   }
   std::string_view type_of(object o, std::string_view where) const {
@@ -99,7 +100,7 @@ void load_normalizer(const Reader& r, std::optional<element> e, Tokenizer::Impl&
   if (r.is_null(e)) return;
   const object o = r.obj(*e, "normalizer");
   const std::string_view type = r.type_of(o, "normalizer");
-  if (type != "NFC") r.bad("normalizer", fmt::format("type '{}' is not supported (supported: NFC)", type));
+  if (type != "NFC") r.bad("normalizer", fmt::format("type '{}' is not supported (supported: NFC)", excerpt(type)));
   r.known_fields(o, {"type"}, "normalizer");
   impl.nfc = true;
 }
@@ -129,11 +130,11 @@ void load_pre_tokenizer(const Reader& r, std::optional<element> e, Tokenizer::Im
       const std::string_view text = r.str(*regex, "pre_tokenizer Split.pattern.Regex");
       impl.split = SplitPattern::from_regex(text);
       if (!impl.split) {
-        r.bad(where, fmt::format("regex '{}' is not supported (supported: {})", text,
+        r.bad(where, fmt::format("regex '{}' is not supported (supported: {})", excerpt(text),
                                  SplitPattern::supported_description()));
       }
       const std::string_view behavior = r.str(r.required(step, "behavior", where), "pre_tokenizer Split.behavior");
-      if (behavior != "Isolated") r.bad(where, fmt::format("behavior '{}' is not supported (supported: Isolated)", behavior));
+      if (behavior != "Isolated") r.bad(where, fmt::format("behavior '{}' is not supported (supported: Isolated)", excerpt(behavior)));
       r.require_flag(step, "invert", false, where);
     } else if (type == "ByteLevel" && !byte_level) {
       constexpr std::string_view where = "pre_tokenizer ByteLevel";
@@ -142,7 +143,7 @@ void load_pre_tokenizer(const Reader& r, std::optional<element> e, Tokenizer::Im
       if (r.flag(step, "use_regex", true, where)) r.bad(where, "use_regex=true (the GPT-2 split) is not supported");
       byte_level = true;
     } else {
-      r.bad("pre_tokenizer", fmt::format("'{}' is not supported here (supported: Split then ByteLevel)", type));
+      r.bad("pre_tokenizer", fmt::format("'{}' is not supported here (supported: Split then ByteLevel)", excerpt(type)));
     }
   }
   if (!byte_level) r.bad("pre_tokenizer", "a ByteLevel step is required");
@@ -153,7 +154,7 @@ void load_decoder_and_post_processor(const Reader& r, object root) {
   if (r.is_null(decoder)) r.bad("decoder", "null is not supported (expected ByteLevel)");
   const object d = r.obj(*decoder, "decoder");
   if (auto type = r.type_of(d, "decoder"); type != "ByteLevel") {
-    r.bad("decoder", fmt::format("type '{}' is not supported (supported: ByteLevel)", type));
+    r.bad("decoder", fmt::format("type '{}' is not supported (supported: ByteLevel)", excerpt(type)));
   }
   // The ByteLevel decoder's flags only affect offsets, never the decoded text.
   r.known_fields(d, {"type", "add_prefix_space", "trim_offsets", "use_regex"}, "decoder");
@@ -162,7 +163,7 @@ void load_decoder_and_post_processor(const Reader& r, object root) {
   if (r.is_null(post)) return;
   const object p = r.obj(*post, "post_processor");
   if (auto type = r.type_of(p, "post_processor"); type != "ByteLevel") {
-    r.bad("post_processor", fmt::format("type '{}' is not supported (supported: ByteLevel, which adds no tokens)", type));
+    r.bad("post_processor", fmt::format("type '{}' is not supported (supported: ByteLevel, which adds no tokens)", excerpt(type)));
   }
   r.known_fields(p, {"type", "add_prefix_space", "trim_offsets", "use_regex"}, "post_processor");
 }
@@ -191,7 +192,7 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
   constexpr std::string_view where = "model";
   const object m = r.obj(r.required(root, "model", "tokenizer"), where);
   if (auto type = r.type_of(m, where); type != "BPE") {
-    r.bad(where, fmt::format("type '{}' is not supported (supported: BPE)", type));
+    r.bad(where, fmt::format("type '{}' is not supported (supported: BPE)", excerpt(type)));
   }
   r.known_fields(m, {"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
                      "byte_fallback", "ignore_merges", "vocab", "merges"},
@@ -214,21 +215,25 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
   impl.content_to_id.reserve(vocab.size() + 1024);  // + room for added tokens
   impl.bytes.reserve(vocab.size() + 1024);
   for (auto kv : vocab) {
-    const int32_t id = token_id_field(r, kv.value, [&] { return fmt::format("model.vocab['{}']", kv.key); });
+    const int32_t id = token_id_field(r, kv.value, [&] { return fmt::format("model.vocab['{}']", excerpt(kv.key)); });
     std::string bytes;
     for (size_t pos = 0; pos < kv.key.size();) {
       const utf8::Decoded d = utf8::decode(kv.key, pos);
       if (d.status != utf8::Status::kValid || d.cp >= byte_of.size() || byte_of[d.cp] < 0) {
-        r.bad("model.vocab", fmt::format("token '{}' (id {}) is not in the byte-level alphabet", kv.key, id));
+        r.bad("model.vocab", fmt::format("token '{}' (id {}) is not in the byte-level alphabet", excerpt(kv.key), id));
       }
       bytes += static_cast<char>(byte_of[d.cp]);
       pos += d.length;
     }
     if (bytes.size() == 1) byte_ids[static_cast<uint8_t>(bytes[0])] = id;
     if (ignore_merges) whole_tokens.insert(bytes, static_cast<uint32_t>(id));
+    if (static_cast<size_t>(id) < impl.kind.size() && impl.kind[id] != Tokenizer::Impl::Kind::kNone) {
+      // A second token for the same id would silently replace the first in decode.
+      r.bad("model.vocab", fmt::format("id {} is given to two tokens (the second is '{}')", id, excerpt(kv.key)));
+    }
     set_token(impl, id, std::move(bytes), Tokenizer::Impl::Kind::kVocab);
     if (!impl.content_to_id.insert(kv.key, static_cast<uint32_t>(id))) {
-      r.bad("model.vocab", fmt::format("token '{}' appears twice", kv.key));
+      r.bad("model.vocab", fmt::format("token '{}' appears twice", excerpt(kv.key)));
     }
   }
   for (int b = 0; b < 256; ++b) {
@@ -239,7 +244,7 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
   auto lookup = [&](std::string_view content, size_t rank) {
     const uint32_t* id = impl.content_to_id.find(content);
     if (id == nullptr) {
-      r.bad("model.merges", fmt::format("merge {} uses '{}', which is not in the vocabulary", rank, content));
+      r.bad("model.merges", fmt::format("merge {} uses '{}', which is not in the vocabulary", rank, excerpt(content)));
     }
     return static_cast<int32_t>(*id);
   };
@@ -250,7 +255,7 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
       const std::string_view s = r.str(e, "model.merges[]");
       const size_t space = s.find(' ');
       if (space == std::string_view::npos || s.find(' ', space + 1) != std::string_view::npos) {
-        r.bad("model.merges", fmt::format("merge {} ('{}') is not two tokens separated by one space", merges.size(), s));
+        r.bad("model.merges", fmt::format("merge {} ('{}') is not two tokens separated by one space", merges.size(), excerpt(s)));
       }
       left = s.substr(0, space), right = s.substr(space + 1);
     } else {
@@ -282,11 +287,11 @@ void load_added_tokens(const Reader& r, object root, Tokenizer::Impl& impl, std:
     set_token(impl, id, content, special ? Tokenizer::Impl::Kind::kAddedSpecial : Tokenizer::Impl::Kind::kAdded);
     impl.content_to_id.set(content, static_cast<uint32_t>(id));
     if (normalized && impl.nfc) {
-      impl.normalized_added.add(nfc(content), id);
+      impl.normalized_added.add(nfc(content), id, special);
     } else if (normalized) {
-      impl.normalized_added.add(content, id);
+      impl.normalized_added.add(content, id, special);
     } else {
-      impl.raw_added.add(content, id);
+      impl.raw_added.add(content, id, special);
     }
   }
 }
@@ -301,8 +306,22 @@ std::optional<int32_t> config_token(const Reader& r, object config, std::string_
     content = r.str(*e, fmt::format("tokenizer_config.json {}", key));
   }
   const uint32_t* id = impl.content_to_id.find(content);
-  if (id == nullptr) r.bad("tokenizer_config.json", fmt::format("{} '{}' is not a token", key, content));
+  if (id == nullptr) r.bad("tokenizer_config.json", fmt::format("{} '{}' is not a token", key, excerpt(content)));
   return static_cast<int32_t>(*id);
+}
+
+// Parses `text` with `parser` (which owns the result). simdjson's parser is iterative and
+// enforces a nesting limit itself; the limit is the one every JSON reader uses (json_limits.h).
+element parse_json(simdjson::dom::parser& parser, std::string_view text, const Reader& r, std::string_view file) {
+  if (parser.allocate(std::max<size_t>(text.size(), 64), kMaxJsonDepth) != simdjson::SUCCESS) {
+    r.bad(file, fmt::format("cannot allocate a parser for {} bytes", text.size()));
+  }
+  element root;
+  if (auto err = parser.parse(simdjson::padded_string(text)).get(root); err) {
+    if (err == simdjson::DEPTH_ERROR) r.bad(file, fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth));
+    r.bad(file, fmt::format("not valid JSON ({})", simdjson::error_message(err)));
+  }
+  return root;
 }
 
 }  // namespace
@@ -315,11 +334,7 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   impl->origin = origin;
   const Reader r(impl->origin);
   simdjson::dom::parser parser;
-  element root_element;
-  if (auto err = parser.parse(simdjson::padded_string(tokenizer_json)).get(root_element); err) {
-    r.bad("tokenizer.json", fmt::format("not valid JSON ({})", simdjson::error_message(err)));
-  }
-  const object root = r.obj(root_element, "tokenizer.json");
+  const object root = r.obj(parse_json(parser, tokenizer_json, r, "tokenizer.json"), "tokenizer.json");
   r.known_fields(root, {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
                         "post_processor", "decoder", "model"},
                  "tokenizer.json");
@@ -334,11 +349,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
 
   if (!tokenizer_config_json.empty()) {
     simdjson::dom::parser config_parser;
-    element config_element;
-    if (auto err = config_parser.parse(simdjson::padded_string(tokenizer_config_json)).get(config_element); err) {
-      r.bad("tokenizer_config.json", fmt::format("not valid JSON ({})", simdjson::error_message(err)));
-    }
-    const object config = r.obj(config_element, "tokenizer_config.json");
+    const object config =
+        r.obj(parse_json(config_parser, tokenizer_config_json, r, "tokenizer_config.json"), "tokenizer_config.json");
     impl->clean_up_tokenization_spaces = r.flag(config, "clean_up_tokenization_spaces", false, "tokenizer_config.json");
     impl->eos_id = config_token(r, config, "eos_token", *impl);
     impl->pad_id = config_token(r, config, "pad_token", *impl);
@@ -351,18 +363,11 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
 }
 
 Tokenizer Tokenizer::load(const std::filesystem::path& model_dir) {
-  auto read = [](const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot open '{}'", path.string());
-    std::ostringstream s;
-    s << in.rdbuf();
-    return std::move(s).str();
-  };
   const auto json_path = model_dir / "tokenizer.json";
-  if (!std::filesystem::exists(json_path)) fail("tokenizer: '{}' not found", json_path.string());
+  const std::string json = read_file(json_path, kMaxTokenizerFileBytes);
   const auto config_path = model_dir / "tokenizer_config.json";
-  const std::string config = std::filesystem::exists(config_path) ? read(config_path) : std::string();
-  return from_json(read(json_path), config, json_path.string());
+  const std::string config = path_exists(config_path) ? read_file(config_path, kMaxConfigFileBytes) : std::string();
+  return from_json(json, config, json_path.string());
 }
 
 }  // namespace nanoinfer

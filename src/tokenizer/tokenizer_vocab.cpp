@@ -84,7 +84,7 @@ Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin
     if (content.empty()) bad(*impl, fmt::format("added token {} is empty", id));
     set_token(id, content, type == kControl ? Impl::Kind::kAddedSpecial : Impl::Kind::kAdded);
     impl->content_to_id.set(content, static_cast<uint32_t>(id));
-    impl->raw_added.add(content, static_cast<int32_t>(id));  // matched whole, before NFC
+    impl->raw_added.add(content, static_cast<int32_t>(id), type == kControl);  // matched whole, before NFC
   }
 
   std::vector<BpeMerge> merges;

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cstring>
+#include <stdexcept>
 #include <utility>
 
 #include "support/files.h"
@@ -91,6 +93,25 @@ std::string tiny_tokenizer_json() {
         {"vocab", vocab},
         {"merges", merge_list}}}};
   return doc.dump();
+}
+
+void fill_f32_tensor(const std::filesystem::path& dir, std::string_view name, float value) {
+  std::vector<std::byte> bytes = read_bytes(dir / "model.safetensors");
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<uint8_t>(bytes[i]);
+  const auto header = nlohmann::json::parse(
+      std::string(reinterpret_cast<const char*>(bytes.data()) + 8, header_len));
+  const auto& entry = header.at(std::string(name));
+  if (entry.at("dtype") != "F32") throw std::runtime_error("fill_f32_tensor: not F32");
+  const size_t begin = 8 + header_len + entry.at("data_offsets")[0].get<size_t>();
+  const size_t end = 8 + header_len + entry.at("data_offsets")[1].get<size_t>();
+  for (size_t pos = begin; pos < end; pos += 4) std::memcpy(bytes.data() + pos, &value, 4);
+  write_bytes(dir / "model.safetensors", bytes);
+}
+
+void make_logits_overflow(const std::filesystem::path& dir) {
+  fill_f32_tensor(dir, "model.norm.weight", 3e38f);
+  fill_f32_tensor(dir, "lm_head.weight", 3e38f);
 }
 
 void write_tiny_model_dir(const std::filesystem::path& dir) {

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 namespace nanoinfer::test {
 
@@ -16,5 +17,13 @@ std::string tiny_tokenizer_json();
 
 // Copies tests/data/models/tiny-untied into `dir` and adds tokenizer.json.
 void write_tiny_model_dir(const std::filesystem::path& dir);
+
+// Sets every element of the F32 tensor `name` in dir/model.safetensors to `value`.
+void fill_f32_tensor(const std::filesystem::path& dir, std::string_view name, float value);
+
+// Makes the tiny model in `dir` produce non-finite logits from finite weights: the final
+// norm and lm_head set to 3e38, so every lm_head product is (n * 3e38) * 3e38 = +-inf. No
+// weight is NaN or infinite, so a load-time check for non-finite weights lets it through.
+void make_logits_overflow(const std::filesystem::path& dir);
 
 }  // namespace nanoinfer::test

@@ -15,4 +15,25 @@ struct CliResult {
 
 CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "");
 
+// How run_cli_process runs the binary.
+struct CliOptions {
+  std::string stdin_text;    // written to a file that becomes stdin ...
+  std::string stdin_path;    // ... unless this names a file to use instead (e.g. /dev/zero)
+  std::string stdout_path;   // stdout goes here if set (e.g. /dev/full), else it is captured
+  int timeout_seconds = 60;  // then the process is killed and reported as hung
+};
+
+struct CliProcess {
+  bool timed_out = false;
+  bool exited = false;  // ended by exit(), not by a signal
+  int exit_code = -1;
+  int signal = 0;   // the signal that ended it, if any
+  std::string out;  // captured stdout (empty when stdout_path was given)
+  std::string err;
+};
+
+// Runs the binary directly (fork + exec, no shell) and reports how it ended, so a crash or a
+// hang is seen as such rather than as an exit code.
+CliProcess run_cli_process(const std::vector<std::string>& args, const CliOptions& options = {});
+
 }  // namespace nanoinfer::test

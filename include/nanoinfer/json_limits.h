@@ -1,0 +1,31 @@
+// Limits on JSON that comes from files a user hands us (config.json, generation_config.json,
+// tokenizer.json, safetensors headers, --jsonl lines), shared by every parser we use.
+//
+// Depth: nlohmann's parser is iterative, but dump() and the destruction of a parsed value
+// recurse once per level, so an array nested 100,000 deep overflows the stack. No real
+// file nests more than a handful of levels; 64 leaves room and keeps every recursion shallow.
+// The check is a scan of the bytes before any parser sees them, so it holds for any parser.
+//
+// Excerpts: an error message quotes at most a short prefix of a value taken from the input,
+// so a hostile 100 MB string or a deeply nested value never becomes a 100 MB "one line".
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace nanoinfer {
+
+inline constexpr size_t kMaxJsonDepth = 64;
+
+// Throws nanoinfer::Error "{origin}: JSON nested deeper than {max_depth} levels (at byte N)"
+// when arrays and objects nest deeper than max_depth. Brackets inside strings do not count;
+// malformed JSON is otherwise left to the parser to report.
+void check_json_depth(std::string_view json_text, std::string_view origin,
+                      size_t max_depth = kMaxJsonDepth);
+
+// `text` for quoting in a one-line message: at most max_bytes of it, cut on a UTF-8 character
+// boundary, with control characters escaped (\n, \t, \xNN); when cut, "... (N bytes)" follows.
+std::string excerpt(std::string_view text, size_t max_bytes = 60);
+
+}  // namespace nanoinfer

@@ -1,0 +1,57 @@
+#include "nanoinfer/json_limits.h"
+
+#include <fmt/format.h>
+
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+
+void check_json_depth(std::string_view text, std::string_view origin, size_t max_depth) {
+  size_t depth = 0;
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  while (p < end) {
+    const char c = *p++;
+    if (c == '"') {
+      // Skip the string: to the next quote not escaped by a backslash (an unterminated
+      // string ends the scan; the parser reports it).
+      while (p < end && *p != '"') p += *p == '\\' ? 2 : 1;
+      ++p;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        fail("{}: JSON nested deeper than {} levels (at byte {})", origin, max_depth,
+             p - 1 - text.data());
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
+
+std::string excerpt(std::string_view text, size_t max_bytes) {
+  size_t cut = text.size();
+  if (cut > max_bytes) {
+    cut = max_bytes;
+    // Back up over continuation bytes so a multi-byte character is never split.
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  }
+  std::string out;
+  out.reserve(cut + 24);
+  for (char c : text.substr(0, cut)) {
+    const auto b = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (b < 0x20 || b == 0x7F) {
+      out += fmt::format("\\x{:02x}", b);
+    } else {
+      out += c;
+    }
+  }
+  if (cut < text.size()) out += fmt::format("... ({} bytes)", text.size());
+  return out;
+}
+
+}  // namespace nanoinfer

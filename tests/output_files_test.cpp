@@ -1,0 +1,137 @@
+// Large outputs: the free-space check before the first byte, and temporary files removed when
+// SIGINT/SIGTERM ends the process part way (a signal does not unwind, so RAII cannot do it).
+#include "base/output_files.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <functional>
+
+#include "io/safetensors_writer.h"
+#include "nanoinfer/error.h"
+#include "support/files.h"
+
+namespace nanoinfer {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Runs `body` in a child process and returns its wait status.
+int in_child(const std::function<void()>& body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    body();
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return status;
+}
+
+std::vector<std::string> names_in(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename());
+  return names;
+}
+
+TEST(FreeSpace, EnoughPassesTooMuchNamesBothSizes) {
+  test::TempDir dir;
+  EXPECT_EQ(error_of([&] { require_free_space(dir / "not/yet/there.bin", 4096, "x"); }), "");
+  EXPECT_THAT(
+      error_of(
+          [&] { require_free_space(dir / "not/yet/there.bin", uint64_t{1} << 62, "out.bin"); }),
+      MatchesRegex("out\\.bin: needs 4\\.0 EiB but only .* are free on the file system of " +
+                   dir.path().string()));
+}
+
+TEST(RemoveOnSignal, SigintAndSigtermRemoveRegisteredFilesAndStillEndTheProcess) {
+  test::TempDir dir;
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const auto path = dir / "partial.tmp";
+    test::write_text(path, "half");
+    const int status = in_child([&] {
+      RemoveOnSignal guard(path);
+      ::raise(sig);
+      ::_exit(7);  // not reached: the signal ends the process after the cleanup
+    });
+    ASSERT_TRUE(WIFSIGNALED(status)) << status;
+    EXPECT_EQ(WTERMSIG(status), sig);
+    EXPECT_FALSE(std::filesystem::exists(path));
+  }
+}
+
+TEST(RemoveOnSignal, ReleasedOrOutOfScopePathsAreLeftAlone) {
+  test::TempDir dir;
+  const auto kept = dir / "kept";
+  const auto scoped = dir / "scoped";
+  const auto removed = dir / "removed";
+  for (const auto& p : {kept, scoped, removed}) test::write_text(p, "x");
+  const int status = in_child([&] {
+    RemoveOnSignal a(kept);
+    a.release();
+    { RemoveOnSignal b(scoped); }
+    RemoveOnSignal c(removed);
+    ::raise(SIGTERM);
+  });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_TRUE(std::filesystem::exists(kept));
+  EXPECT_TRUE(std::filesystem::exists(scoped));
+  EXPECT_FALSE(std::filesystem::exists(removed));
+}
+
+TEST(SafetensorsWriterSignals, SigtermDuringWriteLeavesNoTemporaryFile) {
+  test::TempDir dir;
+  const auto file = dir / "model.safetensors";
+  const int status = in_child([&] {
+    SafetensorsWriter writer(file);
+    writer.add("t", DType::F32, {1 << 22}, [](std::span<std::byte> chunk) {
+      std::fill(chunk.begin(), chunk.end(), std::byte{1});
+      ::raise(SIGTERM);  // the temporary file exists and holds the header by now
+    });
+    writer.write();
+  });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{});
+}
+
+TEST(SafetensorsWriterSignals, TooLargeForTheDiskFailsBeforeWritingAnything) {
+  test::TempDir dir;
+  const auto file = dir / "model.safetensors";
+  SafetensorsWriter writer(file);
+  bool filled = false;
+  writer.add("huge", DType::F32, {uint64_t{1} << 40, 1 << 10},
+             [&](std::span<std::byte>) { filled = true; });
+  EXPECT_THAT(error_of([&] { writer.write(); }),
+              HasSubstr(file.string() + ": needs 4.0 PiB but only "));
+  EXPECT_FALSE(filled);
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{});
+}
+
+TEST(SafetensorsWriterSignals, TotalSizeOverflowIsRejected) {
+  SafetensorsWriter writer("x.safetensors");
+  writer.add("a", DType::U8, {uint64_t{1} << 63}, [](std::span<std::byte>) {});
+  EXPECT_EQ(error_of([&] {
+              writer.add("b", DType::U8, {uint64_t{1} << 63}, [](std::span<std::byte>) {});
+            }),
+            "x.safetensors: tensor 'b': the file's size overflows 64 bits");
+}
+
+}  // namespace
+}  // namespace nanoinfer
