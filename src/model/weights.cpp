@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 #include <utility>
 
 #include "nanoinfer/error.h"
 #include "kernels/kernels.h"
 #include "model/manifest.h"
+#include "model/quant_scheme.h"
 
 namespace nanoinfer {
 
@@ -98,11 +100,27 @@ constexpr size_t kChunkBytes = size_t{8} << 20;
 
 class Loader {
  public:
-  Loader(const SafetensorsFile& file, std::optional<WeightType> target, ThreadPool& pool, ModelWeights& out)
-      : file_(file), target_(target), pool_(pool), out_(out) {}
+  Loader(const SafetensorsFile& file, const ModelConfig& cfg, std::map<std::string, WeightType> block_types,
+         std::optional<WeightType> target, ThreadPool& pool, ModelWeights& out)
+      : file_(file), cfg_(cfg), block_types_(std::move(block_types)), target_(target), pool_(pool), out_(out) {}
 
-  // The type a matrix is held in: the requested one, else the stored one (f16 -> f32).
-  WeightType type_for(DType stored) const { return target_ ? *target_ : same_type(stored).value_or(WeightType::F32); }
+  // The type a matrix is stored in: its declared block type, else its float dtype (nullopt
+  // for f16, which has no kernel).
+  std::optional<WeightType> stored_type(const TensorSpec& spec, const TensorInfo& info) const {
+    if (const auto it = block_types_.find(spec.name); it != block_types_.end()) return it->second;
+    return same_type(info.dtype);
+  }
+
+  // The type a matrix is held in: the stored one (f16 -> f32) unless a target is asked for.
+  // A quantized target follows the quantization scheme (model/quant_scheme.h) on a float
+  // file; on an already quantized file it keeps every matrix as stored, since requantizing
+  // blocks could only add error.
+  WeightType held_type(const TensorSpec& spec, const TensorInfo& info) const {
+    const WeightType stored = stored_type(spec, info).value_or(WeightType::F32);
+    if (!target_) return stored;
+    if (!weight_type_info(*target_).quantized) return *target_;
+    return block_types_.empty() ? scheme_type(spec, *target_, cfg_.tie_word_embeddings) : stored;
+  }
 
   // Arena bytes for the manifest's tensors that will be loaded.
   size_t arena_bytes(const std::vector<const TensorSpec*>& specs) const {
@@ -110,7 +128,7 @@ class Loader {
     for (const TensorSpec* spec : specs) {
       const TensorInfo& info = *file_.find(spec->name);
       const size_t bytes = spec->is_matrix()
-                               ? static_cast<size_t>(info.shape[0]) * weight_row_bytes(type_for(info.dtype), info.shape[1])
+                               ? static_cast<size_t>(spec->shape[0]) * weight_row_bytes(held_type(*spec, info), spec->shape[1])
                                : static_cast<size_t>(info.numel()) * sizeof(float);
       total += round_up(bytes, kAlign);
     }
@@ -118,13 +136,14 @@ class Loader {
   }
 
   Weight matrix(const TensorSpec& spec) {
-    const TensorInfo& info = checked(spec.name);
-    const size_t rows = static_cast<size_t>(info.shape[0]), cols = static_cast<size_t>(info.shape[1]);
-    const WeightType to = type_for(info.dtype);
+    const TensorInfo& info = checked(spec);
+    const size_t rows = static_cast<size_t>(spec.shape[0]), cols = static_cast<size_t>(spec.shape[1]);
+    const std::optional<WeightType> from = stored_type(spec, info);
+    const WeightType to = held_type(spec, info);
     Weight w{to, nullptr, rows, cols, weight_row_bytes(to, cols)};
     std::byte* dst = out_.arena.take(w.bytes());
     w.data = dst;
-    if (same_type(info.dtype) == to) {
+    if (from == to) {
       // Stored as held: read straight into the arena, in parallel chunks (the page faults
       // of the fresh arena are spread over the threads too).
       const size_t chunks = (w.bytes() + kChunkBytes - 1) / kChunkBytes;
@@ -135,9 +154,9 @@ class Loader {
         }
       });
     } else {
-      // Converted: stage rows of the stored type, widen to f32, then write the target type
-      // through the traits (quantize_row rounds to nearest for every type).
-      const size_t src_row = cols * dtype_size(info.dtype);
+      // Converted: stage rows as stored, widen or dequantize them to f32, then write the
+      // target type through the traits (quantize_row rounds to nearest for every type).
+      const size_t src_row = from ? weight_row_bytes(*from, cols) : cols * dtype_size(info.dtype);
       const size_t rows_per_chunk = std::max<size_t>(1, kChunkBytes / src_row);
       const size_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
       pool_.parallel_for(chunks, 1, [&](size_t begin, size_t end) {
@@ -147,7 +166,12 @@ class Loader {
           const size_t r0 = c * rows_per_chunk, nr = std::min(rows_per_chunk, rows - r0);
           file_.read(info, r0 * src_row, {staged.data(), nr * src_row});
           for (size_t r = 0; r < nr; ++r) {
-            widen(info.dtype, staged.data() + r * src_row, row.data(), cols);
+            const std::byte* src = staged.data() + r * src_row;
+            if (from) {
+              kernels::dequantize_row(*from, src, row.data(), cols);
+            } else {
+              widen(info.dtype, src, row.data(), cols);
+            }
             kernels::quantize_row(to, row.data(), dst + (r0 + r) * w.row_bytes, cols);
           }
         }
@@ -158,7 +182,7 @@ class Loader {
   }
 
   const float* vector(const TensorSpec& spec) {
-    const TensorInfo& info = checked(spec.name);
+    const TensorInfo& info = checked(spec);
     const size_t count = static_cast<size_t>(info.numel());
     std::vector<std::byte> staged(info.nbytes());
     file_.read(info, 0, staged);
@@ -171,18 +195,28 @@ class Loader {
   }
 
  private:
-  // Shapes were checked against the manifest; the element type is checked here.
-  const TensorInfo& checked(const std::string& name) const {
-    const TensorInfo* info = file_.find(name);
-    if (info == nullptr) fail("{}: missing tensor '{}'", file_.path().string(), name);
-    if (info->dtype != DType::F32 && info->dtype != DType::BF16 && info->dtype != DType::F16) {
-      fail("{}: tensor '{}': expected F32, BF16 or F16, found {}", file_.path().string(), name,
+  // Shapes were checked against the manifest; the element type is checked here: U8 for a
+  // declared block tensor, a float type for everything else.
+  const TensorInfo& checked(const TensorSpec& spec) const {
+    const TensorInfo* info = file_.find(spec.name);
+    if (info == nullptr) fail("{}: missing tensor '{}'", file_.path().string(), spec.name);
+    if (const auto it = block_types_.find(spec.name); it != block_types_.end()) {
+      if (info->dtype != DType::U8) {
+        fail("{}: tensor '{}' is declared {} and must be stored as U8, found {}", file_.path().string(), spec.name,
+             weight_type_info(it->second).gguf_name, dtype_name(info->dtype));
+      }
+    } else if (info->dtype != DType::F32 && info->dtype != DType::BF16 && info->dtype != DType::F16) {
+      fail("{}: tensor '{}': expected F32, BF16 or F16{}, found {}", file_.path().string(), spec.name,
+           info->dtype == DType::U8 ? fmt::format(" (U8 blocks need a type in __metadata__ \"{}\")", kWeightTypesKey)
+                                    : std::string(),
            dtype_name(info->dtype));
     }
     return *info;
   }
 
   const SafetensorsFile& file_;
+  const ModelConfig& cfg_;
+  std::map<std::string, WeightType> block_types_;
   std::optional<WeightType> target_;
   ThreadPool& pool_;
   ModelWeights& out_;
@@ -193,7 +227,8 @@ class Loader {
 ModelWeights load_weights(const SafetensorsFile& file, const ModelConfig& cfg, std::optional<WeightType> target,
                           ThreadPool& pool) {
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
-  const std::vector<std::string> problems = manifest_problems(manifest, file.tensors());
+  std::map<std::string, WeightType> block_types = declared_block_types(file.layout(), file.path().string());
+  const std::vector<std::string> problems = manifest_problems(manifest, file.tensors(), block_types);
   if (!problems.empty()) {
     std::string all;
     for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
@@ -210,7 +245,7 @@ ModelWeights load_weights(const SafetensorsFile& file, const ModelConfig& cfg, s
   }
 
   ModelWeights w;
-  Loader load(file, target, pool, w);
+  Loader load(file, cfg, std::move(block_types), target, pool, w);
   w.arena = WeightArena(load.arena_bytes(specs));
   w.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
   for (const TensorSpec* spec : specs) {
