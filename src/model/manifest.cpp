@@ -108,10 +108,15 @@ std::vector<std::string> manifest_problems(const std::vector<TensorSpec>& manife
     }
     const std::vector<uint64_t> shape = stored_shape(spec, block);
     if (it->second->shape != shape) {
-      problems.push_back(fmt::format("tensor '{}': expected shape [{}]{}, found [{}]", spec.name,
+      // U8 without a declaration is most likely a quantized file whose metadata was lost.
+      const bool undeclared_u8 = !block && it->second->dtype == DType::U8;
+      problems.push_back(fmt::format("tensor '{}': expected shape [{}]{}, found [{}]{}", spec.name,
                                      fmt::join(shape, ", "),
                                      block ? fmt::format(" (bytes of {} blocks)", weight_type_info(*block).gguf_name) : "",
-                                     fmt::join(it->second->shape, ", ")));
+                                     fmt::join(it->second->shape, ", "),
+                                     undeclared_u8 ? " of U8 (U8 blocks need a type in __metadata__ "
+                                                     "\"nanoinfer.weight_types\")"
+                                                   : ""));
     }
   }
   for (const auto& t : tensors)
