@@ -177,7 +177,7 @@ TEST_F(QuantizeCli, Refusals) {
 // An exception from the progress callback (what the CLI throws on SIGINT) at any stage leaves
 // no output and no temporary directory.
 TEST_F(QuantizeCli, InterruptedRunLeavesNothing) {
-  for (const char* stage : {"calibrate", "write"}) {
+  for (const char* stage : {"calibrate", "factor", "write"}) {
     QuantizeOptions o;
     o.calibration = dir_ / "text.txt";
     o.calib_ctx = 64;

@@ -53,8 +53,8 @@ struct QuantizeOptions {
   int threads = 0;            // 0: one per physical core
 };
 
-// Progress of a running quantization. `stage` is "calibrate" (done/total windows) or "write"
-// (done/total bytes of tensor data). A callback may throw to abort (e.g. on SIGINT); the
+// Progress of a running quantization. `stage` is "calibrate" (done/total windows), "factor"
+// (gptq: done/total inputs factored) or "write" (done/total bytes of tensor data). A callback may throw to abort (e.g. on SIGINT); the
 // temporary directory is removed and the exception propagates.
 struct QuantizeProgress {
   std::string_view stage;

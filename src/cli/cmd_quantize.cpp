@@ -87,11 +87,15 @@ void run(const QuantizeFlags& f) {
   const auto progress = [&](const QuantizeProgress& p) {
     if (g_interrupted) fail("quantize: interrupted; {} was not written", f.out);
     if (!tty) return;
-    const std::string line =
-        p.stage == "calibrate"
-            ? fmt::format("quantize: calibrating, window {}/{}", p.done, p.total)
-            : fmt::format("quantize: writing, {:.1f} / {:.1f} MiB", static_cast<double>(p.done) / (1 << 20),
-                          static_cast<double>(p.total) / (1 << 20));
+    std::string line;
+    if (p.stage == "calibrate") {
+      line = fmt::format("quantize: calibrating, window {}/{}", p.done, p.total);
+    } else if (p.stage == "factor") {
+      line = fmt::format("quantize: factoring the inputs' Gram matrices, {}/{}", p.done, p.total);
+    } else {
+      line = fmt::format("quantize: writing, {:.1f} / {:.1f} MiB", static_cast<double>(p.done) / (1 << 20),
+                         static_cast<double>(p.total) / (1 << 20));
+    }
     if (line == shown) return;
     shown = line;
     fmt::print(stderr, "\r{}\x1b[K", line);

@@ -151,10 +151,6 @@ CalibrationRun run_calibration(const fs::path& model_dir, const ModelConfig& cfg
     run.file = o.calibration;
     text = read_text(o.calibration);
   }
-  if (!fs::exists(model_dir / "tokenizer.json")) {
-    fail("{}: not found; imatrix calibration tokenizes text (use --method rtn for a model without a tokenizer)",
-         (model_dir / "tokenizer.json").string());
-  }
   const Tokenizer tokenizer = Tokenizer::load(model_dir);
   const std::vector<int32_t> tokens = tokenizer.encode(text);
   ModelOptions mo;
@@ -195,6 +191,10 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_d
   if (const auto problems = manifest_problems(manifest, in.tensors()); !problems.empty()) {
     fail("{}: {}", files.weights.string(), problems.front());
   }
+  if (result.method != QuantMethod::Rtn && !fs::exists(files.dir / "tokenizer.json")) {
+    fail("{}: not found; calibration ({}) tokenizes text (use --method rtn for a model without a tokenizer)",
+         (files.dir / "tokenizer.json").string(), quant_method_name(result.method));
+  }
   StagingDir staging(out_dir);
 
   CalibrationRun calib;
@@ -212,10 +212,13 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_d
   std::map<std::pair<std::string, int>, std::shared_ptr<const std::vector<float>>> factors;
   if (result.method == QuantMethod::Gptq) {
     ThreadPool pool(o.threads);
+    size_t done = 0;
     for (auto& [key, gram] : calib.cal.gram) {
+      if (progress) progress({"factor", done, calib.cal.gram.size()});
       const size_t dim = calib.cal.mean_sq.at(key).size();
       factors[key] = std::make_shared<const std::vector<float>>(gptq_factor(gram.data(), dim, pool));
       std::vector<float>().swap(gram);  // the Gram matrix is no longer needed
+      ++done;
     }
   }
 
