@@ -169,6 +169,65 @@ TEST(Perplexity, WindowsAndScoredTokensAreCountedExactly) {
   EXPECT_THROW(perplexity(model, std::vector<int32_t>{1, 2, 50}, 8), Error);
 }
 
+// kl_divergence of a model against itself: every position identical, so KL is exactly 0,
+// top-1 agrees everywhere, and both perplexities are perplexity()'s, bitwise.
+TEST(KlDivergence, AModelAgainstItselfIsExactlyZero) {
+  const fs::path dir = fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models/tiny-untied";
+  Model model = load_f32(dir);
+  const std::vector<int32_t> tokens = some_tokens(90, 300);
+  const KlDivergenceResult r = kl_divergence(model, model, tokens, 32);
+  const PerplexityResult p = perplexity(model, tokens, 32);
+  EXPECT_EQ(r.scored, p.scored);
+  EXPECT_EQ(r.windows, p.windows);
+  EXPECT_EQ(r.model.perplexity, p.perplexity);
+  EXPECT_EQ(r.base.perplexity, p.perplexity);
+  EXPECT_EQ(r.model.perplexity_stderr, p.perplexity_stderr);
+  EXPECT_EQ(r.kld_mean, 0.0);
+  EXPECT_EQ(r.kld_max, 0.0);
+  EXPECT_EQ(r.delta_ppl_pct, 0.0);
+  EXPECT_EQ(r.top1_agreement, 1.0);
+  EXPECT_EQ(r.top1_stderr, 0.0);
+}
+
+// Two models whose distributions are known in closed form: the uniform model (p = 1/V) and the
+// certain one (all mass on token 123; the other logits sit L ~ 800 below, so their
+// probabilities underflow to exactly 0 even in double).
+//   KL(uniform || certain) = sum_v (1/V)(log(1/V) - log q(v)) = -log V + (V - 1)/V * L
+//   KL(certain || uniform) = log V
+// The argmaxes differ (token 0 for uniform logits, the first maximum; 123 for certain).
+TEST(KlDivergence, ClosedFormsOnUniformAndCertainModels) {
+  test::TempDir tmp;
+  const size_t vocab = 300;
+  write_uniform_model(tmp / "uniform", vocab);
+  write_certain_model(tmp / "certain", vocab, 123);
+  Model uniform = load_f32(tmp / "uniform");
+  Model certain = load_f32(tmp / "certain");
+  const std::vector<int32_t> tokens(70, 123);
+  const double V = static_cast<double>(vocab);
+  const double L = 100.0 / std::sqrt(1.0 / 64 + 1e-6);
+
+  const KlDivergenceResult a = kl_divergence(certain, uniform, tokens, 16);
+  EXPECT_EQ(a.scored, 65u);  // windows of 16, 16, 16, 16, 6: 15 * 4 + 5
+  EXPECT_NEAR(a.kld_mean, -std::log(V) + (V - 1) / V * L, 1e-3);
+  EXPECT_NEAR(a.kld_max, a.kld_mean, 1e-9);
+  EXPECT_NEAR(a.kld_p99, a.kld_mean, 1e-9);
+  EXPECT_EQ(a.top1_agreement, 0.0);
+  EXPECT_EQ(a.model.perplexity, 1.0);
+  EXPECT_NEAR(a.base.perplexity, V, 1e-9 * V);
+  EXPECT_NEAR(a.delta_ppl_pct, 100.0 * (1.0 / V - 1.0), 1e-9);
+  EXPECT_NEAR(a.ln_ppl_ratio, -std::log(V), 1e-12);
+
+  const KlDivergenceResult b = kl_divergence(uniform, certain, tokens, 16);
+  EXPECT_NEAR(b.kld_mean, std::log(V), 1e-12);
+  EXPECT_NEAR(b.kld_stderr, 0.0, 1e-12);
+  EXPECT_NEAR(b.delta_ppl_pct, 100.0 * (V - 1.0), 1e-6);
+
+  write_uniform_model(tmp / "small", 50);
+  EXPECT_THROW(kl_divergence(load_f32(tmp / "small"), uniform, some_tokens(20, 50), 8), Error);  // vocabularies differ
+  EXPECT_THROW(kl_divergence(uniform, certain, tokens, 257), Error);
+  EXPECT_THROW(kl_divergence(uniform, certain, tokens, 1), Error);
+}
+
 // The protocol on a real (random) model against a direct computation from the float64
 // reference logits: one window of the 64-token prompt.
 TEST(Perplexity, MatchesTheReferenceLogitsOnATinyModel) {

@@ -61,11 +61,14 @@ OpenedModel open_model(std::string_view path, const OpenOptions& options = {});
 // against the manifest its config implies.
 struct InspectedTensor {
   std::string name;
-  std::string dtype;             // as stored: "BF16", "F32", ...
-  std::vector<uint64_t> shape;
+  std::string dtype;             // as stored: "BF16", "F32", "U8", ...
+  // The weights' type: the GGUF name of a declared block type ("Q8_0", "Q4_0"), else dtype.
+  std::string type;
+  std::vector<uint64_t> shape;   // of the weights: [rows, cols] also for block tensors
+  std::vector<uint64_t> stored_shape;  // as stored: [rows, row_bytes] for block tensors
   uint64_t bytes = 0;
   std::string role;              // "embedding", "attention", "mlp", "norm", "output"; "" if unknown
-  uint64_t params = 0;
+  uint64_t params = 0;           // weights (numel of `shape`)
 };
 struct ModelReport {
   ModelFiles files;
@@ -74,6 +77,9 @@ struct ModelReport {
   uint64_t header_bytes = 0;
   std::vector<InspectedTensor> tensors;   // in file order
   std::vector<std::string> problems;      // empty: the file matches the manifest
+  // A quantized file's record of how it was made (__metadata__ "nanoinfer.quantization", a
+  // JSON object as text); empty for a float file.
+  std::string quantization;
 };
 ModelReport inspect_model(const std::filesystem::path& dir);
 

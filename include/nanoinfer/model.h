@@ -33,10 +33,13 @@
 namespace nanoinfer {
 
 struct ModelOptions {
-  // How the matrices are held in memory: nullopt keeps the file's type (bf16 stays bf16, f16
-  // is widened to f32: there is no f16 kernel); a type converts every matrix at load (f32
-  // widens exactly, bf16 rounds to nearest even, int8/int4 quantize round-to-nearest). Norm
-  // weights and biases are always f32 (they are tiny).
+  // How the matrices are held in memory: nullopt keeps the file's types (bf16 stays bf16, a
+  // quantized file's blocks stay blocks, f16 is widened to f32: there is no f16 kernel). f32
+  // or bf16 converts every matrix at load (f32 widens exactly, bf16 rounds to nearest even,
+  // blocks are dequantized first). int8/int4 quantize a float file round-to-nearest by the
+  // quantization scheme (src/model/quant_scheme.h: the matrix computing the logits in int8),
+  // exactly what `nanoinfer quantize --method rtn` writes; a quantized file keeps its blocks.
+  // Norm weights and biases are always f32 (they are tiny).
   std::optional<WeightType> weights;
   std::optional<Isa> isa;  // nullopt = best_isa(); an unsupported ISA is refused at load
   int threads = 0;         // 0 = physical cores

@@ -36,4 +36,30 @@ using PerplexityProgress = std::function<void(size_t windows_done, size_t window
 PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens, size_t ctx,
                             const PerplexityProgress& progress = {});
 
+// The quality of a quantized (or otherwise changed) model against its base, in one run:
+// every window is pushed through both models, and at every scored position the two output
+// distributions are compared (the fields of llama-perplexity's --kl-divergence). KL is
+// KL(base || model) = sum_v p_base(v) (log p_base(v) - log p_model(v)), in nats, from log-
+// softmaxes computed in double. Error bars are standard errors of the mean over positions
+// (per-position values are not independent within a window, so they are a lower bound).
+struct KlDivergenceResult {
+  size_t ctx = 0;
+  size_t tokens = 0;   // in the input
+  size_t windows = 0;
+  size_t scored = 0;   // positions compared (and tokens scored)
+  PerplexityResult model, base;  // the perplexity of each
+  // ln(PPL(model) / PPL(base)) = mean over positions of nll_model - nll_base; the paired
+  // difference has a much smaller error than either perplexity.
+  double ln_ppl_ratio = 0, ln_ppl_ratio_stderr = 0;
+  double delta_ppl_pct = 0, delta_ppl_pct_stderr = 0;  // 100 (PPL(model) / PPL(base) - 1)
+  double kld_mean = 0, kld_stderr = 0;
+  double kld_median = 0, kld_p90 = 0, kld_p99 = 0, kld_max = 0;
+  double top1_agreement = 0, top1_stderr = 0;  // fraction of positions with the same argmax
+};
+
+// Throws Error as perplexity() does, and when the models' vocabularies differ or ctx exceeds
+// either model's context.
+KlDivergenceResult kl_divergence(const Model& model, const Model& base, std::span<const int32_t> tokens, size_t ctx,
+                                 const PerplexityProgress& progress = {});
+
 }  // namespace nanoinfer

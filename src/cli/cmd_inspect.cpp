@@ -43,16 +43,24 @@ void inspect(const std::filesystem::path& dir) {
 
   size_t name_width = 4;
   for (const auto& t : r.tensors) name_width = std::max(name_width, t.name.size());
-  fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", "name", name_width, "dtype", "shape", "bytes");
+  fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", "name", name_width, "type", "shape", "bytes");
   std::map<std::string, uint64_t> params;  // by role, over tensors the manifest knows
-  std::map<std::string, size_t> dtypes;
-  uint64_t tensor_bytes = 0;
+  struct TypeTotals {
+    size_t tensors = 0;
+    uint64_t params = 0, bytes = 0;
+  };
+  std::map<std::string, TypeTotals> types;
+  uint64_t tensor_bytes = 0, all_params = 0;
   for (const auto& t : r.tensors) {
-    fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", t.name, name_width, t.dtype,
+    fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", t.name, name_width, t.type,
                fmt::format("[{}]", fmt::join(t.shape, ", ")), with_commas(t.bytes));
     if (!t.role.empty()) params[t.role] += t.params;
-    ++dtypes[t.dtype];
+    TypeTotals& tt = types[t.type];
+    ++tt.tensors;
+    tt.params += t.params;
+    tt.bytes += t.bytes;
     tensor_bytes += t.bytes;
+    all_params += t.params;
   }
 
   uint64_t total = 0;
@@ -66,10 +74,15 @@ void inspect(const std::filesystem::path& dir) {
     fmt::print("  {:<11} {:>13}  {:6.2f}%\n", label, with_commas(n),
                total == 0 ? 0.0 : 100.0 * static_cast<double>(n) / static_cast<double>(total));
   }
-  std::vector<std::string> dtype_counts;
-  for (const auto& [dt, n] : dtypes) dtype_counts.push_back(fmt::format("{} x{}", dt, n));
+  std::vector<std::string> type_counts;
+  for (const auto& [type, tt] : types) type_counts.push_back(fmt::format("{} x{}", type, tt.tensors));
   fmt::print("tensor data: {} bytes ({:.1f} MiB); dtypes: {}\n", with_commas(tensor_bytes),
-             mib(tensor_bytes), fmt::join(dtype_counts, ", "));
+             mib(tensor_bytes), fmt::join(type_counts, ", "));
+  const auto bits = [](uint64_t bytes, uint64_t n) { return n == 0 ? 0.0 : 8.0 * static_cast<double>(bytes) / static_cast<double>(n); };
+  fmt::print("bits per weight: {:.3f} overall", bits(tensor_bytes, all_params));
+  for (const auto& [type, tt] : types) fmt::print("; {} {:.3f} ({} weights)", type, bits(tt.bytes, tt.params), with_commas(tt.params));
+  fmt::print("\n");
+  if (!r.quantization.empty()) fmt::print("quantization: {}\n", r.quantization);
 
   if (!r.problems.empty()) {
     fmt::print("verdict: FAIL, {} problem(s):\n", r.problems.size());

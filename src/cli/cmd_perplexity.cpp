@@ -1,6 +1,8 @@
-// `nanoinfer perplexity -f FILE`: perplexity of a text file under a model, in non-overlapping
-// windows of -c tokens (protocol in nanoinfer/perplexity.h). Result on stdout (a line, or JSON
-// with --json); a progress line on stderr for runs longer than a second or so.
+// `nanoinfer perplexity -f FILE [--kl-base BASE]`: perplexity of a text file under a model, in
+// non-overlapping windows of -c tokens (protocol in nanoinfer/perplexity.h); with --kl-base,
+// also the base model's perplexity and, position by position, the KL divergence and top-1
+// agreement of the model against it. Result on stdout (lines, or JSON with --json); a
+// progress line on stderr for runs longer than a second or so.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -23,11 +25,86 @@ constexpr size_t kDefaultWindow = 512;
 struct PerplexityFlags {
   ModelFlags model;
   std::string file;
+  std::string kl_base;
   bool json = false;
 };
 
+// Prints a progress line at most once a second (not after the last window).
+PerplexityProgress progress_printer(std::string_view what) {
+  auto last = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+  return [last, what](size_t done, size_t total, const PerplexityResult& so_far) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - *last < std::chrono::seconds(1) || done == total) return;
+    *last = now;
+    fmt::print(stderr, "{}: window {}/{}, {} tokens scored, running perplexity {:.4f}\n", what, done, total,
+               so_far.scored, so_far.perplexity);
+  };
+}
+
+void run_kl(const PerplexityFlags& f, const std::string& text) {
+  OpenedModel m = load_model(f.model);
+  ModelFlags base_flags = f.model;
+  base_flags.model_dir = f.kl_base;
+  base_flags.dtype = "as-stored";
+  OpenedModel base = load_model(base_flags);
+  const size_t limit = std::min(m.model.max_context(), base.model.max_context());
+  const size_t ctx = f.model.context > 0 ? static_cast<size_t>(f.model.context) : std::min(kDefaultWindow, limit);
+  const std::vector<int32_t> tokens = m.tokenizer.encode(text);
+  if (base.tokenizer.encode(text) != tokens) {
+    fail("--kl-base {}: its tokenizer splits '{}' differently from the model's; the models must share a tokenizer",
+         f.kl_base, f.file);
+  }
+  if (tokens.size() < 2) fail("'{}' has {} token(s); perplexity needs at least 2", f.file, tokens.size());
+
+  const auto start = std::chrono::steady_clock::now();
+  const KlDivergenceResult r = kl_divergence(m.model, base.model, tokens, ctx, progress_printer("kl-divergence"));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string weights(weight_type_name(m.model.weight_type()));
+  if (f.json) {
+    const nlohmann::json j = {{"model", m.dir.string()},
+                              {"base", base.dir.string()},
+                              {"file", f.file},
+                              {"ctx", r.ctx},
+                              {"tokens", r.tokens},
+                              {"windows", r.windows},
+                              {"scored", r.scored},
+                              {"ppl", r.model.perplexity},
+                              {"ppl_stderr", r.model.perplexity_stderr},
+                              {"ppl_base", r.base.perplexity},
+                              {"ppl_base_stderr", r.base.perplexity_stderr},
+                              {"ln_ppl_ratio", r.ln_ppl_ratio},
+                              {"ln_ppl_ratio_stderr", r.ln_ppl_ratio_stderr},
+                              {"delta_ppl_pct", r.delta_ppl_pct},
+                              {"delta_ppl_pct_stderr", r.delta_ppl_pct_stderr},
+                              {"kld_mean", r.kld_mean},
+                              {"kld_stderr", r.kld_stderr},
+                              {"kld_median", r.kld_median},
+                              {"kld_p90", r.kld_p90},
+                              {"kld_p99", r.kld_p99},
+                              {"kld_max", r.kld_max},
+                              {"top1_agreement", r.top1_agreement},
+                              {"top1_stderr", r.top1_stderr},
+                              {"seconds", seconds},
+                              {"threads", m.model.options().threads},
+                              {"weights", weights}};
+    print_out("{}\n", j.dump());
+    return;
+  }
+  print_out("model   {} ({} weights): perplexity {:.4f} +/- {:.4f}\n", m.dir.string(), weights, r.model.perplexity,
+             r.model.perplexity_stderr);
+  print_out("base    {}: perplexity {:.4f} +/- {:.4f}\n", base.dir.string(), r.base.perplexity,
+             r.base.perplexity_stderr);
+  print_out("delta   PPL {:+.3f}% +/- {:.3f}%  (ln ratio {:.6f} +/- {:.6f})\n", r.delta_ppl_pct,
+             r.delta_ppl_pct_stderr, r.ln_ppl_ratio, r.ln_ppl_ratio_stderr);
+  print_out("KLD     mean {:.6g} +/- {:.2g}, median {:.6g}, p90 {:.6g}, p99 {:.6g}, max {:.6g}\n", r.kld_mean,
+             r.kld_stderr, r.kld_median, r.kld_p90, r.kld_p99, r.kld_max);
+  print_out("top-1   {:.3f}% +/- {:.3f}% of positions agree\n", 100.0 * r.top1_agreement, 100.0 * r.top1_stderr);
+  print_out("({} positions in {} windows of {}; {:.2f} s)\n", r.scored, r.windows, r.ctx, seconds);
+}
+
 void run(const PerplexityFlags& f) {
   const std::string text = read_file(f.file, kMaxTextFileBytes);
+  if (!f.kl_base.empty()) return run_kl(f, text);
   OpenedModel m = load_model(f.model);
   const size_t ctx = f.model.context > 0 ? static_cast<size_t>(f.model.context)
                                          : std::min(kDefaultWindow, m.model.max_context());
@@ -35,14 +112,7 @@ void run(const PerplexityFlags& f) {
   if (tokens.size() < 2) fail("'{}' has {} token(s); perplexity needs at least 2", f.file, tokens.size());
 
   const auto start = std::chrono::steady_clock::now();
-  auto last_report = start;
-  const PerplexityResult r = perplexity(m.model, tokens, ctx, [&](size_t done, size_t total, const PerplexityResult& so_far) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_report < std::chrono::seconds(1) || done == total) return;
-    last_report = now;
-    fmt::print(stderr, "perplexity: window {}/{}, {} tokens scored, running perplexity {:.4f}\n", done, total,
-               so_far.scored, so_far.perplexity);
-  });
+  const PerplexityResult r = perplexity(m.model, tokens, ctx, progress_printer("perplexity"));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   if (f.json) {
@@ -72,6 +142,9 @@ void setup(CLI::App& app) {
   auto f = std::make_shared<PerplexityFlags>();
   add_model_flags(app, f->model);
   app.add_option("-f,--file", f->file, "Text file to score")->required();
+  app.add_option("--kl-base", f->kl_base,
+                 "Base model directory (loaded as stored) to compare against: both perplexities, Delta PPL, "
+                 "KL divergence mean/p99/max and top-1 agreement, with standard errors");
   app.add_flag("--json", f->json, "Print the result as one JSON object");
   app.footer("Windows are -c tokens (default 512, or the model's context if smaller), non-overlapping; "
              "the first token of each window is not scored.");

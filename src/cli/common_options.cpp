@@ -19,8 +19,9 @@ void add_model_flags(CLI::App& app, ModelFlags& flags) {
                  "Kernel instruction set: auto (the best this CPU supports), scalar, avx2 or avx512; "
                  "an ISA this CPU/OS lacks is refused");
   app.add_option("--dtype", flags.dtype,
-                 "Weights in memory: as-stored (bf16 kept, f16 widened), f32 (widen at load), bf16 "
-                 "(round at load), int8 or int4 (quantize at load, round to nearest)");
+                 "Weights in memory: as-stored (bf16 kept, a quantized file's blocks kept, f16 widened), "
+                 "f32 (widen at load), bf16 (round at load), int8 or int4 (quantize a float file at load, "
+                 "round to nearest, logits matrix int8; `nanoinfer quantize` does better)");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingOverrides& o) {

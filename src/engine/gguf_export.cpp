@@ -12,6 +12,7 @@
 #include "model/gguf_config.h"
 #include "model/linear.h"
 #include "model/manifest.h"
+#include "model/quant_scheme.h"
 #include "model/weight_source.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
@@ -84,7 +85,7 @@ uint64_t export_gguf(const std::filesystem::path& model_dir, const std::filesyst
   const SafetensorsFile file = SafetensorsFile::open(files.weights);
   const WeightSource src = safetensors_source(file);
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
-  if (const auto problems = manifest_problems(manifest, src.infos()); !problems.empty()) {
+  if (const auto problems = manifest_problems(manifest, src.manifest_infos, src.declared_blocks); !problems.empty()) {
     fail("{}: {}", files.weights.string(), problems.front());
   }
 
@@ -105,7 +106,13 @@ uint64_t export_gguf(const std::filesystem::path& model_dir, const std::filesyst
     const StoredTensor* t = src.find(spec.name);
     if (t == nullptr || (spec.slot == TensorSlot::LmHead && cfg.tie_word_embeddings)) continue;
     if (!t->widen_row) fail("{}: tensor '{}': cannot export {}", files.weights.string(), spec.name, t->type_name);
-    const WeightType to = spec.is_matrix() ? type.value_or(t->exact.value_or(WeightType::F32)) : WeightType::F32;
+    // A quantized type follows the engine's scheme (the tied embedding / LM head stays int8),
+    // so the file holds exactly what `--dtype` at load would hold.
+    WeightType to = WeightType::F32;
+    if (spec.is_matrix()) {
+      to = type.value_or(t->exact.value_or(WeightType::F32));
+      if (type && weight_type_info(*type).quantized) to = scheme_type(spec, *type, cfg.tie_word_embeddings);
+    }
     const size_t rows = spec.is_matrix() ? static_cast<size_t>(spec.shape[0]) : 1;
     const size_t cols = static_cast<size_t>(spec.shape.back());
     const size_t row_bytes = weight_row_bytes(to, cols);

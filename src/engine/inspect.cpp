@@ -9,6 +9,7 @@
 #include "io/safetensors.h"
 #include "model/manifest.h"
 #include "model/weight_source.h"
+#include "model/quant_scheme.h"
 #include "nanoinfer/engine.h"
 
 namespace nanoinfer {
@@ -22,18 +23,31 @@ ModelReport inspect_model(const std::filesystem::path& dir) {
   report.file_bytes = file.file_size();
   report.header_bytes = file.layout().header_len;
 
+  const std::map<std::string, WeightType> blocks = declared_block_types(file.layout(), file.path().string());
+  if (const auto it = file.layout().metadata.find("nanoinfer.quantization"); it != file.layout().metadata.end()) {
+    report.quantization = it->second;
+  }
   std::map<std::string_view, const TensorSpec*> spec_of;
   for (const auto& spec : manifest) spec_of.emplace(spec.name, &spec);
   for (const TensorInfo& t : file.tensors()) {
     InspectedTensor& out = report.tensors.emplace_back();
     out.name = t.name;
     out.dtype = std::string(dtype_name(t.dtype));
-    out.shape = t.shape;
+    out.type = out.dtype;
+    out.shape = out.stored_shape = t.shape;
     out.bytes = t.nbytes();
     out.params = t.numel();
-    if (const auto it = spec_of.find(t.name); it != spec_of.end()) out.role = tensor_role_name(it->second->role);
+    const auto it = spec_of.find(t.name);
+    if (it != spec_of.end()) out.role = tensor_role_name(it->second->role);
+    // A declared block tensor holds the weights of its manifest shape (when it matches; a
+    // mismatch is reported as a problem below).
+    if (const auto b = blocks.find(t.name); b != blocks.end() && it != spec_of.end() && it->second->is_matrix()) {
+      out.type = std::string(weight_type_info(b->second).gguf_name);
+      out.shape = it->second->shape;
+      out.params = out.shape[0] * out.shape[1];
+    }
   }
-  report.problems = manifest_problems(manifest, file.tensors());
+  report.problems = manifest_problems(manifest, file.tensors(), blocks);
   // Values too: a NaN or infinity anywhere makes every logit garbage, so inspect reads every
   // float tensor once (pread, a row at a time) and names the first tensor that holds one.
   const WeightSource src = safetensors_source(file);

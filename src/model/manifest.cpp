@@ -68,15 +68,21 @@ std::string_view tensor_role_name(TensorRole role) {
   return "?";
 }
 
+std::vector<uint64_t> stored_shape(const TensorSpec& spec, std::optional<WeightType> block_type) {
+  if (!block_type) return spec.shape;
+  return {spec.shape[0], weight_row_bytes(*block_type, spec.shape[1])};
+}
+
 std::vector<std::string> manifest_problems(const std::vector<TensorSpec>& manifest,
-                                           const std::vector<TensorInfo>& tensors) {
+                                           const std::vector<TensorInfo>& tensors,
+                                           const std::map<std::string, WeightType>& block_types) {
   std::map<std::string_view, const TensorInfo*> by_name;
   for (const auto& t : tensors) by_name.emplace(t.name, &t);
 
   std::vector<std::string> problems;
-  std::map<std::string_view, bool> expected;
+  std::map<std::string_view, const TensorSpec*> expected;
   for (const auto& spec : manifest) {
-    expected.emplace(spec.name, true);
+    expected.emplace(spec.name, &spec);
     const auto it = by_name.find(spec.name);
     if (it == by_name.end()) {
       if (spec.required)
@@ -84,15 +90,45 @@ std::vector<std::string> manifest_problems(const std::vector<TensorSpec>& manife
                                        fmt::join(spec.shape, ", ")));
       continue;
     }
-    if (it->second->shape != spec.shape)
-      problems.push_back(fmt::format("tensor '{}': expected shape [{}], found [{}]", spec.name,
-                                     fmt::join(spec.shape, ", "),
-                                     fmt::join(it->second->shape, ", ")));
+    const auto declared = block_types.find(spec.name);
+    std::optional<WeightType> block;
+    if (declared != block_types.end()) {
+      block = declared->second;
+      if (!spec.is_matrix()) {
+        problems.push_back(fmt::format("tensor '{}' is declared {} but is not a matrix", spec.name,
+                                       weight_type_info(*block).gguf_name));
+        continue;
+      }
+      if (spec.shape[1] % weight_type_info(*block).block_elems != 0) {
+        problems.push_back(fmt::format("tensor '{}' is declared {} but its {} columns are not whole blocks of {}",
+                                       spec.name, weight_type_info(*block).gguf_name, spec.shape[1],
+                                       weight_type_info(*block).block_elems));
+        continue;
+      }
+    }
+    const std::vector<uint64_t> shape = stored_shape(spec, block);
+    if (it->second->shape != shape) {
+      // U8 without a declaration is most likely a quantized file whose metadata was lost.
+      const bool undeclared_u8 = !block && it->second->dtype == DType::U8;
+      problems.push_back(fmt::format("tensor '{}': expected shape [{}]{}, found [{}]{}", spec.name,
+                                     fmt::join(shape, ", "),
+                                     block ? fmt::format(" (bytes of {} blocks)", weight_type_info(*block).gguf_name) : "",
+                                     fmt::join(it->second->shape, ", "),
+                                     undeclared_u8 ? " of U8 (U8 blocks need a type in __metadata__ "
+                                                     "\"nanoinfer.weight_types\")"
+                                                   : ""));
+    }
   }
   for (const auto& t : tensors)
     if (!expected.contains(t.name))
       problems.push_back(fmt::format("unexpected tensor '{}' (shape [{}]) not in the manifest",
                                      t.name, fmt::join(t.shape, ", ")));
+  for (const auto& [name, type] : block_types) {
+    const char* where = !expected.contains(name) ? "the manifest" : !by_name.contains(name) ? "the file" : nullptr;
+    if (where != nullptr)
+      problems.push_back(fmt::format("tensor '{}' is declared {} but is not in {}", name,
+                                     weight_type_info(type).gguf_name, where));
+  }
   return problems;
 }
 

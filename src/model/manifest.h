@@ -4,12 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "nanoinfer/config.h"
 #include "io/safetensors.h"
+#include "nanoinfer/config.h"
+#include "nanoinfer/weight_type.h"
 
 namespace nanoinfer {
 
@@ -36,7 +39,15 @@ std::string_view tensor_role_name(TensorRole role);  // "embedding", "attention"
 // Compares a file's tensors with the manifest and returns one line per problem, in manifest
 // order then file order: a missing required tensor, an unexpected tensor, a mis-shaped one.
 // Empty means the file has exactly the tensors the config implies. Dtypes are not judged here.
+// `block_types` (model/quant_scheme.h) names the matrices stored as quantized blocks: such a
+// matrix [rows][cols] is expected with the byte shape [rows][weight_row_bytes(type, cols)], and
+// a declaration for anything but a manifest matrix present in the file is a problem too.
 std::vector<std::string> manifest_problems(const std::vector<TensorSpec>& manifest,
-                                           const std::vector<TensorInfo>& tensors);
+                                           const std::vector<TensorInfo>& tensors,
+                                           const std::map<std::string, WeightType>& block_types = {});
+
+// The shape a manifest tensor has in a file: its own, or [rows][row_bytes] when stored in
+// blocks of `type`. Throws Error when the columns are not a whole number of blocks.
+std::vector<uint64_t> stored_shape(const TensorSpec& spec, std::optional<WeightType> block_type);
 
 }  // namespace nanoinfer

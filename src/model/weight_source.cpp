@@ -1,10 +1,13 @@
 #include "model/weight_source.h"
 
 #include <cstring>
+#include <map>
 
 #include "io/gguf.h"
 #include "io/gguf_blocks.h"
+#include "kernels/kernels.h"
 #include "model/gguf_config.h"
+#include "model/quant_scheme.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 
@@ -52,12 +55,31 @@ void widen_f16(const std::byte* row, float* out, size_t n) {
 WeightSource safetensors_source(const SafetensorsFile& file) {
   WeightSource src;
   src.path = file.path();
+  // Quantized files declare which U8 tensors hold int8/int4 blocks (model/quant_scheme.h).
+  const std::map<std::string, WeightType> blocks = declared_block_types(file.layout(), file.path().string());
   for (const TensorInfo& info : file.tensors()) {
     StoredTensor t;
     t.name = info.name;
     t.shape = info.shape;
     t.type_name = std::string(dtype_name(info.dtype));
     t.nbytes = info.nbytes();
+    if (const auto b = blocks.find(info.name); b != blocks.end()) {
+      // Stored [rows, row_bytes] of blocks; seen by the loader as [rows, cols] of the type.
+      const WeightTypeInfo& wt = weight_type_info(b->second);
+      // A declaration that does not fit the tensor is reported by the manifest check.
+      const bool fits = info.dtype == DType::U8 && info.shape.size() == 2 && info.shape[1] % wt.block_bytes == 0;
+      const WeightType type = b->second;
+      t.type_name = std::string(wt.gguf_name);
+      t.shape = {info.shape[0], info.shape[1] / wt.block_bytes * wt.block_elems};
+      t.row_bytes = static_cast<size_t>(info.shape[1]);
+      t.exact = type;
+      t.widen_row = [type](const std::byte* row, float* out, size_t n) { kernels::dequantize_row(type, row, out, n); };
+      if (fits) {
+        src.tensors.push_back(std::move(t));
+        continue;
+      }
+      t = StoredTensor{info.name, info.shape, std::string(dtype_name(info.dtype)), info.nbytes()};
+    }
     const uint64_t cols = info.shape.empty() ? 1 : info.shape.back();
     switch (info.dtype) {
       case DType::F32: t.exact = WeightType::F32, t.widen_row = widen_f32; break;
@@ -68,6 +90,8 @@ WeightSource safetensors_source(const SafetensorsFile& file) {
     t.row_bytes = static_cast<size_t>(cols * dtype_size(info.dtype));
     src.tensors.push_back(std::move(t));
   }
+  src.manifest_infos = file.tensors();
+  src.declared_blocks = blocks;
   src.read = [&file](const StoredTensor& t, uint64_t offset, std::span<std::byte> dst) {
     file.read(*file.find(t.name), offset, dst);
   };
@@ -97,6 +121,7 @@ WeightSource gguf_source(const GgufFile& file) {
     t.widen_row = [type](const std::byte* row, float* out, size_t n) { dequantize_row(type, row, out, n); };
     src.tensors.push_back(std::move(t));
   }
+  src.manifest_infos = src.infos();
   src.read = [&file](const StoredTensor& t, uint64_t offset, std::span<std::byte> dst) {
     // The GGUF name of t: map back through the Hugging Face name.
     file.read(file.get(*gguf_name_from_hf(t.name)), offset, dst);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -37,8 +38,13 @@ class WeightSource {
   // Copies bytes [offset, offset + dst.size()) of a tensor with pread.
   std::function<void(const StoredTensor&, uint64_t offset, std::span<std::byte> dst)> read;
 
+  // What the manifest check sees (manifest_problems): the file's own tensor list and the
+  // block types it declares; for GGUF, Hugging Face names and shapes with no declarations.
+  std::vector<TensorInfo> manifest_infos;
+  std::map<std::string, WeightType> declared_blocks;
+
   const StoredTensor* find(std::string_view name) const;
-  // For manifest_problems: names and shapes (dtype is not judged there).
+  // Names and shapes as the loader sees them (dtype not judged).
   std::vector<TensorInfo> infos() const;
 };
 

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 #include <utility>
 
 #include "nanoinfer/error.h"
 #include "kernels/kernels.h"
 #include "model/manifest.h"
+#include "model/quant_scheme.h"
 
 namespace nanoinfer {
 
@@ -89,16 +91,29 @@ bool rows_finite(WeightType type, const std::byte* row, size_t cols) {
 
 class Loader {
  public:
-  Loader(const WeightSource& src, std::optional<WeightType> target, ThreadPool& pool, ModelWeights& out)
-      : src_(src), target_(target), pool_(pool), out_(out) {}
+  Loader(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target, ThreadPool& pool,
+         ModelWeights& out)
+      : src_(src), cfg_(cfg), target_(target), pool_(pool), out_(out) {
+    for (const StoredTensor& t : src.tensors)
+      if (!t.exact || weight_type_info(*t.exact).quantized) quantized_file_ = true;
+  }
 
-  // The type a matrix is held in: the requested one, else the stored one when the engine has
-  // it; f16 is widened to f32, and block types without kernels (GGUF's K-quants, Q4_1, Q5_x)
-  // are requantized to int8, the closest type the kernels run.
-  WeightType type_for(const StoredTensor& t) const {
-    if (target_) return *target_;
+  // The type a matrix is stored in when the engine has it: f16 widens to f32, and block
+  // types without kernels (GGUF's K-quants, Q4_1, Q5_x) are requantized to int8, the closest
+  // type the kernels run.
+  static WeightType stored_type(const StoredTensor& t) {
     if (t.exact) return *t.exact;
     return t.type_name == "F16" ? WeightType::F32 : WeightType::Q8_0;
+  }
+
+  // The type a matrix is held in: the stored one unless a target is asked for. A quantized
+  // target follows the quantization scheme (model/quant_scheme.h: the tied embedding/LM head
+  // stays int8) on a float file; on an already quantized file every matrix stays as stored,
+  // since requantizing blocks could only add error.
+  WeightType type_for(const TensorSpec& spec, const StoredTensor& t) const {
+    if (!target_) return stored_type(t);
+    if (!weight_type_info(*target_).quantized) return *target_;
+    return quantized_file_ ? stored_type(t) : scheme_type(spec, *target_, cfg_.tie_word_embeddings);
   }
 
   // Arena bytes for the tensors that will be loaded.
@@ -107,7 +122,7 @@ class Loader {
     for (const TensorSpec* spec : specs) {
       const StoredTensor& t = checked(spec->name);
       const size_t bytes = spec->is_matrix()
-                               ? static_cast<size_t>(t.shape[0]) * weight_row_bytes(type_for(t), t.shape[1])
+                               ? static_cast<size_t>(t.shape[0]) * weight_row_bytes(type_for(*spec, t), t.shape[1])
                                : static_cast<size_t>(t.shape[0]) * sizeof(float);
       total += round_up(bytes, kAlign);
     }
@@ -117,7 +132,7 @@ class Loader {
   Weight matrix(const TensorSpec& spec) {
     const StoredTensor& t = checked(spec.name);
     const size_t rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
-    const WeightType to = type_for(t);
+    const WeightType to = type_for(spec, t);
     Weight w{to, nullptr, rows, cols, weight_row_bytes(to, cols)};
     std::byte* dst = out_.arena.take(w.bytes());
     w.data = dst;
@@ -190,6 +205,8 @@ class Loader {
   }
 
   const WeightSource& src_;
+  const ModelConfig& cfg_;
+  bool quantized_file_ = false;
   std::optional<WeightType> target_;
   ThreadPool& pool_;
   ModelWeights& out_;
@@ -200,7 +217,7 @@ class Loader {
 ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target,
                           ThreadPool& pool) {
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
-  const std::vector<std::string> problems = manifest_problems(manifest, src.infos());
+  const std::vector<std::string> problems = manifest_problems(manifest, src.manifest_infos, src.declared_blocks);
   if (!problems.empty()) {
     std::string all;
     for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
@@ -216,7 +233,7 @@ ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::
     specs.push_back(&spec);
   }
   ModelWeights w;
-  Loader load(src, target, pool, w);
+  Loader load(src, cfg, target, pool, w);
   w.arena = WeightArena(load.arena_bytes(specs));
   w.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
   for (const TensorSpec* spec : specs) {

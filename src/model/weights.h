@@ -4,7 +4,9 @@
 // Every matrix is read (pread, never through the mapping, so the file does not count towards
 // resident memory) into one anonymous arena backed by transparent huge pages, in its stored
 // type or converted on the way through the weight-type traits (widened to f32, rounded to
-// bf16, or quantized to int8/int4; f16 is always widened: there is no f16 kernel). Streaming
+// bf16, or quantized to int8/int4; f16 is always widened: there is no f16 kernel). A quantized
+// file's U8 block tensors (declared in its metadata: src/model/quant_scheme.h) are read as
+// they are, or dequantized when a float type is asked for. Streaming
 // Qwen2.5-0.5B's bf16 matrices measured ~2x faster from anonymous memory than from the
 // page-cache mapping of the file (15-16 GB/s against 6-9 GB/s on one core of the project's
 // machines), and reading into the arena directly keeps peak memory at the weights' size.
@@ -66,7 +68,8 @@ struct ModelWeights {
 };
 
 // Checks the file against the tensor manifest (every problem named in one Error), then loads.
-// `target`: the type every matrix is held in, or nullopt for the stored type (f16 widened).
+// `target`: the type the matrices are held in (ModelOptions::weights), or nullopt for the
+// stored types (f16 widened).
 // Norm weights and biases are held in f32; with a bf16 target they are rounded to bf16 first,
 // so that mode is exactly "every weight rounded to bf16".
 ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target,

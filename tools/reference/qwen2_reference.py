@@ -32,6 +32,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import quant_reference as qr  # noqa: E402
 import safetensors_io as st  # noqa: E402
 
 
@@ -125,9 +126,18 @@ class KVCache:
         return self.k[0].shape[0]
 
 
-def forward(cfg, W, tokens, cache=None):
+def forward(cfg, W, tokens, cache=None, act_quant=False, margins=None):
     """Runs `tokens` (positions continue from the cache length) and returns
-    (logits [T, V], hidden after each layer [n_layers][T, H], final norm [T, H])."""
+    (logits [T, V], hidden after each layer [n_layers][T, H], final norm [T, H]).
+    act_quant: every matrix product first rounds its input to int8 blocks (the engine's
+    int8/int4 kernels; quant_reference.py); `margins` (a list) then collects, per product, how
+    close that rounding came to a tie."""
+    def linear_q(x, w, b=None):
+        if act_quant:
+            if margins is not None:
+                margins.append(qr.rounding_margin(x))
+            x = qr.quantize_activations(x)
+        return linear(x, w, b)
     tokens = np.asarray(tokens, dtype=np.int64)
     T, d, g = len(tokens), cfg.head_dim, cfg.group
     cache = cache if cache is not None else KVCache(cfg)
@@ -138,9 +148,9 @@ def forward(cfg, W, tokens, cache=None):
     for L in range(cfg.n_layers):
         p = f"model.layers.{L}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], cfg.eps)
-        q = linear(h, W[p + "self_attn.q_proj.weight"], W[p + "self_attn.q_proj.bias"])
-        k = linear(h, W[p + "self_attn.k_proj.weight"], W[p + "self_attn.k_proj.bias"])
-        v = linear(h, W[p + "self_attn.v_proj.weight"], W[p + "self_attn.v_proj.bias"])
+        q = linear_q(h, W[p + "self_attn.q_proj.weight"], W[p + "self_attn.q_proj.bias"])
+        k = linear_q(h, W[p + "self_attn.k_proj.weight"], W[p + "self_attn.k_proj.bias"])
+        v = linear_q(h, W[p + "self_attn.v_proj.weight"], W[p + "self_attn.v_proj.bias"])
         q = rope(q.reshape(T, cfg.n_heads, d), positions, cfg.theta)
         k = rope(k.reshape(T, cfg.n_kv, d), positions, cfg.theta)
         cache.k[L] = np.concatenate([cache.k[L], k])  # [start + T, n_kv, d]
@@ -155,25 +165,25 @@ def forward(cfg, W, tokens, cache=None):
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             probs = scores / scores.sum(axis=-1, keepdims=True)
             out[:, qh, :] = probs @ cache.v[L][:, kh, :]
-        x = x + linear(out.reshape(T, cfg.hidden), W[p + "self_attn.o_proj.weight"])
+        x = x + linear_q(out.reshape(T, cfg.hidden), W[p + "self_attn.o_proj.weight"])
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], cfg.eps)
-        gate = linear(h, W[p + "mlp.gate_proj.weight"])
-        up = linear(h, W[p + "mlp.up_proj.weight"])
-        x = x + linear(silu(gate) * up, W[p + "mlp.down_proj.weight"])
+        gate = linear_q(h, W[p + "mlp.gate_proj.weight"])
+        up = linear_q(h, W[p + "mlp.up_proj.weight"])
+        x = x + linear_q(silu(gate) * up, W[p + "mlp.down_proj.weight"])
         hiddens.append(x)
     final = rms_norm(x, W["model.norm.weight"], cfg.eps)
     head = W["model.embed_tokens.weight"] if cfg.tied else W["lm_head.weight"]
-    return linear(final, head), hiddens, final
+    return linear_q(final, head), hiddens, final
 
 
-def greedy(cfg, W, prompt, n):
+def greedy(cfg, W, prompt, n, act_quant=False):
     """n greedy tokens, recomputing the whole sequence each step (no cache involved).
     Ties go to the lowest token id (np.argmax returns the first maximum).
     Returns (tokens, margins): margin = top-1 minus top-2 logit at each step, so a test
     can tell a real disagreement from a near-tie."""
     seq, margins = list(prompt), []
     for _ in range(n):
-        last = forward(cfg, W, seq)[0][-1]
+        last = forward(cfg, W, seq, act_quant=act_quant)[0][-1]
         top2 = np.sort(last)[-2:]
         margins.append(top2[1] - top2[0])
         seq.append(int(np.argmax(last)))
@@ -289,10 +299,16 @@ def tiny_prompts(vocab, seed):
             np.full(9, rng.integers(0, vocab))]        # one token, nine times
 
 
+QUANT_KINDS = {"int8": "Q8_0", "int4": "Q4_0"}
+
+
 def reference_tensors(cfg, W, prompts, bf16w=None, last=None, n_greedy=8, hidden=True):
     """The tensors of a reference file. `last`: keep only that many final positions of
     the logits (named logits_last{last}.K)."""
     out = {}
+    # The engine's int8 and int4 models (quant_reference.py): weights quantized by the scheme,
+    # activations rounded to int8 blocks before every product.
+    quantized = {name: qr.quantized_weights(cfg, W, kind)[0] for name, kind in QUANT_KINDS.items()}
     for K, prompt in enumerate(prompts):
         prompt = [int(t) for t in prompt]
         check_incremental(cfg, W, prompt)
@@ -312,6 +328,16 @@ def reference_tensors(cfg, W, prompts, bf16w=None, last=None, n_greedy=8, hidden
             tokens, margins = greedy(cfg, W, prompt, n_greedy)
             out[f"greedy.{K}"] = ("I32", np.asarray(tokens, np.int32))
             out[f"greedy_margin.{K}"] = ("F32", np.asarray(margins))
+        for name, Wq in quantized.items():
+            rounding = []
+            logits_q = forward(cfg, Wq, prompt, act_quant=True, margins=rounding)[0]
+            out[f"logits_{name}.{K}" if last is None else f"logits_last{last}_{name}.{K}"] = (
+                "F32", logits_q if last is None else logits_q[-last:])
+            out[f"rounding_margin_{name}.{K}"] = ("F32", np.asarray([min(rounding)]))
+            if n_greedy:
+                tokens, margins = greedy(cfg, Wq, prompt, n_greedy, act_quant=True)
+                out[f"greedy_{name}.{K}"] = ("I32", np.asarray(tokens, np.int32))
+                out[f"greedy_margin_{name}.{K}"] = ("F32", np.asarray(margins))
     return out
 
 
@@ -321,7 +347,7 @@ def tensors_without_near_ties(cfg, W, seed, **kw):
     same tokens. Returns (tensors, the seed used)."""
     for attempt in range(100):
         tensors = reference_tensors(cfg, W, tiny_prompts(cfg.vocab, seed + attempt), **kw)
-        if min(a.min() for k, (_, a) in tensors.items() if "margin" in k) >= MIN_MARGIN:
+        if min(a.min() for k, (_, a) in tensors.items() if k.startswith("greedy_margin.")) >= MIN_MARGIN:
             return tensors, seed + attempt
     raise RuntimeError("no prompt set without near-ties")
 
@@ -352,8 +378,14 @@ def cmd_tiny(args):
         if dtype == "F32":
             bf16w = {n: st.round_to_bf16(a) for n, a in W.items()}
         tensors, prompt_seed = tensors_without_near_ties(cfg, W, seed + 1000, bf16w=bf16w)
-        st.save(os.path.join(d, "reference.safetensors"), tensors,
-                {"generator": "tools/reference/qwen2_reference.py tiny"})
+        metadata = {"generator": "tools/reference/qwen2_reference.py tiny"}
+        # The exact file bytes of every quantized matrix (round to nearest, the scheme's
+        # types), as FNV-1a 64 hashes: the engine's quantizer must produce them bit for bit.
+        for qname, kind in QUANT_KINDS.items():
+            types = qr.scheme(W.keys(), kind, cfg.tied)
+            metadata[f"blocks_fnv1a64_{qname}"] = json.dumps(
+                {n: qr.fnv1a64(qr.block_bytes(W[n], t)) for n, t in sorted(types.items())}, sort_keys=True)
+        st.save(os.path.join(d, "reference.safetensors"), tensors, metadata)
         print(f"{name}: prompt seed {prompt_seed}, max |logit| "
               f"{max(np.abs(a).max() for k, (_, a) in tensors.items() if k.startswith('logits.')):.3f}")
 

@@ -1,0 +1,229 @@
+// `nanoinfer bench quant [-m DIR] -f FILE`: a quantization sweep in one table. Each level is
+// quantized into a temporary directory with the library's quantizer (exactly what `nanoinfer
+// quantize` writes), loaded from there, and compared position by position with the base model
+// (as stored) over FILE: perplexity, Delta PPL, KL divergence, top-1 agreement (the protocol of
+// `perplexity --kl-base`). Prints a markdown table and appends one JSON line per level.
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+
+#include "bench_record.h"
+#include "command.h"
+#include "common_options.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/perplexity.h"
+#include "nanoinfer/quantize.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kDefaultWindow = 512;
+constexpr const char* kDefaultLevels = "base,int8,int4-rtn,int4-gptq";
+
+struct QuantBenchFlags {
+  ModelFlags model;
+  std::string file;
+  std::string levels = kDefaultLevels;
+  std::string calib;
+  int64_t calib_windows = 64;
+  std::string output = "bench/results.jsonl";
+};
+
+// "base", or "<type>[-<method>]" (method default: gptq, as in `quantize`).
+struct Level {
+  std::string name;
+  bool base = false;
+  QuantizeOptions options;
+};
+
+std::vector<Level> parse_levels(const std::string& list) {
+  std::vector<Level> levels;
+  std::stringstream in(list);
+  for (std::string name; std::getline(in, name, ',');) {
+    Level level{name};
+    if (name == "base") {
+      level.base = true;
+    } else {
+      const size_t dash = name.find('-');
+      const std::string type = name.substr(0, dash);
+      const std::optional<WeightType> t = weight_type_from_name(type);
+      if (!t || !weight_type_info(*t).quantized) {
+        fail("--levels: '{}' is not base or int8|int4[-rtn|-imatrix|-gptq]", name);
+      }
+      level.options.type = *t;
+      if (dash != std::string::npos) {
+        level.options.method = quant_method_from_name(name.substr(dash + 1));
+        if (!level.options.method) fail("--levels: '{}' is not base or int8|int4[-rtn|-imatrix|-gptq]", name);
+      }
+    }
+    levels.push_back(level);
+  }
+  if (levels.empty()) fail("--levels is empty");
+  return levels;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read text file '{}'", path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A scratch directory for the quantized levels, removed with its contents.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "nanoinfer-bench-quant-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) fail("cannot create a scratch directory {}: {}", tmpl, std::strerror(errno));
+    path_ = tmpl;
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+struct Row {
+  std::string level, type, method, head = "-";
+  uint64_t bytes = 0;
+  double bits = 0, ppl = 0, delta = 0, kld = 0, top1 = 1, rel_error = 0;
+};
+
+void run(const QuantBenchFlags& f) {
+  const std::vector<Level> levels = parse_levels(f.levels);
+  if (f.calib_windows < 1) fail("--calib-windows must be >= 1, got {}", f.calib_windows);
+  check_bench_results_path(f.output);
+  const std::string text = read_file(f.file);
+  OpenOptions base_options = open_options(f.model);
+  base_options.model.weights.reset();  // the base is the model as stored
+  const OpenedModel base = open_model(f.model.model_dir, base_options);
+  const size_t ctx = f.model.context > 0 ? static_cast<size_t>(f.model.context)
+                                         : std::min(kDefaultWindow, base.model.max_context());
+  const std::vector<int32_t> tokens = base.tokenizer.encode(text);
+  if (tokens.size() < 2) fail("'{}' has {} token(s); perplexity needs at least 2", f.file, tokens.size());
+  const ScratchDir scratch;
+  uint64_t base_bytes = 0, base_params = 0;
+  {
+    // The base's size as stored, from the report `inspect` prints.
+    const ModelReport report = inspect_model(base.dir);
+    for (const InspectedTensor& t : report.tensors) base_bytes += t.bytes, base_params += t.params;
+  }
+
+  std::vector<Row> rows;
+  std::optional<PerplexityResult> base_ppl;
+  for (const Level& level : levels) {
+    Row row;
+    row.level = level.name;
+    nlohmann::json record = bench_context(base.model.threads());
+    record["bench"] = "quant";
+    record["model"] = base.dir.string();
+    record["file"] = f.file;
+    record["level"] = level.name;
+    record["ctx"] = ctx;
+    record["tokens"] = tokens.size();
+    const auto start = std::chrono::steady_clock::now();
+    if (level.base) {
+      if (!base_ppl) base_ppl = perplexity(base.model, tokens, ctx);
+      row.type = std::string(weight_type_name(base.model.weight_type()));
+      row.method = "-";
+      row.bytes = base_bytes;
+      row.bits = 8.0 * static_cast<double>(base_bytes) / static_cast<double>(base_params);
+      row.ppl = base_ppl->perplexity;
+      record["ppl"] = row.ppl;
+      record["ppl_base"] = row.ppl;
+      record["delta_ppl_pct"] = 0.0;
+      record["kld_mean"] = 0.0;
+      record["top1_agreement"] = 1.0;
+    } else {
+      QuantizeOptions options = level.options;
+      options.calibration = f.calib;
+      options.calib_windows = static_cast<size_t>(f.calib_windows);
+      options.threads = f.model.threads;
+      fmt::print(stderr, "bench quant: {}: quantizing\n", level.name);
+      const QuantizeResult q = quantize_model(base.dir.string(), scratch.path() / level.name, options);
+      OpenOptions quant_options = base_options;
+      const OpenedModel m = open_model((scratch.path() / level.name).string(), quant_options);
+      fmt::print(stderr, "bench quant: {}: comparing over {} tokens\n", level.name, tokens.size());
+      const KlDivergenceResult r = kl_divergence(m.model, base.model, tokens, ctx);
+      if (!base_ppl) base_ppl = r.base;
+      row.type = std::string(weight_type_name(q.type));
+      row.method = std::string(quant_method_name(q.method));
+      row.head = std::string(weight_type_name(q.head_type));
+      row.bytes = q.tensor_bytes;
+      row.bits = q.bits_per_weight();
+      row.ppl = r.model.perplexity;
+      row.delta = r.delta_ppl_pct;
+      row.kld = r.kld_mean;
+      row.top1 = r.top1_agreement;
+      row.rel_error = q.weight_relative_error;
+      record["weight_type"] = row.type;
+      record["method"] = row.method;
+      record["head_type"] = row.head;
+      record["file_bytes"] = q.file_bytes;
+      record["matrix_bits_per_weight"] = q.matrix_bits_per_weight();
+      record["calib_tokens"] = q.calib_tokens;
+      record["quantize_seconds"] = q.seconds;
+      record["ppl"] = r.model.perplexity;
+      record["ppl_stderr"] = r.model.perplexity_stderr;
+      record["ppl_base"] = r.base.perplexity;
+      record["delta_ppl_pct"] = r.delta_ppl_pct;
+      record["delta_ppl_pct_stderr"] = r.delta_ppl_pct_stderr;
+      record["kld_mean"] = r.kld_mean;
+      record["kld_stderr"] = r.kld_stderr;
+      record["kld_p99"] = r.kld_p99;
+      record["kld_max"] = r.kld_max;
+      record["top1_agreement"] = r.top1_agreement;
+      record["top1_stderr"] = r.top1_stderr;
+      record["scored"] = r.scored;
+    }
+    record["bytes"] = row.bytes;
+    record["bits_per_weight"] = row.bits;
+    record["weight_relative_error"] = row.rel_error;
+    record["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    append_bench_record(record, f.output);
+    rows.push_back(row);
+  }
+
+  fmt::print("bench quant: {} over {} ({} tokens, windows of {})\n\n", base.dir.string(), f.file, tokens.size(), ctx);
+  fmt::print("| level | type | method | logits matrix | bytes | bits/weight | PPL | ΔPPL % | KLD mean | top-1 % | weight rel. error |\n");
+  fmt::print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Row& r : rows) {
+    fmt::print("| {} | {} | {} | {} | {} | {:.3f} | {:.4f} | {:+.3f} | {:.3e} | {:.2f} | {:.4f} |\n", r.level, r.type,
+               r.method, r.head, r.bytes, r.bits, r.ppl, r.delta, r.kld, 100.0 * r.top1, r.rel_error);
+  }
+  fmt::print("\nappended {} record(s) to {}\n", rows.size(), f.output);
+}
+
+const bool registered = register_command({
+    "bench",
+    "quant",
+    "Quantization sweep: size, bits per weight, PPL, KL divergence and top-1 against the base, per level",
+    [](CLI::App& sub) {
+      auto f = std::make_shared<QuantBenchFlags>();
+      add_model_flags(sub, f->model);
+      sub.add_option("-f,--file", f->file, "Text file to score (e.g. data/default-model/heldout.txt)")->required();
+      sub.add_option("--levels", f->levels,
+                     "Comma-separated levels: base, or int8|int4 with -rtn, -imatrix or -gptq (default method gptq)")
+          ->capture_default_str();
+      sub.add_option("--calib", f->calib, "Calibration text (default: the training part of data/tinyshakespeare.txt)");
+      sub.add_option("--calib-windows", f->calib_windows, "Calibration windows")->capture_default_str();
+      sub.add_option("-o,--output", f->output, "JSON-lines file the records are appended to")->capture_default_str();
+      sub.callback([f] { run(*f); });
+    },
+});
+
+}  // namespace
+}  // namespace nanoinfer::cli

@@ -1,0 +1,147 @@
+// `nanoinfer quantize -m DIR --type int8|int4 [--method rtn|imatrix|gptq] [--calib FILE] --out DIR2`:
+// a quantized copy of a model directory (nanoinfer/quantize.h). Progress on stderr when it is
+// a terminal; SIGINT or SIGTERM stops the run at the next progress step and removes the
+// partial output; the summary goes to stdout.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <memory>
+
+#include "command.h"
+#include "common_options.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/quantize.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_interrupt(int) { g_interrupted = 1; }
+
+// Catches SIGINT/SIGTERM for its lifetime; a second signal is not caught (it kills at once).
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    g_interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  ~InterruptGuard() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+struct QuantizeFlags {
+  std::string model_dir;
+  std::string type;
+  std::string method;
+  std::string head_type;
+  std::string calib;
+  int64_t calib_windows = 64;
+  int64_t calib_ctx = 0;
+  int threads = 0;
+  std::string out;
+};
+
+QuantizeOptions options_from(const QuantizeFlags& f) {
+  QuantizeOptions o;
+  const std::optional<WeightType> type = weight_type_from_name(f.type);
+  if (!type || !weight_type_info(*type).quantized) fail("--type must be int8 or int4, got '{}'", f.type);
+  o.type = *type;
+  if (!f.method.empty()) {
+    o.method = quant_method_from_name(f.method);
+    if (!o.method) fail("--method must be rtn, imatrix or gptq, got '{}'", f.method);
+  }
+  if (!f.head_type.empty()) {
+    o.head_type = weight_type_from_name(f.head_type);
+    if (!o.head_type) fail("--head-type must be f32, bf16, int8 or int4, got '{}'", f.head_type);
+  }
+  if (f.calib_windows < 1) fail("--calib-windows must be >= 1, got {}", f.calib_windows);
+  require_non_negative(f.calib_ctx, "--calib-ctx");
+  if (f.threads < 0) fail("-t must be >= 1 (or 0 = one per physical core), got {}", f.threads);
+  o.calibration = f.calib;
+  o.calib_windows = static_cast<size_t>(f.calib_windows);
+  o.calib_ctx = static_cast<size_t>(f.calib_ctx);
+  o.threads = f.threads;
+  return o;
+}
+
+void run(const QuantizeFlags& f) {
+  const QuantizeOptions options = options_from(f);
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  const InterruptGuard guard;
+  std::string shown;
+  const auto progress = [&](const QuantizeProgress& p) {
+    if (g_interrupted) fail("quantize: interrupted; {} was not written", f.out);
+    if (!tty) return;
+    std::string line;
+    if (p.stage == "calibrate") {
+      line = fmt::format("quantize: calibrating, window {}/{}", p.done, p.total);
+    } else if (p.stage == "factor") {
+      line = fmt::format("quantize: factoring the inputs' Gram matrices, {}/{}", p.done, p.total);
+    } else {
+      line = fmt::format("quantize: writing, {:.1f} / {:.1f} MiB", static_cast<double>(p.done) / (1 << 20),
+                         static_cast<double>(p.total) / (1 << 20));
+    }
+    if (line == shown) return;
+    shown = line;
+    fmt::print(stderr, "\r{}\x1b[K", line);
+    std::fflush(stderr);
+  };
+  QuantizeResult r;
+  try {
+    r = quantize_model(f.model_dir, f.out, options, progress);
+  } catch (...) {
+    if (tty && !shown.empty()) fmt::print(stderr, "\n");
+    throw;
+  }
+  if (tty && !shown.empty()) fmt::print(stderr, "\n");
+
+  fmt::print("wrote {}: {} ({}; logits matrix {})\n", r.out.string(), weight_type_name(r.type),
+             quant_method_name(r.method), weight_type_name(r.head_type));
+  fmt::print("  model.safetensors {} bytes ({}), {:.3f} bits per weight overall, {:.3f} over the matrices\n",
+             r.file_bytes, format_bytes(static_cast<double>(r.file_bytes)), r.bits_per_weight(),
+             r.matrix_bits_per_weight());
+  fmt::print("  weight relative error {:.5f}\n", r.weight_relative_error);
+  if (r.calib_tokens > 0) fmt::print("  calibrated on {} tokens of {}\n", r.calib_tokens, r.calib_file.string());
+  fmt::print("  {:.2f} s\n", r.seconds);
+}
+
+void setup(CLI::App& app) {
+  auto f = std::make_shared<QuantizeFlags>();
+  app.add_option("-m,--model", f->model_dir, "Float model directory (default: the embedded model in data/default-model)");
+  app.add_option("--type", f->type, "Weight type: int8 (Q8_0 blocks) or int4 (Q4_0 blocks)")->required();
+  app.add_option("--method", f->method,
+                 "rtn (round to nearest), imatrix (importance-weighted scale search on calibration "
+                 "activations) or gptq (imatrix scales + error compensation over the columns); default: gptq");
+  app.add_option("--calib", f->calib,
+                 "Calibration text for imatrix and gptq (default: the training part of data/tinyshakespeare.txt)");
+  app.add_option("--calib-windows", f->calib_windows, "Calibration windows, from the start of the text")
+      ->capture_default_str();
+  app.add_option("--calib-ctx", f->calib_ctx, "Tokens per calibration window (0 = min(512, the model's context))");
+  app.add_option("--head-type", f->head_type,
+                 "Type of the matrix computing the logits (tied embedding or lm_head): f32, bf16, int8 or int4 "
+                 "(default: int8 for both types; see docs/QUANTIZATION.md)");
+  app.add_option("-t,--threads", f->threads, "Threads (0 = one per physical core)");
+  app.add_option("--out", f->out, "Output model directory (must not exist, or be empty)")->required();
+  app.callback([f] { run(*f); });
+}
+
+const bool registered =
+    register_command({"", "quantize", "Write an int8 or int4 copy of a model directory", setup});
+
+}  // namespace
+}  // namespace nanoinfer::cli

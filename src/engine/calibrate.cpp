@@ -1,0 +1,120 @@
+#include "engine/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+#include "model/gptq.h"
+#include "nanoinfer/engine.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/thread_pool.h"
+
+namespace nanoinfer {
+namespace {
+
+// Pieces of a window pushed at once, as in perplexity: the logits held stay [128][vocab].
+constexpr size_t kPiece = 128;
+
+struct ChannelSums {
+  std::vector<double> sum_sq;  // [dim]
+  uint64_t rows = 0;
+};
+
+}  // namespace
+
+std::optional<std::pair<std::string, int>> input_tap(const TensorSpec& spec, bool tied_embeddings) {
+  switch (spec.slot) {
+    case TensorSlot::Q:
+    case TensorSlot::K:
+    case TensorSlot::V: return std::pair{std::string("attn_norm"), spec.layer};
+    case TensorSlot::O: return std::pair{std::string("attn_out"), spec.layer};
+    case TensorSlot::Gate:
+    case TensorSlot::Up: return std::pair{std::string("ffn_norm"), spec.layer};
+    case TensorSlot::Down: return std::pair{std::string("ffn_act"), spec.layer};
+    case TensorSlot::LmHead: return std::pair{std::string("final_norm"), -1};
+    case TensorSlot::Embed:
+      if (tied_embeddings) return std::pair{std::string("final_norm"), -1};
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+Calibration calibrate(const Model& model, std::span<const int32_t> tokens, size_t ctx, size_t windows, bool gram,
+                      int threads, const std::function<void(size_t, size_t)>& progress) {
+  if (ctx < 2) fail("calibration: the context must be at least 2 tokens, got {}", ctx);
+  if (ctx > model.max_context()) fail("calibration: a context of {} exceeds the model's {}", ctx, model.max_context());
+  const size_t available = tokens.size() / ctx + (tokens.size() % ctx >= 2 ? 1 : 0);
+  const size_t total = std::min(windows, available);
+  if (total == 0) fail("calibration: the text has {} token(s); it needs at least 2", tokens.size());
+
+  Calibration cal;
+  cal.ctx = ctx;
+  std::map<std::pair<std::string, int>, ChannelSums> sums;
+  bool finite = true;
+  // The tap runs between the model's own parallel ops, so a second pool never competes
+  // with the model's for the cores.
+  ThreadPool pool(gram ? threads : 1);
+  std::vector<float> scratch;
+  Sequence seq = model.new_sequence(ctx);
+  seq.set_tap([&](const TapEvent& e) {
+    if (e.name != "attn_norm" && e.name != "attn_out" && e.name != "ffn_norm" && e.name != "ffn_act" &&
+        e.name != "final_norm") {
+      return;
+    }
+    const std::pair<std::string, int> key{std::string(e.name), e.layer};
+    ChannelSums& s = sums[key];
+    if (s.sum_sq.empty()) s.sum_sq.assign(e.dim, 0.0);
+    if (gram) {
+      std::vector<float>& h = cal.gram[key];
+      if (h.empty()) h.assign(e.dim * e.dim, 0.0f);
+      accumulate_gram(e.data, e.n_tokens, e.dim, h.data(), scratch, pool);
+    }
+    for (size_t t = 0; t < e.n_tokens; ++t) {
+      const float* row = e.data + t * e.dim;
+      for (size_t c = 0; c < e.dim; ++c) {
+        s.sum_sq[c] += static_cast<double>(row[c]) * row[c];
+        finite = finite && std::isfinite(row[c]);
+      }
+    }
+    s.rows += e.n_tokens;
+  });
+
+  for (size_t w = 0; w < total; ++w) {
+    const std::span<const int32_t> window = tokens.subspan(w * ctx, std::min(ctx, tokens.size() - w * ctx));
+    seq.cache().clear();
+    // Every position's logits are asked for so that "final_norm" shows every position.
+    for (size_t p = 0; p < window.size(); p += kPiece) model.forward(window.subspan(p, std::min(kPiece, window.size() - p)), seq, true);
+    if (!finite) fail("calibration: the model produced a non-finite activation in window {}", w);
+    cal.tokens += window.size();
+    ++cal.windows;
+    if (progress) progress(w + 1, total);
+  }
+  for (auto& [key, s] : sums) {
+    std::vector<float>& mean = cal.mean_sq[key];
+    mean.resize(s.sum_sq.size());
+    for (size_t c = 0; c < mean.size(); ++c) mean[c] = static_cast<float>(s.sum_sq[c] / static_cast<double>(s.rows));
+  }
+  return cal;
+}
+
+std::string default_calibration_text(std::filesystem::path* source) {
+  const std::filesystem::path path = default_model_dir().parent_path() / "tinyshakespeare.txt";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: not found; the default calibration text is its training part (pass --calib FILE)", path.string());
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // 90% of the characters (code points, as Python counts them), then forward to a line start.
+  size_t chars = 0;
+  for (unsigned char c : text) chars += (c & 0xc0) != 0x80;
+  const size_t target = chars * 9 / 10;
+  size_t cut = 0;
+  for (size_t seen = 0; cut < text.size(); ++cut) {
+    if ((static_cast<unsigned char>(text[cut]) & 0xc0) != 0x80 && seen++ == target) break;
+  }
+  const size_t newline = text.find('\n', cut);
+  text.resize(newline == std::string::npos ? text.size() : newline + 1);
+  if (source != nullptr) *source = path;
+  return text;
+}
+
+}  // namespace nanoinfer

@@ -1,0 +1,286 @@
+// quantize_model: a float model directory in, a quantized one out (nanoinfer/quantize.h).
+//
+//   check the input (float, finite) and the target (absent or an empty directory)
+//   -> make a temporary directory beside the target
+//   -> imatrix: load the model in f32 and calibrate (engine/calibrate.h)
+//   -> write model.safetensors (model/quantize.h), config.json with quantization_config, copy
+//      the tokenizer and generation files
+//   -> rename the temporary directory to the target.
+// Any error (or an exception thrown by the progress callback) removes the temporary directory.
+#include "nanoinfer/quantize.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "engine/calibrate.h"
+#include "io/safetensors.h"
+#include "model/gptq.h"
+#include "model/manifest.h"
+#include "model/quant_scheme.h"
+#include "model/quantize.h"
+#include "nanoinfer/engine.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/thread_pool.h"
+#include "nanoinfer/tokenizer.h"
+
+namespace nanoinfer {
+
+std::string_view quant_method_name(QuantMethod method) {
+  switch (method) {
+    case QuantMethod::Rtn: return "rtn";
+    case QuantMethod::Imatrix: return "imatrix";
+    case QuantMethod::Gptq: return "gptq";
+  }
+  return "?";
+}
+
+std::optional<QuantMethod> quant_method_from_name(std::string_view name) {
+  for (QuantMethod m : {QuantMethod::Rtn, QuantMethod::Imatrix, QuantMethod::Gptq})
+    if (quant_method_name(m) == name) return m;
+  return std::nullopt;
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kDefaultCalibCtx = 512;
+
+// The temporary directory the output is built in; removed unless committed.
+class StagingDir {
+ public:
+  explicit StagingDir(const fs::path& target) : target_(target) {
+    std::error_code ec;
+    if (fs::exists(target_, ec) && !(fs::is_directory(target_, ec) && fs::is_empty(target_, ec))) {
+      fail("{}: already exists; quantize writes a new model directory (remove it or choose another --out)",
+           target_.string());
+    }
+    const fs::path parent = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
+    if (!fs::is_directory(parent, ec)) fail("{}: the directory {} does not exist", target_.string(), parent.string());
+    std::string tmpl = (parent / ("." + target_.filename().string() + ".tmp.XXXXXX")).string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      fail("{}: cannot create a directory in {}: {}", target_.string(), parent.string(), std::strerror(errno));
+    }
+    path_ = tmpl;
+  }
+  StagingDir(const StagingDir&) = delete;
+  StagingDir& operator=(const StagingDir&) = delete;
+  ~StagingDir() {
+    if (committed_) return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+
+  const fs::path& path() const { return path_; }
+
+  // mkdtemp makes the directory 0700; a model directory is as readable as any other.
+  void commit() {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    if (::chmod(path_.c_str(), 0777 & ~mask) != 0 || ::rename(path_.c_str(), target_.c_str()) != 0) {
+      fail("{}: cannot move {} into place: {}", target_.string(), path_.string(), std::strerror(errno));
+    }
+    committed_ = true;
+  }
+
+ private:
+  fs::path target_;
+  fs::path path_;
+  bool committed_ = false;
+};
+
+nlohmann::ordered_json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) fail("{}: cannot open", path.string());
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(in, nullptr, false);
+  if (!j.is_object()) fail("{}: not a JSON object", path.string());
+  return j;
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.flush();
+  if (!out) fail("{}: write failed", path.string());
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read calibration text '{}'", path.string());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void refuse_quantized(const nlohmann::ordered_json& config, const fs::path& config_path, const SafetensorsFile& in) {
+  if (config.contains("quantization_config")) {
+    fail("{}: the model is already quantized (config.json has a quantization_config); quantize its float original",
+         config_path.string());
+  }
+  if (!declared_block_types(in.layout(), in.path().string()).empty()) {
+    fail("{}: the model is already quantized (it declares block tensors); quantize its float original",
+         in.path().string());
+  }
+  for (const TensorInfo& t : in.tensors()) {
+    if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16) {
+      fail("{}: tensor '{}' is {}; quantize reads a float model (F32, BF16 or F16)", in.path().string(), t.name,
+           dtype_name(t.dtype));
+    }
+  }
+}
+
+struct CalibrationRun {
+  Calibration cal;
+  fs::path file;
+};
+
+CalibrationRun run_calibration(const fs::path& model_dir, const ModelConfig& cfg, const QuantizeOptions& o,
+                               const QuantizeProgressFn& progress) {
+  CalibrationRun run;
+  std::string text;
+  if (o.calibration.empty()) {
+    text = default_calibration_text(&run.file);
+  } else {
+    run.file = o.calibration;
+    text = read_text(o.calibration);
+  }
+  const Tokenizer tokenizer = Tokenizer::load(model_dir);
+  const std::vector<int32_t> tokens = tokenizer.encode(text);
+  ModelOptions mo;
+  mo.weights = WeightType::F32;
+  mo.threads = o.threads;
+  const size_t limit = static_cast<size_t>(cfg.max_position_embeddings);
+  const size_t ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(kDefaultCalibCtx, limit);
+  if (ctx > limit) fail("--calib-ctx {} exceeds the model's limit of {} positions", ctx, limit);
+  mo.max_context = ctx;
+  const Model model = Model::load(cfg, model_dir / "model.safetensors", mo);
+  const bool gram = o.method.value_or(QuantMethod::Gptq) == QuantMethod::Gptq;
+  run.cal = calibrate(model, tokens, ctx, o.calib_windows, gram, o.threads, [&](size_t done, size_t total) {
+    if (progress) progress({"calibrate", done, total});
+  });
+  return run;
+}
+
+}  // namespace
+
+QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_dir, const QuantizeOptions& o,
+                              const QuantizeProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!weight_type_info(o.type).quantized) {
+    fail("quantize: the type must be int8 or int4, got {}", weight_type_name(o.type));
+  }
+  if (o.calib_windows == 0) fail("quantize: at least one calibration window is needed");
+  QuantizeResult result;
+  result.out = out_dir;
+  result.type = o.type;
+  result.method = o.method.value_or(QuantMethod::Gptq);
+
+  const ModelFiles files = locate_model(resolve_model_path(model_path));
+  nlohmann::ordered_json config_json = read_json(files.config);
+  const ModelConfig cfg = ModelConfig::load(files.config);
+  const SafetensorsFile in = SafetensorsFile::open(files.weights);
+  refuse_quantized(config_json, files.config, in);
+  const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
+  if (const auto problems = manifest_problems(manifest, in.tensors()); !problems.empty()) {
+    fail("{}: {}", files.weights.string(), problems.front());
+  }
+  if (result.method != QuantMethod::Rtn && !fs::exists(files.dir / "tokenizer.json")) {
+    fail("{}: not found; calibration ({}) tokenizes text (use --method rtn for a model without a tokenizer)",
+         (files.dir / "tokenizer.json").string(), quant_method_name(result.method));
+  }
+  StagingDir staging(out_dir);
+
+  CalibrationRun calib;
+  if (result.method != QuantMethod::Rtn) {
+    {
+      ThreadPool pool(o.threads);
+      check_finite_weights(in, cfg, pool);  // before spending time on calibration
+    }
+    calib = run_calibration(files.dir, cfg, o, progress);
+    result.calib_tokens = calib.cal.tokens;
+    result.calib_file = calib.file;
+  }
+
+  // GPTQ's factors, one per distinct input (q, k and v share theirs, as do gate and up).
+  std::map<std::pair<std::string, int>, std::shared_ptr<const std::vector<float>>> factors;
+  if (result.method == QuantMethod::Gptq) {
+    ThreadPool pool(o.threads);
+    size_t done = 0;
+    for (auto& [key, gram] : calib.cal.gram) {
+      if (progress) progress({"factor", done, calib.cal.gram.size()});
+      const size_t dim = calib.cal.mean_sq.at(key).size();
+      factors[key] = std::make_shared<const std::vector<float>>(gptq_factor(gram.data(), dim, pool));
+      std::vector<float>().swap(gram);  // the Gram matrix is no longer needed
+      ++done;
+    }
+  }
+
+  // The plan: every matrix's type by the scheme, the importances of its input.
+  std::map<std::string, MatrixQuantization> plan;
+  for (const TensorSpec& spec : manifest) {
+    if (!spec.is_matrix()) continue;
+    MatrixQuantization& m = plan[spec.name];
+    m.type = scheme_type(spec, o.type, cfg.tie_word_embeddings, o.head_type);
+    if (is_logits_matrix(spec, cfg.tie_word_embeddings)) result.head_type = m.type;
+    if (!weight_type_info(m.type).quantized) continue;
+    // A matrix without calibration inputs (an untied embedding) gets the uniform search.
+    m.search = result.method != QuantMethod::Rtn;
+    if (const auto tap = input_tap(spec, cfg.tie_word_embeddings); tap && m.search) {
+      const auto it = calib.cal.mean_sq.find(*tap);
+      if (it == calib.cal.mean_sq.end()) fail("calibration recorded no inputs for '{}'", spec.name);
+      m.importance = it->second;
+      if (const auto f = factors.find(*tap); f != factors.end()) m.gptq_factor = f->second;
+    }
+  }
+
+  nlohmann::ordered_json qc = {{"quant_method", "nanoinfer"},
+                               {"weight_type", std::string(weight_type_name(o.type))},
+                               {"block_format", std::string(weight_type_info(o.type).gguf_name)},
+                               {"block_size", weight_type_info(o.type).block_elems},
+                               {"method", std::string(quant_method_name(result.method))},
+                               {"head_type", std::string(weight_type_name(result.head_type))}};
+  if (result.method != QuantMethod::Rtn) {
+    qc["calibration"] = {{"file", calib.file.filename().string()},
+                         {"tokens", calib.cal.tokens},
+                         {"windows", calib.cal.windows},
+                         {"ctx", calib.cal.ctx}};
+  }
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"nanoinfer.quantization", qc.dump()}};
+
+  QuantizedFileStats written;
+  {
+    ThreadPool pool(o.threads);
+    written = write_quantized_weights(in, cfg, plan, metadata, staging.path() / "model.safetensors", pool,
+                                      [&](uint64_t done, uint64_t total) {
+                                        if (progress) progress({"write", done, total});
+                                      });
+  }
+  result.matrix_params = written.matrix_params;
+  result.matrix_bytes = written.matrix_bytes;
+  result.params = written.params;
+  result.tensor_bytes = written.tensor_bytes;
+  result.weight_relative_error = written.weight_sq > 0 ? std::sqrt(written.error_sq / written.weight_sq) : 0.0;
+  result.file_bytes = fs::file_size(staging.path() / "model.safetensors");
+
+  qc["bits_per_weight"] = result.bits_per_weight();
+  config_json["quantization_config"] = qc;
+  write_text(staging.path() / "config.json", config_json.dump(2) + "\n");
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    if (!fs::exists(files.dir / name)) continue;
+    std::error_code ec;
+    fs::copy_file(files.dir / name, staging.path() / name, ec);
+    if (ec) fail("{}: cannot copy into {}: {}", (files.dir / name).string(), staging.path().string(), ec.message());
+  }
+  staging.commit();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace nanoinfer

@@ -1,0 +1,81 @@
+// The quantizer's model-layer half: the importance-weighted block search, and writing a
+// quantized model.safetensors from a float one. (Calibration and the model directory are the
+// engine's: src/engine/quantize_model.cpp.)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "nanoinfer/config.h"
+#include "nanoinfer/thread_pool.h"
+#include "nanoinfer/weight_type.h"
+
+namespace nanoinfer {
+
+// The integer range of a block type's values: Q4_0 [-8, 7], Q8_0 [-127, 127]. Throws for a
+// type without blocks.
+struct QuantRange {
+  int lo, hi;
+};
+QuantRange range_of(WeightType type);
+
+// One block as chosen by a quantizer: the scale as stored (f16 bits) and the integers.
+struct BlockCode {
+  uint16_t d = 0;
+  int8_t q[32] = {};
+  double loss = 0;  // the weighted squared error it was chosen for
+};
+void pack_block(WeightType type, const BlockCode& code, std::byte* block);
+
+// The scale quantize_row_search picks for one block of 32 weights (importance: [32] or
+// nullptr for uniform), as f16 bits.
+uint16_t search_block_scale(WeightType type, const float* w, const float* importance);
+
+// Quantizes one row of `cols` weights into blocks of `type` (Q8_0 or Q4_0), choosing every
+// block's scale to minimize sum_i importance[i] * (w[i] - value[i])^2, where value[i] is what
+// dequantize_row gives back (the f16-rounded scale times the integer). importance: [cols],
+// >= 0, or nullptr for uniform weights. A block whose importances are all zero is treated as
+// uniform. Never worse than round-to-nearest under the same weighting (RTN is a candidate).
+void quantize_row_search(WeightType type, const float* w, const float* importance, std::byte* row, size_t cols);
+
+// sum_i importance[i] * (w[i] - dequantize(row)[i])^2 (importance nullptr: uniform).
+double weighted_row_error(WeightType type, const float* w, const float* importance, const std::byte* row,
+                          size_t cols);
+
+// How one matrix of the input is written.
+struct MatrixQuantization {
+  WeightType type = WeightType::F32;  // a block type; a float type copies or converts the matrix
+  bool search = false;                // quantize_row_search rather than round-to-nearest
+  std::vector<float> importance;      // [cols] for the search and GPTQ's scales; empty: uniform
+  // GPTQ (model/gptq.h) with this factor [cols][cols] of the inputs' Gram matrix (shared by the
+  // matrices that read the same input); takes precedence over `search`.
+  std::shared_ptr<const std::vector<float>> gptq_factor;
+};
+
+struct QuantizedFileStats {
+  uint64_t matrix_params = 0, matrix_bytes = 0;  // all matrices written
+  uint64_t params = 0, tensor_bytes = 0;         // everything written
+  double error_sq = 0, weight_sq = 0;            // sums over the quantized matrices
+};
+
+// Throws a one-line Error naming the first tensor of the manifest holding a NaN or infinity.
+void check_finite_weights(const SafetensorsFile& in, const ModelConfig& cfg, ThreadPool& pool);
+
+// Writes out_file (temp + rename): the manifest's tensors of `in` in manifest order (a tied
+// model's stored lm_head copy is dropped), matrices per `plan` (missing from it: copied as
+// stored), norms and biases as F32; `metadata` plus the declaration of the block tensors in
+// `__metadata__`. Non-finite weights are an Error.
+QuantizedFileStats write_quantized_weights(const SafetensorsFile& in, const ModelConfig& cfg,
+                                           const std::map<std::string, MatrixQuantization>& plan,
+                                           const std::map<std::string, std::string>& metadata,
+                                           const std::filesystem::path& out_file, ThreadPool& pool,
+                                           const std::function<void(uint64_t done, uint64_t total)>& progress);
+
+}  // namespace nanoinfer

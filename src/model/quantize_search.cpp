@@ -1,0 +1,206 @@
+// The importance-weighted block search (model/quantize.h).
+//
+// A block of 32 weights w with importances a is stored as one f16 scale d and integers q in
+// [lo, hi] (Q4_0: [-8, 7], Q8_0: [-127, 127]); the loss is E(d, q) = sum_i a_i (w_i - d q_i)^2.
+// For a fixed d each q_i is best chosen on its own: round(w_i / d), clamped. For fixed q the
+// best d is the weighted least-squares fit sum a w q / sum a q^2. The loss is not convex in d
+// (the rounding pattern jumps), so the search walks a grid of candidate scales around the
+// round-to-nearest one — mapping the block's largest-magnitude weight m to t in a range of
+// integers around lo and around hi, including values that clip m — and for each candidate
+// rounds, refits d, rounds the refit d to f16 (the stored value), rounds again and scores.
+// The best candidate is then refined by alternating fit and rounding until the loss stops
+// falling. Every loss is evaluated with the scale exactly as stored, so what is minimized is
+// what the kernels will compute with. Round-to-nearest itself (kernels::quantize_row) is
+// scored too and kept when nothing beats it.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
+#include "model/quantize.h"
+#include "nanoinfer/dtype.h"
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+namespace {
+
+using kernels::kQuantBlock;
+
+using Range = QuantRange;
+using Choice = BlockCode;
+
+// Rounds w / d for the stored scale d16 and scores the result.
+void round_and_score(const float* w, const float* a, uint16_t d16, Range r, Choice& out) {
+  const float d = f16_to_f32(d16);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  double loss = 0;
+  for (size_t i = 0; i < kQuantBlock; ++i) {
+    long v = std::lround(w[i] * id);
+    v = v < r.lo ? r.lo : (v > r.hi ? r.hi : v);
+    out.q[i] = static_cast<int8_t>(v);
+    const double e = static_cast<double>(w[i]) - static_cast<double>(d * static_cast<float>(v));
+    loss += static_cast<double>(a[i]) * e * e;
+  }
+  out.d = d16;
+  out.loss = loss;
+}
+
+// The weighted least-squares scale for fixed integers, or nullopt-like false when q is all 0.
+bool refit(const float* w, const float* a, const int8_t* q, float& d) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < kQuantBlock; ++i) {
+    num += static_cast<double>(a[i]) * w[i] * q[i];
+    den += static_cast<double>(a[i]) * q[i] * q[i];
+  }
+  if (den <= 0) return false;
+  d = static_cast<float>(num / den);
+  return std::isfinite(d);
+}
+
+// Unpacks a stored block into a Choice (to score round-to-nearest's own result).
+void unpack(WeightType type, const std::byte* block, Choice& out) {
+  if (type == WeightType::Q8_0) {
+    const auto* b = reinterpret_cast<const kernels::BlockQ8_0*>(block);
+    out.d = b->d;
+    std::memcpy(out.q, b->q, kQuantBlock);
+    return;
+  }
+  const auto* b = reinterpret_cast<const kernels::BlockQ4_0*>(block);
+  out.d = b->d;
+  for (size_t j = 0; j < kQuantBlock / 2; ++j) {
+    out.q[j] = static_cast<int8_t>((b->q[j] & 0x0f) - 8);
+    out.q[j + kQuantBlock / 2] = static_cast<int8_t>((b->q[j] >> 4) - 8);
+  }
+}
+
+double score(const float* w, const float* a, const Choice& c) {
+  const float d = f16_to_f32(c.d);
+  double loss = 0;
+  for (size_t i = 0; i < kQuantBlock; ++i) {
+    const double e = static_cast<double>(w[i]) - static_cast<double>(d * static_cast<float>(c.q[i]));
+    loss += static_cast<double>(a[i]) * e * e;
+  }
+  return loss;
+}
+
+// Candidate targets t for the largest-magnitude weight m (d = m / t): around lo and around
+// hi, in steps of 0.1, from half a step beyond the end of the range to `clip` inside it.
+constexpr int kSteps = 28;  // per side: t = end + 0.5 - 0.1 k (towards zero), k < kSteps
+
+// The search, starting from `best` (scored by the caller).
+void search_from(WeightType type, const float* w, const float* a, Choice& best) {
+  const Range r = range_of(type);
+
+  float m = 0.0f;
+  for (size_t i = 0; i < kQuantBlock; ++i)
+    if (std::fabs(w[i]) > std::fabs(m)) m = w[i];
+  if (m == 0.0f) return;
+
+  Choice c;
+  const auto consider = [&](float d) {
+    const uint16_t d16 = f32_to_f16(d);
+    if (!std::isfinite(f16_to_f32(d16))) return;
+    round_and_score(w, a, d16, r, c);
+    if (c.loss < best.loss) best = c;
+    float fit;
+    if (!refit(w, a, c.q, fit)) return;
+    const uint16_t f16 = f32_to_f16(fit);
+    if (!std::isfinite(f16_to_f32(f16)) || f16 == d16) return;
+    round_and_score(w, a, f16, r, c);
+    if (c.loss < best.loss) best = c;
+  };
+  for (int side = 0; side < 2; ++side) {
+    const float end = side == 0 ? static_cast<float>(r.lo) : static_cast<float>(r.hi);
+    const float toward_zero = side == 0 ? 1.0f : -1.0f;
+    // Q8_0's 255 levels make a 0.1 step in t tiny; scale the grid with the range.
+    const float step = 0.1f * (std::fabs(end) / 8.0f);
+    for (int k = 0; k < kSteps; ++k) consider(m / (end + toward_zero * (static_cast<float>(k) - 5.0f) * step));
+  }
+  // Alternate fitting and rounding from the best until the loss stops falling.
+  for (int iter = 0; iter < 4; ++iter) {
+    float fit;
+    if (!refit(w, a, best.q, fit)) break;
+    const uint16_t f16 = f32_to_f16(fit);
+    if (!std::isfinite(f16_to_f32(f16)) || f16 == best.d) break;
+    round_and_score(w, a, f16, r, c);
+    if (!(c.loss < best.loss)) break;
+    best = c;
+  }
+}
+
+void search_block(WeightType type, const float* w, const float* a, std::byte* block) {
+  Choice best;
+  unpack(type, block, best);  // round-to-nearest, already written by the caller
+  best.loss = score(w, a, best);
+  search_from(type, w, a, best);
+  pack_block(type, best, block);
+}
+
+}  // namespace
+
+QuantRange range_of(WeightType type) {
+  if (type == WeightType::Q4_0) return {-8, 7};
+  if (type == WeightType::Q8_0) return {-127, 127};
+  fail("quantize: {} is not a block type", weight_type_name(type));
+}
+
+void pack_block(WeightType type, const BlockCode& c, std::byte* block) {
+  if (type == WeightType::Q8_0) {
+    auto* b = reinterpret_cast<kernels::BlockQ8_0*>(block);
+    b->d = c.d;
+    std::memcpy(b->q, c.q, kQuantBlock);
+    return;
+  }
+  auto* b = reinterpret_cast<kernels::BlockQ4_0*>(block);
+  b->d = c.d;
+  for (size_t j = 0; j < kQuantBlock / 2; ++j) {
+    b->q[j] = static_cast<uint8_t>((c.q[j] + 8) | ((c.q[j + kQuantBlock / 2] + 8) << 4));
+  }
+}
+
+uint16_t search_block_scale(WeightType type, const float* w, const float* importance) {
+  const float* a = importance;
+  float uniform[kQuantBlock];
+  float sum = 0.0f;
+  for (size_t i = 0; i < kQuantBlock; ++i) sum += a != nullptr ? a[i] : 0.0f;
+  if (!(sum > 0.0f)) {
+    for (float& u : uniform) u = 1.0f;
+    a = uniform;
+  }
+  std::byte rtn[sizeof(kernels::BlockQ8_0)];
+  kernels::quantize_row(type, w, rtn, kQuantBlock);
+  Choice best;
+  unpack(type, rtn, best);
+  best.loss = score(w, a, best);
+  search_from(type, w, a, best);
+  return best.d;
+}
+
+void quantize_row_search(WeightType type, const float* w, const float* importance, std::byte* row, size_t cols) {
+  const size_t block_bytes = weight_type_info(type).block_bytes;
+  (void)range_of(type);
+  kernels::quantize_row(type, w, row, cols);  // the round-to-nearest starting point
+  float uniform[kQuantBlock];
+  for (float& u : uniform) u = 1.0f;
+  for (size_t b = 0; b < cols / kQuantBlock; ++b) {
+    const float* a = importance != nullptr ? importance + b * kQuantBlock : uniform;
+    float sum = 0.0f;
+    for (size_t i = 0; i < kQuantBlock; ++i) sum += a[i];
+    search_block(type, w + b * kQuantBlock, sum > 0.0f ? a : uniform, row + b * block_bytes);
+  }
+}
+
+double weighted_row_error(WeightType type, const float* w, const float* importance, const std::byte* row,
+                          size_t cols) {
+  std::vector<float> back(cols);
+  kernels::dequantize_row(type, row, back.data(), cols);
+  double sum = 0;
+  for (size_t i = 0; i < cols; ++i) {
+    const double e = static_cast<double>(w[i]) - back[i];
+    sum += (importance != nullptr ? importance[i] : 1.0) * e * e;
+  }
+  return sum;
+}
+
+}  // namespace nanoinfer

@@ -1,0 +1,294 @@
+// `nanoinfer quantize`, quantized directories in `inspect`, `generate`, `perplexity --kl-base`
+// and `bench quant`, end to end on the tiny test model with its tokenizer; the refusals; an
+// interrupted run leaving nothing; the loader's checks of a quantized file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/safetensors.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/model.h"
+#include "nanoinfer/quantize.h"
+#include "support/files.h"
+#include "support/generation_model.h"
+#include "support/run_cli.h"
+
+namespace nanoinfer {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_cli;
+using Json = nlohmann::ordered_json;
+
+// Plain text for calibration and scoring (the tiny tokenizer covers every byte).
+std::string some_text() {
+  std::string s;
+  for (int i = 0; i < 60; ++i) s += "the king said to the queen, and the queen said nothing at all. ";
+  return s;
+}
+
+void expect_one_line_error(const test::CliResult& r, std::string_view needle) {
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("nanoinfer: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+// Entries of `dir` (names), sorted: to see that nothing was left behind.
+std::vector<std::string> entries(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A safetensors file's bytes with its header JSON replaced by edit(header) (data unchanged).
+std::vector<std::byte> edit_header(const std::vector<std::byte>& bytes, const std::function<void(Json&)>& edit) {
+  const SafetensorsLayout layout = parse_safetensors(bytes, "file");
+  Json header = Json::parse(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, layout.header_len));
+  edit(header);
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::vector<std::byte> out = test::raw_safetensors(text, 0);
+  out.insert(out.end(), bytes.begin() + static_cast<std::ptrdiff_t>(layout.data_offset), bytes.end());
+  return out;
+}
+
+class QuantizeCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::write_tiny_model_dir(dir_ / "m");
+    test::write_text(dir_ / "text.txt", some_text());
+  }
+  std::string path(std::string_view name) const { return (dir_ / name).string(); }
+
+  test::TempDir dir_;
+};
+
+TEST_F(QuantizeCli, WritesADirectoryThatEveryCommandRuns) {
+  const auto q = run_cli({"quantize", "-m", path("m"), "--type", "int4", "--calib", path("text.txt"), "--calib-windows",
+                          "3", "--calib-ctx", "64", "-t", "2", "--out", path("q")});
+  ASSERT_EQ(q.status, 0) << q.err;
+  EXPECT_EQ(q.err, "");  // no progress when stderr is not a terminal
+  EXPECT_NE(q.out.find("wrote " + path("q") + ": int4 (gptq; logits matrix int8)"), std::string::npos) << q.out;
+  EXPECT_NE(q.out.find("bits per weight overall"), std::string::npos) << q.out;
+  EXPECT_NE(q.out.find("calibrated on 192 tokens"), std::string::npos) << q.out;  // 3 windows of 64
+  EXPECT_EQ(entries(dir_.path()), (std::vector<std::string>{"m", "q", "text.txt"}));  // no temporary left
+  EXPECT_EQ(entries(dir_ / "q"), (std::vector<std::string>{"config.json", "generation_config.json",
+                                                            "model.safetensors", "tokenizer.json"}));
+  EXPECT_EQ(test::read_text(dir_ / "q/tokenizer.json"), test::read_text(dir_ / "m/tokenizer.json"));
+
+  const Json config = Json::parse(test::read_text(dir_ / "q/config.json"));
+  const Json& qc = config.at("quantization_config");
+  EXPECT_EQ(qc.at("weight_type"), "int4");
+  EXPECT_EQ(qc.at("method"), "gptq");
+  EXPECT_EQ(qc.at("head_type"), "int8");
+  EXPECT_EQ(qc.at("calibration").at("tokens"), 192);
+
+  // tiny-untied: 3 layers x 7 matrices in Q4_0, the embedding Q4_0 (untied: only looked up),
+  // lm_head Q8_0; norms and biases F32.
+  const SafetensorsFile f = SafetensorsFile::open(dir_ / "q/model.safetensors");
+  const Json types = Json::parse(f.layout().metadata.at("nanoinfer.weight_types"));
+  EXPECT_EQ(types.size(), 23u);
+  for (const auto& [name, type] : types.items()) EXPECT_EQ(type, name == "lm_head.weight" ? "Q8_0" : "Q4_0") << name;
+  for (const TensorInfo& t : f.tensors()) EXPECT_TRUE(t.dtype == DType::U8 || t.dtype == DType::F32) << t.name;
+  EXPECT_EQ(f.find("model.layers.0.mlp.up_proj.weight")->shape, (std::vector<uint64_t>{256, 72}));  // 128 cols: 4 blocks of 18 bytes
+
+  const auto inspect = run_cli({"inspect", path("q")});
+  ASSERT_EQ(inspect.status, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("Q4_0 4.500"), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find("Q8_0 8.500 (38,400 weights)"), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find("model.layers.0.mlp.up_proj.weight"), std::string::npos);
+  EXPECT_NE(inspect.out.find("Q4_0   [256, 128]"), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find("quantization: {\"quant_method\":\"nanoinfer\""), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find("verdict: OK"), std::string::npos);
+
+  const auto gen = run_cli({"generate", "-m", path("q"), "-p", "the king", "-n", "8", "--temp", "0", "-t", "1"});
+  EXPECT_EQ(gen.status, 0) << gen.err;
+
+  const auto ppl = run_cli({"perplexity", "-m", path("q"), "-f", path("text.txt"), "--kl-base", path("m"), "-c", "64",
+                            "--json", "-t", "2"});
+  ASSERT_EQ(ppl.status, 0) << ppl.err;
+  const Json j = Json::parse(ppl.out);
+  for (const char* field : {"ppl", "ppl_base", "delta_ppl_pct", "kld_mean", "kld_p99", "kld_max", "top1_agreement",
+                            "tokens", "kld_stderr", "top1_stderr", "delta_ppl_pct_stderr"}) {
+    EXPECT_TRUE(j.contains(field)) << field;
+  }
+  EXPECT_GT(j.at("kld_mean").get<double>(), 0.0);
+  EXPECT_LE(j.at("kld_mean").get<double>(), j.at("kld_max").get<double>());
+  EXPECT_LE(j.at("kld_p99").get<double>(), j.at("kld_max").get<double>());
+  EXPECT_GE(j.at("top1_agreement").get<double>(), 0.0);
+  EXPECT_LE(j.at("top1_agreement").get<double>(), 1.0);
+  const double ratio = j.at("ppl").get<double>() / j.at("ppl_base").get<double>();
+  EXPECT_NEAR(j.at("delta_ppl_pct").get<double>(), 100.0 * (ratio - 1.0), 1e-9 * 100);
+  // The base's perplexity is the plain `perplexity` of the base.
+  const auto base = run_cli({"perplexity", "-m", path("m"), "-f", path("text.txt"), "-c", "64", "--json", "-t", "2"});
+  ASSERT_EQ(base.status, 0) << base.err;
+  EXPECT_EQ(Json::parse(base.out).at("perplexity").get<double>(), j.at("ppl_base").get<double>());
+  EXPECT_EQ(Json::parse(base.out).at("tokens"), j.at("tokens"));
+
+  // The human-readable form names every quantity once.
+  const auto text = run_cli({"perplexity", "-m", path("q"), "-f", path("text.txt"), "--kl-base", path("m"), "-c", "64"});
+  ASSERT_EQ(text.status, 0) << text.err;
+  for (const char* word : {"base ", "delta   PPL", "KLD     mean", "p99", "top-1"}) {
+    EXPECT_NE(text.out.find(word), std::string::npos) << word << "\n" << text.out;
+  }
+}
+
+TEST_F(QuantizeCli, Refusals) {
+  const auto q = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "rtn", "--out", path("q")});
+  ASSERT_EQ(q.status, 0) << q.err;
+  expect_one_line_error(run_cli({"quantize", "-m", path("q"), "--type", "int4", "--out", path("x")}), "already quantized");
+  expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "rtn", "--out", path("q")}),
+                        "already exists");
+  expect_one_line_error(
+      run_cli({"quantize", "-m", path("m"), "--type", "int4", "--out", path("no-such-dir/x")}), "does not exist");
+  expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int3", "--out", path("x")}),
+                        "--type must be int8 or int4");
+  expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "awq", "--out", path("x")}),
+                        "--method must be rtn, imatrix or gptq");
+  expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--calib", path("none.txt"), "--out",
+                                 path("x")}),
+                        "cannot read calibration text");
+
+  // A NaN among the weights, found before any calibration, naming the tensor.
+  std::vector<std::byte> bytes = test::read_bytes(dir_ / "m/model.safetensors");
+  const SafetensorsLayout layout = parse_safetensors(bytes, "m");
+  for (const TensorInfo& t : layout.tensors) {
+    if (t.name != "model.layers.1.mlp.down_proj.weight") continue;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(bytes.data() + layout.data_offset + t.begin + 4 * 17, &nan, 4);
+  }
+  test::write_bytes(dir_ / "m/model.safetensors", bytes);
+  for (const char* method : {"rtn", "gptq"}) {
+    expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", method, "--calib",
+                                   path("text.txt"), "--out", path("x")}),
+                          "tensor 'model.layers.1.mlp.down_proj.weight' holds nan at element 17");
+  }
+  EXPECT_EQ(entries(dir_.path()), (std::vector<std::string>{"m", "q", "text.txt"}));
+}
+
+// An exception from the progress callback (what the CLI throws on SIGINT) at any stage leaves
+// no output and no temporary directory.
+TEST_F(QuantizeCli, InterruptedRunLeavesNothing) {
+  for (const char* stage : {"calibrate", "factor", "write"}) {
+    QuantizeOptions o;
+    o.calibration = dir_ / "text.txt";
+    o.calib_ctx = 64;
+    o.threads = 1;
+    const auto progress = [&](const QuantizeProgress& p) {
+      if (p.stage == stage) throw Error("interrupted");
+    };
+    EXPECT_THROW(quantize_model(path("m"), dir_ / "q", o, progress), Error) << stage;
+    EXPECT_EQ(entries(dir_.path()), (std::vector<std::string>{"m", "text.txt"})) << stage;
+  }
+}
+
+// GPTQ's result does not depend on the thread count: calibration, Gram matrices, factors and
+// the sweep are each computed the same way on any split.
+TEST_F(QuantizeCli, GptqBytesIdenticalAtOneAndThreeThreads) {
+  QuantizeOptions o;
+  o.calibration = dir_ / "text.txt";
+  o.calib_ctx = 64;
+  o.threads = 1;
+  quantize_model(path("m"), dir_ / "q1", o);
+  o.threads = 3;
+  quantize_model(path("m"), dir_ / "q3", o);
+  EXPECT_EQ(test::read_bytes(dir_ / "q1/model.safetensors"), test::read_bytes(dir_ / "q3/model.safetensors"));
+}
+
+// The loader holds a quantized file to its declarations.
+TEST_F(QuantizeCli, LoaderChecksTheDeclarations) {
+  QuantizeOptions o;
+  o.method = QuantMethod::Rtn;
+  quantize_model(path("m"), dir_ / "q", o);
+  const std::vector<std::byte> good = test::read_bytes(dir_ / "q/model.safetensors");
+  const auto load_error = [&](const std::function<void(Json&)>& edit) -> std::string {
+    test::write_bytes(dir_ / "q/model.safetensors", edit_header(good, edit));
+    try {
+      Model::load(dir_ / "q", {.threads = 1});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(loaded)";
+  };
+  const auto types = [](Json& h) -> Json { return Json::parse(h["__metadata__"]["nanoinfer.weight_types"].get<std::string>()); };
+  const auto set_types = [](Json& h, const Json& t) { h["__metadata__"]["nanoinfer.weight_types"] = t.dump(); };
+
+  EXPECT_NE(load_error([](Json& h) { h["__metadata__"].erase("nanoinfer.weight_types"); })
+                .find("tensor 'model.embed_tokens.weight': expected shape [300, 128], found [300, 72] of U8 (U8 blocks "
+                      "need a type in __metadata__ \"nanoinfer.weight_types\")"),
+            std::string::npos);
+  EXPECT_NE(load_error([](Json& h) { h["__metadata__"]["nanoinfer.weight_types"] = "[1, 2]"; }).find("is not a JSON object"),
+            std::string::npos);
+  EXPECT_NE(load_error([&](Json& h) {
+              Json t = types(h);
+              t["lm_head.weight"] = "Q5_K";
+              set_types(h, t);
+            }).find("tensor 'lm_head.weight' has type \"Q5_K\", expected a block type"),
+            std::string::npos);
+  // Declared int8 but holding int4-sized rows.
+  EXPECT_NE(load_error([&](Json& h) {
+              Json t = types(h);
+              t["model.layers.0.mlp.up_proj.weight"] = "Q8_0";
+              set_types(h, t);
+            }).find("tensor 'model.layers.0.mlp.up_proj.weight': expected shape [256, 136] (bytes of Q8_0 blocks), found [256, 72]"),
+            std::string::npos);
+  EXPECT_NE(load_error([&](Json& h) {
+              Json t = types(h);
+              t["model.norm.weight"] = "Q8_0";
+              set_types(h, t);
+            }).find("tensor 'model.norm.weight' is declared Q8_0 but is not a matrix"),
+            std::string::npos);
+  EXPECT_NE(load_error([&](Json& h) {
+              Json t = types(h);
+              t["model.layers.9.mlp.up_proj.weight"] = "Q8_0";
+              set_types(h, t);
+            }).find("is declared Q8_0 but is not in the manifest"),
+            std::string::npos);
+  EXPECT_EQ(load_error([](Json&) {}), "(loaded)");
+}
+
+TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
+  const auto r = run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "-c", "64", "-t", "2", "--levels",
+                          "base,int8-rtn,int4-rtn,int4-imatrix", "--calib", path("text.txt"), "--calib-windows", "2",
+                          "-o", path("out.jsonl")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("| level | type | method | logits matrix | bytes | bits/weight | PPL | ΔPPL % | KLD mean | top-1 % | "
+                       "weight rel. error |"),
+            std::string::npos)
+      << r.out;
+  std::stringstream lines(test::read_text(dir_ / "out.jsonl"));
+  std::vector<Json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(Json::parse(line));
+  ASSERT_EQ(records.size(), 4u);
+  const char* levels[] = {"base", "int8-rtn", "int4-rtn", "int4-imatrix"};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(records[i].at("bench"), "quant");
+    EXPECT_EQ(records[i].at("level"), levels[i]);
+    for (const char* field : {"bytes", "bits_per_weight", "ppl", "ppl_base", "delta_ppl_pct", "kld_mean", "top1_agreement",
+                              "weight_relative_error", "commit", "threads"}) {
+      EXPECT_TRUE(records[i].contains(field)) << levels[i] << " " << field;
+    }
+  }
+  EXPECT_EQ(records[0].at("kld_mean"), 0.0);
+  EXPECT_EQ(records[0].at("bits_per_weight"), 32.0);  // tiny-untied is stored in f32
+  // Sizes follow the formats: int8 > int4; errors grow as bits shrink.
+  EXPECT_GT(records[1].at("bytes").get<uint64_t>(), records[2].at("bytes").get<uint64_t>());
+  EXPECT_EQ(records[2].at("bytes"), records[3].at("bytes"));
+  EXPECT_LT(records[1].at("kld_mean").get<double>(), records[2].at("kld_mean").get<double>());
+  EXPECT_LT(records[1].at("weight_relative_error").get<double>(), records[2].at("weight_relative_error").get<double>());
+  EXPECT_EQ(records[0].at("ppl"), records[1].at("ppl_base"));
+
+  expect_one_line_error(run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int5"}),
+                        "--levels: 'int5' is not base or int8|int4");
+}
+
+}  // namespace
+}  // namespace nanoinfer
