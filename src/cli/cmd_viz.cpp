@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -126,7 +128,7 @@ void write_atomically(const std::string& path, std::string_view data) {
   const std::filesystem::path temp = target.string() + fmt::format(".tmp{}", ::getpid());
   {
     std::ofstream f(temp, std::ios::binary | std::ios::trunc);
-    if (!f) fail("cannot write '{}': cannot create '{}'", path, temp.string());
+    if (!f) fail("cannot write '{}': {}", path, std::strerror(errno));
     f.write(data.data(), static_cast<std::streamsize>(data.size()));
     f.close();
     if (!f) {
@@ -254,13 +256,15 @@ void run(const VizFlags& f, bool port_given) {
 
   const auto& cached = trace["race"]["cached"]["tokens"];
   const auto& uncached = trace["race"]["uncached"]["tokens"];
-  fmt::print(stderr, "traced {} steps | cached and recomputed decoding {}\n", trace["steps"].size(),
-             cached == uncached ? "chose the same tokens" : "DIFFER");
+  const std::string summary = fmt::format("traced {} steps | cached and recomputed decoding {}\n", trace["steps"].size(),
+                                          cached == uncached ? "chose the same tokens" : "DIFFER");
   if (!f.out.empty()) {
     write_atomically(f.out, page);
+    fmt::print(stderr, "{}", summary);
     fmt::print("wrote {}\n", f.out);
     return;
   }
+  fmt::print(stderr, "{}", summary);
   serve_html(
       page, f.port,
       [](int port) {
