@@ -50,11 +50,15 @@ struct ModelOptions {
 };
 
 // One named intermediate of the forward pass, handed to a debug tap. Names, in order:
-// per layer L (0-based): "attn_norm", "q", "k", "v" (q and k after RoPE), "attn_out" (before
-// o_proj), "attn_residual" (stream after o_proj + residual), "ffn_norm", "ffn_act"
-// (silu(gate) * up), "layer_out" (stream after down + residual); then, with layer = -1:
-// "embed" first and "final_norm" last. Only the positions that are computed are shown: for a
-// forward without all_logits, "final_norm" covers the last position only.
+// per layer L (0-based): "attn_norm", "q", "k", "v" (q and k after RoPE), "attn_weights",
+// "attn_out" (before o_proj), "attn_residual" (stream after o_proj + residual), "ffn_norm",
+// "ffn_act" (silu(gate) * up), "layer_out" (stream after down + residual); then, with
+// layer = -1: "embed" first and "final_norm" last. Only the positions that are computed are
+// shown: for a forward without all_logits, "final_norm" covers the last position only.
+// "attn_weights" has dim = n_heads * K with K = position + n_tokens, the keys of the chunk's
+// last row: row t is [n_heads][K], head h's softmax weights over positions 0 .. K-1, exactly
+// those that weighted the values; weights past the causal limit (j > position + t) are 0.
+// Computing them costs a [n_tokens][n_heads][K] buffer, allocated only while a tap is set.
 struct TapEvent {
   std::string_view name;
   int layer;          // -1 outside the layers

@@ -49,6 +49,7 @@ struct Sequence::State {
   std::vector<float> gate;    // [rows][inter]
   std::vector<float> up;      // [rows][inter]
   std::vector<float> scores;  // [n_heads][capacity]
+  std::vector<float> probs;   // [rows][n_heads][keys] attention weights; used only while a tap is set
   // [rows][vocab]: one row, or every position of the largest all_logits request so far
   // (the caller asked for that much output; it is grown, never per token).
   std::vector<float> logits;
@@ -135,7 +136,13 @@ struct Model::Impl {
       s.emit("q", il, pos, n, Q, q);
       s.emit("k", il, pos, n, KV, kv.k);
       s.emit("v", il, pos, n, KV, kv.v);
-      attention(compute, shape, q, cache.keys(l), cache.values(l), att, n, pos, s.scores.data());
+      float* probs = nullptr;  // the weights are kept only for a tap: no cost otherwise
+      if (s.tap) {
+        s.probs.resize(n * shape.n_heads * (pos + n));
+        probs = s.probs.data();
+      }
+      attention(compute, shape, q, cache.keys(l), cache.values(l), att, n, pos, s.scores.data(), probs);
+      if (probs) s.emit("attn_weights", il, pos, n, shape.n_heads * (pos + n), probs);
       s.emit("attn_out", il, pos, n, Q, att);
       linear(compute, L.o, nullptr, att, xb, n);
       add_inplace(x, xb, n * H);

@@ -74,7 +74,7 @@ void Rope::apply(float* x, size_t n, size_t n_heads, size_t pos0) const {
 }
 
 void attention(const Compute& c, const AttentionShape& shape, const float* q, const float* keys,
-               const float* values, float* out, size_t n, size_t pos0, float* scores) {
+               const float* values, float* out, size_t n, size_t pos0, float* scores, float* probs) {
   const size_t hd = shape.head_dim;
   const size_t q_dim = shape.n_heads * hd;
   const size_t kv_dim = shape.n_kv_heads * hd;
@@ -106,6 +106,11 @@ void attention(const Compute& c, const AttentionShape& shape, const float* q, co
         float* o = out + t * q_dim + h * hd;
         std::fill(o, o + hd, 0.0f);
         for (size_t j = 0; j < visible; ++j) k.axpy_f32(s[j] * inv_sum, values + j * kv_dim + kv_off, o, hd);
+        if (probs != nullptr) {
+          float* p = probs + (t * shape.n_heads + h) * n_keys;  // [n_keys]
+          for (size_t j = 0; j < visible; ++j) p[j] = s[j] * inv_sum;
+          std::fill(p + visible, p + n_keys, 0.0f);
+        }
       }
     }
   };

@@ -55,8 +55,11 @@ struct AttentionShape {
 //   keys:   [>= pos0+n][n_kv_heads][head_dim]   (RoPE applied), likewise values
 //   out:    [n][n_heads][head_dim]
 //   scores: scratch, [n_heads][>= pos0+n]
+//   probs:  null, or [n][n_heads][pos0+n]: the softmax weights each query gave each key (the
+//           very values that weighted the sum), 0 past the causal limit. Only debug taps ask.
 void attention(const Compute& c, const AttentionShape& shape, const float* q, const float* keys,
-               const float* values, float* out, size_t n, size_t pos0, float* scores);
+               const float* values, float* out, size_t n, size_t pos0, float* scores,
+               float* probs = nullptr);
 
 // log p(index) under softmax(logits), computed directly as logits[index] - max -
 // log(sum(exp(logits - max))) in double: never the log of a rounded probability.
