@@ -1,5 +1,6 @@
 // The wire format of `nanoinfer serve` without a socket: request parsing and validation (each
 // rule by the status and code it answers with) and the JSON of responses and stream chunks.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,7 @@
 // The scheduler of `nanoinfer serve` on a tiny random model: concurrent requests, decoded in
 // one batch, each give exactly what a Generator gives alone (greedy and seeded sampling);
 // prefix reuse, stop reasons, a full queue, cancellation and shutdown.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -34,7 +35,7 @@ Result drain(Channel& channel) {
   return r;
 }
 
-class SchedulerTest : public ::testing::Test {
+class ServeScheduler : public ::testing::Test {
  protected:
   void SetUp() override {
     test::write_tiny_model_dir(dir_.path());
@@ -80,7 +81,7 @@ class SchedulerTest : public ::testing::Test {
 
 const SamplerParams kGreedy{.temperature = 0.0};
 
-TEST_F(SchedulerTest, ConcurrentGreedyRequestsEqualSingleOnes) {
+TEST_F(ServeScheduler, ConcurrentGreedyRequestsEqualSingleOnes) {
   const std::vector<Job> jobs = {job("the cat", 40, kGreedy), job("Once upon a time", 40, kGreedy)};
   Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 4}, metrics_);
   std::vector<std::shared_ptr<Channel>> channels;
@@ -89,11 +90,11 @@ TEST_F(SchedulerTest, ConcurrentGreedyRequestsEqualSingleOnes) {
     ASSERT_TRUE(channels[i]);
     const Result want = alone(jobs[i]);
     EXPECT_GT(want.usage.completion_tokens, 5u) << "the test needs generations that overlap";
-    expect_same(drain(*channels[i]), want, jobs[i].prompt.size() == 0 ? "" : "greedy");
+    expect_same(drain(*channels[i]), want, fmt::format("request {}", i));
   }
 }
 
-TEST_F(SchedulerTest, SeededSamplingUnderLoadEqualsAlone) {
+TEST_F(ServeScheduler, SeededSamplingUnderLoadEqualsAlone) {
   // Five requests on three slots: some wait, join a running batch, and leave at different steps.
   std::vector<Job> jobs;
   for (uint64_t i = 0; i < 5; ++i) {
@@ -110,7 +111,7 @@ TEST_F(SchedulerTest, SeededSamplingUnderLoadEqualsAlone) {
   }
 }
 
-TEST_F(SchedulerTest, AContinuedConversationReusesItsPrefix) {
+TEST_F(ServeScheduler, AContinuedConversationReusesItsPrefix) {
   Scheduler scheduler(*model_, *tok_, {.parallel = 1, .queue = 2}, metrics_);
   const Job first = job("the cat sat on", 6, kGreedy);
   const Result a = drain(*scheduler.submit(first));
@@ -125,7 +126,7 @@ TEST_F(SchedulerTest, AContinuedConversationReusesItsPrefix) {
   expect_same(b, alone(second), "continued");
 }
 
-TEST_F(SchedulerTest, ZeroTokensAndContextFullEndAsLength) {
+TEST_F(ServeScheduler, ZeroTokensAndContextFullEndAsLength) {
   Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 2}, metrics_);
   const Result zero = drain(*scheduler.submit(job("the cat", 0, kGreedy)));
   EXPECT_EQ(zero.text, "");
@@ -139,7 +140,7 @@ TEST_F(SchedulerTest, ZeroTokensAndContextFullEndAsLength) {
   EXPECT_EQ(r.usage.completion_tokens, 96 - full.prompt.size() + 1);
 }
 
-TEST_F(SchedulerTest, AFullQueueRefusesAndCancelledRequestsEnd) {
+TEST_F(ServeScheduler, AFullQueueRefusesAndCancelledRequestsEnd) {
   // One slot and no waiting place: whether or not the first request has been admitted yet,
   // the second finds no room.
   Scheduler scheduler(*model_, *tok_, {.parallel = 1, .queue = 0}, metrics_);
@@ -156,7 +157,7 @@ TEST_F(SchedulerTest, AFullQueueRefusesAndCancelledRequestsEnd) {
   EXPECT_TRUE(scheduler.submit(job("the cat", 2, kGreedy)));
 }
 
-TEST_F(SchedulerTest, ShutdownReleasesEveryWaiter) {
+TEST_F(ServeScheduler, ShutdownReleasesEveryWaiter) {
   auto scheduler = std::make_unique<Scheduler>(*model_, *tok_, SchedulerOptions{.parallel = 1, .queue = 4}, metrics_);
   Job endless = job("the cat", 90, {.temperature = 1.0, .seed = 1});
   endless.eos_ids.clear();
