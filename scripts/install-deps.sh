@@ -12,6 +12,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang
   libcli11-dev nlohmann-json3-dev libsimdjson-dev libfmt-dev libxsimd-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev  # the HTTP server of `nanoinfer serve`
   chromium  # the browser the viz page is tested in (tests/browser/, driven by playwright-core)
 )
 # Node.js runs the reference tokenizer in the tests; keep an existing install.

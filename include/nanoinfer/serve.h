@@ -1,0 +1,56 @@
+// `nanoinfer serve`: an OpenAI-compatible HTTP server over one loaded model.
+//
+// Endpoints: POST /v1/chat/completions, POST /v1/completions (both optionally streamed as
+// server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus text). Requests
+// share the model: a scheduler thread prefills each new request and decodes all running ones
+// together, one batched step at a time (src/serve/scheduler.h). Errors are OpenAI-style JSON.
+//
+// Usage:
+//   OpenedModel m = open_model("");
+//   Server server(m, {.port = 0});
+//   server.start();                 // binds (throws Error if it cannot), serves in the background
+//   ... server.port() ...
+//   server.stop();                  // cancels in-flight requests, stops accepting, joins
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "nanoinfer/engine.h"
+
+namespace nanoinfer {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;               // 0 = any free port (see Server::port)
+  size_t parallel = 4;           // sequences decoded together
+  size_t queue = 64;             // requests waiting beyond those; more get 503
+  std::string api_key;           // non-empty: /v1/* needs "Authorization: Bearer <key>"
+  size_t max_body_bytes = 4 << 20;  // larger bodies get 413
+  std::string model_id;          // the name /v1/models reports; "" = the model directory's name
+};
+
+class Server {
+ public:
+  // `model` must outlive the server.
+  Server(const OpenedModel& model, const ServeOptions& options);
+  ~Server();  // stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds host:port and starts serving on background threads. Throws Error if the address
+  // cannot be bound.
+  void start();
+  int port() const;  // the bound port
+  const std::string& model_id() const;
+  // Stops accepting connections, cancels queued and running generations (their clients get
+  // what was generated so far, or 503), and waits for the server threads. Idempotent.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nanoinfer

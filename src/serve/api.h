@@ -1,0 +1,82 @@
+// The OpenAI-style wire format of `nanoinfer serve`: request bodies parsed and validated into
+// a CompletionRequest, and the JSON of responses, stream chunks and errors. No HTTP here: the
+// functions take and return text, so every rule is tested without a socket.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanoinfer/chat_template.h"
+#include "nanoinfer/generation_config.h"
+
+namespace nanoinfer::serve {
+
+// A request the server refuses: the HTTP status and OpenAI's error object
+// {"error": {"message", "type", "code"}}.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, std::string type, std::string code, const std::string& message)
+      : std::runtime_error(message), status(status), type(std::move(type)), code(std::move(code)) {}
+  int status;
+  std::string type;  // "invalid_request_error", "authentication_error", ...
+  std::string code;  // "invalid_json", "invalid_value", "model_not_found", ...
+};
+
+// 400 invalid_request_error with the given code.
+[[noreturn]] void bad_request(std::string_view code, const std::string& message);
+
+enum class Endpoint { Chat, Completion };
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::Chat;
+  std::vector<ChatMessage> messages;  // chat: system/user/assistant turns, in order
+  std::string prompt;                 // completions
+  std::string model;                  // "" when the request names none
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; >= 0
+  SamplingOverrides sampling;         // unset fields fall back to generation_config.json
+  std::vector<std::string> stop;      // non-empty strings
+};
+
+// Parses a request body. Throws ApiError (400) naming the first problem: malformed JSON, a
+// non-object body, a field of the wrong type, a value out of range, bad messages, n != 1.
+CompletionRequest parse_request(std::string_view body, Endpoint endpoint);
+
+std::string error_json(const ApiError& error);
+
+enum class FinishReason { Stop, Length };
+std::string_view finish_reason_name(FinishReason reason);  // "stop" / "length"
+
+struct Usage {
+  size_t prompt_tokens = 0;
+  size_t completion_tokens = 0;
+};
+
+// Identity shared by every object of one response.
+struct ResponseId {
+  std::string id;       // "chatcmpl-..." / "cmpl-..."
+  int64_t created = 0;  // unix seconds
+  std::string model;
+};
+
+// The whole non-streaming response.
+std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text,
+                          FinishReason finish, const Usage& usage);
+// One server-sent event payload (without "data: "). Chat: a delta with the role (first chunk),
+// content, or neither with a finish reason; completions: text and finish reason.
+struct ChunkParts {
+  bool role = false;
+  std::string_view text;
+  std::optional<FinishReason> finish;
+  std::optional<Usage> usage;  // the extra usage chunk of stream_options.include_usage
+};
+std::string chunk_json(Endpoint endpoint, const ResponseId& id, const ChunkParts& parts);
+
+std::string models_json(std::string_view model_id, int64_t created);
+
+}  // namespace nanoinfer::serve

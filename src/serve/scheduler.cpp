@@ -1,0 +1,264 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "nanoinfer/error.h"
+#include "nanoinfer/generator.h"
+
+namespace nanoinfer::serve {
+
+using Clock = std::chrono::steady_clock;
+
+// ---- Channel ------------------------------------------------------------------------------------
+
+Channel::Piece Channel::next() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return !pending_.empty() || done_; });
+  Piece piece;
+  piece.text.swap(pending_);
+  piece.done = done_;
+  return piece;
+}
+
+void Channel::append(std::string_view text) {
+  if (text.empty()) return;
+  {
+    std::lock_guard lock(mutex_);
+    pending_.append(text);
+  }
+  cv_.notify_all();
+}
+
+void Channel::close(Outcome outcome, FinishReason finish, Usage usage, std::string error) {
+  {
+    std::lock_guard lock(mutex_);
+    outcome_ = outcome;
+    finish_ = finish;
+    usage_ = usage;
+    error_ = std::move(error);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+// ---- Scheduler ----------------------------------------------------------------------------------
+
+struct Scheduler::Slot {
+  Sequence seq;
+  std::vector<int32_t> history;  // prompt + generated; the first seq.length() are in the cache
+  bool busy = false;
+  uint64_t last_used = 0;        // for choosing among free slots: least recently used first
+  std::shared_ptr<Channel> channel;
+  Job job;
+  std::optional<Sampler> sampler;
+  std::optional<StreamDecoder> decoder;
+  std::optional<StopStringFilter> filter;
+  size_t generated = 0;
+  Clock::time_point submitted, last_token;
+};
+
+Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, const SchedulerOptions& options,
+                     Metrics& metrics)
+    : model_(model),
+      tokenizer_(tokenizer),
+      options_(options),
+      metrics_(metrics),
+      // Only ids the tokenizer has are sampled (rows past it are padding), as in Generator.
+      sample_vocab_(std::min<int64_t>(static_cast<int64_t>(model.vocab_size()), tokenizer.vocab_size())) {
+  if (options_.parallel == 0) fail("--parallel must be >= 1");
+  for (size_t i = 0; i < options_.parallel; ++i) {
+    auto slot = std::make_unique<Slot>();
+    slot->seq = model_.new_sequence();
+    slots_.push_back(std::move(slot));
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() { shutdown(); }
+
+std::shared_ptr<Channel> Scheduler::submit(Job job) {
+  auto channel = std::make_shared<Channel>();
+  {
+    std::lock_guard lock(mutex_);
+    // Free slots take requests at once; beyond them, `queue` may wait.
+    const size_t free = options_.parallel - std::min(options_.parallel, active_.load());
+    if (stopping_ || queue_.size() >= options_.queue + free) return nullptr;
+    queue_.push_back({std::move(job), channel, Clock::now()});
+  }
+  cv_.notify_all();
+  return channel;
+}
+
+size_t Scheduler::queue_depth() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+void Scheduler::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::loop() {
+  uint64_t tick = 0;
+  std::vector<Queued> admitted;
+  std::vector<Sequence*> seqs;
+  std::vector<int32_t> tokens;
+  std::vector<Slot*> stepping;
+  while (true) {
+    admitted.clear();
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || active_ > 0; });
+      if (stopping_) break;
+      size_t free = 0;
+      for (const auto& s : slots_) free += s->busy ? 0 : 1;
+      while (free > 0 && !queue_.empty()) {
+        admitted.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+        --free;
+      }
+    }
+    for (Queued& q : admitted) {
+      if (q.channel->cancelled()) {
+        q.channel->close(Outcome::Cancelled, FinishReason::Stop, {});
+        continue;
+      }
+      // The free slot whose cache shares the longest prefix with the prompt (at least one
+      // prompt token is always pushed, for its logits); ties go to the least recently used.
+      Slot* best = nullptr;
+      size_t best_keep = 0;
+      for (const auto& s : slots_) {
+        if (s->busy) continue;
+        const size_t cached = std::min(s->seq.length(), q.job.prompt.size() - 1);
+        size_t keep = 0;
+        while (keep < cached && s->history[keep] == q.job.prompt[keep]) ++keep;
+        if (!best || keep > best_keep || (keep == best_keep && s->last_used < best->last_used)) {
+          best = s.get();
+          best_keep = keep;
+        }
+      }
+      best->last_used = ++tick;
+      start(*best, std::move(q));
+    }
+
+    seqs.clear();
+    tokens.clear();
+    stepping.clear();
+    for (const auto& s : slots_) {
+      if (!s->busy) continue;
+      if (s->channel->cancelled()) {
+        finish(*s, Outcome::Cancelled, FinishReason::Stop);
+        continue;
+      }
+      seqs.push_back(&s->seq);
+      tokens.push_back(s->history.back());
+      stepping.push_back(s.get());
+    }
+    if (stepping.empty()) continue;
+    try {
+      model_.decode(seqs, tokens);
+    } catch (const std::exception& e) {
+      for (Slot* s : stepping) finish(*s, Outcome::Failed, FinishReason::Stop, e.what());
+      continue;
+    }
+    for (Slot* s : stepping) accept_token(*s, s->seq.logits());
+  }
+
+  // Shutting down: nothing more runs; every waiting handler is released.
+  for (const auto& s : slots_) {
+    if (s->busy) finish(*s, Outcome::Cancelled, FinishReason::Stop);
+  }
+  std::lock_guard lock(mutex_);
+  for (Queued& q : queue_) q.channel->close(Outcome::Cancelled, FinishReason::Stop, {});
+  queue_.clear();
+}
+
+void Scheduler::start(Slot& slot, Queued q) {
+  slot.busy = true;
+  ++active_;
+  slot.channel = std::move(q.channel);
+  slot.job = std::move(q.job);
+  slot.submitted = q.submitted;
+  slot.generated = 0;
+  slot.sampler.emplace(sample_vocab_, slot.job.sampling);
+  slot.decoder.emplace(tokenizer_);
+  slot.filter.emplace(slot.job.stop);
+
+  const std::vector<int32_t>& prompt = slot.job.prompt;
+  size_t keep = std::min(slot.seq.length(), prompt.size() - 1);
+  size_t same = 0;
+  while (same < keep && slot.history[same] == prompt[same]) ++same;
+  keep = same;
+  slot.channel->cached_ = keep;
+  slot.seq.cache().truncate(keep);
+  slot.history = prompt;
+  std::span<const float> logits;
+  try {
+    logits = model_.forward(std::span(prompt).subspan(keep), slot.seq);
+  } catch (const std::exception& e) {
+    slot.seq.cache().clear();
+    finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
+    return;
+  }
+  if (slot.job.max_tokens == 0) {
+    finish(slot, Outcome::Finished, FinishReason::Length);
+    return;
+  }
+  accept_token(slot, logits);
+}
+
+// The step of Generator::generate after each forward pass, for one slot: sample, then end on
+// an end-of-sequence id, a stop string, the token budget or a full context.
+void Scheduler::accept_token(Slot& slot, std::span<const float> logits) {
+  const int32_t id = slot.sampler->sample(logits.first(static_cast<size_t>(sample_vocab_)), slot.history);
+  const Clock::time_point now = Clock::now();
+  if (slot.generated == 0) {
+    metrics_.time_to_first_token(std::chrono::duration<double>(now - slot.submitted).count());
+  } else {
+    metrics_.time_per_token(std::chrono::duration<double>(now - slot.last_token).count());
+  }
+  slot.last_token = now;
+  const auto& eos = slot.job.eos_ids;
+  if (std::find(eos.begin(), eos.end(), id) != eos.end()) {
+    finish(slot, Outcome::Finished, FinishReason::Stop);
+    return;
+  }
+  slot.history.push_back(id);
+  ++slot.generated;
+  Channel& channel = *slot.channel;
+  if (slot.filter->push(slot.decoder->push(id), [&](std::string_view t) { channel.append(t); })) {
+    slot.filter.reset();  // stopped: nothing held back is emitted
+    finish(slot, Outcome::Finished, FinishReason::Stop);
+    return;
+  }
+  if (slot.generated == static_cast<size_t>(slot.job.max_tokens) || slot.seq.length() == slot.seq.cache().capacity()) {
+    finish(slot, Outcome::Finished, FinishReason::Length);
+  }
+}
+
+void Scheduler::finish(Slot& slot, Outcome outcome, FinishReason reason, std::string error) {
+  const std::shared_ptr<Channel> owner = std::move(slot.channel);  // the handler may have let go
+  Channel& channel = *owner;
+  if (outcome == Outcome::Finished && slot.filter) {
+    const auto sink = [&](std::string_view t) { channel.append(t); };
+    slot.filter->push(slot.decoder->flush(), sink);
+    slot.filter->finish(sink);
+  }
+  const Usage usage{slot.job.prompt.size(), slot.generated};
+  metrics_.add_tokens(usage.prompt_tokens, usage.completion_tokens);
+  slot.sampler.reset();
+  slot.decoder.reset();
+  slot.filter.reset();
+  slot.busy = false;
+  --active_;
+  channel.close(outcome, reason, usage, std::move(error));
+}
+
+}  // namespace nanoinfer::serve

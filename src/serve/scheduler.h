@@ -1,0 +1,128 @@
+// The scheduler of `nanoinfer serve`: one thread owns the model and runs every generation.
+//
+// Requests wait in a bounded queue. Up to `parallel` of them hold a slot (a Sequence of the
+// shared Model, with its own Sampler, stream decoder and stop-string filter). A new request is
+// prefilled on its own when it gets a slot; then every active sequence advances by one token
+// per step through one Model::decode call (continuous batching: requests join and leave
+// between steps). Batched decoding is bitwise what each sequence would compute alone, so a
+// request's output does not depend on what else is running.
+//
+// A free slot keeps the tokens its cache holds: a request that starts with them (a
+// conversation that continues) is given that slot and prefills only the rest.
+//
+// Text flows to the HTTP handler through a Channel per request; cancelling the channel (the
+// client went away) ends the generation at the next step.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nanoinfer/model.h"
+#include "nanoinfer/sampler.h"
+#include "nanoinfer/tokenizer.h"
+#include "serve/api.h"
+#include "serve/metrics.h"
+
+namespace nanoinfer::serve {
+
+struct Job {
+  std::vector<int32_t> prompt;  // non-empty; prompt + max_tokens fit the context
+  int64_t max_tokens = 0;
+  SamplerParams sampling;
+  std::vector<int32_t> eos_ids;
+  std::vector<std::string> stop;
+};
+
+enum class Outcome { Running, Finished, Cancelled, Failed };
+
+// One request's stream of text, written by the scheduler and drained by the HTTP handler.
+class Channel {
+ public:
+  struct Piece {
+    std::string text;
+    bool done = false;  // nothing more will come; see outcome()
+  };
+  // Blocks until there is text or the generation ended; takes the pending text.
+  Piece next();
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+  // Valid once next() returned done.
+  Outcome outcome() const { return outcome_; }
+  FinishReason finish_reason() const { return finish_; }
+  Usage usage() const { return usage_; }
+  const std::string& error() const { return error_; }
+  size_t cached_prompt_tokens() const { return cached_; }  // prompt tokens reused from a cache
+
+ private:
+  friend class Scheduler;
+  void append(std::string_view text);
+  void close(Outcome outcome, FinishReason finish, Usage usage, std::string error = {});
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string pending_;
+  bool done_ = false;
+  std::atomic<bool> cancelled_{false};
+  Outcome outcome_ = Outcome::Running;
+  FinishReason finish_ = FinishReason::Stop;
+  Usage usage_;
+  std::string error_;
+  size_t cached_ = 0;
+};
+
+struct SchedulerOptions {
+  size_t parallel = 4;  // sequences generated together (>= 1)
+  size_t queue = 64;    // requests waiting for a slot; more are refused
+};
+
+class Scheduler {
+ public:
+  // `model`, `tokenizer` and `metrics` must outlive the scheduler. Starts the thread.
+  Scheduler(const Model& model, const Tokenizer& tokenizer, const SchedulerOptions& options, Metrics& metrics);
+  ~Scheduler();  // shutdown()
+
+  // Queues a job; nullptr when the queue is full or the scheduler is shut down.
+  std::shared_ptr<Channel> submit(Job job);
+  // Cancels queued and running requests (their channels close as Cancelled) and joins.
+  void shutdown();
+
+  size_t queue_depth() const;
+  size_t active() const { return active_; }
+
+ private:
+  struct Slot;
+  struct Queued {
+    Job job;
+    std::shared_ptr<Channel> channel;
+    std::chrono::steady_clock::time_point submitted;
+  };
+  void loop();
+  void start(Slot& slot, Queued q);
+  void accept_token(Slot& slot, std::span<const float> logits);
+  void finish(Slot& slot, Outcome outcome, FinishReason finish, std::string error = {});
+
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  SchedulerOptions options_;
+  Metrics& metrics_;
+  int64_t sample_vocab_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Queued> queue_;
+  bool stopping_ = false;
+  std::atomic<size_t> active_{0};
+  std::thread thread_;
+};
+
+}  // namespace nanoinfer::serve

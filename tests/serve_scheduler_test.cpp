@@ -1,0 +1,173 @@
+// The scheduler of `nanoinfer serve` on a tiny random model: concurrent requests, decoded in
+// one batch, each give exactly what a Generator gives alone (greedy and seeded sampling);
+// prefix reuse, stop reasons, a full queue, cancellation and shutdown.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "nanoinfer/generator.h"
+#include "serve/scheduler.h"
+#include "support/files.h"
+#include "support/generation_model.h"
+
+namespace nanoinfer::serve {
+namespace {
+
+struct Result {
+  std::string text;
+  Outcome outcome = Outcome::Running;
+  FinishReason finish = FinishReason::Stop;
+  Usage usage;
+  size_t cached = 0;
+};
+
+Result drain(Channel& channel) {
+  Result r;
+  for (Channel::Piece p = channel.next();; p = channel.next()) {
+    r.text += p.text;
+    if (p.done) break;
+  }
+  r.outcome = channel.outcome();
+  r.finish = channel.finish_reason();
+  r.usage = channel.usage();
+  r.cached = channel.cached_prompt_tokens();
+  return r;
+}
+
+class ServeScheduler : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::write_tiny_model_dir(dir_.path());
+    ModelOptions options;
+    options.threads = 1;
+    options.max_context = 96;
+    model_.emplace(Model::load(dir_.path(), options));
+    tok_.emplace(Tokenizer::load(dir_.path()));
+  }
+  Job job(std::string_view prompt, int64_t max_tokens, SamplerParams params) const {
+    Job j;
+    j.prompt = tok_->encode(prompt);
+    j.max_tokens = max_tokens;
+    j.sampling = params;
+    j.eos_ids = {test::kTinyImEnd};
+    return j;
+  }
+  // What a Generator alone makes of the same job.
+  Result alone(const Job& j) const {
+    Generator gen(*model_, *tok_, j.sampling);
+    Result r;
+    const GenerationStats s = gen.generate(j.prompt, {.max_new_tokens = j.max_tokens, .eos_ids = j.eos_ids,
+                                                      .stop_strings = j.stop},
+                                           [&](std::string_view t) { r.text += t; });
+    r.outcome = Outcome::Finished;
+    r.finish = s.stop_reason == StopReason::MaxTokens || s.stop_reason == StopReason::ContextFull
+                   ? FinishReason::Length : FinishReason::Stop;
+    r.usage = {j.prompt.size(), s.generated_tokens};
+    return r;
+  }
+  void expect_same(const Result& got, const Result& want, std::string_view what) {
+    EXPECT_EQ(got.outcome, Outcome::Finished) << what;
+    EXPECT_EQ(got.text, want.text) << what;
+    EXPECT_EQ(got.finish, want.finish) << what;
+    EXPECT_EQ(got.usage.prompt_tokens, want.usage.prompt_tokens) << what;
+    EXPECT_EQ(got.usage.completion_tokens, want.usage.completion_tokens) << what;
+  }
+  test::TempDir dir_;
+  std::optional<Model> model_;
+  std::optional<Tokenizer> tok_;
+  Metrics metrics_;
+};
+
+const SamplerParams kGreedy{.temperature = 0.0};
+
+TEST_F(ServeScheduler, ConcurrentGreedyRequestsEqualSingleOnes) {
+  const std::vector<Job> jobs = {job("the cat", 40, kGreedy), job("Once upon a time", 40, kGreedy)};
+  Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 4}, metrics_);
+  std::vector<std::shared_ptr<Channel>> channels;
+  for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_TRUE(channels[i]);
+    const Result want = alone(jobs[i]);
+    EXPECT_GT(want.usage.completion_tokens, 5u) << "the test needs generations that overlap";
+    expect_same(drain(*channels[i]), want, fmt::format("request {}", i));
+  }
+}
+
+TEST_F(ServeScheduler, SeededSamplingUnderLoadEqualsAlone) {
+  // Five requests on three slots: some wait, join a running batch, and leave at different steps.
+  std::vector<Job> jobs;
+  for (uint64_t i = 0; i < 5; ++i) {
+    jobs.push_back(job(i % 2 ? "the cat sat" : "a dog", 8 + 7 * static_cast<int64_t>(i),
+                       {.temperature = 0.9, .top_k = 40, .top_p = 0.95, .repetition_penalty = 1.1, .seed = 100 + i}));
+  }
+  jobs[3].stop = {"e"};
+  Scheduler scheduler(*model_, *tok_, {.parallel = 3, .queue = 8}, metrics_);
+  std::vector<std::shared_ptr<Channel>> channels;
+  for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_TRUE(channels[i]) << i;
+    expect_same(drain(*channels[i]), alone(jobs[i]), fmt::format("request {}", i));
+  }
+}
+
+TEST_F(ServeScheduler, AContinuedConversationReusesItsPrefix) {
+  Scheduler scheduler(*model_, *tok_, {.parallel = 1, .queue = 2}, metrics_);
+  const Job first = job("the cat sat on", 6, kGreedy);
+  const Result a = drain(*scheduler.submit(first));
+  EXPECT_EQ(a.cached, 0u);
+  const Job second = job("the cat sat on the mat and", 6, kGreedy);
+  const Result b = drain(*scheduler.submit(second));
+  // The common token prefix of the two prompts was not pushed again, and the output is the same.
+  size_t common = 0;
+  while (common < first.prompt.size() && first.prompt[common] == second.prompt[common]) ++common;
+  ASSERT_GT(common, 1u);
+  EXPECT_EQ(b.cached, common);
+  expect_same(b, alone(second), "continued");
+}
+
+TEST_F(ServeScheduler, ZeroTokensAndContextFullEndAsLength) {
+  Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 2}, metrics_);
+  const Result zero = drain(*scheduler.submit(job("the cat", 0, kGreedy)));
+  EXPECT_EQ(zero.text, "");
+  EXPECT_EQ(zero.finish, FinishReason::Length);
+  EXPECT_EQ(zero.usage.completion_tokens, 0u);
+  // Sampling without eos so the sequence runs into the context end (96 positions).
+  Job full = job("the cat", 1000, {.temperature = 1.0, .seed = 3});
+  full.eos_ids.clear();
+  const Result r = drain(*scheduler.submit(full));
+  EXPECT_EQ(r.finish, FinishReason::Length);
+  EXPECT_EQ(r.usage.completion_tokens, 96 - full.prompt.size() + 1);
+}
+
+TEST_F(ServeScheduler, AFullQueueRefusesAndCancelledRequestsEnd) {
+  // One slot and no waiting place: whether or not the first request has been admitted yet,
+  // the second finds no room.
+  Scheduler scheduler(*model_, *tok_, {.parallel = 1, .queue = 0}, metrics_);
+  Job endless = job("the cat", 90, {.temperature = 1.0, .seed = 1});
+  endless.eos_ids.clear();
+  auto a = scheduler.submit(endless);
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(scheduler.submit(endless));
+  a->cancel();
+  const Result r = drain(*a);
+  EXPECT_EQ(r.outcome, Outcome::Cancelled);
+  EXPECT_LT(r.usage.completion_tokens, 90u);
+  EXPECT_EQ(scheduler.active(), 0u);
+  EXPECT_TRUE(scheduler.submit(job("the cat", 2, kGreedy)));
+}
+
+TEST_F(ServeScheduler, ShutdownReleasesEveryWaiter) {
+  auto scheduler = std::make_unique<Scheduler>(*model_, *tok_, SchedulerOptions{.parallel = 1, .queue = 4}, metrics_);
+  Job endless = job("the cat", 90, {.temperature = 1.0, .seed = 1});
+  endless.eos_ids.clear();
+  auto a = scheduler->submit(endless);
+  auto b = scheduler->submit(endless);
+  scheduler->shutdown();
+  EXPECT_NE(drain(*a).outcome, Outcome::Running);
+  EXPECT_EQ(drain(*b).outcome, Outcome::Cancelled);
+  EXPECT_FALSE(scheduler->submit(endless));
+}
+
+}  // namespace
+}  // namespace nanoinfer::serve
