@@ -63,22 +63,20 @@ WeightSource safetensors_source(const SafetensorsFile& file) {
     t.shape = info.shape;
     t.type_name = std::string(dtype_name(info.dtype));
     t.nbytes = info.nbytes();
-    if (const auto b = blocks.find(info.name); b != blocks.end()) {
+    const auto b = blocks.find(info.name);
+    // A declaration that does not fit the tensor is left to the manifest check to report.
+    if (b != blocks.end() && info.dtype == DType::U8 && info.shape.size() == 2 &&
+        info.shape[1] % weight_type_info(b->second).block_bytes == 0) {
       // Stored [rows, row_bytes] of blocks; seen by the loader as [rows, cols] of the type.
       const WeightTypeInfo& wt = weight_type_info(b->second);
-      // A declaration that does not fit the tensor is reported by the manifest check.
-      const bool fits = info.dtype == DType::U8 && info.shape.size() == 2 && info.shape[1] % wt.block_bytes == 0;
       const WeightType type = b->second;
       t.type_name = std::string(wt.gguf_name);
       t.shape = {info.shape[0], info.shape[1] / wt.block_bytes * wt.block_elems};
       t.row_bytes = static_cast<size_t>(info.shape[1]);
       t.exact = type;
       t.widen_row = [type](const std::byte* row, float* out, size_t n) { kernels::dequantize_row(type, row, out, n); };
-      if (fits) {
-        src.tensors.push_back(std::move(t));
-        continue;
-      }
-      t = StoredTensor{info.name, info.shape, std::string(dtype_name(info.dtype)), info.nbytes()};
+      src.tensors.push_back(std::move(t));
+      continue;
     }
     const uint64_t cols = info.shape.empty() ? 1 : info.shape.back();
     switch (info.dtype) {
