@@ -188,6 +188,14 @@ const std::vector<Case> kCases = {
        test::write_text(d / "in.jsonl", "{\"text\":\"ok\"}\n{\"text\":" + nested(100000) + "}\n");
      },
      {"tokenize", "-m", "{d}/m", "--jsonl", "-f", "{d}/in.jsonl"}, "in.jsonl line 2: JSON nested deeper than 64"},
+    {"QuantDeclarationNested100000Deep",  // JSON in a header string: the header's check misses it
+     header_edited([](Json& h) { h["__metadata__"]["nanoinfer.weight_types"] = "{\"a\":" + nested(100000) + "}"; }),
+     {"inspect", "{d}/m"}, "__metadata__ \"nanoinfer.weight_types\": JSON nested deeper than 64 levels"},
+    {"QuantDeclarationMegabyteNameIsQuotedShort",
+     header_edited([](Json& h) {
+       h["__metadata__"]["nanoinfer.weight_types"] = "{\"" + std::string(1 << 20, 'x') + "\":\"F32\"}";
+     }),
+     kGenerate, "tensor 'xxxx"},
     {"ConfigMegabyteValueIsQuotedShort", config_with("hidden_act", "\"" + std::string(1 << 20, 'g') + "\""),
      {"inspect", "{d}/m"}, "unsupported hidden_act \"gggg"},
     {"ConfigOverTheSizeCap", with_text("config.json", "{}" + std::string(17 << 20, ' ')), {"inspect", "{d}/m"},
