@@ -1,13 +1,16 @@
 // libFuzzer target for the GGUF parser: any byte string must either parse into a layout whose
-// every tensor lies inside the input, aligned and non-overlapping, or throw nanoinfer::Error.
-// Crashes, sanitizer reports, other exceptions and broken invariants are findings. Accepted
-// files also go through the typed getters and the dequantizers (first row of each tensor).
+// every tensor lies inside the input, aligned and non-overlapping, or throw nanoinfer::Error
+// with a one-line message of bounded length (keys and names, which may hold any bytes, are
+// quoted as short excerpts). Crashes, sanitizer reports, other exceptions, broken invariants
+// and long or multi-line messages are findings. Accepted files also go through the typed
+// getters and the dequantizers (first row of each tensor).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/gguf.h"
@@ -15,6 +18,11 @@
 #include "nanoinfer/error.h"
 
 namespace {
+
+void check_message(const nanoinfer::Error& e) {
+  const std::string_view m = e.what();
+  if (m.size() > 1000 || m.find('\n') != std::string_view::npos) std::abort();
+}
 
 void check_invariants(const nanoinfer::GgufLayout& layout, size_t size) {
   using namespace nanoinfer;
@@ -39,7 +47,8 @@ void exercise_getters(const nanoinfer::GgufLayout& layout) {
     const auto attempt = [](auto fn) {
       try {
         fn();
-      } catch (const Error&) {
+      } catch (const Error& e) {
+        check_message(e);
       }
     };
     attempt([&] { (void)layout.get_string(kv.key); });
@@ -75,8 +84,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_invariants(layout, size);
     exercise_getters(layout);
     dequantize_first_rows(layout, data);
-  } catch (const nanoinfer::Error&) {
+  } catch (const nanoinfer::Error& e) {
     // Rejected input: the expected outcome for almost everything the fuzzer makes.
+    check_message(e);
   }
   return 0;
 }

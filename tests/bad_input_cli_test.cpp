@@ -149,6 +149,17 @@ auto tokenizer_edited(std::function<void(nlohmann::json&)> edit) {
   };
 }
 
+// A config whose weights (2^24-wide layers) need far more room than any disk has: 10.5 PiB.
+void huge_config(const fs::path& d) {
+  tiny(d);
+  Json j = Json::parse(test::read_text(d / "m/config.json"));
+  j["hidden_size"] = 1 << 24;
+  j["intermediate_size"] = 1 << 24;
+  j["num_attention_heads"] = 1 << 10;
+  j["num_key_value_heads"] = 1 << 10;
+  test::write_text(d / "huge.json", j.dump());
+}
+
 const std::vector<std::string> kGenerate = {"generate", "-m", "{d}/m", "-p", "hello", "-n", "3"};
 
 std::vector<std::string> generate_with(std::vector<std::string> extra) {
@@ -177,6 +188,14 @@ const std::vector<Case> kCases = {
        test::write_text(d / "in.jsonl", "{\"text\":\"ok\"}\n{\"text\":" + nested(100000) + "}\n");
      },
      {"tokenize", "-m", "{d}/m", "--jsonl", "-f", "{d}/in.jsonl"}, "in.jsonl line 2: JSON nested deeper than 64"},
+    {"QuantDeclarationNested100000Deep",  // JSON in a header string: the header's check misses it
+     header_edited([](Json& h) { h["__metadata__"]["nanoinfer.weight_types"] = "{\"a\":" + nested(100000) + "}"; }),
+     {"inspect", "{d}/m"}, "__metadata__ \"nanoinfer.weight_types\": JSON nested deeper than 64 levels"},
+    {"QuantDeclarationMegabyteNameIsQuotedShort",
+     header_edited([](Json& h) {
+       h["__metadata__"]["nanoinfer.weight_types"] = "{\"" + std::string(1 << 20, 'x') + "\":\"F32\"}";
+     }),
+     kGenerate, "tensor 'xxxx"},
     {"ConfigMegabyteValueIsQuotedShort", config_with("hidden_act", "\"" + std::string(1 << 20, 'g') + "\""),
      {"inspect", "{d}/m"}, "unsupported hidden_act \"gggg"},
     {"ConfigOverTheSizeCap", with_text("config.json", "{}" + std::string(17 << 20, ' ')), {"inspect", "{d}/m"},
@@ -279,20 +298,31 @@ const std::vector<Case> kCases = {
     {"NegativeTemperature", tiny, generate_with({"--temp", "-1"}), "temperature must be >= 0"},
     {"TopPZero", tiny, generate_with({"--top-p", "0"}), "top-p must be in (0, 1]"},
     {"SynthBadDtype", tiny, {"synth", "--config", "{d}/m/config.json", "--out", "{d}/out", "--dtype", "f16"},
-     "--dtype f16: expected bf16 or f32", "", "", "", "out/model.safetensors"},
+     "--dtype f16: expected bf16 or f32", "", "", "", "out"},
     // ---- writers: checked before the first byte, nothing half-written left ----
-    {"SynthLargerThanTheDisk",
+    // synth leaves nothing behind: no directory it made, no file it wrote (not even empty ones).
+    {"SynthLargerThanTheDisk", huge_config, {"synth", "--config", "{d}/huge.json", "--out", "{d}/out"},
+     "out/model.safetensors: needs 10.5 PiB but only", "", "", "", "out"},
+    {"SynthLargerThanTheDiskMakesNoParents", huge_config,
+     {"synth", "--config", "{d}/huge.json", "--out", "{d}/a/b/out"}, "are free on the file system of", "", "",
+     "", "a"},
+    {"SynthOutUnderAFile", tiny, {"synth", "--config", "{d}/m/config.json", "--out", "{d}/m/config.json/out"},
+     "m/config.json/out: cannot create directory: Not a directory"},
+    {"SynthCopyBesideIsADirectory",
      [](const fs::path& d) {
        tiny(d);
-       Json j = Json::parse(test::read_text(d / "m/config.json"));
-       j["hidden_size"] = 1 << 24;
-       j["intermediate_size"] = 1 << 24;
-       j["num_attention_heads"] = 1 << 10;
-       j["num_key_value_heads"] = 1 << 10;
-       test::write_text(d / "huge.json", j.dump());
+       fs::create_directories(d / "src/generation_config.json");
+       fs::copy_file(d / "m/config.json", d / "src/config.json");
      },
-     {"synth", "--config", "{d}/huge.json", "--out", "{d}/out"}, "are free on the file system of", "", "", "",
-     "out/model.safetensors"},
+     {"synth", "--config", "{d}/src/config.json", "--out", "{d}/out"},
+     "src/generation_config.json: is a directory, not a file", "", "", "", "out"},
+    {"SynthOutputInTheWayIsADirectory",  // found before the weights, not after them
+     [](const fs::path& d) {
+       tiny(d);
+       fs::create_directories(d / "out/config.json");
+     },
+     {"synth", "--config", "{d}/m/config.json", "--out", "{d}/out"}, "out/config.json: is a directory, not a file",
+     "", "", "", "out/model.safetensors"},
     {"BenchResultsDirectoryMissing", tiny,
      {"bench", "tokenize", "-m", "{d}/m", "-f", "{d}/m/config.json", "-o", "{d}/nope/results.jsonl"},
      "nope: no such directory for the bench record", "", "", "", "nope"},

@@ -491,6 +491,23 @@ TEST(GgufCorrupt, DuplicateKeyAndTensor) {
   EXPECT_EQ(parse_error(tensors.bytes), "t.gguf: tensor 't': duplicate name");
 }
 
+// Keys and names may hold any bytes: messages quote them as one-line excerpts (found by
+// fuzz_gguf once it checked messages; before, a newline split the line and a 64 KB key was
+// quoted whole).
+TEST(GgufCorrupt, KeysAndNamesAreQuotedAsExcerpts) {
+  Raw newline;
+  newline.header(0, 2).str("a\nb").u32(4).u32(1).str("a\nb").u32(4).u32(2);
+  EXPECT_EQ(parse_error(newline.bytes), "t.gguf: metadata 'a\\nb': duplicate key");
+  Raw long_key;
+  const std::string key(4000, 'k');
+  long_key.header(0, 2).str(key).u32(4).u32(1).str(key).u32(4).u32(2);
+  EXPECT_EQ(parse_error(long_key.bytes),
+            "t.gguf: metadata '" + std::string(64, 'k') + "... (4000 bytes)': duplicate key");
+  Raw tensor;
+  tensor.header(1, 0).tensor("x\ty", {1}, 999, 0).pad_to(32).data(32);
+  EXPECT_THAT(parse_error(tensor.bytes), ::testing::StartsWith("t.gguf: tensor 'x\\ty': "));
+}
+
 TEST(GgufCorrupt, EmptyNames) {
   Raw key;
   key.header(0, 1).str("").u32(4).u32(1).u8(0);

@@ -47,7 +47,14 @@ void synth(const SynthArgs& args) {
   };
 
   const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t bytes = synth_model_dir(args.config, args.out, options, progress);
+  uint64_t bytes = 0;
+  try {
+    bytes = synth_model_dir(args.config, args.out, options, progress);
+  } catch (const Error&) {
+    // The error line starts on a line of its own, not after the redrawn progress.
+    if (tty && last_step >= 0) fmt::print(stderr, "\n");
+    throw;
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (tty) fmt::print(stderr, "\n");

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer {
 
@@ -16,6 +17,12 @@ static_assert(std::endian::native == std::endian::little,
               "the GGUF reader copies little-endian fields straight into host integers");
 
 namespace {
+
+// A key or tensor name from the file for an error message: it may hold any bytes (a newline,
+// 64 KB of them), so it is quoted as a short excerpt with control characters escaped.
+std::string quote(std::string_view name) {
+  return excerpt(name, kGgufMaxTensorNameBytes);
+}
 
 constexpr std::array<std::string_view, 13> kValueTypeNames{
     "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
@@ -230,7 +237,7 @@ GgufTensorInfo read_tensor_info(Cursor& c, uint64_t index) {
   GgufTensorInfo t;
   t.name = c.read_string(at, "name", kGgufMaxTensorNameBytes);
   if (t.name.empty()) c.bad(at, "empty tensor name");
-  const std::string field = fmt::format("tensor '{}'", t.name);
+  const std::string field = fmt::format("tensor '{}'", quote(t.name));
 
   const uint32_t n_dims = c.read<uint32_t>(field, "n_dims");
   if (n_dims > kGgufMaxDims)
@@ -303,12 +310,13 @@ const GgufTensorInfo* GgufLayout::find_tensor(std::string_view name) const {
 
 const GgufValue& GgufLayout::require(std::string_view key) const {
   const GgufValue* v = find(key);
-  if (v == nullptr) fail("{}: metadata '{}' is missing", origin, key);
+  if (v == nullptr) fail("{}: metadata '{}' is missing", origin, quote(key));
   return *v;
 }
 
 void GgufLayout::bad_value(std::string_view key, std::string_view expected) const {
-  fail("{}: metadata '{}': expected {}, found {}", origin, key, expected, describe(require(key)));
+  fail("{}: metadata '{}': expected {}, found {}", origin, quote(key), expected,
+       describe(require(key)));
 }
 
 const std::string& GgufLayout::get_string(std::string_view key) const {
@@ -417,7 +425,7 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
     const std::string at = fmt::format("metadata pair {}", i);
     std::string key = c.read_string(at, "key", kGgufMaxKeyBytes);
     if (key.empty()) c.bad(at, "empty key");
-    const std::string field = fmt::format("metadata '{}'", key);
+    const std::string field = fmt::format("metadata '{}'", quote(key));
     if (!keys.insert(key).second) c.bad(field, "duplicate key");
     const uint32_t type = read_value_type(c, field, "value type");
     GgufValue value = read_value(c, type, field, 0);
@@ -446,7 +454,8 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
   layout.tensors.reserve(static_cast<size_t>(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t = read_tensor_info(c, i);
-    if (!names.insert(t.name).second) c.bad(fmt::format("tensor '{}'", t.name), "duplicate name");
+    if (!names.insert(t.name).second)
+      c.bad(fmt::format("tensor '{}'", quote(t.name)), "duplicate name");
     layout.tensors.push_back(std::move(t));
   }
 
@@ -457,7 +466,7 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
   layout.data_size = file.size() > layout.data_offset ? file.size() - layout.data_offset : 0;
 
   for (const auto& t : layout.tensors) {
-    const std::string field = fmt::format("tensor '{}'", t.name);
+    const std::string field = fmt::format("tensor '{}'", quote(t.name));
     if (t.offset % a != 0)
       c.bad(field, fmt::format("offset {} is not a multiple of the alignment {}", t.offset, a));
     if (t.offset > layout.data_size || t.nbytes > layout.data_size - t.offset)
@@ -478,10 +487,10 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
     const GgufTensorInfo& prev = *by_offset[i - 1];
     const GgufTensorInfo& cur = *by_offset[i];
     if (cur.offset < prev.offset + prev.nbytes)
-      c.bad(
-          fmt::format("tensor '{}'", cur.name),
-          fmt::format("data [{}, {}) overlaps tensor '{}' at [{}, {})", cur.offset,
-                      cur.offset + cur.nbytes, prev.name, prev.offset, prev.offset + prev.nbytes));
+      c.bad(fmt::format("tensor '{}'", quote(cur.name)),
+            fmt::format("data [{}, {}) overlaps tensor '{}' at [{}, {})", cur.offset,
+                        cur.offset + cur.nbytes, quote(prev.name), prev.offset,
+                        prev.offset + prev.nbytes));
   }
 
   layout.build_index();
@@ -505,15 +514,15 @@ std::span<const std::byte> GgufFile::data(const GgufTensorInfo& info) const {
 
 void GgufFile::read(const GgufTensorInfo& info, uint64_t offset, std::span<std::byte> dst) const {
   if (offset > info.nbytes || dst.size() > info.nbytes - offset) {
-    fail("{}: tensor '{}': read of {} bytes at {} is outside its {} bytes", path_.string(), info.name, dst.size(),
-         offset, info.nbytes);
+    fail("{}: tensor '{}': read of {} bytes at {} is outside its {} bytes", path_.string(),
+         quote(info.name), dst.size(), offset, info.nbytes);
   }
   map_.read_at(layout_.data_offset + info.offset + offset, dst);
 }
 
 const GgufTensorInfo& GgufFile::get(std::string_view name) const {
   const GgufTensorInfo* info = find(name);
-  if (info == nullptr) fail("{}: missing tensor '{}'", path_.string(), name);
+  if (info == nullptr) fail("{}: missing tensor '{}'", path_.string(), quote(name));
   return *info;
 }
 

@@ -2,7 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_object.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer {
 
@@ -10,6 +12,9 @@ std::map<std::string, WeightType> declared_block_types(const SafetensorsLayout& 
   std::map<std::string, WeightType> types;
   const auto it = layout.metadata.find(std::string(kWeightTypesKey));
   if (it == layout.metadata.end()) return types;
+  // JSON inside a header string: the header's own depth check never sees its brackets, and
+  // both dump() and the destruction of a parsed value recurse once per level.
+  check_json_depth(it->second, fmt::format("{}: __metadata__ \"{}\"", origin, kWeightTypesKey));
   const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) fail("{}: __metadata__ \"{}\" is not a JSON object", origin, kWeightTypesKey);
   for (const auto& [name, value] : j.items()) {
@@ -17,7 +22,7 @@ std::map<std::string, WeightType> declared_block_types(const SafetensorsLayout& 
         value.is_string() ? weight_type_from_name(value.get<std::string>()) : std::nullopt;
     if (!type || !weight_type_info(*type).quantized) {
       fail("{}: __metadata__ \"{}\": tensor '{}' has type {}, expected a block type (Q8_0 or Q4_0)", origin,
-           kWeightTypesKey, name, value.dump());
+           kWeightTypesKey, excerpt(name), json_excerpt(value));
     }
     types.emplace(name, *type);
   }

@@ -4,8 +4,12 @@
 
 #include <cstring>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "base/output_files.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/splitmix64.h"
 #include "model/manifest.h"
 
@@ -31,11 +35,9 @@ float standard_normal(SplitMix64& rng) {
   return static_cast<float>((static_cast<double>(sum) - kMean) * kInvStd);
 }
 
-}  // namespace
-
-uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::path& out_file,
-                                 const SynthOptions& options,
-                                 const WriteProgress& progress) {
+// The writer for `out_file` with every required manifest tensor added (nothing written yet).
+SafetensorsWriter synthetic_writer(const ModelConfig& cfg, const std::filesystem::path& out_file,
+                                   const SynthOptions& options) {
   if (options.dtype != DType::BF16 && options.dtype != DType::F32)
     fail("synth: dtype {} is not supported (use BF16 or F32)", dtype_name(options.dtype));
   SafetensorsWriter writer(out_file);
@@ -61,6 +63,40 @@ uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::
       }
     });
   }
+  return writer;
+}
+
+// What a failed synth_model_dir undoes: the files it put in the directory that were not there
+// before, then the directories it created, innermost first. Removal is never recursive, so
+// anything else that appeared in a directory meanwhile keeps it (and itself) in place.
+class Undo {
+ public:
+  void file(const std::filesystem::path& path) {
+    if (!path_exists(path)) files_.push_back(path);
+  }
+  // Records the missing directories on the way to `dir`; call before creating it.
+  void directories(const std::filesystem::path& dir) {
+    for (std::filesystem::path p = dir; !p.empty() && !path_exists(p); p = p.parent_path()) {
+      dirs_.push_back(p);  // innermost first
+      if (p == p.parent_path()) break;
+    }
+  }
+  void run() noexcept {
+    std::error_code ec;
+    for (const auto& f : files_) std::filesystem::remove(f, ec);
+    for (const auto& d : dirs_) std::filesystem::remove(d, ec);
+  }
+
+ private:
+  std::vector<std::filesystem::path> files_;
+  std::vector<std::filesystem::path> dirs_;
+};
+
+}  // namespace
+
+uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::path& out_file,
+                                 const SynthOptions& options, const WriteProgress& progress) {
+  const SafetensorsWriter writer = synthetic_writer(cfg, out_file, options);
   writer.write(progress);
   return writer.data_bytes();
 }
@@ -69,26 +105,51 @@ uint64_t synth_model_dir(const std::filesystem::path& config_json,
                          const std::filesystem::path& out_dir, const SynthOptions& options,
                          const WriteProgress& progress) {
   const ModelConfig cfg = ModelConfig::load(config_json);
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) fail("{}: cannot create directory: {}", out_dir.string(), ec.message());
+  const std::filesystem::path weights = out_dir / "model.safetensors";
+  const SafetensorsWriter writer = synthetic_writer(cfg, weights, options);
 
-  const auto copy = [&](const std::filesystem::path& from, const char* name) {
-    if (std::filesystem::equivalent(from, out_dir / name, ec)) return;  // synth into its source
-    std::filesystem::copy_file(from, out_dir / name,
-                               std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec)
-      fail("{}: cannot copy to {}: {}", from.string(), (out_dir / name).string(), ec.message());
-  };
-  // Weights first: an interrupted run leaves no config claiming a model is there.
-  const uint64_t bytes =
-      write_synthetic_weights(cfg, out_dir / "model.safetensors", options, progress);
-  copy(config_json, "config.json");
+  // Everything that can be checked is, before the directory is made: the files to copy, what
+  // is already in the way of each output (a directory named config.json would otherwise be
+  // found only after the weights), and room for all of it (the safetensors header, a few KB,
+  // is left to the writer's own exact check).
+  std::vector<std::pair<std::filesystem::path, const char*>> copies = {
+      {config_json, "config.json"}};
   const auto beside =
       config_json.has_parent_path() ? config_json.parent_path() : std::filesystem::path(".");
   for (const char* name : {"generation_config.json", "tokenizer_config.json"})
-    if (std::filesystem::exists(beside / name)) copy(beside / name, name);
-  return bytes;
+    if (path_exists(beside / name)) copies.emplace_back(beside / name, name);
+  uint64_t bytes = writer.data_bytes();
+  for (const auto& [from, name] : copies) {
+    require_regular_file(from);
+    bytes += std::filesystem::file_size(from);
+  }
+  for (const char* name :
+       {"model.safetensors", "config.json", "generation_config.json", "tokenizer_config.json"})
+    if (path_exists(out_dir / name)) require_regular_file(out_dir / name);
+  require_free_space(out_dir, bytes, weights.string());
+
+  Undo undo;
+  undo.directories(out_dir);
+  undo.file(weights);
+  for (const auto& [from, name] : copies) undo.file(out_dir / name);
+  try {
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec) fail("{}: cannot create directory: {}", out_dir.string(), ec.message());
+    // Weights first: an interrupted run leaves no config claiming a model is there.
+    writer.write(progress);
+    for (const auto& [from, name] : copies) {
+      if (std::filesystem::equivalent(from, out_dir / name, ec)) continue;  // synth into its source
+      std::filesystem::copy_file(from, out_dir / name,
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec)
+        fail("{}: cannot copy to {}: {}", from.string(), (out_dir / name).string(), ec.message());
+    }
+  } catch (...) {
+    undo.run();
+    throw;
+  }
+  return writer.data_bytes();
 }
 
 }  // namespace nanoinfer
