@@ -326,6 +326,39 @@ const std::vector<Case> kCases = {
     {"BenchResultsDirectoryMissing", tiny,
      {"bench", "tokenize", "-m", "{d}/m", "-f", "{d}/m/config.json", "-o", "{d}/nope/results.jsonl"},
      "nope: no such directory for the bench record", "", "", "", "nope"},
+    // ---- quantize --format gguf and the float conversion: refused before a byte is written ----
+    {"QuantizeUnknownFormat", tiny,
+     {"quantize", "-m", "{d}/m", "--type", "int8", "--format", "onnx", "--out", "{d}/x"},
+     "--format must be dir or gguf, got 'onnx'", "", "", "", "x"},
+    {"QuantizeGgufOutWithoutSuffix", tiny,
+     {"quantize", "-m", "{d}/m", "--type", "int8", "--format", "gguf", "--out", "{d}/x.bin"},
+     "--out must name a .gguf file with --format gguf, got", "", "", "", "x.bin"},
+    {"QuantizeDirectoryNamedGguf", tiny, {"quantize", "-m", "{d}/m", "--type", "int8", "--out", "{d}/x.gguf"},
+     "ends in .gguf but --format is dir (add --format gguf", "", "", "", "x.gguf"},
+    {"QuantizeGgufOutExists", with_text("../x.gguf", "precious"),
+     {"quantize", "-m", "{d}/m", "--type", "int4", "--format", "gguf", "--out", "{d}/x.gguf"},
+     "x.gguf: already exists; remove it or choose another name"},
+    {"QuantizeGgufDirectoryMissing", tiny,
+     {"quantize", "-m", "{d}/m", "--type", "int4", "--format", "gguf", "--out", "{d}/nope/x.gguf"},
+     "/nope does not exist", "", "", "", "nope"},
+    {"QuantizeFloatTypeToDirectory", tiny, {"quantize", "-m", "{d}/m", "--type", "f32", "--out", "{d}/x"},
+     "--type f32 writes a GGUF file only (add --format gguf)", "", "", "", "x"},
+    {"QuantizeFloatTypeWithMethod", tiny,
+     {"quantize", "-m", "{d}/m", "--type", "bf16", "--format", "gguf", "--method", "gptq", "--out", "{d}/x.gguf"},
+     "--method applies to --type int8 or int4 only, not bf16", "", "", "", "x.gguf"},
+    {"QuantizeFloatTypeWithCalibWindows", tiny,
+     {"quantize", "-m", "{d}/m", "--type", "f32", "--format", "gguf", "--calib-windows", "3", "--out", "{d}/x.gguf"},
+     "--calib-windows applies to --type int8 or int4 only, not f32", "", "", "", "x.gguf"},
+    {"QuantizeGgufNanWeight",
+     [](const fs::path& d) {
+       tiny(d);
+       test::fill_f32_tensor(d / "m", "model.layers.1.mlp.down_proj.weight", NAN);
+     },
+     {"quantize", "-m", "{d}/m", "--type", "int4", "--method", "rtn", "--format", "gguf", "--out", "{d}/x.gguf"},
+     "tensor 'model.layers.1.mlp.down_proj.weight' holds nan", "", "", "", "x.gguf"},
+    {"ExportGgufWithoutTokenizer", without("tokenizer.json"),
+     {"quantize", "-m", "{d}/m", "--type", "f32", "--format", "gguf", "--out", "{d}/x.gguf"}, "tokenizer.json", "", "",
+     "", "x.gguf"},
 };
 
 // Cases for the lead's part of issue 9, to enable when it lands: non-finite weights are found

@@ -1,13 +1,21 @@
-// export_gguf: a model directory written as one GGUF file llama.cpp loads (nanoinfer/engine.h).
-// The metadata is what llama.cpp's converter writes for a Qwen2 checkpoint (architecture
-// "qwen2", its hyperparameters, the GPT-2-style tokenizer arrays with pre-tokenizer "qwen2");
-// matrices in the requested type, norms and biases in f32. Tensors are converted one at a time,
-// so memory holds at most one of them beside the writer.
+// export_gguf and quantize_to_gguf: a model directory written as one GGUF file llama.cpp loads
+// (nanoinfer/engine.h). The metadata is what llama.cpp's converter writes for a Qwen2
+// checkpoint (architecture "qwen2", its hyperparameters, the GPT-2-style tokenizer arrays with
+// pre-tokenizer "qwen2", the chat template, general.file_type); matrices in the requested type,
+// norms and biases in f32. A tensor already stored in its target type is copied byte for byte
+// (a quantized directory's blocks are never requantized); any other is converted one tensor at
+// a time, so memory holds at most one of them beside the writer.
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/output_files.h"
 #include "io/gguf_writer.h"
 #include "model/gguf_config.h"
 #include "model/linear.h"
@@ -20,6 +28,8 @@
 namespace nanoinfer {
 namespace {
 
+namespace fs = std::filesystem;
+
 GgmlType ggml_type_of(WeightType t) {
   switch (t) {
     case WeightType::F32: return GgmlType::F32;
@@ -30,7 +40,18 @@ GgmlType ggml_type_of(WeightType t) {
   fail("export: no GGUF type for {}", weight_type_name(t));
 }
 
-std::string read_text(const std::filesystem::path& path) {
+// llama.cpp's general.file_type (its enum llama_ftype) for a file whose matrices are mostly `t`.
+uint32_t file_type_of(WeightType t) {
+  switch (t) {
+    case WeightType::F32: return 0;
+    case WeightType::BF16: return 32;
+    case WeightType::Q8_0: return 7;
+    case WeightType::Q4_0: return 2;
+  }
+  fail("export: no GGUF file type for {}", weight_type_name(t));
+}
+
+std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open", path.string());
   std::ostringstream s;
@@ -41,8 +62,16 @@ std::string read_text(const std::filesystem::path& path) {
 // tokenizer.json as the tokenizer.ggml.* arrays: ids padded to the embedding rows with
 // "[PADn]" (type 5, unused), vocabulary tokens normal (1), added tokens control (3) when
 // special or spelled <|...|>, user-defined (4) otherwise; merges as "left right".
-void set_tokenizer(GgufWriter& w, const std::filesystem::path& dir, size_t padded_vocab, const Tokenizer& tok) {
-  const std::filesystem::path path = dir / "tokenizer.json";
+// A JSON object file of the model directory; an empty object when the file is absent.
+nlohmann::json read_json_object(const fs::path& path) {
+  if (!fs::exists(path)) return nlohmann::json::object();
+  auto j = nlohmann::json::parse(read_text(path), nullptr, false);
+  if (!j.is_object()) fail("{}: not a JSON object", path.string());
+  return j;
+}
+
+void set_tokenizer(GgufWriter& w, const fs::path& dir, size_t padded_vocab, const Tokenizer& tok) {
+  const fs::path path = dir / "tokenizer.json";
   const auto j = nlohmann::json::parse(read_text(path), nullptr, false);
   if (j.is_discarded()) fail("{}: not valid JSON", path.string());
   std::vector<std::string> tokens(padded_vocab);
@@ -72,14 +101,67 @@ void set_tokenizer(GgufWriter& w, const std::filesystem::path& dir, size_t padde
   w.set_array("tokenizer.ggml.merges", {std::move(merges)});
   if (const auto eos = tok.eos_token_id()) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*eos));
   if (const auto pad = tok.pad_token_id()) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
+  // The converter takes the BOS id from the checkpoint (Qwen2.5: <|endoftext|>); without it
+  // llama.cpp assumes GPT-2's id 11. Qwen2 never prepends it.
+  const auto config = read_json_object(dir / "config.json");
+  if (const auto bos = config.find("bos_token_id"); bos != config.end() && bos->is_number_unsigned() &&
+                                                    bos->get<uint64_t>() < padded_vocab) {
+    w.set_u32("tokenizer.ggml.bos_token_id", bos->get<uint32_t>());
+  }
   w.set_bool("tokenizer.ggml.add_bos_token", false);
+  const auto tok_config = read_json_object(dir / "tokenizer_config.json");
+  if (const auto t = tok_config.find("chat_template"); t != tok_config.end() && t->is_string()) {
+    w.set_string("tokenizer.chat_template", t->get<std::string>());
+  }
 }
 
-}  // namespace
+void check_out_file(const fs::path& out) {
+  if (out.extension() != ".gguf") {
+    fail("{}: a GGUF file's name must end in .gguf (that is how -m knows to read it as GGUF)", out.string());
+  }
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(out, ec))) {
+    fail("{}: already exists; remove it or choose another name", out.string());
+  }
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec)) fail("{}: the directory {} does not exist", out.string(), parent.string());
+}
 
-uint64_t export_gguf(const std::filesystem::path& model_dir, const std::filesystem::path& out_file,
-                     std::optional<WeightType> type) {
-  const ModelFiles files = locate_model(model_dir);
+// The model's name in general.name: its directory's.
+std::string model_name(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(dir, ec);
+  return (ec ? dir : canonical).filename().string();
+}
+
+// Where quantize_to_gguf builds the quantized model directory before writing the GGUF file:
+// a hidden directory beside the output, removed however the call ends.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const fs::path& out) {
+    const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+    std::string tmpl = (parent / ("." + out.filename().string() + ".tmp.XXXXXX")).string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      fail("{}: cannot create a directory in {}: {}", out.string(), parent.string(), std::strerror(errno));
+    }
+    path_ = tmpl;
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// The body of both public calls: `dir` is a located model directory, `out` checked.
+uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<WeightType> type,
+                    const std::string& name, const GgufExportProgress& progress) {
+  const ModelFiles files = locate_model(dir);
   const ModelConfig cfg = ModelConfig::load(files.config);
   const Tokenizer tok = Tokenizer::load(files.dir);
   const SafetensorsFile file = SafetensorsFile::open(files.weights);
@@ -89,9 +171,10 @@ uint64_t export_gguf(const std::filesystem::path& model_dir, const std::filesyst
     fail("{}: {}", files.weights.string(), problems.front());
   }
 
-  GgufWriter w(out_file);
+  GgufWriter w(out);
   w.set_string("general.architecture", "qwen2");
-  w.set_string("general.name", files.dir.filename().string());
+  w.set_string("general.name", name);
+  w.set_u32("general.file_type", 0);  // set below, once the matrices' types are known
   w.set_u32("qwen2.block_count", static_cast<uint32_t>(cfg.num_hidden_layers));
   w.set_u32("qwen2.context_length", static_cast<uint32_t>(cfg.max_position_embeddings));
   w.set_u32("qwen2.embedding_length", static_cast<uint32_t>(cfg.hidden_size));
@@ -101,7 +184,12 @@ uint64_t export_gguf(const std::filesystem::path& model_dir, const std::filesyst
   w.set_f32("qwen2.rope.freq_base", static_cast<float>(cfg.rope_theta));
   w.set_f32("qwen2.attention.layer_norm_rms_epsilon", static_cast<float>(cfg.rms_norm_eps));
   set_tokenizer(w, files.dir, static_cast<size_t>(cfg.vocab_size), tok);
+  // A quantized directory's record of how it was made travels with the weights.
+  if (const auto q = file.layout().metadata.find("nanoinfer.quantization"); q != file.layout().metadata.end()) {
+    w.set_string("nanoinfer.quantization", q->second);
+  }
 
+  std::map<WeightType, size_t> matrix_types;  // how many matrices of each type are written
   for (const TensorSpec& spec : manifest) {
     const StoredTensor* t = src.find(spec.name);
     if (t == nullptr || (spec.slot == TensorSlot::LmHead && cfg.tie_word_embeddings)) continue;
@@ -112,16 +200,25 @@ uint64_t export_gguf(const std::filesystem::path& model_dir, const std::filesyst
     if (spec.is_matrix()) {
       to = type.value_or(t->exact.value_or(WeightType::F32));
       if (type && weight_type_info(*type).quantized) to = scheme_type(spec, *type, cfg.tie_word_embeddings);
+      ++matrix_types[to];
     }
     const size_t rows = spec.is_matrix() ? static_cast<size_t>(spec.shape[0]) : 1;
     const size_t cols = static_cast<size_t>(spec.shape.back());
     const size_t row_bytes = weight_row_bytes(to, cols);
     std::vector<uint64_t> dims(spec.shape.rbegin(), spec.shape.rend());
-    // The converted tensor is built on the writer's first request and handed out in chunks.
-    auto converted = std::make_shared<std::vector<std::byte>>();
-    auto pos = std::make_shared<size_t>(0);
     const StoredTensor* stored = t;
     const WeightSource* source = &src;
+    auto pos = std::make_shared<size_t>(0);
+    if (t->exact == to && t->row_bytes == row_bytes) {
+      // Stored as written: the bytes pass through unchanged, chunk by chunk.
+      w.add(*gguf_name_from_hf(spec.name), ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
+        source->read(*stored, *pos, chunk);
+        *pos += chunk.size();
+      });
+      continue;
+    }
+    // The converted tensor is built on the writer's first request and handed out in chunks.
+    auto converted = std::make_shared<std::vector<std::byte>>();
     w.add(*gguf_name_from_hf(spec.name), ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
       if (converted->empty()) {
         converted->resize(rows * row_bytes);
@@ -138,8 +235,48 @@ uint64_t export_gguf(const std::filesystem::path& model_dir, const std::filesyst
       if (*pos == converted->size()) std::vector<std::byte>().swap(*converted);
     });
   }
-  w.write();
+  // The file type names what most matrices hold (a q4_0 file keeps its logits matrix q8_0, as
+  // llama.cpp's own mostly-q4_0 files keep theirs in a wider type).
+  WeightType main_type = WeightType::F32;
+  size_t most = 0;
+  for (const auto& [t, n] : matrix_types) {
+    if (n > most) main_type = t, most = n;
+  }
+  w.set_u32("general.file_type", file_type_of(main_type));
+  if (weight_type_info(main_type).quantized) w.set_u32("general.quantization_version", 2);
+
+  // Room for the data, each tensor's padding, and the metadata (the tokenizer arrays are no
+  // larger than tokenizer.json, plus a length per string).
+  const uint64_t tokenizer_bytes = fs::file_size(files.dir / "tokenizer.json");
+  require_free_space(out, w.data_bytes() + manifest.size() * (w.alignment() + 128) + 2 * tokenizer_bytes + (64 << 10),
+                     out.string());
+  w.write(progress);
   return w.data_bytes();
+}
+
+}  // namespace
+
+uint64_t export_gguf(const fs::path& model_dir, const fs::path& out_file, std::optional<WeightType> type,
+                     const GgufExportProgress& progress) {
+  check_out_file(out_file);
+  const fs::path dir = resolve_model_path(model_dir.string());
+  return write_gguf(dir, out_file, type, model_name(dir), progress);
+}
+
+QuantizeResult quantize_to_gguf(std::string_view model_path, const fs::path& out_file, const QuantizeOptions& options,
+                                const QuantizeProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  check_out_file(out_file);
+  const fs::path dir = resolve_model_path(model_path);
+  const ScratchDir scratch(out_file);
+  QuantizeResult r = quantize_model(dir.string(), scratch.path() / "model", options, progress);
+  write_gguf(scratch.path() / "model", out_file, std::nullopt, model_name(dir), [&](uint64_t done, uint64_t total) {
+    if (progress) progress({"gguf", done, total});
+  });
+  r.out = out_file;
+  r.file_bytes = fs::file_size(out_file);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
 }
 
 }  // namespace nanoinfer
