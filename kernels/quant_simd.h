@@ -15,7 +15,7 @@
 //
 // The unsigned side of vpdpbusd / vpmaddubsw gets the weights, offset into [0, 255]:
 //   Q4_0: the nibble n = q + 8 itself;   Q8_0 (VNNI): q ^ 0x80 = q + 128
-// and the group subtracts offset * sum(x) per block (the activation's block sums, s below).
+// and the group subtracts offset * sum(x) per block (QuantizedActivations::s in kernels.h).
 // AVX2's Q8_0 instead moves the weights' signs onto x (vpsignb), offset 0: with q + 128,
 // vpmaddubsw's pairwise int16 sums could saturate (2 * 255 * 127 > 32767); with |q| <= 128
 // they cannot (2 * 128 * 127 = 32512).

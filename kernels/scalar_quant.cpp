@@ -2,7 +2,10 @@
 // exact dequantization, and the matrix product every faster kernel is held to, bitwise.
 //
 // The product quantizes each activation row to int8 blocks of 32 (quantize_activation_block
-// below), so that a block's dot product is exact integer arithmetic. Then, for each output,
+// below), so that a block's dot product is exact integer arithmetic. (quantize_activations
+// does so for a whole input once; the matmul_quantized entries take its result, so the model
+// quantizes an input once for every thread and matrix; the float entries quantize for
+// themselves and call them.) Then, for each output,
 //
 //   acc = 0.0f
 //   for each block b, in ascending order:
