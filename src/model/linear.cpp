@@ -9,6 +9,8 @@ namespace {
 // tile (results would be identical anyway; this only keeps tiles full).
 constexpr size_t kRowGrain = 16;
 static_assert(kGateUpBlock % kRowGrain == 0, "gate/up blocks keep kernel tiles full");
+// Gate/up outputs computed before their SwiGLU is applied: 64 KiB, well inside L2.
+constexpr size_t kEpilogueFloats = size_t{1} << 14;
 // Below this many multiply-adds, waking workers costs more than it saves.
 constexpr size_t kMinParallelWork = size_t{1} << 15;
 
@@ -100,15 +102,22 @@ void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, floa
   const Weight& m = w.fused;  // [2 * inter][cols], interleaved (linear.h)
   const size_t rows = m.rows, pair = 2 * kGateUpBlock;
   const Input in = prepare(c, quantized(m.type), x, m.cols, n_tokens);
+  // A range is computed in chunks whose outputs fit in L2 ([n_tokens][chunk] floats), each
+  // chunk's SwiGLU applied right after it, while those outputs are still cached. A chunk
+  // boundary changes no result (the kernels are bitwise independent of row ranges).
+  const size_t chunk = std::max(pair, kEpilogueFloats / n_tokens / pair * pair);
   for_rows(c, rows, m.cols, n_tokens, pair, [&](size_t begin, size_t end) {
-    product(c, m, nullptr, in, gate_up, rows, begin, end);
-    // [begin, end) holds whole pairs; pair p starts at row 2 * i0 and serves outputs
-    // i0 .. i0 + len - 1, its gate rows first, then its up rows.
-    for (size_t p = begin; p < end; p += pair) {
-      const size_t i0 = p / 2, len = std::min(kGateUpBlock, inter - i0);
+    for (size_t c0 = begin; c0 < end; c0 += chunk) {
+      const size_t c1 = std::min(end, c0 + chunk);
+      product(c, m, nullptr, in, gate_up, rows, c0, c1);
+      // [c0, c1) holds whole pairs; pair p starts at row 2 * i0 and serves outputs
+      // i0 .. i0 + len - 1, its gate rows first, then its up rows.
       for (size_t t = 0; t < n_tokens; ++t) {
-        const float* g = gate_up + t * rows + p;
-        silu_mul(g, g + len, act + t * inter + i0, len);
+        for (size_t p = c0; p < c1; p += pair) {
+          const size_t i0 = p / 2, len = std::min(kGateUpBlock, inter - i0);
+          const float* g = gate_up + t * rows + p;
+          silu_mul(g, g + len, act + t * inter + i0, len);
+        }
       }
     }
   });
