@@ -185,30 +185,41 @@ namespace nanoinfer::kernels {
 namespace {
 
 // Matmul entries in WeightType order: F32, BF16, Q8_0, Q4_0. A tier lists a lower tier's
-// kernel wherever it has none of its own.
+// kernel wherever it has none of its own. Every SIMD tier quantizes activations with the
+// AVX2 code (bitwise the scalar reference, like everything else).
 static_assert(kWeightTypeCount == 4);
 
 constexpr Kernels kScalar{Isa::Scalar,
                           {scalar::matmul_f32, scalar::matmul_bf16, matmul_q8_0, matmul_q4_0},
+                          {nullptr, nullptr, matmul_quantized_q8_0, matmul_quantized_q4_0},
+                          quantize_activations,
                           scalar::dot_f32,
                           scalar::axpy_f32};
 constexpr Kernels kAvx2{Isa::Avx2,
                         {avx2::matmul_f32, avx2::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
+                        {nullptr, nullptr, avx2::matmul_quantized_q8_0, avx2::matmul_quantized_q4_0},
+                        avx2::quantize_activations,
                         avx2::dot_f32,
                         avx2::axpy_f32};
 constexpr Kernels kAvx2Vnni{Isa::Avx2Vnni,
                             {avx2::matmul_f32, avx2::matmul_bf16, avx2_vnni::matmul_q8_0, avx2_vnni::matmul_q4_0},
+                            {nullptr, nullptr, avx2_vnni::matmul_quantized_q8_0, avx2_vnni::matmul_quantized_q4_0},
+                            avx2::quantize_activations,
                             avx2::dot_f32,
                             avx2::axpy_f32};
 // Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
 // no zmm sign trick), so the avx512 tier keeps AVX2's quantized kernels.
 constexpr Kernels kAvx512{Isa::Avx512,
                           {avx512::matmul_f32, avx512::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
+                          {nullptr, nullptr, avx2::matmul_quantized_q8_0, avx2::matmul_quantized_q4_0},
+                          avx2::quantize_activations,
                           avx512::dot_f32,
                           avx512::axpy_f32};
 constexpr Kernels kAvx512Vnni{
     Isa::Avx512Vnni,
     {avx512::matmul_f32, avx512::matmul_bf16, avx512_vnni::matmul_q8_0, avx512_vnni::matmul_q4_0},
+    {nullptr, nullptr, avx512_vnni::matmul_quantized_q8_0, avx512_vnni::matmul_quantized_q4_0},
+    avx2::quantize_activations,
     avx512::dot_f32,
     avx512::axpy_f32};
 

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "nanoinfer/isa.h"
 #include "nanoinfer/weight_type.h"
@@ -26,20 +27,49 @@ namespace nanoinfer::kernels {
 // y: [n_tokens][rows], bias: [rows] or nullptr (then no addition at all). Rows outside the
 // range are neither read nor written. Kernels for quantized types may round the activations
 // (documented with each kernel); the scalar reference defines the exact result.
+// `rows` is also the row stride of y: a product may write its columns into a wider output
+// (y pointing at the first column, `rows` the output's width), since no row outside the range
+// is ever read.
 using MatmulFn = void (*)(const std::byte* w, const float* bias, const float* x, float* y, size_t rows,
                           size_t cols, size_t n_tokens, size_t row_begin, size_t row_end);
+
+// Activations quantized for the Q8_0 / Q4_0 products: every block of 32 by
+// quantize_activation_block. Quantized once per input, they serve every thread and every
+// matrix that reads that input.
+//   q: [tokens][cols] int8;  d: [nb][tokens] block scales;  s: [nb][tokens] sum of each block's q
+// `tokens` is n rounded up to a whole prefill token group (kQuantTokenGroup), or 1 when n is
+// 1; the padding tokens are all zero. Grown, never shrunk, so steady-state calls do not
+// allocate.
+inline constexpr size_t kQuantTokenGroup = 4;
+struct QuantizedActivations {
+  size_t cols = 0, nb = 0, n = 0, tokens = 0;
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> s;
+};
+// x: [n][cols], cols a multiple of 32 -> out.
+using QuantizeActivationsFn = void (*)(const float* x, size_t cols, size_t n, QuantizedActivations& out);
+// MatmulFn's product for a quantized type, from activations already quantized (n_tokens and
+// cols are x's): bitwise what MatmulFn gives for the unquantized activations.
+using MatmulQuantizedFn = void (*)(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
+                                   size_t rows, size_t row_begin, size_t row_end);
 
 struct Kernels {
   Isa isa;
   // Indexed by WeightType; every entry is set (an ISA without its own kernel for a type
   // carries a lower ISA's kernel, ultimately the scalar reference).
   std::array<MatmulFn, kWeightTypeCount> matmul;
+  // The quantized types' products from shared quantized activations (nullptr for f32 and
+  // bf16), and the quantization they read.
+  std::array<MatmulQuantizedFn, kWeightTypeCount> matmul_quantized;
+  QuantizeActivationsFn quantize_activations;
   // sum_i a[i] * b[i] (attention scores).
   float (*dot_f32)(const float* a, const float* b, size_t n);
   // y[i] += alpha * x[i] (attention: weighted sum of values).
   void (*axpy_f32)(float alpha, const float* x, float* y, size_t n);
 
   MatmulFn matmul_for(WeightType type) const { return matmul[static_cast<size_t>(type)]; }
+  MatmulQuantizedFn matmul_quantized_for(WeightType type) const { return matmul_quantized[static_cast<size_t>(type)]; }
 };
 
 // The table of one ISA. Throws nanoinfer::Error naming what is missing when the CPU/OS
@@ -59,15 +89,21 @@ void quantize_row(WeightType type, const float* in, std::byte* row, size_t cols)
 // The signatures, to declare the kernels each tier defines (a function type, not a pointer).
 using MatmulSig = void(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                        size_t n_tokens, size_t row_begin, size_t row_end);
+using MatmulQuantizedSig = void(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
+                                size_t rows, size_t row_begin, size_t row_end);
+using QuantizeActivationsSig = void(const float* x, size_t cols, size_t n, QuantizedActivations& out);
 using DotSig = float(const float* a, const float* b, size_t n);
 using AxpySig = void(float alpha, const float* x, float* y, size_t n);
 
 // The scalar reference products of the quantized types (kernels/scalar_quant.cpp, which
 // states the exact accumulation rule every ISA reproduces bitwise).
 MatmulSig matmul_q8_0, matmul_q4_0;
+MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 // The activation side of those products: 32 floats -> 32 int8 (round half to even) and the
 // returned scale d = max|x| / 127, or d = 0 and all-zero q when that d is below FLT_MIN.
 float quantize_activation_block(const float* x, int8_t* q);
+// Every block of x by quantize_activation_block, in QuantizedActivations' layout.
+QuantizeActivationsSig quantize_activations;
 
 // What each tier's files define; kernels/dispatch.cpp assembles the tables from these.
 // Everything else in those files has internal linkage, so the linker can never merge a
@@ -79,11 +115,14 @@ AxpySig axpy_f32;
 }  // namespace scalar
 namespace avx2 {         // kernels/*_avx2.cpp
 MatmulSig matmul_f32, matmul_bf16, matmul_q8_0, matmul_q4_0;
+MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
+QuantizeActivationsSig quantize_activations;
 DotSig dot_f32;
 AxpySig axpy_f32;
 }  // namespace avx2
 namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
 MatmulSig matmul_q8_0, matmul_q4_0;
+MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 }  // namespace avx2_vnni
 namespace avx512 {       // kernels/*_avx512.cpp
 MatmulSig matmul_f32, matmul_bf16;
@@ -92,6 +131,7 @@ AxpySig axpy_f32;
 }  // namespace avx512
 namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
 MatmulSig matmul_q8_0, matmul_q4_0;
+MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 }  // namespace avx512_vnni
 
 }  // namespace nanoinfer::kernels

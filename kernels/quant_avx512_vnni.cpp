@@ -207,5 +207,15 @@ void matmul_q4_0(const std::byte* w, const float* bias, const float* x, float* y
   matmul_quant<ZmmVnni, WeightType::Q4_0>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
+void matmul_quantized_q8_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
+                           size_t row_begin, size_t row_end) {
+  matmul_quantized<ZmmVnni, WeightType::Q8_0>(w, bias, x, y, rows, row_begin, row_end);
+}
+
+void matmul_quantized_q4_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
+                           size_t row_begin, size_t row_end) {
+  matmul_quantized<ZmmVnni, WeightType::Q4_0>(w, bias, x, y, rows, row_begin, row_end);
+}
+
 }  // namespace avx512_vnni
 }  // namespace nanoinfer::kernels

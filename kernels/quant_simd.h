@@ -15,7 +15,7 @@
 //
 // The unsigned side of vpdpbusd / vpmaddubsw gets the weights, offset into [0, 255]:
 //   Q4_0: the nibble n = q + 8 itself;   Q8_0 (VNNI): q ^ 0x80 = q + 128
-// and the group subtracts offset * sum(x) per block (the activation's block sums, s below).
+// and the group subtracts offset * sum(x) per block (QuantizedActivations::s in kernels.h).
 // AVX2's Q8_0 instead moves the weights' signs onto x (vpsignb), offset 0: with q + 128,
 // vpmaddubsw's pairwise int16 sums could saturate (2 * 255 * 127 > 32767); with |q| <= 128
 // they cannot (2 * 128 * 127 = 32512).
@@ -36,25 +36,6 @@ namespace {
 
 template <WeightType kType>
 constexpr size_t kBlockBytes = kType == WeightType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
-
-// Activations quantized as the reference does (quantize_activation_block), in the layout
-// the groups read:
-//   q: [tokens][cols] int8;   d: [nb][tokens] scales;   s: [nb][tokens] sum of each block's q.
-// `tokens` is padded to a whole token group; padded tokens are all zero.
-struct QuantizedActivations {
-  size_t cols = 0, nb = 0, tokens = 0;
-  std::vector<int8_t> q;
-  std::vector<float> d;
-  std::vector<int32_t> s;
-};
-
-// One per thread and per tier: every thread quantizes the activations its rows need (sharing
-// one quantization across threads, and across q/k/v, is for later). Grown, never shrunk, so
-// steady-state calls do not allocate.
-QuantizedActivations& activation_buffer() {
-  thread_local QuantizedActivations buf;
-  return buf;
-}
 
 // quantize_activation_block, bitwise: the same max (max is exact in any order; NaN is
 // skipped because the running maximum is vmaxps's second operand), the same divisions, and
@@ -94,19 +75,20 @@ inline void quantize_block(const float* x, int8_t* q, float* d_out, int32_t* s_o
   *d_out = d;
 }
 
-// Tokens [0, n) of x: [n][cols] into `a`, padded with zero tokens to `padded`.
-inline void quantize_activations(const float* x, size_t cols, size_t n, size_t padded, QuantizedActivations& a) {
+// quantize_activations (kernels/kernels.h), block by block with quantize_block.
+inline void quantize_all(const float* x, size_t cols, size_t n, QuantizedActivations& a) {
   a.cols = cols;
   a.nb = cols / kQuantBlock;
-  a.tokens = padded;
-  a.q.resize(padded * cols);
-  a.d.resize(a.nb * padded);
-  a.s.resize(a.nb * padded);
-  for (size_t t = 0; t < padded; ++t) {
+  a.n = n;
+  a.tokens = n == 1 ? 1 : (n + kQuantTokenGroup - 1) / kQuantTokenGroup * kQuantTokenGroup;
+  a.q.resize(a.tokens * cols);
+  a.d.resize(a.nb * a.tokens);
+  a.s.resize(a.nb * a.tokens);
+  for (size_t t = 0; t < a.tokens; ++t) {
     for (size_t b = 0; b < a.nb; ++b) {
       int8_t* q = a.q.data() + t * cols + b * kQuantBlock;
-      float* d = a.d.data() + b * padded + t;
-      int32_t* s = a.s.data() + b * padded + t;
+      float* d = a.d.data() + b * a.tokens + t;
+      int32_t* s = a.s.data() + b * a.tokens + t;
       if (t < n) {
         quantize_block(x + t * cols + b * kQuantBlock, q, d, s);
       } else {
@@ -261,13 +243,14 @@ struct Ymm {
 // the weights stream from memory once per block.
 constexpr size_t kTokenBlock = 64;
 // Tokens per prefill group: each weight block loaded is used for this many tokens.
-constexpr size_t kPrefillGroupTokens = 4;
+constexpr size_t kPrefillGroupTokens = kQuantTokenGroup;
+static_assert(kTokenBlock % kPrefillGroupTokens == 0);
 
 // One group: rows [r0, r0 + lanes / TG) (clamped to the range: repeated rows are computed and
-// dropped) by tokens [t0, t0 + TG) of the quantized block whose first token is x token tb.
+// dropped) by tokens [t0, t0 + TG) (padding tokens are computed and dropped).
 template <class Fam, WeightType kType, size_t TG>
 inline void run_group(const std::byte* w, size_t row_bytes, const float* bias, float* y, size_t rows, size_t r0,
-                      size_t row_end, const QuantizedActivations& a, size_t t0, size_t tb, size_t n_valid) {
+                      size_t row_end, const QuantizedActivations& a, size_t t0) {
   constexpr size_t L = Fam::lanes, R = L / TG;
   const std::byte* wr[R];
 #pragma GCC unroll 16
@@ -280,19 +263,18 @@ inline void run_group(const std::byte* w, size_t row_bytes, const float* bias, f
 #pragma GCC unroll 16
   for (size_t j = 0; j < L; ++j) {
     const size_t r = r0 + j / TG, t = t0 + j % TG;
-    if (r < row_end && t < n_valid) y[(tb + t) * rows + r] = bias ? bias[r] + out[j] : out[j];
+    if (r < row_end && t < a.n) y[t * rows + r] = bias ? bias[r] + out[j] : out[j];
   }
 }
 
+// The product from quantized activations (MatmulQuantizedFn).
 template <class Fam, WeightType kType>
-void matmul_quant(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                  size_t n_tokens, size_t row_begin, size_t row_end) {
-  if (row_begin >= row_end || n_tokens == 0) return;
-  const size_t row_bytes = cols / kQuantBlock * kBlockBytes<kType>;
-  QuantizedActivations& a = activation_buffer();
-  if (n_tokens == 1) {
+void matmul_quantized(const std::byte* w, const float* bias, const QuantizedActivations& a, float* y, size_t rows,
+                      size_t row_begin, size_t row_end) {
+  if (row_begin >= row_end || a.n == 0) return;
+  const size_t row_bytes = a.nb * kBlockBytes<kType>;
+  if (a.n == 1) {
     // Decode: memory-bound; each pass streams `decode_rows` rows at once.
-    quantize_activations(x, cols, 1, 1, a);
     constexpr size_t R = Fam::decode_rows;
     for (size_t r0 = row_begin; r0 < row_end; r0 += R) {
       const std::byte* wr[R];
@@ -307,13 +289,22 @@ void matmul_quant(const std::byte* w, const float* bias, const float* x, float* 
     return;
   }
   constexpr size_t TG = kPrefillGroupTokens;
-  for (size_t tb = 0; tb < n_tokens; tb += kTokenBlock) {
-    const size_t n = std::min(kTokenBlock, n_tokens - tb), padded = (n + TG - 1) / TG * TG;
-    quantize_activations(x + tb * cols, cols, n, padded, a);
+  for (size_t tb = 0; tb < a.tokens; tb += kTokenBlock) {
+    const size_t te = std::min(tb + kTokenBlock, a.tokens);
     for (size_t r0 = row_begin; r0 < row_end; r0 += Fam::lanes / TG)
-      for (size_t t0 = 0; t0 < padded; t0 += TG)
-        run_group<Fam, kType, TG>(w, row_bytes, bias, y, rows, r0, row_end, a, t0, tb, n);
+      for (size_t t0 = tb; t0 < te; t0 += TG)
+        run_group<Fam, kType, TG>(w, row_bytes, bias, y, rows, r0, row_end, a, t0);
   }
+}
+
+// The product from float activations (MatmulFn): quantized into a buffer of this thread.
+template <class Fam, WeightType kType>
+void matmul_quant(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                  size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (row_begin >= row_end || n_tokens == 0) return;
+  thread_local QuantizedActivations a;
+  quantize_all(x, cols, n_tokens, a);
+  matmul_quantized<Fam, kType>(w, bias, a, y, rows, row_begin, row_end);
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // exact dequantization, and the matrix product every faster kernel is held to, bitwise.
 //
 // The product quantizes each activation row to int8 blocks of 32 (quantize_activation_block
-// below), so that a block's dot product is exact integer arithmetic. Then, for each output,
+// below), so that a block's dot product is exact integer arithmetic. (quantize_activations
+// does so for a whole input once; the matmul_quantized entries take its result, so the model
+// quantizes an input once for every thread and matrix; the float entries quantize for
+// themselves and call them.) Then, for each output,
 //
 //   acc = 0.0f
 //   for each block b, in ascending order:
@@ -18,7 +21,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
@@ -63,15 +65,13 @@ inline float weight_block(WeightType type, const std::byte* row, size_t b, int8_
   return f16_to_f32(blk->d);
 }
 
-void matmul_quant(WeightType type, const std::byte* w, const float* bias, const float* x, float* y, size_t rows,
-                  size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
-  const size_t nb = cols / kQuantBlock;
-  const size_t row_bytes = weight_row_bytes(type, cols);
-  std::vector<int8_t> xq(cols);
-  std::vector<float> dx(nb);
+void matmul_quantized(WeightType type, const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
+                      size_t rows, size_t row_begin, size_t row_end) {
+  const size_t nb = x.nb;
+  const size_t row_bytes = weight_row_bytes(type, x.cols);
   int8_t qw[kQuantBlock];
-  for (size_t t = 0; t < n_tokens; ++t) {
-    for (size_t b = 0; b < nb; ++b) dx[b] = quantize_activation_block(x + t * cols + b * kQuantBlock, &xq[b * kQuantBlock]);
+  for (size_t t = 0; t < x.n; ++t) {
+    const int8_t* xq = x.q.data() + t * x.cols;
     for (size_t r = row_begin; r < row_end; ++r) {
       const std::byte* row = w + r * row_bytes;
       float acc = 0.0f;
@@ -79,7 +79,7 @@ void matmul_quant(WeightType type, const std::byte* w, const float* bias, const 
         const float dw = weight_block(type, row, b, qw);
         int32_t isum = 0;
         for (size_t i = 0; i < kQuantBlock; ++i) isum += int32_t{qw[i]} * int32_t{xq[b * kQuantBlock + i]};
-        const float s = dw * dx[b];
+        const float s = dw * x.d[b * x.tokens + t];
         acc += s * static_cast<float>(isum);
       }
       y[t * rows + r] = bias ? bias[r] + acc : acc;
@@ -87,7 +87,38 @@ void matmul_quant(WeightType type, const std::byte* w, const float* bias, const 
   }
 }
 
+// The entries taking float activations quantize them into a buffer of their own thread; the
+// model quantizes once per input instead and calls the entries above.
+void matmul_quant(WeightType type, const std::byte* w, const float* bias, const float* x, float* y, size_t rows,
+                  size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
+  thread_local QuantizedActivations a;
+  quantize_activations(x, cols, n_tokens, a);
+  matmul_quantized(type, w, bias, a, y, rows, row_begin, row_end);
+}
+
 }  // namespace
+
+void quantize_activations(const float* x, size_t cols, size_t n, QuantizedActivations& a) {
+  a.cols = cols;
+  a.nb = cols / kQuantBlock;
+  a.n = n;
+  a.tokens = n == 1 ? 1 : (n + kQuantTokenGroup - 1) / kQuantTokenGroup * kQuantTokenGroup;
+  a.q.resize(a.tokens * cols);
+  a.d.resize(a.nb * a.tokens);
+  a.s.resize(a.nb * a.tokens);
+  for (size_t t = 0; t < a.tokens; ++t) {
+    for (size_t b = 0; b < a.nb; ++b) {
+      int8_t* q = a.q.data() + t * cols + b * kQuantBlock;
+      float d = 0.0f;
+      if (t < n) d = quantize_activation_block(x + t * cols + b * kQuantBlock, q);
+      else std::memset(q, 0, kQuantBlock);
+      int32_t sum = 0;
+      for (size_t i = 0; i < kQuantBlock; ++i) sum += q[i];
+      a.d[b * a.tokens + t] = d;
+      a.s[b * a.tokens + t] = sum;
+    }
+  }
+}
 
 void matmul_q8_0(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                  size_t n_tokens, size_t row_begin, size_t row_end) {
@@ -97,6 +128,16 @@ void matmul_q8_0(const std::byte* w, const float* bias, const float* x, float* y
 void matmul_q4_0(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                  size_t n_tokens, size_t row_begin, size_t row_end) {
   matmul_quant(WeightType::Q4_0, w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
+void matmul_quantized_q8_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
+                           size_t row_begin, size_t row_end) {
+  matmul_quantized(WeightType::Q8_0, w, bias, x, y, rows, row_begin, row_end);
+}
+
+void matmul_quantized_q4_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
+                           size_t row_begin, size_t row_end) {
+  matmul_quantized(WeightType::Q4_0, w, bias, x, y, rows, row_begin, row_end);
 }
 
 void dequantize_row(WeightType type, const std::byte* row, float* out, size_t cols) {

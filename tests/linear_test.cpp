@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -13,6 +14,7 @@
 #include "kernels/kernels.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
+#include "model/ops.h"
 #include "support/random.h"
 
 namespace nanoinfer {
@@ -194,6 +196,152 @@ TEST(Linear, NullBiasAndZeroTokens) {
   EXPECT_EQ(untouched, std::vector<float>(4, 7.0f));
 }
 
+
+
+// ---- the fused products -------------------------------------------------------------------
+
+// A matrix of any weight type, its rows encoded from seeded floats.
+struct Encoded {
+  std::vector<std::byte> bytes;
+  Weight w;
+  Encoded(WeightType type, size_t rows, size_t cols, uint32_t seed) : bytes(rows * weight_row_bytes(type, cols)) {
+    const std::vector<float> f = random_floats(rows * cols, seed);
+    const size_t rb = weight_row_bytes(type, cols);
+    for (size_t r = 0; r < rows; ++r) encode_row(type, f.data() + r * cols, bytes.data() + r * rb, cols);
+    w = {type, bytes.data(), rows, cols, rb};
+  }
+};
+
+// Stacked q/k/v, one matrix of one type or three of mixed types, is bitwise three linear()
+// calls placed side by side, at 1, 2 and 3 threads and on every ISA.
+TEST(LinearStacked, BitwiseTheSeparateProductsSideBySide) {
+  ThreadPool p1(1), p2(2), p3(3);
+  const size_t cols = 448, rows[] = {448, 64, 64}, total = 576;  // tiny-gqa7's q, k, v
+  const std::vector<float> bias = random_floats(total, 5);
+  const WeightType mixes[][3] = {{WeightType::F32, WeightType::F32, WeightType::F32},
+                                 {WeightType::BF16, WeightType::BF16, WeightType::BF16},
+                                 {WeightType::Q8_0, WeightType::Q8_0, WeightType::Q8_0},
+                                 {WeightType::Q4_0, WeightType::Q4_0, WeightType::Q4_0},
+                                 {WeightType::Q8_0, WeightType::F32, WeightType::Q4_0},
+                                 {WeightType::BF16, WeightType::Q4_0, WeightType::BF16}};
+  int compared = 0;
+  for (const auto& mix : mixes) {
+    std::vector<Encoded> parts;
+    for (size_t i = 0; i < 3; ++i) parts.emplace_back(mix[i], rows[i], cols, static_cast<uint32_t>(10 + i));
+    const bool one_type = mix[0] == mix[1] && mix[1] == mix[2];
+    // One type: the rows stacked as one matrix, as the loader lays them out.
+    std::vector<std::byte> stacked_bytes;
+    StackedWeight stacked{{}, total, bias.data()};
+    if (one_type) {
+      for (const Encoded& e : parts) stacked_bytes.insert(stacked_bytes.end(), e.bytes.begin(), e.bytes.end());
+      stacked.parts = {Weight{mix[0], stacked_bytes.data(), total, cols, parts[0].w.row_bytes}};
+    } else {
+      for (const Encoded& e : parts) stacked.parts.push_back(e.w);
+    }
+    for (size_t tokens : {size_t{1}, size_t{7}}) {
+      const std::vector<float> x = random_floats(tokens * cols, 21);
+      for (Isa isa : supported_isas()) {
+        // The separate products, placed side by side.
+        std::vector<float> expected(tokens * total);
+        size_t first = 0;
+        for (size_t i = 0; i < 3; ++i) {
+          std::vector<float> y(tokens * rows[i]);
+          linear({&p2, &kernels::table(isa)}, parts[i].w, bias.data() + first, x.data(), y.data(), tokens);
+          for (size_t t = 0; t < tokens; ++t)
+            std::memcpy(&expected[t * total + first], &y[t * rows[i]], rows[i] * sizeof(float));
+          first += rows[i];
+        }
+        for (ThreadPool* pool : {&p1, &p2, &p3}) {
+          std::vector<float> y(tokens * total, std::nanf(""));
+          linear({pool, &kernels::table(isa)}, stacked, x.data(), y.data(), tokens);
+          EXPECT_TRUE(same_bits(y, expected)) << isa_name(isa) << " " << weight_type_name(mix[0]) << "/"
+                                              << weight_type_name(mix[1]) << "/" << weight_type_name(mix[2])
+                                              << " tokens " << tokens << " threads " << pool->size();
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, static_cast<int>(std::size(mixes) * 2 * supported_isas().size() * 3));
+}
+
+TEST(LinearSwiglu, GateUpRowOfTheInterleavedLayout) {
+  // inter = 40: pairs [gate 0-15 | up 0-15], [gate 16-31 | up 16-31], [gate 32-39 | up 32-39].
+  EXPECT_EQ(gate_up_row(0, 40, false), 0u);
+  EXPECT_EQ(gate_up_row(15, 40, false), 15u);
+  EXPECT_EQ(gate_up_row(0, 40, true), 16u);
+  EXPECT_EQ(gate_up_row(15, 40, true), 31u);
+  EXPECT_EQ(gate_up_row(16, 40, false), 32u);
+  EXPECT_EQ(gate_up_row(31, 40, true), 63u);
+  EXPECT_EQ(gate_up_row(32, 40, false), 64u);
+  EXPECT_EQ(gate_up_row(39, 40, false), 71u);
+  EXPECT_EQ(gate_up_row(32, 40, true), 72u);
+  EXPECT_EQ(gate_up_row(39, 40, true), 79u);
+  // A permutation of [0, 2 * inter) for sizes with and without a short last pair.
+  for (size_t inter : {size_t{1}, size_t{16}, size_t{40}, size_t{4864}, size_t{200}}) {
+    std::vector<int> hits(2 * inter);
+    for (size_t r = 0; r < inter; ++r) {
+      ++hits[gate_up_row(r, inter, false)];
+      ++hits[gate_up_row(r, inter, true)];
+    }
+    EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), static_cast<long>(2 * inter)) << inter;
+  }
+}
+
+// The interleaved gate/up product with its SwiGLU epilogue is bitwise two linear() calls and
+// silu_mul, for every type (and a mixed pair that stays apart), at 1, 2 and 3 threads, on
+// every ISA; inter 200 ends in a short pair, 4864 is Qwen2.5-0.5B's.
+TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
+  ThreadPool p1(1), p2(2), p3(3);
+  struct Shape {
+    size_t inter, cols;
+  };
+  int compared = 0;
+  for (const Shape& sh : {Shape{200, 64}, Shape{4864, 896}, Shape{96, 32}}) {
+    const std::pair<WeightType, WeightType> pairs[] = {{WeightType::F32, WeightType::F32},
+                                                       {WeightType::BF16, WeightType::BF16},
+                                                       {WeightType::Q8_0, WeightType::Q8_0},
+                                                       {WeightType::Q4_0, WeightType::Q4_0},
+                                                       {WeightType::Q4_0, WeightType::Q8_0}};
+    for (const auto& [gt, ut] : pairs) {
+      const Encoded gate(gt, sh.inter, sh.cols, 31), up(ut, sh.inter, sh.cols, 32);
+      GateUpWeight gu;
+      gu.inter = sh.inter;
+      std::vector<std::byte> fused;
+      if (gt == ut) {
+        // Interleaved as the loader lays it out.
+        const size_t rb = gate.w.row_bytes;
+        fused.resize(2 * sh.inter * rb);
+        for (size_t r = 0; r < sh.inter; ++r) {
+          std::memcpy(&fused[gate_up_row(r, sh.inter, false) * rb], &gate.bytes[r * rb], rb);
+          std::memcpy(&fused[gate_up_row(r, sh.inter, true) * rb], &up.bytes[r * rb], rb);
+        }
+        gu.fused = {gt, fused.data(), 2 * sh.inter, sh.cols, rb};
+      } else {
+        gu.gate = gate.w;
+        gu.up = up.w;
+      }
+      for (size_t tokens : {size_t{1}, size_t{5}}) {
+        const std::vector<float> x = random_floats(tokens * sh.cols, 33);
+        for (Isa isa : supported_isas()) {
+          std::vector<float> g(tokens * sh.inter), u(tokens * sh.inter), expected(tokens * sh.inter);
+          linear({&p2, &kernels::table(isa)}, gate.w, nullptr, x.data(), g.data(), tokens);
+          linear({&p2, &kernels::table(isa)}, up.w, nullptr, x.data(), u.data(), tokens);
+          silu_mul(g.data(), u.data(), expected.data(), expected.size());
+          for (ThreadPool* pool : {&p1, &p2, &p3}) {
+            std::vector<float> scratch(tokens * 2 * sh.inter, std::nanf("")), act(tokens * sh.inter, std::nanf(""));
+            linear_swiglu({pool, &kernels::table(isa)}, gu, x.data(), scratch.data(), act.data(), tokens);
+            EXPECT_TRUE(same_bits(act, expected)) << isa_name(isa) << " " << weight_type_name(gt) << "/"
+                                                  << weight_type_name(ut) << " inter " << sh.inter << " tokens "
+                                                  << tokens << " threads " << pool->size();
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, static_cast<int>(3 * 5 * 2 * supported_isas().size() * 3));
+}
 
 }  // namespace
 }  // namespace nanoinfer

@@ -432,5 +432,103 @@ TEST(QuantMatmul, ReferenceIsWithinTheDerivedBoundOfFloat64) {
   EXPECT_GE(caught, checked * 9 / 10);
 }
 
+
+// ---- activations quantized once, shared ----------------------------------------------------
+
+// Awkward activations: zero, tiny (d below FLT_MIN), huge, exact-half and NaN blocks among
+// random ones, for n tokens of `cols`.
+std::vector<float> awkward_activations(size_t n, size_t cols, uint32_t seed) {
+  std::vector<float> x = random_floats(n * cols, seed);
+  for (size_t i = 0; i < kQuantBlock && n * cols >= 4 * kQuantBlock; ++i) {
+    x[i] = 0.0f;
+    x[kQuantBlock + i] *= 1e-39f;
+    x[2 * kQuantBlock + i] *= 1e30f;
+    x[3 * kQuantBlock + i] = static_cast<float>(i) - 15.5f;
+  }
+  if (n * cols >= 4 * kQuantBlock) x[3 * kQuantBlock] = 127.0f;
+  if (n * cols > 5 * kQuantBlock) x[5 * kQuantBlock - 3] = std::nanf("");
+  return x;
+}
+
+// The scalar quantize_activations is quantize_activation_block per block in the documented
+// layout (padding tokens zero), and every ISA's is bitwise the scalar one.
+TEST(QuantActivations, SharedLayoutAndEveryIsaBitwiseTheScalar) {
+  size_t compared = 0;
+  for (size_t cols : {size_t{32}, size_t{160}, size_t{896}}) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{4}, size_t{5}, size_t{70}}) {
+      const std::vector<float> x = awkward_activations(n, cols, static_cast<uint32_t>(cols + n));
+      QuantizedActivations ref;
+      scalar_table().quantize_activations(x.data(), cols, n, ref);
+      const size_t nb = cols / kQuantBlock, tokens = n <= 1 ? n : (n + 3) / 4 * 4;
+      ASSERT_EQ(ref.cols, cols);
+      ASSERT_EQ(ref.nb, nb);
+      ASSERT_EQ(ref.n, n);
+      ASSERT_EQ(ref.tokens, tokens);
+      ASSERT_EQ(ref.q.size(), tokens * cols);
+      ASSERT_EQ(ref.d.size(), nb * tokens);
+      ASSERT_EQ(ref.s.size(), nb * tokens);
+      for (size_t t = 0; t < tokens; ++t) {
+        for (size_t b = 0; b < nb; ++b) {
+          int8_t q[kQuantBlock] = {};
+          const float d = t < n ? quantize_activation_block(x.data() + t * cols + b * kQuantBlock, q) : 0.0f;
+          int sum = 0;
+          for (size_t i = 0; i < kQuantBlock; ++i) {
+            ASSERT_EQ(ref.q[t * cols + b * kQuantBlock + i], q[i]) << "token " << t << " block " << b;
+            sum += q[i];
+          }
+          ASSERT_EQ(std::bit_cast<uint32_t>(ref.d[b * tokens + t]), std::bit_cast<uint32_t>(d));
+          ASSERT_EQ(ref.s[b * tokens + t], sum);
+        }
+      }
+      for (Isa isa : supported_isas()) {
+        QuantizedActivations a;
+        a.q.assign(5, int8_t{9});  // stale contents from an earlier, different call
+        table(isa).quantize_activations(x.data(), cols, n, a);
+        EXPECT_EQ(a.tokens, ref.tokens);
+        EXPECT_EQ(a.q, ref.q) << isa_name(isa) << " cols " << cols << " n " << n;
+        EXPECT_EQ(std::memcmp(a.d.data(), ref.d.data(), ref.d.size() * sizeof(float)), 0) << isa_name(isa);
+        EXPECT_EQ(a.s, ref.s) << isa_name(isa) << " cols " << cols << " n " << n;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 3 * 6 * supported_isas().size());
+}
+
+// The entry taking quantized activations, fed one quantization shared by two matrices and
+// by pieces of their row ranges, is bitwise the float entry of the scalar reference.
+TEST(QuantMatmul, SharedQuantizedActivationsGiveBitwiseTheReference) {
+  size_t compared = 0;
+  for (WeightType t : kTypes) {
+    for (size_t n : {size_t{1}, size_t{3}, size_t{9}, size_t{70}}) {
+      const size_t cols = 256;
+      const QProblem a(t, 53, cols, n, 41), b(t, 16, cols, n, 42);
+      const std::vector<float> x = awkward_activations(n, cols, 43);
+      std::vector<float> ref_a(n * a.rows), ref_b(n * b.rows);
+      scalar_table().matmul_for(t)(a.w.data(), a.bias.data(), x.data(), ref_a.data(), a.rows, cols, n, 0, a.rows);
+      scalar_table().matmul_for(t)(b.w.data(), nullptr, x.data(), ref_b.data(), b.rows, cols, n, 0, b.rows);
+      for (Isa isa : supported_isas()) {
+        const Kernels& k = table(isa);
+        QuantizedActivations xq;
+        k.quantize_activations(x.data(), cols, n, xq);
+        std::vector<float> ya(ref_a.size(), std::nanf("")), yb(ref_b.size(), std::nanf(""));
+        const size_t cuts[] = {0, 5, 16, 17, 40, 53};
+        for (size_t i = 0; i + 1 < std::size(cuts); ++i)
+          k.matmul_quantized_for(t)(a.w.data(), a.bias.data(), xq, ya.data(), a.rows, cuts[i], cuts[i + 1]);
+        k.matmul_quantized_for(t)(b.w.data(), nullptr, xq, yb.data(), b.rows, 0, b.rows);
+        EXPECT_TRUE(same_bits(ya, ref_a))
+            << isa_name(isa) << " " << name(t) << " tokens " << n << " first difference at " << first_difference(ya, ref_a);
+        EXPECT_TRUE(same_bits(yb, ref_b)) << isa_name(isa) << " " << name(t) << " tokens " << n;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 4 * supported_isas().size());
+  for (Isa isa : supported_isas()) {
+    EXPECT_EQ(table(isa).matmul_quantized_for(WeightType::F32), nullptr);
+    EXPECT_EQ(table(isa).matmul_quantized_for(WeightType::BF16), nullptr);
+  }
+}
+
 }  // namespace
 }  // namespace nanoinfer::kernels

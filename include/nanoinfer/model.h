@@ -47,6 +47,11 @@ struct ModelOptions {
   // Longest chunk pushed through the model at once; longer inputs are split. Bounds the
   // activation buffers of a sequence: [max_batch][intermediate_size] and friends.
   size_t max_batch = 512;
+  // Lay out q/k/v as one stacked matrix and gate/up as one interleaved matrix where their
+  // types allow, so each group is one product (src/model/linear.h). false keeps every matrix
+  // apart, as a file mixing types within a group gets them: the logits are bitwise the same
+  // (tests hold the two to each other); only the speed differs.
+  bool fuse_products = true;
 };
 
 // One named intermediate of the forward pass, handed to a debug tap. Names, in order:

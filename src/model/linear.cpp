@@ -1,26 +1,125 @@
 #include "model/linear.h"
 
+#include "model/ops.h"
+
 namespace nanoinfer {
 namespace {
 
 // Rows per grain: a multiple of every kernel's row tile, so thread boundaries never split a
 // tile (results would be identical anyway; this only keeps tiles full).
 constexpr size_t kRowGrain = 16;
+static_assert(kGateUpBlock % kRowGrain == 0, "gate/up blocks keep kernel tiles full");
+// Gate/up outputs computed before their SwiGLU is applied: 64 KiB, well inside L2.
+constexpr size_t kEpilogueFloats = size_t{1} << 14;
 // Below this many multiply-adds, waking workers costs more than it saves.
 constexpr size_t kMinParallelWork = size_t{1} << 15;
+
+bool quantized(WeightType type) { return weight_type_info(type).quantized; }
+
+// The input of a product as the kernels read it: the floats and, when a quantized matrix
+// reads them, the activations quantized once for every thread and every matrix of the call.
+// The quantized copy lives in a buffer of the calling thread, grown and never shrunk, so
+// steady-state calls do not allocate.
+struct Input {
+  const float* x;
+  const kernels::QuantizedActivations* xq;
+  size_t n_tokens;
+};
+
+Input prepare(const Compute& c, bool quantize, const float* x, size_t cols, size_t n_tokens) {
+  thread_local kernels::QuantizedActivations xq;
+  if (!quantize) return {x, nullptr, n_tokens};
+  c.k->quantize_activations(x, cols, n_tokens, xq);
+  return {x, &xq, n_tokens};
+}
+
+// Rows [begin, end) of w x + bias into y, whose rows are `stride` floats.
+void product(const Compute& c, const Weight& w, const float* bias, const Input& in, float* y, size_t stride,
+             size_t begin, size_t end) {
+  if (quantized(w.type)) {
+    c.k->matmul_quantized_for(w.type)(w.data, bias, *in.xq, y, stride, begin, end);
+  } else {
+    c.k->matmul_for(w.type)(w.data, bias, in.x, y, stride, w.cols, in.n_tokens, begin, end);
+  }
+}
+
+// fn over [0, rows) in ranges of whole grains across the pool, or in one call on this thread
+// when the product is too small to be worth waking the workers.
+void for_rows(const Compute& c, size_t rows, size_t cols, size_t n_tokens, size_t grain,
+              ThreadPool::RangeFn fn) {
+  if (rows * cols * n_tokens < kMinParallelWork) {
+    fn(0, rows);
+  } else {
+    c.pool->parallel_for(rows, grain, fn);
+  }
+}
 
 }  // namespace
 
 void linear(const Compute& c, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens) {
   if (n_tokens == 0 || w.rows == 0) return;
-  const kernels::MatmulFn matmul = c.k->matmul_for(w.type);
-  const size_t rows = w.rows, cols = w.cols;
-  if (rows * cols * n_tokens < kMinParallelWork) {
-    matmul(w.data, bias, x, y, rows, cols, n_tokens, 0, rows);
+  const Input in = prepare(c, quantized(w.type), x, w.cols, n_tokens);
+  for_rows(c, w.rows, w.cols, n_tokens, kRowGrain,
+           [&](size_t begin, size_t end) { product(c, w, bias, in, y, w.rows, begin, end); });
+}
+
+void linear(const Compute& c, const StackedWeight& w, const float* x, float* y, size_t n_tokens) {
+  if (n_tokens == 0 || w.rows == 0) return;
+  const size_t cols = w.parts.front().cols;
+  bool any_quantized = false;
+  for (const Weight& p : w.parts) any_quantized |= quantized(p.type);
+  const Input in = prepare(c, any_quantized, x, cols, n_tokens);
+  for_rows(c, w.rows, cols, n_tokens, kRowGrain, [&](size_t begin, size_t end) {
+    // The part covering rows [first, first + p.rows) of the stack writes columns from `first`.
+    size_t first = 0;
+    for (const Weight& p : w.parts) {
+      const size_t b = std::max(begin, first), e = std::min(end, first + p.rows);
+      if (b < e) product(c, p, w.bias ? w.bias + first : nullptr, in, y + first, w.rows, b - first, e - first);
+      first += p.rows;
+    }
+  });
+}
+
+void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, float* gate_up, float* act,
+                   size_t n_tokens) {
+  const size_t inter = w.inter;
+  if (n_tokens == 0 || inter == 0) return;
+  if (w.fused.data == nullptr) {
+    // Apart: gate then up into the two halves of the scratch, one quantization of x for both.
+    const size_t cols = w.gate.cols;
+    const Input in = prepare(c, quantized(w.gate.type) || quantized(w.up.type), x, cols, n_tokens);
+    float* gate = gate_up;
+    float* up = gate_up + n_tokens * inter;
+    const auto run = [&](const Weight& m, float* y) {
+      for_rows(c, inter, cols, n_tokens, kRowGrain,
+               [&](size_t begin, size_t end) { product(c, m, nullptr, in, y, inter, begin, end); });
+    };
+    run(w.gate, gate);
+    run(w.up, up);
+    silu_mul(gate, up, act, n_tokens * inter);
     return;
   }
-  c.pool->parallel_for(rows, kRowGrain, [&](size_t begin, size_t end) {
-    matmul(w.data, bias, x, y, rows, cols, n_tokens, begin, end);
+  const Weight& m = w.fused;  // [2 * inter][cols], interleaved (linear.h)
+  const size_t rows = m.rows, pair = 2 * kGateUpBlock;
+  const Input in = prepare(c, quantized(m.type), x, m.cols, n_tokens);
+  // A range is computed in chunks whose outputs fit in L2 ([n_tokens][chunk] floats), each
+  // chunk's SwiGLU applied right after it, while those outputs are still cached. A chunk
+  // boundary changes no result (the kernels are bitwise independent of row ranges).
+  const size_t chunk = std::max(pair, kEpilogueFloats / n_tokens / pair * pair);
+  for_rows(c, rows, m.cols, n_tokens, pair, [&](size_t begin, size_t end) {
+    for (size_t c0 = begin; c0 < end; c0 += chunk) {
+      const size_t c1 = std::min(end, c0 + chunk);
+      product(c, m, nullptr, in, gate_up, rows, c0, c1);
+      // [c0, c1) holds whole pairs; pair p starts at row 2 * i0 and serves outputs
+      // i0 .. i0 + len - 1, its gate rows first, then its up rows.
+      for (size_t t = 0; t < n_tokens; ++t) {
+        for (size_t p = c0; p < c1; p += pair) {
+          const size_t i0 = p / 2, len = std::min(kGateUpBlock, inter - i0);
+          const float* g = gate_up + t * rows + p;
+          silu_mul(g, g + len, act + t * inter + i0, len);
+        }
+      }
+    }
   });
 }
 

@@ -1,10 +1,17 @@
 // The one seam between the model and the kernels: y = W x + b for a weight matrix of any
-// WeightType, and the embedding lookup. The forward pass never branches on a weight's type;
-// these functions pick the kernel from the table the model was opened with.
+// WeightType, the products the forward pass fuses (q/k/v stacked, gate/up with SwiGLU), and
+// the embedding lookup. The forward pass never branches on a weight's type; these functions
+// pick the kernel from the table the model was opened with.
+//
+// Every product prepares its input once: for a quantized matrix the activations are
+// quantized once per call (kernels::QuantizedActivations), and every thread and every
+// stacked part reads that one copy.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "nanoinfer/thread_pool.h"
@@ -23,6 +30,42 @@ struct Weight {
   size_t bytes() const { return rows * row_bytes; }
 };
 
+// Matrices that read the same input, as one product whose output rows hold their outputs side
+// by side: y = [n_tokens][rows of parts[0] | rows of parts[1] | ...] (q, k and v).
+// Loading lays the parts' rows out one after another as a single matrix when they share a
+// weight type (model/weights.cpp): then `parts` has one entry and each thread's range is one
+// kernel call. A file that mixes types (GGUF K-quant mixes) keeps the parts apart; they are
+// still one pass of the pool, each part writing its own columns of y.
+struct StackedWeight {
+  std::vector<Weight> parts;    // each [rows_i][cols], in output order
+  size_t rows = 0;              // sum of the parts' rows
+  const float* bias = nullptr;  // [rows], or nullptr
+};
+
+// gate and up of a SwiGLU feed-forward, as one product with the activation applied on the way
+// out: act[t][i] = silu(gate[i] . x[t]) * (up[i] . x[t]).
+//
+// Fused (gate and up of one type): one matrix of 2 * inter rows, interleaved in blocks of
+// kGateUpBlock rows,
+//   [gate 0-15 | up 0-15 | gate 16-31 | up 16-31 | ... | gate 16j .. inter-1 | up 16j .. inter-1]
+// (the last pair is shorter when 16 does not divide inter). The pool splits the product at
+// whole pairs, so the thread that computed a pair's gate and up rows applies SwiGLU to them at
+// once, while they are in cache: no second pass over [n][inter] and no second fork-join.
+// Otherwise (gate and up of different types) they are two products and SwiGLU a pass.
+inline constexpr size_t kGateUpBlock = 16;
+struct GateUpWeight {
+  Weight fused;     // [2 * inter][cols] interleaved as above; data == nullptr when not fused
+  Weight gate, up;  // [inter][cols] each; used when not fused
+  size_t inter = 0;
+};
+
+// The row of the interleaved matrix that holds row r of gate (up = false) or of up.
+constexpr size_t gate_up_row(size_t r, size_t inter, bool up) {
+  const size_t start = r / kGateUpBlock * kGateUpBlock;
+  const size_t len = std::min(kGateUpBlock, inter - start);
+  return 2 * start + (up ? len : 0) + (r - start);
+}
+
 // Where arithmetic runs: the pool of one model and the kernel table of its ISA.
 struct Compute {
   ThreadPool* pool;
@@ -36,6 +79,15 @@ struct Compute {
 // Rows are split across the pool in contiguous ranges. Results are bitwise identical for any
 // pool size and for a batch versus one call per token (see kernels/kernels.h).
 void linear(const Compute& c, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens);
+
+// The same for stacked matrices: x: [n_tokens][cols], y: [n_tokens][w.rows]. Bitwise what one
+// linear() per part gives, placed side by side.
+void linear(const Compute& c, const StackedWeight& w, const float* x, float* y, size_t n_tokens);
+
+// act = silu(x Wgate) * (x Wup): x: [n_tokens][cols], act: [n_tokens][inter], gate_up: scratch
+// [n_tokens][2 * inter]. Bitwise what two linear() calls and silu_mul (model/ops.h) give.
+void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, float* gate_up, float* act,
+                   size_t n_tokens);
 
 // One row of `cols` floats written in `type`'s layout, rounded to nearest (the reference
 // quantizer): how loading and export convert weights.

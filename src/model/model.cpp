@@ -8,8 +8,11 @@
 //   logits = rmsnorm(x) Wlm   (Wlm = embed when the embeddings are tied)
 //
 // Every matrix product goes through `linear`, which dispatches on the weight's type; the
-// forward never branches on it. Activation buffers are sized once, at load, for a chunk of
-// up to max_batch tokens; longer inputs are pushed through in chunks.
+// forward never branches on it. Products that read the same input are one call each: q, k
+// and v are one stacked matrix (output [n][q | k | v]), and gate and up one interleaved
+// matrix whose product applies SwiGLU as it goes (model/linear.h). Activation buffers are
+// sized once, at load, for a chunk of up to max_batch tokens; longer inputs are pushed
+// through in chunks.
 #include "nanoinfer/model.h"
 
 #include <algorithm>
@@ -42,12 +45,13 @@ struct Sequence::State {
   KvCache cache;
   // Activations for one chunk of up to `rows` tokens, grown to the largest chunk pushed.
   size_t rows = 0;
-  std::vector<float> x;       // [rows][hidden]  residual stream
-  std::vector<float> xb;      // [rows][hidden]  normed input / projection output
-  std::vector<float> q;       // [rows][q_dim]
-  std::vector<float> att;     // [rows][q_dim]   attention output, before o_proj
-  std::vector<float> gate;    // [rows][inter]
-  std::vector<float> up;      // [rows][inter]
+  std::vector<float> x;        // [rows][hidden]  residual stream
+  std::vector<float> xb;       // [rows][hidden]  normed input / projection output
+  std::vector<float> qkv;      // [rows][q_dim + 2 kv_dim]  q | k | v, before RoPE
+  std::vector<float> q;        // [rows][q_dim]
+  std::vector<float> att;      // [rows][q_dim]   attention output, before o_proj
+  std::vector<float> gate_up;  // [rows][2 inter] gate and up rows, interleaved (scratch)
+  std::vector<float> act;      // [rows][inter]   silu(gate) * up
   std::vector<float> scores;  // [n_heads][capacity]
   std::vector<float> probs;   // [rows][n_heads][keys] attention weights; used only while a tap is set
   // [rows][vocab]: one row, or every position of the largest all_logits request so far
@@ -96,10 +100,11 @@ struct Model::Impl {
     if (s.rows >= n) return;
     s.x.resize(n * hidden());
     s.xb.resize(n * hidden());
+    s.qkv.resize(n * (q_dim() + 2 * kv_dim()));
     s.q.resize(n * q_dim());
     s.att.resize(n * q_dim());
-    s.gate.resize(n * inter());
-    s.up.resize(n * inter());
+    s.gate_up.resize(n * 2 * inter());
+    s.act.resize(n * inter());
     s.rows = n;
   }
 
@@ -112,8 +117,8 @@ struct Model::Impl {
     const float eps = static_cast<float>(cfg.rms_norm_eps);
     const AttentionShape shape{static_cast<size_t>(cfg.num_attention_heads),
                                static_cast<size_t>(cfg.num_key_value_heads), static_cast<size_t>(cfg.head_dim())};
-    float *x = s.x.data(), *xb = s.xb.data(), *q = s.q.data(), *att = s.att.data();
-    float *gate = s.gate.data(), *up = s.up.data();
+    float *x = s.x.data(), *xb = s.xb.data(), *qkv = s.qkv.data(), *q = s.q.data(), *att = s.att.data();
+    float *gate_up = s.gate_up.data(), *act = s.act.data();
 
     embed_rows(w.embed, tokens, n, x);
     s.emit("embed", -1, pos, n, H, x);
@@ -123,14 +128,13 @@ struct Model::Impl {
       const LayerWeights& L = w.layers[l];
       const int il = static_cast<int>(l);
 
-      // Attention block. k and v are projected straight into the cache's new rows, and k is
-      // rotated there, once: the cache holds keys ready for every later query.
+      // Attention block. k and v go into the cache's new rows, and k is rotated there, once:
+      // the cache holds keys ready for every later query.
       rmsnorm(x, L.attn_norm, eps, xb, n, H);
       s.emit("attn_norm", il, pos, n, H, xb);
+      linear(compute, L.qkv, xb, qkv, n);
       const KvCache::Rows kv = cache.append(l);
-      linear(compute, L.q, L.q_bias, xb, q, n);
-      linear(compute, L.k, L.k_bias, xb, kv.k, n);
-      linear(compute, L.v, L.v_bias, xb, kv.v, n);
+      split_qkv(qkv, n, Q, KV, q, kv.k, kv.v);
       rope.apply(q, n, shape.n_heads, pos);
       rope.apply(kv.k, n, shape.n_kv_heads, pos);
       s.emit("q", il, pos, n, Q, q);
@@ -151,11 +155,9 @@ struct Model::Impl {
       // SwiGLU feed-forward block.
       rmsnorm(x, L.ffn_norm, eps, xb, n, H);
       s.emit("ffn_norm", il, pos, n, H, xb);
-      linear(compute, L.gate, nullptr, xb, gate, n);
-      linear(compute, L.up, nullptr, xb, up, n);
-      silu_mul_inplace(gate, up, n * I);
-      s.emit("ffn_act", il, pos, n, I, gate);
-      linear(compute, L.down, nullptr, gate, xb, n);
+      linear_swiglu(compute, L.gate_up, xb, gate_up, act, n);
+      s.emit("ffn_act", il, pos, n, I, act);
+      linear(compute, L.down, nullptr, act, xb, n);
       add_inplace(x, xb, n * H);
       s.emit("layer_out", il, pos, n, H, x);
     }
@@ -177,33 +179,27 @@ struct Model::Impl {
   // cache. Each row meets exactly the operations forward() gives it (the kernels are bitwise
   // independent of batching), so each sequence gets the logits it would get alone.
   void decode_batch(Sequence::State* const* seqs, const int32_t* tokens, size_t B) const {
-    const size_t H = hidden(), Q = q_dim(), KV = kv_dim(), I = inter(), V = vocab();
+    const size_t H = hidden(), Q = q_dim(), KV = kv_dim(), V = vocab();
     const float eps = static_cast<float>(cfg.rms_norm_eps);
     const AttentionShape shape{static_cast<size_t>(cfg.num_attention_heads),
                                static_cast<size_t>(cfg.num_key_value_heads), static_cast<size_t>(cfg.head_dim())};
     Sequence::State& s = batch;
     reserve(s, B);
     if (s.logits.size() < B * V) s.logits.resize(B * V);
-    float *x = s.x.data(), *xb = s.xb.data(), *q = s.q.data(), *att = s.att.data();
-    float *gate = s.gate.data(), *up = s.up.data();
-    // k and v of the batch are projected into the FFN buffers (free until the FFN), then
-    // copied into each sequence's cache rows: [B][KV] each, KV <= I.
-    float *k = gate, *v = up;
+    float *x = s.x.data(), *xb = s.xb.data(), *qkv = s.qkv.data(), *q = s.q.data(), *att = s.att.data();
+    float *gate_up = s.gate_up.data(), *act = s.act.data();
 
     embed_rows(w.embed, tokens, B, x);
     for (size_t b = 0; b < B; ++b) seqs[b]->cache.begin_step(1);
     for (size_t l = 0; l < w.layers.size(); ++l) {
       const LayerWeights& L = w.layers[l];
       rmsnorm(x, L.attn_norm, eps, xb, B, H);
-      linear(compute, L.q, L.q_bias, xb, q, B);
-      linear(compute, L.k, L.k_bias, xb, k, B);
-      linear(compute, L.v, L.v_bias, xb, v, B);
+      linear(compute, L.qkv, xb, qkv, B);
       for (size_t b = 0; b < B; ++b) {
         KvCache& cache = seqs[b]->cache;
         const size_t pos = cache.length();
         const KvCache::Rows rows = cache.append(l);
-        std::memcpy(rows.k, k + b * KV, KV * sizeof(float));
-        std::memcpy(rows.v, v + b * KV, KV * sizeof(float));
+        split_qkv(qkv + b * (Q + 2 * KV), 1, Q, KV, q + b * Q, rows.k, rows.v);
         rope.apply(q + b * Q, 1, shape.n_heads, pos);
         rope.apply(rows.k, 1, shape.n_kv_heads, pos);
         attention(compute, shape, q + b * Q, cache.keys(l), cache.values(l), att + b * Q, 1, pos,
@@ -212,10 +208,8 @@ struct Model::Impl {
       linear(compute, L.o, nullptr, att, xb, B);
       add_inplace(x, xb, B * H);
       rmsnorm(x, L.ffn_norm, eps, xb, B, H);
-      linear(compute, L.gate, nullptr, xb, gate, B);
-      linear(compute, L.up, nullptr, xb, up, B);
-      silu_mul_inplace(gate, up, B * I);
-      linear(compute, L.down, nullptr, gate, xb, B);
+      linear_swiglu(compute, L.gate_up, xb, gate_up, act, B);
+      linear(compute, L.down, nullptr, act, xb, B);
       add_inplace(x, xb, B * H);
     }
     for (size_t b = 0; b < B; ++b) {
@@ -257,10 +251,10 @@ Model Model::load(const ModelConfig& cfg, const std::filesystem::path& weights_f
   impl->compute = Compute{&impl->pool, &table};
   if (weights_file.extension() == ".gguf") {
     const GgufFile file = GgufFile::open(weights_file);
-    impl->w = load_weights(gguf_source(file), impl->cfg, resolved.weights, impl->pool);
+    impl->w = load_weights(gguf_source(file), impl->cfg, resolved.weights, impl->pool, resolved.fuse_products);
   } else {
     const SafetensorsFile file = SafetensorsFile::open(weights_file);
-    impl->w = load_weights(safetensors_source(file), impl->cfg, resolved.weights, impl->pool);
+    impl->w = load_weights(safetensors_source(file), impl->cfg, resolved.weights, impl->pool, resolved.fuse_products);
   }
   impl->rope = Rope(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, resolved.max_context);
   return Model(std::move(impl));
@@ -270,7 +264,9 @@ const ModelConfig& Model::config() const { return impl_->cfg; }
 const ModelOptions& Model::options() const { return impl_->opts; }
 size_t Model::vocab_size() const { return impl_->vocab(); }
 size_t Model::max_context() const { return impl_->opts.max_context; }
-WeightType Model::weight_type() const { return impl_->w.layers.empty() ? impl_->w.embed.type : impl_->w.layers[0].q.type; }
+WeightType Model::weight_type() const {
+  return impl_->w.layers.empty() ? impl_->w.embed.type : impl_->w.layers[0].qkv.parts[0].type;  // q's type
+}
 WeightType Model::embedding_type() const { return impl_->w.embed.type; }
 uint64_t Model::positions_pushed() const { return impl_->positions_pushed.load(std::memory_order_relaxed); }
 size_t Model::bytes_per_token() const { return impl_->w.bytes_per_token; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/kernels.h"
 #include "nanoinfer/error.h"
@@ -33,10 +34,20 @@ void add_inplace(float* x, const float* y, size_t count) {
   for (size_t i = 0; i < count; ++i) x[i] += y[i];
 }
 
-void silu_mul_inplace(float* gate, const float* up, size_t count) {
+void split_qkv(const float* qkv, size_t n, size_t q_dim, size_t kv_dim, float* q, float* k, float* v) {
+  const size_t stride = q_dim + 2 * kv_dim;
+  for (size_t t = 0; t < n; ++t) {
+    const float* row = qkv + t * stride;
+    std::memcpy(q + t * q_dim, row, q_dim * sizeof(float));
+    std::memcpy(k + t * kv_dim, row + q_dim, kv_dim * sizeof(float));
+    std::memcpy(v + t * kv_dim, row + q_dim + kv_dim, kv_dim * sizeof(float));
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
 

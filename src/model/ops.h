@@ -20,8 +20,12 @@ void rmsnorm(const float* x, const float* weight, float eps, float* y, size_t n,
 // x += y, elementwise over count floats.
 void add_inplace(float* x, const float* y, size_t count);
 
-// gate = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)).
-void silu_mul_inplace(float* gate, const float* up, size_t count);
+// The rows of a q/k/v product, qkv: [n][q_dim | kv_dim | kv_dim], copied apart into
+// q: [n][q_dim], k: [n][kv_dim], v: [n][kv_dim] (attention and the cache read them dense).
+void split_qkv(const float* qkv, size_t n, size_t q_dim, size_t kv_dim, float* q, float* k, float* v);
+
+// out = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)). out may be gate.
+void silu_mul(const float* gate, const float* up, float* out, size_t count);
 
 // Rotary position embedding in the half-split convention of Hugging Face's Qwen2: within each
 // head, element i pairs with element i + head_dim/2 and the pair is rotated by the angle

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <utility>
@@ -91,9 +92,9 @@ bool rows_finite(WeightType type, const std::byte* row, size_t cols) {
 
 class Loader {
  public:
-  Loader(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target, ThreadPool& pool,
-         ModelWeights& out)
-      : src_(src), cfg_(cfg), target_(target), pool_(pool), out_(out) {
+  Loader(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target, bool fuse,
+         ThreadPool& pool, ModelWeights& out)
+      : src_(src), cfg_(cfg), fuse_(fuse), target_(target), pool_(pool), out_(out) {
     for (const StoredTensor& t : src.tensors)
       if (!t.exact || weight_type_info(*t.exact).quantized) quantized_file_ = true;
   }
@@ -129,26 +130,116 @@ class Loader {
     return total;
   }
 
+  // The type a matrix is held in.
+  WeightType held_type(const TensorSpec& spec) const { return type_for(spec, checked(spec.name)); }
+
+  // A matrix in its own arena block.
   Weight matrix(const TensorSpec& spec) {
     const StoredTensor& t = checked(spec.name);
-    const size_t rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
     const WeightType to = type_for(spec, t);
+    const size_t rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
     Weight w{to, nullptr, rows, cols, weight_row_bytes(to, cols)};
     std::byte* dst = out_.arena.take(w.bytes());
+    read_rows(spec, to, dst, RowPlacement{rows});
     w.data = dst;
+    return w;
+  }
+
+  // q, k and v (`mats`) with their biases: stacked into one matrix when they share a type and
+  // fusing is on, else three matrices; the biases concatenated either way.
+  StackedWeight stacked(std::initializer_list<const TensorSpec*> mats,
+                        std::initializer_list<const TensorSpec*> biases) {
+    StackedWeight s;
+    const TensorSpec& first = **mats.begin();
+    const WeightType type = held_type(first);
+    const size_t cols = static_cast<size_t>(first.shape[1]);
+    bool same = fuse_;
+    for (const TensorSpec* m : mats) {
+      s.rows += static_cast<size_t>(m->shape[0]);
+      same = same && held_type(*m) == type;
+    }
+    if (same) {
+      Weight w{type, nullptr, s.rows, cols, weight_row_bytes(type, cols)};
+      std::byte* dst = out_.arena.take(w.bytes());
+      size_t at = 0;
+      for (const TensorSpec* m : mats) {
+        read_rows(*m, type, dst + at * w.row_bytes, RowPlacement{static_cast<size_t>(m->shape[0])});
+        at += static_cast<size_t>(m->shape[0]);
+      }
+      w.data = dst;
+      s.parts = {w};
+    } else {
+      for (const TensorSpec* m : mats) s.parts.push_back(matrix(*m));
+    }
+    auto* bias = reinterpret_cast<float*>(out_.arena.take(s.rows * sizeof(float)));
+    size_t at = 0;
+    for (const TensorSpec* b : biases) at += vector_into(*b, bias + at);
+    s.bias = bias;
+    return s;
+  }
+
+  // gate and up: interleaved (model/linear.h) when they share a type and fusing is on.
+  GateUpWeight gate_up(const TensorSpec& gate, const TensorSpec& up) {
+    GateUpWeight g;
+    g.inter = static_cast<size_t>(gate.shape[0]);
+    const WeightType type = held_type(gate);
+    if (fuse_ && held_type(up) == type) {
+      const size_t cols = static_cast<size_t>(gate.shape[1]);
+      Weight w{type, nullptr, 2 * g.inter, cols, weight_row_bytes(type, cols)};
+      std::byte* dst = out_.arena.take(w.bytes());
+      read_rows(gate, type, dst, RowPlacement{g.inter, kGateUpBlock, false});
+      read_rows(up, type, dst, RowPlacement{g.inter, kGateUpBlock, true});
+      w.data = dst;
+      g.fused = w;
+    } else {
+      g.gate = matrix(gate);
+      g.up = matrix(up);
+    }
+    return g;
+  }
+
+  const float* vector(const TensorSpec& spec) {
+    const StoredTensor& t = checked(spec.name);
+    auto* dst = reinterpret_cast<float*>(out_.arena.take(static_cast<size_t>(t.shape[0]) * sizeof(float)));
+    vector_into(spec, dst);
+    return dst;
+  }
+
+ private:
+  // Where a matrix's rows land in memory: row r at row at(r) of the destination, and rows
+  // r .. r + run(r) - 1 consecutively. In order, or interleaved as gate (up = false) or up
+  // rows of the fused gate/up matrix (model/linear.h).
+  struct RowPlacement {
+    size_t rows;
+    size_t block = 0;  // 0: in order; else kGateUpBlock
+    bool up = false;
+    size_t at(size_t r) const { return block == 0 ? r : gate_up_row(r, rows, up); }
+    size_t run(size_t r) const { return block == 0 ? rows - r : std::min(block - r % block, rows - r); }
+  };
+
+  // Reads the rows of `spec`, held as `to`, to their places under dst.
+  void read_rows(const TensorSpec& spec, WeightType to, std::byte* dst, const RowPlacement& place) {
+    const StoredTensor& t = checked(spec.name);
+    const size_t rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
+    const size_t row_bytes = weight_row_bytes(to, cols);
     if (t.exact == to) {
       // Stored as held: read straight into the arena in parallel chunks of whole rows (the
-      // page faults of the fresh arena are spread over the threads too), then check every
-      // value or block scale is finite while the chunk is still in cache.
-      const size_t rows_per_chunk = std::max<size_t>(1, kChunkBytes / w.row_bytes);
+      // page faults of the fresh arena are spread over the threads too), one read per run of
+      // consecutive rows, then check every value or block scale is finite while the chunk is
+      // still in cache.
+      const size_t rows_per_chunk = std::max<size_t>(1, kChunkBytes / row_bytes);
       const size_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
       pool_.parallel_for(chunks, 1, [&](size_t begin, size_t end) {
         for (size_t c = begin; c < end; ++c) {
-          const size_t r0 = c * rows_per_chunk, nr = std::min(rows_per_chunk, rows - r0);
-          std::byte* p = dst + r0 * w.row_bytes;
-          src_.read(t, r0 * w.row_bytes, {p, nr * w.row_bytes});
-          for (size_t r = 0; r < nr; ++r) {
-            if (!rows_finite(to, p + r * w.row_bytes, cols)) not_finite(spec.name, r0 + r);
+          const size_t r_end = std::min((c + 1) * rows_per_chunk, rows);
+          for (size_t r = c * rows_per_chunk; r < r_end;) {
+            const size_t nr = std::min(place.run(r), r_end - r);
+            std::byte* p = dst + place.at(r) * row_bytes;
+            src_.read(t, r * row_bytes, {p, nr * row_bytes});
+            for (size_t i = 0; i < nr; ++i) {
+              if (!rows_finite(to, p + i * row_bytes, cols)) not_finite(spec.name, r + i);
+            }
+            r += nr;
           }
         }
       });
@@ -168,30 +259,28 @@ class Loader {
             if (!rows_finite(WeightType::F32, reinterpret_cast<const std::byte*>(row.data()), cols)) {
               not_finite(spec.name, r0 + r);
             }
-            kernels::quantize_row(to, row.data(), dst + (r0 + r) * w.row_bytes, cols);
+            kernels::quantize_row(to, row.data(), dst + place.at(r0 + r) * row_bytes, cols);
           }
         }
       });
     }
-    out_.weight_bytes += w.bytes();
-    return w;
+    out_.weight_bytes += rows * row_bytes;
   }
 
-  const float* vector(const TensorSpec& spec) {
+  // A norm weight or bias, widened to f32, into dst; returns its length.
+  size_t vector_into(const TensorSpec& spec, float* dst) {
     const StoredTensor& t = checked(spec.name);
     const size_t count = static_cast<size_t>(t.shape[0]);
     std::vector<std::byte> staged(t.nbytes);
     src_.read(t, 0, staged);
-    auto* dst = reinterpret_cast<float*>(out_.arena.take(count * sizeof(float)));
     t.widen_row(staged.data(), dst, count);
     if (!rows_finite(WeightType::F32, reinterpret_cast<const std::byte*>(dst), count)) not_finite(spec.name, 0);
     if (target_ == WeightType::BF16)
       for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(f32_to_bf16(dst[i]));
     out_.weight_bytes += count * sizeof(float);
-    return dst;
+    return count;
   }
 
- private:
   // Shapes were checked against the manifest; the element type is checked here.
   const StoredTensor& checked(const std::string& name) const {
     const StoredTensor* t = src_.find(name);
@@ -206,6 +295,7 @@ class Loader {
 
   const WeightSource& src_;
   const ModelConfig& cfg_;
+  bool fuse_;
   bool quantized_file_ = false;
   std::optional<WeightType> target_;
   ThreadPool& pool_;
@@ -215,7 +305,7 @@ class Loader {
 }  // namespace
 
 ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target,
-                          ThreadPool& pool) {
+                          ThreadPool& pool, bool fuse) {
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   const std::vector<std::string> problems = manifest_problems(manifest, src.manifest_infos, src.declared_blocks);
   if (!problems.empty()) {
@@ -225,35 +315,40 @@ ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::
   }
 
   // What is loaded: every tensor of the manifest in the file, except a tied model's optional
-  // lm_head copy (the embedding is the head).
+  // lm_head copy (the embedding is the head). Per layer, each slot's spec, for the matrices
+  // loaded as a group.
   std::vector<const TensorSpec*> specs;
+  std::vector<std::map<TensorSlot, const TensorSpec*>> by_slot(static_cast<size_t>(cfg.num_hidden_layers));
   for (const TensorSpec& spec : manifest) {
     if (src.find(spec.name) == nullptr) continue;
     if (spec.slot == TensorSlot::LmHead && cfg.tie_word_embeddings) continue;
     specs.push_back(&spec);
+    if (spec.layer >= 0) by_slot[static_cast<size_t>(spec.layer)][spec.slot] = &spec;
   }
   ModelWeights w;
-  Loader load(src, cfg, target, pool, w);
+  Loader load(src, cfg, target, fuse, pool, w);
   w.arena = WeightArena(load.arena_bytes(specs));
   w.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
+  using S = TensorSlot;
   for (const TensorSpec* spec : specs) {
     LayerWeights* L = spec->layer >= 0 ? &w.layers[static_cast<size_t>(spec->layer)] : nullptr;
+    // Another matrix of this layer (all of them are required: the manifest check passed).
+    const auto other = [&](S slot) { return by_slot[static_cast<size_t>(spec->layer)].at(slot); };
     switch (spec->slot) {
-      case TensorSlot::Embed: w.embed = load.matrix(*spec); break;
-      case TensorSlot::LmHead: w.lm_head = load.matrix(*spec); break;
-      case TensorSlot::FinalNorm: w.final_norm = load.vector(*spec); break;
-      case TensorSlot::AttnNorm: L->attn_norm = load.vector(*spec); break;
-      case TensorSlot::Q: L->q = load.matrix(*spec); break;
-      case TensorSlot::QBias: L->q_bias = load.vector(*spec); break;
-      case TensorSlot::K: L->k = load.matrix(*spec); break;
-      case TensorSlot::KBias: L->k_bias = load.vector(*spec); break;
-      case TensorSlot::V: L->v = load.matrix(*spec); break;
-      case TensorSlot::VBias: L->v_bias = load.vector(*spec); break;
-      case TensorSlot::O: L->o = load.matrix(*spec); break;
-      case TensorSlot::FfnNorm: L->ffn_norm = load.vector(*spec); break;
-      case TensorSlot::Gate: L->gate = load.matrix(*spec); break;
-      case TensorSlot::Up: L->up = load.matrix(*spec); break;
-      case TensorSlot::Down: L->down = load.matrix(*spec); break;
+      case S::Embed: w.embed = load.matrix(*spec); break;
+      case S::LmHead: w.lm_head = load.matrix(*spec); break;
+      case S::FinalNorm: w.final_norm = load.vector(*spec); break;
+      case S::AttnNorm: L->attn_norm = load.vector(*spec); break;
+      case S::Q:
+        L->qkv = load.stacked({other(S::Q), other(S::K), other(S::V)},
+                              {other(S::QBias), other(S::KBias), other(S::VBias)});
+        break;
+      case S::QBias: case S::K: case S::KBias: case S::V: case S::VBias: break;  // with Q
+      case S::O: L->o = load.matrix(*spec); break;
+      case S::FfnNorm: L->ffn_norm = load.vector(*spec); break;
+      case S::Gate: L->gate_up = load.gate_up(*other(S::Gate), *other(S::Up)); break;
+      case S::Up: break;  // with Gate
+      case S::Down: L->down = load.matrix(*spec); break;
     }
   }
   if (cfg.tie_word_embeddings) w.lm_head = w.embed;

@@ -10,6 +10,11 @@
 // Qwen2.5-0.5B's bf16 matrices measured ~2x faster from anonymous memory than from the
 // page-cache mapping of the file (15-16 GB/s against 6-9 GB/s on one core of the project's
 // machines), and reading into the arena directly keeps peak memory at the weights' size.
+//
+// Matrices that read the same input are laid out for one product (model/linear.h): q, k and
+// v rows one after another with their biases concatenated, gate and up rows interleaved in
+// blocks of 16. Only matrices of one type can share a layout; a file that mixes types within
+// a group (GGUF K-quant mixes) keeps that group's matrices apart, as does fuse = false.
 #pragma once
 
 #include <cstddef>
@@ -47,13 +52,10 @@ class WeightArena {
 
 struct LayerWeights {
   const float* attn_norm;  // [hidden]
-  Weight q, k, v;          // [q_dim][hidden], [kv_dim][hidden], [kv_dim][hidden]
-  const float* q_bias;     // [q_dim]
-  const float* k_bias;     // [kv_dim]
-  const float* v_bias;     // [kv_dim]
+  StackedWeight qkv;       // [q_dim + 2 kv_dim][hidden]: q, k, v rows; bias [q_dim + 2 kv_dim]
   Weight o;                // [hidden][q_dim]
   const float* ffn_norm;   // [hidden]
-  Weight gate, up;         // [inter][hidden]
+  GateUpWeight gate_up;    // [2 inter][hidden]: gate and up rows interleaved in blocks of 16
   Weight down;             // [hidden][inter]
 };
 
@@ -72,7 +74,9 @@ struct ModelWeights {
 // stored types (f16 widened).
 // Norm weights and biases are held in f32; with a bf16 target they are rounded to bf16 first,
 // so that mode is exactly "every weight rounded to bf16".
+// `fuse`: lay out q/k/v and gate/up for one product each where their types allow (false keeps
+// every matrix apart; the results are bitwise the same, only slower).
 ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target,
-                          ThreadPool& pool);
+                          ThreadPool& pool, bool fuse = true);
 
 }  // namespace nanoinfer

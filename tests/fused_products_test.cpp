@@ -1,0 +1,213 @@
+// The fused products of the forward pass (q/k/v as one stacked matrix, gate/up as one
+// interleaved matrix with SwiGLU applied on the way out: src/model/linear.h) against the same
+// model loaded with every matrix apart (ModelOptions::fuse_products = false): bitwise the same
+// logits for every weight type on every ISA, in prefill and in decode. A file that mixes types
+// within a group keeps that group apart and still gives bitwise the same logits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
+#include "kernels/kernels.h"
+#include "model/quant_scheme.h"
+#include "model/weights.h"
+#include "nanoinfer/model.h"
+#include "nanoinfer/synth.h"
+#include "support/files.h"
+
+namespace nanoinfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : all_isas())
+    if (isa_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+Model load(const fs::path& dir, std::optional<WeightType> weights, Isa isa, bool fuse, int threads = 2) {
+  ModelOptions o;
+  o.weights = weights;
+  o.isa = isa;
+  o.fuse_products = fuse;
+  o.threads = threads;
+  return Model::load(dir, o);
+}
+
+const std::vector<int32_t> kPrompt = {1, 7, 42, 100, 3, 3, 250, 17, 9, 64, 128, 5};
+
+// The logits of every prompt position (prefill, 12 tokens in one chunk), then of four decode
+// steps through the cache (one token each: the matrix-vector kernels).
+std::vector<float> logits(const Model& model) {
+  Sequence seq = model.new_sequence();
+  const auto prefill = model.forward(kPrompt, seq, true);
+  std::vector<float> out(prefill.begin(), prefill.end());
+  for (int32_t token : {11, 0, 255, 64}) {
+    const auto step = model.forward({&token, 1}, seq);
+    out.insert(out.end(), step.begin(), step.end());
+  }
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<fs::path> tiny_model_dirs() {
+  std::vector<fs::path> dirs;
+  for (const auto& entry : fs::directory_iterator(fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models"))
+    if (entry.is_directory() && fs::exists(entry.path() / "config.json")) dirs.push_back(entry.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+struct Mode {
+  WeightType type;
+  const char* name;
+};
+constexpr Mode kModes[] = {
+    {WeightType::F32, "f32"}, {WeightType::BF16, "bf16"}, {WeightType::Q8_0, "int8"}, {WeightType::Q4_0, "int4"}};
+
+TEST(FusedProducts, LogitsBitwiseEqualToSeparateProductsForEveryTypeAndIsa) {
+  const std::vector<fs::path> dirs = tiny_model_dirs();
+  ASSERT_EQ(dirs.size(), 3u);
+  size_t compared = 0;
+  for (const fs::path& dir : dirs) {
+    for (const Mode& mode : kModes) {
+      for (Isa isa : supported_isas()) {
+        const std::vector<float> apart = logits(load(dir, mode.type, isa, false));
+        // The fused model at one and at three threads: ranges of whole gate/up pairs either way.
+        for (int threads : {1, 3}) {
+          const std::vector<float> fused = logits(load(dir, mode.type, isa, true, threads));
+          EXPECT_TRUE(same_bits(fused, apart))
+              << dir.filename() << " " << mode.name << " " << isa_name(isa) << " threads " << threads;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 3 * std::size(kModes) * supported_isas().size() * 2);
+}
+
+// An intermediate size that 16 does not divide (200 = 12 * 16 + 8): the last gate/up pair is
+// two half blocks. Quantized types need whole blocks of 32 columns in down_proj, so only the
+// float types can have such a size.
+TEST(FusedProducts, ShortLastGateUpPairIsBitwiseEqualToSeparateProducts) {
+  const test::TempDir tmp;
+  std::string json = test::small_qwen2_config_json();
+  json.replace(json.find("\"intermediate_size\": 160"), 24, "\"intermediate_size\": 200");
+  test::write_text(tmp / "config.json", json);
+  SynthOptions so;
+  so.seed = 3;
+  so.dtype = DType::F32;
+  synth_model_dir(tmp / "config.json", tmp / "m", so);
+  ASSERT_EQ(ModelConfig::load(tmp / "m" / "config.json").intermediate_size, 200);
+  for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+    for (Isa isa : supported_isas()) {
+      const std::vector<float> apart = logits(load(tmp / "m", type, isa, false));
+      EXPECT_TRUE(same_bits(logits(load(tmp / "m", type, isa, true)), apart)) << isa_name(isa);
+      EXPECT_TRUE(same_bits(logits(load(tmp / "m", type, isa, true, 3)), apart)) << isa_name(isa) << " 3 threads";
+    }
+  }
+}
+
+// tiny-gqa7 rewritten with mixed types, as GGUF K-quant mixes have them: layer 0 holds q in
+// int8, k in f32, v in int4, gate in int4 and up in int8 (both groups must stay apart);
+// layer 1 holds q/k/v in int4 and gate/up in int8 (both groups fuse).
+const std::map<std::string, WeightType> kMixed = {
+    {"model.layers.0.self_attn.q_proj.weight", WeightType::Q8_0},
+    {"model.layers.0.self_attn.v_proj.weight", WeightType::Q4_0},
+    {"model.layers.0.mlp.gate_proj.weight", WeightType::Q4_0},
+    {"model.layers.0.mlp.up_proj.weight", WeightType::Q8_0},
+    {"model.layers.1.self_attn.q_proj.weight", WeightType::Q4_0},
+    {"model.layers.1.self_attn.k_proj.weight", WeightType::Q4_0},
+    {"model.layers.1.self_attn.v_proj.weight", WeightType::Q4_0},
+    {"model.layers.1.mlp.gate_proj.weight", WeightType::Q8_0},
+    {"model.layers.1.mlp.up_proj.weight", WeightType::Q8_0},
+};
+
+void write_mixed_model(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to);
+  fs::copy_file(from / "config.json", to / "config.json");
+  const SafetensorsFile in = SafetensorsFile::open(from / "model.safetensors");
+  SafetensorsWriter out(to / "model.safetensors");
+  std::vector<std::vector<std::byte>> blocks;  // alive until write()
+  for (const TensorInfo& info : in.tensors()) {
+    const TensorView t = in.view(info);
+    const auto it = kMixed.find(info.name);
+    if (it == kMixed.end()) {
+      out.add(info.name, t.dtype(), t.shape(), {t.data, t.nbytes()});
+      continue;
+    }
+    ASSERT_EQ(t.dtype(), DType::F32) << info.name;
+    const size_t rows = t.shape()[0], cols = t.shape()[1], row_bytes = weight_row_bytes(it->second, cols);
+    std::vector<std::byte>& bytes = blocks.emplace_back(rows * row_bytes);
+    for (size_t r = 0; r < rows; ++r)
+      kernels::quantize_row(it->second, reinterpret_cast<const float*>(t.data) + r * cols, bytes.data() + r * row_bytes,
+                            cols);
+    out.add(info.name, DType::U8, {rows, row_bytes}, bytes);
+  }
+  out.set_metadata(std::string(kWeightTypesKey), block_types_json(kMixed));
+  out.write();
+}
+
+TEST(FusedProducts, MixedTypeGroupsStayApartAndGiveBitwiseTheSameLogits) {
+  const test::TempDir tmp;
+  const fs::path from = fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models/tiny-gqa7";
+  write_mixed_model(from, tmp / "mixed");
+
+  // The layout the loader chose, group by group.
+  const ModelConfig cfg = ModelConfig::load(tmp / "mixed" / "config.json");
+  const SafetensorsFile file = SafetensorsFile::open(tmp / "mixed" / "model.safetensors");
+  ThreadPool pool(2);
+  const ModelWeights w = load_weights(safetensors_source(file), cfg, std::nullopt, pool);
+  ASSERT_EQ(w.layers.size(), 2u);
+  const LayerWeights &l0 = w.layers[0], &l1 = w.layers[1];
+  ASSERT_EQ(l0.qkv.parts.size(), 3u);
+  EXPECT_EQ(l0.qkv.parts[0].type, WeightType::Q8_0);
+  EXPECT_EQ(l0.qkv.parts[1].type, WeightType::F32);
+  EXPECT_EQ(l0.qkv.parts[2].type, WeightType::Q4_0);
+  EXPECT_EQ(l0.qkv.rows, 448u + 64 + 64);
+  EXPECT_EQ(l0.gate_up.fused.data, nullptr);
+  EXPECT_EQ(l0.gate_up.gate.type, WeightType::Q4_0);
+  EXPECT_EQ(l0.gate_up.up.type, WeightType::Q8_0);
+  ASSERT_EQ(l1.qkv.parts.size(), 1u);
+  EXPECT_EQ(l1.qkv.parts[0].type, WeightType::Q4_0);
+  EXPECT_EQ(l1.qkv.parts[0].rows, 448u + 64 + 64);
+  EXPECT_NE(l1.gate_up.fused.data, nullptr);
+  EXPECT_EQ(l1.gate_up.fused.type, WeightType::Q8_0);
+  EXPECT_EQ(l1.gate_up.fused.rows, 2u * 128);
+
+  size_t compared = 0;
+  for (Isa isa : supported_isas()) {
+    const std::vector<float> apart = logits(load(tmp / "mixed", std::nullopt, isa, false));
+    for (int threads : {1, 2, 3}) {
+      EXPECT_TRUE(same_bits(logits(load(tmp / "mixed", std::nullopt, isa, true, threads)), apart))
+          << isa_name(isa) << " threads " << threads;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, supported_isas().size() * 3);
+}
+
+// Fusing moves rows, never changes what is held: the same bytes and counts either way.
+TEST(FusedProducts, WeightBytesAreTheSameFusedOrApart) {
+  const fs::path dir = fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models/tiny-untied";
+  for (const Mode& mode : kModes) {
+    const Model fused = load(dir, mode.type, Isa::Scalar, true), apart = load(dir, mode.type, Isa::Scalar, false);
+    EXPECT_EQ(fused.weight_bytes(), apart.weight_bytes()) << mode.name;
+    EXPECT_EQ(fused.bytes_per_token(), apart.bytes_per_token()) << mode.name;
+    EXPECT_EQ(fused.weight_type(), apart.weight_type()) << mode.name;
+  }
+}
+
+}  // namespace
+}  // namespace nanoinfer
