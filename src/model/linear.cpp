@@ -6,8 +6,6 @@ namespace {
 // Rows per grain: a multiple of every kernel's row tile, so thread boundaries never split a
 // tile (results would be identical anyway; this only keeps tiles full).
 constexpr size_t kRowGrain = 16;
-// Below this many multiply-adds, waking workers costs more than it saves.
-constexpr size_t kMinParallelWork = size_t{1} << 15;
 
 }  // namespace
 
@@ -15,7 +13,7 @@ void linear(const Compute& c, const Weight& w, const float* bias, const float* x
   if (n_tokens == 0 || w.rows == 0) return;
   const kernels::MatmulFn matmul = c.k->matmul_for(w.type);
   const size_t rows = w.rows, cols = w.cols;
-  if (rows * cols * n_tokens < kMinParallelWork) {
+  if (rows * cols * n_tokens < kMinParallelLinearWork) {
     matmul(w.data, bias, x, y, rows, cols, n_tokens, 0, rows);
     return;
   }
