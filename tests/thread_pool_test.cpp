@@ -141,8 +141,19 @@ TEST(ThreadPool, CallerDoesNotWaitForALateWorker) {
     for (const Range& r : ranges) ASSERT_EQ(r.thread, std::this_thread::get_id());
     for (auto& h : hits) ASSERT_EQ(h.load(), 1);
   }
+  // Missing that many jobs sends the pool into its contention mode (calls run on the caller
+  // alone for a while); calls nested in a chunk must still run whole, not wait for the pool.
+  std::atomic<size_t> nested{0};
+  for (int call = 0; call < 50; ++call) {
+    pool.parallel_for(64, 1, [&](size_t, size_t) {
+      pool.parallel_for(10, 1, [&](size_t b, size_t e) { nested.fetch_add(e - b); });
+    });
+  }
+  const size_t outer_chunks = (64 + ThreadPool::chunk_size(64, 1, 3) - 1) / ThreadPool::chunk_size(64, 1, 3);
+  EXPECT_EQ(outer_chunks, 11u);  // chunks of 6 grains: 64 grains wanted in 12
+  EXPECT_EQ(nested.load(), 50u * outer_chunks * 10);
   test_hooks::hold_workers = false;
-  EXPECT_EQ(pool.joins(), 50u);
+  EXPECT_EQ(pool.joins(), 100u);
   // Released, the workers find nothing stale to run; the next calls are exact.
   std::atomic<size_t> total{0};
   for (int call = 0; call < 100; ++call)

@@ -131,8 +131,10 @@ class ThreadPool {
   Job job_;
   std::mutex call_mutex_;  // serialises outside callers
   // Contention state, the caller's, under call_mutex_: jobs in a row no worker helped with,
-  // the end of the stretch during which calls run on the caller alone, and the next stretch.
+  // jobs in a row that went well, the end of the stretch during which calls run on the
+  // caller alone, and the length of the next such stretch.
   int misses_ = 0;
+  int good_ = 0;
   int64_t solo_until_ns_ = 0;
   int64_t solo_ns_ = 0;
 

@@ -55,8 +55,12 @@ constexpr int64_t kCallerSpinNs = 50'000;
 // than it worked itself (plus kStallSlackNs; a worker descheduled mid-chunk), the calls of
 // the next stretch run on the caller alone and the workers go to sleep instead of competing
 // with it for CPU time. The stretch starts at kFirstSoloNs and doubles, up to kLongestSoloNs,
-// each time the workers fail again; a job a worker helps with resets it.
+// each time the workers fail again before kGoodToForget jobs in a row went well (helped, no
+// stall); such a run resets it. On a machine where one core is busy with another process a
+// worker still helps with some jobs, but too few to pay for the stalls: the doubling keeps
+// the pool mostly on the caller there, and on an idle machine a few milliseconds reset it.
 constexpr int kMissesBeforeSolo = 16;
+constexpr int kGoodToForget = 64;
 constexpr int64_t kStallSlackNs = 20'000;
 constexpr int64_t kFirstSoloNs = 1'000'000;
 constexpr int64_t kLongestSoloNs = 64'000'000;
@@ -199,7 +203,9 @@ void ThreadPool::parallel_for(size_t n, size_t grain, RangeFn fn) {
   const int64_t start = now_ns();
   if (start < solo_until_ns_) {
     // Contention: the same chunks, in order, on this thread only.
+    tls_running_pool = this;
     for (size_t i = 0; i < chunks; ++i) run_chunk(i);
+    tls_running_pool = nullptr;
   } else {
     finished_.store(0, std::memory_order_relaxed);
     remaining_.store(static_cast<int64_t>(chunks), std::memory_order_release);
@@ -228,12 +234,13 @@ void ThreadPool::parallel_for(size_t n, size_t grain, RangeFn fn) {
 void ThreadPool::adapt(bool helped, bool stalled) {
   if (helped && !stalled) {
     misses_ = 0;
-    solo_ns_ = 0;
+    if (++good_ >= kGoodToForget) solo_ns_ = 0;
     return;
   }
   if (!stalled && ++misses_ < kMissesBeforeSolo) return;
   const int64_t stretch = std::max(solo_ns_, kFirstSoloNs);
   misses_ = 0;
+  good_ = 0;
   solo_until_ns_ = now_ns() + stretch;
   solo_ns_ = std::min(2 * stretch, kLongestSoloNs);
 }
