@@ -181,7 +181,7 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   test::TempDir out;
   const std::string results = (out / "results.jsonl").string();
   const auto r = run_cli({"bench", "generate", "-m", dir(), "-p", "8", "-n", "4", "-r", "2",
-                          "-t", "1", "--cache-ab", "-o", results});
+                          "-t", "1", "--cache-ab", "--probe-mib", "4", "-o", results});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("| pp8 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
@@ -206,11 +206,43 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   // tiny-untied: 3 layers, hidden 128, intermediate 256, vocab 300, untied.
   const uint64_t per_layer = 2 * 128 * 128 + 2 * 64 * 128 + 128 + 2 * 64 + 3 * 128 * 256 + 2 * 128;
   EXPECT_EQ(records[0]["model_n_params"], 2 * 300 * 128 + 3 * per_layer + 128);
+  // Decode work counts: tiny-untied (f32) streams every matrix but the embedding table, one
+  // embedding row, and the norms and biases (as in ModelLoad.WeightBytesFollowTheStoredTypes);
+  // one thread joins nothing. The roofline share is effective GB/s over the probe's median.
+  const uint64_t matrices = 300 * 128 + 3 * (2 * 128 * 128 + 2 * 64 * 128 + 3 * 128 * 256);
+  const uint64_t vectors = 128 + 3 * (2 * 128 + 128 + 2 * 64);
+  EXPECT_EQ(records[1]["bytes_per_token"], 4 * (matrices + 128 + vectors));
+  EXPECT_EQ(records[1]["barriers_per_token"], 0.0);
+  EXPECT_EQ(records[1]["read_bandwidth_probe_bytes"], 4u << 20);
+  ASSERT_GT(records[1]["read_bandwidth_gbps"].get<double>(), 0.0);
+  EXPECT_GE(records[1]["read_bandwidth_gbps"].get<double>(), records[1]["read_bandwidth_min_gbps"].get<double>());
+  EXPECT_DOUBLE_EQ(records[1]["roofline_pct"].get<double>(),
+                   100.0 * records[1]["effective_gbps"].get<double>() / records[1]["read_bandwidth_gbps"].get<double>());
+  EXPECT_NE(r.out.find("barriers per token; read bandwidth"), std::string::npos) << r.out;
   EXPECT_EQ(records[2]["bench"], "generate-cache-ab");
   EXPECT_EQ(records[2]["identical_output"], true);
   expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-r", "0"}), "-r must be >= 1");
+  expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "--probe-mib", "-1"}), "--probe-mib must be >= 0");
   expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "250", "-n", "10"}),
                         "exceed the context of 256");
+}
+
+TEST_F(GenerateCli, BenchBandwidthRecordsEveryPass) {
+  test::TempDir out;
+  const std::string results = (out / "results.jsonl").string();
+  const auto r = run_cli({"bench", "bandwidth", "-t", "2", "--size-mib", "8", "-r", "3", "-o", results});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("sequential read of 8 MiB, 2 thread(s), 3 run(s): median "), std::string::npos) << r.out;
+  const nlohmann::json rec = nlohmann::json::parse(test::read_text(results));
+  EXPECT_EQ(rec["bench"], "bandwidth");
+  EXPECT_EQ(rec["threads"], 2);
+  EXPECT_EQ(rec["bytes"], 8u << 20);
+  ASSERT_EQ(rec["samples_gbps"].size(), 3u);
+  EXPECT_GT(rec["min_gbps"].get<double>(), 0.0);
+  EXPECT_LE(rec["min_gbps"].get<double>(), rec["median_gbps"].get<double>());
+  EXPECT_LE(rec["median_gbps"].get<double>(), rec["max_gbps"].get<double>());
+  expect_one_line_error(run_cli({"bench", "bandwidth", "--size-mib", "0"}), "--size-mib must be >= 1");
+  expect_one_line_error(run_cli({"bench", "bandwidth", "-r", "0"}), "-r must be >= 1");
 }
 
 }  // namespace

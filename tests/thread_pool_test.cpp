@@ -43,7 +43,7 @@ std::vector<Range> record(ThreadPool& pool, size_t n, size_t grain, std::vector<
   return ranges;
 }
 
-TEST(ThreadPool, CoversEveryIndexExactlyOnceInGrainAlignedRanges) {
+TEST(ThreadPool, CoversEveryIndexExactlyOnceInGrainAlignedChunks) {
   const size_t sizes[] = {0, 1, 2, 3, 5, 7, 8, 15, 16, 17, 63, 64, 65, 100, 896, 1000, 4864};
   const size_t grains[] = {0, 1, 2, 3, 4, 7, 16, 64, 100, 5000};
   int combos = 0;
@@ -53,26 +53,36 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnceInGrainAlignedRanges) {
     for (size_t n : sizes) {
       for (size_t grain : grains) {
         std::vector<std::atomic<int>> hits(n);
+        const uint64_t joins = pool.joins();
         const std::vector<Range> ranges = record(pool, n, grain, hits);
         const size_t g = grain == 0 ? 1 : grain;  // grain 0 is treated as 1
         for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " grain=" << grain << " i=" << i;
-        // At most one call per thread, each non-empty, each from a different thread, boundaries
-        // on grain multiples except the end of the whole range.
-        ASSERT_LE(ranges.size(), static_cast<size_t>(threads));
-        std::set<std::thread::id> callers;
-        size_t covered = 0;
-        for (const Range& r : ranges) {
-          ASSERT_LT(r.begin, r.end);
-          ASSERT_EQ(r.begin % g, 0u);
-          ASSERT_TRUE(r.end == n || r.end % g == 0) << "end " << r.end;
-          callers.insert(r.thread);
-          covered += r.end - r.begin;
+        const size_t chunk = ThreadPool::chunk_size(n, grain, threads);
+        ASSERT_EQ(chunk % g, 0u);
+        ASSERT_GE(chunk, g);
+        const bool split = threads > 1 && n > chunk;
+        if (!split) {
+          // Run whole on the caller: one call, or none for n = 0.
+          ASSERT_EQ(ranges.size(), n == 0 ? 0u : 1u);
+          if (n > 0) {
+            EXPECT_EQ(ranges[0].begin, 0u);
+            EXPECT_EQ(ranges[0].end, n);
+            EXPECT_EQ(ranges[0].thread, std::this_thread::get_id());
+          }
+          ASSERT_EQ(pool.joins(), joins);
+        } else {
+          // One call per chunk: [i * chunk, min(n, (i + 1) * chunk)), grain-aligned.
+          ASSERT_EQ(ranges.size(), (n + chunk - 1) / chunk);
+          std::set<size_t> begins;
+          for (const Range& r : ranges) {
+            ASSERT_EQ(r.begin % chunk, 0u);
+            ASSERT_EQ(r.end, std::min(n, r.begin + chunk));
+            ASSERT_EQ(r.begin % g, 0u);
+            begins.insert(r.begin);
+          }
+          ASSERT_EQ(begins.size(), ranges.size());
+          ASSERT_EQ(pool.joins(), joins + 1);
         }
-        ASSERT_EQ(callers.size(), ranges.size());
-        ASSERT_EQ(covered, n);
-        // Work is spread: as many ranges as there are grains, up to the thread count.
-        const size_t grains_in_n = (n + g - 1) / g;
-        ASSERT_EQ(ranges.size(), std::min(grains_in_n, static_cast<size_t>(threads)));
         ++combos;
       }
     }
@@ -80,23 +90,75 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnceInGrainAlignedRanges) {
   EXPECT_EQ(combos, 5 * 17 * 10);
 }
 
-TEST(ThreadPool, BoundariesAreBalancedAndFirstRangeIsTheCallers) {
-  // 10 grains over 4 parts begin at ceil(10 * i / 4) = 0, 3, 5, 8: 3, 2, 3, 2 grains.
-  EXPECT_EQ(ThreadPool::range_begin(40, 4, 4, 0), 0u);
-  EXPECT_EQ(ThreadPool::range_begin(40, 4, 4, 1), 12u);
-  EXPECT_EQ(ThreadPool::range_begin(40, 4, 4, 2), 20u);
-  EXPECT_EQ(ThreadPool::range_begin(40, 4, 4, 3), 32u);
-  EXPECT_EQ(ThreadPool::range_begin(40, 4, 4, 4), 40u);
-  // The last grain is partial: 10 = 3 full grains of 3 + 1 element.
-  EXPECT_EQ(ThreadPool::range_begin(10, 3, 2, 1), 6u);
-  EXPECT_EQ(ThreadPool::range_begin(10, 3, 2, 2), 10u);
+TEST(ThreadPool, ChunksAreAboutFourPerThreadInWholeGrains) {
+  static_assert(ThreadPool::kChunksPerThread == 4);
+  // Qwen2.5-0.5B's q rows at grain 16, 2 threads: 56 grains over 8 chunks = 7 grains each.
+  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2), 112u);
+  // Its logits rows: 9,496 grains over 8 chunks, rounded up to 1,187 grains.
+  EXPECT_EQ(ThreadPool::chunk_size(151936, 16, 2), 1187u * 16);
+  // Fewer grains than wanted chunks: one grain per chunk (the last one partial).
+  EXPECT_EQ(ThreadPool::chunk_size(40, 4, 4), 4u);
+  EXPECT_EQ(ThreadPool::chunk_size(10, 3, 2), 3u);
+  // 14 attention heads at grain 1 on 2 threads: 2 heads per chunk, 7 chunks.
+  EXPECT_EQ(ThreadPool::chunk_size(14, 1, 2), 2u);
+  // One thread, grain 0 (taken as 1), and a single grain.
+  EXPECT_EQ(ThreadPool::chunk_size(100, 1, 1), 25u);
+  EXPECT_EQ(ThreadPool::chunk_size(100, 0, 1), 25u);
+  EXPECT_EQ(ThreadPool::chunk_size(5, 64, 3), 64u);
+}
 
-  ThreadPool pool(3);
-  std::thread::id first;
-  pool.parallel_for(2, 1, [&](size_t begin, size_t) {
-    if (begin == 0) first = std::this_thread::get_id();
+TEST(ThreadPool, JoinsCountCallsCutIntoChunksOnly) {
+  ThreadPool pool(2);
+  EXPECT_EQ(pool.joins(), 0u);
+  const auto nothing = [](size_t, size_t) {};
+  pool.parallel_for(0, 1, nothing);    // empty
+  pool.parallel_for(8, 8, nothing);    // one grain: one chunk
+  pool.parallel_for(100, 0, nothing);  // 100 grains: 8 chunks
+  EXPECT_EQ(pool.joins(), 1u);
+  pool.parallel_for(2, 1, [&](size_t, size_t) {
+    pool.parallel_for(100, 1, nothing);  // nested: runs whole, counts nothing
   });
-  EXPECT_EQ(first, std::this_thread::get_id());
+  EXPECT_EQ(pool.joins(), 2u);
+  for (int i = 0; i < 10; ++i) pool.parallel_for(64, 4, nothing);
+  EXPECT_EQ(pool.joins(), 12u);
+
+  ThreadPool single(1);
+  single.parallel_for(1000, 1, nothing);
+  EXPECT_EQ(single.joins(), 0u);
+}
+
+// A worker whose core is busy elsewhere must not hold the caller up: with the workers held
+// back before they claim anything, the caller runs every chunk itself and returns. (The
+// pool that split work statically waited here for the held worker, forever.)
+TEST(ThreadPool, CallerDoesNotWaitForALateWorker) {
+  ThreadPool pool(3);
+  test_hooks::hold_workers = true;
+  for (int call = 0; call < 50; ++call) {
+    std::vector<std::atomic<int>> hits(1000);
+    const std::vector<Range> ranges = record(pool, 1000, 8, hits);
+    const size_t chunk = ThreadPool::chunk_size(1000, 8, 3);
+    ASSERT_EQ(ranges.size(), (1000 + chunk - 1) / chunk);
+    for (const Range& r : ranges) ASSERT_EQ(r.thread, std::this_thread::get_id());
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+  // Missing that many jobs sends the pool into its contention mode (calls run on the caller
+  // alone for a while); calls nested in a chunk must still run whole, not wait for the pool.
+  std::atomic<size_t> nested{0};
+  for (int call = 0; call < 50; ++call) {
+    pool.parallel_for(64, 1, [&](size_t, size_t) {
+      pool.parallel_for(10, 1, [&](size_t b, size_t e) { nested.fetch_add(e - b); });
+    });
+  }
+  const size_t outer_chunks = (64 + ThreadPool::chunk_size(64, 1, 3) - 1) / ThreadPool::chunk_size(64, 1, 3);
+  EXPECT_EQ(outer_chunks, 11u);  // chunks of 6 grains: 64 grains wanted in 12
+  EXPECT_EQ(nested.load(), 50u * outer_chunks * 10);
+  test_hooks::hold_workers = false;
+  EXPECT_EQ(pool.joins(), 100u);
+  // Released, the workers find nothing stale to run; the next calls are exact.
+  std::atomic<size_t> total{0};
+  for (int call = 0; call < 100; ++call)
+    pool.parallel_for(1000, 8, [&](size_t b, size_t e) { total.fetch_add(e - b); });
+  EXPECT_EQ(total.load(), 100u * 1000);
 }
 
 TEST(ThreadPool, ManyCallsInARowKeepCountsExact) {
@@ -107,51 +169,70 @@ TEST(ThreadPool, ManyCallsInARowKeepCountsExact) {
     pool.parallel_for(96, 8, [&](size_t begin, size_t end) { total.fetch_add(end - begin, std::memory_order_relaxed); });
   }
   EXPECT_EQ(total.load(), size_t{96} * kCalls);
+  EXPECT_EQ(pool.joins(), static_cast<uint64_t>(kCalls));
 }
 
 TEST(ThreadPool, WakesWorkersThatHaveGoneToSleep) {
-  ThreadPool pool(2);
   for (int round = 0; round < 3; ++round) {
-    // Longer than the spin phase, so the worker is blocked on the condition variable.
+    // A fresh pool's worker sleeps at once (no job yet); the wait is longer than any spin.
+    ThreadPool pool(2);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    std::vector<std::atomic<int>> hits(64);
-    const std::vector<Range> ranges = record(pool, 64, 1, hits);
-    ASSERT_EQ(ranges.size(), 2u);
-    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    // The caller's chunks wait until another thread has run a chunk: only a woken worker
+    // can, so the call returns only if the wake-up works.
+    std::atomic<bool> worker_ran{false};
+    std::atomic<int> chunks{0};
+    const std::thread::id caller = std::this_thread::get_id();
+    pool.parallel_for(64, 1, [&](size_t, size_t) {
+      if (std::this_thread::get_id() != caller) {
+        worker_ran = true;
+      } else {
+        while (!worker_ran) std::this_thread::yield();
+      }
+      chunks.fetch_add(1);
+    });
+    EXPECT_EQ(chunks.load(), 8);
+    EXPECT_TRUE(worker_ran.load());
   }
 }
 
-TEST(ThreadPool, RethrowsTheExceptionAfterAllRangesFinishAndStaysUsable) {
+TEST(ThreadPool, RethrowsTheExceptionAfterAllChunksFinishAndStaysUsable) {
   ThreadPool pool(3);
+  ASSERT_EQ(ThreadPool::chunk_size(30, 1, 3), 3u);  // 10 chunks
   std::atomic<int> finished{0};
   try {
-    pool.parallel_for(30, 1, [&](size_t begin, size_t) {
-      if (begin == 10) throw std::runtime_error("range at 10 failed");
-      finished.fetch_add(1);
+    pool.parallel_for(30, 1, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        if (i == 10) throw std::runtime_error("index 10 failed");
+        finished.fetch_add(1);
+      }
     });
     FAIL() << "expected an exception";
   } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "range at 10 failed");
+    EXPECT_STREQ(e.what(), "index 10 failed");
   }
-  EXPECT_EQ(finished.load(), 2);  // the two other ranges ran to completion
+  // Every other chunk ran to completion; the failing chunk [9, 12) stopped at 10.
+  EXPECT_EQ(finished.load(), 28);
 
   std::atomic<size_t> total{0};
   pool.parallel_for(30, 1, [&](size_t begin, size_t end) { total += end - begin; });
   EXPECT_EQ(total.load(), 30u);
 }
 
-TEST(ThreadPool, NestedCallRunsInlineWithTheSameBoundaries) {
+TEST(ThreadPool, NestedCallRunsWholeOnTheCallingThread) {
   ThreadPool pool(2);
-  std::vector<std::atomic<int>> hits(2 * 50);
+  std::vector<std::atomic<int>> hits(8 * 50);
   std::atomic<int> inner_calls{0};
-  pool.parallel_for(2, 1, [&](size_t outer, size_t) {
+  pool.parallel_for(8, 1, [&](size_t outer, size_t) {
+    const std::thread::id self = std::this_thread::get_id();
     pool.parallel_for(50, 5, [&](size_t begin, size_t end) {
-      EXPECT_TRUE(begin == 0 || begin == 25) << begin;
+      EXPECT_EQ(begin, 0u);
+      EXPECT_EQ(end, 50u);
+      EXPECT_EQ(std::this_thread::get_id(), self);
       inner_calls.fetch_add(1);
       for (size_t i = begin; i < end; ++i) hits[outer * 50 + i].fetch_add(1);
     });
   });
-  EXPECT_EQ(inner_calls.load(), 4);
+  EXPECT_EQ(inner_calls.load(), 8);
   for (auto& h : hits) EXPECT_EQ(h.load(), 1);
 }
 

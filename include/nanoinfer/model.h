@@ -141,6 +141,9 @@ class Model {
 
   uint64_t positions_pushed() const;  // work counter: positions through the model, all sequences
   size_t bytes_per_token() const;     // weight bytes read per decode step (for GB/s)
+  // Work counter: thread-pool fork-joins (barriers) so far, loading included; the difference
+  // across a decode step is its barrier count (ThreadPool::joins()).
+  uint64_t barriers() const;
   size_t weight_bytes() const;        // bytes of all weights as held in memory
   int threads() const;
 

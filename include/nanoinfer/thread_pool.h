@@ -1,8 +1,16 @@
 // A persistent fork-join pool: workers live as long as the pool, each parallel_for is one
-// fork and one join, and a call allocates nothing. Work is split statically into contiguous
-// ranges (one per thread) so that the caller, not a scheduler, decides which rows go where;
-// with kernels that compute every output element the same way, results are then bitwise
-// identical at any thread count.
+// fork and one join, and a call allocates nothing. The work is cut into chunks of whole grains
+// that the calling thread and the workers claim from one atomic counter: the caller starts on
+// the first chunk at once, and a worker that wakes late (its core taken by another process)
+// finds the chunks already claimed and is not waited for; the caller waits only for chunks a
+// worker has claimed. When the workers keep missing jobs, or keep the caller waiting, calls
+// run on the caller alone for a stretch while the workers sleep (thread_pool.cpp has the
+// rule), so that a busy machine costs at most the speed of one thread.
+//
+// Which thread runs which chunk varies from call to call, so callers rely on kernels that
+// compute every output element the same way for any grain-aligned range of rows
+// (kernels/kernels.h promises this for matmul): results are then bitwise identical at any
+// thread count and under any load.
 #pragma once
 
 #include <atomic>
@@ -58,19 +66,31 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Splits [0, n) into size() contiguous ranges whose boundaries are multiples of `grain`
-  // (the last non-empty range ends at n and takes the remainder). Range i covers grains
-  // [ceil(i*g/size()), ceil((i+1)*g/size())) of the g = ceil(n/grain) grains, so ranges differ
-  // by at most one grain and range 0 is never smaller than another. fn(begin, end) is called
-  // once for each non-empty range; range 0 runs on the calling thread, range i on worker i.
-  // Returns when all ranges are done.
+  // Cuts [0, n) into chunks of chunk_size(n, grain, size()) elements, a whole number of
+  // grains (the last chunk ends at n and takes the remainder), and calls fn(begin, end) once
+  // per chunk. Chunks are claimed in increasing order by whichever thread asks first: the
+  // caller claims until none is left, a worker that wakes in time claims alongside it, and a
+  // thread may run several chunks (under contention the caller runs them all, in order).
+  // Returns when every chunk is done. Each call cut into several chunks counts one join.
   //
-  // Exceptions: if fn throws, the other ranges still run to completion, then the first
+  // Exceptions: if fn throws, the other chunks still run to completion, then the first
   // exception caught (in completion order) is rethrown on the calling thread; the pool stays
-  // usable. When only one range is non-empty, or the call is nested (made from inside fn),
-  // the ranges run one after another on the calling thread, with the same boundaries, and an
+  // usable. When there is only one chunk, the pool has one thread, or the call is nested (made
+  // from inside fn), fn(0, n) runs once on the calling thread, no join is counted, and an
   // exception propagates at once. Calls from several outside threads are serialised.
   void parallel_for(size_t n, size_t grain, RangeFn fn);
+
+  // Fork-joins so far: parallel_for calls cut into several chunks, whether or not contention
+  // made the caller run them alone (so the count does not depend on timing); a call run
+  // whole on the caller counts nothing. Cheap to read from any thread; for work counts such
+  // as barriers per decoded token.
+  uint64_t joins() const { return joins_.load(std::memory_order_relaxed); }
+
+  // The chunk length parallel_for uses for n elements in grains of `grain` on `threads`
+  // threads: about kChunksPerThread chunks per thread, whole grains each, at least one grain.
+  // More chunks than threads let a thread that is on time take the share of one that is not.
+  static constexpr size_t kChunksPerThread = 4;
+  static size_t chunk_size(size_t n, size_t grain, int threads);
 
   // Distinct (package, core) pairs among the CPUs this process may run on; at least 1.
   static int physical_cores();
@@ -86,34 +106,47 @@ class ThreadPool {
   // Throws nanoinfer::Error for a negative request.
   static int clamp_threads(int requested, std::string* warning = nullptr);
 
-  // The boundaries parallel_for uses: range i of `parts` is [range_begin(i), range_begin(i+1)).
-  static size_t range_begin(size_t n, size_t grain, size_t parts, size_t i);
-
  private:
-  // Job description, written by the caller before it bumps generation_ (release) and read
-  // by workers after they observe the bump (acquire).
+  // The current job, written by the caller while no chunk is claimable and published by the
+  // release store of remaining_; a thread reads it only after claiming a chunk of it, and the
+  // caller does not rewrite it until every claimed chunk is finished.
   struct Job {
     size_t n = 0;
-    size_t grain = 1;
+    size_t chunk = 1;   // elements per chunk
+    size_t chunks = 0;  // ceil(n / chunk)
     const RangeFn* fn = nullptr;
   };
 
-  void worker_main(int index);
+  void worker_main();
   void stop_workers() noexcept;
-  void run_range(int index, const Job& job) noexcept;
-  void wait_for_workers();
+  void run_chunk(size_t index) noexcept;
+  // Claims and runs chunks of the current job until none is left; returns how many it ran.
+  size_t run_chunks(bool worker) noexcept;
+  void wait_for_workers(size_t target);
+  // Updates the contention state after a job the workers were offered (thread_pool.cpp).
+  void adapt(bool helped, bool stalled);
 
   int n_threads_;
   std::vector<std::thread> workers_;
   Job job_;
   std::mutex call_mutex_;  // serialises outside callers
+  // Contention state, the caller's, under call_mutex_: jobs in a row no worker helped with,
+  // jobs in a row that went well, the end of the stretch during which calls run on the
+  // caller alone, and the length of the next such stretch.
+  int misses_ = 0;
+  int good_ = 0;
+  int64_t solo_until_ns_ = 0;
+  int64_t solo_ns_ = 0;
 
-  // Each hot counter on its own cache line: workers spin on generation_ while the caller
-  // spins on pending_, and neither should bounce the other's line.
-  alignas(64) std::atomic<uint32_t> generation_{0};
-  alignas(64) std::atomic<int> pending_{0};  // workers still running the current job
-  alignas(64) std::atomic<int> sleepers_{0};  // workers blocked (or about to block) on wake_
+  // Each hot counter on its own cache line: workers spin on generation_, every thread claims
+  // from remaining_, and the caller spins on finished_.
+  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per job, to wake workers
+  alignas(64) std::atomic<int64_t> remaining_{0};    // unclaimed chunks; <= 0 when none
+  alignas(64) std::atomic<size_t> finished_{0};      // chunks the workers finished this job
+  alignas(64) std::atomic<int> sleepers_{0};         // workers blocked (or about to block) on wake_
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> joins_{0};                   // written by the caller only
+  std::atomic<int64_t> last_publish_ns_{0};          // steady clock of the last job, for spinners
 
   alignas(64) std::mutex sleep_mutex_;
   std::condition_variable wake_;

@@ -2,8 +2,10 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <system_error>
 #include <set>
@@ -30,18 +32,44 @@ inline void cpu_relax() {
 #endif
 }
 
-// How long an idle worker spins before it sleeps. Decode issues a few hundred parallel_for
-// calls per token with short serial gaps between them; spinning across those gaps saves a
-// futex wake-up (several microseconds) per call, and sleeping after a while leaves the cores
-// to other processes when the engine is idle.
-constexpr auto kSpinBeforeSleep = std::chrono::microseconds(200);
-// The caller, once its own range is done, spins this long before yielding between checks.
-constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// An idle worker spins until the caller has published no job for this long, then sleeps.
+// Decode publishes a job every few tens of microseconds; spinning across the gaps saves a
+// futex wake-up per job, and sleeping after a quiet stretch leaves the cores to other
+// processes when the engine is idle.
+constexpr int64_t kSpinBeforeSleepNs = 200'000;
+// Pauses between looks at the clock; a spinning worker also yields its CPU there (~12 us
+// apart on Zen 5, whose pause takes ~45 ns). Without the yield, a worker the scheduler has
+// put on the caller's CPU spins away the caller's time slice while the caller waits for it.
+constexpr int kSpinsPerCheck = 256;
+// The caller, once no chunk is left to claim, spins this long for the chunks workers are
+// still running before it yields between checks (a worker descheduled mid-chunk).
+constexpr int64_t kCallerSpinNs = 50'000;
+
+// Contention. When no worker claimed a chunk of kMissesBeforeSolo jobs in a row (their
+// cores are busy with other processes), or the caller waited for a worker's chunk longer
+// than it worked itself (plus kStallSlackNs; a worker descheduled mid-chunk), the calls of
+// the next stretch run on the caller alone and the workers go to sleep instead of competing
+// with it for CPU time. The stretch starts at kFirstSoloNs and doubles, up to kLongestSoloNs,
+// each time the workers fail again before kGoodToForget jobs in a row went well (helped, no
+// stall); such a run resets it. On a machine where one core is busy with another process a
+// worker still helps with some jobs, but too few to pay for the stalls: the doubling keeps
+// the pool mostly on the caller there, and on an idle machine a few milliseconds reset it.
+constexpr int kMissesBeforeSolo = 16;
+constexpr int kGoodToForget = 64;
+constexpr int64_t kStallSlackNs = 20'000;
+constexpr int64_t kFirstSoloNs = 1'000'000;
+constexpr int64_t kLongestSoloNs = 64'000'000;
 
 }  // namespace
 
 namespace test_hooks {
 std::atomic<int> fail_thread_start_after{-1};
+std::atomic<bool> hold_workers{false};
 }  // namespace test_hooks
 
 ThreadPool::ThreadPool(int n_threads) {
@@ -52,7 +80,7 @@ ThreadPool::ThreadPool(int n_threads) {
     try {
       if (test_hooks::fail_thread_start_after.load() == static_cast<int>(workers_.size()))
         throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
-      workers_.emplace_back([this, i] { worker_main(i); });
+      workers_.emplace_back([this] { worker_main(); });
     } catch (const std::system_error& e) {
       // Without this the vector's destructor would meet joinable threads (std::terminate),
       // and a half-started pool would wait forever for workers that do not exist.
@@ -78,40 +106,53 @@ void ThreadPool::stop_workers() noexcept {
   workers_.clear();
 }
 
-size_t ThreadPool::range_begin(size_t n, size_t grain, size_t parts, size_t i) {
-  if (i >= parts) return n;
+size_t ThreadPool::chunk_size(size_t n, size_t grain, int threads) {
+  if (grain == 0) grain = 1;
   const size_t grains = n / grain + (n % grain != 0);
-  // ceil(grains * i / parts): earlier ranges get the extra grains, so range 0 (the caller's)
-  // is never empty. 128-bit product so huge n cannot overflow.
-  const size_t g = static_cast<size_t>((static_cast<unsigned __int128>(grains) * i + parts - 1) / parts);
-  const size_t begin = g * grain;
-  return begin < n ? begin : n;
+  const size_t wanted = static_cast<size_t>(threads > 1 ? threads : 1) * kChunksPerThread;
+  const size_t per_chunk = grains <= wanted ? 1 : grains / wanted + (grains % wanted != 0);
+  return per_chunk * grain;
 }
 
-void ThreadPool::run_range(int index, const Job& job) noexcept {
-  const size_t parts = static_cast<size_t>(n_threads_);
-  const size_t begin = range_begin(job.n, job.grain, parts, static_cast<size_t>(index));
-  const size_t end = range_begin(job.n, job.grain, parts, static_cast<size_t>(index) + 1);
-  if (begin >= end) return;
+void ThreadPool::run_chunk(size_t index) noexcept {
+  const size_t begin = index * job_.chunk;
+  const size_t end = std::min(job_.n, begin + job_.chunk);
   try {
-    (*job.fn)(begin, end);
+    (*job_.fn)(begin, end);
   } catch (...) {
     std::lock_guard lock(error_mutex_);
     if (!error_) error_ = std::current_exception();
   }
 }
 
-void ThreadPool::worker_main(int index) {
+size_t ThreadPool::run_chunks(bool worker) noexcept {
+  size_t ran = 0;
+  for (;;) {
+    // A claim may land on a later job than the one that woke this thread (the caller moved
+    // on while it was descheduled); it is then a chunk of that job, which cannot finish
+    // without it, so job_ is stable until finished_ counts it.
+    const int64_t r = remaining_.fetch_sub(1, std::memory_order_acquire);
+    if (r <= 0) return ran;
+    run_chunk(job_.chunks - static_cast<size_t>(r));
+    ++ran;
+    if (worker) finished_.fetch_add(1, std::memory_order_release);
+  }
+}
+
+void ThreadPool::worker_main() {
   tls_running_pool = this;
   uint32_t seen = 0;
   for (;;) {
     uint32_t gen = generation_.load(std::memory_order_acquire);
-    if (gen == seen) {
-      const auto deadline = std::chrono::steady_clock::now() + kSpinBeforeSleep;
-      for (int spins = 0; gen == seen; ++spins) {
-        cpu_relax();
-        gen = generation_.load(std::memory_order_acquire);
-        if ((spins & 255) == 255 && std::chrono::steady_clock::now() > deadline) break;
+    // Spin while the caller keeps publishing jobs: the deadline runs from its last job, not
+    // from when this thread began to spin, so a worker the OS descheduled for a while does
+    // not come back to an expired deadline and sleep in the middle of a busy stretch.
+    for (int spins = 1; gen == seen; ++spins) {
+      cpu_relax();
+      gen = generation_.load(std::memory_order_acquire);
+      if (spins % kSpinsPerCheck == 0 && gen == seen) {
+        if (now_ns() - last_publish_ns_.load(std::memory_order_relaxed) > kSpinBeforeSleepNs) break;
+        sched_yield();
       }
     }
     if (gen == seen) {
@@ -125,18 +166,18 @@ void ThreadPool::worker_main(int index) {
     }
     seen = gen;
     if (stop_.load(std::memory_order_relaxed)) return;
-    run_range(index, job_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    while (test_hooks::hold_workers.load(std::memory_order_relaxed)) std::this_thread::yield();
+    run_chunks(true);
   }
 }
 
-void ThreadPool::wait_for_workers() {
-  const auto deadline = std::chrono::steady_clock::now() + kSpinBeforeYield;
+void ThreadPool::wait_for_workers(size_t target) {
+  const int64_t deadline = now_ns() + kCallerSpinNs;
   bool spinning = true;
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+  for (int spins = 1; finished_.load(std::memory_order_acquire) != target; ++spins) {
     if (spinning) {
       cpu_relax();
-      if ((spins & 255) == 255 && std::chrono::steady_clock::now() > deadline) spinning = false;
+      if (spins % kSpinsPerCheck == 0 && now_ns() > deadline) spinning = false;
     } else {
       std::this_thread::yield();
     }
@@ -146,37 +187,62 @@ void ThreadPool::wait_for_workers() {
 void ThreadPool::parallel_for(size_t n, size_t grain, RangeFn fn) {
   if (grain == 0) grain = 1;
   if (n == 0) return;
-  // One grain or one thread: no other range is non-empty, so no worker needs waking.
-  if (n_threads_ == 1 || n <= grain) {
+  const size_t chunk = chunk_size(n, grain, n_threads_);
+  // One chunk, one thread, or a call from inside a chunk (whose workers are busy with the
+  // parent): run it all here, at once.
+  if (n_threads_ == 1 || n <= chunk || tls_running_pool == this) {
     fn(0, n);
-    return;
-  }
-  if (tls_running_pool == this) {
-    const size_t parts = static_cast<size_t>(n_threads_);
-    for (size_t i = 0; i < parts; ++i) {
-      const size_t begin = range_begin(n, grain, parts, i), end = range_begin(n, grain, parts, i + 1);
-      if (begin < end) fn(begin, end);
-    }
     return;
   }
 
   std::lock_guard call_lock(call_mutex_);
-  job_ = Job{n, grain, &fn};
+  joins_.store(joins_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  const size_t chunks = n / chunk + (n % chunk != 0);
+  job_ = Job{n, chunk, chunks, &fn};
   error_ = nullptr;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_seq_cst);
-  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
-    // Taking the mutex orders this notify after any sleeper's predicate check.
-    { std::lock_guard lock(sleep_mutex_); }
-    wake_.notify_all();
+  const int64_t start = now_ns();
+  if (start < solo_until_ns_) {
+    // Contention: the same chunks, in order, on this thread only.
+    tls_running_pool = this;
+    for (size_t i = 0; i < chunks; ++i) run_chunk(i);
+    tls_running_pool = nullptr;
+  } else {
+    finished_.store(0, std::memory_order_relaxed);
+    remaining_.store(static_cast<int64_t>(chunks), std::memory_order_release);
+    last_publish_ns_.store(start, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      // Taking the mutex orders this notify after any sleeper's predicate check.
+      { std::lock_guard lock(sleep_mutex_); }
+      wake_.notify_all();
+    }
+
+    tls_running_pool = this;
+    const size_t mine = run_chunks(false);
+    tls_running_pool = nullptr;
+    bool stalled = false;
+    if (mine < chunks) {
+      const int64_t own_end = now_ns();
+      wait_for_workers(chunks - mine);
+      stalled = now_ns() - own_end > own_end - start + kStallSlackNs;
+    }
+    adapt(mine < chunks, stalled);
   }
-
-  tls_running_pool = this;
-  run_range(0, job_);
-  tls_running_pool = nullptr;
-  wait_for_workers();
-
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void ThreadPool::adapt(bool helped, bool stalled) {
+  if (helped && !stalled) {
+    misses_ = 0;
+    if (++good_ >= kGoodToForget) solo_ns_ = 0;
+    return;
+  }
+  if (!stalled && ++misses_ < kMissesBeforeSolo) return;
+  const int64_t stretch = std::max(solo_ns_, kFirstSoloNs);
+  misses_ = 0;
+  good_ = 0;
+  solo_until_ns_ = now_ns() + stretch;
+  solo_ns_ = std::min(2 * stretch, kLongestSoloNs);
 }
 
 int ThreadPool::logical_cpus() {

@@ -1,6 +1,7 @@
 #include "bench_record.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,11 +12,19 @@
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <cmath>
 #include <fstream>
 #include <string>
 
 #include "nanoinfer/error.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #ifndef NANOINFER_SOURCE_DIR_LIB
 #define NANOINFER_SOURCE_DIR_LIB "."
@@ -71,6 +80,37 @@ std::string cpu_model() {
     }
   }
   return "unknown";
+}
+
+// Sums the 64-bit words of [p, p + bytes), bytes a multiple of 64, p 64-byte aligned: a pure
+// streaming read (SSE2, which every x86-64 has, is far from limiting the ~30 GB/s a core
+// draws from DRAM; four accumulators keep the loads independent).
+uint64_t sum_words(const std::byte* p, size_t bytes) {
+#if defined(__SSE2__)
+  __m128i a = _mm_setzero_si128(), b = a, c = a, d = a;
+  for (size_t i = 0; i < bytes; i += 64) {
+    const auto* v = reinterpret_cast<const __m128i*>(p + i);
+    a = _mm_add_epi64(a, _mm_load_si128(v));
+    b = _mm_add_epi64(b, _mm_load_si128(v + 1));
+    c = _mm_add_epi64(c, _mm_load_si128(v + 2));
+    d = _mm_add_epi64(d, _mm_load_si128(v + 3));
+  }
+  alignas(16) uint64_t lanes[2];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), _mm_add_epi64(_mm_add_epi64(a, b), _mm_add_epi64(c, d)));
+  return lanes[0] + lanes[1];
+#else
+  uint64_t acc[8] = {};
+  for (size_t i = 0; i < bytes; i += 64) {
+    for (int k = 0; k < 8; ++k) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * k, 8);
+      acc[k] += w;
+    }
+  }
+  uint64_t total = 0;
+  for (uint64_t x : acc) total += x;
+  return total;
+#endif
 }
 
 std::string utc_timestamp() {
@@ -136,6 +176,42 @@ size_t peak_rss_bytes() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::vector<double> measure_read_bandwidth(ThreadPool& pool, size_t bytes, int runs) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  if (bytes < kMiB) fail("bandwidth probe: the buffer must be at least 1 MiB, got {} bytes", bytes);
+  if (runs < 1) fail("bandwidth probe: runs must be >= 1, got {}", runs);
+  const size_t blocks = bytes / kMiB;
+  bytes = blocks * kMiB;
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t reserved = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  std::unique_ptr<std::byte, decltype(&std::free)> buffer(
+      static_cast<std::byte*>(std::aligned_alloc(kHugePage, reserved)), &std::free);
+  if (!buffer) fail("bandwidth probe: cannot allocate {} MiB", reserved / kMiB);
+  ::madvise(buffer.get(), reserved, MADV_HUGEPAGE);  // advice only: fine if refused
+  std::byte* data = buffer.get();
+  // Written once (in parallel, so the page faults are spread too): a read of untouched
+  // anonymous memory would read the shared zero page, not DRAM.
+  pool.parallel_for(blocks, 1, [&](size_t begin, size_t end) {
+    std::memset(data + begin * kMiB, 0x5a, (end - begin) * kMiB);
+  });
+
+  std::atomic<uint64_t> sink{0};  // the sums go somewhere, so the reads cannot be dropped
+  std::vector<double> gbps;
+  for (int r = 0; r < runs; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    pool.parallel_for(blocks, 1, [&](size_t begin, size_t end) {
+      sink.fetch_add(sum_words(data + begin * kMiB, (end - begin) * kMiB), std::memory_order_relaxed);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    gbps.push_back(static_cast<double>(bytes) / seconds / 1e9);
+  }
+  // 0x5a in every byte: each pass sums bytes / 8 identical words.
+  uint64_t word = 0;
+  std::memset(&word, 0x5a, sizeof word);
+  if (sink.load() != static_cast<uint64_t>(runs) * (bytes / 8) * word) fail("bandwidth probe: the read sums disagree");
+  return gbps;
 }
 
 Summary summarize(std::vector<double> v) {

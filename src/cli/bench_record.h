@@ -1,11 +1,14 @@
 // What every benchmark records beside its numbers, and where it records them: one JSON line
 // per run in bench/results.jsonl, so results stay comparable across machines and commits.
+// Also the read-bandwidth probe that decode speed is set against (the roofline).
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
 #include <vector>
 #include <nlohmann/json.hpp>
+
+#include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer {
 
@@ -32,5 +35,12 @@ struct Summary {
   double median = 0, min = 0, max = 0, mean = 0, stddev = 0;
 };
 Summary summarize(std::vector<double> values);  // values non-empty
+
+// The machine's read bandwidth as decode sees it: `runs` timed passes of a sequential read of
+// a `bytes` buffer (make it much larger than the last-level cache; it is allocated and
+// written once, on huge pages where the OS grants them, before the first pass) split across
+// `pool` in chunks of whole MiB. Returns GB/s (1e9 bytes per second) of each pass.
+// Throws Error when bytes is below 1 MiB or runs below 1.
+std::vector<double> measure_read_bandwidth(ThreadPool& pool, size_t bytes, int runs);
 
 }  // namespace nanoinfer

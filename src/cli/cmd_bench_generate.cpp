@@ -3,6 +3,12 @@
 // Prints a markdown table and appends llama-bench-style JSON lines (one "pp" and one "tg"
 // record, field names as llama-bench's where one exists) to bench/results.jsonl.
 //
+// Decode's work counts and roofline: the weight bytes one decode step streams
+// (Model::bytes_per_token), the thread-pool barriers per decoded token (counted over -n
+// extra decode steps after the runs), and, from a read-bandwidth probe run with the same
+// thread count (`bench bandwidth`, --probe-mib), the share of the read roofline reached:
+// bytes per token x median decode tokens/s / median probe GB/s.
+//
 // --cache-ab adds the KV cache A/B: the same greedy decode once with the cache and once by
 // recomputing the whole sequence for every token, alternating, asserting identical tokens.
 #include <fmt/format.h>
@@ -17,6 +23,7 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/splitmix64.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -29,6 +36,7 @@ struct BenchFlags {
   int64_t n_gen = 32;
   int64_t repetitions = 5;
   bool cache_ab = false;
+  int64_t probe_mib = 1024;
   std::string output = "bench/results.jsonl";
 };
 
@@ -62,6 +70,7 @@ void run(const BenchFlags& f) {
   if (f.n_prompt < 1) fail("-p must be >= 1, got {}", f.n_prompt);
   if (f.n_gen < 1) fail("-n must be >= 1, got {}", f.n_gen);
   if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
+  if (f.probe_mib < 0) fail("--probe-mib must be >= 0 (0 = no bandwidth probe), got {}", f.probe_mib);
   OpenedModel m = load_model(f.model);
   const size_t n_prompt = static_cast<size_t>(f.n_prompt);
   const size_t n_gen = static_cast<size_t>(f.n_gen);
@@ -88,6 +97,28 @@ void run(const BenchFlags& f) {
   }
   const Summary pps = summarize(pp), tgs = summarize(tg), ttfts = summarize(ttft);
   const double gbps = static_cast<double>(m.model.bytes_per_token()) * tgs.median / 1e9;
+  const size_t peak_rss = peak_rss_bytes();  // before the probe's buffer
+
+  // Barriers per decoded token: n_gen steps after the same prompt (attention may join only
+  // from some context length on, so this is the mean over the positions the runs decoded).
+  double barriers_per_token = 0;
+  {
+    Sequence seq = m.model.new_sequence();
+    m.model.forward(prompt, seq);
+    const uint64_t before = m.model.barriers();
+    for (size_t i = 0; i < n_gen; ++i) {
+      const int32_t token = prompt[i % n_prompt];
+      m.model.forward({&token, 1}, seq);
+    }
+    barriers_per_token = static_cast<double>(m.model.barriers() - before) / static_cast<double>(n_gen);
+  }
+  // The read roofline, measured now with the model's thread count (its pool sleeps meanwhile).
+  Summary bandwidth;
+  if (f.probe_mib > 0) {
+    ThreadPool probe_pool(m.model.threads());
+    bandwidth = summarize(measure_read_bandwidth(probe_pool, static_cast<size_t>(f.probe_mib) << 20, 5));
+  }
+  const double roofline_pct = bandwidth.median > 0 ? 100.0 * gbps / bandwidth.median : 0.0;
 
   const ModelConfig& cfg = m.model.config();
   const uint64_t n_params = cfg.parameter_count();
@@ -105,12 +136,18 @@ void run(const BenchFlags& f) {
   };
   row(fmt::format("pp{}", n_prompt), pps);
   row(fmt::format("tg{}", n_gen), tgs);
-  const size_t peak_rss = peak_rss_bytes();
   fmt::print("\ntime to first token {:.1f} ms (median of {}), decode {:.1f} GB/s effective "
              "({} per token), peak RSS {}\n",
              ttfts.median * 1e3, f.repetitions, gbps,
              format_bytes(static_cast<double>(m.model.bytes_per_token())),
              format_bytes(static_cast<double>(peak_rss)));
+  fmt::print("decode work: {} bytes and {:.1f} barriers per token", m.model.bytes_per_token(), barriers_per_token);
+  if (f.probe_mib > 0) {
+    fmt::print("; read bandwidth {:.1f} GB/s median ({:.1f} min, {} MiB, {} threads): {:.1f}% of the roofline\n",
+               bandwidth.median, bandwidth.min, f.probe_mib, threads, roofline_pct);
+  } else {
+    fmt::print(" (no bandwidth probe)\n");
+  }
 
   nlohmann::json base = bench_context(threads);
   base["cpu_info"] = base["cpu"];
@@ -142,6 +179,13 @@ void run(const BenchFlags& f) {
   pp_record["ttft_ms_median"] = ttfts.median * 1e3;
   nlohmann::json tg_record = record(0, n_gen, tg, tgs);
   tg_record["effective_gbps"] = gbps;
+  tg_record["barriers_per_token"] = barriers_per_token;
+  if (f.probe_mib > 0) {
+    tg_record["read_bandwidth_gbps"] = bandwidth.median;
+    tg_record["read_bandwidth_min_gbps"] = bandwidth.min;
+    tg_record["read_bandwidth_probe_bytes"] = static_cast<size_t>(f.probe_mib) << 20;
+    tg_record["roofline_pct"] = roofline_pct;
+  }
   append_bench_record(pp_record, f.output);
   append_bench_record(tg_record, f.output);
 
@@ -188,12 +232,17 @@ void setup(CLI::App& app) {
   app.add_option("-r,--repetitions", f->repetitions, "Measured runs after one warm-up (default 5)");
   app.add_flag("--cache-ab", f->cache_ab,
                "Also time cached against uncached (full recompute) decoding, asserting equal tokens");
+  app.add_option("--probe-mib", f->probe_mib,
+                 "Buffer of the read-bandwidth probe the roofline share is computed from, in MiB "
+                 "(default 1024; 0 = no probe)");
   app.add_option("-o,--output", f->output, "JSON lines file to append to");
   app.callback([f] { run(*f); });
 }
 
 const bool registered = register_command(
-    {"bench", "generate", "Prefill/decode tokens per second, time to first token, GB/s, peak RSS", setup});
+    {"bench", "generate",
+     "Prefill/decode tokens per second, time to first token, peak RSS; bytes and barriers per token, % of the read roofline",
+     setup});
 
 }  // namespace
 }  // namespace nanoinfer::cli

@@ -11,8 +11,6 @@ constexpr size_t kRowGrain = 16;
 static_assert(kGateUpBlock % kRowGrain == 0, "gate/up blocks keep kernel tiles full");
 // Gate/up outputs computed before their SwiGLU is applied: 64 KiB, well inside L2.
 constexpr size_t kEpilogueFloats = size_t{1} << 14;
-// Below this many multiply-adds, waking workers costs more than it saves.
-constexpr size_t kMinParallelWork = size_t{1} << 15;
 
 bool quantized(WeightType type) { return weight_type_info(type).quantized; }
 
@@ -47,7 +45,7 @@ void product(const Compute& c, const Weight& w, const float* bias, const Input& 
 // when the product is too small to be worth waking the workers.
 void for_rows(const Compute& c, size_t rows, size_t cols, size_t n_tokens, size_t grain,
               ThreadPool::RangeFn fn) {
-  if (rows * cols * n_tokens < kMinParallelWork) {
+  if (rows * cols * n_tokens < kMinParallelLinearWork) {
     fn(0, rows);
   } else {
     c.pool->parallel_for(rows, grain, fn);

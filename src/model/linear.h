@@ -66,6 +66,13 @@ constexpr size_t gate_up_row(size_t r, size_t inter, bool up) {
   return 2 * start + (up ? len : 0) + (r - start);
 }
 
+// Multiply-adds (rows * cols * n_tokens) below which a product is not shared with the pool's
+// workers. The default model's largest decode product, its 2048 x 256 logits matrix, is
+// below it (on the project's 2-core Zen 5, splitting the default model's products made 2-thread
+// decode slower than 1-thread decode, and far slower when another process kept a core busy);
+// Qwen2.5-0.5B's smallest shared product, 896 x 896 (q and o), is above it.
+inline constexpr size_t kMinParallelLinearWork = size_t{3} << 18;  // 786,432
+
 // Where arithmetic runs: the pool of one model and the kernel table of its ISA.
 struct Compute {
   ThreadPool* pool;
@@ -76,8 +83,10 @@ struct Compute {
 // x: [n_tokens][cols], y: [n_tokens][rows], bias: [rows] or nullptr. y must not overlap x.
 // n_tokens == 1 is decode (a matrix-vector product, memory-bound); n_tokens > 1 is prefill
 // (a matrix product in token tiles, each weight tile read once per tile of tokens).
-// Rows are split across the pool in contiguous ranges. Results are bitwise identical for any
-// pool size and for a batch versus one call per token (see kernels/kernels.h).
+// Rows are split across the pool in grain-aligned chunks when the product has at least
+// kMinParallelLinearWork multiply-adds, else it runs on the calling thread. Results are
+// bitwise identical for any pool size and for a batch versus one call per token (see
+// kernels/kernels.h).
 void linear(const Compute& c, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens);
 
 // The same for stacked matrices: x: [n_tokens][cols], y: [n_tokens][w.rows]. Bitwise what one

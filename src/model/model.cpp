@@ -86,6 +86,7 @@ struct Model::Impl {
   mutable std::mutex busy;  // one forward at a time: they share the pool
   // Activations of a batched decode step ([batch] rows of each buffer), used under `busy`.
   mutable Sequence::State batch;
+  mutable std::vector<Sequence::State*> batch_states;  // decode()'s list, reused under `busy`
   mutable std::atomic<uint64_t> positions_pushed{0};
 
   Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads) {}
@@ -270,6 +271,7 @@ WeightType Model::weight_type() const {
 WeightType Model::embedding_type() const { return impl_->w.embed.type; }
 uint64_t Model::positions_pushed() const { return impl_->positions_pushed.load(std::memory_order_relaxed); }
 size_t Model::bytes_per_token() const { return impl_->w.bytes_per_token; }
+uint64_t Model::barriers() const { return impl_->pool.joins(); }
 size_t Model::weight_bytes() const { return impl_->w.weight_bytes; }
 int Model::threads() const { return impl_->opts.threads; }
 
@@ -330,8 +332,9 @@ void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tok
   const Impl& m = *impl_;
   if (seqs.size() != tokens.size()) fail("decode: {} sequences but {} tokens", seqs.size(), tokens.size());
   if (seqs.empty()) return;
-  std::vector<Sequence::State*> states;
-  states.reserve(seqs.size());
+  const std::lock_guard<std::mutex> lock(m.busy);
+  std::vector<Sequence::State*>& states = m.batch_states;  // grown, never per step
+  states.clear();
   for (size_t b = 0; b < seqs.size(); ++b) {
     Sequence::State& s = *seqs[b]->state_;
     if (s.owner != &m) fail("decode: sequence {} belongs to a different model", b);
@@ -344,7 +347,6 @@ void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tok
       if (states[c] == &s) fail("decode: sequence {} appears twice in the batch", b);
     states.push_back(&s);
   }
-  const std::lock_guard<std::mutex> lock(m.busy);
   try {
     m.decode_batch(states.data(), tokens.data(), states.size());
   } catch (...) {

@@ -9,13 +9,6 @@
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
-namespace {
-
-// Below this many multiply-adds an attention call runs on the calling thread: waking the
-// workers would cost more than it saves (decode at short context, the tiny test models).
-constexpr size_t kMinParallelWork = size_t{1} << 14;
-
-}  // namespace
 
 void rmsnorm(const float* x, const float* weight, float eps, float* y, size_t n, size_t dim) {
   for (size_t t = 0; t < n; ++t) {
@@ -125,7 +118,7 @@ void attention(const Compute& c, const AttentionShape& shape, const float* q, co
       }
     }
   };
-  if (shape.n_heads * n * n_keys * hd < kMinParallelWork) {
+  if (shape.n_heads * n * n_keys * hd < kMinParallelAttentionWork) {
     heads(0, shape.n_heads);
   } else {
     c.pool->parallel_for(shape.n_heads, 1, heads);

@@ -52,9 +52,15 @@ struct AttentionShape {
   size_t head_dim;
 };
 
+// n_heads * n * (pos0 + n) * head_dim below which attention runs on the calling thread: half
+// kMinParallelLinearWork, as each counted step is two multiply-adds (score and weighted sum).
+// The default model (4 heads of 64, at most 256 positions) never reaches it.
+inline constexpr size_t kMinParallelAttentionWork = kMinParallelLinearWork / 2;
+
 // Causal grouped-query attention of n queries at positions pos0 .. pos0+n-1 over the keys and
 // values at positions 0 .. pos0+n-1 (query i sees keys j <= pos0+i). Softmax in f32 with the
-// maximum subtracted. Heads are split across the pool; each head is computed by one thread.
+// maximum subtracted. Heads are split across the pool (above kMinParallelAttentionWork); each
+// head is computed by one thread.
 //   q:      [n][n_heads][head_dim]
 //   keys:   [>= pos0+n][n_kv_heads][head_dim]   (RoPE applied), likewise values
 //   out:    [n][n_heads][head_dim]

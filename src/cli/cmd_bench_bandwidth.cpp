@@ -1,0 +1,65 @@
+// `nanoinfer bench bandwidth [-t N] [--size-mib M] [-r R]`: the machine's read bandwidth as a
+// decode step sees it, the ceiling decode speed is measured against: R timed passes of a
+// multi-threaded sequential read of an M MiB buffer (default 1 GiB, far beyond any last-level
+// cache). Prints GB/s median, minimum and maximum and appends one JSON line.
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+
+#include "bench_record.h"
+#include "command.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/thread_pool.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+struct BandwidthArgs {
+  int threads = 0;
+  int64_t size_mib = 1024;
+  int64_t runs = 5;
+  std::string output = "bench/results.jsonl";
+};
+
+void bench_bandwidth(const BandwidthArgs& args) {
+  if (args.size_mib < 1) fail("--size-mib must be >= 1, got {}", args.size_mib);
+  if (args.runs < 1) fail("-r must be >= 1, got {}", args.runs);
+  check_bench_results_path(args.output);
+  ThreadPool pool(ThreadPool::clamp_threads(args.threads));
+  const size_t bytes = static_cast<size_t>(args.size_mib) << 20;
+  const std::vector<double> gbps = measure_read_bandwidth(pool, bytes, static_cast<int>(args.runs));
+  const Summary s = summarize(gbps);
+  fmt::print("bench bandwidth: sequential read of {} MiB, {} thread(s), {} run(s): median {:.1f} GB/s, "
+             "min {:.1f} GB/s, max {:.1f} GB/s\n",
+             args.size_mib, pool.size(), args.runs, s.median, s.min, s.max);
+
+  nlohmann::json record = bench_context(pool.size());
+  record["bench"] = "bandwidth";
+  record["bytes"] = bytes;
+  record["runs"] = args.runs;
+  record["samples_gbps"] = gbps;
+  record["median_gbps"] = s.median;
+  record["min_gbps"] = s.min;
+  record["max_gbps"] = s.max;
+  append_bench_record(record, args.output);
+  fmt::print("appended to {}\n", args.output);
+}
+
+const bool registered = register_command({
+    "bench",
+    "bandwidth",
+    "Read bandwidth (GB/s) of a multi-threaded sequential read: the decode roofline",
+    [](CLI::App& sub) {
+      auto args = std::make_shared<BandwidthArgs>();
+      sub.add_option("-t,--threads", args->threads, "Threads (0 = one per physical core)")->capture_default_str();
+      sub.add_option("--size-mib", args->size_mib, "Buffer size in MiB; keep it far above the last-level cache")
+          ->capture_default_str();
+      sub.add_option("-r,--repetitions", args->runs, "Timed passes over the buffer")->capture_default_str();
+      sub.add_option("-o,--output", args->output, "JSON-lines file the record is appended to")->capture_default_str();
+      sub.callback([args] { bench_bandwidth(*args); });
+    },
+});
+
+}  // namespace
+}  // namespace nanoinfer::cli
