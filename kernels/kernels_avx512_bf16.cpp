@@ -22,8 +22,6 @@
 
 #include <immintrin.h>
 
-#include <vector>
-
 #include "kernels/kernels.h"
 
 namespace nanoinfer::kernels {
@@ -173,11 +171,28 @@ void strip(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stri
 }
 
 // The rounded activations of one call: per thread, grown to the largest block seen and then
-// reused, so a decode step allocates nothing.
+// reused, so a decode step allocates nothing. Not a std::vector: its members are inline
+// templates with external linkage, and the linker could keep this file's AVX-512 build of
+// them for every other user of std::vector<uint16_t>. Everything here has internal linkage.
+struct Buffer {
+  uint16_t* data = nullptr;
+  size_t size = 0;
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { delete[] data; }
+};
+
 uint16_t* activation_buffer(size_t n) {
-  thread_local std::vector<uint16_t> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
+  thread_local Buffer buffer;
+  if (buffer.size < n) {
+    delete[] buffer.data;
+    buffer.data = nullptr;  // stays consistent if new[] throws
+    buffer.size = 0;
+    buffer.data = new uint16_t[n];
+    buffer.size = n;
+  }
+  return buffer.data;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,16 +102,27 @@ TEST(Isa, NamesParse) {
   for (size_t i = 0; i < kCpuFeatureCount; ++i) EXPECT_NE(cpu_feature_name(static_cast<CpuFeature>(i)), "unknown");
 }
 
-// Sets an environment variable for the child processes of one test.
+// Sets an environment variable for the child processes of one test, and restores what was
+// there (the whole binary may run under NANOINFER_CPU_DISABLE; later tests check it is set).
 class ScopedEnv {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
   const char* name_;
+  std::optional<std::string> old_;
 };
 
 void expect_one_line_error(const test::CliResult& r, const std::string& message) {
