@@ -45,7 +45,7 @@ CpuFeatures detect() {
   f.set(F::Avx512bw, bit(ebx, 30)).set(F::Avx512vl, bit(ebx, 31)).set(F::Avx512vnni, bit(ecx, 11));
   if (max_subleaf >= 1) {
     __cpuid_count(7, 1, eax, ebx, ecx, edx);
-    f.set(F::AvxVnni, bit(eax, 4));
+    f.set(F::AvxVnni, bit(eax, 4)).set(F::Avx512bf16, bit(eax, 5));
   }
   return f;
 }
@@ -93,6 +93,7 @@ std::string_view cpu_feature_name(CpuFeature f) {
     case F::Avx512vl: return "avx512vl";
     case F::Avx512vnni: return "avx512vnni";
     case F::AvxVnni: return "avxvnni";
+    case F::Avx512bf16: return "avx512bf16";
     case F::OsYmm: return "OS YMM state";
     case F::OsZmm: return "OS ZMM state";
     case F::Count: break;
@@ -105,7 +106,9 @@ const CpuFeatures& host_cpu_features() {
   return f;
 }
 
-std::vector<Isa> all_isas() { return {Isa::Scalar, Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512, Isa::Avx512Vnni}; }
+std::vector<Isa> all_isas() {
+  return {Isa::Scalar, Isa::Avx2, Isa::Avx2Vnni, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16};
+}
 
 // What each tier's files are compiled with, feature for feature (CMakeLists.txt): GCC's
 // -mavx2 also enables SSE3..SSE4.2 and POPCNT, so the check covers those too.
@@ -129,6 +132,12 @@ std::vector<CpuFeature> isa_requirements(Isa isa) {
       req.assign(avx2);
       req.insert(req.end(), avx512);
       req.push_back(F::Avx512vnni);
+      break;
+    case Isa::Avx512Bf16:
+      req.assign(avx2);
+      req.insert(req.end(), avx512);
+      req.push_back(F::Avx512vnni);
+      req.push_back(F::Avx512bf16);
       break;
   }
   return req;
@@ -169,6 +178,7 @@ std::string_view isa_name(Isa isa) {
     case Isa::Avx2Vnni: return "avx2-vnni";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Vnni: return "avx512-vnni";
+    case Isa::Avx512Bf16: return "avx512-bf16";
   }
   return "unknown";
 }
@@ -222,6 +232,13 @@ constexpr Kernels kAvx512Vnni{
     avx2::quantize_activations,
     avx512::dot_f32,
     avx512::axpy_f32};
+// avx512-vnni's table with one change: the bf16 product on vdpbf16ps, which rounds the
+// activations to bf16 (kernels/scalar_bf16_dot.cpp). Nothing else differs by a bit.
+constexpr Kernels kAvx512Bf16{
+    Isa::Avx512Bf16,
+    {avx512::matmul_f32, avx512_bf16::matmul_bf16, avx512_vnni::matmul_q8_0, avx512_vnni::matmul_q4_0},
+    avx512::dot_f32,
+    avx512::axpy_f32};
 
 }  // namespace
 
@@ -235,6 +252,7 @@ const Kernels& table(Isa isa, const CpuFeatures& cpu) {
     case Isa::Avx2Vnni: return kAvx2Vnni;
     case Isa::Avx512: return kAvx512;
     case Isa::Avx512Vnni: return kAvx512Vnni;
+    case Isa::Avx512Bf16: return kAvx512Bf16;
   }
   fail("unknown instruction set {}", static_cast<int>(isa));
 }

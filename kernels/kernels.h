@@ -8,7 +8,9 @@
 // in a register tile or on the thread that computes it, so results are bitwise identical for
 // any split of rows across threads and for a batch versus one call per token. The quantized
 // types keep the same promise with a different chain (kernels/scalar_quant.cpp): exact
-// integer block sums, then one float chain over the blocks, identical on every ISA.
+// integer block sums, then one float chain over the blocks, identical on every ISA. The
+// avx512-bf16 tier's bf16 product is the one float kernel that rounds its activations (to
+// bf16, once per call); it keeps the promise with its own chain (kernels/scalar_bf16_dot.cpp).
 #pragma once
 
 #include <array>
@@ -105,6 +107,14 @@ float quantize_activation_block(const float* x, int8_t* q);
 // Every block of x by quantize_activation_block, in QuantizedActivations' layout.
 QuantizeActivationsSig quantize_activations;
 
+// The scalar reference of the avx512-bf16 tier's bf16 product (kernels/scalar_bf16_dot.cpp,
+// which states the rule: activations rounded to bf16, vdpbf16ps emulated bit for bit). It
+// runs on any CPU; that tier's kernel equals it bitwise.
+MatmulSig matmul_bf16_dot;
+// Its activation rounding, as vcvtne2ps2bf16 does it: nearest even; zero and subnormal
+// inputs give a zero of their sign; NaN stays NaN (quietened); infinities stay.
+uint16_t round_activation_bf16(float f);
+
 // What each tier's files define; kernels/dispatch.cpp assembles the tables from these.
 // Everything else in those files has internal linkage, so the linker can never merge a
 // function compiled for a higher tier into a lower tier's table.
@@ -133,5 +143,8 @@ namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
 MatmulSig matmul_q8_0, matmul_q4_0;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 }  // namespace avx512_vnni
+namespace avx512_bf16 {  // kernels/*_avx512_bf16.cpp
+MatmulSig matmul_bf16;
+}  // namespace avx512_bf16
 
 }  // namespace nanoinfer::kernels

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,7 @@ std::string error_of(auto&& f) {
 
 TEST(Isa, EveryTierIsRefusedWithExactlyTheFeatureItLacks) {
   const std::vector<Isa> isas = all_isas();
-  ASSERT_EQ(isas.size(), 5u);
+  ASSERT_EQ(isas.size(), 6u);
   EXPECT_EQ(isas.front(), Isa::Scalar);
   size_t refusals = 0;
   for (Isa isa : isas) {
@@ -60,8 +61,8 @@ TEST(Isa, EveryTierIsRefusedWithExactlyTheFeatureItLacks) {
       }
     }
   }
-  // avx2: 10 features; avx2-vnni: +1; avx512: 10 + 5; avx512-vnni: +1.
-  EXPECT_EQ(refusals, 0u + 10 + 11 + 15 + 16);
+  // avx2: 10 features; avx2-vnni: +1; avx512: 10 + 5; avx512-vnni: +1; avx512-bf16: +1.
+  EXPECT_EQ(refusals, 0u + 10 + 11 + 15 + 16 + 17);
 }
 
 TEST(Isa, NothingIsSupportedOnACpuWithoutFeaturesButScalar) {
@@ -74,8 +75,13 @@ TEST(Isa, NothingIsSupportedOnACpuWithoutFeaturesButScalar) {
 
 TEST(Isa, BestIsTheHighestTierTheCpuHas) {
   const CpuFeatures all = CpuFeatures::all();
-  EXPECT_EQ(best_isa(all), Isa::Avx512Vnni);
+  EXPECT_EQ(best_isa(all), Isa::Avx512Bf16);
+  // Ice Lake, Zen 4 without BF16 reported: VNNI is the top.
+  EXPECT_EQ(best_isa(CpuFeatures::all().set(F::Avx512bf16, false)), Isa::Avx512Vnni);
+  // The bf16 tier sits on avx512-vnni: without VNNI it is not offered even with BF16.
   EXPECT_EQ(best_isa(CpuFeatures::all().set(F::Avx512vnni, false)), Isa::Avx512);
+  EXPECT_EQ(isa_missing(Isa::Avx512Bf16, CpuFeatures::all().set(F::Avx512vnni, false).set(F::Avx512bf16, false)),
+            "avx512vnni, avx512bf16");
   // Zen 2-3: AVX2 only.
   EXPECT_EQ(best_isa(CpuFeatures::all().set(F::Avx512f, false).set(F::AvxVnni, false)), Isa::Avx2);
   // Alder Lake: AVX-VNNI without AVX-512.
@@ -89,21 +95,34 @@ TEST(Isa, NamesParse) {
   for (Isa isa : all_isas()) EXPECT_EQ(parse_isa(isa_name(isa)), isa);
   EXPECT_EQ(isa_name(Isa::Avx2Vnni), "avx2-vnni");
   EXPECT_EQ(isa_name(Isa::Avx512Vnni), "avx512-vnni");
+  EXPECT_EQ(isa_name(Isa::Avx512Bf16), "avx512-bf16");
+  EXPECT_EQ(cpu_feature_name(F::Avx512bf16), "avx512bf16");
   EXPECT_EQ(parse_isa("AVX2"), std::nullopt);
   EXPECT_EQ(parse_isa("avx512_vnni"), std::nullopt);
   for (size_t i = 0; i < kCpuFeatureCount; ++i) EXPECT_NE(cpu_feature_name(static_cast<CpuFeature>(i)), "unknown");
 }
 
-// Sets an environment variable for the child processes of one test.
+// Sets an environment variable for the child processes of one test, and restores what was
+// there (the whole binary may run under NANOINFER_CPU_DISABLE; later tests check it is set).
 class ScopedEnv {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
   const char* name_;
+  std::optional<std::string> old_;
 };
 
 void expect_one_line_error(const test::CliResult& r, const std::string& message) {
@@ -123,9 +142,12 @@ TEST_F(IsaCli, GenerateRefusesAnIsaTheCpuLacksInOneLine) {
   // Asked before the variable is set: this process caches its own features on first use.
   const bool avx2_here = isa_supported(Isa::Avx2);
   // Whatever this machine has, these features are gone for the child.
-  const ScopedEnv env("NANOINFER_CPU_DISABLE", "avx512vnni,OS ZMM state,avxvnni");
+  const ScopedEnv env("NANOINFER_CPU_DISABLE", "avx512vnni,OS ZMM state,avxvnni,avx512bf16");
   expect_one_line_error(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-vnni"}),
                         "instruction set 'avx512-vnni' is not supported here: missing OS ZMM state, avx512vnni");
+  expect_one_line_error(
+      test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-bf16"}),
+      "instruction set 'avx512-bf16' is not supported here: missing OS ZMM state, avx512vnni, avx512bf16");
   expect_one_line_error(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx2-vnni"}),
                         "instruction set 'avx2-vnni' is not supported here: missing avxvnni");
   // auto falls back to what is left.
@@ -134,6 +156,28 @@ TEST_F(IsaCli, GenerateRefusesAnIsaTheCpuLacksInOneLine) {
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find(", avx2 kernels)"), std::string::npos) << r.err;
   }
+}
+
+// auto takes avx512-bf16 where the CPU has it; hiding avx512bf16 alone steps down to
+// avx512-vnni (the exact-activation bf16 product).
+TEST_F(IsaCli, AutoPicksTheBf16TierAndHidingItStepsDownOne) {
+  if (!isa_supported(Isa::Avx512Bf16)) GTEST_SKIP() << "this CPU/OS lacks avx512-bf16: " << isa_missing(Isa::Avx512Bf16);
+  const auto best = test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--verbose"});
+  ASSERT_EQ(best.status, 0) << best.err;
+  EXPECT_NE(best.err.find(", avx512-bf16 kernels)"), std::string::npos) << best.err;
+  const ScopedEnv env("NANOINFER_CPU_DISABLE", "avx512bf16");
+  const auto r = test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--verbose"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find(", avx512-vnni kernels)"), std::string::npos) << r.err;
+  expect_one_line_error(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-bf16"}),
+                        "instruction set 'avx512-bf16' is not supported here: missing avx512bf16");
+}
+
+TEST_F(IsaCli, HelpNamesEveryTier) {
+  const auto r = test::run_cli({"generate", "--help"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (Isa isa : all_isas()) EXPECT_NE(r.out.find(std::string(isa_name(isa))), std::string::npos) << isa_name(isa);
+  EXPECT_NE(r.out.find("NANOINFER_CPU_DISABLE"), std::string::npos);
 }
 
 TEST_F(IsaCli, UnknownFeatureToDisableIsAOneLineError) {

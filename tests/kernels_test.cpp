@@ -29,17 +29,24 @@ constexpr double kUnitRoundoff = 0x1p-24;  // u for f32 round-to-nearest
 using test::random_floats;
 
 // Column count of one accumulator lane: the SIMD kernels fold `cols` into `width` lanes.
-// (f32 and bf16: the VNNI tiers carry their base tier's float kernels.)
+// (f32 and bf16: the VNNI tiers carry their base tier's float kernels; the avx512-bf16 tier's
+// bf16 product is the exception, see uses_bf16_dot.)
 size_t lane_width(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return 1;
     case Isa::Avx2:
     case Isa::Avx2Vnni: return 8;
     case Isa::Avx512:
-    case Isa::Avx512Vnni: return 16;
+    case Isa::Avx512Vnni:
+    case Isa::Avx512Bf16: return 16;
   }
   return 0;
 }
+
+// The avx512-bf16 tier's bf16 product rounds the activations to bf16 and runs its own chain
+// (kernels/scalar_bf16_dot.cpp): held bitwise to matmul_bf16_dot, and to the exact result
+// with the bound that rounding adds.
+bool uses_bf16_dot(Isa isa, bool bf16) { return bf16 && isa == Isa::Avx512Bf16; }
 
 // Roundings any term of y = bias + sum(w*x) can pass through (Higham's gamma_m argument):
 //  scalar: one for the product, one per sequential add (cols), one for the bias: cols + 2;
@@ -53,6 +60,16 @@ size_t roundings(Isa isa, size_t cols) {
   return (cols + w - 1) / w + static_cast<size_t>(std::log2(w)) + 1;
 }
 double gamma(size_t m) { return static_cast<double>(m + 1) * kUnitRoundoff; }
+
+// matmul_bf16_dot against the exact product of the unrounded activations: rounding x to bf16
+// moves each term by at most 2^-8 |w x| (half an ulp at 8 significant bits), and the chain
+// (two roundings per 32 columns per lane, 4 in the lane tree, 1 for the bias) works on terms
+// at most (1 + 2^-8) |w x|.
+constexpr double kBf16Roundoff = 0x1p-8;
+double bf16_dot_bound(size_t cols) {
+  const size_t m = 2 * ((cols + 31) / 32) + 4 + 1;
+  return kBf16Roundoff + gamma(m) * (1 + kBf16Roundoff);
+}
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> isas;
@@ -89,13 +106,22 @@ struct Problem {
     run(k, bf16, with_bias ? bias.data() : nullptr, y.data(), 0, rows);
     return y;
   }
+  std::vector<float> run_bf16_dot_reference(bool with_bias) const {
+    std::vector<float> y(n_tokens * rows, std::nanf(""));
+    matmul_bf16_dot(reinterpret_cast<const std::byte*>(w_bf16.data()), with_bias ? bias.data() : nullptr, x.data(),
+                    y.data(), rows, cols, n_tokens, 0, rows);
+    return y;
+  }
 };
 
 // Checks y against the exact result with the bound for `isa`, and against the scalar
-// reference with the sum of both bounds; returns the number of elements checked.
+// reference with the sum of both bounds (bitwise, for the bf16-dot product, whose reference
+// is the emulation); returns the number of elements checked.
 size_t expect_close_to_exact(const Problem& p, bool bf16, bool with_bias, Isa isa, const std::vector<float>& y,
                              const std::vector<float>& y_ref) {
-  const double g = gamma(roundings(isa, p.cols)), g_ref = gamma(roundings(Isa::Scalar, p.cols));
+  const bool dot = uses_bf16_dot(isa, bf16);
+  const double g = dot ? bf16_dot_bound(p.cols) : gamma(roundings(isa, p.cols));
+  const double g_ref = dot ? 0.0 : gamma(roundings(Isa::Scalar, p.cols));
   size_t checked = 0;
   for (size_t t = 0; t < p.n_tokens; ++t) {
     for (size_t r = 0; r < p.rows; ++r) {
@@ -109,7 +135,13 @@ size_t expect_close_to_exact(const Problem& p, bool bf16, bool with_bias, Isa is
       EXPECT_LE(std::abs(got - exact), g * magnitude)
           << isa_name(isa) << (bf16 ? " bf16 " : " f32 ") << p.rows << "x" << p.cols << " tokens " << p.n_tokens
           << " at [" << t << "][" << r << "]";
-      EXPECT_LE(std::abs(static_cast<double>(got) - ref), (g + g_ref) * magnitude);
+      if (dot) {
+        EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(ref))
+            << isa_name(isa) << " bf16 dot " << p.rows << "x" << p.cols << " tokens " << p.n_tokens << " at [" << t
+            << "][" << r << "]";
+      } else {
+        EXPECT_LE(std::abs(static_cast<double>(got) - ref), (g + g_ref) * magnitude);
+      }
       ++checked;
     }
   }
@@ -140,7 +172,9 @@ TEST(Kernels, MatmulEveryIsaMatchesExactWithinDerivedBound) {
         const Problem p(s.rows, s.cols, tokens, static_cast<uint32_t>(s.rows * 131 + s.cols * 7 + tokens));
         for (bool bf16 : {false, true}) {
           for (bool with_bias : {true, false}) {
-            const std::vector<float> y = p.run(k, bf16, with_bias), y_ref = p.run(scalar_table(), bf16, with_bias);
+            const std::vector<float> y = p.run(k, bf16, with_bias);
+            const std::vector<float> y_ref = uses_bf16_dot(isa, bf16) ? p.run_bf16_dot_reference(with_bias)
+                                                                      : p.run(scalar_table(), bf16, with_bias);
             checked += expect_close_to_exact(p, bf16, with_bias, isa, y, y_ref);
           }
         }
@@ -276,12 +310,15 @@ TEST(Kernels, DispatchAgreesWithProcCpuinfo) {
   const bool avx512 = avx2 && flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512dq") &&
                       flags.count("avx512vl");
   const bool avx512_vnni = avx512 && flags.count("avx512_vnni");
+  const bool avx512_bf16 = avx512_vnni && flags.count("avx512_bf16");
   EXPECT_TRUE(isa_supported(Isa::Scalar));
   EXPECT_EQ(isa_supported(Isa::Avx2), avx2);
   EXPECT_EQ(isa_supported(Isa::Avx2Vnni), avx2_vnni);
   EXPECT_EQ(isa_supported(Isa::Avx512), avx512);
   EXPECT_EQ(isa_supported(Isa::Avx512Vnni), avx512_vnni);
-  const Isa best = avx512_vnni ? Isa::Avx512Vnni
+  EXPECT_EQ(isa_supported(Isa::Avx512Bf16), avx512_bf16);
+  const Isa best = avx512_bf16   ? Isa::Avx512Bf16
+                   : avx512_vnni ? Isa::Avx512Vnni
                    : avx512    ? Isa::Avx512
                    : avx2_vnni ? Isa::Avx2Vnni
                    : avx2      ? Isa::Avx2

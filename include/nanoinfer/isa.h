@@ -11,9 +11,12 @@
 //   avx2-vnni     avx2 + AVX-VNNI (vpdpbusd on ymm)
 //   avx512        avx2 + AVX-512 F/DQ/BW/VL, opmask and ZMM state
 //   avx512-vnni   avx512 + AVX512-VNNI (vpdpbusd on zmm)
+//   avx512-bf16   avx512-vnni + AVX512-BF16 (vdpbf16ps on zmm). Only its bf16 product is new,
+//                 and it rounds the activations to bf16 (kernels/scalar_bf16_dot.cpp states
+//                 the rule and its bound); every other entry is avx512-vnni's, bit for bit.
 //
-// AVX512-BF16 and AMX are not tiers: no kernel uses them yet, and a tier is only worth its
-// check once it has code behind it.
+// AMX is not a tier: no kernel uses it yet, and a tier is only worth its check once it has
+// code behind it.
 #pragma once
 
 #include <bitset>
@@ -25,20 +28,20 @@
 
 namespace nanoinfer {
 
-enum class Isa { Scalar, Avx2, Avx2Vnni, Avx512, Avx512Vnni };
+enum class Isa { Scalar, Avx2, Avx2Vnni, Avx512, Avx512Vnni, Avx512Bf16 };
 
 // What the CPU reports (CPUID) and the OS has enabled (XCR0, read with XGETBV): the only
 // input of every support decision below.
 enum class CpuFeature {
   Sse3, Ssse3, Sse41, Sse42, Popcnt, Avx, Fma, F16c, Avx2,  // CPUID
-  Avx512f, Avx512dq, Avx512bw, Avx512vl, Avx512vnni, AvxVnni,
+  Avx512f, Avx512dq, Avx512bw, Avx512vl, Avx512vnni, AvxVnni, Avx512bf16,
   OsYmm,  // XCR0 bits 1-2: the OS saves SSE and AVX state
   OsZmm,  // XCR0 bits 5-7: the OS saves opmask, ZMM_Hi256 and Hi16_ZMM state
   Count
 };
 inline constexpr size_t kCpuFeatureCount = static_cast<size_t>(CpuFeature::Count);
 
-// "sse4.2", "avx512vnni", "avxvnni", "OS ZMM state", ... (the /proc/cpuinfo spelling without
+// "sse4.2", "avx512vnni", "avxvnni", "avx512bf16", "OS ZMM state", ... (the /proc/cpuinfo spelling without
 // its underscores for CPUID bits).
 std::string_view cpu_feature_name(CpuFeature f);
 
@@ -59,7 +62,7 @@ struct CpuFeatures {
 // older CPU. An unknown name there is an Error.
 const CpuFeatures& host_cpu_features();
 
-std::string_view isa_name(Isa isa);                    // "scalar", "avx2", "avx2-vnni", "avx512", "avx512-vnni"
+std::string_view isa_name(Isa isa);  // "scalar", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-bf16"
 std::optional<Isa> parse_isa(std::string_view name);   // those names; nullopt otherwise ("auto" is the caller's)
 std::vector<Isa> all_isas();                           // every ISA this build knows, lowest tier first
 std::vector<CpuFeature> isa_requirements(Isa isa);     // everything the ISA's check covers

@@ -17,9 +17,10 @@ void add_model_flags(CLI::App& app, ModelFlags& flags) {
                  "Context length in tokens (0 = the model's, at most 4096)");
   app.add_option("--isa", flags.isa,
                  "Kernel instruction set: auto (the best this CPU supports), scalar, avx2, avx2-vnni, "
-                 "avx512 or avx512-vnni; an ISA this CPU/OS lacks is refused, naming what is missing. "
-                 "The environment variable NANOINFER_CPU_DISABLE (comma-separated CPU features, e.g. "
-                 "avx512vnni) hides features from detection, to test fallbacks");
+                 "avx512, avx512-vnni or avx512-bf16 (bf16 weights on vdpbf16ps, activations rounded "
+                 "to bf16; other types as avx512-vnni); an ISA this CPU/OS lacks is refused, naming "
+                 "what is missing. The environment variable NANOINFER_CPU_DISABLE (comma-separated CPU "
+                 "features, e.g. avx512vnni or avx512bf16) hides features from detection, to test fallbacks");
   app.add_option("--dtype", flags.dtype,
                  "Weights in memory: as-stored (bf16 kept, a quantized file's blocks kept, f16 widened), "
                  "f32 (widen at load), bf16 (round at load), int8 or int4 (quantize a float file at load, "

@@ -1,0 +1,240 @@
+// The bf16 product of the avx512-bf16 tier (avx512-vnni + AVX512-BF16; this file gets exactly
+// those flags from CMake by its name). vdpbf16ps multiplies 32 bf16 pairs into 16 f32 lanes
+// per instruction, twice the multiply-adds of an f32 FMA and with no widening of the
+// weights, but both operands must be bf16: each call rounds its activations to bf16 once,
+// per token, into a per-thread buffer shared by all its rows. The result equals
+// matmul_bf16_dot (kernels/scalar_bf16_dot.cpp, which states the rule and its error bound)
+// bit for bit.
+//
+// Prefill: register tiles of 8 rows x 3 tokens (24 accumulators + 3 activation vectors + 1
+// weight vector = 28 zmm), tokens in blocks of 64 so the block's activations stay in L2 while
+// each strip of 8 rows reads them once. (On Zen 5, 8x3, 6x4 and 5x5 ran within a few percent
+// of each other and ~20% ahead of 4x6; 3x8 spills registers.)
+// Decode (one token): 16 rows at a time, so 16 chains hide the instruction's latency and 16
+// weight streams are in flight. Either way the lanes of up to 16 accumulators are summed
+// together by one transposing tree (reduce16) that adds, for each accumulator, exactly the
+// pairs the reference adds: the results do not depend on the tile, the thread or the batch.
+//
+// GCC 12's unmasked AVX-512 intrinsics start from _mm512_undefined_*(), which it then flags
+// as uninitialized once inlined (GCC bug 105593, fixed in GCC 13).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include "kernels/kernels.h"
+
+namespace nanoinfer::kernels {
+namespace {
+
+constexpr size_t kChunk = 32;  // bf16 columns per vdpbf16ps
+constexpr size_t kRowTile = 8, kTokenTile = 3, kDecodeRows = 16;
+constexpr size_t kTokenBlock = 64;
+
+size_t padded_cols(size_t cols) { return (cols + kChunk - 1) / kChunk * kChunk; }
+
+__mmask16 mask16(size_t n) { return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
+
+// x: [n][cols] f32 -> xb: [n][padded_cols] bf16, rounded by vcvtne2ps2bf16 (nearest even,
+// subnormals to zero; round_activation_bf16 is its scalar twin), zero past `cols`.
+void round_rows(const float* x, size_t n, size_t cols, uint16_t* xb) {
+  const size_t stride = padded_cols(cols);
+  for (size_t t = 0; t < n; ++t) {
+    const float* xt = x + t * cols;
+    for (size_t c = 0; c < stride; c += kChunk) {
+      const size_t left = cols - c;  // >= 1: c < cols for every chunk of the padded row
+      const __m512 lo = _mm512_maskz_loadu_ps(mask16(left), xt + c);
+      const __m512 hi = _mm512_maskz_loadu_ps(left > 16 ? mask16(left - 16) : __mmask16(0), xt + c + 16);
+      _mm512_storeu_si512(xb + t * stride + c, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+    }
+  }
+}
+
+// in[k], k < 16 -> lane n holds the lane sum of in[(n % 4) * 4 + n / 4] (a 4x4 transpose of
+// the index; callers pass their accumulators in that order). For each accumulator a the
+// additions are the reference's tree: a[i] + a[i+8], then + [i+4], + [i+2], + [i+1].
+__m512 reduce16(const __m512* in) {
+  __m512 v1[8], v2[4], v3[2];
+  // [a | b] halves: a[i] + a[i+8] for i < 8 in the low 256 bits, b's in the high.
+#pragma GCC unroll 8
+  for (int m = 0; m < 8; ++m) {
+    const __m512 a = in[2 * m], b = in[2 * m + 1];
+    v1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // 128-bit lane L of v2[k]: in[4k + L]'s four sums s[i] + s[i+4].
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512 c = v1[2 * k], d = v1[2 * k + 1];
+    v2[k] = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // 128-bit lane L of v3[j]: two sums s[i] + s[i+2] of in[8j + L], then two of in[8j + 4 + L].
+#pragma GCC unroll 2
+  for (int j = 0; j < 2; ++j) {
+    const __m512d g = _mm512_castps_pd(v2[2 * j]), h = _mm512_castps_pd(v2[2 * j + 1]);
+    v3[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(g, h)), _mm512_castpd_ps(_mm512_unpackhi_pd(g, h)));
+  }
+  // Lane 4L + s: s[0] + s[1] of in[4s + L].
+  return _mm512_add_ps(_mm512_shuffle_ps(v3[0], v3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(v3[0], v3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Sums of `n` <= 16 accumulators (acc[e], e < n) into out[e]; the unused slots are zeros that
+// meet only each other.
+template <size_t N>
+void reduce_into(const __m512* acc, float* out) {
+  static_assert(N <= 16);
+  __m512 in[16];
+#pragma GCC unroll 16
+  for (size_t k = 0; k < 16; ++k) {
+    const size_t e = (k % 4) * 4 + k / 4;
+    in[k] = e < N ? acc[e] : _mm512_setzero_ps();
+  }
+  _mm512_storeu_ps(out, reduce16(in));
+}
+
+// One R x T register tile: rows r0.., tokens t0.. of the rounded block xb (row stride
+// `stride`, token t0 at xb). Accumulator e = r * T + t.
+template <size_t R, size_t T>
+inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
+                 size_t cols, size_t r0, size_t t0) {
+  __m512 acc[R * T];
+#pragma GCC unroll 32
+  for (size_t e = 0; e < R * T; ++e) acc[e] = _mm512_setzero_ps();
+  const uint16_t* wr[R];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < R; ++r) wr[r] = w + (r0 + r) * cols;
+
+  const size_t body = cols - cols % kChunk;
+  for (size_t c = 0; c < body; c += kChunk) {
+    __m512bh xv[T];
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) xv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xb + t * stride + c));
+#pragma GCC unroll 16
+    for (size_t r = 0; r < R; ++r) {
+      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wr[r] + c));
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) acc[r * T + t] = _mm512_dpbf16_ps(acc[r * T + t], wv, xv[t]);
+    }
+  }
+  if (body < cols) {
+    // The weights' tail is a masked load (zeros past `cols`); the activations are padded.
+    const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (cols - body)) - 1);
+    __m512bh xv[T];
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) xv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xb + t * stride + body));
+#pragma GCC unroll 16
+    for (size_t r = 0; r < R; ++r) {
+      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m, wr[r] + body));
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) acc[r * T + t] = _mm512_dpbf16_ps(acc[r * T + t], wv, xv[t]);
+    }
+  }
+
+  for (size_t g = 0; g < R * T; g += 16) {
+    alignas(64) float sum[16];
+    if (R * T - g >= 16) {
+      reduce_into<16>(acc + g, sum);
+    } else {
+      reduce_into<(R * T) % 16>(acc + g, sum);
+    }
+    const size_t n = R * T - g < 16 ? R * T - g : 16;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t r = r0 + (g + i) / T, t = t0 + (g + i) % T;
+      y[t * rows + r] = bias ? bias[r] + sum[i] : sum[i];
+    }
+  }
+}
+
+// Tokens [t_begin, t_end) of the block for one strip of R rows: full token tiles, then one
+// narrower tile.
+template <size_t R>
+void strip(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
+           size_t cols, size_t r0, size_t t_begin, size_t t_end) {
+  static_assert(kTokenTile >= 1 && kTokenTile <= 8);
+  const uint16_t* xt = xb;
+  size_t t = t_begin;
+  for (; t + kTokenTile <= t_end; t += kTokenTile, xt += kTokenTile * stride)
+    tile<R, kTokenTile>(w, bias, xt, stride, y, rows, cols, r0, t);
+  switch (t_end - t) {
+    case 0: break;
+    case 1: tile<R, 1>(w, bias, xt, stride, y, rows, cols, r0, t); break;
+    case 2: if constexpr (kTokenTile > 2) tile<R, 2>(w, bias, xt, stride, y, rows, cols, r0, t); break;
+    case 3: if constexpr (kTokenTile > 3) tile<R, 3>(w, bias, xt, stride, y, rows, cols, r0, t); break;
+    case 4: if constexpr (kTokenTile > 4) tile<R, 4>(w, bias, xt, stride, y, rows, cols, r0, t); break;
+    case 5: if constexpr (kTokenTile > 5) tile<R, 5>(w, bias, xt, stride, y, rows, cols, r0, t); break;
+    case 6: if constexpr (kTokenTile > 6) tile<R, 6>(w, bias, xt, stride, y, rows, cols, r0, t); break;
+    case 7: if constexpr (kTokenTile > 7) tile<R, 7>(w, bias, xt, stride, y, rows, cols, r0, t); break;
+    default: break;
+  }
+}
+
+// The rounded activations of one call: per thread, grown to the largest block seen and then
+// reused, so a decode step allocates nothing. Not a std::vector: its members are inline
+// templates with external linkage, and the linker could keep this file's AVX-512 build of
+// them for every other user of std::vector<uint16_t>. Everything here has internal linkage.
+struct Buffer {
+  uint16_t* data = nullptr;
+  size_t size = 0;
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { delete[] data; }
+};
+
+uint16_t* activation_buffer(size_t n) {
+  thread_local Buffer buffer;
+  if (buffer.size < n) {
+    delete[] buffer.data;
+    buffer.data = nullptr;  // stays consistent if new[] throws
+    buffer.size = 0;
+    buffer.data = new uint16_t[n];
+    buffer.size = n;
+  }
+  return buffer.data;
+}
+
+}  // namespace
+
+namespace avx512_bf16 {
+
+void matmul_bf16(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                 size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens == 0 || row_begin >= row_end) return;
+  const auto* w = reinterpret_cast<const uint16_t*>(w_bytes);
+  const size_t stride = padded_cols(cols);
+  if (n_tokens == 1) {
+    uint16_t* xb = activation_buffer(stride);
+    round_rows(x, 1, cols, xb);
+    size_t r = row_begin;
+    for (; r + kDecodeRows <= row_end; r += kDecodeRows) tile<kDecodeRows, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
+    for (; r + 4 <= row_end; r += 4) tile<4, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
+    for (; r < row_end; ++r) tile<1, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
+    return;
+  }
+  uint16_t* xb = activation_buffer((n_tokens < kTokenBlock ? n_tokens : kTokenBlock) * stride);
+  for (size_t tb = 0; tb < n_tokens; tb += kTokenBlock) {
+    const size_t te = tb + kTokenBlock < n_tokens ? tb + kTokenBlock : n_tokens;
+    // Each token row is rounded once per call, before any row of the range reads it.
+    round_rows(x + tb * cols, te - tb, cols, xb);
+    size_t r = row_begin;
+    for (; r + kRowTile <= row_end; r += kRowTile) strip<kRowTile>(w, bias, xb, stride, y, rows, cols, r, tb, te);
+    // The last rows: one narrower strip.
+    switch (row_end - r) {
+      case 0: break;
+      case 1: strip<1>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
+      case 2: if constexpr (kRowTile > 2) strip<2>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
+      case 3: if constexpr (kRowTile > 3) strip<3>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
+      case 4: if constexpr (kRowTile > 4) strip<4>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
+      case 5: if constexpr (kRowTile > 5) strip<5>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
+      case 6: if constexpr (kRowTile > 6) strip<6>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
+      case 7: if constexpr (kRowTile > 7) strip<7>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace avx512_bf16
+
+}  // namespace nanoinfer::kernels
