@@ -237,6 +237,8 @@ constexpr Kernels kAvx512Vnni{
 constexpr Kernels kAvx512Bf16{
     Isa::Avx512Bf16,
     {avx512::matmul_f32, avx512_bf16::matmul_bf16, avx512_vnni::matmul_q8_0, avx512_vnni::matmul_q4_0},
+    {nullptr, nullptr, avx512_vnni::matmul_quantized_q8_0, avx512_vnni::matmul_quantized_q4_0},
+    avx2::quantize_activations,
     avx512::dot_f32,
     avx512::axpy_f32};
 

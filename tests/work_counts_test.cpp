@@ -125,9 +125,9 @@ TEST(WorkCounts, TheAllocationCounterSeesEveryThread) {
 
 // ---- a model whose products straddle the split threshold ----------------------------------
 // hidden 1024 (8 heads of 128, 2 KV heads: kv_dim 256), intermediate 1536, vocab 512, tied,
-// 2 layers, bf16. Per token: q and o 1024 x 1024 and gate, up, down 1536 x 1024 are above
-// kMinParallelLinearWork; k and v (256 x 1024) and the logits matrix (512 x 1024) are below
-// it for one token and above it for 3 and 2 tokens at once.
+// 2 layers, bf16. Per token: q|k|v 1536 x 1024, o 1024 x 1024, gate|up 3072 x 1024 and down
+// 1024 x 1536 are above kMinParallelLinearWork; the logits matrix (512 x 1024) is below it
+// for one token and above it for 3 tokens at once.
 constexpr const char* kSplitConfig = R"({
   "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
   "hidden_size": 1024, "intermediate_size": 1536, "num_hidden_layers": 2,
@@ -160,14 +160,16 @@ uint64_t attention_joins(const ModelConfig& c, size_t tokens, size_t n_keys) {
 }
 
 // One decode step of B sequences whose caches hold `lengths[b]` positions: per layer the
-// q, k, v, o, gate, up and down products over B rows, then one attention call per sequence
+// q|k|v, o, gate|up and down products over B rows, then one attention call per sequence
 // (one query over length + 1 keys); then the logits product over B rows. rmsnorm, RoPE,
 // SwiGLU and the residual adds run on the caller and join nothing.
 uint64_t expected_step_joins(const ModelConfig& c, const std::vector<size_t>& lengths) {
   const size_t H = c.hidden_size, KV = c.kv_dim(), I = c.intermediate_size, V = c.vocab_size;
   const size_t B = lengths.size();
-  uint64_t per_layer = linear_joins(H, H, B) + 2 * linear_joins(KV, H, B) + linear_joins(H, H, B) +
-                       2 * linear_joins(I, H, B) + linear_joins(H, I, B);
+  // Loading fuses q, k, v into one product of H + 2 KV rows and gate, up into one of 2 I rows
+  // (model/linear.h), so a layer has four products: q|k|v, o, gate|up, down.
+  uint64_t per_layer = linear_joins(H + 2 * KV, H, B) + linear_joins(H, H, B) + linear_joins(2 * I, H, B) +
+                       linear_joins(H, I, B);
   for (size_t len : lengths) per_layer += attention_joins(c, 1, len + 1);
   return static_cast<uint64_t>(c.num_hidden_layers) * per_layer + linear_joins(V, H, B);
 }
@@ -175,11 +177,11 @@ uint64_t expected_step_joins(const ModelConfig& c, const std::vector<size_t>& le
 TEST(WorkCounts, BarriersPerDecodeStepFollowTheLayerStructure) {
   SplitModel m(2);
   const ModelConfig& c = m.model.config();
-  // The derivation, spelled out for this config: per layer q, o, gate, up, down = 5 joins,
-  // k, v and the logits matrix none; attention joins from 384 keys on (8 * 128 * 384 =
-  // kMinParallelAttentionWork). So 10 per token at short context, 12 at >= 384 keys.
-  ASSERT_EQ(expected_step_joins(c, {8}), 10u);
-  ASSERT_EQ(expected_step_joins(c, {400}), 12u);
+  // The derivation, spelled out for this config: per layer q|k|v, o, gate|up, down = 4 joins,
+  // the logits matrix none; attention joins from 384 keys on (8 * 128 * 384 =
+  // kMinParallelAttentionWork). So 8 per token at short context, 10 at >= 384 keys.
+  ASSERT_EQ(expected_step_joins(c, {8}), 8u);
+  ASSERT_EQ(expected_step_joins(c, {400}), 10u);
 
   for (const size_t prompt : {size_t{8}, size_t{400}}) {
     Sequence seq = m.model.new_sequence();
@@ -197,7 +199,7 @@ TEST(WorkCounts, BarriersPerDecodeStepFollowTheLayerStructure) {
     EXPECT_EQ(m.model.barriers() - before_decode, expected_step_joins(c, {prompt + 1})) << "prompt " << prompt;
   }
 
-  // A batch of 3: k and v (3 x 262,144) and the logits (3 x 524,288) are now shared too.
+  // A batch of 3: the logits (3 x 524,288) are now shared too; attention over 2 keys is not.
   std::vector<Sequence> seqs;
   std::vector<Sequence*> ptrs;
   for (int b = 0; b < 3; ++b) seqs.push_back(m.model.new_sequence());
@@ -206,7 +208,7 @@ TEST(WorkCounts, BarriersPerDecodeStepFollowTheLayerStructure) {
     m.model.forward({&t, 1}, s);
     ptrs.push_back(&s);
   }
-  ASSERT_EQ(expected_step_joins(c, {1, 1, 1}), 2u * 7 + 1);
+  ASSERT_EQ(expected_step_joins(c, {1, 1, 1}), 2u * 4 + 1);
   const uint64_t before = m.model.barriers();
   m.model.decode(ptrs, std::vector<int32_t>{1, 2, 3});
   EXPECT_EQ(m.model.barriers() - before, expected_step_joins(c, {1, 1, 1}));
