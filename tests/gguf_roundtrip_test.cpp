@@ -9,6 +9,7 @@
 
 #include "nanoinfer/engine.h"
 #include "support/files.h"
+#include "support/run_cli.h"
 
 namespace nanoinfer {
 namespace {
@@ -37,6 +38,23 @@ TEST(GgufRoundTrip, DefaultModelLogitsBitwiseAsSafetensors) {
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << weight_type_name(type);
   }
+}
+
+// `tokenize -m FILE.gguf` reads only the file's tokenizer and prints the directory's ids.
+TEST(GgufRoundTrip, TokenizeTakesAGgufFile) {
+  test::TempDir dir;
+  const auto file = dir / "model.gguf";
+  export_gguf(default_model_dir(), file, WeightType::Q8_0);
+  const std::string text = "ROMEO:\nWhat light through yonder window breaks?";
+  const test::CliResult from_dir = test::run_cli({"tokenize", "-m", default_model_dir().string(), "-p", text});
+  const test::CliResult from_gguf = test::run_cli({"tokenize", "-m", file.string(), "-p", text});
+  ASSERT_EQ(from_dir.status, 0) << from_dir.err;
+  ASSERT_EQ(from_gguf.status, 0) << from_gguf.err;
+  EXPECT_EQ(from_gguf.out, from_dir.out);
+  EXPECT_GT(from_dir.out.size(), 4u);  // some ids were printed
+  const test::CliResult missing = test::run_cli({"tokenize", "-m", (dir / "absent.gguf").string(), "-p", text});
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("absent.gguf: no such GGUF file"), std::string::npos) << missing.err;
 }
 
 }  // namespace

@@ -59,6 +59,10 @@ struct OpenedModel {
 // past the model's limit, a tokenizer that does not belong to the model.
 OpenedModel open_model(std::string_view path, const OpenOptions& options = {});
 
+// Only the tokenizer of a model path (a directory's tokenizer.json, or a GGUF file's
+// tokenizer.ggml.* arrays), without reading any weights: for `tokenize`.
+Tokenizer open_tokenizer(std::string_view path);
+
 // What `inspect` reports of a model directory without loading it: every tensor of the file
 // against the manifest its config implies.
 struct InspectedTensor {

@@ -10,6 +10,7 @@
 #include "command.h"
 #include "output.h"
 #include "nanoinfer/chat_template.h"
+#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/json_limits.h"
@@ -98,7 +99,7 @@ void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
 }
 
 void run(const TokenizeArgs& args) {
-  const Tokenizer tok = Tokenizer::load(args.model_dir);
+  const Tokenizer tok = open_tokenizer(args.model_dir);
   if (args.jsonl) {
     if (!args.prompt.empty()) fail("--jsonl reads -f FILE (or -f - for stdin); it does not take -p");
     if (args.file.empty()) fail("--jsonl needs -f FILE (or -f - for stdin)");
@@ -129,7 +130,7 @@ const bool registered = register_command({
     "", "tokenize", "Show how a text is tokenized (or tokenize a JSONL data set with --jsonl)",
     [](CLI::App& sub) {
       auto args = std::make_shared<TokenizeArgs>();
-      sub.add_option("-m,--model", args->model_dir, "Model directory holding tokenizer.json")->required();
+      sub.add_option("-m,--model", args->model_dir, "Model directory holding tokenizer.json, or a .gguf file")->required();
       sub.add_option("-p,--prompt", args->prompt, "Text to tokenize");
       sub.add_option("-f,--file", args->file, "File to tokenize ('-' for stdin)");
       sub.add_flag("--ids", args->ids_only, "Print only the ids, as one JSON array");

@@ -65,4 +65,13 @@ OpenedModel open_model(std::string_view path, const OpenOptions& options) {
   return {files.dir, std::move(model), std::move(tokenizer), std::move(generation), seconds};
 }
 
+Tokenizer open_tokenizer(std::string_view path) {
+  const std::filesystem::path resolved = resolve_model_path(path);
+  if (resolved.extension() == ".gguf" && !std::filesystem::is_directory(resolved)) {
+    if (!std::filesystem::is_regular_file(resolved)) fail("{}: no such GGUF file", resolved.string());
+    return tokenizer_from_gguf(GgufFile::open(resolved).layout());
+  }
+  return Tokenizer::load(resolved);
+}
+
 }  // namespace nanoinfer
