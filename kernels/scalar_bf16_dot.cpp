@@ -28,6 +28,7 @@
 // significant bits), so |y - exact| <= 2^-8 * sum|w x| + gamma_m * (1 + 2^-8) * sum|w x| for
 // m = 2 * ceil(cols/32)
 // + 4 + 1 roundings, as long as nothing is subnormal (tests/kernels_test.cpp checks it).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -78,7 +79,7 @@ void matmul_bf16_dot(const std::byte* w_bytes, const float* bias, const float* x
   for (size_t t = 0; t < n_tokens; ++t) {
     for (size_t c = 0; c < cols; ++c) xb[c] = round_activation_bf16(x[t * cols + c]);
     for (size_t r = row_begin; r < row_end; ++r) {
-      std::memcpy(wb.data(), w + r * cols, cols * sizeof(uint16_t));
+      std::copy_n(w + r * cols, cols, wb.begin());  // (memcpy of 0 bytes from a null pointer is UB)
       float lane[kLanes] = {};
       for (size_t c0 = 0; c0 < padded; c0 += kChunk) {
         for (size_t j = 0; j < kLanes; ++j) {
