@@ -203,18 +203,21 @@ constexpr Kernels kScalar{Isa::Scalar,
                           {scalar::matmul_f32, scalar::matmul_bf16, matmul_q8_0, matmul_q4_0},
                           {nullptr, nullptr, matmul_quantized_q8_0, matmul_quantized_q4_0},
                           quantize_activations,
+                          {},
                           scalar::dot_f32,
                           scalar::axpy_f32};
 constexpr Kernels kAvx2{Isa::Avx2,
                         {avx2::matmul_f32, avx2::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
                         {nullptr, nullptr, avx2::matmul_quantized_q8_0, avx2::matmul_quantized_q4_0},
                         avx2::quantize_activations,
+                        {},
                         avx2::dot_f32,
                         avx2::axpy_f32};
 constexpr Kernels kAvx2Vnni{Isa::Avx2Vnni,
                             {avx2::matmul_f32, avx2::matmul_bf16, avx2_vnni::matmul_q8_0, avx2_vnni::matmul_q4_0},
                             {nullptr, nullptr, avx2_vnni::matmul_quantized_q8_0, avx2_vnni::matmul_quantized_q4_0},
                             avx2::quantize_activations,
+                            {},
                             avx2::dot_f32,
                             avx2::axpy_f32};
 // Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
@@ -223,6 +226,7 @@ constexpr Kernels kAvx512{Isa::Avx512,
                           {avx512::matmul_f32, avx512::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
                           {nullptr, nullptr, avx2::matmul_quantized_q8_0, avx2::matmul_quantized_q4_0},
                           avx2::quantize_activations,
+                          {},
                           avx512::dot_f32,
                           avx512::axpy_f32};
 constexpr Kernels kAvx512Vnni{
@@ -230,6 +234,7 @@ constexpr Kernels kAvx512Vnni{
     {avx512::matmul_f32, avx512::matmul_bf16, avx512_vnni::matmul_q8_0, avx512_vnni::matmul_q4_0},
     {nullptr, nullptr, avx512_vnni::matmul_quantized_q8_0, avx512_vnni::matmul_quantized_q4_0},
     avx2::quantize_activations,
+    {nullptr, nullptr, avx512_vnni::matmul_packed_q8_0, avx512_vnni::matmul_packed_q4_0},
     avx512::dot_f32,
     avx512::axpy_f32};
 // avx512-vnni's table with one change: the bf16 product on vdpbf16ps, which rounds the
@@ -239,6 +244,7 @@ constexpr Kernels kAvx512Bf16{
     {avx512::matmul_f32, avx512_bf16::matmul_bf16, avx512_vnni::matmul_q8_0, avx512_vnni::matmul_q4_0},
     {nullptr, nullptr, avx512_vnni::matmul_quantized_q8_0, avx512_vnni::matmul_quantized_q4_0},
     avx2::quantize_activations,
+    {nullptr, nullptr, avx512_vnni::matmul_packed_q8_0, avx512_vnni::matmul_packed_q4_0},
     avx512::dot_f32,
     avx512::axpy_f32};
 

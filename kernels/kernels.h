@@ -56,6 +56,13 @@ using QuantizeActivationsFn = void (*)(const float* x, size_t cols, size_t n, Qu
 using MatmulQuantizedFn = void (*)(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
                                    size_t rows, size_t row_begin, size_t row_end);
 
+// MatmulQuantizedFn's product for a matrix in the packed layout (kernels/quant_blocks.h:
+// whole groups of 16 rows interleaved block by block, a last partial group as it was):
+// `w_rows` is the matrix's row count (it fixes where the packed groups end), `stride` the
+// row stride of y. Bitwise what MatmulQuantizedFn gives for the same matrix unpacked.
+using MatmulPackedFn = void (*)(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x,
+                                float* y, size_t stride, size_t row_begin, size_t row_end);
+
 struct Kernels {
   Isa isa;
   // Indexed by WeightType; every entry is set (an ISA without its own kernel for a type
@@ -65,6 +72,9 @@ struct Kernels {
   // bf16), and the quantization they read.
   std::array<MatmulQuantizedFn, kWeightTypeCount> matmul_quantized;
   QuantizeActivationsFn quantize_activations;
+  // The packed-layout products, where a tier has one (nullptr elsewhere): a model opened with
+  // this table packs exactly the matrices whose type has an entry here.
+  std::array<MatmulPackedFn, kWeightTypeCount> matmul_packed;
   // sum_i a[i] * b[i] (attention scores).
   float (*dot_f32)(const float* a, const float* b, size_t n);
   // y[i] += alpha * x[i] (attention: weighted sum of values).
@@ -72,6 +82,7 @@ struct Kernels {
 
   MatmulFn matmul_for(WeightType type) const { return matmul[static_cast<size_t>(type)]; }
   MatmulQuantizedFn matmul_quantized_for(WeightType type) const { return matmul_quantized[static_cast<size_t>(type)]; }
+  MatmulPackedFn matmul_packed_for(WeightType type) const { return matmul_packed[static_cast<size_t>(type)]; }
 };
 
 // The table of one ISA. Throws nanoinfer::Error naming what is missing when the CPU/OS
@@ -88,11 +99,24 @@ void dequantize_row(WeightType type, const std::byte* row, float* out, size_t co
 // in: [cols] floats -> row bytes, round to nearest (the reference quantizer).
 void quantize_row(WeightType type, const float* in, std::byte* row, size_t cols);
 
+// The packed layout of Q8_0 / Q4_0 matrices (kernels/quant_blocks.h), rows in groups of
+// kPackRows. ISA-independent.
+inline constexpr size_t kPackRows = 16;
+// Rewrites every whole group of 16 rows of w ([rows] rows of weight_row_bytes(type, cols))
+// in place; a last partial group is left as it is.
+void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols);
+// Row r of a packed matrix in the ordinary layout: a pointer into w for a row of the partial
+// last group, else the row unpacked into `scratch` (weight_row_bytes(type, cols) bytes).
+const std::byte* packed_row(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
+                            std::byte* scratch);
+
 // The signatures, to declare the kernels each tier defines (a function type, not a pointer).
 using MatmulSig = void(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                        size_t n_tokens, size_t row_begin, size_t row_end);
 using MatmulQuantizedSig = void(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
                                 size_t rows, size_t row_begin, size_t row_end);
+using MatmulPackedSig = void(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x,
+                             float* y, size_t stride, size_t row_begin, size_t row_end);
 using QuantizeActivationsSig = void(const float* x, size_t cols, size_t n, QuantizedActivations& out);
 using DotSig = float(const float* a, const float* b, size_t n);
 using AxpySig = void(float alpha, const float* x, float* y, size_t n);
@@ -142,6 +166,7 @@ AxpySig axpy_f32;
 namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
 MatmulSig matmul_q8_0, matmul_q4_0;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
+MatmulPackedSig matmul_packed_q8_0, matmul_packed_q4_0;
 }  // namespace avx512_vnni
 namespace avx512_bf16 {  // kernels/*_avx512_bf16.cpp
 MatmulSig matmul_bf16;

@@ -193,6 +193,108 @@ struct ZmmVnni {
   }
 };
 
+// ---- the packed layout (kernels/quant_blocks.h) ----------------------------------------------
+//
+// Lane j is row j of a 16-row group; per block, each word k of weights (one load: 4 weights of
+// all 16 rows) meets the token's activation word k broadcast to every lane, so vpdpbusd leaves
+// the 16 rows' partial sums in their own lanes. Two chains of partial sums per token keep two
+// vpdpbusd in flight; their integer sum is exact in any order. Then the reference's float steps.
+
+// Acc[t] += the 16 rows' sums for token t of every block. g: the group's first byte; xq, d, s:
+// as in ZmmVnni::group.
+template <WeightType kType, size_t TG>
+void packed_group(const uint8_t* g, size_t nb, const int8_t* const* xq, const float* d, const int32_t* s,
+                  size_t stride, __m512* acc) {
+  constexpr size_t group_block = kPackRows * kBlockBytes<kType>;
+  constexpr int offset_shift = kType == WeightType::Q4_0 ? 3 : 7;  // 8 or 128
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * group_block;
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    const uint8_t* words = blk + 2 * kPackRows;
+    __m512i w[8];  // w[k]: weights of elements 4k .. 4k + 3 of every row, unsigned
+    if constexpr (kType == WeightType::Q8_0) {
+#pragma GCC unroll 16
+      for (size_t k = 0; k < 8; ++k) w[k] = _mm512_loadu_si512(words + 64 * k);
+    } else {
+      const __m512i low = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 16
+      for (size_t k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_loadu_si512(words + 64 * k);
+        w[k] = _mm512_and_si512(v, low);
+        w[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      }
+    }
+#pragma GCC unroll 16
+    for (size_t t = 0; t < TG; ++t) {
+      const int8_t* x = xq[t] + b * kQuantBlock;
+      const auto word = [x](size_t k) {
+        int32_t v;
+        std::memcpy(&v, x + 4 * k, sizeof v);
+        return _mm512_set1_epi32(v);
+      };
+      __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], word(0));
+      __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], word(1));
+#pragma GCC unroll 16
+      for (size_t k = 2; k < 8; k += 2) {
+        i0 = _mm512_dpbusd_epi32(i0, w[k], word(k));
+        i1 = _mm512_dpbusd_epi32(i1, w[k + 1], word(k + 1));
+      }
+      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(s[b * stride + t] << offset_shift));
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[b * stride + t]));
+      acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(isum)));
+    }
+  }
+}
+
+// The packed product (MatmulPackedFn): whole groups here, rows of a partial last group by the
+// ordinary kernel.
+template <WeightType kType>
+void matmul_packed(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& a, float* y,
+                   size_t stride, size_t row_begin, size_t row_end) {
+  if (row_begin >= row_end || a.n == 0) return;
+  const size_t row_bytes = a.nb * kBlockBytes<kType>;
+  const size_t packed_end = w_rows / kPackRows * kPackRows;
+  const size_t group_end = std::min(row_end, packed_end);
+  // A group's 16 sums for token t, stored for the rows of the range.
+  const auto store = [&](size_t r0, size_t t, __m512 sums) {
+    alignas(64) float out[kPackRows];
+    _mm512_store_ps(out, sums);
+    const size_t j0 = std::max(r0, row_begin) - r0, j1 = std::min(r0 + kPackRows, group_end) - r0;
+    for (size_t j = j0; j < j1; ++j) y[t * stride + r0 + j] = bias ? bias[r0 + j] + out[j] : out[j];
+  };
+  const size_t first_group = row_begin / kPackRows * kPackRows;
+  if (a.n == 1) {
+    const int8_t* xq = a.q.data();
+    for (size_t r0 = first_group; r0 < group_end; r0 += kPackRows) {
+      __m512 acc = _mm512_setzero_ps();
+      packed_group<kType, 1>(reinterpret_cast<const uint8_t*>(w + r0 * row_bytes), a.nb, &xq, a.d.data(), a.s.data(),
+                             1, &acc);
+      store(r0, 0, acc);
+    }
+  } else {
+    constexpr size_t TG = kPrefillGroupTokens;
+    for (size_t tb = 0; tb < a.tokens; tb += kTokenBlock) {
+      const size_t te = std::min(tb + kTokenBlock, a.tokens);
+      for (size_t r0 = first_group; r0 < group_end; r0 += kPackRows) {
+        for (size_t t0 = tb; t0 < te; t0 += TG) {
+          const int8_t* xq[TG];
+          __m512 acc[TG];
+#pragma GCC unroll 16
+          for (size_t t = 0; t < TG; ++t) {
+            xq[t] = a.q.data() + (t0 + t) * a.cols;
+            acc[t] = _mm512_setzero_ps();
+          }
+          packed_group<kType, TG>(reinterpret_cast<const uint8_t*>(w + r0 * row_bytes), a.nb, xq, a.d.data() + t0,
+                                  a.s.data() + t0, a.tokens, acc);
+          for (size_t t = 0; t < TG && t0 + t < a.n; ++t) store(r0, t0 + t, acc[t]);
+        }
+      }
+    }
+  }
+  if (row_end > packed_end)
+    matmul_quantized<ZmmVnni, kType>(w, bias, a, y, stride, std::max(row_begin, packed_end), row_end);
+}
+
 }  // namespace
 
 namespace avx512_vnni {
@@ -215,6 +317,16 @@ void matmul_quantized_q8_0(const std::byte* w, const float* bias, const Quantize
 void matmul_quantized_q4_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
                            size_t row_begin, size_t row_end) {
   matmul_quantized<ZmmVnni, WeightType::Q4_0>(w, bias, x, y, rows, row_begin, row_end);
+}
+
+void matmul_packed_q8_0(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x, float* y,
+                        size_t stride, size_t row_begin, size_t row_end) {
+  matmul_packed<WeightType::Q8_0>(w, w_rows, bias, x, y, stride, row_begin, row_end);
+}
+
+void matmul_packed_q4_0(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x, float* y,
+                        size_t stride, size_t row_begin, size_t row_end) {
+  matmul_packed<WeightType::Q4_0>(w, w_rows, bias, x, y, stride, row_begin, row_end);
 }
 
 }  // namespace avx512_vnni

@@ -19,8 +19,10 @@
 // what makes the results bitwise equal on every ISA, for any split of rows across threads,
 // and for a batch versus one token at a time.
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
@@ -223,6 +225,66 @@ void quantize_row(WeightType type, const float* in, std::byte* row, size_t cols)
     }
   }
   fail("quantize_row: unknown weight type");
+}
+
+}  // namespace nanoinfer::kernels
+
+// ---- the packed layout (kernels/quant_blocks.h) -------------------------------------------
+
+namespace nanoinfer::kernels {
+namespace {
+
+// Bytes of the 4-byte words of a block's quants: 8 for Q8_0, 4 for Q4_0.
+size_t words_per_block(WeightType type) { return type == WeightType::Q8_0 ? 8 : 4; }
+// Q8_0 words are held as q + 128 (unsigned); flipping the top bit of each byte converts both ways.
+uint8_t held_byte(WeightType type, uint8_t b) { return type == WeightType::Q8_0 ? b ^ 0x80u : b; }
+
+void require_packable(WeightType type) {
+  if (type != WeightType::Q8_0 && type != WeightType::Q4_0)
+    fail("pack_quantized: {} has no packed layout", weight_type_name(type));
+}
+
+}  // namespace
+
+void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols) {
+  require_packable(type);
+  const size_t row_bytes = weight_row_bytes(type, cols), nb = cols / kQuantBlock;
+  const size_t bb = row_bytes / nb, words = words_per_block(type);
+  std::vector<std::byte> group(kPackRows * row_bytes);
+  for (size_t g = 0; g + kPackRows <= rows; g += kPackRows) {
+    std::byte* dst = w + g * row_bytes;
+    std::memcpy(group.data(), dst, group.size());
+    for (size_t b = 0; b < nb; ++b) {
+      std::byte* out = dst + b * kPackRows * bb;
+      for (size_t r = 0; r < kPackRows; ++r) {
+        const std::byte* blk = group.data() + r * row_bytes + b * bb;
+        std::memcpy(out + 2 * r, blk, 2);  // the f16 scale
+        for (size_t k = 0; k < words; ++k)
+          for (size_t i = 0; i < 4; ++i)
+            out[2 * kPackRows + 64 * k + 4 * r + i] =
+                std::byte{held_byte(type, std::to_integer<uint8_t>(blk[2 + 4 * k + i]))};
+      }
+    }
+  }
+}
+
+const std::byte* packed_row(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
+                            std::byte* scratch) {
+  require_packable(type);
+  const size_t row_bytes = weight_row_bytes(type, cols);
+  if (r >= rows / kPackRows * kPackRows) return w + r * row_bytes;
+  const size_t nb = cols / kQuantBlock, bb = row_bytes / nb, words = words_per_block(type);
+  const std::byte* group = w + r / kPackRows * kPackRows * row_bytes;
+  const size_t j = r % kPackRows;
+  for (size_t b = 0; b < nb; ++b) {
+    const std::byte* in = group + b * kPackRows * bb;
+    std::byte* blk = scratch + b * bb;
+    std::memcpy(blk, in + 2 * j, 2);
+    for (size_t k = 0; k < words; ++k)
+      for (size_t i = 0; i < 4; ++i)
+        blk[2 + 4 * k + i] = std::byte{held_byte(type, std::to_integer<uint8_t>(in[2 * kPackRows + 64 * k + 4 * j + i]))};
+  }
+  return scratch;
 }
 
 }  // namespace nanoinfer::kernels

@@ -211,3 +211,55 @@ TEST(FusedProducts, WeightBytesAreTheSameFusedOrApart) {
 
 }  // namespace
 }  // namespace nanoinfer
+
+namespace nanoinfer {
+namespace {
+
+// Packed int8/int4 matrices (ModelOptions::pack_weights, kernels/quant_blocks.h) against the
+// file's row order: bitwise the same logits on every ISA, at one and at three threads; and the
+// loader packs exactly where the ISA has a packed product, embedding lookups of a packed
+// (tied) table included.
+TEST(PackedWeights, LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasAProduct) {
+  const std::vector<fs::path> dirs = tiny_model_dirs();
+  size_t compared = 0, packed_models = 0;
+  for (const fs::path& dir : dirs) {
+    const ModelConfig cfg = ModelConfig::load(dir / "config.json");
+    const SafetensorsFile file = SafetensorsFile::open(dir / "model.safetensors");
+    for (WeightType type : {WeightType::Q8_0, WeightType::Q4_0}) {
+      for (Isa isa : supported_isas()) {
+        ModelOptions o;
+        o.weights = type;
+        o.isa = isa;
+        o.pack_weights = false;
+        const std::vector<float> unpacked = logits(Model::load(dir, o));
+        o.pack_weights = true;
+        for (int threads : {1, 3}) {
+          o.threads = threads;
+          EXPECT_TRUE(same_bits(logits(Model::load(dir, o)), unpacked))
+              << dir.filename() << " " << weight_type_name(type) << " " << isa_name(isa) << " threads " << threads;
+          ++compared;
+        }
+        const kernels::Kernels& k = kernels::table(isa);
+        ThreadPool pool(2);
+        const ModelWeights w = load_weights(safetensors_source(file), cfg, type, pool, true, &k);
+        const bool expect = k.matmul_packed_for(type) != nullptr;
+        EXPECT_EQ(w.layers[0].qkv.parts[0].packed, expect) << isa_name(isa);
+        EXPECT_EQ(w.layers[0].gate_up.fused.packed, expect) << isa_name(isa);
+        EXPECT_EQ(w.layers[0].o.packed, expect) << isa_name(isa);
+        EXPECT_EQ(w.layers[0].down.packed, expect) << isa_name(isa);
+        // The head is packed when it is quantized; the embedding table only when it is the head.
+        const bool head_packed = w.lm_head.packed;
+        EXPECT_EQ(head_packed, expect && kernels::table(isa).matmul_packed_for(w.lm_head.type) != nullptr);
+        if (!cfg.tie_word_embeddings) {
+          EXPECT_FALSE(w.embed.packed);
+        }
+        packed_models += expect;
+      }
+    }
+  }
+  EXPECT_EQ(compared, dirs.size() * 2 * supported_isas().size() * 2);
+  if (packed_models == 0) GTEST_SKIP() << "no instruction set of this CPU has a packed product (avx512-vnni and up do)";
+}
+
+}  // namespace
+}  // namespace nanoinfer

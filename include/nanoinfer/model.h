@@ -52,6 +52,10 @@ struct ModelOptions {
   // apart, as a file mixing types within a group gets them: the logits are bitwise the same
   // (tests hold the two to each other); only the speed differs.
   bool fuse_products = true;
+  // Rewrite int8/int4 matrices at load into the layout of the ISA's packed product where it
+  // has one (16 rows interleaved block by block; kernels/quant_blocks.h): the same bytes in
+  // another order, bitwise the same logits; false keeps the file's row order (for A/B runs).
+  bool pack_weights = true;
 };
 
 // One named intermediate of the forward pass, handed to a debug tap. Names, in order:

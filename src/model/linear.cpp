@@ -34,7 +34,9 @@ Input prepare(const Compute& c, bool quantize, const float* x, size_t cols, size
 // Rows [begin, end) of w x + bias into y, whose rows are `stride` floats.
 void product(const Compute& c, const Weight& w, const float* bias, const Input& in, float* y, size_t stride,
              size_t begin, size_t end) {
-  if (quantized(w.type)) {
+  if (w.packed) {
+    c.k->matmul_packed_for(w.type)(w.data, w.rows, bias, *in.xq, y, stride, begin, end);
+  } else if (quantized(w.type)) {
     c.k->matmul_quantized_for(w.type)(w.data, bias, *in.xq, y, stride, begin, end);
   } else {
     c.k->matmul_for(w.type)(w.data, bias, in.x, y, stride, w.cols, in.n_tokens, begin, end);
@@ -126,8 +128,15 @@ void encode_row(WeightType type, const float* in, std::byte* out, size_t cols) {
 }
 
 void embed_rows(const Weight& table, const int32_t* tokens, size_t n, float* out) {
+  // A packed table's rows are unpacked on the way (the tied LM head is packed); the scratch
+  // row is per thread, grown once.
+  thread_local std::vector<std::byte> scratch;
+  if (table.packed && scratch.size() < table.row_bytes) scratch.resize(table.row_bytes);
   for (size_t t = 0; t < n; ++t) {
-    const std::byte* row = table.data + static_cast<size_t>(tokens[t]) * table.row_bytes;
+    const size_t r = static_cast<size_t>(tokens[t]);
+    const std::byte* row = table.packed
+                               ? kernels::packed_row(table.type, table.data, table.rows, table.cols, r, scratch.data())
+                               : table.data + r * table.row_bytes;
     kernels::dequantize_row(table.type, row, out + t * table.cols, table.cols);
   }
 }

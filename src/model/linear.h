@@ -20,13 +20,16 @@
 namespace nanoinfer {
 
 // A weight matrix as held in memory: `rows` rows of `row_bytes` bytes each, in `type`'s
-// layout (weight_row_bytes(type, cols)), not owned.
+// layout (weight_row_bytes(type, cols)), not owned. `packed`: a quantized matrix whose whole
+// groups of 16 rows are interleaved for the kernel table's packed product (kernels/quant_blocks.h;
+// same bytes, same size); loading packs where the table has such a product.
 struct Weight {
   WeightType type = WeightType::F32;
   const std::byte* data = nullptr;
   size_t rows = 0;
   size_t cols = 0;
   size_t row_bytes = 0;
+  bool packed = false;
   size_t bytes() const { return rows * row_bytes; }
 };
 

@@ -252,10 +252,12 @@ Model Model::load(const ModelConfig& cfg, const std::filesystem::path& weights_f
   impl->compute = Compute{&impl->pool, &table};
   if (weights_file.extension() == ".gguf") {
     const GgufFile file = GgufFile::open(weights_file);
-    impl->w = load_weights(gguf_source(file), impl->cfg, resolved.weights, impl->pool, resolved.fuse_products);
+    impl->w = load_weights(gguf_source(file), impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
+                           resolved.pack_weights ? &table : nullptr);
   } else {
     const SafetensorsFile file = SafetensorsFile::open(weights_file);
-    impl->w = load_weights(safetensors_source(file), impl->cfg, resolved.weights, impl->pool, resolved.fuse_products);
+    impl->w = load_weights(safetensors_source(file), impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
+                           resolved.pack_weights ? &table : nullptr);
   }
   impl->rope = Rope(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, resolved.max_context);
   return Model(std::move(impl));

@@ -93,8 +93,8 @@ bool rows_finite(WeightType type, const std::byte* row, size_t cols) {
 class Loader {
  public:
   Loader(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target, bool fuse,
-         ThreadPool& pool, ModelWeights& out)
-      : src_(src), cfg_(cfg), fuse_(fuse), target_(target), pool_(pool), out_(out) {
+         const kernels::Kernels* pack_for, ThreadPool& pool, ModelWeights& out)
+      : src_(src), cfg_(cfg), fuse_(fuse), pack_for_(pack_for), target_(target), pool_(pool), out_(out) {
     for (const StoredTensor& t : src.tensors)
       if (!t.exact || weight_type_info(*t.exact).quantized) quantized_file_ = true;
   }
@@ -133,8 +133,9 @@ class Loader {
   // The type a matrix is held in.
   WeightType held_type(const TensorSpec& spec) const { return type_for(spec, checked(spec.name)); }
 
-  // A matrix in its own arena block.
-  Weight matrix(const TensorSpec& spec) {
+  // A matrix in its own arena block; packed for the kernels unless `for_products` is false
+  // (an embedding table that is not also the head is only ever looked up).
+  Weight matrix(const TensorSpec& spec, bool for_products = true) {
     const StoredTensor& t = checked(spec.name);
     const WeightType to = type_for(spec, t);
     const size_t rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
@@ -142,7 +143,19 @@ class Loader {
     std::byte* dst = out_.arena.take(w.bytes());
     read_rows(spec, to, dst, RowPlacement{rows});
     w.data = dst;
+    if (for_products) pack(w, dst);
     return w;
+  }
+
+  // Rewrites w (at dst) in the packed layout when the kernel table has a packed product for
+  // its type (kernels/quant_blocks.h): every whole group of 16 rows, across the pool.
+  void pack(Weight& w, std::byte* dst) {
+    if (pack_for_ == nullptr || pack_for_->matmul_packed_for(w.type) == nullptr) return;
+    const size_t groups = w.rows / kernels::kPackRows, group_bytes = kernels::kPackRows * w.row_bytes;
+    pool_.parallel_for(groups, 1, [&](size_t begin, size_t end) {
+      kernels::pack_quantized(w.type, dst + begin * group_bytes, (end - begin) * kernels::kPackRows, w.cols);
+    });
+    w.packed = true;
   }
 
   // q, k and v (`mats`) with their biases: stacked into one matrix when they share a type and
@@ -167,6 +180,7 @@ class Loader {
         at += static_cast<size_t>(m->shape[0]);
       }
       w.data = dst;
+      pack(w, dst);
       s.parts = {w};
     } else {
       for (const TensorSpec* m : mats) s.parts.push_back(matrix(*m));
@@ -190,6 +204,7 @@ class Loader {
       read_rows(gate, type, dst, RowPlacement{g.inter, kGateUpBlock, false});
       read_rows(up, type, dst, RowPlacement{g.inter, kGateUpBlock, true});
       w.data = dst;
+      pack(w, dst);
       g.fused = w;
     } else {
       g.gate = matrix(gate);
@@ -296,6 +311,7 @@ class Loader {
   const WeightSource& src_;
   const ModelConfig& cfg_;
   bool fuse_;
+  const kernels::Kernels* pack_for_;
   bool quantized_file_ = false;
   std::optional<WeightType> target_;
   ThreadPool& pool_;
@@ -305,7 +321,7 @@ class Loader {
 }  // namespace
 
 ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target,
-                          ThreadPool& pool, bool fuse) {
+                          ThreadPool& pool, bool fuse, const kernels::Kernels* pack_for) {
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   const std::vector<std::string> problems = manifest_problems(manifest, src.manifest_infos, src.declared_blocks);
   if (!problems.empty()) {
@@ -326,7 +342,7 @@ ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::
     if (spec.layer >= 0) by_slot[static_cast<size_t>(spec.layer)][spec.slot] = &spec;
   }
   ModelWeights w;
-  Loader load(src, cfg, target, fuse, pool, w);
+  Loader load(src, cfg, target, fuse, pack_for, pool, w);
   w.arena = WeightArena(load.arena_bytes(specs));
   w.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
   using S = TensorSlot;
@@ -335,7 +351,7 @@ ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::
     // Another matrix of this layer (all of them are required: the manifest check passed).
     const auto other = [&](S slot) { return by_slot[static_cast<size_t>(spec->layer)].at(slot); };
     switch (spec->slot) {
-      case S::Embed: w.embed = load.matrix(*spec); break;
+      case S::Embed: w.embed = load.matrix(*spec, cfg.tie_word_embeddings); break;
       case S::LmHead: w.lm_head = load.matrix(*spec); break;
       case S::FinalNorm: w.final_norm = load.vector(*spec); break;
       case S::AttnNorm: L->attn_norm = load.vector(*spec); break;

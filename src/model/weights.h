@@ -13,7 +13,8 @@
 //
 // Matrices that read the same input are laid out for one product (model/linear.h): q, k and
 // v rows one after another with their biases concatenated, gate and up rows interleaved in
-// blocks of 16. Only matrices of one type can share a layout; a file that mixes types within
+// blocks of 16; quantized matrices are then packed for the kernel table's packed product
+// where it has one (kernels/quant_blocks.h). Only matrices of one type can share a layout; a file that mixes types within
 // a group (GGUF K-quant mixes) keeps that group's matrices apart, as does fuse = false.
 #pragma once
 
@@ -76,7 +77,10 @@ struct ModelWeights {
 // so that mode is exactly "every weight rounded to bf16".
 // `fuse`: lay out q/k/v and gate/up for one product each where their types allow (false keeps
 // every matrix apart; the results are bitwise the same, only slower).
+// `pack_for`: the kernel table the model runs on; every matrix the products read whose type
+// has a packed product there is packed (Weight::packed; nullptr packs nothing; bitwise the
+// same results).
 ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target,
-                          ThreadPool& pool, bool fuse = true);
+                          ThreadPool& pool, bool fuse = true, const kernels::Kernels* pack_for = nullptr);
 
 }  // namespace nanoinfer
