@@ -1,0 +1,85 @@
+// Shared by the quantized-kernel tests: a random Q8_0 / Q4_0 problem, the ISAs to run, and
+// bitwise comparison helpers.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
+#include "nanoinfer/isa.h"
+#include "support/random.h"
+
+namespace nanoinfer::test {
+
+using kernels::Kernels;
+using kernels::kQuantBlock;
+
+inline constexpr WeightType kQuantTypes[] = {WeightType::Q8_0, WeightType::Q4_0};
+
+inline std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : all_isas())
+    if (isa_supported(isa)) isas.push_back(isa);
+  return isas;
+}
+
+// Random weights quantized by the reference quantizer, activations and a bias.
+struct QProblem {
+  WeightType type;
+  size_t rows, cols, n_tokens;
+  std::vector<std::byte> w;
+  std::vector<float> x, bias;
+
+  QProblem(WeightType t, size_t r, size_t c, size_t n, uint32_t seed)
+      : type(t), rows(r), cols(c), n_tokens(n), w(r * weight_row_bytes(t, c)), x(random_floats(n * c, seed + 1)),
+        bias(random_floats(r, seed + 2)) {
+    const std::vector<float> wf = random_floats(r * c, seed);
+    const size_t rb = weight_row_bytes(t, c);
+    for (size_t i = 0; i < r; ++i) kernels::quantize_row(t, wf.data() + i * c, w.data() + i * rb, c);
+  }
+  void run(const Kernels& k, const float* b, float* y, size_t row_begin, size_t row_end) const {
+    k.matmul_for(type)(w.data(), b, x.data(), y, rows, cols, n_tokens, row_begin, row_end);
+  }
+  std::vector<float> run(const Kernels& k, bool with_bias = true) const {
+    std::vector<float> y(n_tokens * rows, std::nanf(""));
+    run(k, with_bias ? bias.data() : nullptr, y.data(), 0, rows);
+    return y;
+  }
+};
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+inline size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) return i;
+  return a.size();
+}
+
+struct QShape {
+  size_t rows, cols;
+  std::vector<size_t> tokens;
+};
+
+// Awkward activations: zero, tiny (d below FLT_MIN), huge, exact-half and NaN blocks among
+// random ones, for n tokens of `cols`.
+inline std::vector<float> awkward_activations(size_t n, size_t cols, uint32_t seed) {
+  std::vector<float> x = random_floats(n * cols, seed);
+  for (size_t i = 0; i < kQuantBlock && n * cols >= 4 * kQuantBlock; ++i) {
+    x[i] = 0.0f;
+    x[kQuantBlock + i] *= 1e-39f;
+    x[2 * kQuantBlock + i] *= 1e30f;
+    x[3 * kQuantBlock + i] = static_cast<float>(i) - 15.5f;
+  }
+  if (n * cols >= 4 * kQuantBlock) x[3 * kQuantBlock] = 127.0f;
+  if (n * cols > 5 * kQuantBlock) x[5 * kQuantBlock - 3] = std::nanf("");
+  return x;
+}
+
+}  // namespace nanoinfer::test
