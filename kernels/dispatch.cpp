@@ -204,6 +204,8 @@ constexpr Kernels kScalar{Isa::Scalar,
                           {nullptr, nullptr, matmul_quantized_q8_0, matmul_quantized_q4_0},
                           quantize_activations,
                           {},
+                          nullptr,
+                          nullptr,
                           scalar::dot_f32,
                           scalar::axpy_f32};
 constexpr Kernels kAvx2{Isa::Avx2,
@@ -211,6 +213,8 @@ constexpr Kernels kAvx2{Isa::Avx2,
                         {nullptr, nullptr, avx2::matmul_quantized_q8_0, avx2::matmul_quantized_q4_0},
                         avx2::quantize_activations,
                         {},
+                        nullptr,
+                        nullptr,
                         avx2::dot_f32,
                         avx2::axpy_f32};
 constexpr Kernels kAvx2Vnni{Isa::Avx2Vnni,
@@ -218,6 +222,8 @@ constexpr Kernels kAvx2Vnni{Isa::Avx2Vnni,
                             {nullptr, nullptr, avx2_vnni::matmul_quantized_q8_0, avx2_vnni::matmul_quantized_q4_0},
                             avx2::quantize_activations,
                             {},
+                            nullptr,
+                            nullptr,
                             avx2::dot_f32,
                             avx2::axpy_f32};
 // Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
@@ -227,6 +233,8 @@ constexpr Kernels kAvx512{Isa::Avx512,
                           {nullptr, nullptr, avx2::matmul_quantized_q8_0, avx2::matmul_quantized_q4_0},
                           avx2::quantize_activations,
                           {},
+                          nullptr,
+                          nullptr,
                           avx512::dot_f32,
                           avx512::axpy_f32};
 constexpr Kernels kAvx512Vnni{
@@ -235,6 +243,8 @@ constexpr Kernels kAvx512Vnni{
     {nullptr, nullptr, avx512_vnni::matmul_quantized_q8_0, avx512_vnni::matmul_quantized_q4_0},
     avx2::quantize_activations,
     {nullptr, nullptr, avx512_vnni::matmul_packed_q8_0, avx512_vnni::matmul_packed_q4_0},
+    nullptr,
+    nullptr,
     avx512::dot_f32,
     avx512::axpy_f32};
 // avx512-vnni's table with one change: the bf16 product on vdpbf16ps, which rounds the
@@ -245,6 +255,8 @@ constexpr Kernels kAvx512Bf16{
     {nullptr, nullptr, avx512_vnni::matmul_quantized_q8_0, avx512_vnni::matmul_quantized_q4_0},
     avx2::quantize_activations,
     {nullptr, nullptr, avx512_vnni::matmul_packed_q8_0, avx512_vnni::matmul_packed_q4_0},
+    avx512_bf16::round_activations,
+    avx512_bf16::matmul_bf16_rounded,
     avx512::dot_f32,
     avx512::axpy_f32};
 

@@ -63,6 +63,15 @@ using MatmulQuantizedFn = void (*)(const std::byte* w, const float* bias, const 
 using MatmulPackedFn = void (*)(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x,
                                 float* y, size_t stride, size_t row_begin, size_t row_end);
 
+// The avx512-bf16 tier's bf16 product in two steps, so that a product rounds its input once
+// for every thread and every matrix reading it (as the quantized types do): x: [n][cols] f32
+// -> xb: [n][bf16_row_stride(cols)] bf16, rounded as round_activation_bf16, zero past cols;
+// then MatmulFn's product from xb (bitwise what the MatmulFn entry gives for x).
+inline constexpr size_t bf16_row_stride(size_t cols) { return (cols + 31) / 32 * 32; }
+using RoundActivationsFn = void (*)(const float* x, size_t n, size_t cols, uint16_t* xb);
+using MatmulRoundedFn = void (*)(const std::byte* w, const float* bias, const uint16_t* xb, float* y, size_t rows,
+                                 size_t cols, size_t n_tokens, size_t row_begin, size_t row_end);
+
 struct Kernels {
   Isa isa;
   // Indexed by WeightType; every entry is set (an ISA without its own kernel for a type
@@ -75,6 +84,10 @@ struct Kernels {
   // The packed-layout products, where a tier has one (nullptr elsewhere): a model opened with
   // this table packs exactly the matrices whose type has an entry here.
   std::array<MatmulPackedFn, kWeightTypeCount> matmul_packed;
+  // The bf16 product from activations rounded once (nullptr both on tiers whose bf16 product
+  // reads f32 activations).
+  RoundActivationsFn round_activations_bf16;
+  MatmulRoundedFn matmul_bf16_rounded;
   // sum_i a[i] * b[i] (attention scores).
   float (*dot_f32)(const float* a, const float* b, size_t n);
   // y[i] += alpha * x[i] (attention: weighted sum of values).
@@ -170,6 +183,9 @@ MatmulPackedSig matmul_packed_q8_0, matmul_packed_q4_0;
 }  // namespace avx512_vnni
 namespace avx512_bf16 {  // kernels/*_avx512_bf16.cpp
 MatmulSig matmul_bf16;
+void round_activations(const float* x, size_t n, size_t cols, uint16_t* xb);
+void matmul_bf16_rounded(const std::byte* w, const float* bias, const uint16_t* xb, float* y, size_t rows, size_t cols,
+                         size_t n_tokens, size_t row_begin, size_t row_end);
 }  // namespace avx512_bf16
 
 }  // namespace nanoinfer::kernels

@@ -1,8 +1,9 @@
 // The bf16 product of the avx512-bf16 tier (avx512-vnni + AVX512-BF16; this file gets exactly
 // those flags from CMake by its name). vdpbf16ps multiplies 32 bf16 pairs into 16 f32 lanes
 // per instruction, twice the multiply-adds of an f32 FMA and with no widening of the
-// weights, but both operands must be bf16: each call rounds its activations to bf16 once,
-// per token, into a per-thread buffer shared by all its rows. The result equals
+// weights, but both operands must be bf16: the activations are rounded to bf16 once per
+// product (round_activations; the model does it once for all threads and matrices reading an
+// input, the MatmulFn entry into a per-thread buffer for itself). The result equals
 // matmul_bf16_dot (kernels/scalar_bf16_dot.cpp, which states the rule and its error bound)
 // bit for bit.
 //
@@ -30,8 +31,9 @@ namespace {
 constexpr size_t kChunk = 32;  // bf16 columns per vdpbf16ps
 constexpr size_t kRowTile = 8, kTokenTile = 3, kDecodeRows = 16;
 constexpr size_t kTokenBlock = 64;
+static_assert(kChunk == 32, "bf16_row_stride (kernels.h) pads to whole chunks");
 
-size_t padded_cols(size_t cols) { return (cols + kChunk - 1) / kChunk * kChunk; }
+size_t padded_cols(size_t cols) { return bf16_row_stride(cols); }
 
 __mmask16 mask16(size_t n) { return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
 
@@ -199,40 +201,49 @@ uint16_t* activation_buffer(size_t n) {
 
 namespace avx512_bf16 {
 
-void matmul_bf16(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                 size_t n_tokens, size_t row_begin, size_t row_end) {
+void round_activations(const float* x, size_t n, size_t cols, uint16_t* xb) { round_rows(x, n, cols, xb); }
+
+// xb: [n_tokens][padded_cols(cols)], rounded (round_rows). Token blocks of kTokenBlock keep
+// the activations a strip of rows reads within L2.
+void matmul_bf16_rounded(const std::byte* w_bytes, const float* bias, const uint16_t* xb, float* y, size_t rows,
+                         size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
   if (n_tokens == 0 || row_begin >= row_end) return;
   const auto* w = reinterpret_cast<const uint16_t*>(w_bytes);
   const size_t stride = padded_cols(cols);
   if (n_tokens == 1) {
-    uint16_t* xb = activation_buffer(stride);
-    round_rows(x, 1, cols, xb);
     size_t r = row_begin;
     for (; r + kDecodeRows <= row_end; r += kDecodeRows) tile<kDecodeRows, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
     for (; r + 4 <= row_end; r += 4) tile<4, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
     for (; r < row_end; ++r) tile<1, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
     return;
   }
-  uint16_t* xb = activation_buffer((n_tokens < kTokenBlock ? n_tokens : kTokenBlock) * stride);
   for (size_t tb = 0; tb < n_tokens; tb += kTokenBlock) {
     const size_t te = tb + kTokenBlock < n_tokens ? tb + kTokenBlock : n_tokens;
-    // Each token row is rounded once per call, before any row of the range reads it.
-    round_rows(x + tb * cols, te - tb, cols, xb);
+    const uint16_t* xt = xb + tb * stride;
     size_t r = row_begin;
-    for (; r + kRowTile <= row_end; r += kRowTile) strip<kRowTile>(w, bias, xb, stride, y, rows, cols, r, tb, te);
+    for (; r + kRowTile <= row_end; r += kRowTile) strip<kRowTile>(w, bias, xt, stride, y, rows, cols, r, tb, te);
     // The last rows: one narrower strip.
     switch (row_end - r) {
       case 0: break;
-      case 1: strip<1>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
-      case 2: if constexpr (kRowTile > 2) strip<2>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
-      case 3: if constexpr (kRowTile > 3) strip<3>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
-      case 4: if constexpr (kRowTile > 4) strip<4>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
-      case 5: if constexpr (kRowTile > 5) strip<5>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
-      case 6: if constexpr (kRowTile > 6) strip<6>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
-      case 7: if constexpr (kRowTile > 7) strip<7>(w, bias, xb, stride, y, rows, cols, r, tb, te); break;
+      case 1: strip<1>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
+      case 2: if constexpr (kRowTile > 2) strip<2>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
+      case 3: if constexpr (kRowTile > 3) strip<3>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
+      case 4: if constexpr (kRowTile > 4) strip<4>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
+      case 5: if constexpr (kRowTile > 5) strip<5>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
+      case 6: if constexpr (kRowTile > 6) strip<6>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
+      case 7: if constexpr (kRowTile > 7) strip<7>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
       default: break;
     }
   }
+}
+
+// From f32 activations: rounded into this thread's buffer, then the product above.
+void matmul_bf16(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                 size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens == 0 || row_begin >= row_end) return;
+  uint16_t* xb = activation_buffer(n_tokens * padded_cols(cols));
+  round_rows(x, n_tokens, cols, xb);
+  matmul_bf16_rounded(w_bytes, bias, xb, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 }  // namespace avx512_bf16

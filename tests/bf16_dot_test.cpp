@@ -229,6 +229,48 @@ TEST(Bf16Dot, KernelRowSplitsAreBitwiseTheWholeCall) {
   }
 }
 
+// The two-step entries the model uses (activations rounded once per product, then the product
+// from them) give bitwise the emulation, also when the rounded input is shared by row ranges
+// that split every tile; the padding past `cols` is zero.
+TEST(Bf16Dot, RoundedOnceThenProductIsBitwiseTheEmulation) {
+  SKIP_WITHOUT_BF16_KERNEL();
+  const Kernels& k = table(Isa::Avx512Bf16);
+  ASSERT_NE(k.round_activations_bf16, nullptr);
+  ASSERT_NE(k.matmul_bf16_rounded, nullptr);
+  for (Isa isa : all_isas()) {
+    if (isa != Isa::Avx512Bf16 && isa_supported(isa)) {
+      EXPECT_EQ(table(isa).matmul_bf16_rounded, nullptr) << isa_name(isa);
+    }
+  }
+  size_t compared = 0;
+  for (size_t tokens : {size_t{1}, size_t{5}, size_t{70}}) {
+    for (size_t cols : {size_t{203}, size_t{896}}) {
+      const size_t rows = 53, stride = bf16_row_stride(cols);
+      const std::vector<float> wf = random_floats(rows * cols, 4), x = random_floats(tokens * cols, 5),
+                               bias = random_floats(rows, 6);
+      std::vector<uint16_t> w(wf.size());
+      for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
+      const auto ref = run(matmul_bf16_dot, w, bias.data(), x, rows, cols, tokens);
+      std::vector<uint16_t> xb(tokens * stride, 0xffff);
+      k.round_activations_bf16(x.data(), tokens, cols, xb.data());
+      for (size_t t = 0; t < tokens; ++t) {
+        for (size_t c = 0; c < stride; ++c) {
+          const uint16_t want = c < cols ? round_activation_bf16(x[t * cols + c]) : uint16_t{0};
+          ASSERT_EQ(xb[t * stride + c], want) << "token " << t << " column " << c;
+        }
+      }
+      std::vector<float> y(ref.size(), std::nanf(""));
+      const size_t cuts[] = {0, 1, 6, 19, 20, 37, 50, 53};
+      for (size_t i = 0; i + 1 < std::size(cuts); ++i)
+        k.matmul_bf16_rounded(reinterpret_cast<const std::byte*>(w.data()), bias.data(), xb.data(), y.data(), rows, cols,
+                              tokens, cuts[i], cuts[i + 1]);
+      EXPECT_TRUE(same_bits(y, ref)) << "tokens " << tokens << " cols " << cols;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 6u);
+}
+
 // Arbitrary bit patterns: subnormal, huge, infinite and NaN weights and activations, sums that
 // overflow or cancel. Equal bits, except that any NaN matches any NaN (which NaN an FMA
 // returns is not part of the rule).

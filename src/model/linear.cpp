@@ -18,17 +18,45 @@ bool quantized(WeightType type) { return weight_type_info(type).quantized; }
 // reads them, the activations quantized once for every thread and every matrix of the call.
 // The quantized copy lives in a buffer of the calling thread, grown and never shrunk, so
 // steady-state calls do not allocate.
+// Likewise the bf16-rounded copy when a bf16 matrix reads them on a tier whose bf16 product
+// rounds its activations (Kernels::round_activations_bf16).
 struct Input {
   const float* x;
   const kernels::QuantizedActivations* xq;
+  const uint16_t* xb;
   size_t n_tokens;
 };
 
-Input prepare(const Compute& c, bool quantize, const float* x, size_t cols, size_t n_tokens) {
+// What the matrices of one product need of their input.
+struct Needs {
+  bool quantized = false, bf16 = false;
+  void add(WeightType t) {
+    quantized |= weight_type_info(t).quantized;
+    bf16 |= t == WeightType::BF16;
+  }
+};
+
+Input prepare(const Compute& c, Needs needs, const float* x, size_t cols, size_t n_tokens) {
   thread_local kernels::QuantizedActivations xq;
-  if (!quantize) return {x, nullptr, n_tokens};
-  c.k->quantize_activations(x, cols, n_tokens, xq);
-  return {x, &xq, n_tokens};
+  thread_local std::vector<uint16_t> xb;
+  Input in{x, nullptr, nullptr, n_tokens};
+  if (needs.quantized) {
+    c.k->quantize_activations(x, cols, n_tokens, xq);
+    in.xq = &xq;
+  }
+  if (needs.bf16 && c.k->round_activations_bf16 != nullptr) {
+    const size_t size = n_tokens * kernels::bf16_row_stride(cols);
+    if (xb.size() < size) xb.resize(size);
+    c.k->round_activations_bf16(x, n_tokens, cols, xb.data());
+    in.xb = xb.data();
+  }
+  return in;
+}
+
+Input prepare(const Compute& c, WeightType type, const float* x, size_t cols, size_t n_tokens) {
+  Needs needs;
+  needs.add(type);
+  return prepare(c, needs, x, cols, n_tokens);
 }
 
 // Rows [begin, end) of w x + bias into y, whose rows are `stride` floats.
@@ -38,6 +66,8 @@ void product(const Compute& c, const Weight& w, const float* bias, const Input& 
     c.k->matmul_packed_for(w.type)(w.data, w.rows, bias, *in.xq, y, stride, begin, end);
   } else if (quantized(w.type)) {
     c.k->matmul_quantized_for(w.type)(w.data, bias, *in.xq, y, stride, begin, end);
+  } else if (w.type == WeightType::BF16 && in.xb != nullptr) {
+    c.k->matmul_bf16_rounded(w.data, bias, in.xb, y, stride, w.cols, in.n_tokens, begin, end);
   } else {
     c.k->matmul_for(w.type)(w.data, bias, in.x, y, stride, w.cols, in.n_tokens, begin, end);
   }
@@ -58,7 +88,7 @@ void for_rows(const Compute& c, size_t rows, size_t cols, size_t n_tokens, size_
 
 void linear(const Compute& c, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens) {
   if (n_tokens == 0 || w.rows == 0) return;
-  const Input in = prepare(c, quantized(w.type), x, w.cols, n_tokens);
+  const Input in = prepare(c, w.type, x, w.cols, n_tokens);
   for_rows(c, w.rows, w.cols, n_tokens, kRowGrain,
            [&](size_t begin, size_t end) { product(c, w, bias, in, y, w.rows, begin, end); });
 }
@@ -66,9 +96,9 @@ void linear(const Compute& c, const Weight& w, const float* bias, const float* x
 void linear(const Compute& c, const StackedWeight& w, const float* x, float* y, size_t n_tokens) {
   if (n_tokens == 0 || w.rows == 0) return;
   const size_t cols = w.parts.front().cols;
-  bool any_quantized = false;
-  for (const Weight& p : w.parts) any_quantized |= quantized(p.type);
-  const Input in = prepare(c, any_quantized, x, cols, n_tokens);
+  Needs needs;
+  for (const Weight& p : w.parts) needs.add(p.type);
+  const Input in = prepare(c, needs, x, cols, n_tokens);
   for_rows(c, w.rows, cols, n_tokens, kRowGrain, [&](size_t begin, size_t end) {
     // The part covering rows [first, first + p.rows) of the stack writes columns from `first`.
     size_t first = 0;
@@ -87,7 +117,10 @@ void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, floa
   if (w.fused.data == nullptr) {
     // Apart: gate then up into the two halves of the scratch, one quantization of x for both.
     const size_t cols = w.gate.cols;
-    const Input in = prepare(c, quantized(w.gate.type) || quantized(w.up.type), x, cols, n_tokens);
+    Needs needs;
+    needs.add(w.gate.type);
+    needs.add(w.up.type);
+    const Input in = prepare(c, needs, x, cols, n_tokens);
     float* gate = gate_up;
     float* up = gate_up + n_tokens * inter;
     const auto run = [&](const Weight& m, float* y) {
@@ -101,7 +134,7 @@ void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, floa
   }
   const Weight& m = w.fused;  // [2 * inter][cols], interleaved (linear.h)
   const size_t rows = m.rows, pair = 2 * kGateUpBlock;
-  const Input in = prepare(c, quantized(m.type), x, m.cols, n_tokens);
+  const Input in = prepare(c, m.type, x, m.cols, n_tokens);
   // A range is computed in chunks whose outputs fit in L2 ([n_tokens][chunk] floats), each
   // chunk's SwiGLU applied right after it, while those outputs are still cached. A chunk
   // boundary changes no result (the kernels are bitwise independent of row ranges).

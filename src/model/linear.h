@@ -4,8 +4,9 @@
 // pick the kernel from the table the model was opened with.
 //
 // Every product prepares its input once: for a quantized matrix the activations are
-// quantized once per call (kernels::QuantizedActivations), and every thread and every
-// stacked part reads that one copy.
+// quantized once per call (kernels::QuantizedActivations), for a bf16 matrix on the
+// avx512-bf16 tier they are rounded to bf16 once per call, and every thread and every stacked
+// part reads that one copy.
 #pragma once
 
 #include <algorithm>
