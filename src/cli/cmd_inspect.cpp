@@ -1,6 +1,7 @@
-// `nanoinfer inspect MODEL_DIR`: every tensor of a model directory checked against the
-// manifest its config implies, with a parameter breakdown and a verdict. Exits non-zero,
-// naming the tensor, on any missing, unexpected or mis-shaped tensor.
+// `nanoinfer inspect MODEL` (or `-m MODEL`): every tensor of a model directory or GGUF file
+// checked against the manifest its config implies, with a parameter breakdown and a verdict.
+// Exits non-zero, naming the tensor, on any missing, unexpected or mis-shaped tensor, or one
+// holding a NaN or infinity.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -26,24 +27,56 @@ double mib(uint64_t bytes) {
   return static_cast<double>(bytes) / (1024.0 * 1024.0);
 }
 
-void inspect(const std::filesystem::path& dir) {
-  const ModelReport r = inspect_model(dir);
-  const ModelConfig& cfg = r.config;
+// The lines only a GGUF file has: its header and what its tokenizer metadata holds.
+void print_gguf_facts(const GgufFacts& g) {
+  std::string file_type;
+  if (g.file_type) {
+    file_type = fmt::format(", file type {}", *g.file_type);
+    if (!g.file_type_name.empty()) file_type += fmt::format(" ({})", g.file_type_name);
+  }
+  fmt::print("gguf:   version {}, alignment {}, tensor data at byte {}, {} metadata keys; architecture {}{}{}\n",
+             g.version, g.alignment, with_commas(g.data_offset), g.metadata_keys, g.architecture,
+             g.name.empty() ? "" : fmt::format(", name \"{}\"", g.name), file_type);
+  if (g.tokenizer_model.empty() && g.tokens == 0) {
+    fmt::print("tokenizer: none in the file\n");
+    return;
+  }
+  fmt::print("tokenizer: {} (pre-tokenizer {}), {} tokens, {} merges{}{}\n", g.tokenizer_model,
+             g.tokenizer_pre.empty() ? "none" : g.tokenizer_pre, with_commas(g.tokens), with_commas(g.merges),
+             g.eos_token_id ? fmt::format(", eos {}", *g.eos_token_id) : "",
+             g.chat_template ? ", chat template" : "");
+}
 
-  fmt::print("model:  {}\n", dir.string());
+void inspect(const std::filesystem::path& path) {
+  const ModelReport r = inspect_model(path);
+  const ModelConfig& cfg = r.config;
+  const bool gguf = r.gguf.has_value();
+
+  fmt::print("model:  {}\n", path.string());
   fmt::print(
       "config: {}, {} layers, hidden {}, heads {} (kv {}, head dim {}), intermediate {}, "
       "vocab {}, {} embeddings\n",
       cfg.model_type, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
       cfg.num_key_value_heads, cfg.head_dim(), cfg.intermediate_size, cfg.vocab_size,
       cfg.tie_word_embeddings ? "tied" : "untied");
+  if (gguf) print_gguf_facts(*r.gguf);
   fmt::print("file:   {}, {} bytes ({:.1f} MiB), header {} bytes, {} tensors\n\n",
              r.files.weights.string(), with_commas(r.file_bytes), mib(r.file_bytes),
              with_commas(r.header_bytes), r.tensors.size());
 
-  size_t name_width = 4;
-  for (const auto& t : r.tensors) name_width = std::max(name_width, t.name.size());
-  fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", "name", name_width, "type", "shape", "bytes");
+  // A GGUF file's tensors are listed under both names: the manifest's and the file's own.
+  size_t name_width = 4, file_width = 9;
+  for (const auto& t : r.tensors) {
+    name_width = std::max(name_width, t.name.size());
+    file_width = std::max(file_width, t.file_name.size());
+  }
+  const auto row = [&](std::string_view name, std::string_view file_name, std::string_view type,
+                       std::string_view shape, std::string_view bytes) {
+    fmt::print("  {:<{}}  ", name, name_width);
+    if (gguf) fmt::print("{:<{}}  ", file_name, file_width);
+    fmt::print("{:<5}  {:<14}  {:>13}\n", type, shape, bytes);
+  };
+  row("name", "gguf name", "type", "shape", "bytes");
   std::map<std::string, uint64_t> params;  // by role, over tensors the manifest knows
   struct TypeTotals {
     size_t tensors = 0;
@@ -52,8 +85,7 @@ void inspect(const std::filesystem::path& dir) {
   std::map<std::string, TypeTotals> types;
   uint64_t tensor_bytes = 0, all_params = 0;
   for (const auto& t : r.tensors) {
-    fmt::print("  {:<{}}  {:<5}  {:<14}  {:>13}\n", t.name, name_width, t.type,
-               fmt::format("[{}]", fmt::join(t.shape, ", ")), with_commas(t.bytes));
+    row(t.name, t.file_name, t.type, fmt::format("[{}]", fmt::join(t.shape, ", ")), with_commas(t.bytes));
     if (!t.role.empty()) params[t.role] += t.params;
     TypeTotals& tt = types[t.type];
     ++tt.tensors;
@@ -97,12 +129,17 @@ void inspect(const std::filesystem::path& dir) {
 const bool registered = register_command({
     "",
     "inspect",
-    "Check a model directory's tensors against its config; print shapes, counts and a verdict",
+    "Check a model's tensors (directory or .gguf file) against its config; print shapes, counts and a verdict",
     [](CLI::App& sub) {
-      auto dir = std::make_shared<std::string>();
-      sub.add_option("MODEL_DIR", *dir, "Directory with config.json and model.safetensors")
-          ->required();
-      sub.callback([dir] { inspect(*dir); });
+      auto positional = std::make_shared<std::string>();
+      auto flag = std::make_shared<std::string>();
+      const char* help = "Model directory (config.json + model.safetensors) or a .gguf file";
+      CLI::Option* pos = sub.add_option("MODEL", *positional, help);
+      sub.add_option("-m,--model", *flag, help)->excludes(pos);
+      sub.callback([positional, flag] {
+        if (positional->empty() && flag->empty()) fail("inspect needs a model: MODEL or -m MODEL (a directory or a .gguf file)");
+        inspect(positional->empty() ? *flag : *positional);
+      });
     },
 });
 
