@@ -207,7 +207,9 @@ constexpr Kernels kScalar{Isa::Scalar,
                           nullptr,
                           nullptr,
                           scalar::dot_f32,
-                          scalar::axpy_f32};
+                          scalar::axpy_f32,
+                          scalar::dot_rows_f32,
+                          scalar::axpy_rows_f32};
 constexpr Kernels kAvx2{Isa::Avx2,
                         {avx2::matmul_f32, avx2::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
                         {nullptr, nullptr, avx2::matmul_quantized_q8_0, avx2::matmul_quantized_q4_0},
@@ -216,7 +218,9 @@ constexpr Kernels kAvx2{Isa::Avx2,
                         nullptr,
                         nullptr,
                         avx2::dot_f32,
-                        avx2::axpy_f32};
+                        avx2::axpy_f32,
+                        avx2::dot_rows_f32,
+                        avx2::axpy_rows_f32};
 constexpr Kernels kAvx2Vnni{Isa::Avx2Vnni,
                             {avx2::matmul_f32, avx2::matmul_bf16, avx2_vnni::matmul_q8_0, avx2_vnni::matmul_q4_0},
                             {nullptr, nullptr, avx2_vnni::matmul_quantized_q8_0, avx2_vnni::matmul_quantized_q4_0},
@@ -225,7 +229,9 @@ constexpr Kernels kAvx2Vnni{Isa::Avx2Vnni,
                             nullptr,
                             nullptr,
                             avx2::dot_f32,
-                            avx2::axpy_f32};
+                            avx2::axpy_f32,
+                            avx2::dot_rows_f32,
+                            avx2::axpy_rows_f32};
 // Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
 // no zmm sign trick), so the avx512 tier keeps AVX2's quantized kernels.
 constexpr Kernels kAvx512{Isa::Avx512,
@@ -236,7 +242,9 @@ constexpr Kernels kAvx512{Isa::Avx512,
                           nullptr,
                           nullptr,
                           avx512::dot_f32,
-                          avx512::axpy_f32};
+                          avx512::axpy_f32,
+                          avx512::dot_rows_f32,
+                          avx512::axpy_rows_f32};
 constexpr Kernels kAvx512Vnni{
     Isa::Avx512Vnni,
     {avx512::matmul_f32, avx512::matmul_bf16, avx512_vnni::matmul_q8_0, avx512_vnni::matmul_q4_0},
@@ -246,7 +254,9 @@ constexpr Kernels kAvx512Vnni{
     nullptr,
     nullptr,
     avx512::dot_f32,
-    avx512::axpy_f32};
+    avx512::axpy_f32,
+    avx512::dot_rows_f32,
+    avx512::axpy_rows_f32};
 // avx512-vnni's table with one change: the bf16 product on vdpbf16ps, which rounds the
 // activations to bf16 (kernels/scalar_bf16_dot.cpp). Nothing else differs by a bit.
 constexpr Kernels kAvx512Bf16{
@@ -258,7 +268,9 @@ constexpr Kernels kAvx512Bf16{
     avx512_bf16::round_activations,
     avx512_bf16::matmul_bf16_rounded,
     avx512::dot_f32,
-    avx512::axpy_f32};
+    avx512::axpy_f32,
+    avx512::dot_rows_f32,
+    avx512::axpy_rows_f32};
 
 }  // namespace
 

@@ -92,6 +92,13 @@ struct Kernels {
   float (*dot_f32)(const float* a, const float* b, size_t n);
   // y[i] += alpha * x[i] (attention: weighted sum of values).
   void (*axpy_f32)(float alpha, const float* x, float* y, size_t n);
+  // The same over `count` rows of a strided matrix (attention over the cached keys and values),
+  // in one call: out[j] = dot_f32(q, rows + j * stride, n) * scale, and, for j in order,
+  // axpy_f32(alphas[j] * mult, rows + j * stride, y, n). Bitwise what those calls give.
+  void (*dot_rows_f32)(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale,
+                       float* out);
+  void (*axpy_rows_f32)(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
+                        float* y);
 
   MatmulFn matmul_for(WeightType type) const { return matmul[static_cast<size_t>(type)]; }
   MatmulQuantizedFn matmul_quantized_for(WeightType type) const { return matmul_quantized[static_cast<size_t>(type)]; }
@@ -133,6 +140,10 @@ using MatmulPackedSig = void(const std::byte* w, size_t w_rows, const float* bia
 using QuantizeActivationsSig = void(const float* x, size_t cols, size_t n, QuantizedActivations& out);
 using DotSig = float(const float* a, const float* b, size_t n);
 using AxpySig = void(float alpha, const float* x, float* y, size_t n);
+using DotRowsSig = void(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale,
+                        float* out);
+using AxpyRowsSig = void(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
+                         float* y);
 
 // The scalar reference products of the quantized types (kernels/scalar_quant.cpp, which
 // states the exact accumulation rule every ISA reproduces bitwise).
@@ -159,6 +170,8 @@ namespace scalar {       // kernels/scalar.cpp (baseline x86-64, no FMA)
 MatmulSig matmul_f32, matmul_bf16;
 DotSig dot_f32;
 AxpySig axpy_f32;
+DotRowsSig dot_rows_f32;
+AxpyRowsSig axpy_rows_f32;
 }  // namespace scalar
 namespace avx2 {         // kernels/*_avx2.cpp
 MatmulSig matmul_f32, matmul_bf16, matmul_q8_0, matmul_q4_0;
@@ -166,6 +179,8 @@ MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 QuantizeActivationsSig quantize_activations;
 DotSig dot_f32;
 AxpySig axpy_f32;
+DotRowsSig dot_rows_f32;
+AxpyRowsSig axpy_rows_f32;
 }  // namespace avx2
 namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
 MatmulSig matmul_q8_0, matmul_q4_0;
@@ -175,6 +190,8 @@ namespace avx512 {       // kernels/*_avx512.cpp
 MatmulSig matmul_f32, matmul_bf16;
 DotSig dot_f32;
 AxpySig axpy_f32;
+DotRowsSig dot_rows_f32;
+AxpyRowsSig axpy_rows_f32;
 }  // namespace avx512
 namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
 MatmulSig matmul_q8_0, matmul_q4_0;

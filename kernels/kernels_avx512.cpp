@@ -52,6 +52,15 @@ float dot_f32(const float* a, const float* b, size_t n) { return dot<Avx512Ops>(
 
 void axpy_f32(float alpha, const float* x, float* y, size_t n) { axpy<Avx512Ops>(alpha, x, y, n); }
 
+void dot_rows_f32(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale, float* out) {
+  dot_rows<Avx512Ops>(q, rows, stride, count, n, scale, out);
+}
+
+void axpy_rows_f32(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
+                   float* y) {
+  axpy_rows<Avx512Ops>(alphas, mult, rows, stride, count, n, y);
+}
+
 }  // namespace avx512
 
 }  // namespace nanoinfer::kernels

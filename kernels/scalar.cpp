@@ -52,6 +52,15 @@ void axpy_f32(float alpha, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
+void dot_rows_f32(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale, float* out) {
+  for (size_t j = 0; j < count; ++j) out[j] = dot_f32(q, rows + j * stride, n) * scale;
+}
+
+void axpy_rows_f32(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
+                   float* y) {
+  for (size_t j = 0; j < count; ++j) axpy_f32(alphas[j] * mult, rows + j * stride, y, n);
+}
+
 }  // namespace scalar
 
 }  // namespace nanoinfer::kernels

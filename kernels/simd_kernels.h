@@ -147,6 +147,62 @@ void axpy(float alpha, const float* x, float* y, size_t n) {
   for (size_t i = body; i < n; ++i) y[i] = __builtin_fmaf(alpha, x[i], y[i]);
 }
 
+// dot() against `count` strided rows, four at a time: four independent chains in flight,
+// each with exactly dot()'s operations for its row.
+template <class Ops>
+void dot_rows(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale, float* out) {
+  using B = typename Ops::batch;
+  constexpr size_t W = Ops::width;
+  const size_t body = n - n % W;
+  size_t j = 0;
+  for (; j + 4 <= count; j += 4) {
+    const float* r[4] = {rows + j * stride, rows + (j + 1) * stride, rows + (j + 2) * stride, rows + (j + 3) * stride};
+    B acc[4] = {B(0.0f), B(0.0f), B(0.0f), B(0.0f)};
+    for (size_t i = 0; i < body; i += W) {
+      const B qi = Ops::load(q + i);
+      for (size_t k = 0; k < 4; ++k) acc[k] = Ops::fma(qi, Ops::load(r[k] + i), acc[k]);
+    }
+    if (body < n) {
+      const B qt = Ops::load_tail(q + body, n - body);
+      for (size_t k = 0; k < 4; ++k) acc[k] = Ops::fma(qt, Ops::load_tail(r[k] + body, n - body), acc[k]);
+    }
+    for (size_t k = 0; k < 4; ++k) out[j + k] = Ops::reduce(acc[k]) * scale;
+  }
+  for (; j < count; ++j) out[j] = dot<Ops>(q, rows + j * stride, n) * scale;
+}
+
+// axpy() of `count` strided rows into y. When y is a few whole batches (an attention head of
+// up to 8 * width floats), it stays in registers across the rows: the same fma per element
+// and row, in the same order, without a load and store of y per row.
+template <class Ops, size_t NB>
+void axpy_rows_in_registers(const float* alphas, float mult, const float* rows, size_t stride, size_t count,
+                            float* y) {
+  using B = typename Ops::batch;
+  constexpr size_t W = Ops::width;
+  B acc[NB];
+  for (size_t b = 0; b < NB; ++b) acc[b] = Ops::load(y + b * W);
+  for (size_t j = 0; j < count; ++j) {
+    const B a(alphas[j] * mult);
+    const float* r = rows + j * stride;
+    for (size_t b = 0; b < NB; ++b) acc[b] = Ops::fma(a, Ops::load(r + b * W), acc[b]);
+  }
+  for (size_t b = 0; b < NB; ++b) acc[b].store_unaligned(y + b * W);
+}
+
+template <class Ops>
+void axpy_rows(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n, float* y) {
+  constexpr size_t W = Ops::width;
+  if (n % W == 0) {
+    switch (n / W) {
+      case 1: return axpy_rows_in_registers<Ops, 1>(alphas, mult, rows, stride, count, y);
+      case 2: return axpy_rows_in_registers<Ops, 2>(alphas, mult, rows, stride, count, y);
+      case 4: return axpy_rows_in_registers<Ops, 4>(alphas, mult, rows, stride, count, y);
+      case 8: return axpy_rows_in_registers<Ops, 8>(alphas, mult, rows, stride, count, y);
+      default: break;
+    }
+  }
+  for (size_t j = 0; j < count; ++j) axpy<Ops>(alphas[j] * mult, rows + j * stride, y, n);
+}
 
 }  // namespace
 }  // namespace nanoinfer::kernels

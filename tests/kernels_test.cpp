@@ -265,6 +265,35 @@ TEST(Kernels, DotMatchesExactWithinDerivedBound) {
   }
 }
 
+// Attention's entries over strided rows of the cache: bitwise the per-row dot and axpy calls,
+// for head sizes in and out of the register path (whole batches up to 8) and row counts around
+// the groups of four.
+TEST(Kernels, DotRowsAndAxpyRowsAreBitwiseThePerRowCalls) {
+  size_t compared = 0;
+  for (Isa isa : supported_isas()) {
+    const Kernels& k = table(isa);
+    for (size_t n : {1, 7, 8, 16, 17, 32, 64, 100, 128, 256}) {
+      for (size_t count : {1, 3, 4, 5, 9, 33}) {
+        const size_t stride = n + 3;  // rows of a wider matrix, as in the KV cache
+        const std::vector<float> q = random_floats(n, 7), rows = random_floats(count * stride, 8),
+                                 alphas = random_floats(count, 9), y0 = random_floats(n, 10);
+        std::vector<float> want(count), got(count, std::nanf(""));
+        for (size_t j = 0; j < count; ++j) want[j] = k.dot_f32(q.data(), rows.data() + j * stride, n) * 0.125f;
+        k.dot_rows_f32(q.data(), rows.data(), stride, count, n, 0.125f, got.data());
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), count * sizeof(float)), 0)
+            << isa_name(isa) << " n " << n << " count " << count;
+        std::vector<float> y_want = y0, y_got = y0;
+        for (size_t j = 0; j < count; ++j) k.axpy_f32(alphas[j] * 0.3f, rows.data() + j * stride, y_want.data(), n);
+        k.axpy_rows_f32(alphas.data(), 0.3f, rows.data(), stride, count, n, y_got.data());
+        ASSERT_EQ(std::memcmp(y_want.data(), y_got.data(), n * sizeof(float)), 0)
+            << isa_name(isa) << " n " << n << " count " << count;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, supported_isas().size() * 10 * 6);
+}
+
 TEST(Kernels, AxpyRoundsExactlyOncePerElementOnFmaIsas) {
   for (Isa isa : supported_isas()) {
     for (size_t n : {1, 7, 8, 9, 17, 33, 100}) {

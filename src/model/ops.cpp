@@ -86,8 +86,9 @@ void attention(const Compute& c, const AttentionShape& shape, const float* q, co
   const size_t n_keys = pos0 + n;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
 
-  // The kernels' dot and axpy, one table per model: each output element is computed the
-  // same way whichever thread runs its head and however the tokens were chunked.
+  // The kernels' dot and axpy over the cached rows, one table per model: each output element
+  // is computed the same way whichever thread runs its head and however the tokens were
+  // chunked.
   const kernels::Kernels& k = *c.k;
   auto heads = [&](size_t h_begin, size_t h_end) {
     for (size_t h = h_begin; h < h_end; ++h) {
@@ -96,11 +97,9 @@ void attention(const Compute& c, const AttentionShape& shape, const float* q, co
       for (size_t t = 0; t < n; ++t) {
         const float* qh = q + t * q_dim + h * hd;
         const size_t visible = pos0 + t + 1;  // causal: keys 0 .. pos0+t
+        k.dot_rows_f32(qh, keys + kv_off, kv_dim, visible, hd, scale, s);
         float max = -INFINITY;
-        for (size_t j = 0; j < visible; ++j) {
-          s[j] = k.dot_f32(qh, keys + j * kv_dim + kv_off, hd) * scale;
-          max = s[j] > max ? s[j] : max;
-        }
+        for (size_t j = 0; j < visible; ++j) max = s[j] > max ? s[j] : max;
         float sum = 0.0f;
         for (size_t j = 0; j < visible; ++j) {
           s[j] = std::exp(s[j] - max);
@@ -109,7 +108,7 @@ void attention(const Compute& c, const AttentionShape& shape, const float* q, co
         const float inv_sum = 1.0f / sum;
         float* o = out + t * q_dim + h * hd;
         std::fill(o, o + hd, 0.0f);
-        for (size_t j = 0; j < visible; ++j) k.axpy_f32(s[j] * inv_sum, values + j * kv_dim + kv_off, o, hd);
+        k.axpy_rows_f32(s, inv_sum, values + kv_off, kv_dim, visible, hd, o);
         if (probs != nullptr) {
           float* p = probs + (t * shape.n_heads + h) * n_keys;  // [n_keys]
           for (size_t j = 0; j < visible; ++j) p[j] = s[j] * inv_sum;
