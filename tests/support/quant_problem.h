@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -60,6 +61,16 @@ inline size_t first_difference(const std::vector<float>& a, const std::vector<fl
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
     if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i])) return i;
   return a.size();
+}
+
+// Where y first differs from ref, as " at [token][row]: y vs ref" for outputs of `rows` rows
+// per token; empty when they are bitwise equal.
+inline std::string describe_difference(const std::vector<float>& y, const std::vector<float>& ref, size_t rows) {
+  const size_t i = first_difference(y, ref);
+  if (i == y.size() && y.size() == ref.size()) return "";
+  if (i >= y.size() || i >= ref.size()) return " (sizes differ)";
+  return " at [" + std::to_string(i / rows) + "][" + std::to_string(i % rows) + "]: " + std::to_string(y[i]) + " vs " +
+         std::to_string(ref[i]);
 }
 
 struct QShape {
