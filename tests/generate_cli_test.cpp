@@ -241,6 +241,11 @@ TEST_F(GenerateCli, BenchBandwidthRecordsEveryPass) {
   EXPECT_GT(rec["min_gbps"].get<double>(), 0.0);
   EXPECT_LE(rec["min_gbps"].get<double>(), rec["median_gbps"].get<double>());
   EXPECT_LE(rec["median_gbps"].get<double>(), rec["max_gbps"].get<double>());
+  // Without -o it only prints: a probe now and then appends to no tracked file.
+  const auto quiet = run_cli({"bench", "bandwidth", "-t", "1", "--size-mib", "8", "-r", "1"});
+  ASSERT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_NE(quiet.out.find("sequential read of 8 MiB"), std::string::npos) << quiet.out;
+  EXPECT_EQ(quiet.out.find("appended"), std::string::npos) << quiet.out;
   expect_one_line_error(run_cli({"bench", "bandwidth", "--size-mib", "0"}), "--size-mib must be >= 1");
   expect_one_line_error(run_cli({"bench", "bandwidth", "-r", "0"}), "-r must be >= 1");
 }

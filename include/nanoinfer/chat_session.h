@@ -28,7 +28,7 @@ class ChatSession {
   // Adds a user turn, generates the reply (streamed to on_text) and records it. If the turn
   // does not fit in the context, throws Error and leaves the conversation as it was; if the
   // reply fails part way (e.g. the model produces NaN logits), throws Error and starts over.
-  GenerationStats send(std::string_view user_text, const GenerateOptions& options,
+  GenerationStats send(std::string_view user_text, const StopRules& options,
                        const TextSink& on_text);
 
   // Starts over (keeps the system prompt).

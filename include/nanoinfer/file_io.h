@@ -66,4 +66,29 @@ class LineReader {
   size_t line_number_ = 0;
 };
 
+// A new directory, made with mkdtemp as `parent/prefix.XXXXXX` (mode 0700), removed with its
+// contents when the object goes, unless commit() moved it into place. For outputs built
+// aside and renamed over their target at the end (quantize's model directory) and for
+// scratch space (the directory a GGUF file is built from, bench quant's levels).
+class ScratchDir {
+ public:
+  // Throws Error naming `parent` when the directory cannot be made.
+  ScratchDir(const std::filesystem::path& parent, std::string_view prefix);
+  // A hidden directory beside `target` (".NAME.tmp.XXXXXX" in its parent), where an output is
+  // built before it is renamed over, or written to, `target`; errors name `target`.
+  static ScratchDir beside(const std::filesystem::path& target);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  // Gives the directory the mode a new directory gets under the umask (mkdtemp's is 0700)
+  // and renames it to `target` (an absent or empty directory on the same file system).
+  void commit(const std::filesystem::path& target);
+
+ private:
+  std::filesystem::path path_;
+  bool committed_ = false;
+};
+
 }  // namespace nanoinfer

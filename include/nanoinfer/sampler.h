@@ -3,7 +3,8 @@
 // The filtering chain follows Hugging Face's logits processors/warpers, evaluated in double:
 //  - repetition penalty: every distinct token already in the context has its logit divided
 //    by the penalty when positive and multiplied by it when negative (applied once per token
-//    no matter how often it occurs);
+//    no matter how often it occurs): the RepetitionPenalty logit processor
+//    (nanoinfer/logit_processor.h), the first of a sequence's processors;
 //  - temperature: logits / T; T == 0 means greedy (argmax of the penalised logits, lowest
 //    id on ties) and skips every other step;
 //  - top-k (k > 0): keeps every token whose score is >= the k-th largest score, so ties at
@@ -25,6 +26,8 @@
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "nanoinfer/logit_processor.h"
 
 namespace nanoinfer {
 
@@ -69,32 +72,36 @@ class Sampler {
   const SamplerParams& params() const { return params_; }
   int64_t vocab_size() const { return vocab_size_; }
 
-  // Runs the filtering chain on `logits` [vocab] given the tokens seen so far (prompt and
-  // generated; duplicates allowed). With temperature 0 the result is the single greedy token
-  // with probability 1. Never returns an empty set. A NaN or infinite logit (a broken model)
-  // throws nanoinfer::Error naming the token and value, as does a temperature or penalty
-  // small enough to overflow the scaled logits.
+  // The two halves the generation step runs with its logit processors in between:
+  // load() widens `logits` [vocab] into the sampler's scores and returns them for processors
+  // to edit (a NaN or infinite logit, from a broken model, throws nanoinfer::Error naming the
+  // token and value); select() applies temperature, top-k, top-p and min-p to those scores.
+  // With temperature 0 the result is the single greedy token with probability 1. Never
+  // returns an empty set. A temperature small enough to overflow the scaled scores throws.
+  std::span<double> load(std::span<const float> logits);
+  Candidates select();
+  // select(), then draw with the next number of the seeded stream (greedy draws nothing, so
+  // the stream does not advance).
+  int32_t choose();
+
+  // load(), the repetition penalty of the params over `history` (the tokens seen so far:
+  // prompt and generated; duplicates allowed), select(): the whole chain of this header.
   Candidates filter(std::span<const float> logits, std::span<const int32_t> history);
 
   // Inverse CDF: the first candidate (in the order given) whose cumulative probability
   // exceeds u * total. `u` in [0, 1). Throws for an empty set or a sum that is not positive.
   static int32_t draw(const Candidates& candidates, double u);
 
-  // filter, then draw with the next number of the seeded stream (greedy draws nothing, so
-  // the stream does not advance).
+  // filter, then draw as choose() does.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
  private:
-  void apply_penalty_and_temperature(std::span<const float> logits,
-                                     std::span<const int32_t> history);
-
   SamplerParams params_;
   int64_t vocab_size_;
   Rng rng_;
-  std::vector<double> scores_;    // [vocab] penalised, temperature-scaled logits
+  RepetitionPenalty penalty_;
+  std::vector<double> scores_;    // [vocab] logits, processed, then temperature-scaled
   std::vector<int32_t> order_;    // [vocab] candidate ids being filtered
-  std::vector<uint32_t> seen_;    // [vocab] stamp of the last call that penalised the id
-  uint32_t stamp_ = 0;
   std::vector<int32_t> kept_ids_;  // [vocab]
   std::vector<double> kept_probs_;  // [vocab]
   std::vector<double> heap_;        // [top_k] selection of the k-th largest score

@@ -174,4 +174,38 @@ bool LineReader::next(std::string& line) {
        max_line_bytes_);
 }
 
+// ---- ScratchDir ---------------------------------------------------------------------------------
+
+ScratchDir::ScratchDir(const std::filesystem::path& parent, std::string_view prefix) {
+  std::string tmpl = (parent / (std::string(prefix) + ".XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    fail("cannot create a directory in {}: {}", parent.string(), std::strerror(errno));
+  }
+  path_ = tmpl;
+}
+
+ScratchDir ScratchDir::beside(const std::filesystem::path& target) {
+  const std::filesystem::path parent = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  try {
+    return ScratchDir(parent, "." + target.filename().string() + ".tmp");
+  } catch (const Error& e) {
+    fail("{}: {}", target.string(), e.what());
+  }
+}
+
+ScratchDir::~ScratchDir() {
+  if (committed_) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void ScratchDir::commit(const std::filesystem::path& target) {
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::chmod(path_.c_str(), 0777 & ~mask) != 0 || ::rename(path_.c_str(), target.c_str()) != 0) {
+    fail("{}: cannot move {} into place: {}", target.string(), path_.string(), std::strerror(errno));
+  }
+  committed_ = true;
+}
+
 }  // namespace nanoinfer

@@ -19,6 +19,7 @@
 
 #include "command.h"
 #include "common_options.h"
+#include "nanoinfer/viz_trace.h"
 #include "bench_record.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/splitmix64.h"
@@ -48,24 +49,6 @@ std::vector<int32_t> bench_prompt(size_t n, int32_t vocab) {
   return ids;
 }
 
-// Greedy decode without a cache: every step pushes the whole sequence through a cleared cache.
-// Returns the generated ids; `seconds` gets the time of the n steps.
-std::vector<int32_t> decode_uncached(const Model& model, Sequence& cache, std::vector<int32_t> seq,
-                                     size_t n, int64_t vocab, double& seconds) {
-  Sampler greedy(vocab, {.temperature = 0.0});
-  const auto start = Clock::now();
-  std::vector<int32_t> out;
-  for (size_t i = 0; i < n; ++i) {
-    cache.cache().clear();
-    const auto logits = model.forward(seq, cache);
-    const int32_t id = greedy.sample(logits.first(static_cast<size_t>(vocab)), {});
-    out.push_back(id);
-    seq.push_back(id);
-  }
-  seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return out;
-}
-
 void run(const BenchFlags& f) {
   if (f.n_prompt < 1) fail("-p must be >= 1, got {}", f.n_prompt);
   if (f.n_gen < 1) fail("-n must be >= 1, got {}", f.n_gen);
@@ -82,7 +65,7 @@ void run(const BenchFlags& f) {
   Generator generator(m.model, m.tokenizer, {.temperature = 0.0});
   // No end-of-sequence ids: every run decodes exactly n_gen steps (n_gen + 1 tokens sampled,
   // the first from the prefill's logits).
-  const GenerateOptions options{.max_new_tokens = f.n_gen + 1};
+  const StopRules options{.max_new_tokens = f.n_gen + 1};
   const TextSink discard = [](std::string_view) {};
 
   std::vector<double> pp, tg, ttft;
@@ -191,16 +174,19 @@ void run(const BenchFlags& f) {
 
   if (f.cache_ab) {
     // Alternate cached and uncached runs so drift in machine load hits both alike.
-    Sequence scratch = m.model.new_sequence();
     std::vector<double> cached_ts, uncached_ts;
     for (int64_t r = 0; r < f.repetitions; ++r) {
       generator.reset();
       const GenerationStats s = generator.generate(prompt, {.max_new_tokens = f.n_gen}, discard);
       const std::vector<int32_t> cached(generator.tokens().begin() + static_cast<ptrdiff_t>(n_prompt),
                                         generator.tokens().end());
+      // Greedy with every step recomputing the whole context from an empty cache.
       double seconds = 0;
-      const std::vector<int32_t> uncached =
-          decode_uncached(m.model, scratch, prompt, n_gen, m.tokenizer.vocab_size(), seconds);
+      std::vector<int32_t> uncached;
+      for (const TimedStep& step : run_timed_steps(m.model, m.tokenizer, prompt, n_gen, {.temperature = 0.0}, false)) {
+        uncached.push_back(step.token);
+        seconds += step.seconds;
+      }
       if (cached != uncached) {
         fail("cache A/B: cached and uncached greedy decoding differ (run {}); the KV cache is wrong", r);
       }

@@ -8,8 +8,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <sstream>
 
@@ -17,6 +15,7 @@
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/perplexity.h"
 #include "nanoinfer/quantize.h"
 
@@ -70,32 +69,6 @@ std::vector<Level> parse_levels(const std::string& list) {
   return levels;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read text file '{}'", path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// A scratch directory for the quantized levels, removed with its contents.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (fs::temp_directory_path() / "nanoinfer-bench-quant-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) fail("cannot create a scratch directory {}: {}", tmpl, std::strerror(errno));
-    path_ = tmpl;
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 struct Row {
   std::string level, type, method, head = "-";
   uint64_t bytes = 0;
@@ -106,7 +79,7 @@ void run(const QuantBenchFlags& f) {
   const std::vector<Level> levels = parse_levels(f.levels);
   if (f.calib_windows < 1) fail("--calib-windows must be >= 1, got {}", f.calib_windows);
   check_bench_results_path(f.output);
-  const std::string text = read_file(f.file);
+  const std::string text = read_file(f.file, kMaxTextFileBytes);
   OpenOptions base_options = open_options(f.model);
   base_options.model.weights.reset();  // the base is the model as stored
   const OpenedModel base = open_model(f.model.model_dir, base_options);
@@ -114,7 +87,8 @@ void run(const QuantBenchFlags& f) {
                                          : std::min(kDefaultWindow, base.model.max_context());
   const std::vector<int32_t> tokens = base.tokenizer.encode(text);
   if (tokens.size() < 2) fail("'{}' has {} token(s); perplexity needs at least 2", f.file, tokens.size());
-  const ScratchDir scratch;
+  // The quantized levels, removed with their directory.
+  const ScratchDir scratch(fs::temp_directory_path(), "nanoinfer-bench-quant");
   uint64_t base_bytes = 0, base_params = 0;
   {
     // The base's size as stored, from the report `inspect` prints.

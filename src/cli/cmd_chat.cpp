@@ -3,6 +3,7 @@
 // The "> " prompt goes to stderr and only when stdin is a terminal, so a pipe gets replies only.
 // A failed turn is reported on stderr and the chat goes on, but the exit code is then 1.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,13 +38,9 @@ void run(const ChatFlags& f) {
   require_non_negative(f.n_predict, "-n");
   OpenedModel m = load_model(f.model);
   const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
-  GenerateOptions options;
+  StopRules options;
   options.max_new_tokens = f.n_predict;
-  options.eos_ids = m.generation.eos_token_ids;
-  if (const auto im_end = m.tokenizer.token_id("<|im_end|>");
-      im_end && std::find(options.eos_ids.begin(), options.eos_ids.end(), *im_end) == options.eos_ids.end()) {
-    options.eos_ids.push_back(*im_end);
-  }
+  options.eos_ids = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
   if (options.eos_ids.empty()) fail("{}: the tokenizer has no <|im_end|> token, so a chat turn could never end", m.dir.string());
 
   Generator generator(m.model, m.tokenizer, sampling.params());
@@ -77,6 +74,10 @@ void run(const ChatFlags& f) {
       const GenerationStats s = session.send(line, options, write_stdout);
       write_stdout("\n");
       if (f.verbose) {
+        const std::span<const int32_t> all = generator.tokens();
+        const size_t reply_start = all.size() - s.generated_tokens;
+        fmt::print(stderr, "[context ids: {}]\n[reply ids: {}]\n", fmt::join(all.first(reply_start), " "),
+                   fmt::join(all.subspan(reply_start), " "));
         fmt::print(stderr, "[prefill {} tokens, {:.1f} tok/s | {} tokens, {:.2f} tok/s | {} | context {}/{}]\n",
                    s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens,
                    s.decode_tokens_per_second(), stop_reason_name(s.stop_reason),

@@ -9,19 +9,14 @@
 #include "command.h"
 #include "output.h"
 #include "common_options.h"
-#include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/generation_step.h"
 #include "nanoinfer/generator.h"
 
 namespace nanoinfer::cli {
 namespace {
 
-struct GenerateFlags {
-  ModelFlags model;
-  SamplingOverrides sampling;
-  std::string prompt;
-  int64_t n_predict = 256;
-  bool chat = false;
+struct GenerateFlags : PromptFlags {
   std::vector<std::string> stops;
   bool verbose = false;
 };
@@ -39,37 +34,25 @@ void run(const GenerateFlags& f) {
   OpenedModel m = load_model(f.model);
   const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
 
-  GenerateOptions options;
+  StopRules options;
   options.max_new_tokens = f.n_predict;
   options.stop_strings = f.stops;
-  options.eos_ids = m.generation.eos_token_ids;
-  if (options.eos_ids.empty() && m.tokenizer.eos_token_id()) {
-    options.eos_ids.push_back(*m.tokenizer.eos_token_id());
-  }
-  std::string prompt = f.prompt;
-  if (f.chat) {
-    const ChatMessage user{"user", f.prompt};
-    prompt = render_chat({&user, 1}, /*add_generation_prompt=*/true);
-    // The template closes every turn with <|im_end|>: the reply ends there too.
-    if (const auto im_end = m.tokenizer.token_id("<|im_end|>");
-        im_end && std::find(options.eos_ids.begin(), options.eos_ids.end(), *im_end) == options.eos_ids.end()) {
-      options.eos_ids.push_back(*im_end);
-    }
-  }
-  const std::vector<int32_t> tokens = m.tokenizer.encode(prompt);
+  options.eos_ids = stop_token_ids(m.generation, m.tokenizer, f.chat);
+  const std::vector<int32_t> tokens = encode_prompt(m.tokenizer, f);
 
   if (f.verbose) {
     fmt::print(stderr, "model: {} ({}, {} threads, context {}, {} kernels)\n", m.dir.string(),
                weight_type_name(m.model.weight_type()), m.model.options().threads, m.model.max_context(),
                isa_name(m.model.isa()));
     fmt::print(stderr, "{}", sampling.describe());
-    fmt::print(stderr, "eos ids: {}\nprompt: {} tokens\n", fmt::join(options.eos_ids, ", "),
-               tokens.size());
+    fmt::print(stderr, "eos ids: {}\nprompt: {} tokens: {}\n", fmt::join(options.eos_ids, ", "), tokens.size(),
+               fmt::join(tokens, " "));
   }
 
   Generator generator(m.model, m.tokenizer, sampling.params());
   const GenerationStats s = generator.generate(tokens, options, write_stdout);
   write_stdout("\n");
+  if (f.verbose) fmt::print(stderr, "generated ids: {}\n", fmt::join(generator.tokens().subspan(tokens.size()), " "));
 
   const double decode_tps = s.decode_tokens_per_second();
   fmt::print(stderr, "load {:.2f} s | prompt {} tokens, prefill {:.1f} tok/s | first token {:.3f} s\n",
@@ -81,11 +64,7 @@ void run(const GenerateFlags& f) {
 
 void setup(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
-  add_model_flags(app, f->model);
-  app.add_option("-p,--prompt", f->prompt, "Prompt text")->required();
-  app.add_option("-n,--n-predict", f->n_predict, "Maximum tokens to generate (default 256)");
-  add_sampling_flags(app, f->sampling);
-  app.add_flag("--chat", f->chat, "Wrap the prompt in the chat template as one user turn");
+  add_prompt_flags(app, *f, 256, "Maximum tokens to generate");
   app.add_option("--stop", f->stops, "Stop when this text appears (not printed); repeatable");
   app.add_flag("--verbose", f->verbose, "Print settings and where each came from to stderr");
   app.callback([f] { run(*f); });

@@ -4,6 +4,7 @@
 
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/generation_step.h"
 #include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer::cli {
@@ -70,5 +71,20 @@ OpenOptions open_options(const ModelFlags& flags) {
 }
 
 OpenedModel load_model(const ModelFlags& flags) { return open_model(flags.model_dir, open_options(flags)); }
+
+void add_prompt_flags(CLI::App& app, PromptFlags& flags, int64_t default_n, std::string_view n_help) {
+  add_model_flags(app, flags.model);
+  app.add_option("-p,--prompt", flags.prompt, "Prompt text")->required();
+  flags.n_predict = default_n;
+  app.add_option("-n,--n-predict", flags.n_predict, fmt::format("{} (default {})", n_help, default_n));
+  add_sampling_flags(app, flags.sampling);
+  app.add_flag("--chat", flags.chat, "Wrap the prompt in the chat template as one user turn");
+}
+
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, const PromptFlags& flags) {
+  if (!flags.chat) return encode_raw_prompt(tok, flags.prompt);
+  const ChatMessage user{"user", flags.prompt};
+  return encode_chat_prompt(tok, {&user, 1});
+}
 
 }  // namespace nanoinfer::cli

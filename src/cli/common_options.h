@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "nanoinfer/engine.h"
 
@@ -29,6 +31,20 @@ OpenedModel load_model(const ModelFlags& flags);
 // Sampling flags (--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed); unset flags
 // stay unset so generation_config.json can supply them.
 void add_sampling_flags(CLI::App& app, SamplingOverrides& overrides);
+
+// What the commands that generate from one prompt share (generate, viz): the model and
+// sampling flags, -p, -n (with the command's default and help) and --chat.
+struct PromptFlags {
+  ModelFlags model;
+  SamplingOverrides sampling;
+  std::string prompt;
+  int64_t n_predict = 0;
+  bool chat = false;
+};
+void add_prompt_flags(CLI::App& app, PromptFlags& flags, int64_t default_n, std::string_view n_help);
+// The prompt's tokens, encoded as every front end encodes what a user typed (chat: one user
+// turn through the template, special-token text in it kept as text).
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, const PromptFlags& flags);
 
 // "-n" and friends are checked here rather than by CLI11 so every error is one line.
 void require_non_negative(int64_t value, std::string_view flag);

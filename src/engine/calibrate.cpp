@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <iterator>
 
 #include "model/gptq.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer {
@@ -100,9 +99,10 @@ Calibration calibrate(const Model& model, std::span<const int32_t> tokens, size_
 
 std::string default_calibration_text(std::filesystem::path* source) {
   const std::filesystem::path path = default_model_dir().parent_path() / "tinyshakespeare.txt";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: not found; the default calibration text is its training part (pass --calib FILE)", path.string());
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (!path_exists(path)) {
+    fail("{}: not found; the default calibration text is its training part (pass --calib FILE)", path.string());
+  }
+  std::string text = read_file(path, kMaxTextFileBytes);
   // 90% of the characters (code points, as Python counts them), then forward to a line start.
   size_t chars = 0;
   for (unsigned char c : text) chars += (c & 0xc0) != 0x80;

@@ -9,11 +9,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "base/output_files.h"
 #include "io/gguf_writer.h"
@@ -24,6 +22,7 @@
 #include "model/weight_source.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 
 namespace nanoinfer {
 namespace {
@@ -51,28 +50,20 @@ uint32_t file_type_of(WeightType t) {
   fail("export: no GGUF file type for {}", weight_type_name(t));
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return std::move(s).str();
-}
-
 // tokenizer.json as the tokenizer.ggml.* arrays: ids padded to the embedding rows with
 // "[PADn]" (type 5, unused), vocabulary tokens normal (1), added tokens control (3) when
 // special or spelled <|...|>, user-defined (4) otherwise; merges as "left right".
 // A JSON object file of the model directory; an empty object when the file is absent.
 nlohmann::json read_json_object(const fs::path& path) {
-  if (!fs::exists(path)) return nlohmann::json::object();
-  auto j = nlohmann::json::parse(read_text(path), nullptr, false);
+  if (!path_exists(path)) return nlohmann::json::object();
+  auto j = nlohmann::json::parse(read_file(path, kMaxConfigFileBytes), nullptr, false);
   if (!j.is_object()) fail("{}: not a JSON object", path.string());
   return j;
 }
 
 void set_tokenizer(GgufWriter& w, const fs::path& dir, size_t padded_vocab, const Tokenizer& tok) {
   const fs::path path = dir / "tokenizer.json";
-  const auto j = nlohmann::json::parse(read_text(path), nullptr, false);
+  const auto j = nlohmann::json::parse(read_file(path, kMaxTokenizerFileBytes), nullptr, false);
   if (j.is_discarded()) fail("{}: not valid JSON", path.string());
   std::vector<std::string> tokens(padded_vocab);
   std::vector<int32_t> types(padded_vocab, 5);
@@ -133,30 +124,6 @@ std::string model_name(const fs::path& dir) {
   const fs::path canonical = fs::weakly_canonical(dir, ec);
   return (ec ? dir : canonical).filename().string();
 }
-
-// Where quantize_to_gguf builds the quantized model directory before writing the GGUF file:
-// a hidden directory beside the output, removed however the call ends.
-class ScratchDir {
- public:
-  explicit ScratchDir(const fs::path& out) {
-    const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-    std::string tmpl = (parent / ("." + out.filename().string() + ".tmp.XXXXXX")).string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      fail("{}: cannot create a directory in {}: {}", out.string(), parent.string(), std::strerror(errno));
-    }
-    path_ = tmpl;
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // The body of both public calls: `dir` is a located model directory, `out` checked.
 uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<WeightType> type,
@@ -268,7 +235,9 @@ QuantizeResult quantize_to_gguf(std::string_view model_path, const fs::path& out
   const auto start = std::chrono::steady_clock::now();
   check_out_file(out_file);
   const fs::path dir = resolve_model_path(model_path);
-  const ScratchDir scratch(out_file);
+  // Where the quantized model directory is built before the GGUF file is written: a hidden
+  // directory beside the output, removed however the call ends.
+  const ScratchDir scratch = ScratchDir::beside(out_file);
   QuantizeResult r = quantize_model(dir.string(), scratch.path() / "model", options, progress);
   write_gguf(scratch.path() / "model", out_file, std::nullopt, model_name(dir), [&](uint64_t done, uint64_t total) {
     if (progress) progress({"gguf", done, total});

@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "engine/calibrate.h"
@@ -29,6 +28,7 @@
 #include "model/quantize.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/tokenizer.h"
 
@@ -55,53 +55,21 @@ namespace fs = std::filesystem;
 
 constexpr size_t kDefaultCalibCtx = 512;
 
-// The temporary directory the output is built in; removed unless committed.
-class StagingDir {
- public:
-  explicit StagingDir(const fs::path& target) : target_(target) {
-    std::error_code ec;
-    if (fs::exists(target_, ec) && !(fs::is_directory(target_, ec) && fs::is_empty(target_, ec))) {
-      fail("{}: already exists; quantize writes a new model directory (remove it or choose another --out)",
-           target_.string());
-    }
-    const fs::path parent = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
-    if (!fs::is_directory(parent, ec)) fail("{}: the directory {} does not exist", target_.string(), parent.string());
-    std::string tmpl = (parent / ("." + target_.filename().string() + ".tmp.XXXXXX")).string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      fail("{}: cannot create a directory in {}: {}", target_.string(), parent.string(), std::strerror(errno));
-    }
-    path_ = tmpl;
+// The directory the output is built in, beside the target: refused when the target exists
+// (and is not an empty directory), removed unless committed.
+ScratchDir staging_dir(const fs::path& target) {
+  std::error_code ec;
+  if (fs::exists(target, ec) && !(fs::is_directory(target, ec) && fs::is_empty(target, ec))) {
+    fail("{}: already exists; quantize writes a new model directory (remove it or choose another --out)",
+         target.string());
   }
-  StagingDir(const StagingDir&) = delete;
-  StagingDir& operator=(const StagingDir&) = delete;
-  ~StagingDir() {
-    if (committed_) return;
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-
-  const fs::path& path() const { return path_; }
-
-  // mkdtemp makes the directory 0700; a model directory is as readable as any other.
-  void commit() {
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    if (::chmod(path_.c_str(), 0777 & ~mask) != 0 || ::rename(path_.c_str(), target_.c_str()) != 0) {
-      fail("{}: cannot move {} into place: {}", target_.string(), path_.string(), std::strerror(errno));
-    }
-    committed_ = true;
-  }
-
- private:
-  fs::path target_;
-  fs::path path_;
-  bool committed_ = false;
-};
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec)) fail("{}: the directory {} does not exist", target.string(), parent.string());
+  return ScratchDir::beside(target);
+}
 
 nlohmann::ordered_json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) fail("{}: cannot open", path.string());
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(in, nullptr, false);
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(read_file(path, kMaxConfigFileBytes), nullptr, false);
   if (!j.is_object()) fail("{}: not a JSON object", path.string());
   return j;
 }
@@ -111,12 +79,6 @@ void write_text(const fs::path& path, const std::string& text) {
   out << text;
   out.flush();
   if (!out) fail("{}: write failed", path.string());
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read calibration text '{}'", path.string());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 void refuse_quantized(const nlohmann::ordered_json& config, const fs::path& config_path, const SafetensorsFile& in) {
@@ -149,7 +111,11 @@ CalibrationRun run_calibration(const fs::path& model_dir, const ModelConfig& cfg
     text = default_calibration_text(&run.file);
   } else {
     run.file = o.calibration;
-    text = read_text(o.calibration);
+    try {
+      text = read_file(o.calibration, kMaxTextFileBytes);
+    } catch (const Error& e) {
+      fail("cannot read calibration text: {}", e.what());
+    }
   }
   const Tokenizer tokenizer = Tokenizer::load(model_dir);
   const std::vector<int32_t> tokens = tokenizer.encode(text);
@@ -195,7 +161,7 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_d
     fail("{}: not found; calibration ({}) tokenizes text (use --method rtn for a model without a tokenizer)",
          (files.dir / "tokenizer.json").string(), quant_method_name(result.method));
   }
-  StagingDir staging(out_dir);
+  ScratchDir staging = staging_dir(out_dir);
 
   CalibrationRun calib;
   if (result.method != QuantMethod::Rtn) {
@@ -278,7 +244,7 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_d
     fs::copy_file(files.dir / name, staging.path() / name, ec);
     if (ec) fail("{}: cannot copy into {}: {}", (files.dir / name).string(), staging.path().string(), ec.message());
   }
-  staging.commit();
+  staging.commit(out_dir);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -17,7 +17,7 @@ void ChatSession::reset() {
   if (!system_prompt_.empty()) messages_.push_back({"system", system_prompt_});
 }
 
-GenerationStats ChatSession::send(std::string_view user_text, const GenerateOptions& options,
+GenerationStats ChatSession::send(std::string_view user_text, const StopRules& options,
                                   const TextSink& on_text) {
   messages_.push_back({"user", std::string(user_text)});
   const std::vector<ChatPiece> pieces = render_chat_pieces(messages_, /*add_generation_prompt=*/true);

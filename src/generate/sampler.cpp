@@ -59,21 +59,51 @@ double Rng::next_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0
 
 // ---- Sampler ----------------------------------------------------------------------------------
 
-Sampler::Sampler(int64_t vocab_size, const SamplerParams& params)
-    : params_(params), vocab_size_(vocab_size), rng_(params.seed) {
+RepetitionPenalty::RepetitionPenalty(int64_t vocab_size, double penalty) : penalty_(penalty) {
+  if (!(penalty > 0.0) || !std::isfinite(penalty)) fail("repetition penalty must be > 0, got {}", penalty);
+  if (penalty != 1.0) seen_.assign(static_cast<size_t>(std::max<int64_t>(vocab_size, 0)), 0u);
+}
+
+void RepetitionPenalty::process(std::span<double> scores, std::span<const int32_t> context) {
+  if (penalty_ == 1.0) return;
+  if (seen_.size() != scores.size()) fail("repetition penalty: expected {} scores, got {}", seen_.size(), scores.size());
+  if (++stamp_ == 0) {
+    std::fill(seen_.begin(), seen_.end(), 0u);
+    stamp_ = 1;
+  }
+  const auto vocab = static_cast<int64_t>(scores.size());
+  for (int32_t id : context) {
+    if (id < 0 || id >= vocab) {
+      fail("sampler: token id {} in the context is outside the vocabulary [0, {})", id, vocab);
+    }
+    const auto i = static_cast<size_t>(id);
+    if (seen_[i] == stamp_) continue;
+    seen_[i] = stamp_;
+    scores[i] = scores[i] < 0.0 ? scores[i] * penalty_ : scores[i] / penalty_;
+    if (!std::isfinite(scores[i])) {
+      fail("repetition penalty {} is so small that the penalised logits overflow", penalty_);
+    }
+  }
+}
+
+// The params, validated before any member is built from them.
+static const SamplerParams& validated(const SamplerParams& params) {
   validate(params);
+  return params;
+}
+
+Sampler::Sampler(int64_t vocab_size, const SamplerParams& params)
+    : params_(validated(params)), vocab_size_(vocab_size), rng_(params.seed), penalty_(vocab_size, params.repetition_penalty) {
   if (vocab_size <= 0) fail("sampler: vocabulary size must be > 0, got {}", vocab_size);
   const auto n = static_cast<size_t>(vocab_size);
   scores_.resize(n);
   order_.resize(n);
-  seen_.assign(n, 0);
   kept_ids_.resize(n);
   kept_probs_.resize(n);
   if (params.top_k > 0 && params.top_k < vocab_size) heap_.resize(static_cast<size_t>(params.top_k));
 }
 
-void Sampler::apply_penalty_and_temperature(std::span<const float> logits,
-                                            std::span<const int32_t> history) {
+std::span<double> Sampler::load(std::span<const float> logits) {
   if (static_cast<int64_t>(logits.size()) != vocab_size_) {
     fail("sampler: expected {} logits, got {}", vocab_size_, logits.size());
   }
@@ -92,43 +122,7 @@ void Sampler::apply_penalty_and_temperature(std::span<const float> logits,
          "NaN or overflowed",
          logits[bad], bad);
   }
-
-  const double penalty = params_.repetition_penalty;
-  if (penalty != 1.0) {
-    // A fresh stamp per call marks ids already penalised, so repeats count once without
-    // clearing a vocabulary-sized array each token.
-    if (++stamp_ == 0) {
-      std::fill(seen_.begin(), seen_.end(), 0u);
-      stamp_ = 1;
-    }
-    for (int32_t id : history) {
-      if (id < 0 || id >= vocab_size_) {
-        fail("sampler: token id {} in the context is outside the vocabulary [0, {})", id,
-             vocab_size_);
-      }
-      const auto i = static_cast<size_t>(id);
-      if (seen_[i] == stamp_) continue;
-      seen_[i] = stamp_;
-      scores_[i] = scores_[i] < 0.0 ? scores_[i] * penalty : scores_[i] / penalty;
-    }
-  }
-  if (params_.temperature > 0.0 && params_.temperature != 1.0) {
-    bool scaled_finite = true;
-    for (double& s : scores_) {
-      s /= params_.temperature;
-      scaled_finite &= std::isfinite(s);
-    }
-    if (!scaled_finite)
-      fail("temperature {} is so small that logits / temperature overflow; use --temp 0 for greedy",
-           params_.temperature);
-  }
-  if (penalty != 1.0) {
-    for (int32_t id : history) {
-      if (!std::isfinite(scores_[static_cast<size_t>(id)]))
-        fail("repetition penalty {} is so small that the penalised logits overflow",
-             params_.repetition_penalty);
-    }
-  }
+  return scores_;
 }
 
 // probs[j] = softmax(scores[ids[j]]) over the given ids; returns the largest probability.
@@ -150,7 +144,21 @@ static double softmax_into(const std::vector<double>& scores, std::span<const in
 }
 
 Candidates Sampler::filter(std::span<const float> logits, std::span<const int32_t> history) {
-  apply_penalty_and_temperature(logits, history);
+  penalty_.process(load(logits), history);
+  return select();
+}
+
+Candidates Sampler::select() {
+  if (params_.temperature > 0.0 && params_.temperature != 1.0) {
+    bool scaled_finite = true;
+    for (double& s : scores_) {
+      s /= params_.temperature;
+      scaled_finite &= std::isfinite(s);
+    }
+    if (!scaled_finite)
+      fail("temperature {} is so small that logits / temperature overflow; use --temp 0 for greedy",
+           params_.temperature);
+  }
 
   if (params_.temperature == 0.0) {
     // Greedy: the first maximum, so the lowest id wins a tie.
@@ -260,10 +268,15 @@ int32_t Sampler::draw(const Candidates& c, double u) {
   return c.ids.back();
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  const Candidates c = filter(logits, history);
+int32_t Sampler::choose() {
+  const Candidates c = select();
   if (params_.temperature == 0.0) return c.ids[0];
   return draw(c, rng_.next_double());
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  penalty_.process(load(logits), history);
+  return choose();
 }
 
 }  // namespace nanoinfer

@@ -197,6 +197,13 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint) {
     s.seed = static_cast<uint64_t>(*seed);
   }
   r.stop = parse_stop(body);
+  if (const json* t = field(body, "return_token_ids")) {
+    if (!t->is_boolean()) wrong_type("return_token_ids", "a boolean", *t);
+    r.return_token_ids = t->get<bool>();
+    if (r.return_token_ids && r.stream) {
+      bad_request("unsupported_value", "'return_token_ids' is supported only without 'stream'");
+    }
+  }
   return r;
 }
 
@@ -225,7 +232,7 @@ json head(Endpoint endpoint, const ResponseId& id, bool chunk) {
 }  // namespace
 
 std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text,
-                          FinishReason finish, const Usage& usage) {
+                          FinishReason finish, const Usage& usage, const TokenIds* ids) {
   json j = head(endpoint, id, false);
   json choice = {{"index", 0}, {"finish_reason", finish_reason_name(finish)}};
   if (endpoint == Endpoint::Chat) {
@@ -233,6 +240,10 @@ std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_v
   } else {
     choice["text"] = text;
     choice["logprobs"] = nullptr;
+  }
+  if (ids) {
+    choice["prompt_token_ids"] = ids->prompt;
+    choice["token_ids"] = ids->completion;
   }
   j["choices"] = json::array({choice});
   j["usage"] = usage_json(usage);

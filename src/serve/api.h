@@ -41,6 +41,9 @@ struct CompletionRequest {
   std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; >= 0
   SamplingOverrides sampling;         // unset fields fall back to generation_config.json
   std::vector<std::string> stop;      // non-empty strings
+  // vLLM's extension: the response's choice carries "prompt_token_ids" and "token_ids" (the
+  // generated tokens, an end-of-sequence id not included). Not with stream (400).
+  bool return_token_ids = false;
 };
 
 // Parses a request body. Throws ApiError (400) naming the first problem: malformed JSON, a
@@ -64,9 +67,15 @@ struct ResponseId {
   std::string model;
 };
 
-// The whole non-streaming response.
+// The token ids of return_token_ids.
+struct TokenIds {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> completion;
+};
+
+// The whole non-streaming response; `ids` adds the choice's "prompt_token_ids"/"token_ids".
 std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text,
-                          FinishReason finish, const Usage& usage);
+                          FinishReason finish, const Usage& usage, const TokenIds* ids = nullptr);
 // One server-sent event payload (without "data: "). Chat: a delta with the role (first chunk),
 // content, or neither with a finish reason; completions: text and finish reason.
 struct ChunkParts {

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "nanoinfer/error.h"
-#include "nanoinfer/generator.h"
+#include "nanoinfer/generation_step.h"
 
 namespace nanoinfer::serve {
 
@@ -30,9 +30,11 @@ void Channel::append(std::string_view text) {
   cv_.notify_all();
 }
 
-void Channel::close(Outcome outcome, FinishReason finish, Usage usage, std::string error) {
+void Channel::close(Outcome outcome, FinishReason finish, Usage usage, std::vector<int32_t> completion_ids,
+                    std::string error) {
   {
     std::lock_guard lock(mutex_);
+    completion_ids_ = std::move(completion_ids);
     outcome_ = outcome;
     finish_ = finish;
     usage_ = usage;
@@ -51,10 +53,7 @@ struct Scheduler::Slot {
   uint64_t last_used = 0;        // for choosing among free slots: least recently used first
   std::shared_ptr<Channel> channel;
   Job job;
-  std::optional<Sampler> sampler;
-  std::optional<StreamDecoder> decoder;
-  std::optional<StopStringFilter> filter;
-  size_t generated = 0;
+  std::optional<GenerationStep> step;  // while busy
   Clock::time_point submitted, last_token;
 };
 
@@ -127,7 +126,7 @@ void Scheduler::loop() {
     }
     for (Queued& q : admitted) {
       if (q.channel->cancelled()) {
-        q.channel->close(Outcome::Cancelled, FinishReason::Stop, {});
+        q.channel->close(Outcome::Cancelled, FinishReason::Stop, {}, {});
         continue;
       }
       // The free slot whose cache shares the longest prefix with the prompt (at least one
@@ -176,7 +175,7 @@ void Scheduler::loop() {
     if (s->busy) finish(*s, Outcome::Cancelled, FinishReason::Stop);
   }
   std::lock_guard lock(mutex_);
-  for (Queued& q : queue_) q.channel->close(Outcome::Cancelled, FinishReason::Stop, {});
+  for (Queued& q : queue_) q.channel->close(Outcome::Cancelled, FinishReason::Stop, {}, {});
   queue_.clear();
 }
 
@@ -186,10 +185,13 @@ void Scheduler::start(Slot& slot, Queued q) {
   slot.channel = std::move(q.channel);
   slot.job = std::move(q.job);
   slot.submitted = q.submitted;
-  slot.generated = 0;
-  slot.sampler.emplace(sample_vocab_, slot.job.sampling);
-  slot.decoder.emplace(tokenizer_);
-  slot.filter.emplace(slot.job.stop);
+  try {
+    slot.step.emplace(tokenizer_, sample_vocab_, slot.job.sampling,
+                      StopRules{slot.job.max_tokens, slot.job.eos_ids, slot.job.stop});
+  } catch (const std::exception& e) {
+    finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
+    return;
+  }
 
   const std::vector<int32_t>& prompt = slot.job.prompt;
   size_t keep = std::min(slot.seq.length(), prompt.size() - 1);
@@ -207,58 +209,50 @@ void Scheduler::start(Slot& slot, Queued q) {
     finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
     return;
   }
-  if (slot.job.max_tokens == 0) {
-    finish(slot, Outcome::Finished, FinishReason::Length);
-    return;
-  }
   accept_token(slot, logits);
 }
 
-// The step of Generator::generate after each forward pass, for one slot: sample, then end on
-// an end-of-sequence id, a stop string, the token budget or a full context.
+// After each forward pass of a slot's sequence: its generation step chooses the next token,
+// streams its text to the channel and says whether the generation ended.
 void Scheduler::accept_token(Slot& slot, std::span<const float> logits) {
-  const int32_t id = slot.sampler->sample(logits.first(static_cast<size_t>(sample_vocab_)), slot.history);
-  const Clock::time_point now = Clock::now();
-  if (slot.generated == 0) {
-    metrics_.time_to_first_token(std::chrono::duration<double>(now - slot.submitted).count());
-  } else {
-    metrics_.time_per_token(std::chrono::duration<double>(now - slot.last_token).count());
-  }
-  slot.last_token = now;
-  const auto& eos = slot.job.eos_ids;
-  if (std::find(eos.begin(), eos.end(), id) != eos.end()) {
-    finish(slot, Outcome::Finished, FinishReason::Stop);
-    return;
-  }
-  slot.history.push_back(id);
-  ++slot.generated;
   Channel& channel = *slot.channel;
-  if (slot.filter->push(slot.decoder->push(id), [&](std::string_view t) { channel.append(t); })) {
-    slot.filter.reset();  // stopped: nothing held back is emitted
-    finish(slot, Outcome::Finished, FinishReason::Stop);
+  const size_t before = slot.step->generated();
+  std::optional<StopReason> end;
+  try {
+    end = slot.step->next(logits, slot.history, slot.seq.cache().capacity() - slot.seq.length(),
+                          [&](std::string_view t) { channel.append(t); });
+  } catch (const std::exception& e) {
+    finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
     return;
   }
-  if (slot.generated == static_cast<size_t>(slot.job.max_tokens) || slot.seq.length() == slot.seq.cache().capacity()) {
-    finish(slot, Outcome::Finished, FinishReason::Length);
+  if (slot.step->generated() > before || end == StopReason::Eos) {
+    const Clock::time_point now = Clock::now();
+    if (before == 0) {
+      metrics_.time_to_first_token(std::chrono::duration<double>(now - slot.submitted).count());
+    } else {
+      metrics_.time_per_token(std::chrono::duration<double>(now - slot.last_token).count());
+    }
+    slot.last_token = now;
   }
+  if (!end) return;
+  const bool length = *end == StopReason::MaxTokens || *end == StopReason::ContextFull;
+  finish(slot, Outcome::Finished, length ? FinishReason::Length : FinishReason::Stop);
 }
 
 void Scheduler::finish(Slot& slot, Outcome outcome, FinishReason reason, std::string error) {
   const std::shared_ptr<Channel> owner = std::move(slot.channel);  // the handler may have let go
   Channel& channel = *owner;
-  if (outcome == Outcome::Finished && slot.filter) {
-    const auto sink = [&](std::string_view t) { channel.append(t); };
-    slot.filter->push(slot.decoder->flush(), sink);
-    slot.filter->finish(sink);
-  }
-  const Usage usage{slot.job.prompt.size(), slot.generated};
+  if (outcome == Outcome::Finished && slot.step) slot.step->finish([&](std::string_view t) { channel.append(t); });
+  const Usage usage{slot.job.prompt.size(), slot.step ? slot.step->generated() : 0};
   metrics_.add_tokens(usage.prompt_tokens, usage.completion_tokens);
-  slot.sampler.reset();
-  slot.decoder.reset();
-  slot.filter.reset();
+  slot.step.reset();
   slot.busy = false;
   --active_;
-  channel.close(outcome, reason, usage, std::move(error));
+  std::vector<int32_t> completion;
+  if (slot.history.size() >= slot.job.prompt.size() && outcome == Outcome::Finished) {
+    completion.assign(slot.history.begin() + static_cast<ptrdiff_t>(slot.job.prompt.size()), slot.history.end());
+  }
+  channel.close(outcome, reason, usage, std::move(completion), std::move(error));
 }
 
 }  // namespace nanoinfer::serve

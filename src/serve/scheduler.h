@@ -1,7 +1,8 @@
 // The scheduler of `nanoinfer serve`: one thread owns the model and runs every generation.
 //
 // Requests wait in a bounded queue. Up to `parallel` of them hold a slot (a Sequence of the
-// shared Model, with its own Sampler, stream decoder and stop-string filter). A new request is
+// shared Model, with its own GenerationStep: the per-token step every front end runs, so a
+// request samples, stops and streams exactly as `generate` would). A new request is
 // prefilled on its own when it gets a slot; then every active sequence advances by one token
 // per step through one Model::decode call (continuous batching: requests join and leave
 // between steps). Batched decoding is bitwise what each sequence would compute alone, so a
@@ -61,11 +62,14 @@ class Channel {
   Usage usage() const { return usage_; }
   const std::string& error() const { return error_; }
   size_t cached_prompt_tokens() const { return cached_; }  // prompt tokens reused from a cache
+  // The tokens generated and kept (an end-of-sequence id is not), once done.
+  const std::vector<int32_t>& completion_ids() const { return completion_ids_; }
 
  private:
   friend class Scheduler;
   void append(std::string_view text);
-  void close(Outcome outcome, FinishReason finish, Usage usage, std::string error = {});
+  void close(Outcome outcome, FinishReason finish, Usage usage, std::vector<int32_t> completion_ids,
+             std::string error = {});
 
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -77,6 +81,7 @@ class Channel {
   Usage usage_;
   std::string error_;
   size_t cached_ = 0;
+  std::vector<int32_t> completion_ids_;
 };
 
 struct SchedulerOptions {

@@ -12,6 +12,7 @@
 
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/generation_step.h"
 #include "nanoinfer/serve.h"
 #include "serve/api.h"
 #include "serve/metrics.h"
@@ -39,9 +40,6 @@ std::string default_model_id(const std::filesystem::path& dir) {
   return p.filename().empty() ? "nanoinfer" : p.filename().string();
 }
 
-void add_unique(std::vector<int32_t>& ids, std::optional<int32_t> id) {
-  if (id && std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
-}
 
 }  // namespace
 
@@ -61,12 +59,8 @@ struct Server::Impl {
 
   Impl(const OpenedModel& model, const ServeOptions& opts) : m(model), options(opts) {
     model_id = options.model_id.empty() ? default_model_id(m.dir) : options.model_id;
-    // As `generate`: the model's end-of-sequence ids; a chat reply also ends at <|im_end|>,
-    // which closes every turn of the template.
-    text_eos = m.generation.eos_token_ids;
-    if (text_eos.empty()) add_unique(text_eos, m.tokenizer.eos_token_id());
-    chat_eos = text_eos;
-    add_unique(chat_eos, m.tokenizer.token_id("<|im_end|>"));
+    text_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/false);
+    chat_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
     scheduler = std::make_unique<serve::Scheduler>(
         m.model, m.tokenizer, serve::SchedulerOptions{options.parallel, options.queue}, metrics);
     routes();
@@ -84,10 +78,10 @@ struct Server::Impl {
       serve::bad_request("invalid_value", e.what());
     }
     if (r.endpoint == Endpoint::Chat) {
-      job.prompt = m.tokenizer.encode(render_chat(r.messages, /*add_generation_prompt=*/true));
+      job.prompt = encode_chat_prompt(m.tokenizer, r.messages);
       job.eos_ids = chat_eos;
     } else {
-      job.prompt = m.tokenizer.encode(r.prompt);
+      job.prompt = encode_raw_prompt(m.tokenizer, r.prompt);
       job.eos_ids = text_eos;
     }
     if (job.prompt.empty()) serve::bad_request("invalid_value", "the prompt encodes to no tokens");
@@ -118,6 +112,8 @@ struct Server::Impl {
       send_error(res, e);
       return;
     }
+    std::vector<int32_t> job_prompt;
+    if (r.return_token_ids) job_prompt = job.prompt;
     std::shared_ptr<serve::Channel> channel = scheduler->submit(std::move(job));
     if (!channel) {
       res.set_header("Retry-After", "1");
@@ -135,7 +131,9 @@ struct Server::Impl {
         if (p.done) break;
       }
       if (channel->outcome() == serve::Outcome::Finished) {
-        res.set_content(serve::response_json(endpoint, id, text, channel->finish_reason(), channel->usage()),
+        const serve::TokenIds ids{job_prompt, channel->completion_ids()};
+        res.set_content(serve::response_json(endpoint, id, text, channel->finish_reason(), channel->usage(),
+                                             r.return_token_ids ? &ids : nullptr),
                         "application/json");
       } else if (channel->outcome() == serve::Outcome::Cancelled) {
         send_error(res, ApiError(503, "server_error", "cancelled", "the generation was cancelled (server shutting down)"));
