@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -108,8 +110,35 @@ TEST(VizCli, BadFlagsAreOneLineErrorsAndLeaveNoFile) {
   expect_one_line_error(run_cli({"viz", "-p", "x", "--temp", "-1", "--out", out}), "temperature");
   expect_one_line_error(run_cli({"viz", "-p", "x", "-m", (dir / "none").string(), "--out", out}), "none");
   expect_one_line_error(run_cli({"viz", "-p", "x", "-n", "2", "--out", (dir / "no/such/dir/p.html").string()}),
-                        "cannot write");
+                        "cannot create a temporary file");
   EXPECT_TRUE(entries(dir.path()).empty());
+}
+
+// --out and --trace replace only regular files: a symbolic link, a FIFO or a device at the
+// target is refused before anything is written, and left as it was (the rename would have
+// replaced it: as root, `--out /dev/null` once replaced the system's /dev/null).
+TEST(VizCli, RefusesTargetsThatAreNotRegularFiles) {
+  test::TempDir dir;
+  test::write_text(dir / "real.html", "keep me");
+  fs::create_symlink(dir / "real.html", dir / "link.html");
+  ASSERT_EQ(::mkfifo((dir / "fifo.html").c_str(), 0600), 0);
+  for (const auto& [flag, target, kind] :
+       {std::tuple{"--out", (dir / "link.html").string(), "a symbolic link"},
+        std::tuple{"--out", (dir / "fifo.html").string(), "a FIFO"},
+        std::tuple{"--trace", (dir / "link.html").string(), "a symbolic link"},
+        std::tuple{"--out", std::string("/dev/null"), "a character device"},
+        std::tuple{"--out", std::string("/dev/full"), "a character device"},
+        std::tuple{"--out", dir.path().string(), "a directory"}}) {
+    const std::string other = (dir / "other.html").string();
+    std::vector<std::string> argv{"viz", "-p", "x", "-n", "1", flag, target};
+    if (std::string_view(flag) == "--trace") argv.insert(argv.end(), {"--out", other});
+    expect_one_line_error(run_cli(argv), std::string(kind) + "; refusing to replace it");
+  }
+  EXPECT_EQ(test::read_text(dir / "real.html"), "keep me");
+  EXPECT_TRUE(fs::is_symlink(dir / "link.html"));
+  EXPECT_TRUE(fs::is_fifo(dir / "fifo.html"));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"fifo.html", "link.html", "real.html"}));
 }
 
 // A port nobody listens on right now (the kernel's choice; released before use).

@@ -28,4 +28,8 @@ void check_json_depth(std::string_view json_text, std::string_view origin,
 // boundary, with control characters escaped (\n, \t, \xNN); when cut, "... (N bytes)" follows.
 std::string excerpt(std::string_view text, size_t max_bytes = 60);
 
+// `text` on one line: \n, \r and \t escaped, other control bytes (and DEL) as \xNN, each
+// character of `also_escape` preceded by a backslash; every other byte as it is.
+std::string escape_control(std::string_view text, std::string_view also_escape = {});
+
 }  // namespace nanoinfer

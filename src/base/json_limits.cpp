@@ -34,9 +34,15 @@ std::string excerpt(std::string_view text, size_t max_bytes) {
     // Back up over continuation bytes so a multi-byte character is never split.
     while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
   }
+  std::string out = escape_control(text.substr(0, cut));
+  if (cut < text.size()) out += fmt::format("... ({} bytes)", text.size());
+  return out;
+}
+
+std::string escape_control(std::string_view text, std::string_view also_escape) {
   std::string out;
-  out.reserve(cut + 24);
-  for (char c : text.substr(0, cut)) {
+  out.reserve(text.size() + 24);
+  for (char c : text) {
     const auto b = static_cast<unsigned char>(c);
     if (c == '\n') {
       out += "\\n";
@@ -44,13 +50,15 @@ std::string excerpt(std::string_view text, size_t max_bytes) {
       out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
+    } else if (also_escape.find(c) != std::string_view::npos) {
+      out += '\\';
+      out += c;
     } else if (b < 0x20 || b == 0x7F) {
       out += fmt::format("\\x{:02x}", b);
     } else {
       out += c;
     }
   }
-  if (cut < text.size()) out += fmt::format("... ({} bytes)", text.size());
   return out;
 }
 

@@ -41,29 +41,9 @@ std::string read_input_file(const std::string& path) {
   return read_file(path, kMaxTextFileBytes);
 }
 
-// A token's bytes for display: printable ASCII as is, other bytes as \xNN, except that
-// complete UTF-8 sequences are shown as the characters they are.
-std::string display(std::string_view bytes) {
-  std::string out;
-  for (char c : bytes) {
-    const auto b = static_cast<uint8_t>(c);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\\' || c == '\'') {
-      out += '\\';
-      out += c;
-    } else if (b < 0x20 || b == 0x7F) {
-      out += fmt::format("\\x{:02x}", b);
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+// A token's bytes for display on one line: control bytes escaped (json_limits.h), backslash
+// and quote too, since the display quotes each token.
+std::string display(std::string_view bytes) { return escape_control(bytes, "\\'"); }
 
 void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
   LineReader in(args.file);

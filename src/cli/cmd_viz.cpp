@@ -5,16 +5,12 @@
 // (nanoinfer/viz_trace.h); this command writes or serves it.
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstring>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <unistd.h>
 
 #include "command.h"
 #include "common_options.h"
 #include "http_serve.h"
+#include "nanoinfer/atomic_write.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generation_step.h"
 #include "nanoinfer/viz_trace.h"
@@ -30,33 +26,14 @@ struct VizFlags : PromptFlags {
   uint64_t max_requests = 0;  // hidden, for tests: stop serving after this many requests
 };
 
-void write_atomically(const std::string& path, std::string_view data) {
-  const std::filesystem::path target(path);
-  const std::filesystem::path temp = target.string() + fmt::format(".tmp{}", ::getpid());
-  {
-    std::ofstream f(temp, std::ios::binary | std::ios::trunc);
-    if (!f) fail("cannot write '{}': {}", path, std::strerror(errno));
-    f.write(data.data(), static_cast<std::streamsize>(data.size()));
-    f.close();
-    if (!f) {
-      std::error_code ec;
-      std::filesystem::remove(temp, ec);
-      fail("cannot write '{}': the write failed", path);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    fail("cannot write '{}': {}", path, ec.message());
-  }
-}
-
 void run(const VizFlags& f, bool port_given) {
   if (f.n_predict < 1) fail("-n must be >= 1 (the page shows at least one step), got {}", f.n_predict);
   if (!f.out.empty() && port_given) fail("--out and --port exclude each other: write a file or serve the page");
   if (f.port < 0 || f.port > 65535) fail("--port must be in [0, 65535], got {}", f.port);
+  // Refused before the model runs: an output the final rename must not replace.
+  for (const std::string& target : {f.out, f.trace_out}) {
+    if (!target.empty()) require_replaceable_file(target);
+  }
   OpenedModel m = load_model(f.model);
   const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
   VizTraceRequest request;
@@ -67,12 +44,12 @@ void run(const VizFlags& f, bool port_given) {
   request.params = sampling.params();
   request.eos_ids = stop_token_ids(m.generation, m.tokenizer, f.chat);
   const VizTrace trace = record_viz_trace(m.model, m.tokenizer, request);
-  if (!f.trace_out.empty()) write_atomically(f.trace_out, trace.json + "\n");
+  if (!f.trace_out.empty()) write_file_atomically(f.trace_out, trace.json + "\n");
   const std::string page = render_viz_page(trace.json);
   const std::string summary = fmt::format("traced {} steps | cached and recomputed decoding {}\n", trace.steps,
                                           trace.race_agrees ? "chose the same tokens" : "DIFFER");
   if (!f.out.empty()) {
-    write_atomically(f.out, page);
+    write_file_atomically(f.out, page);
     fmt::print(stderr, "{}", summary);
     fmt::print("wrote {}\n", f.out);
     return;

@@ -1,5 +1,7 @@
 #include "io/atomic_file.h"
 
+#include "nanoinfer/atomic_write.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,7 +15,36 @@
 
 namespace nanoinfer {
 
+namespace {
+
+// What a non-regular file is, for the refusal.
+const char* file_kind(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+// The rename at the end of a write replaces whatever is at the target: only a regular file
+// (or nothing) may be, never a link, a device or a FIFO someone pointed the output at.
+void require_replaceable_file(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      fail("{}: is {}; refusing to replace it (name a regular file)", path.string(), file_kind(st.st_mode));
+    }
+  } else if (errno != ENOENT) {
+    fail("{}: cannot check the target: {}", path.string(), std::strerror(errno));
+  }
+}
+
 AtomicFile::AtomicFile(const std::filesystem::path& final_path) : final_(final_path) {
+  require_replaceable_file(final_path);
   const auto dir =
       final_path.has_parent_path() ? final_path.parent_path() : std::filesystem::path(".");
   std::string tmpl = (dir / ("." + final_path.filename().string() + ".tmp.XXXXXX")).string();
@@ -70,6 +101,12 @@ void AtomicFile::commit() {
     fail("{}: cannot rename {} into place: {}", final_.string(), tmp_, std::strerror(errno));
   committed_ = true;
   on_signal_.reset();
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view data) {
+  AtomicFile file(path);
+  file.write_all(data.data(), data.size());
+  file.commit();
 }
 
 }  // namespace nanoinfer

@@ -38,21 +38,22 @@ class Out {
 
 void put_array(Out& out, const GgufArray& a);
 
+// One value's payload, as a scalar or as an element of an array: the same encoding.
+template <class T>
+void put_payload(Out& out, const T& x) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    out.put_string(x);
+  } else if constexpr (std::is_same_v<T, GgufArray>) {
+    put_array(out, x);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    out.put<uint8_t>(x ? 1 : 0);
+  } else {
+    out.put(x);
+  }
+}
+
 void put_value(Out& out, const GgufValue& v) {
-  std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::string>) {
-          out.put_string(x);
-        } else if constexpr (std::is_same_v<T, GgufArray>) {
-          put_array(out, x);
-        } else if constexpr (std::is_same_v<T, bool>) {
-          out.put<uint8_t>(x ? 1 : 0);
-        } else {
-          out.put(x);
-        }
-      },
-      v.value);
+  std::visit([&](const auto& x) { put_payload(out, x); }, v.value);
 }
 
 void put_array(Out& out, const GgufArray& a) {
@@ -61,17 +62,7 @@ void put_array(Out& out, const GgufArray& a) {
   std::visit(
       [&](const auto& items) {
         using T = typename std::decay_t<decltype(items)>::value_type;
-        for (const auto& x : items) {
-          if constexpr (std::is_same_v<T, std::string>) {
-            out.put_string(x);
-          } else if constexpr (std::is_same_v<T, GgufArray>) {
-            put_array(out, x);
-          } else if constexpr (std::is_same_v<T, bool>) {
-            out.put<uint8_t>(x ? 1 : 0);
-          } else {
-            out.put(x);
-          }
-        }
+        for (const auto& x : items) put_payload<T>(out, x);
       },
       a.items);
 }
