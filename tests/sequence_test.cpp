@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -131,6 +132,55 @@ TEST(Sequences, BatchedDecodeMatchesAloneBitwise) {
       for (size_t i = 0; i < got[b].logits.size(); ++i) {
         EXPECT_TRUE(same_bits(got[b].logits[i], expected[b].logits[i])) << name << " seq " << b << " step " << i;
       }
+    }
+  }
+}
+
+// One named intermediate as a tap saw it, its floats copied.
+struct TapRecord {
+  std::string name;
+  int layer;
+  size_t position, n_tokens, dim;
+  std::vector<float> data;
+  bool operator==(const TapRecord& o) const {
+    return name == o.name && layer == o.layer && position == o.position && n_tokens == o.n_tokens &&
+           dim == o.dim && same_bits(data, o.data);
+  }
+};
+
+Tap recorder(std::vector<TapRecord>& out) {
+  return [&out](const TapEvent& e) {
+    out.push_back({std::string(e.name), e.layer, e.position, e.n_tokens, e.dim,
+                   std::vector<float>(e.data, e.data + e.n_tokens * e.dim)});
+  };
+}
+
+// The layer loop is one for prefill chunks and batched steps: in a batch each sequence's tap
+// sees its own row of every intermediate, exactly as a forward of that one token shows it.
+TEST(Sequences, BatchedDecodeShowsEachTapItsOwnRows) {
+  const Model model = Model::load(tiny("tiny-gqa7"), {.threads = 2});
+  const std::vector<std::vector<int32_t>> prompts = {kPromptA, kPromptB, {7}};
+  const std::vector<int32_t> tokens = {11, 12, 13};
+  std::vector<std::vector<TapRecord>> expected(prompts.size()), got(prompts.size());
+  std::vector<Sequence> seqs;
+  std::vector<Sequence*> batch;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    Sequence alone_seq = model.new_sequence();
+    model.forward(prompts[b], alone_seq);
+    alone_seq.set_tap(recorder(expected[b]));
+    model.forward({&tokens[b], 1}, alone_seq);
+    seqs.push_back(model.new_sequence());
+    model.forward(prompts[b], seqs.back());
+  }
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    seqs[b].set_tap(recorder(got[b]));
+    batch.push_back(&seqs[b]);
+  }
+  model.decode(batch, tokens);
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    ASSERT_EQ(got[b].size(), expected[b].size()) << "seq " << b;
+    for (size_t i = 0; i < got[b].size(); ++i) {
+      EXPECT_TRUE(got[b][i] == expected[b][i]) << "seq " << b << ": " << got[b][i].name << " of layer " << got[b][i].layer;
     }
   }
 }
