@@ -211,7 +211,7 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
     auto pos = std::make_shared<size_t>(0);
     if (t->exact == to && t->row_bytes == row_bytes) {
       // Stored as written: the bytes pass through unchanged, chunk by chunk.
-      w.add(*gguf_name_from_hf(spec.name), ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
+      w.add(spec.gguf_name, ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
         source->read(*stored, *pos, chunk);
         *pos += chunk.size();
       });
@@ -219,7 +219,7 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
     }
     // The converted tensor is built on the writer's first request and handed out in chunks.
     auto converted = std::make_shared<std::vector<std::byte>>();
-    w.add(*gguf_name_from_hf(spec.name), ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
+    w.add(spec.gguf_name, ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
       if (converted->empty()) {
         converted->resize(rows * row_bytes);
         std::vector<std::byte> staged(stored->row_bytes);
