@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
 
@@ -58,7 +59,7 @@ StepLog alone(const Model& model, const std::vector<int32_t>& prompt) {
 
 TEST(Sequences, InterleavedStepByStepMatchAloneBitwise) {
   for (const char* name : {"tiny-gqa7", "tiny-bf16", "tiny-untied"}) {
-    const Model model = Model::load(tiny(name), {.threads = 2});
+    const Model model = open_model_alone(tiny(name), {.threads = 2});
     const StepLog a_alone = alone(model, kPromptA), b_alone = alone(model, kPromptB);
 
     Sequence a = model.new_sequence(), b = model.new_sequence(64);
@@ -82,7 +83,7 @@ TEST(Sequences, InterleavedStepByStepMatchAloneBitwise) {
 
 // Calls from two threads are serialized by the model; each sequence still gets its own logits.
 TEST(Sequences, TwoThreadsOnOneModelMatchAloneBitwise) {
-  const Model model = Model::load(tiny("tiny-gqa7"), {.threads = 2});
+  const Model model = open_model_alone(tiny("tiny-gqa7"), {.threads = 2});
   const StepLog a_alone = alone(model, kPromptA), b_alone = alone(model, kPromptB);
   StepLog a_run, b_run;
   std::thread other([&] {
@@ -102,7 +103,7 @@ TEST(Sequences, TwoThreadsOnOneModelMatchAloneBitwise) {
 // bitwise its own logits, whatever the others' lengths.
 TEST(Sequences, BatchedDecodeMatchesAloneBitwise) {
   for (const char* name : {"tiny-gqa7", "tiny-bf16"}) {
-    const Model model = Model::load(tiny(name), {.threads = 2});
+    const Model model = open_model_alone(tiny(name), {.threads = 2});
     const std::vector<std::vector<int32_t>> prompts = {kPromptA, kPromptB, {7}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
     std::vector<StepLog> expected;
     for (const auto& p : prompts) expected.push_back(alone(model, p));
@@ -158,7 +159,7 @@ Tap recorder(std::vector<TapRecord>& out) {
 // The layer loop is one for prefill chunks and batched steps: in a batch each sequence's tap
 // sees its own row of every intermediate, exactly as a forward of that one token shows it.
 TEST(Sequences, BatchedDecodeShowsEachTapItsOwnRows) {
-  const Model model = Model::load(tiny("tiny-gqa7"), {.threads = 2});
+  const Model model = open_model_alone(tiny("tiny-gqa7"), {.threads = 2});
   const std::vector<std::vector<int32_t>> prompts = {kPromptA, kPromptB, {7}};
   const std::vector<int32_t> tokens = {11, 12, 13};
   std::vector<std::vector<TapRecord>> expected(prompts.size()), got(prompts.size());
@@ -186,7 +187,7 @@ TEST(Sequences, BatchedDecodeShowsEachTapItsOwnRows) {
 }
 
 TEST(Sequences, BatchedDecodeRefusesBadBatchesBeforeAnyWork) {
-  const Model model = Model::load(tiny("tiny-gqa7"), {.threads = 1});
+  const Model model = open_model_alone(tiny("tiny-gqa7"), {.threads = 1});
   Sequence a = model.new_sequence(), full = model.new_sequence(2);
   model.forward(std::vector<int32_t>{1, 2}, full);
   const int32_t t2[2] = {1, 2};
@@ -203,8 +204,8 @@ TEST(Sequences, BatchedDecodeRefusesBadBatchesBeforeAnyWork) {
 }
 
 TEST(Sequences, ASequenceBelongsToItsModel) {
-  const Model m1 = Model::load(tiny("tiny-gqa7"), {.threads = 1});
-  const Model m2 = Model::load(tiny("tiny-gqa7"), {.threads = 1});
+  const Model m1 = open_model_alone(tiny("tiny-gqa7"), {.threads = 1});
+  const Model m2 = open_model_alone(tiny("tiny-gqa7"), {.threads = 1});
   Sequence s = m1.new_sequence();
   try {
     m2.forward(kPromptB, s);

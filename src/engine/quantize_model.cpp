@@ -27,6 +27,7 @@
 #include "model/manifest.h"
 #include "model/quant_scheme.h"
 #include "model/quantize.h"
+#include "model/weight_source.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/thread_pool.h"
@@ -141,8 +142,8 @@ struct CalibrationRun {
   fs::path file;
 };
 
-CalibrationRun run_calibration(const fs::path& model_dir, const ModelConfig& cfg, const QuantizeOptions& o,
-                               const QuantizeProgressFn& progress) {
+CalibrationRun run_calibration(const fs::path& model_dir, const ModelConfig& cfg, const SafetensorsFile& weights,
+                               const QuantizeOptions& o, const QuantizeProgressFn& progress) {
   CalibrationRun run;
   std::string text;
   if (o.calibration.empty()) {
@@ -160,7 +161,7 @@ CalibrationRun run_calibration(const fs::path& model_dir, const ModelConfig& cfg
   const size_t ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(kDefaultCalibCtx, limit);
   if (ctx > limit) fail("--calib-ctx {} exceeds the model's limit of {} positions", ctx, limit);
   mo.max_context = ctx;
-  const Model model = Model::load(cfg, model_dir / "model.safetensors", mo);
+  const Model model = Model::load(cfg, safetensors_source(weights), mo);  // the file already open
   const bool gram = o.method.value_or(QuantMethod::Gptq) == QuantMethod::Gptq;
   run.cal = calibrate(model, tokens, ctx, o.calib_windows, gram, o.threads, [&](size_t done, size_t total) {
     if (progress) progress({"calibrate", done, total});
@@ -203,7 +204,7 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_d
       ThreadPool pool(o.threads);
       check_finite_weights(in, cfg, pool);  // before spending time on calibration
     }
-    calib = run_calibration(files.dir, cfg, o, progress);
+    calib = run_calibration(files.dir, cfg, in, o, progress);
     result.calib_tokens = calib.cal.tokens;
     result.calib_file = calib.file;
   }

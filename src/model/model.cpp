@@ -27,8 +27,6 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf.h"
-#include "io/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/linear.h"
 #include "model/ops.h"
@@ -251,18 +249,11 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Model Model::load(const std::filesystem::path& model_dir, const ModelOptions& opts) {
-  if (!std::filesystem::is_directory(model_dir)) fail("model directory '{}' does not exist", model_dir.string());
-  for (const char* name : {"config.json", "model.safetensors"}) {
-    if (!std::filesystem::exists(model_dir / name)) fail("model directory '{}' has no {}", model_dir.string(), name);
-  }
-  return load(ModelConfig::load(model_dir / "config.json"), model_dir / "model.safetensors", opts);
-}
-
-Model Model::load(const ModelConfig& cfg, const std::filesystem::path& weights_file, const ModelOptions& opts) {
+Model Model::load(const ModelConfig& cfg, const WeightSource& weights, const ModelOptions& opts) {
   if (opts.max_batch == 0) fail("model options: max_batch must be positive");
   ModelOptions resolved = opts;
-  // The ISA is checked before anything else: no code of an unsupported ISA ever runs.
+  // The ISA is checked before anything else: no code of an unsupported ISA ever runs. This is
+  // the one check (kernels::table refuses what the CPU or the OS does not support).
   resolved.isa = opts.isa.value_or(best_isa());
   const kernels::Kernels& table = kernels::table(*resolved.isa);
   if (resolved.max_context == 0) {
@@ -272,15 +263,8 @@ Model Model::load(const ModelConfig& cfg, const std::filesystem::path& weights_f
   auto impl = std::make_unique<Impl>(cfg, resolved);
   impl->opts.threads = static_cast<int>(impl->pool.size());
   impl->compute = Compute{&impl->pool, &table};
-  if (weights_file.extension() == ".gguf") {
-    const GgufFile file = GgufFile::open(weights_file);
-    impl->w = load_weights(gguf_source(file), impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
-                           resolved.pack_weights ? &table : nullptr);
-  } else {
-    const SafetensorsFile file = SafetensorsFile::open(weights_file);
-    impl->w = load_weights(safetensors_source(file), impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
-                           resolved.pack_weights ? &table : nullptr);
-  }
+  impl->w = load_weights(weights, impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
+                         resolved.pack_weights ? &table : nullptr);
   impl->rope = Rope(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, resolved.max_context);
   return Model(std::move(impl));
 }
