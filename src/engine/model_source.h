@@ -1,7 +1,8 @@
 // A model path opened once: the one place that asks whether it is a GGUF file, reads the
 // weights file's header and the config, and wraps the open file as a WeightSource that loading
-// (Model::load) and inspect walk. open_model, open_model_alone, inspect_model and
-// quantization's calibration all start here.
+// (Model::load) and inspect walk. open_model, open_model_alone and inspect_model all start
+// here (quantization reads the float directory it quantizes itself, and loads its calibration
+// model from that open file).
 #pragma once
 
 #include <filesystem>
