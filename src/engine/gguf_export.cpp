@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "base/output_files.h"
+#include "engine/model_source.h"
 #include "io/gguf_writer.h"
 #include "model/gguf_config.h"
 #include "model/linear.h"
@@ -161,11 +162,11 @@ class ScratchDir {
 // The body of both public calls: `dir` is a located model directory, `out` checked.
 uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<WeightType> type,
                     const std::string& name, const GgufExportProgress& progress) {
-  const ModelFiles files = locate_model(dir);
-  const ModelConfig cfg = ModelConfig::load(files.config);
+  const std::unique_ptr<const ModelSource> opened = open_model_directory(dir);
+  const ModelFiles& files = opened->files;
+  const ModelConfig& cfg = opened->config;
+  const WeightSource& src = opened->weights;
   const Tokenizer tok = Tokenizer::load(files.dir);
-  const SafetensorsFile file = SafetensorsFile::open(files.weights);
-  const WeightSource src = safetensors_source(file);
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   if (const auto problems = manifest_problems(manifest, src.manifest_infos, src.declared_blocks); !problems.empty()) {
     fail("{}: {}", files.weights.string(), problems.front());
@@ -185,9 +186,7 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
   w.set_f32("qwen2.attention.layer_norm_rms_epsilon", static_cast<float>(cfg.rms_norm_eps));
   set_tokenizer(w, files.dir, static_cast<size_t>(cfg.vocab_size), tok);
   // A quantized directory's record of how it was made travels with the weights.
-  if (const auto q = file.layout().metadata.find("nanoinfer.quantization"); q != file.layout().metadata.end()) {
-    w.set_string("nanoinfer.quantization", q->second);
-  }
+  if (!src.quantization.empty()) w.set_string("nanoinfer.quantization", src.quantization);
 
   std::map<WeightType, size_t> matrix_types;  // how many matrices of each type are written
   for (const TensorSpec& spec : manifest) {

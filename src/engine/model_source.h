@@ -1,8 +1,7 @@
 // A model path opened once: the one place that asks whether it is a GGUF file, reads the
 // weights file's header and the config, and wraps the open file as a WeightSource that loading
-// (Model::load) and inspect walk. open_model, open_model_alone and inspect_model all start
-// here (quantization reads the float directory it quantizes itself, and loads its calibration
-// model from that open file).
+// (Model::load) and inspect walk. open_model, open_model_alone, inspect_model, quantization
+// (its calibration model loads from the same open file) and GGUF export all start here.
 #pragma once
 
 #include <filesystem>
@@ -37,6 +36,10 @@ struct ModelSource {
 // directory is a GGUF file; anything else a model directory (locate_model's checks). Throws
 // a one-line Error for a missing file, a corrupt header or an unsupported architecture.
 std::unique_ptr<const ModelSource> open_model_source(const std::filesystem::path& path);
+
+// The same for a path that must be a model directory (conversion and quantization read
+// Hugging Face directories): a GGUF file is refused by name.
+std::unique_ptr<const ModelSource> open_model_directory(const std::filesystem::path& path);
 
 // Whether a resolved path names a GGUF file (throws when it names one that does not exist).
 bool is_gguf_path(const std::filesystem::path& path);
