@@ -3,6 +3,7 @@
 // `nanoinfer chat` driven through a pipe.
 #include <gtest/gtest.h>
 
+#include "nanoinfer/engine.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
 #include "support/files.h"
@@ -30,7 +31,7 @@ std::string collect(ChatSession& chat, std::string_view user, int64_t n, Generat
 }
 
 TEST_F(ChatSessionTest, SecondTurnPrefillsOnlyItsNewTokens) {
-  Model model = Model::load(dir_.path(), {.threads = 1});
+  Model model = open_model_alone(dir_.path(), {.threads = 1});
   const Tokenizer tok = Tokenizer::load(dir_.path());
   Generator gen(model, tok, kGreedy);
   ChatSession chat(gen, tok, "Be brief.");
@@ -61,7 +62,7 @@ TEST_F(ChatSessionTest, SecondTurnPrefillsOnlyItsNewTokens) {
 }
 
 TEST_F(ChatSessionTest, ResetStartsOverWithTheSameReply) {
-  Model model = Model::load(dir_.path(), {.threads = 1});
+  Model model = open_model_alone(dir_.path(), {.threads = 1});
   const Tokenizer tok = Tokenizer::load(dir_.path());
   Generator gen(model, tok, kGreedy);
   ChatSession chat(gen, tok, "");
@@ -74,7 +75,7 @@ TEST_F(ChatSessionTest, ResetStartsOverWithTheSameReply) {
 }
 
 TEST_F(ChatSessionTest, TurnThatDoesNotFitLeavesTheConversationUnchanged) {
-  Model model = Model::load(dir_.path(), {.threads = 1, .max_context = 64});
+  Model model = open_model_alone(dir_.path(), {.threads = 1, .max_context = 64});
   const Tokenizer tok = Tokenizer::load(dir_.path());
   Generator gen(model, tok, kGreedy);
   ChatSession chat(gen, tok, "x");
@@ -88,7 +89,7 @@ TEST_F(ChatSessionTest, TurnThatDoesNotFitLeavesTheConversationUnchanged) {
 }
 
 TEST_F(ChatSessionTest, CliFromAPipePrintsRepliesOnly) {
-  Model model = Model::load(dir_.path(), {.threads = 1});
+  Model model = open_model_alone(dir_.path(), {.threads = 1});
   const Tokenizer tok = Tokenizer::load(dir_.path());
   Generator gen(model, tok, kGreedy);
   ChatSession chat(gen, tok, "");

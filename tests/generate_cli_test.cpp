@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nanoinfer/engine.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/generation_config.h"
 #include "nanoinfer/generator.h"
@@ -28,7 +29,7 @@ class GenerateCli : public ::testing::Test {
 
   // What the library generates greedily from `prompt` with the directory's settings.
   std::pair<std::string, std::vector<int32_t>> library_greedy(const std::string& prompt, int64_t n) {
-    Model model = Model::load(dir_.path(), {.threads = 1});
+    Model model = open_model_alone(dir_.path(), {.threads = 1});
     const Tokenizer tok = Tokenizer::load(dir_.path());
     const GenerationConfig file = GenerationConfig::load_from_dir(dir_.path());
     const SamplingSettings s = resolve_sampling(file, {.temperature = 0.0, .seed = 1});

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generator.h"
 #include "support/files.h"
@@ -31,7 +32,7 @@ class GeneratorTest : public ::testing::Test {
     ModelOptions options;
     options.threads = 1;
     options.max_context = context;
-    return Model::load(dir_.path(), options);
+    return open_model_alone(dir_.path(), options);
   }
   test::TempDir dir_;
 };

@@ -47,6 +47,23 @@ TEST(Manifest, Qwen25HalfBillionCounts) {
   EXPECT_EQ(m.back().role, TensorRole::Output);
 }
 
+// The GGUF names are a column of the same list: each maps to its Hugging Face name and back,
+// and llama.cpp's spelling of the first layer is as expected.
+TEST(Manifest, GgufNamesAreAColumnOfTheList) {
+  const ModelConfig cfg = ModelConfig::load(test::qwen25_config_path());
+  std::set<std::string> names;
+  for (const auto& spec : tensor_manifest(cfg)) {
+    EXPECT_TRUE(names.insert(spec.gguf_name).second) << "duplicate " << spec.gguf_name;
+    EXPECT_EQ(hf_name_from_gguf(spec.gguf_name), spec.name);
+    EXPECT_EQ(gguf_name_from_hf(spec.name), spec.gguf_name);
+  }
+  const auto m = tensor_manifest(cfg);
+  EXPECT_EQ(m[0].gguf_name, "token_embd.weight");
+  EXPECT_EQ(m[1].gguf_name, "blk.0.attn_norm.weight");
+  EXPECT_EQ(m[2].gguf_name, "blk.0.attn_q.weight");
+  EXPECT_EQ(m.back().gguf_name, "output.weight");
+}
+
 TEST(Manifest, OrderAndShapesOfSmallModel) {
   const ModelConfig cfg = ModelConfig::parse(test::small_qwen2_config_json(false), "small");
   const auto m = tensor_manifest(cfg);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
 #include "io/safetensors.h"
@@ -75,7 +76,7 @@ Model load(const fs::path& dir, Weights mode, int threads = 2, std::optional<Isa
   opts.weights = mode;
   opts.threads = threads;
   opts.isa = isa;
-  return Model::load(dir, opts);
+  return open_model_alone(dir, opts);
 }
 
 std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens, Tap tap = {}) {
@@ -368,7 +369,7 @@ TEST(ModelCache, InternalChunkingMatchesOneBatch) {
   Model whole = load(dir, WeightMode::AsStored);
   ModelOptions opts;
   opts.max_batch = 5;
-  Model split = Model::load(dir, opts);
+  Model split = open_model_alone(dir, opts);
   EXPECT_TRUE(bitwise_equal(all_logits(split, tokens), all_logits(whole, tokens)));
   Sequence a = whole.new_sequence(), b = split.new_sequence();
   auto last_whole = whole.forward(tokens, a);
@@ -495,16 +496,16 @@ TEST(ModelErrors, MissingFilesAndTensorsAreNamed) {
   test::TempDir tmp;
   auto expect_error = [](const fs::path& dir, const std::string& needle) {
     try {
-      Model::load(dir);
+      open_model_alone(dir);
       ADD_FAILURE() << "no error, expected: " << needle;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_error(tmp / "nowhere", "does not exist");
-  expect_error(tmp.path(), "has no config.json");
+  expect_error(tmp / "nowhere", "not a model directory");
+  expect_error(tmp.path(), "config.json: not found");
   fs::copy_file(src / "config.json", tmp / "config.json");
-  expect_error(tmp.path(), "has no model.safetensors");
+  expect_error(tmp.path(), "model.safetensors: not found");
 
   // Every tensor but lm_head.weight (required: this model's embeddings are untied).
   const SafetensorsFile file = SafetensorsFile::open(src / "model.safetensors");

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "nanoinfer/engine.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/error.h"
 #include "model/manifest.h"
@@ -82,7 +83,7 @@ std::vector<int32_t> some_tokens(size_t n, size_t vocab) {
 Model load_f32(const fs::path& dir) {
   ModelOptions opts;
   opts.threads = 2;
-  return Model::load(dir, opts);
+  return open_model_alone(dir, opts);
 }
 
 TEST(Perplexity, UniformOutputScoresTheVocabularySize) {
@@ -281,7 +282,7 @@ TEST(Perplexity, DefaultModelMatchesTheReferenceWithin1e4Relative) {
   // stored weights are bf16; avx512-bf16 would round the activations, tests/model_test.cpp
   // and tests/default_model_test.cpp bound that).
   opts.isa = test::exact_activation_isa();
-  Model model = Model::load(default_model(), opts);
+  Model model = open_model_alone(default_model(), opts);
   const PerplexityResult r = perplexity(model, std::span(tokens).first(n_windows * ctx), ctx);
   ASSERT_EQ(r.scored, ref_scored);
   const double expected = std::exp(ref_nll / static_cast<double>(ref_scored));

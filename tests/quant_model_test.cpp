@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/quantize.h"
@@ -51,7 +52,7 @@ Model load(const fs::path& dir, std::optional<WeightType> weights, int threads =
   ModelOptions o;
   o.weights = weights;
   o.threads = threads;
-  return Model::load(dir, o);
+  return open_model_alone(dir, o);
 }
 
 std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& tokens) {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "io/safetensors.h"
+#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/quantize.h"
@@ -212,7 +213,7 @@ TEST_F(QuantizeCli, LoaderChecksTheDeclarations) {
   const auto load_error = [&](const std::function<void(Json&)>& edit) -> std::string {
     test::write_bytes(dir_ / "q/model.safetensors", edit_header(good, edit));
     try {
-      Model::load(dir_ / "q", {.threads = 1});
+      open_model_alone(dir_ / "q", {.threads = 1});
     } catch (const Error& e) {
       return e.what();
     }

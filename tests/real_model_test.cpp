@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "nanoinfer/engine.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/tokenizer.h"
@@ -37,7 +38,7 @@ TEST(RealModel, TokenizerKnownIds) {
 TEST(RealModel, GreedyAnswersArithmetic) {
   REQUIRE_REAL_MODEL(dir);
   const Tokenizer tok = Tokenizer::load(dir);
-  Model model = Model::load(dir);
+  Model model = open_model_alone(dir);
   Sequence cache = model.new_sequence(512);
   const std::vector<ChatMessage> chat{{"user", "What is 2+2? Answer with one number."}};
   std::vector<int32_t> ids = tok.encode(render_chat(chat, true));

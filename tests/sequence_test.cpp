@@ -6,9 +6,11 @@
 #include <cstring>
 #include <filesystem>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
 
@@ -57,7 +59,7 @@ StepLog alone(const Model& model, const std::vector<int32_t>& prompt) {
 
 TEST(Sequences, InterleavedStepByStepMatchAloneBitwise) {
   for (const char* name : {"tiny-gqa7", "tiny-bf16", "tiny-untied"}) {
-    const Model model = Model::load(tiny(name), {.threads = 2});
+    const Model model = open_model_alone(tiny(name), {.threads = 2});
     const StepLog a_alone = alone(model, kPromptA), b_alone = alone(model, kPromptB);
 
     Sequence a = model.new_sequence(), b = model.new_sequence(64);
@@ -81,7 +83,7 @@ TEST(Sequences, InterleavedStepByStepMatchAloneBitwise) {
 
 // Calls from two threads are serialized by the model; each sequence still gets its own logits.
 TEST(Sequences, TwoThreadsOnOneModelMatchAloneBitwise) {
-  const Model model = Model::load(tiny("tiny-gqa7"), {.threads = 2});
+  const Model model = open_model_alone(tiny("tiny-gqa7"), {.threads = 2});
   const StepLog a_alone = alone(model, kPromptA), b_alone = alone(model, kPromptB);
   StepLog a_run, b_run;
   std::thread other([&] {
@@ -101,7 +103,7 @@ TEST(Sequences, TwoThreadsOnOneModelMatchAloneBitwise) {
 // bitwise its own logits, whatever the others' lengths.
 TEST(Sequences, BatchedDecodeMatchesAloneBitwise) {
   for (const char* name : {"tiny-gqa7", "tiny-bf16"}) {
-    const Model model = Model::load(tiny(name), {.threads = 2});
+    const Model model = open_model_alone(tiny(name), {.threads = 2});
     const std::vector<std::vector<int32_t>> prompts = {kPromptA, kPromptB, {7}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
     std::vector<StepLog> expected;
     for (const auto& p : prompts) expected.push_back(alone(model, p));
@@ -135,8 +137,57 @@ TEST(Sequences, BatchedDecodeMatchesAloneBitwise) {
   }
 }
 
+// One named intermediate as a tap saw it, its floats copied.
+struct TapRecord {
+  std::string name;
+  int layer;
+  size_t position, n_tokens, dim;
+  std::vector<float> data;
+  bool operator==(const TapRecord& o) const {
+    return name == o.name && layer == o.layer && position == o.position && n_tokens == o.n_tokens &&
+           dim == o.dim && same_bits(data, o.data);
+  }
+};
+
+Tap recorder(std::vector<TapRecord>& out) {
+  return [&out](const TapEvent& e) {
+    out.push_back({std::string(e.name), e.layer, e.position, e.n_tokens, e.dim,
+                   std::vector<float>(e.data, e.data + e.n_tokens * e.dim)});
+  };
+}
+
+// The layer loop is one for prefill chunks and batched steps: in a batch each sequence's tap
+// sees its own row of every intermediate, exactly as a forward of that one token shows it.
+TEST(Sequences, BatchedDecodeShowsEachTapItsOwnRows) {
+  const Model model = open_model_alone(tiny("tiny-gqa7"), {.threads = 2});
+  const std::vector<std::vector<int32_t>> prompts = {kPromptA, kPromptB, {7}};
+  const std::vector<int32_t> tokens = {11, 12, 13};
+  std::vector<std::vector<TapRecord>> expected(prompts.size()), got(prompts.size());
+  std::vector<Sequence> seqs;
+  std::vector<Sequence*> batch;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    Sequence alone_seq = model.new_sequence();
+    model.forward(prompts[b], alone_seq);
+    alone_seq.set_tap(recorder(expected[b]));
+    model.forward({&tokens[b], 1}, alone_seq);
+    seqs.push_back(model.new_sequence());
+    model.forward(prompts[b], seqs.back());
+  }
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    seqs[b].set_tap(recorder(got[b]));
+    batch.push_back(&seqs[b]);
+  }
+  model.decode(batch, tokens);
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    ASSERT_EQ(got[b].size(), expected[b].size()) << "seq " << b;
+    for (size_t i = 0; i < got[b].size(); ++i) {
+      EXPECT_TRUE(got[b][i] == expected[b][i]) << "seq " << b << ": " << got[b][i].name << " of layer " << got[b][i].layer;
+    }
+  }
+}
+
 TEST(Sequences, BatchedDecodeRefusesBadBatchesBeforeAnyWork) {
-  const Model model = Model::load(tiny("tiny-gqa7"), {.threads = 1});
+  const Model model = open_model_alone(tiny("tiny-gqa7"), {.threads = 1});
   Sequence a = model.new_sequence(), full = model.new_sequence(2);
   model.forward(std::vector<int32_t>{1, 2}, full);
   const int32_t t2[2] = {1, 2};
@@ -153,8 +204,8 @@ TEST(Sequences, BatchedDecodeRefusesBadBatchesBeforeAnyWork) {
 }
 
 TEST(Sequences, ASequenceBelongsToItsModel) {
-  const Model m1 = Model::load(tiny("tiny-gqa7"), {.threads = 1});
-  const Model m2 = Model::load(tiny("tiny-gqa7"), {.threads = 1});
+  const Model m1 = open_model_alone(tiny("tiny-gqa7"), {.threads = 1});
+  const Model m2 = open_model_alone(tiny("tiny-gqa7"), {.threads = 1});
   Sequence s = m1.new_sequence();
   try {
     m2.forward(kPromptB, s);

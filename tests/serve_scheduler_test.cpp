@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "nanoinfer/engine.h"
 #include "nanoinfer/generator.h"
 #include "serve/scheduler.h"
 #include "support/files.h"
@@ -42,7 +43,7 @@ class ServeScheduler : public ::testing::Test {
     ModelOptions options;
     options.threads = 1;
     options.max_context = 96;
-    model_.emplace(Model::load(dir_.path(), options));
+    model_.emplace(open_model_alone(dir_.path(), options));
     tok_.emplace(Tokenizer::load(dir_.path()));
   }
   Job job(std::string_view prompt, int64_t max_tokens, SamplerParams params) const {

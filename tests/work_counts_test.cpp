@@ -13,6 +13,7 @@
 
 #include "model/linear.h"
 #include "model/ops.h"
+#include "nanoinfer/engine.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/synth.h"
@@ -143,7 +144,7 @@ struct SplitModel {
   static Model make(const test::TempDir& dir, int threads) {
     test::write_text(dir / "config.json", kSplitConfig);
     write_synthetic_weights(ModelConfig::load(dir / "config.json"), dir / "model.safetensors", {.seed = 7});
-    return Model::load(dir.path(), {.threads = threads});
+    return open_model_alone(dir.path(), {.threads = threads});
   }
 };
 
@@ -223,7 +224,7 @@ TEST(WorkCounts, BarriersPerDecodeStepFollowTheLayerStructure) {
 
 // The default model's 256-wide products are below the threshold: decoding it joins nothing.
 TEST(WorkCounts, TheDefaultModelIsNotSplit) {
-  const Model model = Model::load(fs::path(NANOINFER_SOURCE_DIR) / "data/default-model", {.threads = 2});
+  const Model model = open_model_alone(fs::path(NANOINFER_SOURCE_DIR) / "data/default-model", {.threads = 2});
   const ModelConfig& c = model.config();
   Sequence seq = model.new_sequence();
   std::vector<int32_t> ids(200, 7);
@@ -271,14 +272,14 @@ TEST(WorkCounts, ADecodeStepAllocatesNothing) {
   for (const char* name : {"tiny-untied", "tiny-bf16", "tiny-gqa7"}) {
     for (const int threads : {1, 2}) {
       SCOPED_TRACE(std::string(name) + ", " + std::to_string(threads) + " threads");
-      expect_steps_allocate_nothing(Model::load(models_root() / name, {.threads = threads}));
+      expect_steps_allocate_nothing(open_model_alone(models_root() / name, {.threads = threads}));
     }
   }
   // int8 and int4: the quantized kernels keep per-thread activation buffers, grown once. On
   // these models no product is shared, so only the caller's buffers are used.
   for (const WeightType type : {WeightType::Q8_0, WeightType::Q4_0}) {
     SCOPED_TRACE(std::string(weight_type_name(type)));
-    expect_steps_allocate_nothing(Model::load(models_root() / "tiny-untied", {.weights = type, .threads = 2}));
+    expect_steps_allocate_nothing(open_model_alone(models_root() / "tiny-untied", {.weights = type, .threads = 2}));
   }
   // Shared products: the workers run chunks too (and would count).
   SCOPED_TRACE("split model");
@@ -309,8 +310,8 @@ TEST(WorkCounts, BytesPerTokenOfTheQuantizedFormats) {
   EXPECT_EQ(int4, 296360u);
 
   const fs::path dir = models_root() / "tiny-untied";
-  const Model m8 = Model::load(dir, {.weights = WeightType::Q8_0, .threads = 1});
-  const Model m4 = Model::load(dir, {.weights = WeightType::Q4_0, .threads = 1});
+  const Model m8 = open_model_alone(dir, {.weights = WeightType::Q8_0, .threads = 1});
+  const Model m4 = open_model_alone(dir, {.weights = WeightType::Q4_0, .threads = 1});
   ASSERT_EQ(m8.config().hidden_size, 128);
   ASSERT_EQ(m8.config().intermediate_size, 256);
   ASSERT_EQ(m8.config().kv_dim(), 64);

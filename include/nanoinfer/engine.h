@@ -3,8 +3,9 @@
 // Subcommands parse flags, call open_model, and print; none of them assembles loading itself.
 //
 // A model path is a Hugging Face directory (config.json, model.safetensors, tokenizer.json,
-// optional tokenizer_config.json and generation_config.json). An empty path means the
-// embedded default model in data/default-model of the checkout the binary was built from.
+// optional tokenizer_config.json and generation_config.json) or one GGUF file. An empty path
+// means the embedded default model in data/default-model of the checkout the binary was built
+// from.
 #pragma once
 
 #include <cstdint>
@@ -53,11 +54,17 @@ struct OpenedModel {
   double load_seconds = 0;  // config + weights + tokenizer
 };
 
-// Resolves `path` (see resolve_model_path), checks the ISA and the files, reads config.json
-// once, loads the weights, the tokenizer and generation_config.json. Throws a one-line Error
-// naming the problem: a missing file (and how to get a model), an unsupported ISA, a context
-// past the model's limit, a tokenizer that does not belong to the model.
+// Resolves `path` (see resolve_model_path; a directory, or a file ending in .gguf), checks the
+// files, reads the weights file's header and the config once, loads the weights (the ISA
+// checked first, by Model::load), the tokenizer and generation_config.json. Throws a one-line
+// Error naming the problem: a missing file (and how to get a model), an unsupported ISA, a
+// context past the model's limit, a tokenizer that does not belong to the model.
 OpenedModel open_model(std::string_view path, const OpenOptions& options = {});
+
+// The model alone, opened the same way (the same checks, each file read once) but without a
+// tokenizer or generation defaults: for callers that push token ids, such as tests and
+// calibration.
+Model open_model_alone(const std::filesystem::path& path, const ModelOptions& options = {});
 
 // Only the tokenizer of a model path (a directory's tokenizer.json, or a GGUF file's
 // tokenizer.ggml.* arrays), without reading any weights: for `tokenize`.

@@ -4,13 +4,14 @@
 // huge-page arena, in their stored type or converted/quantized at load: src/model/weights.h),
 // RoPE tables, the thread pool and the kernel table of the ISA it was opened with. Everything
 // that changes while text is generated — the KV cache, activation buffers, logits, the debug
-// tap, work counters — belongs to a Sequence. Any number of sequences can run on one model;
-// their steps may be interleaved freely and each gets bitwise the logits it would get alone.
-// Calls into one model are serialized (they share its thread pool); a call from another
-// thread waits.
+// tap, work counters — belongs to a Sequence (a batched decode step runs in the buffers of its
+// first sequence). Any number of sequences can run on one model; their steps may be
+// interleaved freely and each gets bitwise the logits it would get alone. The one thing calls
+// share is the model's thread pool, which runs one job at a time, so calls into one model are
+// still serialized: a call from another thread waits for the pool, not for any other state.
 //
-// Usage (most callers open models through nanoinfer/engine.h):
-//   Model model = Model::load("models/qwen2.5-0.5b-instruct");
+// Usage (models are opened through nanoinfer/engine.h, which reads each file once):
+//   Model model = open_model_alone("models/qwen2.5-0.5b-instruct");
 //   Sequence seq = model.new_sequence();
 //   auto logits = model.forward(prompt_ids, seq);          // [1][vocab], last position
 //   auto next   = model.forward({&token, 1}, seq);         // one decode step
@@ -79,10 +80,12 @@ struct TapEvent {
 using Tap = std::function<void(const TapEvent&)>;
 
 class Model;
+class WeightSource;  // src/model/weight_source.h: a model file's tensors, whatever its format
 
 // The state of one sequence on a model: its KV cache, activation buffers (grown to the
-// largest chunk it has pushed, then reused: a decode step allocates nothing), logits, tap
-// and counters. Move-only. Must not outlive the model it came from.
+// largest chunk it has pushed, or the largest batched step it came first in, then reused: a
+// decode step allocates nothing), logits, tap and counters. Move-only. Must not outlive the
+// model it came from.
 class Sequence {
  public:
   Sequence();
@@ -109,11 +112,11 @@ class Sequence {
 
 class Model {
  public:
-  // Reads model_dir/config.json and model_dir/model.safetensors. Throws Error naming a missing
-  // file, a missing tensor or a tensor with the wrong shape or type, or an unsupported ISA.
-  static Model load(const std::filesystem::path& model_dir, const ModelOptions& opts = {});
-  // The same from a parsed config (the engine reads config.json once).
-  static Model load(const ModelConfig& cfg, const std::filesystem::path& weights_file, const ModelOptions& opts);
+  // Loads the weights of an opened file (the engine opens it and reads its config once:
+  // nanoinfer/engine.h). The ISA is checked first, before any of its code runs or any weight is
+  // read. Throws Error naming a missing tensor or a tensor with the wrong shape or type, or an
+  // unsupported ISA.
+  static Model load(const ModelConfig& cfg, const WeightSource& weights, const ModelOptions& opts);
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
@@ -139,8 +142,10 @@ class Model {
   // One decode step for several sequences at once, the way a server batches concurrent
   // requests: tokens[i] is pushed into *seqs[i] at that sequence's own position, every weight
   // matrix is streamed once for the whole batch, and each sequence's logits (Sequence::logits)
-  // are bitwise those forward({&tokens[i], 1}, *seqs[i]) would give. Taps are not called.
-  // Throws Error before any work if a sequence is full, repeated or from another model.
+  // are bitwise those forward({&tokens[i], 1}, *seqs[i]) would give. The step's activations
+  // are seqs[0]'s buffers, grown to the batch once (so a sequence that often comes first holds
+  // [batch] rows of them); each sequence's tap sees its own row. Throws Error before any work
+  // if a sequence is full, repeated or from another model.
   void decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) const;
 
   uint64_t positions_pushed() const;  // work counter: positions through the model, all sequences

@@ -1,6 +1,7 @@
-// `nanoinfer bench load [-m DIR]`: what opening a model costs, on the path the engine really
-// uses (Model::load: config, header validation, pread of every tensor into the huge-page
-// arena, conversion or quantization when --dtype asks for one). Repeats the load --runs times
+// `nanoinfer bench load [-m PATH]`: what opening a model costs, on the path the engine really
+// uses (open_model_alone, open_model without the tokenizer: header and config read once,
+// validation, pread of every tensor into the huge-page arena, conversion or quantization when
+// --dtype asks for one). Repeats the load --runs times
 // (the first run may read from disk, later ones from the page cache), prints the median and
 // minimum with the peak resident memory against the weight bytes, and appends one JSON line.
 #include <fmt/format.h>
@@ -28,7 +29,7 @@ struct LoadArgs {
 void bench_load(const LoadArgs& args) {
   if (args.runs < 1) fail("--runs must be >= 1, got {}", args.runs);
   const OpenOptions options = open_options(args.model);
-  const ModelFiles files = locate_model(resolve_model_path(args.model.model_dir));
+  const std::filesystem::path path = resolve_model_path(args.model.model_dir);
   check_bench_results_path(args.output);
 
   std::vector<double> seconds;
@@ -37,7 +38,7 @@ void bench_load(const LoadArgs& args) {
   std::string type;
   for (int64_t r = 0; r < args.runs; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
-    const Model model = Model::load(files.dir, options.model);
+    const Model model = open_model_alone(path, options.model);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     weight_bytes = model.weight_bytes();
     threads = model.threads();
@@ -48,7 +49,7 @@ void bench_load(const LoadArgs& args) {
   const double median = t.median, best = t.min;
   const double ratio = static_cast<double>(rss) / static_cast<double>(weight_bytes);
 
-  fmt::print("bench load: {} ({} weights, {}), {} thread(s), {} run(s)\n", files.dir.string(), type,
+  fmt::print("bench load: {} ({} weights, {}), {} thread(s), {} run(s)\n", path.string(), type,
              format_bytes(static_cast<double>(weight_bytes)), threads, args.runs);
   fmt::print("  load   median {:.3f} s, min {:.3f} s, max {:.3f} s  ({:.2f} GB/s at the median)\n", median, best,
              t.max, static_cast<double>(weight_bytes) / median / 1e9);
@@ -56,7 +57,7 @@ void bench_load(const LoadArgs& args) {
 
   nlohmann::json record = bench_context(threads);
   record["bench"] = "load";
-  record["model"] = files.dir.string();
+  record["model"] = path.string();
   record["weight_type"] = type;
   record["weight_bytes"] = weight_bytes;
   record["runs"] = args.runs;

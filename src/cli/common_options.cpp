@@ -63,7 +63,7 @@ OpenOptions open_options(const ModelFlags& flags) {
       for (Isa isa : all_isas()) known += fmt::format("{}{}", known.empty() ? "" : ", ", isa_name(isa));
       fail("--isa must be auto or one of {}; got '{}'", known, flags.isa);
     }
-    require_isa(*options.model.isa);
+    // Whether this machine runs it is checked once, by the model before it loads anything.
   }
   options.model.threads = ThreadPool::clamp_threads(flags.threads);
   options.model.max_context = static_cast<size_t>(flags.context);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/output_files.h"
+#include "engine/model_source.h"
 #include "io/gguf_writer.h"
 #include "model/gguf_config.h"
 #include "model/linear.h"
@@ -128,11 +129,11 @@ std::string model_name(const fs::path& dir) {
 // The body of both public calls: `dir` is a located model directory, `out` checked.
 uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<WeightType> type,
                     const std::string& name, const GgufExportProgress& progress) {
-  const ModelFiles files = locate_model(dir);
-  const ModelConfig cfg = ModelConfig::load(files.config);
+  const std::unique_ptr<const ModelSource> opened = open_model_directory(dir);
+  const ModelFiles& files = opened->files;
+  const ModelConfig& cfg = opened->config;
+  const WeightSource& src = opened->weights;
   const Tokenizer tok = Tokenizer::load(files.dir);
-  const SafetensorsFile file = SafetensorsFile::open(files.weights);
-  const WeightSource src = safetensors_source(file);
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   if (const auto problems = manifest_problems(manifest, src.manifest_infos, src.declared_blocks); !problems.empty()) {
     fail("{}: {}", files.weights.string(), problems.front());
@@ -152,9 +153,7 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
   w.set_f32("qwen2.attention.layer_norm_rms_epsilon", static_cast<float>(cfg.rms_norm_eps));
   set_tokenizer(w, files.dir, static_cast<size_t>(cfg.vocab_size), tok);
   // A quantized directory's record of how it was made travels with the weights.
-  if (const auto q = file.layout().metadata.find("nanoinfer.quantization"); q != file.layout().metadata.end()) {
-    w.set_string("nanoinfer.quantization", q->second);
-  }
+  if (!src.quantization.empty()) w.set_string("nanoinfer.quantization", src.quantization);
 
   std::map<WeightType, size_t> matrix_types;  // how many matrices of each type are written
   for (const TensorSpec& spec : manifest) {
@@ -178,7 +177,7 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
     auto pos = std::make_shared<size_t>(0);
     if (t->exact == to && t->row_bytes == row_bytes) {
       // Stored as written: the bytes pass through unchanged, chunk by chunk.
-      w.add(*gguf_name_from_hf(spec.name), ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
+      w.add(spec.gguf_name, ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
         source->read(*stored, *pos, chunk);
         *pos += chunk.size();
       });
@@ -186,7 +185,7 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
     }
     // The converted tensor is built on the writer's first request and handed out in chunks.
     auto converted = std::make_shared<std::vector<std::byte>>();
-    w.add(*gguf_name_from_hf(spec.name), ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
+    w.add(spec.gguf_name, ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
       if (converted->empty()) {
         converted->resize(rows * row_bytes);
         std::vector<std::byte> staged(stored->row_bytes);

@@ -13,11 +13,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/model_source.h"
 #include "io/gguf.h"
-#include "io/safetensors.h"
-#include "model/gguf_config.h"
 #include "model/manifest.h"
-#include "model/quant_scheme.h"
 #include "model/weight_source.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
@@ -42,51 +40,6 @@ std::optional<uint64_t> first_nonfinite_row(uint64_t rows, size_t row_bytes, siz
     if (!std::all_of(row.begin(), row.end(), [](float v) { return std::isfinite(v); })) return r;
   }
   return std::nullopt;
-}
-
-ModelReport inspect_directory(const fs::path& dir) {
-  ModelReport report;
-  report.files = locate_model(dir);
-  report.config = ModelConfig::load(report.files.config);
-  const SafetensorsFile file = SafetensorsFile::open(report.files.weights);
-  const std::vector<TensorSpec> manifest = tensor_manifest(report.config);
-  report.file_bytes = file.file_size();
-  report.header_bytes = file.layout().header_len;
-
-  const std::map<std::string, WeightType> blocks = declared_block_types(file.layout(), file.path().string());
-  if (const auto it = file.layout().metadata.find("nanoinfer.quantization"); it != file.layout().metadata.end()) {
-    report.quantization = it->second;
-  }
-  std::map<std::string_view, const TensorSpec*> spec_of;
-  for (const auto& spec : manifest) spec_of.emplace(spec.name, &spec);
-  for (const TensorInfo& t : file.tensors()) {
-    InspectedTensor& out = report.tensors.emplace_back();
-    out.name = out.file_name = t.name;
-    out.dtype = std::string(dtype_name(t.dtype));
-    out.type = out.dtype;
-    out.shape = out.stored_shape = t.shape;
-    out.bytes = t.nbytes();
-    out.params = t.numel();
-    const auto it = spec_of.find(t.name);
-    if (it != spec_of.end()) out.role = tensor_role_name(it->second->role);
-    // A declared block tensor holds the weights of its manifest shape (when it matches; a
-    // mismatch is reported as a problem below).
-    if (const auto b = blocks.find(t.name); b != blocks.end() && it != spec_of.end() && it->second->is_matrix()) {
-      out.type = std::string(weight_type_info(b->second).gguf_name);
-      out.shape = it->second->shape;
-      out.params = out.shape[0] * out.shape[1];
-    }
-  }
-  report.problems = manifest_problems(manifest, file.tensors(), blocks);
-  const WeightSource src = safetensors_source(file);
-  for (const StoredTensor& t : src.tensors) {
-    if (!t.widen_row || t.row_bytes == 0) continue;
-    const auto row = first_nonfinite_row(
-        t.nbytes / t.row_bytes, t.row_bytes, static_cast<size_t>(t.shape.empty() ? 1 : t.shape.back()),
-        [&](uint64_t offset, std::span<std::byte> dst) { src.read(t, offset, dst); }, t.widen_row);
-    if (row) report.problems.push_back(fmt::format("tensor '{}' holds a NaN or infinite value (row {})", t.name, *row));
-  }
-  return report;
 }
 
 // llama.cpp's names for its general.file_type numbers (its enum llama_ftype, without the
@@ -164,86 +117,52 @@ GgufFacts gguf_facts(const GgufLayout& layout) {
   return f;
 }
 
-// A GGUF file: the config from its qwen2.* metadata (an architecture other than qwen2 is an
-// Error naming it), each tensor under the Hugging Face name the manifest uses, and problems
-// naming the file's own tensor names, which are what a GGUF tool shows.
-ModelReport inspect_gguf(const fs::path& path) {
+}  // namespace
+
+// One path for both formats: the engine opens the path as it does to load it (config and
+// header read once), and every question is asked of the WeightSource. A GGUF file's tensors
+// carry their Hugging Face names beside their own (problems lead with the file's name, which
+// is what a GGUF tool shows), and its metadata adds the GGUF facts.
+ModelReport inspect_model(const fs::path& path) {
+  const std::unique_ptr<const ModelSource> src = open_model_source(path);
+  const WeightSource& w = src->weights;
   ModelReport report;
-  const GgufFile file = GgufFile::open(path);
-  const GgufLayout& layout = file.layout();
-  report.files = {path.parent_path(), path, path};
-  report.config = config_from_gguf(layout);
-  report.file_bytes = file.file_size();
-  report.header_bytes = layout.data_offset;
-  report.gguf = gguf_facts(layout);
-  if (const GgufValue* q = layout.find("nanoinfer.quantization")) report.quantization = string_of(q);
+  report.files = src->files;
+  report.config = src->config;
+  report.file_bytes = w.file_bytes;
+  report.header_bytes = w.header_bytes;
+  report.quantization = w.quantization;
+  if (src->gguf) report.gguf = gguf_facts(src->gguf->layout());
 
   const std::vector<TensorSpec> manifest = tensor_manifest(report.config);
   std::map<std::string_view, const TensorSpec*> spec_of;
   for (const auto& spec : manifest) spec_of.emplace(spec.name, &spec);
-  std::vector<TensorInfo> infos;  // what the manifest check sees: Hugging Face names, row-major
-  std::vector<std::string> unmapped;
-  for (const GgufTensorInfo& t : file.tensors()) {
+  for (const StoredTensor& t : w.tensors) {
     InspectedTensor& out = report.tensors.emplace_back();
-    const std::optional<std::string> hf = hf_name_from_gguf(t.name);
-    out.name = hf.value_or(t.name);
-    out.file_name = t.name;
-    out.dtype = out.type = std::string(ggml_type_info(t.type).name);
-    out.shape = out.stored_shape = t.shape();
+    out.name = t.name.empty() ? t.file_name : t.name;
+    out.file_name = t.file_name;
+    out.dtype = t.stored_type;
+    out.type = t.type_name;
+    out.shape = t.shape;
+    out.stored_shape = t.stored_shape;
     out.bytes = t.nbytes;
-    out.params = t.numel();
-    if (!hf) {
-      // Kept away from the manifest check: a GGUF tensor spelled like a Hugging Face one is
-      // still not one the loader maps.
-      unmapped.push_back(fmt::format("unexpected tensor '{}' (shape [{}]): not a tensor of a qwen2 model", t.name,
-                                     fmt::join(out.shape, ", ")));
-      continue;
-    }
-    if (const auto it = spec_of.find(out.name); it != spec_of.end()) out.role = tensor_role_name(it->second->role);
-    TensorInfo& info = infos.emplace_back();
-    info.name = out.name;
-    info.dtype = DType::F32;  // not judged (U8 would draw the hint for safetensors blocks)
-    info.shape = out.shape;
-    info.end = t.nbytes;
+    out.params = 1;
+    for (const uint64_t d : t.shape) out.params *= d;
+    if (const auto it = spec_of.find(t.name); it != spec_of.end()) out.role = tensor_role_name(it->second->role);
   }
-  // The manifest's messages name a tensor the Hugging Face way, first and in quotes; lead with
-  // the file's own name.
-  for (std::string problem : manifest_problems(manifest, infos)) {
-    const size_t open = problem.find('\'');
-    const size_t close = open == std::string::npos ? open : problem.find('\'', open + 1);
-    if (close != std::string::npos) {
-      const std::string hf = problem.substr(open + 1, close - open - 1);
-      if (const auto g = gguf_name_from_hf(hf)) problem.replace(open, close - open + 1, fmt::format("'{}' ({})", *g, hf));
-    }
-    report.problems.push_back(std::move(problem));
-  }
-  report.problems.insert(report.problems.end(), unmapped.begin(), unmapped.end());
+  report.problems = w.problems(manifest);
 
-  for (const GgufTensorInfo& t : file.tensors()) {
-    const uint64_t cols = t.dims.empty() ? 1 : t.dims[0];
-    const size_t row_bytes = ggml_row_bytes(t.type, cols);
-    if (row_bytes == 0) continue;  // no elements
-    const GgmlType type = t.type;
+  for (const StoredTensor& t : w.tensors) {
+    if (!t.widen_row || t.row_bytes == 0) continue;  // a type the engine cannot widen, or no elements
     const auto row = first_nonfinite_row(
-        t.nbytes / row_bytes, row_bytes, static_cast<size_t>(cols),
-        [&](uint64_t offset, std::span<std::byte> dst) { file.read(t, offset, dst); },
-        [type](const std::byte* src, float* dst, size_t n) { dequantize_row(type, src, dst, n); });
+        t.nbytes / t.row_bytes, t.row_bytes, static_cast<size_t>(t.shape.empty() ? 1 : t.shape.back()),
+        [&](uint64_t offset, std::span<std::byte> dst) { w.read(t, offset, dst); }, t.widen_row);
     if (!row) continue;
-    const std::optional<std::string> hf = hf_name_from_gguf(t.name);
-    report.problems.push_back(fmt::format("tensor '{}'{} holds a NaN or infinite value (row {})", t.name,
-                                          hf ? fmt::format(" ({})", *hf) : "", *row));
+    const bool renamed = !t.name.empty() && t.name != t.file_name;
+    report.problems.push_back(fmt::format("tensor '{}'{} holds a NaN or infinite value (row {})", t.file_name,
+                                          renamed ? fmt::format(" ({})", t.name) : "", *row));
   }
   return report;
-}
-
-}  // namespace
-
-ModelReport inspect_model(const fs::path& path) {
-  if (path.extension() == ".gguf" && !fs::is_directory(path)) {
-    if (!fs::is_regular_file(path)) fail("{}: no such GGUF file", path.string());
-    return inspect_gguf(path);
-  }
-  return inspect_directory(path);
 }
 
 }  // namespace nanoinfer

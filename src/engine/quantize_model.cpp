@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/calibrate.h"
+#include "engine/model_source.h"
 #include "io/safetensors.h"
 #include "model/gptq.h"
 #include "model/manifest.h"
@@ -103,8 +104,8 @@ struct CalibrationRun {
   fs::path file;
 };
 
-CalibrationRun run_calibration(const fs::path& model_dir, const ModelConfig& cfg, const QuantizeOptions& o,
-                               const QuantizeProgressFn& progress) {
+CalibrationRun run_calibration(const ModelSource& src, const QuantizeOptions& o, const QuantizeProgressFn& progress) {
+  const ModelConfig& cfg = src.config;
   CalibrationRun run;
   std::string text;
   if (o.calibration.empty()) {
@@ -117,7 +118,7 @@ CalibrationRun run_calibration(const fs::path& model_dir, const ModelConfig& cfg
       fail("cannot read calibration text: {}", e.what());
     }
   }
-  const Tokenizer tokenizer = Tokenizer::load(model_dir);
+  const Tokenizer tokenizer = Tokenizer::load(src.files.dir);
   const std::vector<int32_t> tokens = tokenizer.encode(text);
   ModelOptions mo;
   mo.weights = WeightType::F32;
@@ -126,7 +127,7 @@ CalibrationRun run_calibration(const fs::path& model_dir, const ModelConfig& cfg
   const size_t ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(kDefaultCalibCtx, limit);
   if (ctx > limit) fail("--calib-ctx {} exceeds the model's limit of {} positions", ctx, limit);
   mo.max_context = ctx;
-  const Model model = Model::load(cfg, model_dir / "model.safetensors", mo);
+  const Model model = load_model(src, mo);  // from the file already open
   const bool gram = o.method.value_or(QuantMethod::Gptq) == QuantMethod::Gptq;
   run.cal = calibrate(model, tokens, ctx, o.calib_windows, gram, o.threads, [&](size_t done, size_t total) {
     if (progress) progress({"calibrate", done, total});
@@ -148,10 +149,11 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_d
   result.type = o.type;
   result.method = o.method.value_or(QuantMethod::Gptq);
 
-  const ModelFiles files = locate_model(resolve_model_path(model_path));
-  nlohmann::ordered_json config_json = read_json(files.config);
-  const ModelConfig cfg = ModelConfig::load(files.config);
-  const SafetensorsFile in = SafetensorsFile::open(files.weights);
+  const std::unique_ptr<const ModelSource> opened = open_model_directory(resolve_model_path(model_path));
+  const ModelFiles& files = opened->files;
+  const ModelConfig& cfg = opened->config;
+  const SafetensorsFile& in = *opened->safetensors;
+  nlohmann::ordered_json config_json = read_json(files.config);  // copied into the output as it is
   refuse_quantized(config_json, files.config, in);
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   if (const auto problems = manifest_problems(manifest, in.tensors()); !problems.empty()) {
@@ -169,7 +171,7 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_d
       ThreadPool pool(o.threads);
       check_finite_weights(in, cfg, pool);  // before spending time on calibration
     }
-    calib = run_calibration(files.dir, cfg, o, progress);
+    calib = run_calibration(*opened, o, progress);
     result.calib_tokens = calib.cal.tokens;
     result.calib_file = calib.file;
   }

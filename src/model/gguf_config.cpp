@@ -1,9 +1,5 @@
 #include "model/gguf_config.h"
 
-#include <array>
-#include <charconv>
-#include <utility>
-
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -30,59 +26,7 @@ double positive(const GgufLayout& layout, std::string_view key, double fallback)
   return v;
 }
 
-constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kGlobalNames{{
-    {"token_embd.weight", "model.embed_tokens.weight"},
-    {"output_norm.weight", "model.norm.weight"},
-    {"output.weight", "lm_head.weight"},
-}};
-
-// Per-layer suffixes after "blk.N." and "model.layers.N.".
-constexpr std::array<std::pair<std::string_view, std::string_view>, 12> kLayerNames{{
-    {"attn_norm.weight", "input_layernorm.weight"},
-    {"attn_q.weight", "self_attn.q_proj.weight"},
-    {"attn_q.bias", "self_attn.q_proj.bias"},
-    {"attn_k.weight", "self_attn.k_proj.weight"},
-    {"attn_k.bias", "self_attn.k_proj.bias"},
-    {"attn_v.weight", "self_attn.v_proj.weight"},
-    {"attn_v.bias", "self_attn.v_proj.bias"},
-    {"attn_output.weight", "self_attn.o_proj.weight"},
-    {"ffn_norm.weight", "post_attention_layernorm.weight"},
-    {"ffn_gate.weight", "mlp.gate_proj.weight"},
-    {"ffn_up.weight", "mlp.up_proj.weight"},
-    {"ffn_down.weight", "mlp.down_proj.weight"},
-}};
-
-// Maps "<from_prefix>N.<suffix>" to "<to_prefix>N.<mapped suffix>"; `forward` picks the
-// direction of the suffix table.
-std::optional<std::string> map_name(std::string_view name, std::string_view from_prefix,
-                                    std::string_view to_prefix, bool forward) {
-  for (const auto& [g, h] : kGlobalNames)
-    if (name == (forward ? g : h)) return std::string(forward ? h : g);
-  if (!name.starts_with(from_prefix)) return std::nullopt;
-  name.remove_prefix(from_prefix.size());
-  const size_t dot = name.find('.');
-  if (dot == std::string_view::npos || dot == 0) return std::nullopt;
-  const std::string_view digits = name.substr(0, dot);
-  if (digits.size() > 1 && digits[0] == '0') return std::nullopt;  // one spelling per layer
-  int layer = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), layer);
-  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-  const std::string_view suffix = name.substr(dot + 1);
-  for (const auto& [g, h] : kLayerNames)
-    if (suffix == (forward ? g : h))
-      return fmt::format("{}{}.{}", to_prefix, layer, forward ? h : g);
-  return std::nullopt;
-}
-
 }  // namespace
-
-std::optional<std::string> hf_name_from_gguf(std::string_view gguf_name) {
-  return map_name(gguf_name, "blk.", "model.layers.", true);
-}
-
-std::optional<std::string> gguf_name_from_hf(std::string_view hf_name) {
-  return map_name(hf_name, "model.layers.", "blk.", false);
-}
 
 ModelConfig config_from_gguf(const GgufLayout& layout) {
   const std::string_view origin = layout.origin;

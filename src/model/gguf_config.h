@@ -1,7 +1,6 @@
-// What a GGUF file's metadata and tensor names mean for nanoinfer's Qwen2 model: the config
-// from the `qwen2.*` keys, and the mapping between GGUF tensor names (llama.cpp's
-// `blk.N.attn_q.weight`) and the Hugging Face names the manifest uses
-// (`model.layers.N.self_attn.q_proj.weight`).
+// What a GGUF file's metadata means for nanoinfer's Qwen2 model: the config from the `qwen2.*`
+// keys. (The GGUF tensor names are a column of the tensor manifest: model/manifest.h, included
+// here for the name mapping.)
 #pragma once
 
 #include <optional>
@@ -9,6 +8,7 @@
 #include <string_view>
 
 #include "io/gguf.h"
+#include "model/manifest.h"
 #include "nanoinfer/config.h"
 
 namespace nanoinfer {
@@ -26,10 +26,5 @@ namespace nanoinfer {
 // Checks the same invariants as ModelConfig::parse; throws Error naming the file and key.
 ModelConfig config_from_gguf(const GgufLayout& layout);
 
-// "blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"; nullopt for a name that
-// is not part of a Qwen2 model.
-std::optional<std::string> hf_name_from_gguf(std::string_view gguf_name);
-// The reverse, for writing GGUF files llama.cpp can load.
-std::optional<std::string> gguf_name_from_hf(std::string_view hf_name);
 
 }  // namespace nanoinfer

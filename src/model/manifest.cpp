@@ -3,43 +3,122 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
+#include <charconv>
 #include <map>
+#include <utility>
 
 namespace nanoinfer {
 
-std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg) {
-  using R = TensorRole;
-  const auto H = static_cast<uint64_t>(cfg.hidden_size);
-  const auto I = static_cast<uint64_t>(cfg.intermediate_size);
-  const auto KV = static_cast<uint64_t>(cfg.kv_dim());
-  const auto V = static_cast<uint64_t>(cfg.vocab_size);
+namespace {
 
+// A dimension of the config, as the table below names shapes.
+enum class Dim { None, Hidden, KvDim, Inter, Vocab };
+
+// One row of the tensor list: its Hugging Face name and its GGUF (llama.cpp) name — for a layer
+// tensor, what follows "model.layers.N." and "blk.N." — its shape [rows][cols] (cols None for
+// a vector), role and slot.
+struct TensorRow {
+  std::string_view hf;
+  std::string_view gguf;
+  Dim rows;
+  Dim cols;
+  TensorRole role;
+  TensorSlot slot;
+};
+
+using R = TensorRole;
+using S = TensorSlot;
+
+// Per layer, in file order: norm, attention (Qwen2 carries biases on q, k and v only), norm, MLP.
+constexpr std::array<TensorRow, 12> kLayerTensors{{
+    {"input_layernorm.weight", "attn_norm.weight", Dim::Hidden, Dim::None, R::Norm, S::AttnNorm},
+    {"self_attn.q_proj.weight", "attn_q.weight", Dim::Hidden, Dim::Hidden, R::Attention, S::Q},
+    {"self_attn.q_proj.bias", "attn_q.bias", Dim::Hidden, Dim::None, R::Attention, S::QBias},
+    {"self_attn.k_proj.weight", "attn_k.weight", Dim::KvDim, Dim::Hidden, R::Attention, S::K},
+    {"self_attn.k_proj.bias", "attn_k.bias", Dim::KvDim, Dim::None, R::Attention, S::KBias},
+    {"self_attn.v_proj.weight", "attn_v.weight", Dim::KvDim, Dim::Hidden, R::Attention, S::V},
+    {"self_attn.v_proj.bias", "attn_v.bias", Dim::KvDim, Dim::None, R::Attention, S::VBias},
+    {"self_attn.o_proj.weight", "attn_output.weight", Dim::Hidden, Dim::Hidden, R::Attention, S::O},
+    {"post_attention_layernorm.weight", "ffn_norm.weight", Dim::Hidden, Dim::None, R::Norm, S::FfnNorm},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", Dim::Inter, Dim::Hidden, R::Mlp, S::Gate},
+    {"mlp.up_proj.weight", "ffn_up.weight", Dim::Inter, Dim::Hidden, R::Mlp, S::Up},
+    {"mlp.down_proj.weight", "ffn_down.weight", Dim::Hidden, Dim::Inter, R::Mlp, S::Down},
+}};
+
+// Outside the layers: the embedding first, then (after the layers) the final norm and the
+// head. Tied embeddings reuse embed_tokens for the logits; some exports still store a copy,
+// which is accepted when its shape is right.
+constexpr TensorRow kEmbedding{"model.embed_tokens.weight", "token_embd.weight", Dim::Vocab, Dim::Hidden,
+                               R::Embedding, S::Embed};
+constexpr std::array<TensorRow, 2> kOutputTensors{{
+    {"model.norm.weight", "output_norm.weight", Dim::Hidden, Dim::None, R::Norm, S::FinalNorm},
+    {"lm_head.weight", "output.weight", Dim::Vocab, Dim::Hidden, R::Output, S::LmHead},
+}};
+
+constexpr std::array<TensorRow, 3> kGlobalTensors{kEmbedding, kOutputTensors[0], kOutputTensors[1]};
+
+constexpr std::string_view kHfLayerPrefix = "model.layers.";
+constexpr std::string_view kGgufLayerPrefix = "blk.";
+
+// Maps a name from one naming to the other through the table: "<from_prefix>N.<suffix>" to
+// "<to_prefix>N.<its other suffix>", a global name to its other name. `to_gguf` picks the
+// direction.
+std::optional<std::string> map_name(std::string_view name, bool to_gguf) {
+  const auto from = [&](const TensorRow& r) { return to_gguf ? r.hf : r.gguf; };
+  const auto to = [&](const TensorRow& r) { return to_gguf ? r.gguf : r.hf; };
+  for (const TensorRow& r : kGlobalTensors)
+    if (name == from(r)) return std::string(to(r));
+  const std::string_view from_prefix = to_gguf ? kHfLayerPrefix : kGgufLayerPrefix;
+  if (!name.starts_with(from_prefix)) return std::nullopt;
+  name.remove_prefix(from_prefix.size());
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos || dot == 0) return std::nullopt;
+  const std::string_view digits = name.substr(0, dot);
+  if (digits.size() > 1 && digits[0] == '0') return std::nullopt;  // one spelling per layer
+  int layer = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), layer);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  const std::string_view suffix = name.substr(dot + 1);
+  for (const TensorRow& r : kLayerTensors)
+    if (suffix == from(r)) return fmt::format("{}{}.{}", to_gguf ? kGgufLayerPrefix : kHfLayerPrefix, layer, to(r));
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg) {
+  const auto size = [&](Dim d) -> uint64_t {
+    switch (d) {
+      case Dim::None: return 0;
+      case Dim::Hidden: return static_cast<uint64_t>(cfg.hidden_size);
+      case Dim::KvDim: return static_cast<uint64_t>(cfg.kv_dim());
+      case Dim::Inter: return static_cast<uint64_t>(cfg.intermediate_size);
+      case Dim::Vocab: return static_cast<uint64_t>(cfg.vocab_size);
+    }
+    return 0;
+  };
   std::vector<TensorSpec> m;
-  using S = TensorSlot;
-  m.push_back({"model.embed_tokens.weight", {V, H}, true, R::Embedding, S::Embed});
+  const auto add = [&](const TensorRow& r, const std::string& hf_prefix, const std::string& gguf_prefix, int layer) {
+    std::vector<uint64_t> shape{size(r.rows)};
+    if (r.cols != Dim::None) shape.push_back(size(r.cols));
+    const bool required = r.slot != S::LmHead || !cfg.tie_word_embeddings;
+    m.push_back({hf_prefix + std::string(r.hf), std::move(shape), required, r.role, r.slot, layer,
+                 gguf_prefix + std::string(r.gguf)});
+  };
+  add(kEmbedding, "", "", -1);
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-    const std::string p = fmt::format("model.layers.{}.", l);
     const int il = static_cast<int>(l);
-    m.push_back({p + "input_layernorm.weight", {H}, true, R::Norm, S::AttnNorm, il});
-    // Qwen2 carries biases on q, k and v only.
-    m.push_back({p + "self_attn.q_proj.weight", {H, H}, true, R::Attention, S::Q, il});
-    m.push_back({p + "self_attn.q_proj.bias", {H}, true, R::Attention, S::QBias, il});
-    m.push_back({p + "self_attn.k_proj.weight", {KV, H}, true, R::Attention, S::K, il});
-    m.push_back({p + "self_attn.k_proj.bias", {KV}, true, R::Attention, S::KBias, il});
-    m.push_back({p + "self_attn.v_proj.weight", {KV, H}, true, R::Attention, S::V, il});
-    m.push_back({p + "self_attn.v_proj.bias", {KV}, true, R::Attention, S::VBias, il});
-    m.push_back({p + "self_attn.o_proj.weight", {H, H}, true, R::Attention, S::O, il});
-    m.push_back({p + "post_attention_layernorm.weight", {H}, true, R::Norm, S::FfnNorm, il});
-    m.push_back({p + "mlp.gate_proj.weight", {I, H}, true, R::Mlp, S::Gate, il});
-    m.push_back({p + "mlp.up_proj.weight", {I, H}, true, R::Mlp, S::Up, il});
-    m.push_back({p + "mlp.down_proj.weight", {H, I}, true, R::Mlp, S::Down, il});
+    for (const TensorRow& r : kLayerTensors)
+      add(r, fmt::format("{}{}.", kHfLayerPrefix, l), fmt::format("{}{}.", kGgufLayerPrefix, l), il);
   }
-  m.push_back({"model.norm.weight", {H}, true, R::Norm, S::FinalNorm});
-  // Tied embeddings reuse embed_tokens for the logits; some exports still store a copy, which
-  // is accepted when its shape is right.
-  m.push_back({"lm_head.weight", {V, H}, !cfg.tie_word_embeddings, R::Output, S::LmHead});
+  for (const TensorRow& r : kOutputTensors) add(r, "", "", -1);
   return m;
 }
+
+std::optional<std::string> hf_name_from_gguf(std::string_view gguf_name) { return map_name(gguf_name, false); }
+
+std::optional<std::string> gguf_name_from_hf(std::string_view hf_name) { return map_name(hf_name, true); }
 
 uint64_t ModelConfig::parameter_count() const {
   uint64_t n = 0;

@@ -22,17 +22,25 @@ enum class TensorRole { Embedding, Attention, Mlp, Norm, Output };
 enum class TensorSlot { Embed, AttnNorm, Q, QBias, K, KBias, V, VBias, O, FfnNorm, Gate, Up, Down, FinalNorm, LmHead };
 
 struct TensorSpec {
-  std::string name;
+  std::string name;             // Hugging Face's: "model.layers.3.self_attn.q_proj.weight"
   std::vector<uint64_t> shape;  // row-major, as stored: [out_features, in_features] for weights
   bool required;                // false only for lm_head.weight when the embeddings are tied
   TensorRole role;
   TensorSlot slot;
   int layer = -1;               // -1 outside the layers
+  std::string gguf_name;        // llama.cpp's, in GGUF files: "blk.3.attn_q.weight"
   bool is_matrix() const { return shape.size() == 2; }
 };
 
-// In file order: embed, per layer (norm, attention, norm, MLP), final norm, lm_head.
+// In file order: embed, per layer (norm, attention, norm, MLP), final norm, lm_head. Written
+// once, as one table with both names (model/manifest.cpp).
 std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg);
+
+// A name in one naming to the other, through the same table, for any layer number:
+// "blk.3.attn_q.weight" <-> "model.layers.3.self_attn.q_proj.weight"; nullopt for a name that
+// is not part of a Qwen2 model.
+std::optional<std::string> hf_name_from_gguf(std::string_view gguf_name);
+std::optional<std::string> gguf_name_from_hf(std::string_view hf_name);
 
 std::string_view tensor_role_name(TensorRole role);  // "embedding", "attention", ...
 

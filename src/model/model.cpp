@@ -10,9 +10,14 @@
 // Every matrix product goes through `linear`, which dispatches on the weight's type; the
 // forward never branches on it. Products that read the same input are one call each: q, k
 // and v are one stacked matrix (output [n][q | k | v]), and gate and up one interleaved
-// matrix whose product applies SwiGLU as it goes (model/linear.h). Activation buffers are
-// sized once, at load, for a chunk of up to max_batch tokens; longer inputs are pushed
-// through in chunks.
+// matrix whose product applies SwiGLU as it goes (model/linear.h).
+//
+// The layer loop is written once, for a step of n rows that belong to one or more sequences
+// (StepPart): a prefill chunk is n rows of one sequence (longer inputs are pushed through in
+// chunks of up to max_batch tokens), a batched decode step one row of each of n sequences.
+// Only attention tells the sequences apart: each part attends over its own cache. A step's
+// activations are buffers of its sequence (of the first one, for a batched step), grown to the
+// largest step run in them; the Model itself holds nothing that a step writes.
 #include "nanoinfer/model.h"
 
 #include <algorithm>
@@ -22,8 +27,6 @@
 #include <string>
 #include <vector>
 
-#include "io/gguf.h"
-#include "io/safetensors.h"
 #include "kernels/kernels.h"
 #include "model/linear.h"
 #include "model/ops.h"
@@ -39,11 +42,10 @@ constexpr size_t kDefaultMaxContext = 4096;
 
 // ---- per-sequence state ---------------------------------------------------------------------
 
-struct Sequence::State {
-  const void* owner = nullptr;  // the Model::Impl this sequence belongs to
-  size_t vocab = 0;
-  KvCache cache;
-  // Activations for one chunk of up to `rows` tokens, grown to the largest chunk pushed.
+// The activations of one step, `rows` tokens' worth of each buffer, grown to the largest step
+// run in them and then reused. Every sequence owns one for its own chunks; a batched decode
+// step runs in the one of its first sequence (so the Model holds none).
+struct Activations {
   size_t rows = 0;
   std::vector<float> x;        // [rows][hidden]  residual stream
   std::vector<float> xb;       // [rows][hidden]  normed input / projection output
@@ -52,10 +54,28 @@ struct Sequence::State {
   std::vector<float> att;      // [rows][q_dim]   attention output, before o_proj
   std::vector<float> gate_up;  // [rows][2 inter] gate and up rows, interleaved (scratch)
   std::vector<float> act;      // [rows][inter]   silu(gate) * up
+};
+
+struct Sequence::State {
+  // One sequence's rows in a step: rows [row, row + n) of the activations are its tokens at
+  // positions pos .. pos + n - 1. A prefill chunk is one part of n rows; a batched decode step
+  // is one part of one row per sequence.
+  struct Part {
+    State* seq;
+    size_t row;
+    size_t n;
+    size_t pos;
+  };
+
+  const void* owner = nullptr;  // the Model::Impl this sequence belongs to
+  size_t vocab = 0;
+  KvCache cache;
+  Activations act;            // for its own chunks, and for the batched steps it comes first in
+  std::vector<Part> batch;    // the parts of a batched step it comes first in (reused)
   std::vector<float> scores;  // [n_heads][capacity]
   std::vector<float> probs;   // [rows][n_heads][keys] attention weights; used only while a tap is set
-  // [rows][vocab]: one row, or every position of the largest all_logits request so far
-  // (the caller asked for that much output; it is grown, never per token).
+  // [rows][vocab]: one row, or every position of the largest all_logits request (or batched
+  // step it came first in) so far: the caller asked for that much output; grown, never per token.
   std::vector<float> logits;
   uint64_t positions_pushed = 0;
   Tap tap;
@@ -77,16 +97,17 @@ void Sequence::set_tap(Tap tap) { state_->tap = std::move(tap); }
 // ---- the model ------------------------------------------------------------------------------
 
 struct Model::Impl {
+  using StepPart = Sequence::State::Part;
+
   ModelConfig cfg;
   ModelOptions opts;
   mutable ThreadPool pool;
   Compute compute;
   ModelWeights w;
   Rope rope;
-  mutable std::mutex busy;  // one forward at a time: they share the pool
-  // Activations of a batched decode step ([batch] rows of each buffer), used under `busy`.
-  mutable Sequence::State batch;
-  mutable std::vector<Sequence::State*> batch_states;  // decode()'s list, reused under `busy`
+  // The only state calls share is the thread pool, and it runs one job at a time: calls into
+  // the model are serialized here. Everything else a step writes belongs to its sequences.
+  mutable std::mutex pool_busy;
   mutable std::atomic<uint64_t> positions_pushed{0};
 
   Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads) {}
@@ -96,131 +117,130 @@ struct Model::Impl {
   size_t kv_dim() const { return static_cast<size_t>(cfg.kv_dim()); }
   size_t inter() const { return static_cast<size_t>(cfg.intermediate_size); }
   size_t vocab() const { return static_cast<size_t>(cfg.vocab_size); }
-
-  void reserve(Sequence::State& s, size_t n) const {
-    if (s.rows >= n) return;
-    s.x.resize(n * hidden());
-    s.xb.resize(n * hidden());
-    s.qkv.resize(n * (q_dim() + 2 * kv_dim()));
-    s.q.resize(n * q_dim());
-    s.att.resize(n * q_dim());
-    s.gate_up.resize(n * 2 * inter());
-    s.act.resize(n * inter());
-    s.rows = n;
+  AttentionShape attention_shape() const {
+    return {static_cast<size_t>(cfg.num_attention_heads), static_cast<size_t>(cfg.num_key_value_heads),
+            static_cast<size_t>(cfg.head_dim())};
   }
 
-  // One chunk of n <= max_batch tokens at positions cache.length() ...; writes the logits of
-  // its last `out_rows` positions (0, 1 or n) to `out`: [out_rows][vocab].
-  void forward_chunk(const int32_t* tokens, size_t n, Sequence::State& s, size_t out_rows, float* out) const {
-    const size_t H = hidden(), Q = q_dim(), KV = kv_dim(), I = inter();
-    KvCache& cache = s.cache;
-    const size_t pos = cache.length();
+  // Hands each part its rows of a step's buffer, data: [n - from][dim], the step's rows from
+  // `from` on (the final norm computes only the rows whose logits are wanted).
+  static void emit_rows(std::span<const StepPart> parts, std::string_view name, int layer, size_t dim,
+                        const float* data, size_t from = 0) {
+    for (const StepPart& p : parts) {
+      const size_t first = std::max(p.row, from), end = p.row + p.n;
+      if (first < end) p.seq->emit(name, layer, p.pos + (first - p.row), end - first, dim, data + (first - from) * dim);
+    }
+  }
+
+  void reserve(Activations& a, size_t n) const {
+    if (a.rows >= n) return;
+    a.x.resize(n * hidden());
+    a.xb.resize(n * hidden());
+    a.qkv.resize(n * (q_dim() + 2 * kv_dim()));
+    a.q.resize(n * q_dim());
+    a.att.resize(n * q_dim());
+    a.gate_up.resize(n * 2 * inter());
+    a.act.resize(n * inter());
+    a.rows = n;
+  }
+
+  // One step of n tokens in `a` (n <= a.rows), split into the parts' sequences: a prefill chunk
+  // of one sequence, or one decode token of each of many. Every matrix is streamed once for all
+  // n rows; attention runs per part over its own sequence's cache. Each row meets the same
+  // operations whichever step it is in (the kernels are bitwise independent of batching), so a
+  // sequence gets bitwise the logits it would get alone. Writes the logits of the last
+  // `out_rows` rows (0, 1 or n) to `out`: [out_rows][vocab]. On an exception every part's
+  // cache step is discarded.
+  void step(Activations& a, std::span<const StepPart> parts, const int32_t* tokens, size_t n, size_t out_rows,
+            float* out) const {
+    try {
+      for (const StepPart& p : parts) p.seq->cache.begin_step(p.n);
+      layers(a, parts, tokens, n);
+      for (const StepPart& p : parts) {
+        p.seq->cache.commit();
+        p.seq->positions_pushed += p.n;
+      }
+      positions_pushed.fetch_add(n, std::memory_order_relaxed);
+      logits(a, parts, n, out_rows, out);
+    } catch (...) {
+      for (const StepPart& p : parts) p.seq->cache.abort_step();
+      throw;
+    }
+  }
+
+  // embed -> every layer: a.x ends as the residual stream after the last layer, [n][hidden].
+  void layers(Activations& a, std::span<const StepPart> parts, const int32_t* tokens, size_t n) const {
+    const size_t H = hidden(), I = inter();
     const float eps = static_cast<float>(cfg.rms_norm_eps);
-    const AttentionShape shape{static_cast<size_t>(cfg.num_attention_heads),
-                               static_cast<size_t>(cfg.num_key_value_heads), static_cast<size_t>(cfg.head_dim())};
-    float *x = s.x.data(), *xb = s.xb.data(), *qkv = s.qkv.data(), *q = s.q.data(), *att = s.att.data();
-    float *gate_up = s.gate_up.data(), *act = s.act.data();
+    float *x = a.x.data(), *xb = a.xb.data(), *qkv = a.qkv.data(), *q = a.q.data(), *att = a.att.data();
+    float *gate_up = a.gate_up.data(), *act = a.act.data();
 
     embed_rows(w.embed, tokens, n, x);
-    s.emit("embed", -1, pos, n, H, x);
-
-    cache.begin_step(n);
+    emit_rows(parts, "embed", -1, H, x);
     for (size_t l = 0; l < w.layers.size(); ++l) {
       const LayerWeights& L = w.layers[l];
       const int il = static_cast<int>(l);
 
-      // Attention block. k and v go into the cache's new rows, and k is rotated there, once:
-      // the cache holds keys ready for every later query.
+      // Attention block: one q|k|v product for all rows, then each sequence attends over its
+      // own cache.
       rmsnorm(x, L.attn_norm, eps, xb, n, H);
-      s.emit("attn_norm", il, pos, n, H, xb);
+      emit_rows(parts, "attn_norm", il, H, xb);
       linear(compute, L.qkv, xb, qkv, n);
-      const KvCache::Rows kv = cache.append(l);
-      split_qkv(qkv, n, Q, KV, q, kv.k, kv.v);
-      rope.apply(q, n, shape.n_heads, pos);
-      rope.apply(kv.k, n, shape.n_kv_heads, pos);
-      s.emit("q", il, pos, n, Q, q);
-      s.emit("k", il, pos, n, KV, kv.k);
-      s.emit("v", il, pos, n, KV, kv.v);
-      float* probs = nullptr;  // the weights are kept only for a tap: no cost otherwise
-      if (s.tap) {
-        s.probs.resize(n * shape.n_heads * (pos + n));
-        probs = s.probs.data();
-      }
-      attention(compute, shape, q, cache.keys(l), cache.values(l), att, n, pos, s.scores.data(), probs);
-      if (probs) s.emit("attn_weights", il, pos, n, shape.n_heads * (pos + n), probs);
-      s.emit("attn_out", il, pos, n, Q, att);
+      for (const StepPart& p : parts) attend(p, l, qkv, q, att);
       linear(compute, L.o, nullptr, att, xb, n);
       add_inplace(x, xb, n * H);
-      s.emit("attn_residual", il, pos, n, H, x);
+      emit_rows(parts, "attn_residual", il, H, x);
 
       // SwiGLU feed-forward block.
       rmsnorm(x, L.ffn_norm, eps, xb, n, H);
-      s.emit("ffn_norm", il, pos, n, H, xb);
+      emit_rows(parts, "ffn_norm", il, H, xb);
       linear_swiglu(compute, L.gate_up, xb, gate_up, act, n);
-      s.emit("ffn_act", il, pos, n, I, act);
+      emit_rows(parts, "ffn_act", il, I, act);
       linear(compute, L.down, nullptr, act, xb, n);
       add_inplace(x, xb, n * H);
-      s.emit("layer_out", il, pos, n, H, x);
+      emit_rows(parts, "layer_out", il, H, x);
     }
-    cache.commit();
-    s.positions_pushed += n;
-    positions_pushed.fetch_add(n, std::memory_order_relaxed);
-
-    // Only the rows whose logits are wanted go through the final norm and the head (for
-    // Qwen2.5-0.5B the head is a quarter of the weights).
-    if (out_rows == 0) return;
-    const size_t first = n - out_rows;
-    rmsnorm(x + first * H, w.final_norm, eps, xb, out_rows, H);
-    s.emit("final_norm", -1, pos + first, out_rows, H, xb);
-    linear(compute, w.lm_head, nullptr, xb, out, out_rows);
   }
 
-  // One decode step of B sequences: token b goes into seqs[b] at its own position. Every
-  // matrix is streamed once for the whole batch; attention runs per sequence over its own
-  // cache. Each row meets exactly the operations forward() gives it (the kernels are bitwise
-  // independent of batching), so each sequence gets the logits it would get alone.
-  void decode_batch(Sequence::State* const* seqs, const int32_t* tokens, size_t B) const {
-    const size_t H = hidden(), Q = q_dim(), KV = kv_dim(), V = vocab();
-    const float eps = static_cast<float>(cfg.rms_norm_eps);
-    const AttentionShape shape{static_cast<size_t>(cfg.num_attention_heads),
-                               static_cast<size_t>(cfg.num_key_value_heads), static_cast<size_t>(cfg.head_dim())};
-    Sequence::State& s = batch;
-    reserve(s, B);
-    if (s.logits.size() < B * V) s.logits.resize(B * V);
-    float *x = s.x.data(), *xb = s.xb.data(), *qkv = s.qkv.data(), *q = s.q.data(), *att = s.att.data();
-    float *gate_up = s.gate_up.data(), *act = s.act.data();
+  // One part's attention in layer l: its k and v rows of qkv go into the cache's new rows, and
+  // k is rotated there, once (the cache holds keys ready for every later query); its q rows
+  // are rotated into q and attend over the cache into att. qkv: [n][q_dim + 2 kv_dim];
+  // q, att: [n][q_dim] (only the part's rows are touched).
+  void attend(const StepPart& p, size_t l, const float* qkv, float* q, float* att) const {
+    const size_t Q = q_dim(), KV = kv_dim();
+    const AttentionShape shape = attention_shape();
+    const int il = static_cast<int>(l);
+    Sequence::State& s = *p.seq;
+    KvCache& cache = s.cache;
+    float* pq = q + p.row * Q;
+    float* patt = att + p.row * Q;
 
-    embed_rows(w.embed, tokens, B, x);
-    for (size_t b = 0; b < B; ++b) seqs[b]->cache.begin_step(1);
-    for (size_t l = 0; l < w.layers.size(); ++l) {
-      const LayerWeights& L = w.layers[l];
-      rmsnorm(x, L.attn_norm, eps, xb, B, H);
-      linear(compute, L.qkv, xb, qkv, B);
-      for (size_t b = 0; b < B; ++b) {
-        KvCache& cache = seqs[b]->cache;
-        const size_t pos = cache.length();
-        const KvCache::Rows rows = cache.append(l);
-        split_qkv(qkv + b * (Q + 2 * KV), 1, Q, KV, q + b * Q, rows.k, rows.v);
-        rope.apply(q + b * Q, 1, shape.n_heads, pos);
-        rope.apply(rows.k, 1, shape.n_kv_heads, pos);
-        attention(compute, shape, q + b * Q, cache.keys(l), cache.values(l), att + b * Q, 1, pos,
-                  seqs[b]->scores.data());
-      }
-      linear(compute, L.o, nullptr, att, xb, B);
-      add_inplace(x, xb, B * H);
-      rmsnorm(x, L.ffn_norm, eps, xb, B, H);
-      linear_swiglu(compute, L.gate_up, xb, gate_up, act, B);
-      linear(compute, L.down, nullptr, act, xb, B);
-      add_inplace(x, xb, B * H);
+    const KvCache::Rows kv = cache.append(l);
+    split_qkv(qkv + p.row * (Q + 2 * KV), p.n, Q, KV, pq, kv.k, kv.v);
+    rope.apply(pq, p.n, shape.n_heads, p.pos);
+    rope.apply(kv.k, p.n, shape.n_kv_heads, p.pos);
+    s.emit("q", il, p.pos, p.n, Q, pq);
+    s.emit("k", il, p.pos, p.n, KV, kv.k);
+    s.emit("v", il, p.pos, p.n, KV, kv.v);
+    const size_t keys = p.pos + p.n;
+    float* probs = nullptr;  // the weights are kept only for a tap: no cost otherwise
+    if (s.tap) {
+      s.probs.resize(p.n * shape.n_heads * keys);
+      probs = s.probs.data();
     }
-    for (size_t b = 0; b < B; ++b) {
-      seqs[b]->cache.commit();
-      seqs[b]->positions_pushed += 1;
-    }
-    positions_pushed.fetch_add(B, std::memory_order_relaxed);
-    rmsnorm(x, w.final_norm, eps, xb, B, H);
-    linear(compute, w.lm_head, nullptr, xb, s.logits.data(), B);
-    for (size_t b = 0; b < B; ++b) std::memcpy(seqs[b]->logits.data(), s.logits.data() + b * V, V * sizeof(float));
+    attention(compute, shape, pq, cache.keys(l), cache.values(l), patt, p.n, p.pos, s.scores.data(), probs);
+    if (probs) s.emit("attn_weights", il, p.pos, p.n, shape.n_heads * keys, probs);
+    s.emit("attn_out", il, p.pos, p.n, Q, patt);
+  }
+
+  // Only the rows whose logits are wanted go through the final norm and the head (for
+  // Qwen2.5-0.5B the head is a quarter of the weights).
+  void logits(Activations& a, std::span<const StepPart> parts, size_t n, size_t out_rows, float* out) const {
+    if (out_rows == 0) return;
+    const size_t H = hidden(), first = n - out_rows;
+    rmsnorm(a.x.data() + first * H, w.final_norm, static_cast<float>(cfg.rms_norm_eps), a.xb.data(), out_rows, H);
+    emit_rows(parts, "final_norm", -1, H, a.xb.data(), first);
+    linear(compute, w.lm_head, nullptr, a.xb.data(), out, out_rows);
   }
 };
 
@@ -229,18 +249,11 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Model Model::load(const std::filesystem::path& model_dir, const ModelOptions& opts) {
-  if (!std::filesystem::is_directory(model_dir)) fail("model directory '{}' does not exist", model_dir.string());
-  for (const char* name : {"config.json", "model.safetensors"}) {
-    if (!std::filesystem::exists(model_dir / name)) fail("model directory '{}' has no {}", model_dir.string(), name);
-  }
-  return load(ModelConfig::load(model_dir / "config.json"), model_dir / "model.safetensors", opts);
-}
-
-Model Model::load(const ModelConfig& cfg, const std::filesystem::path& weights_file, const ModelOptions& opts) {
+Model Model::load(const ModelConfig& cfg, const WeightSource& weights, const ModelOptions& opts) {
   if (opts.max_batch == 0) fail("model options: max_batch must be positive");
   ModelOptions resolved = opts;
-  // The ISA is checked before anything else: no code of an unsupported ISA ever runs.
+  // The ISA is checked before anything else: no code of an unsupported ISA ever runs. This is
+  // the one check (kernels::table refuses what the CPU or the OS does not support).
   resolved.isa = opts.isa.value_or(best_isa());
   const kernels::Kernels& table = kernels::table(*resolved.isa);
   if (resolved.max_context == 0) {
@@ -250,15 +263,8 @@ Model Model::load(const ModelConfig& cfg, const std::filesystem::path& weights_f
   auto impl = std::make_unique<Impl>(cfg, resolved);
   impl->opts.threads = static_cast<int>(impl->pool.size());
   impl->compute = Compute{&impl->pool, &table};
-  if (weights_file.extension() == ".gguf") {
-    const GgufFile file = GgufFile::open(weights_file);
-    impl->w = load_weights(gguf_source(file), impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
-                           resolved.pack_weights ? &table : nullptr);
-  } else {
-    const SafetensorsFile file = SafetensorsFile::open(weights_file);
-    impl->w = load_weights(safetensors_source(file), impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
-                           resolved.pack_weights ? &table : nullptr);
-  }
+  impl->w = load_weights(weights, impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
+                         resolved.pack_weights ? &table : nullptr);
   impl->rope = Rope(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, resolved.max_context);
   return Model(std::move(impl));
 }
@@ -289,14 +295,14 @@ Sequence Model::new_sequence(size_t max_seq) const {
   s.cache = KvCache(m.w.layers.size(), max_seq == 0 ? m.opts.max_context : max_seq, m.kv_dim());
   s.scores.resize(static_cast<size_t>(m.cfg.num_attention_heads) * s.cache.capacity());
   s.logits.resize(m.vocab());
-  m.reserve(s, 1);  // decode steps never allocate
+  m.reserve(s.act, 1);  // decode steps never allocate
   return seq;
 }
 
 std::span<const float> Model::forward(std::span<const int32_t> tokens, Sequence& seq, bool all_logits) const {
   const Impl& m = *impl_;
   Sequence::State& s = *seq.state_;
-  KvCache& cache = s.cache;
+  const KvCache& cache = s.cache;
   const size_t n = tokens.size();
   const size_t V = m.vocab();
   if (n == 0) fail("forward: no tokens");
@@ -311,50 +317,52 @@ std::span<const float> Model::forward(std::span<const int32_t> tokens, Sequence&
     }
   }
 
-  const std::lock_guard<std::mutex> lock(m.busy);
+  const std::lock_guard<std::mutex> lock(m.pool_busy);
   const size_t out_rows = all_logits ? n : 1;
   if (s.logits.size() < out_rows * V) s.logits.resize(out_rows * V);
-  m.reserve(s, std::min(n, m.opts.max_batch));
-  try {
-    for (size_t begin = 0; begin < n; begin += m.opts.max_batch) {
-      const size_t count = std::min(m.opts.max_batch, n - begin);
-      const bool last = begin + count == n;
-      // Intermediate chunks produce logits only when all of them were asked for.
-      const size_t rows = all_logits ? count : (last ? 1 : 0);
-      m.forward_chunk(tokens.data() + begin, count, s, rows, s.logits.data() + (all_logits ? begin * V : 0));
-    }
-  } catch (...) {
-    cache.abort_step();
-    throw;
+  m.reserve(s.act, std::min(n, m.opts.max_batch));
+  for (size_t begin = 0; begin < n; begin += m.opts.max_batch) {
+    const size_t count = std::min(m.opts.max_batch, n - begin);
+    const bool last = begin + count == n;
+    // Intermediate chunks produce logits only when all of them were asked for.
+    const size_t rows = all_logits ? count : (last ? 1 : 0);
+    const Sequence::State::Part chunk{&s, 0, count, cache.length()};
+    m.step(s.act, {&chunk, 1}, tokens.data() + begin, count, rows, s.logits.data() + (all_logits ? begin * V : 0));
   }
   return {s.logits.data(), out_rows * V};
 }
 
 void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) const {
   const Impl& m = *impl_;
-  if (seqs.size() != tokens.size()) fail("decode: {} sequences but {} tokens", seqs.size(), tokens.size());
-  if (seqs.empty()) return;
-  const std::lock_guard<std::mutex> lock(m.busy);
-  std::vector<Sequence::State*>& states = m.batch_states;  // grown, never per step
-  states.clear();
-  for (size_t b = 0; b < seqs.size(); ++b) {
-    Sequence::State& s = *seqs[b]->state_;
+  const size_t B = seqs.size(), V = m.vocab();
+  if (B != tokens.size()) fail("decode: {} sequences but {} tokens", B, tokens.size());
+  if (B == 0) return;
+  for (size_t b = 0; b < B; ++b) {
+    const Sequence::State& s = *seqs[b]->state_;
     if (s.owner != &m) fail("decode: sequence {} belongs to a different model", b);
     if (s.cache.step_open()) fail("decode: sequence {} has an uncommitted step", b);
     if (s.cache.length() == s.cache.capacity()) fail("decode: sequence {} is full ({} positions)", b, s.cache.capacity());
-    if (tokens[b] < 0 || static_cast<size_t>(tokens[b]) >= m.vocab()) {
-      fail("decode: token id {} of sequence {} is out of range for a vocabulary of {}", tokens[b], b, m.vocab());
+    if (tokens[b] < 0 || static_cast<size_t>(tokens[b]) >= V) {
+      fail("decode: token id {} of sequence {} is out of range for a vocabulary of {}", tokens[b], b, V);
     }
     for (size_t c = 0; c < b; ++c)
-      if (states[c] == &s) fail("decode: sequence {} appears twice in the batch", b);
-    states.push_back(&s);
+      if (seqs[c] == seqs[b]) fail("decode: sequence {} appears twice in the batch", b);
   }
-  try {
-    m.decode_batch(states.data(), tokens.data(), states.size());
-  } catch (...) {
-    for (Sequence::State* s : states) s->cache.abort_step();
-    throw;
+
+  // The step runs in the first sequence's buffers, grown to the batch (then reused), and its
+  // logits rows land there; the other sequences' rows are copied to them.
+  const std::lock_guard<std::mutex> lock(m.pool_busy);
+  Sequence::State& first = *seqs[0]->state_;
+  m.reserve(first.act, B);
+  if (first.logits.size() < B * V) first.logits.resize(B * V);
+  std::vector<Sequence::State::Part>& parts = first.batch;
+  parts.clear();
+  for (size_t b = 0; b < B; ++b) {
+    Sequence::State& s = *seqs[b]->state_;
+    parts.push_back({&s, b, 1, s.cache.length()});
   }
+  m.step(first.act, parts, tokens.data(), B, B, first.logits.data());
+  for (size_t b = 1; b < B; ++b) std::memcpy(seqs[b]->state_->logits.data(), first.logits.data() + b * V, V * sizeof(float));
 }
 
 std::span<const float> Sequence::logits() const {

@@ -3,6 +3,9 @@
 #include <cstring>
 #include <map>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "io/gguf.h"
 #include "io/gguf_blocks.h"
 #include "kernels/kernels.h"
@@ -22,6 +25,7 @@ const StoredTensor* WeightSource::find(std::string_view name) const {
 std::vector<TensorInfo> WeightSource::infos() const {
   std::vector<TensorInfo> out;
   for (const StoredTensor& t : tensors) {
+    if (t.name.empty()) continue;  // maps to no manifest name: problems() names it
     TensorInfo info;
     info.name = t.name;
     // Not judged by the manifest check; not U8, which draws the hint about safetensors
@@ -30,6 +34,29 @@ std::vector<TensorInfo> WeightSource::infos() const {
     info.shape = t.shape;
     info.end = t.nbytes;
     out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::vector<std::string> WeightSource::problems(const std::vector<TensorSpec>& manifest) const {
+  std::vector<std::string> out;
+  for (std::string problem : manifest_problems(manifest, manifest_infos, declared_blocks)) {
+    // The manifest's messages name a tensor the Hugging Face way, first and in quotes; a GGUF
+    // file's own name leads, as a GGUF tool shows it.
+    const size_t open = problem.find('\'');
+    const size_t close = open == std::string::npos ? open : problem.find('\'', open + 1);
+    if (gguf_names && close != std::string::npos) {
+      const std::string hf = problem.substr(open + 1, close - open - 1);
+      if (const auto g = gguf_name_from_hf(hf)) problem.replace(open, close - open + 1, fmt::format("'{}' ({})", *g, hf));
+    }
+    out.push_back(std::move(problem));
+  }
+  for (const StoredTensor& t : tensors) {
+    // Kept away from the manifest check: a GGUF tensor spelled like a Hugging Face one is still
+    // not one the loader maps.
+    if (t.name.empty())
+      out.push_back(fmt::format("unexpected tensor '{}' (shape [{}]): not a tensor of a qwen2 model", t.file_name,
+                                fmt::join(t.shape, ", ")));
   }
   return out;
 }
@@ -61,9 +88,9 @@ WeightSource safetensors_source(const SafetensorsFile& file) {
   const std::map<std::string, WeightType> blocks = declared_block_types(file.layout(), file.path().string());
   for (const TensorInfo& info : file.tensors()) {
     StoredTensor t;
-    t.name = info.name;
-    t.shape = info.shape;
-    t.type_name = std::string(dtype_name(info.dtype));
+    t.name = t.file_name = info.name;
+    t.shape = t.stored_shape = info.shape;
+    t.type_name = t.stored_type = std::string(dtype_name(info.dtype));
     t.nbytes = info.nbytes();
     const auto b = blocks.find(info.name);
     // A declaration that does not fit the tensor is left to the manifest check to report.
@@ -92,6 +119,11 @@ WeightSource safetensors_source(const SafetensorsFile& file) {
   }
   src.manifest_infos = file.tensors();
   src.declared_blocks = blocks;
+  src.file_bytes = file.file_size();
+  src.header_bytes = file.layout().header_len;
+  if (const auto q = file.layout().metadata.find("nanoinfer.quantization"); q != file.layout().metadata.end()) {
+    src.quantization = q->second;
+  }
   src.read = [&file](const StoredTensor& t, uint64_t offset, std::span<std::byte> dst) {
     file.read(*file.find(t.name), offset, dst);
   };
@@ -101,14 +133,14 @@ WeightSource safetensors_source(const SafetensorsFile& file) {
 WeightSource gguf_source(const GgufFile& file) {
   WeightSource src;
   src.path = file.path();
+  src.gguf_names = true;
   for (const GgufTensorInfo& info : file.tensors()) {
-    const std::optional<std::string> hf = hf_name_from_gguf(info.name);
-    if (!hf) fail("{}: tensor '{}' is not part of a qwen2 model", file.path().string(), info.name);
     StoredTensor t;
-    t.name = *hf;
-    t.shape = info.shape();
+    t.name = hf_name_from_gguf(info.name).value_or("");
+    t.file_name = info.name;
+    t.shape = t.stored_shape = info.shape();
     const GgmlType type = info.type;
-    t.type_name = std::string(ggml_type_info(static_cast<uint32_t>(type))->name);
+    t.type_name = t.stored_type = std::string(ggml_type_info(static_cast<uint32_t>(type))->name);
     t.nbytes = info.nbytes;
     t.row_bytes = ggml_row_bytes(type, info.dims.empty() ? 1 : info.dims[0]);
     switch (type) {
@@ -122,9 +154,13 @@ WeightSource gguf_source(const GgufFile& file) {
     src.tensors.push_back(std::move(t));
   }
   src.manifest_infos = src.infos();
+  src.file_bytes = file.file_size();
+  src.header_bytes = file.layout().data_offset;
+  if (const GgufValue* q = file.layout().find("nanoinfer.quantization")) {
+    if (const auto* text = std::get_if<std::string>(&q->value)) src.quantization = *text;
+  }
   src.read = [&file](const StoredTensor& t, uint64_t offset, std::span<std::byte> dst) {
-    // The GGUF name of t: map back through the Hugging Face name.
-    file.read(file.get(*gguf_name_from_hf(t.name)), offset, dst);
+    file.read(file.get(t.file_name), offset, dst);
   };
   return src;
 }

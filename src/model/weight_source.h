@@ -15,15 +15,21 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "model/manifest.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/weight_type.h"
 
 namespace nanoinfer {
 
 struct StoredTensor {
-  std::string name;             // Hugging Face name, e.g. "model.layers.0.mlp.up_proj.weight"
-  std::vector<uint64_t> shape;  // row-major: [rows, cols] for a matrix, [n] for a vector
-  std::string type_name;        // as stored, for messages and inspect: "BF16", "Q4_K", ...
+  // Hugging Face name, e.g. "model.layers.0.mlp.up_proj.weight"; empty for a GGUF tensor whose
+  // name maps to none (kept for inspect to report; the loader refuses the file).
+  std::string name;
+  std::string file_name;        // as named in the file: "blk.0.ffn_up.weight" in GGUF; = name
+  std::vector<uint64_t> shape;  // of the weights, row-major: [rows, cols] for a matrix, [n] for a vector
+  std::string type_name;        // the weights' type, for messages and inspect: "BF16", "Q8_0", "Q4_K", ...
+  std::string stored_type;      // as stored: = type_name, but "U8" for a safetensors block tensor
+  std::vector<uint64_t> stored_shape;  // as stored: [rows, row_bytes] for a safetensors block tensor
   uint64_t nbytes = 0;
   size_t row_bytes = 0;                // bytes of one stored row (of shape.back() elements)
   std::optional<WeightType> exact;     // the stored rows are exactly this weight type's rows
@@ -39,13 +45,24 @@ class WeightSource {
   std::function<void(const StoredTensor&, uint64_t offset, std::span<std::byte> dst)> read;
 
   // What the manifest check sees (manifest_problems): the file's own tensor list and the
-  // block types it declares; for GGUF, Hugging Face names and shapes with no declarations.
+  // block types it declares; for GGUF, Hugging Face names and shapes with no declarations (and
+  // without the tensors whose names map to none).
   std::vector<TensorInfo> manifest_infos;
   std::map<std::string, WeightType> declared_blocks;
+  bool gguf_names = false;  // the file names its tensors the GGUF way (file_name != name)
+
+  // What the file says about itself, for inspect.
+  uint64_t file_bytes = 0;
+  uint64_t header_bytes = 0;  // everything before the tensor data
+  std::string quantization;   // metadata "nanoinfer.quantization" (a JSON object as text), or ""
 
   const StoredTensor* find(std::string_view name) const;
   // Names and shapes as the loader sees them (dtype not judged).
   std::vector<TensorInfo> infos() const;
+  // Every way the file differs from the manifest, each tensor named as in the file first (the
+  // Hugging Face name beside a GGUF one): manifest_problems, then the tensors whose names map
+  // to none. Empty: the file holds exactly the manifest's tensors.
+  std::vector<std::string> problems(const std::vector<TensorSpec>& manifest) const;
 };
 
 // The safetensors reader as a source: F32, BF16 and F16 tensors (widened exactly).

@@ -322,6 +322,8 @@ class Loader {
 
 ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target,
                           ThreadPool& pool, bool fuse, const kernels::Kernels* pack_for) {
+  for (const StoredTensor& t : src.tensors)
+    if (t.name.empty()) fail("{}: tensor '{}' is not part of a qwen2 model", src.path.string(), t.file_name);
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   const std::vector<std::string> problems = manifest_problems(manifest, src.manifest_infos, src.declared_blocks);
   if (!problems.empty()) {
