@@ -24,7 +24,7 @@ using test::QShape;
 using test::same_bits;
 using test::supported_isas;
 
-constexpr auto& kTypes = test::kQuantTypes;
+const std::vector<WeightType> kTypes = test::quant_types();
 std::string name(WeightType t) { return std::string(weight_type_name(t)); }
 
 std::vector<Isa> isas_with_packed_products(WeightType t) {
