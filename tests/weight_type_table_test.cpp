@@ -35,6 +35,14 @@ TEST(WeightTypeTable, RowsAreIndexedByTheirTypeAndNamedOnce) {
   }
 }
 
+// Help and error text lists the types from the table.
+TEST(WeightTypeTable, NamesJoinedForHelpText) {
+  EXPECT_EQ(weight_type_names(), "f32, bf16, int8 or int4");
+  EXPECT_EQ(weight_type_names(WeightTypeKind::Quantized), "int8 or int4");
+  EXPECT_EQ(weight_type_names(WeightTypeKind::Float), "f32 or bf16");
+  EXPECT_EQ(weight_type_names(WeightTypeKind::Quantized, true), "Q8_0 or Q4_0");
+}
+
 // The GGUF reader describes a weight type through its row: same name, same geometry, and the
 // file format's enum names the same id.
 TEST(WeightTypeTable, GgufTypesOfTheWeightTypesComeFromTheRows) {

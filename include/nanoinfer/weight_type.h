@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace nanoinfer {
@@ -64,6 +65,11 @@ inline std::string_view weight_type_name(WeightType type) { return weight_type_i
 std::optional<WeightType> weight_type_from_name(std::string_view name);
 // The type with this GGUF type id, or nullopt (a GGUF type the engine does not compute with).
 std::optional<WeightType> weight_type_from_gguf(uint32_t gguf_type);
+// The names of the types of one kind, joined for help and error text: "f32, bf16, int8 or
+// int4" (All), "int8 or int4" (Quantized), "f32 or bf16" (Float); `gguf`: their GGUF
+// spellings ("Q8_0 or Q4_0").
+enum class WeightTypeKind : uint8_t { All, Float, Quantized };
+std::string weight_type_names(WeightTypeKind kind = WeightTypeKind::All, bool gguf = false);
 // Bytes of one row of `cols` weights; throws Error when cols is not a whole number of blocks.
 size_t weight_row_bytes(WeightType type, size_t cols);
 

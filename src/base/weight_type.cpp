@@ -1,6 +1,7 @@
 #include "nanoinfer/weight_type.h"
 
 #include <array>
+#include <vector>
 
 #include "base/weight_blocks.h"
 #include "nanoinfer/error.h"
@@ -96,6 +97,20 @@ std::optional<WeightType> weight_type_from_gguf(uint32_t gguf_type) {
   for (const WeightTypeInfo& info : kTypes)
     if (info.gguf_type == gguf_type) return info.type;
   return std::nullopt;
+}
+
+std::string weight_type_names(WeightTypeKind kind, bool gguf) {
+  std::vector<std::string_view> names;
+  for (const WeightTypeInfo& info : kTypes) {
+    const bool wanted = kind == WeightTypeKind::All || (kind == WeightTypeKind::Quantized) == info.quantized;
+    if (wanted) names.push_back(gguf ? info.gguf_name : info.name);
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
 }
 
 size_t weight_row_bytes(WeightType type, size_t cols) {
