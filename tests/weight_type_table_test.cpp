@@ -7,6 +7,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/weight_blocks.h"
@@ -35,12 +36,26 @@ TEST(WeightTypeTable, RowsAreIndexedByTheirTypeAndNamedOnce) {
   }
 }
 
-// Help and error text lists the types from the table.
+// Help and error text lists the types from the table: "a, b or c", in table order.
 TEST(WeightTypeTable, NamesJoinedForHelpText) {
-  EXPECT_EQ(weight_type_names(), "f32, bf16, int8 or int4");
-  EXPECT_EQ(weight_type_names(WeightTypeKind::Quantized), "int8 or int4");
-  EXPECT_EQ(weight_type_names(WeightTypeKind::Float), "f32 or bf16");
-  EXPECT_EQ(weight_type_names(WeightTypeKind::Quantized, true), "Q8_0 or Q4_0");
+  const auto join = [](const std::vector<std::string_view>& names) {
+    std::string out;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+      out += names[i];
+    }
+    return out;
+  };
+  std::vector<std::string_view> all, quantized, floats, quantized_gguf;
+  for (const WeightTypeInfo& t : all_weight_types()) {
+    all.push_back(t.name);
+    (t.quantized ? quantized : floats).push_back(t.name);
+    if (t.quantized) quantized_gguf.push_back(t.gguf_name);
+  }
+  EXPECT_EQ(weight_type_names(), join(all));
+  EXPECT_EQ(weight_type_names(WeightTypeKind::Quantized), join(quantized));
+  EXPECT_EQ(weight_type_names(WeightTypeKind::Float), join(floats));
+  EXPECT_EQ(weight_type_names(WeightTypeKind::Quantized, true), join(quantized_gguf));
 }
 
 // The GGUF reader describes a weight type through its row: same name, same geometry, and the
