@@ -88,7 +88,7 @@ using MatmulRoundedFn = void (*)(const std::byte* w, const float* bias, const ui
 // One entry per weight type, named, so that the tables (kernels/dispatch.cpp) are written with
 // designated initializers (.q8_0 = ...) and a type a tier has no kernel for is visibly nullptr.
 // operator[] switches over the enum without a `default:`, so a new WeightType does not compile
-// until it has a member here; tests/kernel_tables_test.cpp checks every table has an entry for
+// until it has a member here; tests/weight_type_table_test.cpp checks every table has an entry for
 // every type that needs one.
 template <class Fn>
 struct ByType {
