@@ -71,7 +71,7 @@ const WeightCopies& weight_copies(int64_t shape_index, WeightType type) {
   std::vector<float> row(shape.cols);
   for (size_t r = 0; r < shape.rows; ++r) {
     for (float& v : row) v = dist(rng);
-    kernels::quantize_row(type, row.data(), cache.bytes.data() + r * row_bytes, shape.cols);
+    quantize_row(type, row.data(), cache.bytes.data() + r * row_bytes, shape.cols);
   }
   for (size_t c = 1; c < copies; ++c)
     std::copy_n(cache.bytes.begin(), bytes, cache.bytes.begin() + static_cast<ptrdiff_t>(c * bytes));
@@ -140,7 +140,8 @@ void linear_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Linear)->Apply(linear_args);
 
 // The read-bandwidth ceiling at the moment of measurement, to set the decode figures against:
-// dot_f32 over two 128 MiB arrays split across the pool, the simplest streaming loop there is.
+// a dot product over two 128 MiB arrays split across the pool (the attention kernel's, one row
+// per call), the simplest streaming loop there is.
 void BM_StreamReadCeiling(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const size_t n = (size_t{128} << 20) / sizeof(float);
@@ -150,7 +151,7 @@ void BM_StreamReadCeiling(benchmark::State& state) {
   float partial[4] = {};
   for (auto _ : state) {
     pool.parallel_for(n, 4096, [&](size_t begin, size_t end) {
-      partial[begin * 4 / n] = k.dot_f32(a.data() + begin, b.data() + begin, end - begin);
+      k.dot_rows_f32(a.data() + begin, b.data() + begin, 0, 1, end - begin, 1.0f, &partial[begin * 4 / n]);
     });
     benchmark::DoNotOptimize(partial);
   }

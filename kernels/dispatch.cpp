@@ -194,83 +194,65 @@ std::optional<Isa> parse_isa(std::string_view name) {
 namespace nanoinfer::kernels {
 namespace {
 
-// Matmul entries in WeightType order: F32, BF16, Q8_0, Q4_0. A tier lists a lower tier's
-// kernel wherever it has none of its own. Every SIMD tier quantizes activations with the
-// AVX2 code (bitwise the scalar reference, like everything else).
-static_assert(kWeightTypeCount == 4);
-
-constexpr Kernels kScalar{Isa::Scalar,
-                          {scalar::matmul_f32, scalar::matmul_bf16, matmul_q8_0, matmul_q4_0},
-                          {nullptr, nullptr, matmul_quantized_q8_0, matmul_quantized_q4_0},
-                          quantize_activations,
-                          {},
-                          nullptr,
-                          nullptr,
-                          scalar::dot_f32,
-                          scalar::axpy_f32,
-                          scalar::dot_rows_f32,
-                          scalar::axpy_rows_f32};
-constexpr Kernels kAvx2{Isa::Avx2,
-                        {avx2::matmul_f32, avx2::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
-                        {nullptr, nullptr, avx2::matmul_quantized_q8_0, avx2::matmul_quantized_q4_0},
-                        avx2::quantize_activations,
-                        {},
-                        nullptr,
-                        nullptr,
-                        avx2::dot_f32,
-                        avx2::axpy_f32,
-                        avx2::dot_rows_f32,
-                        avx2::axpy_rows_f32};
-constexpr Kernels kAvx2Vnni{Isa::Avx2Vnni,
-                            {avx2::matmul_f32, avx2::matmul_bf16, avx2_vnni::matmul_q8_0, avx2_vnni::matmul_q4_0},
-                            {nullptr, nullptr, avx2_vnni::matmul_quantized_q8_0, avx2_vnni::matmul_quantized_q4_0},
-                            avx2::quantize_activations,
-                            {},
-                            nullptr,
-                            nullptr,
-                            avx2::dot_f32,
-                            avx2::axpy_f32,
-                            avx2::dot_rows_f32,
-                            avx2::axpy_rows_f32};
+// Each tier lists a lower tier's kernel wherever it has none of its own. Every SIMD tier
+// quantizes activations with the AVX2 code (bitwise the scalar reference, like everything
+// else).
+constexpr Kernels kScalar{
+    .isa = Isa::Scalar,
+    .matmul = {.f32 = scalar::matmul_f32, .bf16 = scalar::matmul_bf16},
+    .matmul_quantized = {.q8_0 = matmul_quantized_q8_0, .q4_0 = matmul_quantized_q4_0},
+    .quantize_activations = quantize_activations,
+    .dot_rows_f32 = scalar::dot_rows_f32,
+    .axpy_rows_f32 = scalar::axpy_rows_f32,
+};
+constexpr Kernels kAvx2{
+    .isa = Isa::Avx2,
+    .matmul = {.f32 = avx2::matmul_f32, .bf16 = avx2::matmul_bf16},
+    .matmul_quantized = {.q8_0 = avx2::matmul_quantized_q8_0, .q4_0 = avx2::matmul_quantized_q4_0},
+    .quantize_activations = avx2::quantize_activations,
+    .dot_rows_f32 = avx2::dot_rows_f32,
+    .axpy_rows_f32 = avx2::axpy_rows_f32,
+};
+constexpr Kernels kAvx2Vnni{
+    .isa = Isa::Avx2Vnni,
+    .matmul = {.f32 = avx2::matmul_f32, .bf16 = avx2::matmul_bf16},
+    .matmul_quantized = {.q8_0 = avx2_vnni::matmul_quantized_q8_0, .q4_0 = avx2_vnni::matmul_quantized_q4_0},
+    .quantize_activations = avx2::quantize_activations,
+    .dot_rows_f32 = avx2::dot_rows_f32,
+    .axpy_rows_f32 = avx2::axpy_rows_f32,
+};
 // Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
 // no zmm sign trick), so the avx512 tier keeps AVX2's quantized kernels.
-constexpr Kernels kAvx512{Isa::Avx512,
-                          {avx512::matmul_f32, avx512::matmul_bf16, avx2::matmul_q8_0, avx2::matmul_q4_0},
-                          {nullptr, nullptr, avx2::matmul_quantized_q8_0, avx2::matmul_quantized_q4_0},
-                          avx2::quantize_activations,
-                          {},
-                          nullptr,
-                          nullptr,
-                          avx512::dot_f32,
-                          avx512::axpy_f32,
-                          avx512::dot_rows_f32,
-                          avx512::axpy_rows_f32};
+constexpr Kernels kAvx512{
+    .isa = Isa::Avx512,
+    .matmul = {.f32 = avx512::matmul_f32, .bf16 = avx512::matmul_bf16},
+    .matmul_quantized = {.q8_0 = avx2::matmul_quantized_q8_0, .q4_0 = avx2::matmul_quantized_q4_0},
+    .quantize_activations = avx2::quantize_activations,
+    .dot_rows_f32 = avx512::dot_rows_f32,
+    .axpy_rows_f32 = avx512::axpy_rows_f32,
+};
 constexpr Kernels kAvx512Vnni{
-    Isa::Avx512Vnni,
-    {avx512::matmul_f32, avx512::matmul_bf16, avx512_vnni::matmul_q8_0, avx512_vnni::matmul_q4_0},
-    {nullptr, nullptr, avx512_vnni::matmul_quantized_q8_0, avx512_vnni::matmul_quantized_q4_0},
-    avx2::quantize_activations,
-    {nullptr, nullptr, avx512_vnni::matmul_packed_q8_0, avx512_vnni::matmul_packed_q4_0},
-    nullptr,
-    nullptr,
-    avx512::dot_f32,
-    avx512::axpy_f32,
-    avx512::dot_rows_f32,
-    avx512::axpy_rows_f32};
+    .isa = Isa::Avx512Vnni,
+    .matmul = {.f32 = avx512::matmul_f32, .bf16 = avx512::matmul_bf16},
+    .matmul_quantized = {.q8_0 = avx512_vnni::matmul_quantized_q8_0, .q4_0 = avx512_vnni::matmul_quantized_q4_0},
+    .quantize_activations = avx2::quantize_activations,
+    .matmul_packed = {.q8_0 = avx512_vnni::matmul_packed_q8_0, .q4_0 = avx512_vnni::matmul_packed_q4_0},
+    .dot_rows_f32 = avx512::dot_rows_f32,
+    .axpy_rows_f32 = avx512::axpy_rows_f32,
+};
 // avx512-vnni's table with one change: the bf16 product on vdpbf16ps, which rounds the
 // activations to bf16 (kernels/scalar_bf16_dot.cpp). Nothing else differs by a bit.
 constexpr Kernels kAvx512Bf16{
-    Isa::Avx512Bf16,
-    {avx512::matmul_f32, avx512_bf16::matmul_bf16, avx512_vnni::matmul_q8_0, avx512_vnni::matmul_q4_0},
-    {nullptr, nullptr, avx512_vnni::matmul_quantized_q8_0, avx512_vnni::matmul_quantized_q4_0},
-    avx2::quantize_activations,
-    {nullptr, nullptr, avx512_vnni::matmul_packed_q8_0, avx512_vnni::matmul_packed_q4_0},
-    avx512_bf16::round_activations,
-    avx512_bf16::matmul_bf16_rounded,
-    avx512::dot_f32,
-    avx512::axpy_f32,
-    avx512::dot_rows_f32,
-    avx512::axpy_rows_f32};
+    .isa = Isa::Avx512Bf16,
+    .matmul = {.f32 = avx512::matmul_f32, .bf16 = avx512_bf16::matmul_bf16},
+    .matmul_quantized = {.q8_0 = avx512_vnni::matmul_quantized_q8_0, .q4_0 = avx512_vnni::matmul_quantized_q4_0},
+    .quantize_activations = avx2::quantize_activations,
+    .matmul_packed = {.q8_0 = avx512_vnni::matmul_packed_q8_0, .q4_0 = avx512_vnni::matmul_packed_q4_0},
+    .round_activations_bf16 = avx512_bf16::round_activations,
+    .matmul_bf16_rounded = avx512_bf16::matmul_bf16_rounded,
+    .dot_rows_f32 = avx512::dot_rows_f32,
+    .axpy_rows_f32 = avx512::axpy_rows_f32,
+};
 
 }  // namespace
 

@@ -18,17 +18,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/weight_blocks.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/weight_type.h"
 
 namespace nanoinfer::kernels {
 
 // y[t][r] = bias[r] + sum_c w[r][c] * x[t][c], for rows r in [row_begin, row_end) and tokens
-// t < n_tokens. w: `rows` rows of weight_row_bytes(type, cols) bytes in the type's layout
-// (f32; bf16 bit patterns widened exactly; quantized blocks), x: [n_tokens][cols] f32,
-// y: [n_tokens][rows], bias: [rows] or nullptr (then no addition at all). Rows outside the
-// range are neither read nor written. Kernels for quantized types may round the activations
-// (documented with each kernel); the scalar reference defines the exact result.
+// t < n_tokens, for the float weight types. w: `rows` rows of weight_row_bytes(type, cols)
+// bytes (f32; bf16 bit patterns widened exactly), x: [n_tokens][cols] f32, y: [n_tokens][rows],
+// bias: [rows] or nullptr (then no addition at all). Rows outside the range are neither read
+// nor written. The scalar reference defines the exact result.
 // `rows` is also the row stride of y: a product may write its columns into a wider output
 // (y pointing at the first column, `rows` the output's width), since no row outside the range
 // is ever read.
@@ -48,11 +48,24 @@ struct QuantizedActivations {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> s;
+
+  // The layout for n tokens of `cols` (the one place its sizes are computed): every
+  // quantize_activations starts here, then fills q, d and s.
+  void shape(size_t cols_, size_t n_) {
+    cols = cols_;
+    nb = cols_ / kQuantBlock;
+    n = n_;
+    tokens = n_ == 1 ? 1 : (n_ + kQuantTokenGroup - 1) / kQuantTokenGroup * kQuantTokenGroup;
+    q.resize(tokens * cols);
+    d.resize(nb * tokens);
+    s.resize(nb * tokens);
+  }
 };
 // x: [n][cols], cols a multiple of 32 -> out.
 using QuantizeActivationsFn = void (*)(const float* x, size_t cols, size_t n, QuantizedActivations& out);
-// MatmulFn's product for a quantized type, from activations already quantized (n_tokens and
-// cols are x's): bitwise what MatmulFn gives for the unquantized activations.
+// y = W x + bias for a quantized type, from activations already quantized (n_tokens and cols
+// are x's), with MatmulFn's conventions otherwise; the scalar reference
+// (kernels/scalar_quant.cpp) defines the exact result.
 using MatmulQuantizedFn = void (*)(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
                                    size_t rows, size_t row_begin, size_t row_end);
 
@@ -72,37 +85,56 @@ using RoundActivationsFn = void (*)(const float* x, size_t n, size_t cols, uint1
 using MatmulRoundedFn = void (*)(const std::byte* w, const float* bias, const uint16_t* xb, float* y, size_t rows,
                                  size_t cols, size_t n_tokens, size_t row_begin, size_t row_end);
 
+// One entry per weight type, named, so that the tables (kernels/dispatch.cpp) are written with
+// designated initializers (.q8_0 = ...) and a type a tier has no kernel for is visibly nullptr.
+// operator[] switches over the enum without a `default:`, so a new WeightType does not compile
+// until it has a member here; tests/weight_type_table_test.cpp checks every table has an entry for
+// every type that needs one.
+template <class Fn>
+struct ByType {
+  Fn f32 = nullptr, bf16 = nullptr, q8_0 = nullptr, q4_0 = nullptr;
+  constexpr Fn operator[](WeightType type) const {
+    switch (type) {
+      case WeightType::F32: return f32;
+      case WeightType::BF16: return bf16;
+      case WeightType::Q8_0: return q8_0;
+      case WeightType::Q4_0: return q4_0;
+    }
+    return nullptr;
+  }
+};
+
+using DotRowsFn = void (*)(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale,
+                           float* out);
+using AxpyRowsFn = void (*)(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
+                            float* y);
+
 struct Kernels {
   Isa isa;
-  // Indexed by WeightType; every entry is set (an ISA without its own kernel for a type
-  // carries a lower ISA's kernel, ultimately the scalar reference).
-  std::array<MatmulFn, kWeightTypeCount> matmul;
-  // The quantized types' products from shared quantized activations (nullptr for f32 and
-  // bf16), and the quantization they read.
-  std::array<MatmulQuantizedFn, kWeightTypeCount> matmul_quantized;
-  QuantizeActivationsFn quantize_activations;
+  // The float types' products (an ISA without its own kernel for a type carries a lower
+  // ISA's kernel, ultimately the scalar reference); nullptr for the quantized types.
+  ByType<MatmulFn> matmul;
+  // The quantized types' products from shared quantized activations (nullptr for the float
+  // types), and the quantization they read.
+  ByType<MatmulQuantizedFn> matmul_quantized;
+  QuantizeActivationsFn quantize_activations = nullptr;
   // The packed-layout products, where a tier has one (nullptr elsewhere): a model opened with
   // this table packs exactly the matrices whose type has an entry here.
-  std::array<MatmulPackedFn, kWeightTypeCount> matmul_packed;
+  ByType<MatmulPackedFn> matmul_packed;
   // The bf16 product from activations rounded once (nullptr both on tiers whose bf16 product
   // reads f32 activations).
-  RoundActivationsFn round_activations_bf16;
-  MatmulRoundedFn matmul_bf16_rounded;
-  // sum_i a[i] * b[i] (attention scores).
-  float (*dot_f32)(const float* a, const float* b, size_t n);
-  // y[i] += alpha * x[i] (attention: weighted sum of values).
-  void (*axpy_f32)(float alpha, const float* x, float* y, size_t n);
-  // The same over `count` rows of a strided matrix (attention over the cached keys and values),
-  // in one call: out[j] = dot_f32(q, rows + j * stride, n) * scale, and, for j in order,
-  // axpy_f32(alphas[j] * mult, rows + j * stride, y, n). Bitwise what those calls give.
-  void (*dot_rows_f32)(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale,
-                       float* out);
-  void (*axpy_rows_f32)(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
-                        float* y);
+  RoundActivationsFn round_activations_bf16 = nullptr;
+  MatmulRoundedFn matmul_bf16_rounded = nullptr;
+  // Attention over the cache's strided rows, in one call per (token, head):
+  // out[j] = (sum_i q[i] * rows[j * stride + i]) * scale for j < count (scores), and, for j in
+  // order, y[i] += (alphas[j] * mult) * rows[j * stride + i] (the weighted sum of values). Each
+  // row's result is bitwise what a call with count = 1 on that row gives.
+  DotRowsFn dot_rows_f32 = nullptr;
+  AxpyRowsFn axpy_rows_f32 = nullptr;
 
-  MatmulFn matmul_for(WeightType type) const { return matmul[static_cast<size_t>(type)]; }
-  MatmulQuantizedFn matmul_quantized_for(WeightType type) const { return matmul_quantized[static_cast<size_t>(type)]; }
-  MatmulPackedFn matmul_packed_for(WeightType type) const { return matmul_packed[static_cast<size_t>(type)]; }
+  MatmulFn matmul_for(WeightType type) const { return matmul[type]; }
+  MatmulQuantizedFn matmul_quantized_for(WeightType type) const { return matmul_quantized[type]; }
+  MatmulPackedFn matmul_packed_for(WeightType type) const { return matmul_packed[type]; }
 };
 
 // The table of one ISA. Throws nanoinfer::Error naming what is missing when the CPU/OS
@@ -112,12 +144,6 @@ struct Kernels {
 const Kernels& table(Isa isa);
 const Kernels& table(Isa isa, const CpuFeatures& cpu);
 const Kernels& scalar_table();
-
-// Scalar references for the weight types, ISA-independent (kernels/scalar_quant.cpp):
-// row: weight_row_bytes(type, cols) bytes -> out: [cols] floats, exact.
-void dequantize_row(WeightType type, const std::byte* row, float* out, size_t cols);
-// in: [cols] floats -> row bytes, round to nearest (the reference quantizer).
-void quantize_row(WeightType type, const float* in, std::byte* row, size_t cols);
 
 // The packed layout of Q8_0 / Q4_0 matrices (kernels/quant_blocks.h), rows in groups of
 // kPackRows. ISA-independent.
@@ -138,8 +164,6 @@ using MatmulQuantizedSig = void(const std::byte* w, const float* bias, const Qua
 using MatmulPackedSig = void(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x,
                              float* y, size_t stride, size_t row_begin, size_t row_end);
 using QuantizeActivationsSig = void(const float* x, size_t cols, size_t n, QuantizedActivations& out);
-using DotSig = float(const float* a, const float* b, size_t n);
-using AxpySig = void(float alpha, const float* x, float* y, size_t n);
 using DotRowsSig = void(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale,
                         float* out);
 using AxpyRowsSig = void(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
@@ -147,7 +171,6 @@ using AxpyRowsSig = void(const float* alphas, float mult, const float* rows, siz
 
 // The scalar reference products of the quantized types (kernels/scalar_quant.cpp, which
 // states the exact accumulation rule every ISA reproduces bitwise).
-MatmulSig matmul_q8_0, matmul_q4_0;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 // The activation side of those products: 32 floats -> 32 int8 (round half to even) and the
 // returned scale d = max|x| / 127, or d = 0 and all-zero q when that d is below FLT_MIN.
@@ -168,33 +191,25 @@ uint16_t round_activation_bf16(float f);
 // function compiled for a higher tier into a lower tier's table.
 namespace scalar {       // kernels/scalar.cpp (baseline x86-64, no FMA)
 MatmulSig matmul_f32, matmul_bf16;
-DotSig dot_f32;
-AxpySig axpy_f32;
 DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
 }  // namespace scalar
 namespace avx2 {         // kernels/*_avx2.cpp
-MatmulSig matmul_f32, matmul_bf16, matmul_q8_0, matmul_q4_0;
+MatmulSig matmul_f32, matmul_bf16;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 QuantizeActivationsSig quantize_activations;
-DotSig dot_f32;
-AxpySig axpy_f32;
 DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
 }  // namespace avx2
 namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
-MatmulSig matmul_q8_0, matmul_q4_0;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 }  // namespace avx2_vnni
 namespace avx512 {       // kernels/*_avx512.cpp
 MatmulSig matmul_f32, matmul_bf16;
-DotSig dot_f32;
-AxpySig axpy_f32;
 DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
 }  // namespace avx512
 namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
-MatmulSig matmul_q8_0, matmul_q4_0;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 MatmulPackedSig matmul_packed_q8_0, matmul_packed_q4_0;
 }  // namespace avx512_vnni

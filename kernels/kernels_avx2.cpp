@@ -53,10 +53,6 @@ void matmul_bf16(const std::byte* w, const float* bias, const float* x, float* y
   matmul<Avx2Ops>(reinterpret_cast<const uint16_t*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
-float dot_f32(const float* a, const float* b, size_t n) { return dot<Avx2Ops>(a, b, n); }
-
-void axpy_f32(float alpha, const float* x, float* y, size_t n) { axpy<Avx2Ops>(alpha, x, y, n); }
-
 void dot_rows_f32(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale, float* out) {
   dot_rows<Avx2Ops>(q, rows, stride, count, n, scale, out);
 }

@@ -3,16 +3,6 @@
 
 namespace nanoinfer::kernels::avx2_vnni {
 
-void matmul_q8_0(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                 size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul_quant<Ymm<true>, WeightType::Q8_0>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
-}
-
-void matmul_q4_0(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                 size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul_quant<Ymm<true>, WeightType::Q4_0>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
-}
-
 void matmul_quantized_q8_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
                            size_t row_begin, size_t row_end) {
   matmul_quantized<Ymm<true>, WeightType::Q8_0>(w, bias, x, y, rows, row_begin, row_end);

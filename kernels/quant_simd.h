@@ -34,8 +34,19 @@
 namespace nanoinfer::kernels {
 namespace {
 
+// The block types these families implement; any other type fails to compile (it needs its
+// own weight loading and offset in each family before it can join).
+consteval size_t simd_block_bytes(WeightType type) {
+  switch (type) {
+    case WeightType::Q8_0: return sizeof(BlockQ8_0);
+    case WeightType::Q4_0: return sizeof(BlockQ4_0);
+    case WeightType::F32:
+    case WeightType::BF16: break;
+  }
+  throw "the quantized SIMD families have no kernel for this type";
+}
 template <WeightType kType>
-constexpr size_t kBlockBytes = kType == WeightType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+constexpr size_t kBlockBytes = simd_block_bytes(kType);
 
 // quantize_activation_block, bitwise: the same max (max is exact in any order; NaN is
 // skipped because the running maximum is vmaxps's second operand), the same divisions, and
@@ -77,13 +88,7 @@ inline void quantize_block(const float* x, int8_t* q, float* d_out, int32_t* s_o
 
 // quantize_activations (kernels/kernels.h), block by block with quantize_block.
 inline void quantize_all(const float* x, size_t cols, size_t n, QuantizedActivations& a) {
-  a.cols = cols;
-  a.nb = cols / kQuantBlock;
-  a.n = n;
-  a.tokens = n == 1 ? 1 : (n + kQuantTokenGroup - 1) / kQuantTokenGroup * kQuantTokenGroup;
-  a.q.resize(a.tokens * cols);
-  a.d.resize(a.nb * a.tokens);
-  a.s.resize(a.nb * a.tokens);
+  a.shape(cols, n);
   for (size_t t = 0; t < a.tokens; ++t) {
     for (size_t b = 0; b < a.nb; ++b) {
       int8_t* q = a.q.data() + t * cols + b * kQuantBlock;
@@ -295,16 +300,6 @@ void matmul_quantized(const std::byte* w, const float* bias, const QuantizedActi
       for (size_t t0 = tb; t0 < te; t0 += TG)
         run_group<Fam, kType, TG>(w, row_bytes, bias, y, rows, r0, row_end, a, t0);
   }
-}
-
-// The product from float activations (MatmulFn): quantized into a buffer of this thread.
-template <class Fam, WeightType kType>
-void matmul_quant(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                  size_t n_tokens, size_t row_begin, size_t row_end) {
-  if (row_begin >= row_end || n_tokens == 0) return;
-  thread_local QuantizedActivations a;
-  quantize_all(x, cols, n_tokens, a);
-  matmul_quantized<Fam, kType>(w, bias, a, y, rows, row_begin, row_end);
 }
 
 }  // namespace

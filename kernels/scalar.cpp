@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
-#include "kernels/quant_blocks.h"
 #include "nanoinfer/dtype.h"
 
 namespace nanoinfer::kernels {
@@ -26,6 +25,16 @@ void matmul_scalar(const W* w, const float* bias, const float* x, float* y, size
   }
 }
 
+float dot(const float* a, const float* b, size_t n) {
+  float acc = 0.0f;
+  for (size_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+void axpy(float alpha, const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
 }  // namespace
 
 namespace scalar {
@@ -42,23 +51,13 @@ void matmul_bf16(const std::byte* w, const float* bias, const float* x, float* y
                 bf16_to_f32);
 }
 
-float dot_f32(const float* a, const float* b, size_t n) {
-  float acc = 0.0f;
-  for (size_t i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-}
-
-void axpy_f32(float alpha, const float* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
-}
-
 void dot_rows_f32(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale, float* out) {
-  for (size_t j = 0; j < count; ++j) out[j] = dot_f32(q, rows + j * stride, n) * scale;
+  for (size_t j = 0; j < count; ++j) out[j] = dot(q, rows + j * stride, n) * scale;
 }
 
 void axpy_rows_f32(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
                    float* y) {
-  for (size_t j = 0; j < count; ++j) axpy_f32(alphas[j] * mult, rows + j * stride, y, n);
+  for (size_t j = 0; j < count; ++j) axpy(alphas[j] * mult, rows + j * stride, y, n);
 }
 
 }  // namespace scalar

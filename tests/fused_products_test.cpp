@@ -21,18 +21,15 @@
 #include "nanoinfer/model.h"
 #include "nanoinfer/synth.h"
 #include "support/files.h"
+#include "support/quant_problem.h"
 
 namespace nanoinfer {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : all_isas())
-    if (isa_supported(isa)) isas.push_back(isa);
-  return isas;
-}
+using test::same_bits;
+using test::supported_isas;
 
 Model load(const fs::path& dir, std::optional<WeightType> weights, Isa isa, bool fuse, int threads = 2) {
   ModelOptions o;
@@ -58,10 +55,6 @@ std::vector<float> logits(const Model& model) {
   return out;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 std::vector<fs::path> tiny_model_dirs() {
   std::vector<fs::path> dirs;
   for (const auto& entry : fs::directory_iterator(fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models"))
@@ -70,19 +63,13 @@ std::vector<fs::path> tiny_model_dirs() {
   return dirs;
 }
 
-struct Mode {
-  WeightType type;
-  const char* name;
-};
-constexpr Mode kModes[] = {
-    {WeightType::F32, "f32"}, {WeightType::BF16, "bf16"}, {WeightType::Q8_0, "int8"}, {WeightType::Q4_0, "int4"}};
 
 TEST(FusedProducts, LogitsBitwiseEqualToSeparateProductsForEveryTypeAndIsa) {
   const std::vector<fs::path> dirs = tiny_model_dirs();
   ASSERT_EQ(dirs.size(), 3u);
   size_t compared = 0;
   for (const fs::path& dir : dirs) {
-    for (const Mode& mode : kModes) {
+    for (const WeightTypeInfo& mode : all_weight_types()) {
       for (Isa isa : supported_isas()) {
         const std::vector<float> apart = logits(load(dir, mode.type, isa, false));
         // The fused model at one and at three threads: ranges of whole gate/up pairs either way.
@@ -95,7 +82,7 @@ TEST(FusedProducts, LogitsBitwiseEqualToSeparateProductsForEveryTypeAndIsa) {
       }
     }
   }
-  EXPECT_EQ(compared, 3 * std::size(kModes) * supported_isas().size() * 2);
+  EXPECT_EQ(compared, 3 * all_weight_types().size() * supported_isas().size() * 2);
 }
 
 // An intermediate size that 16 does not divide (200 = 12 * 16 + 8): the last gate/up pair is
@@ -111,7 +98,9 @@ TEST(FusedProducts, ShortLastGateUpPairIsBitwiseEqualToSeparateProducts) {
   so.dtype = DType::F32;
   synth_model_dir(tmp / "config.json", tmp / "m", so);
   ASSERT_EQ(ModelConfig::load(tmp / "m" / "config.json").intermediate_size, 200);
-  for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+  for (const WeightTypeInfo& info : all_weight_types()) {
+    if (info.quantized) continue;
+    const WeightType type = info.type;
     for (Isa isa : supported_isas()) {
       const std::vector<float> apart = logits(load(tmp / "m", type, isa, false));
       EXPECT_TRUE(same_bits(logits(load(tmp / "m", type, isa, true)), apart)) << isa_name(isa);
@@ -152,7 +141,7 @@ void write_mixed_model(const fs::path& from, const fs::path& to) {
     const size_t rows = t.shape()[0], cols = t.shape()[1], row_bytes = weight_row_bytes(it->second, cols);
     std::vector<std::byte>& bytes = blocks.emplace_back(rows * row_bytes);
     for (size_t r = 0; r < rows; ++r)
-      kernels::quantize_row(it->second, reinterpret_cast<const float*>(t.data) + r * cols, bytes.data() + r * row_bytes,
+      quantize_row(it->second, reinterpret_cast<const float*>(t.data) + r * cols, bytes.data() + r * row_bytes,
                             cols);
     out.add(info.name, DType::U8, {rows, row_bytes}, bytes);
   }
@@ -202,7 +191,7 @@ TEST(FusedProducts, MixedTypeGroupsStayApartAndGiveBitwiseTheSameLogits) {
 // Fusing moves rows, never changes what is held: the same bytes and counts either way.
 TEST(FusedProducts, WeightBytesAreTheSameFusedOrApart) {
   const fs::path dir = fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models/tiny-untied";
-  for (const Mode& mode : kModes) {
+  for (const WeightTypeInfo& mode : all_weight_types()) {
     const Model fused = load(dir, mode.type, Isa::Scalar, true), apart = load(dir, mode.type, Isa::Scalar, false);
     EXPECT_EQ(fused.weight_bytes(), apart.weight_bytes()) << mode.name;
     EXPECT_EQ(fused.bytes_per_token(), apart.bytes_per_token()) << mode.name;
@@ -226,7 +215,9 @@ TEST(PackedWeights, LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasAProduct)
   for (const fs::path& dir : dirs) {
     const ModelConfig cfg = ModelConfig::load(dir / "config.json");
     const SafetensorsFile file = SafetensorsFile::open(dir / "model.safetensors");
-    for (WeightType type : {WeightType::Q8_0, WeightType::Q4_0}) {
+    for (const WeightTypeInfo& info : all_weight_types()) {
+      if (!info.quantized) continue;
+      const WeightType type = info.type;
       for (Isa isa : supported_isas()) {
         ModelOptions o;
         o.weights = type;
@@ -258,7 +249,7 @@ TEST(PackedWeights, LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasAProduct)
       }
     }
   }
-  EXPECT_EQ(compared, dirs.size() * 2 * supported_isas().size() * 2);
+  EXPECT_EQ(compared, dirs.size() * test::quant_types().size() * supported_isas().size() * 2);
   if (packed_models == 0) GTEST_SKIP() << "no instruction set of this CPU has a packed product (avx512-vnni and up do)";
 }
 

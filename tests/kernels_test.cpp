@@ -260,14 +260,16 @@ TEST(Kernels, DotMatchesExactWithinDerivedBound) {
       }
       // As matmul without the bias rounding.
       const double bound = gamma(roundings(isa, n) - 1) * magnitude;
-      EXPECT_LE(std::abs(table(isa).dot_f32(a.data(), b.data(), n) - exact), bound) << isa_name(isa) << " n " << n;
+      float dot = std::nanf("");
+      table(isa).dot_rows_f32(a.data(), b.data(), 0, 1, n, 1.0f, &dot);  // one row, scale 1: exact
+      EXPECT_LE(std::abs(dot - exact), bound) << isa_name(isa) << " n " << n;
     }
   }
 }
 
-// Attention's entries over strided rows of the cache: bitwise the per-row dot and axpy calls,
-// for head sizes in and out of the register path (whole batches up to 8) and row counts around
-// the groups of four.
+// Attention's entries over strided rows of the cache: bitwise the same entries called one row
+// at a time, for head sizes in and out of the register path (whole batches up to 8) and row
+// counts around the groups of four.
 TEST(Kernels, DotRowsAndAxpyRowsAreBitwiseThePerRowCalls) {
   size_t compared = 0;
   for (Isa isa : supported_isas()) {
@@ -278,12 +280,13 @@ TEST(Kernels, DotRowsAndAxpyRowsAreBitwiseThePerRowCalls) {
         const std::vector<float> q = random_floats(n, 7), rows = random_floats(count * stride, 8),
                                  alphas = random_floats(count, 9), y0 = random_floats(n, 10);
         std::vector<float> want(count), got(count, std::nanf(""));
-        for (size_t j = 0; j < count; ++j) want[j] = k.dot_f32(q.data(), rows.data() + j * stride, n) * 0.125f;
+        for (size_t j = 0; j < count; ++j) k.dot_rows_f32(q.data(), rows.data() + j * stride, stride, 1, n, 0.125f, &want[j]);
         k.dot_rows_f32(q.data(), rows.data(), stride, count, n, 0.125f, got.data());
         ASSERT_EQ(std::memcmp(want.data(), got.data(), count * sizeof(float)), 0)
             << isa_name(isa) << " n " << n << " count " << count;
         std::vector<float> y_want = y0, y_got = y0;
-        for (size_t j = 0; j < count; ++j) k.axpy_f32(alphas[j] * 0.3f, rows.data() + j * stride, y_want.data(), n);
+        for (size_t j = 0; j < count; ++j)
+          k.axpy_rows_f32(&alphas[j], 0.3f, rows.data() + j * stride, stride, 1, n, y_want.data());
         k.axpy_rows_f32(alphas.data(), 0.3f, rows.data(), stride, count, n, y_got.data());
         ASSERT_EQ(std::memcmp(y_want.data(), y_got.data(), n * sizeof(float)), 0)
             << isa_name(isa) << " n " << n << " count " << count;
@@ -300,7 +303,7 @@ TEST(Kernels, AxpyRoundsExactlyOncePerElementOnFmaIsas) {
       const std::vector<float> x = random_floats(n, 5), y0 = random_floats(n, 6);
       const float alpha = 0.37f;
       std::vector<float> y = y0;
-      table(isa).axpy_f32(alpha, x.data(), y.data(), n);
+      table(isa).axpy_rows_f32(&alpha, 1.0f, x.data(), 0, 1, n, y.data());  // one row: alpha * 1 exact
       for (size_t i = 0; i < n; ++i) {
         // Scalar: rounded product, rounded sum. SIMD: fused, one rounding (std::fmaf is
         // correctly rounded).

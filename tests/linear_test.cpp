@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -153,20 +154,24 @@ TEST(Linear, QuantizedIsBitwiseTheReferenceAtEveryIsaThreadCountAndBatch) {
   ThreadPool* pools[] = {&p1, &p2, &p3};
   // Qwen2.5-0.5B's q/o, k/v, gate/up, down shapes, and rows that straddle grains and groups.
   const Case cases[] = {{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {899, 256}};
-  int compared = 0;
-  for (WeightType type : {WeightType::Q8_0, WeightType::Q4_0}) {
+  int compared = 0, types = 0;
+  for (const WeightTypeInfo& info : all_weight_types()) {
+    if (!info.quantized) continue;
+    const WeightType type = info.type;
+    ++types;
     for (const Case& c : cases) {
       const std::vector<float> wf = random_floats(c.rows * c.cols, static_cast<uint32_t>(c.rows + c.cols));
       const std::vector<float> bias = random_floats(c.rows, 2);
       const size_t row_bytes = weight_row_bytes(type, c.cols);
       std::vector<std::byte> wq(c.rows * row_bytes);
-      for (size_t r = 0; r < c.rows; ++r) kernels::quantize_row(type, wf.data() + r * c.cols, wq.data() + r * row_bytes, c.cols);
+      for (size_t r = 0; r < c.rows; ++r) quantize_row(type, wf.data() + r * c.cols, wq.data() + r * row_bytes, c.cols);
       const Weight w{type, wq.data(), c.rows, c.cols, row_bytes};
       for (size_t tokens : {size_t{1}, size_t{7}}) {
         const std::vector<float> x = random_floats(tokens * c.cols, 11);
         std::vector<float> ref(tokens * c.rows);
-        kernels::scalar_table().matmul_for(type)(wq.data(), bias.data(), x.data(), ref.data(), c.rows, c.cols, tokens, 0,
-                                                 c.rows);
+        kernels::QuantizedActivations xq;
+        kernels::scalar_table().quantize_activations(x.data(), c.cols, tokens, xq);
+        kernels::scalar_table().matmul_quantized_for(type)(wq.data(), bias.data(), xq, ref.data(), c.rows, 0, c.rows);
         for (Isa isa : supported_isas()) {
           for (ThreadPool* pool : pools) {
             const Compute compute{pool, &kernels::table(isa)};
@@ -185,7 +190,7 @@ TEST(Linear, QuantizedIsBitwiseTheReferenceAtEveryIsaThreadCountAndBatch) {
       }
     }
   }
-  EXPECT_EQ(compared, static_cast<int>(2 * std::size(cases) * 2 * supported_isas().size() * 3));
+  EXPECT_EQ(compared, static_cast<int>(types * std::size(cases) * 2 * supported_isas().size() * 3));
 }
 
 TEST(Linear, NullBiasAndZeroTokens) {
@@ -225,12 +230,11 @@ TEST(LinearStacked, BitwiseTheSeparateProductsSideBySide) {
   ThreadPool p1(1), p2(2), p3(3);
   const size_t cols = 448, rows[] = {448, 64, 64}, total = 576;  // tiny-gqa7's q, k, v
   const std::vector<float> bias = random_floats(total, 5);
-  const WeightType mixes[][3] = {{WeightType::F32, WeightType::F32, WeightType::F32},
-                                 {WeightType::BF16, WeightType::BF16, WeightType::BF16},
-                                 {WeightType::Q8_0, WeightType::Q8_0, WeightType::Q8_0},
-                                 {WeightType::Q4_0, WeightType::Q4_0, WeightType::Q4_0},
-                                 {WeightType::Q8_0, WeightType::F32, WeightType::Q4_0},
-                                 {WeightType::BF16, WeightType::Q4_0, WeightType::BF16}};
+  // Every type alone (from the table), then mixes.
+  std::vector<std::array<WeightType, 3>> mixes;
+  for (const WeightTypeInfo& info : all_weight_types()) mixes.push_back({info.type, info.type, info.type});
+  mixes.push_back({WeightType::Q8_0, WeightType::F32, WeightType::Q4_0});
+  mixes.push_back({WeightType::BF16, WeightType::Q4_0, WeightType::BF16});
   int compared = 0;
   for (const auto& mix : mixes) {
     std::vector<Encoded> parts;
@@ -305,11 +309,10 @@ TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
   };
   int compared = 0;
   for (const Shape& sh : {Shape{200, 64}, Shape{4864, 896}, Shape{96, 32}}) {
-    const std::pair<WeightType, WeightType> pairs[] = {{WeightType::F32, WeightType::F32},
-                                                       {WeightType::BF16, WeightType::BF16},
-                                                       {WeightType::Q8_0, WeightType::Q8_0},
-                                                       {WeightType::Q4_0, WeightType::Q4_0},
-                                                       {WeightType::Q4_0, WeightType::Q8_0}};
+    // Every type for both (from the table), then a mix.
+    std::vector<std::pair<WeightType, WeightType>> pairs;
+    for (const WeightTypeInfo& info : all_weight_types()) pairs.emplace_back(info.type, info.type);
+    pairs.emplace_back(WeightType::Q4_0, WeightType::Q8_0);
     for (const auto& [gt, ut] : pairs) {
       const Encoded gate(gt, sh.inter, sh.cols, 31), up(ut, sh.inter, sh.cols, 32);
       GateUpWeight gu;
@@ -347,7 +350,7 @@ TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
       }
     }
   }
-  EXPECT_EQ(compared, static_cast<int>(3 * 5 * 2 * supported_isas().size() * 3));
+  EXPECT_EQ(compared, static_cast<int>(3 * (all_weight_types().size() + 1) * 2 * supported_isas().size() * 3));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // factor, its Gram accumulation and its sweep.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -13,16 +14,18 @@
 #include "model/quantize.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/thread_pool.h"
+#include "support/quant_problem.h"
 #include "support/random.h"
 
 namespace nanoinfer {
 namespace {
 
-constexpr WeightType kTypes[] = {WeightType::Q8_0, WeightType::Q4_0};
+// The quantized types, from the weight-type table.
+const std::vector<WeightType> kTypes = test::quant_types();
 
 std::vector<std::byte> rtn(WeightType t, const std::vector<float>& w) {
   std::vector<std::byte> row(weight_row_bytes(t, w.size()));
-  kernels::quantize_row(t, w.data(), row.data(), w.size());
+  quantize_row(t, w.data(), row.data(), w.size());
   return row;
 }
 
@@ -34,7 +37,7 @@ std::vector<std::byte> search(WeightType t, const std::vector<float>& w, const f
 
 std::vector<float> back(WeightType t, const std::vector<std::byte>& row, size_t cols) {
   std::vector<float> out(cols);
-  kernels::dequantize_row(t, row.data(), out.data(), cols);
+  dequantize_row(t, row.data(), out.data(), cols);
   return out;
 }
 
@@ -105,7 +108,7 @@ TEST(QuantBlocks, SingleOutlier) {
 // Weights so small that the scale rounds to zero dequantize to zero.
 TEST(QuantBlocks, SubnormalScales) {
   for (WeightType t : kTypes) {
-    const float qmax = t == WeightType::Q8_0 ? 127.0f : 8.0f;
+    const float qmax = static_cast<float>(std::max(-weight_type_info(t).q_min, weight_type_info(t).q_max));
     for (float magnitude : {1.0e-4f, 2.0e-5f, 3.0e-6f}) {
       std::vector<float> w = test::random_floats(64, 11);
       for (float& v : w) v *= magnitude;
@@ -267,7 +270,7 @@ TEST(Gptq, LowersTheOutputErrorOnCorrelatedInputs) {
     double e = 0;
     for (size_t r = 0; r < rows; ++r) {
       std::vector<float> deq(cols);
-      kernels::dequantize_row(t, q.data() + r * rb, deq.data(), cols);
+      dequantize_row(t, q.data() + r * rb, deq.data(), cols);
       for (size_t s = 0; s < n; ++s) {
         double y = 0;
         for (size_t c = 0; c < cols; ++c) y += (static_cast<double>(w[r * cols + c]) - deq[c]) * x[s * cols + c];
@@ -280,7 +283,7 @@ TEST(Gptq, LowersTheOutputErrorOnCorrelatedInputs) {
     const size_t rb = weight_row_bytes(t, cols);
     std::vector<std::byte> q_rtn(rows * rb), q_search(rows * rb), q_gptq(rows * rb);
     for (size_t r = 0; r < rows; ++r) {
-      kernels::quantize_row(t, w.data() + r * cols, q_rtn.data() + r * rb, cols);
+      quantize_row(t, w.data() + r * cols, q_rtn.data() + r * rb, cols);
       quantize_row_search(t, w.data() + r * cols, diag.data(), q_search.data() + r * rb, cols);
     }
     std::vector<float> scratch = w;

@@ -24,12 +24,13 @@ using test::awkward_activations;
 using test::describe_difference;
 using test::first_difference;
 using test::QProblem;
+using test::quantized_product;
 using test::QShape;
 using test::random_floats;
 using test::same_bits;
 using test::supported_isas;
 
-constexpr auto& kTypes = test::kQuantTypes;
+const std::vector<WeightType> kTypes = test::quant_types();
 constexpr double kU = 0x1p-24;  // f32 unit roundoff
 
 std::string name(WeightType t) { return std::string(weight_type_name(t)); }
@@ -47,12 +48,18 @@ uint16_t scale_bits(WeightType t, const std::vector<std::byte>& row, size_t b) {
   return d;
 }
 
-// The integer of element i of block b, as stored (Q4_0: nibble - 8).
+// The integer of element i of block b, as stored (Q4_0: nibble - 8), decoded here
+// independently of the table's unpack_block.
 int quant_value(WeightType t, const std::vector<std::byte>& row, size_t b, size_t i) {
   const auto* blk = reinterpret_cast<const uint8_t*>(row.data() + b * weight_type_info(t).block_bytes) + 2;
-  if (t == WeightType::Q8_0) return static_cast<int8_t>(blk[i]);
-  const uint8_t byte = blk[i % 16];
-  return (i < 16 ? byte & 0x0f : byte >> 4) - 8;
+  switch (t) {
+    case WeightType::Q8_0: return static_cast<int8_t>(blk[i]);
+    case WeightType::Q4_0: return (i < 16 ? blk[i] & 0x0f : blk[i % 16] >> 4) - 8;
+    case WeightType::F32:
+    case WeightType::BF16: break;
+  }
+  ADD_FAILURE() << name(t) << " has no blocks";
+  return 0;
 }
 
 std::vector<std::byte> quantize(WeightType t, const std::vector<float>& x) {
@@ -104,16 +111,23 @@ void expect_round_trip(WeightType t, const std::vector<float>& x, const std::str
   const std::vector<float> back = dequantize(t, row, x.size());
   for (size_t b = 0; b < x.size() / kQuantBlock; ++b) {
     const float* xb = x.data() + b * kQuantBlock;
-    double d;
-    if (t == WeightType::Q8_0) {
-      float amax = 0;
-      for (size_t i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
-      d = amax / 127.0f;
-    } else {
-      float m = 0;
-      for (size_t i = 0; i < kQuantBlock; ++i)
-        if (std::fabs(xb[i]) > std::fabs(m)) m = xb[i];
-      d = m / -8.0f;
+    double d = 0;
+    switch (t) {
+      case WeightType::Q8_0: {
+        float amax = 0;
+        for (size_t i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+        d = amax / 127.0f;
+        break;
+      }
+      case WeightType::Q4_0: {
+        float m = 0;
+        for (size_t i = 0; i < kQuantBlock; ++i)
+          if (std::fabs(xb[i]) > std::fabs(m)) m = xb[i];
+        d = m / -8.0f;
+        break;
+      }
+      case WeightType::F32:
+      case WeightType::BF16: FAIL() << name(t) << " has no blocks";
     }
     const double d16 = f16_value(scale_bits(t, row, b));
     for (size_t i = 0; i < kQuantBlock; ++i) {
@@ -334,9 +348,9 @@ TEST(QuantMatmul, ArbitraryBlockBytesAndAwkwardActivationsMatchTheReference) {
     for (size_t blk = 0; blk < rows * nb; ++blk) std::memcpy(w.data() + blk * bb, &scales[blk % std::size(scales)], 2);
     for (size_t n : {size_t{1}, size_t{5}}) {
       std::vector<float> ref(n * rows), y(n * rows);
-      scalar_table().matmul_for(t)(w.data(), nullptr, x.data(), ref.data(), rows, cols, n, 0, rows);
+      quantized_product(scalar_table(), t, w.data(), nullptr, x.data(), ref.data(), rows, cols, n, 0, rows);
       for (Isa isa : supported_isas()) {
-        table(isa).matmul_for(t)(w.data(), nullptr, x.data(), y.data(), rows, cols, n, 0, rows);
+        quantized_product(table(isa), t, w.data(), nullptr, x.data(), y.data(), rows, cols, n, 0, rows);
         EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << name(t) << " tokens " << n << " first difference at "
                                        << first_difference(y, ref);
         for (float v : y) EXPECT_TRUE(std::isfinite(v));
@@ -450,7 +464,7 @@ TEST(QuantActivations, SharedLayoutAndEveryIsaBitwiseTheScalar) {
 }
 
 // The entry taking quantized activations, fed one quantization shared by two matrices and
-// by pieces of their row ranges, is bitwise the float entry of the scalar reference.
+// by pieces of their row ranges, is bitwise the scalar reference on each matrix alone.
 TEST(QuantMatmul, SharedQuantizedActivationsGiveBitwiseTheReference) {
   size_t compared = 0;
   for (WeightType t : kTypes) {
@@ -459,8 +473,8 @@ TEST(QuantMatmul, SharedQuantizedActivationsGiveBitwiseTheReference) {
       const QProblem a(t, 53, cols, n, 41), b(t, 16, cols, n, 42);
       const std::vector<float> x = awkward_activations(n, cols, 43);
       std::vector<float> ref_a(n * a.rows), ref_b(n * b.rows);
-      scalar_table().matmul_for(t)(a.w.data(), a.bias.data(), x.data(), ref_a.data(), a.rows, cols, n, 0, a.rows);
-      scalar_table().matmul_for(t)(b.w.data(), nullptr, x.data(), ref_b.data(), b.rows, cols, n, 0, b.rows);
+      quantized_product(scalar_table(), t, a.w.data(), a.bias.data(), x.data(), ref_a.data(), a.rows, cols, n, 0, a.rows);
+      quantized_product(scalar_table(), t, b.w.data(), nullptr, x.data(), ref_b.data(), b.rows, cols, n, 0, b.rows);
       for (Isa isa : supported_isas()) {
         const Kernels& k = table(isa);
         QuantizedActivations xq;
@@ -478,10 +492,6 @@ TEST(QuantMatmul, SharedQuantizedActivationsGiveBitwiseTheReference) {
     }
   }
   EXPECT_EQ(compared, 2 * 4 * supported_isas().size());
-  for (Isa isa : supported_isas()) {
-    EXPECT_EQ(table(isa).matmul_quantized_for(WeightType::F32), nullptr);
-    EXPECT_EQ(table(isa).matmul_quantized_for(WeightType::BF16), nullptr);
-  }
 }
 
 }  // namespace

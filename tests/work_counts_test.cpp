@@ -275,11 +275,12 @@ TEST(WorkCounts, ADecodeStepAllocatesNothing) {
       expect_steps_allocate_nothing(open_model_alone(models_root() / name, {.threads = threads}));
     }
   }
-  // int8 and int4: the quantized kernels keep per-thread activation buffers, grown once. On
+  // The quantized types: their kernels keep per-thread activation buffers, grown once. On
   // these models no product is shared, so only the caller's buffers are used.
-  for (const WeightType type : {WeightType::Q8_0, WeightType::Q4_0}) {
-    SCOPED_TRACE(std::string(weight_type_name(type)));
-    expect_steps_allocate_nothing(open_model_alone(models_root() / "tiny-untied", {.weights = type, .threads = 2}));
+  for (const WeightTypeInfo& info : all_weight_types()) {
+    if (!info.quantized) continue;
+    SCOPED_TRACE(std::string(info.name));
+    expect_steps_allocate_nothing(open_model_alone(models_root() / "tiny-untied", {.weights = info.type, .threads = 2}));
   }
   // Shared products: the workers run chunks too (and would count).
   SCOPED_TRACE("split model");

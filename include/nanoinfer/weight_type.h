@@ -1,17 +1,22 @@
-// The one seam for weight types. Every way a matrix can be held — plain floats or blocks of
-// quantized integers with a scale — is one WeightType with one traits entry here. Loading,
-// the matrix products, the embedding lookup, `inspect`, `synth`, `quantize` and the GGUF
-// reader all ask these traits instead of branching on the type themselves; the kernels for a
-// type sit in the kernel table (kernels/kernels.h), indexed by the same enum.
+// The one table of weight types. Every way a matrix can be held — plain floats or blocks of
+// quantized integers with a scale — is one WeightType with one row in src/base/weight_type.cpp:
+// its names, its block geometry, its GGUF type id, and its scalar references (dequantize a
+// row, quantize a row, check a row is finite; for block types, the block <-> scale and
+// integers codec, src/base/weight_blocks.{h,cpp}). Loading, the embedding lookup, `inspect`,
+// `synth`, `quantize`, the GGUF reader and writer all go through the row instead of branching
+// on the type; the kernels for a type sit in the kernel tables (kernels/kernels.h).
 //
-// Adding a type: a value here, its traits entry (src/model/weight_type.cpp), its scalar
-// reference (kernels/scalar*.cpp: dequantize a row, quantize a row, matmul) and, optionally,
-// faster kernels per ISA.
+// Adding a type: a value here, its row (src/base/weight_type.cpp), its block layout and
+// scalar references (src/base/weight_blocks.{h,cpp}), its entries in the kernel tables and
+// its scalar product (kernels/), optionally faster kernels per ISA. The switches over this
+// enum have no `default:`, so the compiler names every place that must decide for a new type.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 
 namespace nanoinfer {
@@ -24,21 +29,56 @@ enum class WeightType : uint8_t {
 };
 inline constexpr size_t kWeightTypeCount = 4;
 
+struct ScaledBlock;  // src/base/weight_blocks.h
+
 struct WeightTypeInfo {
   WeightType type;
   std::string_view name;       // user-facing: "f32", "bf16", "int8", "int4"
   std::string_view gguf_name;  // "F32", "BF16", "Q8_0", "Q4_0"
+  uint32_t gguf_type;          // ggml's type id in GGUF tensor infos
+  uint32_t gguf_file_type;     // llama.cpp's general.file_type for a file mostly of this type
   size_t block_elems;          // weights per block (1 for plain floats)
   size_t block_bytes;          // bytes per block
   bool quantized;              // blocks of integers with scales
+  // Quantized types: the integers of a block (value = d * q) lie in [q_min, q_max].
+  int q_min, q_max;
+
+  // The scalar references (rows of `cols` weights, any alignment):
+  // row -> [cols] floats, exact.
+  void (*dequantize_row)(const std::byte* row, float* out, size_t cols);
+  // [cols] floats -> row, round to nearest; throws Error on non-finite weights.
+  void (*quantize_row)(const float* in, std::byte* row, size_t cols);
+  // Every weight (float types) or every block scale is finite.
+  bool (*finite_row)(const std::byte* row, size_t cols);
+  // Quantized types (nullptr otherwise): one block <-> its scale and integers, exactly.
+  void (*unpack_block)(const std::byte* block, ScaledBlock& out);
+  void (*pack_block)(const ScaledBlock& in, std::byte* block);
+
   double bits_per_weight() const { return 8.0 * static_cast<double>(block_bytes) / static_cast<double>(block_elems); }
 };
 
 const WeightTypeInfo& weight_type_info(WeightType type);
+// Every type, in enum order: what the tests (and anything listing the types) iterate.
+std::span<const WeightTypeInfo> all_weight_types();
 inline std::string_view weight_type_name(WeightType type) { return weight_type_info(type).name; }
 // "f32", "bf16", "int8", "int4" (also the GGUF spellings "F32", "BF16", "Q8_0", "Q4_0").
 std::optional<WeightType> weight_type_from_name(std::string_view name);
+// The type with this GGUF type id, or nullopt (a GGUF type the engine does not compute with).
+std::optional<WeightType> weight_type_from_gguf(uint32_t gguf_type);
+// The names of the types of one kind, joined for help and error text: "f32, bf16, int8 or
+// int4" (All), "int8 or int4" (Quantized), "f32 or bf16" (Float); `gguf`: their GGUF
+// spellings ("Q8_0 or Q4_0").
+enum class WeightTypeKind : uint8_t { All, Float, Quantized };
+std::string weight_type_names(WeightTypeKind kind = WeightTypeKind::All, bool gguf = false);
 // Bytes of one row of `cols` weights; throws Error when cols is not a whole number of blocks.
 size_t weight_row_bytes(WeightType type, size_t cols);
+
+// The row's scalar references by type (see WeightTypeInfo).
+inline void dequantize_row(WeightType type, const std::byte* row, float* out, size_t cols) {
+  weight_type_info(type).dequantize_row(row, out, cols);
+}
+inline void quantize_row(WeightType type, const float* in, std::byte* row, size_t cols) {
+  weight_type_info(type).quantize_row(in, row, cols);
+}
 
 }  // namespace nanoinfer

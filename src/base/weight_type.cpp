@@ -1,27 +1,116 @@
 #include "nanoinfer/weight_type.h"
 
 #include <array>
+#include <vector>
 
+#include "base/weight_blocks.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
 namespace {
 
+// One row per WeightType, in enum order (checked below). The GGUF ids are ggml's (part of the
+// file format); the file types are llama.cpp's llama_ftype values.
 constexpr std::array<WeightTypeInfo, kWeightTypeCount> kTypes{{
-    {WeightType::F32, "f32", "F32", 1, 4, false},
-    {WeightType::BF16, "bf16", "BF16", 1, 2, false},
-    {WeightType::Q8_0, "int8", "Q8_0", 32, 34, true},
-    {WeightType::Q4_0, "int4", "Q4_0", 32, 18, true},
+    {.type = WeightType::F32,
+     .name = "f32",
+     .gguf_name = "F32",
+     .gguf_type = 0,
+     .gguf_file_type = 0,
+     .block_elems = 1,
+     .block_bytes = 4,
+     .quantized = false,
+     .q_min = 0,
+     .q_max = 0,
+     .dequantize_row = dequantize_row_f32,
+     .quantize_row = quantize_row_f32,
+     .finite_row = finite_row_f32,
+     .unpack_block = nullptr,
+     .pack_block = nullptr},
+    {.type = WeightType::BF16,
+     .name = "bf16",
+     .gguf_name = "BF16",
+     .gguf_type = 30,
+     .gguf_file_type = 32,
+     .block_elems = 1,
+     .block_bytes = 2,
+     .quantized = false,
+     .q_min = 0,
+     .q_max = 0,
+     .dequantize_row = dequantize_row_bf16,
+     .quantize_row = quantize_row_bf16,
+     .finite_row = finite_row_bf16,
+     .unpack_block = nullptr,
+     .pack_block = nullptr},
+    {.type = WeightType::Q8_0,
+     .name = "int8",
+     .gguf_name = "Q8_0",
+     .gguf_type = 8,
+     .gguf_file_type = 7,
+     .block_elems = kQuantBlock,
+     .block_bytes = sizeof(BlockQ8_0),
+     .quantized = true,
+     .q_min = -127,
+     .q_max = 127,
+     .dequantize_row = dequantize_row_q8_0,
+     .quantize_row = quantize_row_q8_0,
+     .finite_row = finite_row_q8_0,
+     .unpack_block = unpack_block_q8_0,
+     .pack_block = pack_block_q8_0},
+    {.type = WeightType::Q4_0,
+     .name = "int4",
+     .gguf_name = "Q4_0",
+     .gguf_type = 2,
+     .gguf_file_type = 2,
+     .block_elems = kQuantBlock,
+     .block_bytes = sizeof(BlockQ4_0),
+     .quantized = true,
+     .q_min = -8,
+     .q_max = 7,
+     .dequantize_row = dequantize_row_q4_0,
+     .quantize_row = quantize_row_q4_0,
+     .finite_row = finite_row_q4_0,
+     .unpack_block = unpack_block_q4_0,
+     .pack_block = pack_block_q4_0},
 }};
+
+constexpr bool rows_in_enum_order() {
+  for (size_t i = 0; i < kTypes.size(); ++i)
+    if (static_cast<size_t>(kTypes[i].type) != i) return false;
+  return true;
+}
+static_assert(rows_in_enum_order(), "kTypes is indexed by WeightType");
 
 }  // namespace
 
 const WeightTypeInfo& weight_type_info(WeightType type) { return kTypes[static_cast<size_t>(type)]; }
 
+std::span<const WeightTypeInfo> all_weight_types() { return kTypes; }
+
 std::optional<WeightType> weight_type_from_name(std::string_view name) {
   for (const WeightTypeInfo& info : kTypes)
     if (info.name == name || info.gguf_name == name) return info.type;
   return std::nullopt;
+}
+
+std::optional<WeightType> weight_type_from_gguf(uint32_t gguf_type) {
+  for (const WeightTypeInfo& info : kTypes)
+    if (info.gguf_type == gguf_type) return info.type;
+  return std::nullopt;
+}
+
+std::string weight_type_names(WeightTypeKind kind, bool gguf) {
+  std::vector<std::string_view> names;
+  for (const WeightTypeInfo& info : kTypes) {
+    const bool wanted = kind == WeightTypeKind::All || (kind == WeightTypeKind::Quantized) == info.quantized;
+    if (wanted) names.push_back(gguf ? info.gguf_name : info.name);
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
 }
 
 size_t weight_row_bytes(WeightType type, size_t cols) {

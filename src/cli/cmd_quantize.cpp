@@ -86,14 +86,20 @@ void check_format(const QuantizeFlags& f, WeightType type) {
       {f.calib_windows_flag != nullptr && f.calib_windows_flag->count() > 0, "--calib-windows"},
       {f.calib_ctx_flag != nullptr && f.calib_ctx_flag->count() > 0, "--calib-ctx"}};
   for (const auto& [given, flag] : quantizer_flags) {
-    if (given) fail("{} applies to --type int8 or int4 only, not {}", flag, weight_type_name(type));
+    if (given) {
+      fail("{} applies to --type {} only, not {}", flag, weight_type_names(WeightTypeKind::Quantized),
+           weight_type_name(type));
+    }
   }
 }
 
 QuantizeOptions options_from(const QuantizeFlags& f) {
   QuantizeOptions o;
   const std::optional<WeightType> type = weight_type_from_name(f.type);
-  if (!type) fail("--type must be int8 or int4 (or f32 or bf16 with --format gguf), got '{}'", f.type);
+  if (!type) {
+    fail("--type must be {} (or {} with --format gguf), got '{}'", weight_type_names(WeightTypeKind::Quantized),
+         weight_type_names(WeightTypeKind::Float), f.type);
+  }
   check_format(f, *type);
   o.type = *type;
   if (!f.method.empty()) {
@@ -102,7 +108,7 @@ QuantizeOptions options_from(const QuantizeFlags& f) {
   }
   if (!f.head_type.empty()) {
     o.head_type = weight_type_from_name(f.head_type);
-    if (!o.head_type) fail("--head-type must be f32, bf16, int8 or int4, got '{}'", f.head_type);
+    if (!o.head_type) fail("--head-type must be {}, got '{}'", weight_type_names(), f.head_type);
   }
   if (f.calib_windows < 1) fail("--calib-windows must be >= 1, got {}", f.calib_windows);
   require_non_negative(f.calib_ctx, "--calib-ctx");
@@ -192,8 +198,8 @@ void setup(CLI::App& app) {
   f->calib_ctx_flag =
       app.add_option("--calib-ctx", f->calib_ctx, "Tokens per calibration window (0 = min(512, the model's context))");
   app.add_option("--head-type", f->head_type,
-                 "Type of the matrix computing the logits (tied embedding or lm_head): f32, bf16, int8 or int4 "
-                 "(default: int8 for both types; see docs/QUANTIZATION.md)");
+                 "Type of the matrix computing the logits (tied embedding or lm_head): " + weight_type_names() +
+                     " (default: int8 for both types; see docs/QUANTIZATION.md)");
   app.add_option("-t,--threads", f->threads, "Threads (0 = one per physical core)");
   app.add_option("--format", f->format,
                  "dir: a model directory (config.json, model.safetensors, tokenizer); gguf: one GGUF file that "

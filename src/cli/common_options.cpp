@@ -24,8 +24,10 @@ void add_model_flags(CLI::App& app, ModelFlags& flags) {
                  "features, e.g. avx512vnni or avx512bf16) hides features from detection, to test fallbacks");
   app.add_option("--dtype", flags.dtype,
                  "Weights in memory: as-stored (bf16 kept, a quantized file's blocks kept, f16 widened), "
-                 "f32 (widen at load), bf16 (round at load), int8 or int4 (quantize a float file at load, "
-                 "round to nearest, logits matrix int8; `nanoinfer quantize` does better)");
+                 "f32 (widen at load), bf16 (round at load), " +
+                     weight_type_names(WeightTypeKind::Quantized) +
+                     " (quantize a float file at load, round to nearest, logits matrix int8; `nanoinfer quantize` "
+                     "does better)");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingOverrides& o) {
@@ -54,7 +56,7 @@ OpenOptions open_options(const ModelFlags& flags) {
   OpenOptions options;
   if (flags.dtype != "as-stored") {
     options.model.weights = weight_type_from_name(flags.dtype);
-    if (!options.model.weights) fail("--dtype must be as-stored, f32, bf16, int8 or int4, got '{}'", flags.dtype);
+    if (!options.model.weights) fail("--dtype must be as-stored, {}, got '{}'", weight_type_names(), flags.dtype);
   }
   if (flags.isa != "auto") {
     options.model.isa = parse_isa(flags.isa);

@@ -30,26 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-GgmlType ggml_type_of(WeightType t) {
-  switch (t) {
-    case WeightType::F32: return GgmlType::F32;
-    case WeightType::BF16: return GgmlType::BF16;
-    case WeightType::Q8_0: return GgmlType::Q8_0;
-    case WeightType::Q4_0: return GgmlType::Q4_0;
-  }
-  fail("export: no GGUF type for {}", weight_type_name(t));
-}
-
-// llama.cpp's general.file_type (its enum llama_ftype) for a file whose matrices are mostly `t`.
-uint32_t file_type_of(WeightType t) {
-  switch (t) {
-    case WeightType::F32: return 0;
-    case WeightType::BF16: return 32;
-    case WeightType::Q8_0: return 7;
-    case WeightType::Q4_0: return 2;
-  }
-  fail("export: no GGUF file type for {}", weight_type_name(t));
-}
+GgmlType ggml_type_of(WeightType t) { return static_cast<GgmlType>(weight_type_info(t).gguf_type); }
 
 // tokenizer.json as the tokenizer.ggml.* arrays: ids padded to the embedding rows with
 // "[PADn]" (type 5, unused), vocabulary tokens normal (1), added tokens control (3) when
@@ -208,7 +189,7 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
   for (const auto& [t, n] : matrix_types) {
     if (n > most) main_type = t, most = n;
   }
-  w.set_u32("general.file_type", file_type_of(main_type));
+  w.set_u32("general.file_type", weight_type_info(main_type).gguf_file_type);
   if (weight_type_info(main_type).quantized) w.set_u32("general.quantization_version", 2);
 
   // Room for the data, each tensor's padding, and the metadata (the tokenizer arrays are no

@@ -141,7 +141,7 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_d
                               const QuantizeProgressFn& progress) {
   const auto start = std::chrono::steady_clock::now();
   if (!weight_type_info(o.type).quantized) {
-    fail("quantize: the type must be int8 or int4, got {}", weight_type_name(o.type));
+    fail("quantize: the type must be {}, got {}", weight_type_names(WeightTypeKind::Quantized), weight_type_name(o.type));
   }
   if (o.calib_windows == 0) fail("quantize: at least one calibration window is needed");
   QuantizeResult result;

@@ -6,23 +6,21 @@
 
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/weight_type.h"
 
 namespace nanoinfer {
 
 namespace {
 
-constexpr std::array<GgmlTypeInfo, 11> kTypes{{
-    {GgmlType::F32, "F32", 1, 4},
+// The file-only types; the weight types' rows come from the weight-type table.
+constexpr std::array<GgmlTypeInfo, 7> kFileTypes{{
     {GgmlType::F16, "F16", 1, 2},
-    {GgmlType::Q4_0, "Q4_0", kQK, sizeof(BlockQ4_0)},
     {GgmlType::Q4_1, "Q4_1", kQK, sizeof(BlockQ4_1)},
     {GgmlType::Q5_0, "Q5_0", kQK, sizeof(BlockQ5_0)},
     {GgmlType::Q5_1, "Q5_1", kQK, sizeof(BlockQ5_1)},
-    {GgmlType::Q8_0, "Q8_0", kQK, sizeof(BlockQ8_0)},
     {GgmlType::Q4_K, "Q4_K", kQK_K, sizeof(BlockQ4_K)},
     {GgmlType::Q5_K, "Q5_K", kQK_K, sizeof(BlockQ5_K)},
     {GgmlType::Q6_K, "Q6_K", kQK_K, sizeof(BlockQ6_K)},
-    {GgmlType::BF16, "BF16", 1, 2},
 }};
 
 // Every id ggml has assigned, indexed by id; "" marks ids that were retired.
@@ -52,14 +50,18 @@ uint32_t load_u32(const uint8_t (&b)[4]) {
 }  // namespace
 
 std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id) {
-  for (const auto& t : kTypes)
+  if (const std::optional<WeightType> w = weight_type_from_gguf(id)) {
+    const WeightTypeInfo& info = weight_type_info(*w);
+    return GgmlTypeInfo{static_cast<GgmlType>(id), info.gguf_name, static_cast<uint32_t>(info.block_elems),
+                        static_cast<uint32_t>(info.block_bytes)};
+  }
+  for (const auto& t : kFileTypes)
     if (static_cast<uint32_t>(t.type) == id) return t;
   return std::nullopt;
 }
 
-const GgmlTypeInfo& ggml_type_info(GgmlType type) {
-  for (const auto& t : kTypes)
-    if (t.type == type) return t;
+GgmlTypeInfo ggml_type_info(GgmlType type) {
+  if (const std::optional<GgmlTypeInfo> info = ggml_type_info(static_cast<uint32_t>(type))) return *info;
   fail("ggml type id {} is not supported", static_cast<uint32_t>(type));
 }
 
@@ -73,7 +75,7 @@ std::string_view ggml_supported_type_names() {
 }
 
 size_t ggml_row_bytes(GgmlType type, uint64_t n) {
-  const GgmlTypeInfo& info = ggml_type_info(type);
+  const GgmlTypeInfo info = ggml_type_info(type);
   if (n % info.block_elems != 0)
     fail("{}: {} elements are not a whole number of {}-element blocks", info.name, n,
          info.block_elems);
@@ -86,36 +88,8 @@ ScaleMin k_scale_min(const uint8_t (&q)[12], int j) {
           static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4))};
 }
 
-void dequantize_row_f32(const std::byte* src, float* dst, size_t n) {
-  if (n > 0) std::memcpy(dst, src, n * sizeof(float));
-}
-
 void dequantize_row_f16(const std::byte* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(src + 2 * i));
-}
-
-void dequantize_row_bf16(const std::byte* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(src + 2 * i));
-}
-
-void dequantize_row_q8_0(const std::byte* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n / kQK; ++i) {
-    const auto b = load_block<BlockQ8_0>(src, i);
-    const float d = f16_to_f32(b.d);
-    for (int j = 0; j < kQK; ++j) dst[i * kQK + j] = static_cast<float>(b.qs[j]) * d;
-  }
-}
-
-void dequantize_row_q4_0(const std::byte* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n / kQK; ++i) {
-    const auto b = load_block<BlockQ4_0>(src, i);
-    const float d = f16_to_f32(b.d);
-    float* y = dst + i * kQK;
-    for (int j = 0; j < kQK / 2; ++j) {
-      y[j] = static_cast<float>((b.qs[j] & 0x0F) - 8) * d;
-      y[j + kQK / 2] = static_cast<float>((b.qs[j] >> 4) - 8) * d;
-    }
-  }
 }
 
 void dequantize_row_q4_1(const std::byte* src, float* dst, size_t n) {
@@ -232,17 +206,16 @@ void dequantize_row_q6_K(const std::byte* src, float* dst, size_t n) {
 
 void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
   (void)ggml_row_bytes(type, n);  // rejects partial blocks
+  if (const std::optional<WeightType> w = weight_type_from_gguf(static_cast<uint32_t>(type)))
+    return dequantize_row(*w, src, dst, n);
   switch (type) {
     case GgmlType::F32:
-      return dequantize_row_f32(src, dst, n);
+    case GgmlType::BF16:
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+      break;  // weight types, above
     case GgmlType::F16:
       return dequantize_row_f16(src, dst, n);
-    case GgmlType::BF16:
-      return dequantize_row_bf16(src, dst, n);
-    case GgmlType::Q8_0:
-      return dequantize_row_q8_0(src, dst, n);
-    case GgmlType::Q4_0:
-      return dequantize_row_q4_0(src, dst, n);
     case GgmlType::Q4_1:
       return dequantize_row_q4_1(src, dst, n);
     case GgmlType::Q5_0:

@@ -1,5 +1,8 @@
 // ggml tensor types as stored in GGUF files: the type ids, their block geometry, the packed
-// block layouts, and a scalar dequantize-to-f32 reference for each type we read.
+// block layouts, and a scalar dequantize-to-f32 reference for each type we read. The types the
+// engine computes with (F32, BF16, Q8_0, Q4_0) are rows of the weight-type table
+// (nanoinfer/weight_type.h): their geometry, block layouts and dequantizers are taken from
+// there, and only the file-only types (F16, Q4_1, Q5_x, the K-quants) are described here.
 //
 // Every quantized type stores a row as consecutive blocks; a block covers `block_elems`
 // consecutive elements of one row (a row is always a whole number of blocks) and takes
@@ -16,9 +19,12 @@
 #include <optional>
 #include <string_view>
 
+#include "base/weight_blocks.h"
+
 namespace nanoinfer {
 
-// ggml's type ids (the numbers are part of the file format). Only the ones we read are named.
+// ggml's type ids (the numbers are part of the file format). Only the ones we read are named;
+// a weight type's id is its row's gguf_type (a test holds the two to the same numbers).
 enum class GgmlType : uint32_t {
   F32 = 0,
   F16 = 1,
@@ -42,7 +48,7 @@ struct GgmlTypeInfo {
 
 // The supported type with this id, or nullopt (unknown ids and ggml types we do not read).
 std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id);
-const GgmlTypeInfo& ggml_type_info(GgmlType type);
+GgmlTypeInfo ggml_type_info(GgmlType type);
 // ggml's name for any id it has ever assigned ("Q2_K", "IQ4_XS", ...), "?" for others; used
 // to say which type a file needs when we do not support it.
 std::string_view ggml_type_name(uint32_t id);
@@ -53,23 +59,10 @@ std::string_view ggml_supported_type_names();
 // f16 fields are raw bits (uint16_t). Structs contain no padding (checked by static_assert),
 // so a row of blocks can be read as an array of them when the base is 2-byte aligned.
 
-inline constexpr int kQK = 32;     // elements per block of the 32-element types
+inline constexpr int kQK = 32;     // elements per block of the 32-element types (kQuantBlock)
 inline constexpr int kQK_K = 256;  // elements per super-block of the K types
 
-// Q8_0: x[i] = d * q[i].
-struct BlockQ8_0 {
-  uint16_t d;
-  int8_t qs[kQK];
-};
-static_assert(sizeof(BlockQ8_0) == 34);
-
-// Q4_0: x[i] = d * (q[i] - 8), q unsigned 4-bit. Byte j holds element j in its low nibble
-// and element j + 16 in its high nibble.
-struct BlockQ4_0 {
-  uint16_t d;
-  uint8_t qs[kQK / 2];
-};
-static_assert(sizeof(BlockQ4_0) == 18);
+// Q8_0 and Q4_0: BlockQ8_0, BlockQ4_0 in src/base/weight_blocks.h.
 
 // Q4_1: x[i] = d * q[i] + m, nibbles as in Q4_0 (m is the block minimum).
 struct BlockQ4_1 {
@@ -146,12 +139,9 @@ ScaleMin k_scale_min(const uint8_t (&scales)[12], int j);
 
 // ---- scalar references ---------------------------------------------------------------------
 // Each converts `n` consecutive elements (a multiple of the type's block_elems) starting at
-// `src` to f32. `src` may have any alignment. n = 0 writes nothing.
-void dequantize_row_f32(const std::byte* src, float* dst, size_t n);
+// `src` to f32. `src` may have any alignment. n = 0 writes nothing. (The weight types' own are
+// their rows' dequantize_row, src/base/weight_blocks.h.)
 void dequantize_row_f16(const std::byte* src, float* dst, size_t n);
-void dequantize_row_bf16(const std::byte* src, float* dst, size_t n);
-void dequantize_row_q8_0(const std::byte* src, float* dst, size_t n);
-void dequantize_row_q4_0(const std::byte* src, float* dst, size_t n);
 void dequantize_row_q4_1(const std::byte* src, float* dst, size_t n);
 void dequantize_row_q5_0(const std::byte* src, float* dst, size_t n);
 void dequantize_row_q5_1(const std::byte* src, float* dst, size_t n);

@@ -157,7 +157,7 @@ void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, floa
 }
 
 void encode_row(WeightType type, const float* in, std::byte* out, size_t cols) {
-  kernels::quantize_row(type, in, out, cols);
+  quantize_row(type, in, out, cols);
 }
 
 void embed_rows(const Weight& table, const int32_t* tokens, size_t n, float* out) {
@@ -170,7 +170,7 @@ void embed_rows(const Weight& table, const int32_t* tokens, size_t n, float* out
     const std::byte* row = table.packed
                                ? kernels::packed_row(table.type, table.data, table.rows, table.cols, r, scratch.data())
                                : table.data + r * table.row_bytes;
-    kernels::dequantize_row(table.type, row, out + t * table.cols, table.cols);
+    dequantize_row(table.type, row, out + t * table.cols, table.cols);
   }
 }
 

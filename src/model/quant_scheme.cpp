@@ -21,8 +21,8 @@ std::map<std::string, WeightType> declared_block_types(const SafetensorsLayout& 
     const std::optional<WeightType> type =
         value.is_string() ? weight_type_from_name(value.get<std::string>()) : std::nullopt;
     if (!type || !weight_type_info(*type).quantized) {
-      fail("{}: __metadata__ \"{}\": tensor '{}' has type {}, expected a block type (Q8_0 or Q4_0)", origin,
-           kWeightTypesKey, excerpt(name), json_excerpt(value));
+      fail("{}: __metadata__ \"{}\": tensor '{}' has type {}, expected a block type ({})", origin, kWeightTypesKey,
+           excerpt(name), json_excerpt(value), weight_type_names(WeightTypeKind::Quantized, true));
     }
     types.emplace(name, *type);
   }

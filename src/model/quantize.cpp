@@ -216,12 +216,12 @@ QuantizedFileStats write_quantized_weights(const SafetensorsFile& in, const Mode
                          if (m.search) {
                            quantize_row_search(m.type, w, imp, dst + i * row_bytes, cols);
                          } else {
-                           kernels::quantize_row(m.type, w, dst + i * row_bytes, cols);
+                           quantize_row(m.type, w, dst + i * row_bytes, cols);
                          }
                        }
                        if (r * row_bytes < pos) continue;  // counted with the previous chunk
                        if (m.gptq_factor) src_read(r, raw, w);  // GPTQ used the tile as scratch
-                       kernels::dequantize_row(m.type, dst + i * row_bytes, back.data(), cols);
+                       dequantize_row(m.type, dst + i * row_bytes, back.data(), cols);
                        for (size_t c = 0; c < cols; ++c) {
                          const double e = static_cast<double>(w[c]) - back[c];
                          err += e * e;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/weight_blocks.h"
 #include "io/safetensors.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/thread_pool.h"
@@ -19,17 +20,17 @@
 
 namespace nanoinfer {
 
-// The integer range of a block type's values: Q4_0 [-8, 7], Q8_0 [-127, 127]. Throws for a
-// type without blocks.
+// The integer range of a block type's values (its row's q_min, q_max: Q4_0 [-8, 7], Q8_0
+// [-127, 127]). Throws for a type without blocks.
 struct QuantRange {
   int lo, hi;
 };
 QuantRange range_of(WeightType type);
 
-// One block as chosen by a quantizer: the scale as stored (f16 bits) and the integers.
-struct BlockCode {
-  uint16_t d = 0;
-  int8_t q[32] = {};
+// One block as chosen by a quantizer: the scale as stored (f16 bits) and the integers, and
+// the loss they were chosen for. Written through the type's pack_block (throws for a type
+// without blocks).
+struct BlockCode : ScaledBlock {
   double loss = 0;  // the weighted squared error it was chosen for
 };
 void pack_block(WeightType type, const BlockCode& code, std::byte* block);

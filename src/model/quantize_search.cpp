@@ -10,22 +10,19 @@
 // rounds, refits d, rounds the refit d to f16 (the stored value), rounds again and scores.
 // The best candidate is then refined by alternating fit and rounding until the loss stops
 // falling. Every loss is evaluated with the scale exactly as stored, so what is minimized is
-// what the kernels will compute with. Round-to-nearest itself (kernels::quantize_row) is
+// what the kernels will compute with. Round-to-nearest itself (quantize_row) is
 // scored too and kept when nothing beats it.
 #include <cmath>
 #include <cstring>
 #include <vector>
 
-#include "kernels/kernels.h"
-#include "kernels/quant_blocks.h"
+#include "base/weight_blocks.h"
 #include "model/quantize.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
 namespace {
-
-using kernels::kQuantBlock;
 
 using Range = QuantRange;
 using Choice = BlockCode;
@@ -59,20 +56,7 @@ bool refit(const float* w, const float* a, const int8_t* q, float& d) {
 }
 
 // Unpacks a stored block into a Choice (to score round-to-nearest's own result).
-void unpack(WeightType type, const std::byte* block, Choice& out) {
-  if (type == WeightType::Q8_0) {
-    const auto* b = reinterpret_cast<const kernels::BlockQ8_0*>(block);
-    out.d = b->d;
-    std::memcpy(out.q, b->q, kQuantBlock);
-    return;
-  }
-  const auto* b = reinterpret_cast<const kernels::BlockQ4_0*>(block);
-  out.d = b->d;
-  for (size_t j = 0; j < kQuantBlock / 2; ++j) {
-    out.q[j] = static_cast<int8_t>((b->q[j] & 0x0f) - 8);
-    out.q[j + kQuantBlock / 2] = static_cast<int8_t>((b->q[j] >> 4) - 8);
-  }
-}
+void unpack(WeightType type, const std::byte* block, Choice& out) { weight_type_info(type).unpack_block(block, out); }
 
 double score(const float* w, const float* a, const Choice& c) {
   const float d = f16_to_f32(c.d);
@@ -140,23 +124,14 @@ void search_block(WeightType type, const float* w, const float* a, std::byte* bl
 }  // namespace
 
 QuantRange range_of(WeightType type) {
-  if (type == WeightType::Q4_0) return {-8, 7};
-  if (type == WeightType::Q8_0) return {-127, 127};
-  fail("quantize: {} is not a block type", weight_type_name(type));
+  const WeightTypeInfo& info = weight_type_info(type);
+  if (!info.quantized) fail("quantize: {} is not a block type", info.name);
+  return {info.q_min, info.q_max};
 }
 
 void pack_block(WeightType type, const BlockCode& c, std::byte* block) {
-  if (type == WeightType::Q8_0) {
-    auto* b = reinterpret_cast<kernels::BlockQ8_0*>(block);
-    b->d = c.d;
-    std::memcpy(b->q, c.q, kQuantBlock);
-    return;
-  }
-  auto* b = reinterpret_cast<kernels::BlockQ4_0*>(block);
-  b->d = c.d;
-  for (size_t j = 0; j < kQuantBlock / 2; ++j) {
-    b->q[j] = static_cast<uint8_t>((c.q[j] + 8) | ((c.q[j + kQuantBlock / 2] + 8) << 4));
-  }
+  (void)range_of(type);  // a block type
+  weight_type_info(type).pack_block(c, block);
 }
 
 uint16_t search_block_scale(WeightType type, const float* w, const float* importance) {
@@ -168,10 +143,11 @@ uint16_t search_block_scale(WeightType type, const float* w, const float* import
     for (float& u : uniform) u = 1.0f;
     a = uniform;
   }
-  std::byte rtn[sizeof(kernels::BlockQ8_0)];
-  kernels::quantize_row(type, w, rtn, kQuantBlock);
+  (void)range_of(type);  // a block type
+  std::vector<std::byte> rtn(weight_row_bytes(type, kQuantBlock));
+  quantize_row(type, w, rtn.data(), kQuantBlock);
   Choice best;
-  unpack(type, rtn, best);
+  unpack(type, rtn.data(), best);
   best.loss = score(w, a, best);
   search_from(type, w, a, best);
   return best.d;
@@ -180,7 +156,7 @@ uint16_t search_block_scale(WeightType type, const float* w, const float* import
 void quantize_row_search(WeightType type, const float* w, const float* importance, std::byte* row, size_t cols) {
   const size_t block_bytes = weight_type_info(type).block_bytes;
   (void)range_of(type);
-  kernels::quantize_row(type, w, row, cols);  // the round-to-nearest starting point
+  quantize_row(type, w, row, cols);  // the round-to-nearest starting point
   float uniform[kQuantBlock];
   for (float& u : uniform) u = 1.0f;
   for (size_t b = 0; b < cols / kQuantBlock; ++b) {
@@ -194,7 +170,7 @@ void quantize_row_search(WeightType type, const float* w, const float* importanc
 double weighted_row_error(WeightType type, const float* w, const float* importance, const std::byte* row,
                           size_t cols) {
   std::vector<float> back(cols);
-  kernels::dequantize_row(type, row, back.data(), cols);
+  dequantize_row(type, row, back.data(), cols);
   double sum = 0;
   for (size_t i = 0; i < cols; ++i) {
     const double e = static_cast<double>(w[i]) - back[i];

@@ -103,7 +103,7 @@ WeightSource safetensors_source(const SafetensorsFile& file) {
       t.shape = {info.shape[0], info.shape[1] / wt.block_bytes * wt.block_elems};
       t.row_bytes = static_cast<size_t>(info.shape[1]);
       t.exact = type;
-      t.widen_row = [type](const std::byte* row, float* out, size_t n) { kernels::dequantize_row(type, row, out, n); };
+      t.widen_row = [type](const std::byte* row, float* out, size_t n) { dequantize_row(type, row, out, n); };
       src.tensors.push_back(std::move(t));
       continue;
     }
@@ -143,13 +143,7 @@ WeightSource gguf_source(const GgufFile& file) {
     t.type_name = t.stored_type = std::string(ggml_type_info(static_cast<uint32_t>(type))->name);
     t.nbytes = info.nbytes;
     t.row_bytes = ggml_row_bytes(type, info.dims.empty() ? 1 : info.dims[0]);
-    switch (type) {
-      case GgmlType::F32: t.exact = WeightType::F32; break;
-      case GgmlType::BF16: t.exact = WeightType::BF16; break;
-      case GgmlType::Q8_0: t.exact = WeightType::Q8_0; break;
-      case GgmlType::Q4_0: t.exact = WeightType::Q4_0; break;
-      default: break;
-    }
+    t.exact = weight_type_from_gguf(static_cast<uint32_t>(type));
     t.widen_row = [type](const std::byte* row, float* out, size_t n) { dequantize_row(type, row, out, n); };
     src.tensors.push_back(std::move(t));
   }

@@ -69,26 +69,8 @@ namespace {
 // that the per-thread staging buffers stay negligible next to the weights.
 constexpr size_t kChunkBytes = size_t{8} << 20;
 
-// Every weight of a row (f32, bf16) or every block scale (int8, int4) is finite.
-bool rows_finite(WeightType type, const std::byte* row, size_t cols) {
-  const WeightTypeInfo& info = weight_type_info(type);
-  const size_t step = info.block_bytes;  // one value, or one block with its scale first
-  const size_t n = cols / info.block_elems;
-  for (size_t i = 0; i < n; ++i) {
-    const std::byte* p = row + i * step;
-    if (type == WeightType::F32) {
-      uint32_t u;
-      std::memcpy(&u, p, 4);
-      if ((u & 0x7f800000u) == 0x7f800000u) return false;
-    } else {
-      uint16_t h;  // bf16 value, or the f16 scale at the start of a block
-      std::memcpy(&h, p, 2);
-      const uint16_t exp_mask = type == WeightType::BF16 ? 0x7f80u : 0x7c00u;
-      if ((h & exp_mask) == exp_mask) return false;
-    }
-  }
-  return true;
-}
+// Every weight of a row (float types) or every block scale (block types) is finite.
+bool rows_finite(WeightType type, const std::byte* row, size_t cols) { return weight_type_info(type).finite_row(row, cols); }
 
 class Loader {
  public:
@@ -260,7 +242,8 @@ class Loader {
       });
     } else {
       // Converted: stage stored rows, widen (or dequantize) each to f32, then write the
-      // target type through the traits (quantize_row rounds to nearest for every type).
+      // target type through its row of the weight-type table (quantize_row rounds to nearest
+      // for every type).
       const size_t rows_per_chunk = std::max<size_t>(1, kChunkBytes / t.row_bytes);
       const size_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
       pool_.parallel_for(chunks, 1, [&](size_t begin, size_t end) {
@@ -274,7 +257,7 @@ class Loader {
             if (!rows_finite(WeightType::F32, reinterpret_cast<const std::byte*>(row.data()), cols)) {
               not_finite(spec.name, r0 + r);
             }
-            kernels::quantize_row(to, row.data(), dst + place.at(r0 + r) * row_bytes, cols);
+            quantize_row(to, row.data(), dst + place.at(r0 + r) * row_bytes, cols);
           }
         }
       });

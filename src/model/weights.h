@@ -3,7 +3,7 @@
 //
 // Every matrix is read (pread, never through the mapping, so the file does not count towards
 // resident memory) into one anonymous arena backed by transparent huge pages, in its stored
-// type or converted on the way through the weight-type traits (widened to f32, rounded to
+// type or converted on the way through the weight-type table (widened to f32, rounded to
 // bf16, or quantized to int8/int4; f16 is always widened: there is no f16 kernel). A quantized
 // file's U8 block tensors (declared in its metadata: src/model/quant_scheme.h) are read as
 // they are, or dequantized when a float type is asked for. Streaming

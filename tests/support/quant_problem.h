@@ -18,15 +18,30 @@
 namespace nanoinfer::test {
 
 using kernels::Kernels;
-using kernels::kQuantBlock;
 
-inline constexpr WeightType kQuantTypes[] = {WeightType::Q8_0, WeightType::Q4_0};
+// The quantized types, read from the weight-type table: a new type joins every test that
+// iterates these by existing.
+inline std::vector<WeightType> quant_types() {
+  std::vector<WeightType> types;
+  for (const WeightTypeInfo& info : all_weight_types())
+    if (info.quantized) types.push_back(info.type);
+  return types;
+}
 
 inline std::vector<Isa> supported_isas() {
   std::vector<Isa> isas;
   for (Isa isa : all_isas())
     if (isa_supported(isa)) isas.push_back(isa);
   return isas;
+}
+
+// y = W x + bias for a quantized type through a table: x quantized by the table's own
+// quantize_activations, then its matmul_quantized entry over rows [row_begin, row_end).
+inline void quantized_product(const Kernels& k, WeightType type, const std::byte* w, const float* bias, const float* x,
+                              float* y, size_t rows, size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
+  kernels::QuantizedActivations xq;
+  k.quantize_activations(x, cols, n_tokens, xq);
+  k.matmul_quantized_for(type)(w, bias, xq, y, rows, row_begin, row_end);
 }
 
 // Random weights quantized by the reference quantizer, activations and a bias.
@@ -41,10 +56,10 @@ struct QProblem {
         bias(random_floats(r, seed + 2)) {
     const std::vector<float> wf = random_floats(r * c, seed);
     const size_t rb = weight_row_bytes(t, c);
-    for (size_t i = 0; i < r; ++i) kernels::quantize_row(t, wf.data() + i * c, w.data() + i * rb, c);
+    for (size_t i = 0; i < r; ++i) quantize_row(t, wf.data() + i * c, w.data() + i * rb, c);
   }
   void run(const Kernels& k, const float* b, float* y, size_t row_begin, size_t row_end) const {
-    k.matmul_for(type)(w.data(), b, x.data(), y, rows, cols, n_tokens, row_begin, row_end);
+    quantized_product(k, type, w.data(), b, x.data(), y, rows, cols, n_tokens, row_begin, row_end);
   }
   std::vector<float> run(const Kernels& k, bool with_bias = true) const {
     std::vector<float> y(n_tokens * rows, std::nanf(""));
