@@ -66,6 +66,10 @@ class LineReader {
   size_t line_number_ = 0;
 };
 
+// What the file type bits of a stat()/lstat() st_mode name, for messages: "a FIFO",
+// "a symbolic link", "a character device", ...
+const char* file_kind_name(unsigned mode);
+
 // A new directory, made with mkdtemp as `parent/prefix.XXXXXX` (mode 0700), removed with its
 // contents when the object goes, unless commit() moved it into place. For outputs built
 // aside and renamed over their target at the end (quantize's model directory) and for

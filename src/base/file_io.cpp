@@ -14,19 +14,10 @@ namespace nanoinfer {
 
 namespace {
 
-// What a non-regular file is, for "{path}: is {kind}, not a regular file".
-const char* kind_of(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 void require_regular(const std::filesystem::path& path, mode_t mode) {
   if (S_ISREG(mode)) return;
   if (S_ISDIR(mode)) fail("{}: is a directory, not a file", path.string());
-  fail("{}: is {}, not a regular file", path.string(), kind_of(mode));
+  fail("{}: is {}, not a regular file", path.string(), file_kind_name(mode));
 }
 
 struct stat stat_or_fail(const std::filesystem::path& path) {
@@ -172,6 +163,17 @@ bool LineReader::next(std::string& line) {
   }
   fail("{} line {}: longer than the {} byte limit for one line", path_, line_number_ + 1,
        max_line_bytes_);
+}
+
+const char* file_kind_name(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
 }
 
 // ---- ScratchDir ---------------------------------------------------------------------------------

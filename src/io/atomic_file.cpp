@@ -12,23 +12,9 @@
 #include <utility>
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 
 namespace nanoinfer {
-
-namespace {
-
-// What a non-regular file is, for the refusal.
-const char* file_kind(mode_t mode) {
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
-}  // namespace
 
 // The rename at the end of a write replaces whatever is at the target: only a regular file
 // (or nothing) may be, never a link, a device or a FIFO someone pointed the output at.
@@ -36,7 +22,7 @@ void require_replaceable_file(const std::filesystem::path& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode)) {
-      fail("{}: is {}; refusing to replace it (name a regular file)", path.string(), file_kind(st.st_mode));
+      fail("{}: is {}; refusing to replace it (name a regular file)", path.string(), file_kind_name(st.st_mode));
     }
   } else if (errno != ENOENT) {
     fail("{}: cannot check the target: {}", path.string(), std::strerror(errno));
