@@ -10,8 +10,8 @@
 
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
-#include "model/gptq.h"
-#include "model/quantize.h"
+#include "quant/gptq.h"
+#include "quant/quantize.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/thread_pool.h"
 #include "support/quant_problem.h"

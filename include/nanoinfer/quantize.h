@@ -14,11 +14,11 @@
 //            block then gets the scale (and with it the rounding and clipping) that minimizes
 //            the squared error of the weights weighted by those importances, i.e. the
 //            expected error of the matrix's outputs on the calibration activations under a
-//            diagonal approximation (src/model/quantize_search.cpp).
+//            diagonal approximation (src/quant/quantize_search.cpp).
 //   gptq     the same calibration also records each input's full Gram matrix; the rows are
 //            rounded column by column, every rounding error spread over the columns not yet
 //            rounded so as to cancel its effect on the outputs (GPTQ), each block's scale
-//            chosen by the imatrix search when the sweep reaches it (src/model/gptq.h).
+//            chosen by the imatrix search when the sweep reaches it (src/quant/gptq.h).
 //            The default for both types: on the default model it cuts int4's KL divergence
 //            ~6x against rtn, where imatrix alone gains ~12% (docs/QUANTIZATION.md).
 #pragma once

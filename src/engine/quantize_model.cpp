@@ -2,8 +2,8 @@
 //
 //   check the input (float, finite) and the target (absent or an empty directory)
 //   -> make a temporary directory beside the target
-//   -> imatrix: load the model in f32 and calibrate (engine/calibrate.h)
-//   -> write model.safetensors (model/quantize.h), config.json with quantization_config, copy
+//   -> imatrix: load the model in f32 and calibrate (quant/calibrate.h)
+//   -> write model.safetensors (quant/quantize.h), config.json with quantization_config, copy
 //      the tokenizer and generation files
 //   -> rename the temporary directory to the target.
 // Any error (or an exception thrown by the progress callback) removes the temporary directory.
@@ -20,18 +20,18 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/calibrate.h"
 #include "engine/model_source.h"
 #include "io/safetensors.h"
-#include "model/gptq.h"
 #include "model/manifest.h"
 #include "model/quant_scheme.h"
-#include "model/quantize.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/tokenizer.h"
+#include "quant/calibrate.h"
+#include "quant/gptq.h"
+#include "quant/quantize.h"
 
 namespace nanoinfer {
 
@@ -51,6 +51,30 @@ std::optional<QuantMethod> quant_method_from_name(std::string_view name) {
 }
 
 namespace {
+
+// The default calibration text: the part of data/tinyshakespeare.txt (beside the default
+// model in the checkout) that the default model was trained on — its first 90% of characters,
+// cut forward to the next line start, as tools/train/train_tokenizer.py splits it. Never any
+// of the held-out part.
+std::string default_calibration_text(std::filesystem::path* source) {
+  const std::filesystem::path path = default_model_dir().parent_path() / "tinyshakespeare.txt";
+  if (!path_exists(path)) {
+    fail("{}: not found; the default calibration text is its training part (pass --calib FILE)", path.string());
+  }
+  std::string text = read_file(path, kMaxTextFileBytes);
+  // 90% of the characters (code points, as Python counts them), then forward to a line start.
+  size_t chars = 0;
+  for (unsigned char c : text) chars += (c & 0xc0) != 0x80;
+  const size_t target = chars * 9 / 10;
+  size_t cut = 0;
+  for (size_t seen = 0; cut < text.size(); ++cut) {
+    if ((static_cast<unsigned char>(text[cut]) & 0xc0) != 0x80 && seen++ == target) break;
+  }
+  const size_t newline = text.find('\n', cut);
+  text.resize(newline == std::string::npos ? text.size() : newline + 1);
+  if (source != nullptr) *source = path;
+  return text;
+}
 
 namespace fs = std::filesystem;
 

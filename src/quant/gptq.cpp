@@ -1,10 +1,10 @@
-#include "model/gptq.h"
+#include "quant/gptq.h"
 
 #include <cmath>
 
 #include "kernels/kernels.h"
 #include "model/linear.h"
-#include "model/quantize.h"
+#include "quant/quantize.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/isa.h"

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -40,11 +39,5 @@ std::optional<std::pair<std::string, int>> input_tap(const TensorSpec& spec, boo
 // `gram`: also accumulate the Gram matrices (on a pool of `threads`).
 Calibration calibrate(const Model& model, std::span<const int32_t> tokens, size_t ctx, size_t windows, bool gram,
                       int threads, const std::function<void(size_t done, size_t total)>& progress);
-
-// The default calibration text: the part of data/tinyshakespeare.txt (beside the default
-// model in the checkout) that the default model was trained on — its first 90% of characters,
-// cut forward to the next line start, as tools/train/train_tokenizer.py splits it. Never any
-// of the held-out part.
-std::string default_calibration_text(std::filesystem::path* source = nullptr);
 
 }  // namespace nanoinfer

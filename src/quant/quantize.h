@@ -1,6 +1,6 @@
-// The quantizer's model-layer half: the importance-weighted block search, and writing a
-// quantized model.safetensors from a float one. (Calibration and the model directory are the
-// engine's: src/engine/quantize_model.cpp.)
+// The quantization layer's writer: the importance-weighted block search, and writing a
+// quantized model.safetensors from a float one. (Calibration is quant/calibrate.h; the model
+// directory, staging and the command's flow are the engine's: src/engine/quantize_model.cpp.)
 #pragma once
 
 #include <cstddef>
@@ -55,7 +55,7 @@ struct MatrixQuantization {
   WeightType type = WeightType::F32;  // a block type; a float type copies or converts the matrix
   bool search = false;                // quantize_row_search rather than round-to-nearest
   std::vector<float> importance;      // [cols] for the search and GPTQ's scales; empty: uniform
-  // GPTQ (model/gptq.h) with this factor [cols][cols] of the inputs' Gram matrix (shared by the
+  // GPTQ (quant/gptq.h) with this factor [cols][cols] of the inputs' Gram matrix (shared by the
   // matrices that read the same input); takes precedence over `search`.
   std::shared_ptr<const std::vector<float>> gptq_factor;
 };

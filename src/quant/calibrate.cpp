@@ -1,13 +1,11 @@
-#include "engine/calibrate.h"
+#include "quant/calibrate.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "model/gptq.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
-#include "nanoinfer/file_io.h"
 #include "nanoinfer/thread_pool.h"
+#include "quant/gptq.h"
 
 namespace nanoinfer {
 namespace {
@@ -95,26 +93,6 @@ Calibration calibrate(const Model& model, std::span<const int32_t> tokens, size_
     for (size_t c = 0; c < mean.size(); ++c) mean[c] = static_cast<float>(s.sum_sq[c] / static_cast<double>(s.rows));
   }
   return cal;
-}
-
-std::string default_calibration_text(std::filesystem::path* source) {
-  const std::filesystem::path path = default_model_dir().parent_path() / "tinyshakespeare.txt";
-  if (!path_exists(path)) {
-    fail("{}: not found; the default calibration text is its training part (pass --calib FILE)", path.string());
-  }
-  std::string text = read_file(path, kMaxTextFileBytes);
-  // 90% of the characters (code points, as Python counts them), then forward to a line start.
-  size_t chars = 0;
-  for (unsigned char c : text) chars += (c & 0xc0) != 0x80;
-  const size_t target = chars * 9 / 10;
-  size_t cut = 0;
-  for (size_t seen = 0; cut < text.size(); ++cut) {
-    if ((static_cast<unsigned char>(text[cut]) & 0xc0) != 0x80 && seen++ == target) break;
-  }
-  const size_t newline = text.find('\n', cut);
-  text.resize(newline == std::string::npos ? text.size() : newline + 1);
-  if (source != nullptr) *source = path;
-  return text;
 }
 
 }  // namespace nanoinfer

@@ -1,4 +1,4 @@
-// The importance-weighted block search (model/quantize.h).
+// The importance-weighted block search (quant/quantize.h).
 //
 // A block of 32 weights w with importances a is stored as one f16 scale d and integers q in
 // [lo, hi] (Q4_0: [-8, 7], Q8_0: [-127, 127]); the loss is E(d, q) = sum_i a_i (w_i - d q_i)^2.
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "base/weight_blocks.h"
-#include "model/quantize.h"
+#include "quant/quantize.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 

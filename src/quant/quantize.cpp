@@ -1,11 +1,11 @@
-// Writing a quantized model.safetensors from a float one (model/quantize.h).
+// Writing a quantized model.safetensors from a float one (quant/quantize.h).
 //
 // Every tensor is streamed: the writer asks for consecutive chunks of a tensor's bytes, and a
 // chunk of a quantized matrix is produced by reading the float rows it covers (pread), checking
 // them, quantizing them across the pool and copying out the requested bytes. A chunk may start
 // or end inside a row (chunks are byte ranges); such a row is quantized for both chunks and
 // counted once in the statistics, by the chunk holding its first byte.
-#include "model/quantize.h"
+#include "quant/quantize.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 
 #include "io/safetensors_writer.h"
 #include "kernels/kernels.h"
-#include "model/gptq.h"
+#include "quant/gptq.h"
 #include "model/manifest.h"
 #include "model/quant_scheme.h"
 #include "nanoinfer/error.h"

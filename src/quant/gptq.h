@@ -10,7 +10,7 @@
 // (H^-1 = U^T U) this update is w[k] -= e * U[j][k] / U[j][j] for k > j, e = w[j] - q[j].
 // Our formats fix one scale per block of 32 columns: when the sweep reaches a block, its scale
 // is chosen from the weights as updated so far, by the importance-weighted search of
-// model/quantize.h with importances diag(H); then the block's columns are rounded to it one
+// quant/quantize.h with importances diag(H); then the block's columns are rounded to it one
 // at a time, each error spreading as above. Rows are independent (the sweep of one row never
 // reads another), so rows are split across threads and processed in tiles that share each
 // row of U while it is in cache.
