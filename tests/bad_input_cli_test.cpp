@@ -6,6 +6,7 @@
 // Rows whose behaviour belongs to files being rewritten by the lead (non-finite weights found
 // at load, inspect reporting them, generate's checked writes, the -t clamp) are DISABLED_ at
 // the end, to be enabled once those land.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "nanoinfer/engine.h"
 #include "nanoinfer/thread_pool.h"
 #include "support/files.h"
 #include "support/generation_model.h"
@@ -149,12 +151,15 @@ auto tokenizer_edited(std::function<void(nlohmann::json&)> edit) {
   };
 }
 
-// A config whose weights (2^24-wide layers) need far more room than any disk has: 10.5 PiB.
+// A config at the largest dimensions accepted (config.h) whose weights need far more room than
+// any disk has: 128.3 TiB.
 void huge_config(const fs::path& d) {
   tiny(d);
   Json j = Json::parse(test::read_text(d / "m/config.json"));
-  j["hidden_size"] = 1 << 24;
-  j["intermediate_size"] = 1 << 24;
+  j["vocab_size"] = 1 << 20;
+  j["hidden_size"] = 1 << 16;
+  j["intermediate_size"] = 1 << 18;
+  j["num_hidden_layers"] = 1024;
   j["num_attention_heads"] = 1 << 10;
   j["num_key_value_heads"] = 1 << 10;
   test::write_text(d / "huge.json", j.dump());
@@ -246,6 +251,16 @@ const std::vector<Case> kCases = {
     {"RmsNormEpsAbsurd", config_with("rms_norm_eps", "1e308"), kGenerate,
      "field \"rms_norm_eps\": expected a small positive number in (0, 0.01], found 1e+308"},
     {"HiddenSizeZero", config_with("hidden_size", "0"), {"inspect", "{d}/m"}, "field \"hidden_size\""},
+    // Dimensions bounded by what real models use (before: a 103 MB line, or 11 GB then bad_alloc).
+    {"LayerCount100000", config_with("num_hidden_layers", "100000"), kGenerate,
+     "field \"num_hidden_layers\": expected an integer in [1, 1024], found 100000"},
+    {"LayerCount2Pow24", config_with("num_hidden_layers", "16777216"), {"inspect", "{d}/m"},
+     "field \"num_hidden_layers\": expected an integer in [1, 1024], found 16777216"},
+    // A config claiming 1,000 layers over a 3-layer file: one line with the first three problems
+    // and a count of the rest.
+    {"ManyProblemsAreCounted", config_with("num_hidden_layers", "1000"), kGenerate,
+     "missing tensor 'model.layers.3.self_attn.q_proj.weight' (expected shape [128, 128]); missing tensor"},
+    {"ManyProblemsAreCountedNotListed", config_with("num_hidden_layers", "1000"), kGenerate, " more problem(s); `nanoinfer inspect` lists them)"},
     {"UnsupportedModelType", config_with("model_type", "\"llama\""), kGenerate, "unsupported model_type \"llama\""},
     {"DuplicateVocabularyId",
      tokenizer_edited([](nlohmann::json& j) { j["model"]["vocab"]["zz"] = 65; }),
@@ -302,7 +317,7 @@ const std::vector<Case> kCases = {
     // ---- writers: checked before the first byte, nothing half-written left ----
     // synth leaves nothing behind: no directory it made, no file it wrote (not even empty ones).
     {"SynthLargerThanTheDisk", huge_config, {"synth", "--config", "{d}/huge.json", "--out", "{d}/out"},
-     "out/model.safetensors: needs 10.5 PiB but only", "", "", "", "out"},
+     "out/model.safetensors: needs 128.3 TiB but only", "", "", "", "out"},
     {"SynthLargerThanTheDiskMakesNoParents", huge_config,
      {"synth", "--config", "{d}/huge.json", "--out", "{d}/a/b/out"}, "are free on the file system of", "", "",
      "", "a"},
@@ -321,8 +336,19 @@ const std::vector<Case> kCases = {
        tiny(d);
        fs::create_directories(d / "out/config.json");
      },
-     {"synth", "--config", "{d}/m/config.json", "--out", "{d}/out"}, "out/config.json: is a directory, not a file",
+     {"synth", "--config", "{d}/m/config.json", "--out", "{d}/out"}, "out: already exists and is not empty",
      "", "", "", "out/model.safetensors"},
+    // A model directory at --out keeps its trained weights (before: replaced, exit 0).
+    {"SynthOntoAModelDirectory", tiny, {"synth", "--config", "{d}/m/config.json", "--out", "{d}/m"},
+     "m: already exists and is not empty; synth writes a new model directory"},
+    {"SynthOutIsASymlink",
+     [](const fs::path& d) {
+       tiny(d);
+       fs::create_directory(d / "empty");
+       fs::create_directory_symlink(d / "empty", d / "link");
+     },
+     {"synth", "--config", "{d}/m/config.json", "--out", "{d}/link"}, "link: is a symbolic link", "", "", "",
+     "empty/model.safetensors"},
     {"BenchResultsDirectoryMissing", tiny,
      {"bench", "tokenize", "-m", "{d}/m", "-f", "{d}/m/config.json", "-o", "{d}/nope/results.jsonl"},
      "nope: no such directory for the bench record", "", "", "", "nope"},
@@ -356,6 +382,54 @@ const std::vector<Case> kCases = {
      },
      {"quantize", "-m", "{d}/m", "--type", "int4", "--method", "rtn", "--format", "gguf", "--out", "{d}/x.gguf"},
      "tensor 'model.layers.1.mlp.down_proj.weight' holds nan", "", "", "", "x.gguf"},
+    // ---- quantize --calib through the guarded reader: no hang, no unbounded read, the path named ----
+    {"CalibIsAFifo",
+     [](const fs::path& d) {
+       tiny(d);
+       ASSERT_EQ(::mkfifo((d / "calib.txt").c_str(), 0600), 0);
+     },
+     {"quantize", "-m", "{d}/m", "--type", "int8", "--method", "imatrix", "--calib", "{d}/calib.txt", "--out", "{d}/q"},
+     "cannot read calibration text: ", "", "", "", "q"},
+    {"CalibIsDevZero", tiny,
+     {"quantize", "-m", "{d}/m", "--type", "int8", "--method", "gptq", "--calib", "/dev/zero", "--out", "{d}/q"},
+     "/dev/zero: is a character device, not a regular file", "", "", "", "q"},
+    {"CalibIsADirectory", tiny,
+     {"quantize", "-m", "{d}/m", "--type", "int4", "--calib", "{d}/m", "--out", "{d}/q"},
+     "/m: is a directory, not a file", "", "", "", "q"},
+    // ---- what quantize copies is checked as generate checks it ----
+    {"QuantizeCopiesADeepGenerationConfig",
+     with_text("generation_config.json", "{\"top_k\":" + nested(100000) + "}"),
+     {"quantize", "-m", "{d}/m", "--type", "int8", "--method", "rtn", "--out", "{d}/q"},
+     "generation_config.json: JSON nested deeper than 64 levels", "", "", "", "q"},
+    {"QuantizeCopiesADeepTokenizerConfig", with_text("tokenizer_config.json", "{\"x\":" + nested(100000) + "}"),
+     {"quantize", "-m", "{d}/m", "--type", "int8", "--method", "rtn", "--out", "{d}/q"},
+     "tokenizer_config.json: JSON nested deeper than 64 levels", "", "", "", "q"},
+    // ---- messages that name the real problem ----
+    {"QuantizeOutEmpty", tiny, {"quantize", "-m", "{d}/m", "--type", "int8", "--method", "rtn", "--out", ""},
+     "quantize: --out is empty"},
+    {"SynthOutEmpty", tiny, {"synth", "--config", "{d}/m/config.json", "--out", ""}, "synth: --out is empty"},
+    {"GgufNameOnAFifo",
+     [](const fs::path& d) {
+       tiny(d);
+       ASSERT_EQ(::mkfifo((d / "x.gguf").c_str(), 0600), 0);
+     },
+     {"generate", "-m", "{d}/x.gguf", "-p", "hi"}, "x.gguf: is a FIFO, not a regular file"},
+    {"GgufWithoutItsSuffix",
+     [](const fs::path& d) {
+       tiny(d);
+       export_gguf(d / "m", d / "x.gguf", std::nullopt);
+       fs::rename(d / "x.gguf", d / "x.bin");
+     },
+     {"generate", "-m", "{d}/x.bin", "-p", "hi"}, "x.bin: a GGUF file without the .gguf suffix"},
+    {"ModelPathIsAFile", tiny, {"generate", "-m", "{d}/m/config.json", "-p", "hi"},
+     "config.json: is a regular file, not a model directory"},
+    {"QuantizeFromAGgufFile",
+     [](const fs::path& d) {
+       tiny(d);
+       export_gguf(d / "m", d / "x.gguf", std::nullopt);
+     },
+     {"quantize", "-m", "{d}/x.gguf", "--type", "int8", "--out", "{d}/q"}, "x.gguf: a GGUF file; this reads a model directory",
+     "", "", "", "q"},
     {"ExportGgufWithoutTokenizer", without("tokenizer.json"),
      {"quantize", "-m", "{d}/m", "--type", "f32", "--format", "gguf", "--out", "{d}/x.gguf"}, "tokenizer.json", "", "",
      "", "x.gguf"},
@@ -446,6 +520,74 @@ TEST(BadInputTable, ThreadCountIsClampedWithAWarning) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, ::testing::StartsWith(
                          "nanoinfer: warning: 512 threads requested but this process can run on"));
+}
+
+// quantize and bench quant go through the same clamp (issue 19 item 7: quantize -t 300 ran 599
+// threads, -t 100000 started 32,393). The count the pools ran with is reported and checked.
+TEST(BadInputTable, QuantizeThreadCountIsClampedWithAWarning) {
+  if (ThreadPool::logical_cpus() >= 512) GTEST_SKIP() << "512 CPUs or more";
+  test::TempDir dir;
+  tiny(dir.path());
+  const test::CliProcess r = test::run_cli_process({"quantize", "-m", (dir / "m").string(), "--type", "int8",
+                                                    "--method", "rtn", "-t", "512", "--out", (dir / "q").string()});
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::StartsWith(
+                         "nanoinfer: warning: 512 threads requested but this process can run on"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr(fmt::format(" s on {} threads\n", ThreadPool::logical_cpus())));
+}
+
+TEST(BadInputTable, BenchQuantThreadCountIsClampedOnce) {
+  if (ThreadPool::logical_cpus() >= 512) GTEST_SKIP() << "512 CPUs or more";
+  test::TempDir dir;
+  text_file(dir.path());
+  const test::CliProcess r = test::run_cli_process(
+      {"bench", "quant", "-m", (dir / "m").string(), "-f", (dir / "text.txt").string(), "-c", "16", "--levels",
+       "int8-rtn", "-t", "512", "-o", (dir / "r.jsonl").string()});
+  ASSERT_TRUE(r.exited);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t warnings = 0;
+  for (size_t at = 0; (at = r.err.find("nanoinfer: warning: 512 threads", at)) != std::string::npos; ++at) ++warnings;
+  EXPECT_EQ(warnings, 1u) << r.err;
+  const Json record = Json::parse(test::read_text(dir / "r.jsonl"));
+  ASSERT_TRUE(record.contains("quantize_threads")) << record.dump();
+  EXPECT_EQ(record["quantize_threads"].get<int>(), ThreadPool::logical_cpus());
+}
+
+// A -c within a config's (hostile) limit whose KV cache cannot fit the machine is refused up
+// front, naming the flag and the sizes (before: the whole cache was allocated, then bad_alloc).
+// tiny-untied with 16M positions: 16,777,216 x (2 x 3 layers x kv dim 64 + head dim 32) x 4 bytes
+// = 26 GiB.
+TEST(BadInputTable, ContextBeyondTheMachinesMemoryIsRefused) {
+  const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+  if (memory >= (uint64_t{26} << 30)) GTEST_SKIP() << "this machine has 26 GiB of memory or more";
+  test::TempDir dir;
+  config_with("max_position_embeddings", "16777216")(dir.path());
+  const test::CliProcess r =
+      test::run_cli_process({"generate", "-m", (dir / "m").string(), "-p", "hi", "-n", "1", "-c", "16777216"});
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::StartsWith("nanoinfer: error: -c 16777216: a context of 16777216 positions needs 26.0 GiB "
+                                           "for its KV cache and RoPE tables, more than this machine's"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// Perplexity over one scored token has no standard error: "n/a", never "+/- 0.0000".
+TEST(BadInputTable, PerplexityOfOneScoredTokenHasNoErrorEstimate) {
+  test::TempDir dir;
+  tiny(dir.path());
+  test::write_text(dir / "two.txt", "a b");
+  const test::CliProcess r =
+      test::run_cli_process({"perplexity", "-m", (dir / "m").string(), "-f", (dir / "two.txt").string()});
+  ASSERT_TRUE(r.exited);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_THAT(r.out, ::testing::HasSubstr("(1 tokens scored")) << "the text must be two tokens: " << r.out;
+  EXPECT_THAT(r.out, ::testing::HasSubstr(" +/- n/a (one token scored: no error estimate) (1 tokens scored"));
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("0.0000 (")));
+  const test::CliProcess j =
+      test::run_cli_process({"perplexity", "-m", (dir / "m").string(), "-f", (dir / "two.txt").string(), "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_TRUE(Json::parse(j.out).at("perplexity_stderr").is_null()) << j.out;
 }
 
 }  // namespace

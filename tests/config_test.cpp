@@ -11,6 +11,7 @@ namespace nanoinfer {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 // The message of the Error that parsing the small config with `key` set to `value` (or
 // removed when `value` is null) throws, or "" if it parses.
@@ -107,6 +108,33 @@ TEST(ConfigParse, RmsNormEpsMustBeSmall) {
                           bad));
   }
   for (const double good : {0.01, 1e-5, 1e-6, 1e-12}) EXPECT_EQ(error_with("rms_norm_eps", good), "");
+}
+
+// Every dimension is bounded by what real models use, with margin (issue 19 item 10: 100,000
+// layers made a 103 MB error line, 2^24 layers 11 GB before bad_alloc).
+TEST(ConfigParse, DimensionsBoundedByRealModels) {
+  EXPECT_THAT(error_with("num_hidden_layers", 100000),
+              HasSubstr("field \"num_hidden_layers\": expected an integer in [1, 1024], found 100000"));
+  EXPECT_THAT(error_with("num_hidden_layers", 1 << 24), HasSubstr("[1, 1024], found 16777216"));
+  EXPECT_THAT(error_with("vocab_size", 1 << 21), HasSubstr("field \"vocab_size\": expected an integer in [1, 1048576]"));
+  EXPECT_THAT(error_with("intermediate_size", 1 << 19),
+              HasSubstr("field \"intermediate_size\": expected an integer in [1, 262144]"));
+  EXPECT_THAT(error_with("max_position_embeddings", 1 << 25), HasSubstr("[1, 16777216]"));
+  EXPECT_THAT(error_with("num_key_value_heads", 2048), HasSubstr("field \"num_key_value_heads\""));
+  EXPECT_THAT(error_with("vocab_size", nlohmann::json::parse("18446744073709551615")),
+              HasSubstr("found 9223372036854775807"));
+  EXPECT_THAT(error_with("rope_theta", 1e300), HasSubstr("field \"rope_theta\": expected a number in [1, 1000000000000]"));
+  EXPECT_THAT(error_with("rope_theta", -5), HasSubstr("field \"rope_theta\": expected a positive number"));
+  // What real models use passes: Qwen2.5-1M's context and rope_theta, a 256k vocabulary.
+  EXPECT_EQ(error_with("max_position_embeddings", 1010000), "");
+  EXPECT_EQ(error_with("rope_theta", 1e7), "");
+  EXPECT_EQ(error_with("vocab_size", 262144), "");
+  auto j = nlohmann::json::parse(test::small_qwen2_config_json());
+  j["hidden_size"] = 4096;
+  j["num_attention_heads"] = 2;
+  j["num_key_value_heads"] = 2;
+  EXPECT_THAT([&] { ModelConfig::parse(j.dump(), "cfg.json"); },
+              ThrowsMessage<Error>(HasSubstr("head dim 2048 (hidden_size 4096 / num_attention_heads 2) exceeds 1024")));
 }
 
 TEST(ConfigParse, UnsupportedModels) {

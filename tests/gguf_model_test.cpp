@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -92,10 +94,10 @@ TEST(GgufConfig, RejectsOtherArchitecturesAndBadValues) {
       HasSubstr(
           "m.gguf: general.architecture 'llama' is not supported (nanoinfer supports 'qwen2'"));
   EXPECT_THAT(error([](GgufWriter& w) { w.set_u32("qwen2.attention.head_count_kv", 3); }),
-              HasSubstr("attention.head_count 14 is not divisible by attention.head_count_kv 3"));
+              HasSubstr("qwen2.attention.head_count 14 is not divisible by qwen2.attention.head_count_kv 3"));
   EXPECT_THAT(
       error([](GgufWriter& w) { w.set_u32("qwen2.block_count", 0); }),
-      HasSubstr("metadata 'qwen2.block_count': expected an integer in [1, 16777216], found 0"));
+      HasSubstr("metadata 'qwen2.block_count': expected an integer in [1, 1024], found 0"));
   EXPECT_THAT(
       error([](GgufWriter& w) { w.set_string("qwen2.embedding_length", "896"); }),
       HasSubstr(
@@ -110,6 +112,21 @@ TEST(GgufConfig, RejectsOtherArchitecturesAndBadValues) {
   EXPECT_THAT(
       error([](GgufWriter& w) { w.set_f32("qwen2.attention.layer_norm_rms_epsilon", -1.0f); }),
       HasSubstr("expected a positive number, found -1"));
+  // The same range checks as config.json (issue 19: an eps of 1e30 passed inspect and generated
+  // "\f\f\f...", a freq_base of inf was accepted).
+  EXPECT_THAT(error([](GgufWriter& w) { w.set_f32("qwen2.attention.layer_norm_rms_epsilon", 1e30f); }),
+              HasSubstr("metadata 'qwen2.attention.layer_norm_rms_epsilon': expected a small positive number in "
+                        "(0, 0.01], found 1.0000000150474662e+30"));
+  EXPECT_THAT(error([](GgufWriter& w) { w.set_f32("qwen2.rope.freq_base", std::numeric_limits<float>::infinity()); }),
+              HasSubstr("metadata 'qwen2.rope.freq_base': expected a number in [1, 1000000000000], found inf"));
+  EXPECT_THAT(error([](GgufWriter& w) { w.set_f32("qwen2.rope.freq_base", std::nanf("")); }),
+              HasSubstr("metadata 'qwen2.rope.freq_base': expected a positive number, found nan"));
+  EXPECT_THAT(error([](GgufWriter& w) { w.set_u32("qwen2.block_count", 100000); }),
+              HasSubstr("metadata 'qwen2.block_count': expected an integer in [1, 1024], found 100000"));
+  EXPECT_THAT(error([](GgufWriter& w) { w.set("qwen2.context_length", {uint64_t{1} << 40}); }),
+              HasSubstr("metadata 'qwen2.context_length': expected an integer in [1, 16777216], found 1099511627776"));
+  EXPECT_THAT(error([](GgufWriter& w) { w.set_u32("qwen2.feed_forward_length", 1u << 30); }),
+              HasSubstr("metadata 'qwen2.feed_forward_length': expected an integer in [1, 262144]"));
   EXPECT_THAT(error([](GgufWriter& w) {
                 w.set_array("tokenizer.ggml.tokens", {std::vector<std::string>(63, "x")});
               }),

@@ -396,8 +396,8 @@ TEST(GgufCorrupt, HugeArrayCount) {
       .u64(1)
       .str_raw("x");
   EXPECT_THAT(parse_error(r.bytes),
-              HasSubstr("t.gguf: metadata 'tokenizer.ggml.tokens': array of 1152921504606846976 "
-                        "string values needs at least 8 bytes per value, but only 9 bytes remain"));
+              HasSubstr("t.gguf: metadata 'tokenizer.ggml.tokens': array length 1152921504606846976 exceeds the "
+                        "limit of 4194304 elements"));
 }
 
 TEST(GgufCorrupt, HugeCounts) {
@@ -405,8 +405,7 @@ TEST(GgufCorrupt, HugeCounts) {
             "t.gguf: header: tensor_count 1099511627776 needs at least 25 bytes per tensor info, "
             "but only 100 bytes follow the header");
   EXPECT_EQ(parse_error(Raw().header(0, UINT64_MAX).bytes),
-            "t.gguf: header: metadata_kv_count 18446744073709551615 needs at least 14 bytes per "
-            "pair, but only 0 bytes follow the header");
+            "t.gguf: header: metadata_kv_count 18446744073709551615 exceeds the limit of 4096 keys");
 }
 
 TEST(GgufCorrupt, UnknownTypes) {
@@ -532,6 +531,36 @@ TEST(GgufCorrupt, NestingTooDeep) {
   EXPECT_EQ(parse_error(nested(kGgufMaxArrayDepth)), "");
   EXPECT_EQ(parse_error(nested(kGgufMaxArrayDepth + 1)),
             "t.gguf: metadata 'deep': arrays nested more than 8 deep");
+}
+
+// Metadata is bounded before it is stored (issue 19 item 11: a 320 MB file of tiny pairs took
+// 4.2 GB): at most kGgufMaxMetadataKeys keys, arrays of at most kGgufMaxArrayElems elements.
+TEST(GgufParse, MetadataKeyCountIsBounded) {
+  const auto file_with_keys = [](uint64_t n) {
+    Raw r;
+    r.header(0, n);
+    for (uint64_t i = 0; i < n; ++i) r.str("k" + std::to_string(i)).u32(0).u8(1);
+    return r.pad_to(32).bytes;
+  };
+  EXPECT_EQ(parse_error(file_with_keys(kGgufMaxMetadataKeys)), "");
+  EXPECT_EQ(parse_error(file_with_keys(kGgufMaxMetadataKeys + 1)),
+            "t.gguf: header: metadata_kv_count 4097 exceeds the limit of 4096 keys");
+  // The count is refused from the header alone, whatever follows.
+  Raw r;
+  r.header(0, uint64_t{1} << 24).data(64);
+  EXPECT_THAT(parse_error(r.bytes), HasSubstr("metadata_kv_count 16777216 exceeds the limit of 4096 keys"));
+}
+
+TEST(GgufParse, ArrayLengthIsBounded) {
+  const auto file_with_array = [](uint64_t n) {
+    Raw r;
+    r.header(0, 1).str("a").u32(9).u32(0).u64(n);  // array of u8
+    r.data(static_cast<size_t>(n));
+    return r.pad_to(32).bytes;
+  };
+  EXPECT_EQ(parse_error(file_with_array(kGgufMaxArrayElems)), "");
+  EXPECT_EQ(parse_error(file_with_array(kGgufMaxArrayElems + 1)),
+            "t.gguf: metadata 'a': array length 4194305 exceeds the limit of 4194304 elements");
 }
 
 }  // namespace

@@ -372,5 +372,35 @@ TEST_F(InspectGguf, UnreadableFilesAreOneLineErrors) {
               HasSubstr("llama.gguf: general.architecture 'llama' is not supported (nanoinfer supports 'qwen2'"));
 }
 
+// A GGUF file's hyper-parameters pass the same range checks as config.json's (issue 19 item 12:
+// an rms epsilon of 1e30 passed inspect as OK and generated "\f\f\f..." with exit 0).
+TEST_F(InspectGguf, HyperParametersAreRangeCheckedLikeConfigJson) {
+  rewrite(GgufFile::open(path("f32.gguf")), tmp_ / "eps.gguf", {},
+          [](GgufWriter& w) { w.set_f32("qwen2.attention.layer_norm_rms_epsilon", 1e30f); });
+  EXPECT_THAT(inspect_fails(tmp_ / "eps.gguf").err,
+              HasSubstr("eps.gguf: metadata 'qwen2.attention.layer_norm_rms_epsilon': expected a small positive "
+                        "number in (0, 0.01], found 1.0000000150474662e+30\n"));
+  const test::CliResult g = run_cli({"generate", "-m", (tmp_ / "eps.gguf").string(), "-p", "hi", "-n", "2"});
+  EXPECT_EQ(g.status, 1) << g.out;
+  EXPECT_EQ(g.out, "");
+  rewrite(GgufFile::open(path("f32.gguf")), tmp_ / "theta.gguf", {},
+          [](GgufWriter& w) { w.set_f32("qwen2.rope.freq_base", std::numeric_limits<float>::infinity()); });
+  EXPECT_THAT(inspect_fails(tmp_ / "theta.gguf").err,
+              HasSubstr("theta.gguf: metadata 'qwen2.rope.freq_base': expected a number in [1, 1000000000000], "
+                        "found inf\n"));
+}
+
+// inspect checks a GGUF file's tokenizer as generate does (issue 19: 27 files passed inspect
+// whose tokenizer generate refused).
+TEST_F(InspectGguf, TokenizerIsCheckedLikeGenerate) {
+  rewrite(GgufFile::open(path("f32.gguf")), tmp_ / "tok.gguf", {},
+          [](GgufWriter& w) { w.set_array("tokenizer.ggml.merges", {std::vector<std::string>{"no-space-here"}}); });
+  const test::CliResult g = run_cli({"generate", "-m", (tmp_ / "tok.gguf").string(), "-p", "hi", "-n", "1"});
+  ASSERT_EQ(g.status, 1);
+  const test::CliResult r = inspect_fails(tmp_ / "tok.gguf");
+  EXPECT_THAT(r.out, HasSubstr("verdict: FAIL"));
+  EXPECT_THAT(r.err, HasSubstr("tok.gguf: tokenizer: "));
+}
+
 }  // namespace
 }  // namespace nanoinfer

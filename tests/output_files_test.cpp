@@ -13,6 +13,8 @@
 
 #include "io/safetensors_writer.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
+#include "nanoinfer/interrupt.h"
 #include "support/files.h"
 
 namespace nanoinfer {
@@ -93,6 +95,56 @@ TEST(RemoveOnSignal, ReleasedOrOutOfScopePathsAreLeftAlone) {
   EXPECT_TRUE(std::filesystem::exists(kept));
   EXPECT_TRUE(std::filesystem::exists(scoped));
   EXPECT_FALSE(std::filesystem::exists(removed));
+}
+
+// A registered directory goes with everything in it, subdirectories included; SIGHUP counts.
+TEST(RemoveOnSignal, DirectoriesAreRemovedWithTheirContents) {
+  test::TempDir dir;
+  const auto staged = dir / "staging";
+  std::filesystem::create_directories(staged / "a/b");
+  test::write_text(staged / "model.safetensors", "half");
+  test::write_text(staged / "a/b/deep", "x");
+  test::write_text(dir / "beside", "kept");
+  const int status = in_child([&] {
+    RemoveOnSignal guard(staged, RemoveOnSignal::Kind::Directory);
+    ::raise(SIGHUP);
+  });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGHUP);
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"beside"});
+}
+
+// ScratchDir registers itself: the hidden directory an output is built in does not outlive a
+// signal (issue 19 item 14: SIGHUP left quantize's staging directory).
+TEST(RemoveOnSignal, ScratchDirIsRemovedOnASignal) {
+  test::TempDir dir;
+  const int status = in_child([&] {
+    const ScratchDir scratch = ScratchDir::beside(dir / "out");
+    test::write_text(scratch.path() / "model.safetensors", "half");
+    ::raise(SIGHUP);
+  });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{});
+}
+
+// In an InterruptScope the first signal is recorded, not fatal; the second cleans up and ends
+// the process; outside one the first does.
+TEST(InterruptScope, FirstSignalRecordedSecondRemovesAndEnds) {
+  test::TempDir dir;
+  const auto path = dir / "partial.tmp";
+  test::write_text(path, "half");
+  const int status = in_child([&] {
+    RemoveOnSignal guard(path);
+    const InterruptScope scope;
+    if (InterruptScope::interrupted() != 0) ::_exit(2);
+    ::raise(SIGTERM);
+    if (InterruptScope::interrupted() != SIGTERM || !std::filesystem::exists(path)) ::_exit(3);
+    ::raise(SIGINT);
+    ::_exit(4);  // not reached
+  });
+  ASSERT_TRUE(WIFSIGNALED(status)) << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 TEST(SafetensorsWriterSignals, SigtermDuringWriteLeavesNoTemporaryFile) {

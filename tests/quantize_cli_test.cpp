@@ -2,6 +2,11 @@
 // and `bench quant`, end to end on the tiny test model with its tokenizer; the refusals; an
 // interrupted run leaving nothing; the loader's checks of a quantized file.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <functional>
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +19,7 @@
 #include "io/safetensors.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/interrupt.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/quantize.h"
 #include "support/files.h"
@@ -189,6 +195,104 @@ TEST_F(QuantizeCli, InterruptedRunLeavesNothing) {
     EXPECT_THROW(quantize_model(path("m"), dir_ / "q", o, progress), Error) << stage;
     EXPECT_EQ(entries(dir_.path()), (std::vector<std::string>{"m", "text.txt"})) << stage;
   }
+}
+
+// Runs `body` in a child process; its wait status.
+int in_child(const std::function<void()>& body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    body();
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return status;
+}
+
+// A signal does not unwind: SIGHUP, or a second SIGINT while the first is being honoured, ends
+// the process at once, and the staging directory (with the part-written weights in it) must go
+// with it (issue 19 item 14: both left the hidden staging directory behind).
+TEST_F(QuantizeCli, HangUpOrSecondInterruptLeavesNothing) {
+  QuantizeOptions o;
+  o.calibration = dir_ / "text.txt";
+  o.calib_ctx = 64;
+  o.threads = 1;
+  for (const char* stage : {"calibrate", "write"}) {
+    int status = in_child([&] {
+      quantize_model(path("m"), dir_ / "q", o, [&](const QuantizeProgress& p) {
+        if (p.stage == stage) ::raise(SIGHUP);
+      });
+    });
+    ASSERT_TRUE(WIFSIGNALED(status)) << stage << " " << status;
+    EXPECT_EQ(WTERMSIG(status), SIGHUP);
+    EXPECT_EQ(entries(dir_.path()), (std::vector<std::string>{"m", "text.txt"})) << stage;
+
+    // Inside an InterruptScope (what the CLI runs in) the first SIGINT is only recorded; the
+    // second ends the process, removing what is registered.
+    int recorded = 0;
+    status = in_child([&] {
+      const InterruptScope scope;
+      quantize_model(path("m"), dir_ / "q", o, [&](const QuantizeProgress& p) {
+        if (p.stage != stage) return;
+        ::raise(SIGINT);
+        recorded = InterruptScope::interrupted();
+        if (recorded != SIGINT) ::_exit(3);
+        ::raise(SIGINT);
+      });
+    });
+    ASSERT_TRUE(WIFSIGNALED(status)) << stage << " " << status;
+    EXPECT_EQ(WTERMSIG(status), SIGINT);
+    EXPECT_EQ(entries(dir_.path()), (std::vector<std::string>{"m", "text.txt"})) << stage;
+  }
+}
+
+// What a run killed outright (SIGKILL) left, in the naming of its own temporaries with a process
+// id that no longer exists, is removed by a later run writing the same output; a live process's
+// and names of another form are left alone.
+TEST_F(QuantizeCli, StaleTemporariesOfAKilledRunAreRemovedByTheNext) {
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale_dir = ".q.tmp." + std::to_string(dead) + ".AbC123";
+  const std::string stale_file = ".q.gguf.tmp." + std::to_string(dead) + ".xYz789";
+  const std::string live_dir = ".q.tmp." + std::to_string(::getpid()) + ".LiVe12";
+  const std::string other = ".q.tmp.notapid";
+  fs::create_directories(dir_ / stale_dir / ".model.tmp.1.abcdef");
+  test::write_text(dir_ / stale_dir / "model.safetensors", "376 MB of it");
+  test::write_text(dir_ / stale_file, "half a GGUF file");
+  fs::create_directories(dir_ / live_dir);
+  test::write_text(dir_ / other, "not ours");
+
+  const auto q = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "rtn", "--out", path("q")});
+  ASSERT_EQ(q.status, 0) << q.err;
+  const auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(entries(dir_.path()), sorted({live_dir, other, "m", "q", stale_file, "text.txt"}));
+  const auto g = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "rtn", "--format", "gguf",
+                          "--out", path("q.gguf")});
+  ASSERT_EQ(g.status, 0) << g.err;
+  EXPECT_EQ(entries(dir_.path()), sorted({live_dir, other, "m", "q", "q.gguf", "text.txt"}));
+}
+
+// "--out newdir/" names newdir (before: "the directory newdir does not exist"), and a calibration
+// file is read only as far as its windows need: a sparse 2 GiB file, twice the cap on text
+// read whole, calibrates on its first lines.
+TEST_F(QuantizeCli, OutWithATrailingSlashAndALargeCalibrationFile) {
+  const auto q = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "rtn", "--out", path("q") + "/"});
+  ASSERT_EQ(q.status, 0) << q.err;
+  EXPECT_TRUE(fs::exists(dir_ / "q/model.safetensors"));
+  {
+    std::string text;
+    for (int i = 0; i < 200; ++i) text += "the king said to the queen, and the queen said nothing at all.\n";
+    test::write_text(dir_ / "big.txt", text);
+    fs::resize_file(dir_ / "big.txt", uint64_t{2} << 30);  // the rest reads as NUL bytes, stored nowhere
+  }
+  const auto c = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "imatrix", "--calib", path("big.txt"),
+                          "--calib-windows", "2", "--calib-ctx", "32", "--out", path("c")});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(c.out.find("calibrated on 64 tokens"), std::string::npos) << c.out;
 }
 
 // GPTQ's result does not depend on the thread count: calibration, Gram matrices, factors and

@@ -3,6 +3,7 @@
 // between chunks of the weights file: throwing there stands in for a write that fails (disk
 // full, I/O error) midway, and removing a source file there makes the copy that follows the
 // committed weights fail.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@ namespace nanoinfer {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 // Every entry under `dir`, relative to it, sorted.
 std::vector<std::string> listing(const fs::path& dir) {
@@ -70,38 +73,61 @@ TEST_F(SynthModelDir, CopyFailingAfterTheWeightsRemovesThemAndTheDirectory) {
     synth_model_dir(dir_ / "src/config.json", dir_ / "out", {}, remove_source);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("generation_config.json: cannot copy to"),
+    EXPECT_NE(std::string(e.what()).find("generation_config.json: not found"),
               std::string::npos)
         << e.what();
   }
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
-TEST_F(SynthModelDir, FailureInAnExistingDirectoryKeepsWhatWasThere) {
+// A model directory already at --out keeps its weights (issue 19: synth replaced them and
+// exited 0): a non-empty directory, a file or a link is refused before anything is written.
+TEST_F(SynthModelDir, NonEmptyOutIsRefusedAndLeftAsItWas) {
   fs::create_directories(dir_ / "out");
   test::write_text(dir_ / "out/notes.txt", "mine");
   test::write_text(dir_ / "out/model.safetensors", "the previous weights");
+  int calls = 0;
+  const auto count = [&](uint64_t, uint64_t) { ++calls; };
+  EXPECT_THAT([&] { synth_model_dir(dir_ / "src/config.json", dir_ / "out", {}, count); },
+              ThrowsMessage<Error>(HasSubstr("out: already exists and is not empty")));
+  EXPECT_EQ(calls, 0);  // refused before the first byte
+  EXPECT_EQ(listing(dir_ / "out"), (std::vector<std::string>{"model.safetensors", "notes.txt"}));
+  EXPECT_EQ(test::read_text(dir_ / "out/model.safetensors"), "the previous weights");
+}
+
+// A link planted inside --out cannot redirect a write: the directory is not empty.
+TEST_F(SynthModelDir, OutHoldingOnlyASymlinkIsRefused) {
+  fs::create_directories(dir_ / "out");
+  test::write_text(dir_ / "victim", "precious");
+  fs::create_symlink(dir_ / "victim", dir_ / "out/config.json");
+  EXPECT_THROW(synth_model_dir(dir_ / "src/config.json", dir_ / "out", {}), Error);
+  EXPECT_EQ(test::read_text(dir_ / "victim"), "precious");
+}
+
+TEST_F(SynthModelDir, OutThatIsAFileOrALinkIsRefused) {
+  test::write_text(dir_ / "file", "precious");
+  EXPECT_THAT([&] { synth_model_dir(dir_ / "src/config.json", dir_ / "file", {}); },
+              ThrowsMessage<Error>(HasSubstr("file: is a regular file; synth writes a new model directory")));
+  fs::create_directories(dir_ / "empty");
+  fs::create_directory_symlink(dir_ / "empty", dir_ / "link");
+  EXPECT_THAT([&] { synth_model_dir(dir_ / "src/config.json", dir_ / "link", {}); },
+              ThrowsMessage<Error>(HasSubstr("link: is a symbolic link")));
+  EXPECT_TRUE(fs::is_empty(dir_ / "empty"));
+  EXPECT_EQ(test::read_text(dir_ / "file"), "precious");
+}
+
+TEST_F(SynthModelDir, AnEmptyDirectoryIsUsedAndKeptOnFailure) {
+  fs::create_directories(dir_ / "out");
+  synth_model_dir(dir_ / "src/config.json", dir_ / "out", {});
+  EXPECT_EQ(listing(dir_ / "out"),
+            (std::vector<std::string>{"config.json", "generation_config.json", "model.safetensors"}));
+  fs::create_directories(dir_ / "out2");
   const auto fail_halfway = [](uint64_t done, uint64_t total) {
     if (done * 2 >= total) fail("injected write failure");
   };
-  EXPECT_THROW(synth_model_dir(dir_ / "src/config.json", dir_ / "out", {}, fail_halfway), Error);
-  // The old weights are untouched (the new ones never replaced them), no temporary file is
-  // left, and neither config was copied.
-  EXPECT_EQ(listing(dir_ / "out"), (std::vector<std::string>{"model.safetensors", "notes.txt"}));
-  EXPECT_EQ(test::read_text(dir_ / "out/model.safetensors"), "the previous weights");
-  EXPECT_EQ(test::read_text(dir_ / "out/notes.txt"), "mine");
-}
-
-TEST_F(SynthModelDir, CopyFailureInAnExistingDirectoryRemovesOnlyNewFiles) {
-  fs::create_directories(dir_ / "out");
-  test::write_text(dir_ / "out/notes.txt", "mine");
-  // Replaced by the copy; it existed before, so it stays.
-  test::write_text(dir_ / "out/config.json", "{}");
-  const auto remove_source = [&](uint64_t done, uint64_t total) {
-    if (done == total) fs::remove(dir_ / "src/generation_config.json");
-  };
-  EXPECT_THROW(synth_model_dir(dir_ / "src/config.json", dir_ / "out", {}, remove_source), Error);
-  EXPECT_EQ(listing(dir_ / "out"), (std::vector<std::string>{"config.json", "notes.txt"}));
+  EXPECT_THROW(synth_model_dir(dir_ / "src/config.json", dir_ / "out2", {}, fail_halfway), Error);
+  EXPECT_TRUE(fs::is_directory(dir_ / "out2"));
+  EXPECT_TRUE(fs::is_empty(dir_ / "out2"));
 }
 
 }  // namespace

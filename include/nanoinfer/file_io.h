@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,10 @@ bool path_exists(const std::filesystem::path& path);
 
 // The whole content of the regular file `path`, which must hold at most max_bytes.
 std::string read_file(const std::filesystem::path& path, uint64_t max_bytes);
+
+// The first max_bytes of the regular file `path` (all of it when it is shorter), with the same
+// checks as read_file: for a file of which only the start is used (calibration text).
+std::string read_file_head(const std::filesystem::path& path, uint64_t max_bytes);
 
 // The whole content of an open descriptor (e.g. stdin, which may be a pipe), read to its
 // end; more than max_bytes is an error naming `name` and the limit.
@@ -70,16 +75,31 @@ class LineReader {
 // "a symbolic link", "a character device", ...
 const char* file_kind_name(unsigned mode);
 
+// Temporary names beside an output: ".NAME.tmp.PID." (then mkstemp's or mkdtemp's six
+// characters) for the output `dir/NAME` written by process PID. Used by ScratchDir::beside and
+// the atomic file writer, so that a run killed outright (SIGKILL, power loss) leaves names a
+// later run recognises.
+std::string temp_name_prefix(const std::filesystem::path& target);
+// Removes what a run killed outright left beside `target`: entries of its parent named
+// ".NAME.tmp.PID.XXXXXX" whose process PID no longer exists (a live process's, this one's
+// included, are left alone, as are names of any other form). Errors are ignored: this is
+// tidying, not the command's work.
+void remove_stale_temps(const std::filesystem::path& target);
+
+class RemoveOnSignal;
+
 // A new directory, made with mkdtemp as `parent/prefix.XXXXXX` (mode 0700), removed with its
-// contents when the object goes, unless commit() moved it into place. For outputs built
+// contents when the object goes, unless commit() moved it into place, and when SIGINT, SIGTERM
+// or SIGHUP ends the process (base/output_files.h). For outputs built
 // aside and renamed over their target at the end (quantize's model directory) and for
 // scratch space (the directory a GGUF file is built from, bench quant's levels).
 class ScratchDir {
  public:
   // Throws Error naming `parent` when the directory cannot be made.
   ScratchDir(const std::filesystem::path& parent, std::string_view prefix);
-  // A hidden directory beside `target` (".NAME.tmp.XXXXXX" in its parent), where an output is
-  // built before it is renamed over, or written to, `target`; errors name `target`.
+  // A hidden directory beside `target` (temp_name_prefix(target) + "XXXXXX" in its parent),
+  // where an output is built before it is renamed over, or written to, `target`; stale ones of
+  // earlier runs are removed first (remove_stale_temps). Errors name `target`.
   static ScratchDir beside(const std::filesystem::path& target);
   ~ScratchDir();
   ScratchDir(const ScratchDir&) = delete;
@@ -92,6 +112,7 @@ class ScratchDir {
 
  private:
   std::filesystem::path path_;
+  std::unique_ptr<RemoveOnSignal> on_signal_;  // SIGINT/SIGTERM/SIGHUP do not unwind
   bool committed_ = false;
 };
 

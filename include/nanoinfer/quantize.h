@@ -50,7 +50,7 @@ struct QuantizeOptions {
   std::filesystem::path calibration;
   size_t calib_windows = 64;  // windows of calib_ctx tokens, from the start of the text
   size_t calib_ctx = 0;       // 0: min(512, the model's context)
-  int threads = 0;            // 0: one per physical core
+  int threads = 0;            // 0: one per physical core; more than the CPUs: clamped to them
 };
 
 // Progress of a running quantization. `stage` is "calibrate" (done/total windows), "factor"
@@ -81,6 +81,7 @@ struct QuantizeResult {
   uint64_t calib_tokens = 0;  // 0 for rtn
   std::filesystem::path calib_file;
   double seconds = 0;
+  int threads = 0;  // the threads each pool ran with (options.threads through ThreadPool::clamp_threads)
 };
 
 // Quantizes the model at `model_path` (empty: the default model) into `out_dir`. Throws a

@@ -27,10 +27,11 @@ uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::
                                  const SynthOptions& options,
                                  const WriteProgress& progress = {});
 
-// Creates `out_dir` with config.json copied from `config_json`, generation_config.json and
+// Creates `out_dir`, which must not exist or be an empty directory (anything else, a link
+// to a directory included, is refused before anything is written), with config.json copied from `config_json`, generation_config.json and
 // tokenizer_config.json copied when they sit beside it, and model.safetensors. Free space for
 // all of it is checked before anything is created; on failure the files and directories this
-// call created are removed again (a directory that existed before stays).
+// call created are removed again (an empty directory that existed before stays).
 uint64_t synth_model_dir(const std::filesystem::path& config_json,
                          const std::filesystem::path& out_dir, const SynthOptions& options,
                          const WriteProgress& progress = {});

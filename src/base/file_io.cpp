@@ -1,6 +1,7 @@
 #include "nanoinfer/file_io.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/output_files.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -90,6 +92,21 @@ std::string read_file(const std::filesystem::path& path, uint64_t max_bytes) {
   // The size from stat is a hint (the file may change, /proc files report 0): read to the end
   // and enforce the cap on what actually arrives.
   return read_all(fd.get(), path.string(), max_bytes);
+}
+
+std::string read_file_head(const std::filesystem::path& path, uint64_t max_bytes) {
+  require_regular(path, stat_or_fail(path).st_mode);
+  const Fd fd(open_regular(path));
+  std::string out(static_cast<size_t>(std::min<uint64_t>(max_bytes, 1 << 20)), '\0');
+  size_t used = 0;
+  while (used < max_bytes) {
+    if (used == out.size()) out.resize(static_cast<size_t>(std::min<uint64_t>(max_bytes, out.size() * 2)));
+    const size_t n = read_some(fd.get(), out.data() + used, out.size() - used, path.string());
+    if (n == 0) break;
+    used += n;
+  }
+  out.resize(used);
+  return out;
 }
 
 std::string read_all(int fd, std::string_view name, uint64_t max_bytes) {
@@ -178,18 +195,51 @@ const char* file_kind_name(unsigned mode) {
 
 // ---- ScratchDir ---------------------------------------------------------------------------------
 
+std::string temp_name_prefix(const std::filesystem::path& target) {
+  return "." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + ".";
+}
+
+void remove_stale_temps(const std::filesystem::path& target) {
+  const std::filesystem::path parent = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  const std::string stem = "." + target.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(stem)) continue;
+    // PID digits, a dot, then the six characters mkstemp/mkdtemp chose.
+    const std::string_view rest = std::string_view(name).substr(stem.size());
+    const size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string_view::npos || dot > 9 || rest.size() != dot + 7) continue;
+    if (rest.substr(0, dot).find_first_not_of("0123456789") != std::string_view::npos) continue;
+    const long pid = std::stol(std::string(rest.substr(0, dot)));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    std::error_code ignored;
+    std::filesystem::remove_all(it->path(), ignored);
+  }
+}
+
 ScratchDir::ScratchDir(const std::filesystem::path& parent, std::string_view prefix) {
   std::string tmpl = (parent / (std::string(prefix) + ".XXXXXX")).string();
   if (::mkdtemp(tmpl.data()) == nullptr) {
     fail("cannot create a directory in {}: {}", parent.string(), std::strerror(errno));
   }
   path_ = tmpl;
+  try {
+    on_signal_ = std::make_unique<RemoveOnSignal>(path_, RemoveOnSignal::Kind::Directory);
+  } catch (...) {
+    ::rmdir(path_.c_str());
+    throw;
+  }
 }
 
 ScratchDir ScratchDir::beside(const std::filesystem::path& target) {
   const std::filesystem::path parent = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  remove_stale_temps(target);
+  std::string prefix = temp_name_prefix(target);
+  prefix.pop_back();  // ScratchDir adds the dot before XXXXXX
   try {
-    return ScratchDir(parent, "." + target.filename().string() + ".tmp");
+    return ScratchDir(parent, prefix);
   } catch (const Error& e) {
     fail("{}: {}", target.string(), e.what());
   }
@@ -199,6 +249,7 @@ ScratchDir::~ScratchDir() {
   if (committed_) return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+  on_signal_.reset();  // after the removal: no moment without either
 }
 
 void ScratchDir::commit(const std::filesystem::path& target) {
@@ -208,6 +259,7 @@ void ScratchDir::commit(const std::filesystem::path& target) {
     fail("{}: cannot move {} into place: {}", target.string(), path_.string(), std::strerror(errno));
   }
   committed_ = true;
+  on_signal_.reset();
 }
 
 }  // namespace nanoinfer

@@ -1,6 +1,8 @@
 #include "base/output_files.h"
 
+#include <fcntl.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -32,9 +34,10 @@ constexpr int kSlots = 64;
 constexpr size_t kMaxPath = 4096;
 
 // A slot is free (0), being filled or emptied by its owner (1), or armed (2): the handler
-// unlinks the path of armed slots only, and a slot's path is written only while it is 1.
+// removes the path of armed slots only, and a slot's path is written only while it is 1.
 struct Slot {
   std::atomic<int> state{0};
+  bool directory = false;
   char path[kMaxPath];
 };
 Slot g_slots[kSlots];
@@ -43,11 +46,74 @@ static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs l
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[std::size(kSignals)];
 std::once_flag g_installed;
+std::atomic<int> g_scopes{0};          // live InterruptScopes
+std::atomic<int> g_interrupted{0};     // the signal a scope recorded
+static_assert(std::atomic<int>::is_always_lock_free);
+
+// Removes everything in the open directory `dir`, subdirectories to `depth` more levels, with
+// system calls only (getdents64, unlinkat, openat): no allocation, safe in a signal handler.
+constexpr int kMaxRemoveDepth = 4;
+struct LinuxDirent64 {  // what getdents64 fills in (glibc does not declare it)
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
+alignas(8) char g_dirents[kMaxRemoveDepth + 1][4096];
+
+void empty_directory(int dir, int depth) {
+  for (int pass = 0; pass < 64; ++pass) {  // entries removed while reading may shift the listing
+    bool removed = false;
+    ::lseek(dir, 0, SEEK_SET);
+    for (;;) {
+      char* buf = g_dirents[depth];
+      const long n = ::syscall(SYS_getdents64, dir, buf, sizeof g_dirents[depth]);
+      if (n <= 0) break;
+      for (long at = 0; at < n;) {
+        const auto* e = reinterpret_cast<const LinuxDirent64*>(buf + at);
+        at += e->d_reclen;
+        const char* name = e->d_name;
+        if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+        if (::unlinkat(dir, name, 0) == 0) {
+          removed = true;
+          continue;
+        }
+        if (depth >= kMaxRemoveDepth) continue;
+        const int sub = ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) continue;
+        empty_directory(sub, depth + 1);
+        ::close(sub);
+        if (::unlinkat(dir, name, AT_REMOVEDIR) == 0) removed = true;
+      }
+    }
+    if (!removed) return;
+  }
+}
+
+void remove_path(const Slot& slot) {
+  if (!slot.directory) {
+    ::unlink(slot.path);
+    return;
+  }
+  const int dir = ::open(slot.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return;
+  empty_directory(dir, 0);
+  ::close(dir);
+  ::rmdir(slot.path);
+}
 
 extern "C" void remove_registered_files(int sig) {
   const int saved_errno = errno;
+  // Inside an InterruptScope the first signal only asks the command to stop.
+  int none = 0;
+  if (g_scopes.load(std::memory_order_acquire) > 0 &&
+      g_interrupted.compare_exchange_strong(none, sig, std::memory_order_acq_rel)) {
+    errno = saved_errno;
+    return;
+  }
   for (Slot& slot : g_slots) {
-    if (slot.state.load(std::memory_order_acquire) == 2) ::unlink(slot.path);
+    if (slot.state.load(std::memory_order_acquire) == 2) remove_path(slot);
   }
   // Back to what the signal did before (normally: terminate), then deliver it again once this
   // handler returns, so the exit status still says which signal ended the process.
@@ -93,7 +159,7 @@ void require_free_space(const std::filesystem::path& path, uint64_t bytes, std::
   }
 }
 
-RemoveOnSignal::RemoveOnSignal(const std::filesystem::path& path) {
+RemoveOnSignal::RemoveOnSignal(const std::filesystem::path& path, Kind kind) {
   const std::string& text = path.native();
   if (text.size() >= kMaxPath) fail("{}: path too long to register for removal on a signal", text);
   std::call_once(g_installed, install_handlers);
@@ -101,6 +167,7 @@ RemoveOnSignal::RemoveOnSignal(const std::filesystem::path& path) {
     int expected = 0;
     if (g_slots[i].state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
       std::memcpy(g_slots[i].path, text.c_str(), text.size() + 1);
+      g_slots[i].directory = kind == Kind::Directory;
       g_slots[i].state.store(2, std::memory_order_release);
       slot_ = i;
       return;
@@ -117,6 +184,19 @@ void RemoveOnSignal::release() {
 
 RemoveOnSignal::~RemoveOnSignal() {
   release();
+}
+
+InterruptScope::InterruptScope() {
+  std::call_once(g_installed, install_handlers);
+  if (g_scopes.fetch_add(1, std::memory_order_acq_rel) == 0) g_interrupted.store(0, std::memory_order_release);
+}
+
+InterruptScope::~InterruptScope() {
+  g_scopes.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+int InterruptScope::interrupted() {
+  return g_interrupted.load(std::memory_order_acquire);
 }
 
 }  // namespace nanoinfer

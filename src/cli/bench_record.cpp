@@ -155,7 +155,11 @@ void append_bench_record(const nlohmann::json& record, const std::filesystem::pa
   const int fd = ::open(file.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
   if (fd < 0) fail("{}: cannot open to append the bench record: {}", file.string(), std::strerror(errno));
   struct stat st {};
-  const off_t before = ::fstat(fd, &st) == 0 ? st.st_size : -1;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {  // swapped for a FIFO or a device since the check
+    ::close(fd);
+    fail("{}: not a regular file; cannot append the bench record", file.string());
+  }
+  const off_t before = st.st_size;
   size_t done = 0;
   int err = 0;
   while (done < line.size()) {
@@ -167,7 +171,7 @@ void append_bench_record(const nlohmann::json& record, const std::filesystem::pa
     }
     done += static_cast<size_t>(n);
   }
-  if (err != 0 && before >= 0) (void)!::ftruncate(fd, before);  // no half line left behind
+  if (err != 0) (void)!::ftruncate(fd, before);  // no half line left behind
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err != 0) fail("{}: cannot append the bench record: {}", file.string(), std::strerror(err));
 }

@@ -125,7 +125,7 @@ void run(const QuantBenchFlags& f) {
       QuantizeOptions options = level.options;
       options.calibration = f.calib;
       options.calib_windows = static_cast<size_t>(f.calib_windows);
-      options.threads = f.model.threads;
+      options.threads = base.model.threads();  // -t as clamped (and warned about) once, by open_options
       fmt::print(stderr, "bench quant: {}: quantizing\n", level.name);
       const QuantizeResult q = quantize_model(base.dir.string(), scratch.path() / level.name, options);
       OpenOptions quant_options = base_options;
@@ -150,6 +150,7 @@ void run(const QuantBenchFlags& f) {
       record["matrix_bits_per_weight"] = q.matrix_bits_per_weight();
       record["calib_tokens"] = q.calib_tokens;
       record["quantize_seconds"] = q.seconds;
+      record["quantize_threads"] = q.threads;
       record["ppl"] = r.model.perplexity;
       record["ppl_stderr"] = r.model.perplexity_stderr;
       record["ppl_base"] = r.base.perplexity;

@@ -41,6 +41,14 @@ PerplexityProgress progress_printer(std::string_view what) {
   };
 }
 
+// The standard error needs two scored tokens: with one there is none to give (not 0).
+std::string plus_minus(const PerplexityResult& r) {
+  return r.scored > 1 ? fmt::format("+/- {:.4f}", r.perplexity_stderr) : "+/- n/a (one token scored: no error estimate)";
+}
+nlohmann::json stderr_json(const PerplexityResult& r) {
+  return r.scored > 1 ? nlohmann::json(r.perplexity_stderr) : nlohmann::json(nullptr);
+}
+
 void run_kl(const PerplexityFlags& f, const std::string& text) {
   OpenedModel m = load_model(f.model);
   ModelFlags base_flags = f.model;
@@ -69,9 +77,9 @@ void run_kl(const PerplexityFlags& f, const std::string& text) {
                               {"windows", r.windows},
                               {"scored", r.scored},
                               {"ppl", r.model.perplexity},
-                              {"ppl_stderr", r.model.perplexity_stderr},
+                              {"ppl_stderr", stderr_json(r.model)},
                               {"ppl_base", r.base.perplexity},
-                              {"ppl_base_stderr", r.base.perplexity_stderr},
+                              {"ppl_base_stderr", stderr_json(r.base)},
                               {"ln_ppl_ratio", r.ln_ppl_ratio},
                               {"ln_ppl_ratio_stderr", r.ln_ppl_ratio_stderr},
                               {"delta_ppl_pct", r.delta_ppl_pct},
@@ -90,10 +98,9 @@ void run_kl(const PerplexityFlags& f, const std::string& text) {
     print_out("{}\n", j.dump());
     return;
   }
-  print_out("model   {} ({} weights): perplexity {:.4f} +/- {:.4f}\n", m.dir.string(), weights, r.model.perplexity,
-             r.model.perplexity_stderr);
-  print_out("base    {}: perplexity {:.4f} +/- {:.4f}\n", base.dir.string(), r.base.perplexity,
-             r.base.perplexity_stderr);
+  print_out("model   {} ({} weights): perplexity {:.4f} {}\n", m.dir.string(), weights, r.model.perplexity,
+            plus_minus(r.model));
+  print_out("base    {}: perplexity {:.4f} {}\n", base.dir.string(), r.base.perplexity, plus_minus(r.base));
   print_out("delta   PPL {:+.3f}% +/- {:.3f}%  (ln ratio {:.6f} +/- {:.6f})\n", r.delta_ppl_pct,
              r.delta_ppl_pct_stderr, r.ln_ppl_ratio, r.ln_ppl_ratio_stderr);
   print_out("KLD     mean {:.6g} +/- {:.2g}, median {:.6g}, p90 {:.6g}, p99 {:.6g}, max {:.6g}\n", r.kld_mean,
@@ -125,7 +132,7 @@ void run(const PerplexityFlags& f) {
                               {"nll_sum", r.nll_sum},
                               {"mean_nll", r.mean_nll},
                               {"perplexity", r.perplexity},
-                              {"perplexity_stderr", r.perplexity_stderr},
+                              {"perplexity_stderr", stderr_json(r)},
                               {"seconds", seconds},
                               {"tokens_per_second", static_cast<double>(r.tokens) / seconds},
                               {"threads", m.model.options().threads},
@@ -133,9 +140,8 @@ void run(const PerplexityFlags& f) {
     print_out("{}\n", j.dump());
     return;
   }
-  print_out("perplexity {:.4f} +/- {:.4f} ({} tokens scored in {} windows of {}; {:.2f} s, {:.0f} tok/s)\n",
-             r.perplexity, r.perplexity_stderr, r.scored, r.windows, r.ctx, seconds,
-             static_cast<double>(r.tokens) / seconds);
+  print_out("perplexity {:.4f} {} ({} tokens scored in {} windows of {}; {:.2f} s, {:.0f} tok/s)\n", r.perplexity,
+            plus_minus(r), r.scored, r.windows, r.ctx, seconds, static_cast<double>(r.tokens) / seconds);
 }
 
 void setup(CLI::App& app) {

@@ -2,13 +2,13 @@
 // a quantized copy of a model directory (nanoinfer/quantize.h); with `--format gguf --out
 // FILE.gguf` the same weights as one GGUF file (quantize_to_gguf in nanoinfer/engine.h), and
 // `--type f32|bf16 --format gguf` converts without quantizing (export_gguf). Progress on stderr
-// when it is a terminal; SIGINT or SIGTERM stops the run at the next progress step and removes
-// the partial output; the summary goes to stdout.
+// when it is a terminal; SIGINT, SIGTERM or SIGHUP stops the run at the next progress step and
+// removes the partial output (a second signal removes it at once and ends the process); the
+// summary goes to stdout.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -17,37 +17,12 @@
 #include "common_options.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/interrupt.h"
 #include "nanoinfer/quantize.h"
+#include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer::cli {
 namespace {
-
-volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_interrupt(int) { g_interrupted = 1; }
-
-// Catches SIGINT/SIGTERM for its lifetime; a second signal is not caught (it kills at once).
-class InterruptGuard {
- public:
-  InterruptGuard() {
-    g_interrupted = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_interrupt;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  InterruptGuard(const InterruptGuard&) = delete;
-  InterruptGuard& operator=(const InterruptGuard&) = delete;
-  ~InterruptGuard() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
 
 struct QuantizeFlags {
   std::string model_dir;
@@ -113,10 +88,10 @@ QuantizeOptions options_from(const QuantizeFlags& f) {
   if (f.calib_windows < 1) fail("--calib-windows must be >= 1, got {}", f.calib_windows);
   require_non_negative(f.calib_ctx, "--calib-ctx");
   if (f.threads < 0) fail("-t must be >= 1 (or 0 = one per physical core), got {}", f.threads);
+  o.threads = ThreadPool::clamp_threads(f.threads);  // warns when it clamps, as every command does
   o.calibration = f.calib;
   o.calib_windows = static_cast<size_t>(f.calib_windows);
   o.calib_ctx = static_cast<size_t>(f.calib_ctx);
-  o.threads = f.threads;
   return o;
 }
 
@@ -124,10 +99,10 @@ void run(const QuantizeFlags& f) {
   const QuantizeOptions options = options_from(f);
   const bool gguf = f.format == "gguf";
   const bool tty = ::isatty(STDERR_FILENO) != 0;
-  const InterruptGuard guard;
+  const InterruptScope interrupt_scope;
   std::string shown;
   const auto progress = [&](const QuantizeProgress& p) {
-    if (g_interrupted) fail("quantize: interrupted; {} was not written", f.out);
+    if (InterruptScope::interrupted() != 0) fail("quantize: interrupted; {} was not written", f.out);
     if (!tty) return;
     std::string line;
     if (p.stage == "calibrate") {
@@ -177,7 +152,7 @@ void run(const QuantizeFlags& f) {
              r.bits_per_weight(), r.matrix_bits_per_weight());
   fmt::print("  weight relative error {:.5f}\n", r.weight_relative_error);
   if (r.calib_tokens > 0) fmt::print("  calibrated on {} tokens of {}\n", r.calib_tokens, r.calib_file.string());
-  fmt::print("  {:.2f} s\n", r.seconds);
+  fmt::print("  {:.2f} s on {} threads\n", r.seconds, r.threads);
 }
 
 void setup(CLI::App& app) {

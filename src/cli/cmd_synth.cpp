@@ -33,18 +33,21 @@ void synth(const SynthArgs& args) {
     fail("--dtype {}: expected bf16 or f32", args.dtype);
   }
 
-  // Progress on stderr: redrawn in place on a terminal, one line per 10% otherwise.
+  // Progress on stderr, redrawn in place, only when it is a terminal: a log or a pipe gets the
+  // summary line alone.
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   int last_step = -1;
-  const auto progress = [&](uint64_t done, uint64_t total) {
-    const int step = total == 0 ? 100 : static_cast<int>(done * 100 / total);
-    if (tty ? step == last_step : step / 10 == last_step / 10) return;
-    last_step = step;
-    fmt::print(stderr, "{}synth: {:6.1f} / {:.1f} MiB ({}%){}", tty ? "\r" : "",
-               static_cast<double>(done) / (1 << 20), static_cast<double>(total) / (1 << 20), step,
-               tty ? "" : "\n");
-    std::fflush(stderr);
-  };
+  WriteProgress progress;
+  if (tty) {
+    progress = [&](uint64_t done, uint64_t total) {
+      const int step = total == 0 ? 100 : static_cast<int>(done * 100 / total);
+      if (step == last_step) return;
+      last_step = step;
+      fmt::print(stderr, "\rsynth: {:6.1f} / {:.1f} MiB ({}%)", static_cast<double>(done) / (1 << 20),
+                 static_cast<double>(total) / (1 << 20), step);
+      std::fflush(stderr);
+    };
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t bytes = 0;
@@ -69,7 +72,7 @@ const bool registered = register_command({
     [](CLI::App& sub) {
       auto args = std::make_shared<SynthArgs>();
       sub.add_option("--config", args->config, "config.json of the model to imitate")->required();
-      sub.add_option("--out", args->out, "Output model directory (created if needed)")->required();
+      sub.add_option("--out", args->out, "Output model directory: must not exist (it is created, with its parents) or be empty")->required();
       sub.add_option("--seed", args->seed, "Random seed (same seed, same bytes)")
           ->capture_default_str();
       sub.add_option("--dtype", args->dtype, "Weight dtype: bf16 or f32")->capture_default_str();

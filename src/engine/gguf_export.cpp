@@ -218,10 +218,22 @@ QuantizeResult quantize_to_gguf(std::string_view model_path, const fs::path& out
   // Where the quantized model directory is built before the GGUF file is written: a hidden
   // directory beside the output, removed however the call ends.
   const ScratchDir scratch = ScratchDir::beside(out_file);
-  QuantizeResult r = quantize_model(dir.string(), scratch.path() / "model", options, progress);
-  write_gguf(scratch.path() / "model", out_file, std::nullopt, model_name(dir), [&](uint64_t done, uint64_t total) {
-    if (progress) progress({"gguf", done, total});
-  });
+  QuantizeResult r;
+  try {
+    r = quantize_model(dir.string(), scratch.path() / "model", options, progress);
+    write_gguf(scratch.path() / "model", out_file, std::nullopt, model_name(dir), [&](uint64_t done, uint64_t total) {
+      if (progress) progress({"gguf", done, total});
+    });
+  } catch (const Error& e) {
+    // A path inside the hidden scratch directory means nothing to the user: name --out.
+    std::string message = e.what();
+    const std::string hidden = scratch.path().string();
+    if (const size_t at = message.find(hidden); at != std::string::npos) {
+      const size_t end = message.find(": ", at);
+      message.replace(at, (end == std::string::npos ? message.size() : end) - at, out_file.string());
+    }
+    throw Error(message);
+  }
   r.out = out_file;
   r.file_bytes = fs::file_size(out_file);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -19,6 +19,9 @@
 #include "model/weight_source.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
+#include "nanoinfer/tokenizer.h"
+#include "tokenizer/tokenizer_gguf.h"
 
 namespace nanoinfer {
 
@@ -151,6 +154,27 @@ ModelReport inspect_model(const fs::path& path) {
     if (const auto it = spec_of.find(t.name); it != spec_of.end()) out.role = tensor_role_name(it->second->role);
   }
   report.problems = w.problems(manifest);
+
+  // The tokenizer, checked as generate checks it: a GGUF file's tokenizer.ggml.* arrays, or a
+  // directory's tokenizer.json when it has one (weights alone are a valid directory to inspect).
+  try {
+    std::optional<Tokenizer> tokenizer;
+    if (src->gguf) {
+      tokenizer.emplace(tokenizer_from_gguf(src->gguf->layout()));
+    } else if (path_exists(src->files.dir / "tokenizer.json")) {
+      tokenizer.emplace(Tokenizer::load(src->files.dir));
+    }
+    if (tokenizer && static_cast<uint64_t>(tokenizer->vocab_size()) > static_cast<uint64_t>(report.config.vocab_size)) {
+      report.problems.push_back(fmt::format("the tokenizer has {} tokens but the model only {}", tokenizer->vocab_size(),
+                                            report.config.vocab_size));
+    }
+  } catch (const Error& e) {
+    // The message leads with the file's path, which the verdict names already.
+    std::string_view why = e.what();
+    const std::string lead = src->files.weights.string() + ": ";
+    if (why.starts_with(lead)) why.remove_prefix(lead.size());
+    report.problems.push_back(fmt::format("tokenizer: {}", why));
+  }
 
   for (const StoredTensor& t : w.tensors) {
     if (!t.widen_row || t.row_bytes == 0) continue;  // a type the engine cannot widen, or no elements

@@ -1,6 +1,13 @@
 #include "nanoinfer/engine.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 
 namespace nanoinfer {
 
@@ -8,12 +15,34 @@ namespace {
 constexpr const char* kHowToGetOne =
     "get one with scripts/download-qwen2.5-0.5b.sh or `nanoinfer synth --config "
     "data/qwen2.5-0.5b-instruct/config.json --out models/synth-0.5b`";
+
+// Whether the regular file `path` starts with GGUF's magic bytes (false when it cannot be read).
+bool has_gguf_magic(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  char magic[4] = {};
+  const bool gguf = ::read(fd, magic, 4) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+  ::close(fd);
+  return gguf;
+}
+
 }  // namespace
 
 ModelFiles locate_model(const std::filesystem::path& dir) {
   ModelFiles f{dir, dir / "config.json", dir / "model.safetensors"};
-  if (!std::filesystem::is_directory(dir))
+  if (!std::filesystem::is_directory(dir)) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) == 0) {
+      // Something is there: say what, and name the GGUF rule when that is what it is.
+      if (S_ISREG(st.st_mode) && has_gguf_magic(dir)) {
+        fail("{}: a GGUF file without the .gguf suffix; -m reads a GGUF file by its name (rename it to end in .gguf)",
+             dir.string());
+      }
+      fail("{}: is {}, not a model directory (a directory with config.json and model.safetensors, or a .gguf file)",
+           dir.string(), file_kind_name(st.st_mode));
+    }
     fail("{}: not a model directory ({})", dir.string(), kHowToGetOne);
+  }
   if (!std::filesystem::exists(f.config))
     fail("{}: not found; a model directory needs its config.json ({})", f.config.string(),
          kHowToGetOne);

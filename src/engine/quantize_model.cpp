@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/model_source.h"
@@ -26,7 +26,10 @@
 #include "model/quant_scheme.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "base/json_object.h"
+#include "nanoinfer/atomic_write.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/generation_config.h"
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/tokenizer.h"
 #include "quant/calibrate.h"
@@ -99,11 +102,16 @@ nlohmann::ordered_json read_json(const fs::path& path) {
   return j;
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.flush();
-  if (!out) fail("{}: write failed", path.string());
+// The files copied beside the weights, checked as the commands that load the output will check
+// them (a generation_config.json nested 100,000 deep once made an output `generate` refused).
+void check_copied_files(const ModelFiles& files) {
+  GenerationConfig::load_from_dir(files.dir);
+  if (path_exists(files.dir / "tokenizer.json")) {
+    Tokenizer::load(files.dir);  // tokenizer.json with its tokenizer_config.json
+  } else if (path_exists(files.dir / "tokenizer_config.json")) {
+    const fs::path path = files.dir / "tokenizer_config.json";
+    parse_json_object(read_file(path, kMaxConfigFileBytes), path.string());
+  }
 }
 
 void refuse_quantized(const nlohmann::ordered_json& config, const fs::path& config_path, const SafetensorsFile& in) {
@@ -128,28 +136,60 @@ struct CalibrationRun {
   fs::path file;
 };
 
+// The tokens of the calibration text that the windows use (and a few more), reading only as
+// much of the file as they need: a prefix cut at a line start, doubled until it holds enough
+// tokens. Tokens well before the cut are those of the whole text; the margin keeps the cut's
+// neighbourhood out of the windows.
+std::vector<int32_t> calibration_tokens(const fs::path& file, const Tokenizer& tokenizer, size_t needed) {
+  constexpr size_t kMargin = 64;
+  // A token is rarely more than 16 bytes of text; no file this reads holds more than
+  // kMaxTextFileBytes tokens, so a larger count (many windows) asks for all of it.
+  uint64_t want = needed >= kMaxTextFileBytes ? kMaxTextFileBytes
+                                              : std::max<uint64_t>(uint64_t{1} << 16, uint64_t{16} * (needed + kMargin));
+  for (;;) {
+    want = std::min(want, kMaxTextFileBytes);
+    std::string text = read_file_head(file, want);
+    if (text.size() < want) return tokenizer.encode(text);  // the whole file
+    const size_t line_start = text.rfind('\n');
+    if (line_start != std::string::npos) {
+      text.resize(line_start + 1);
+      std::vector<int32_t> tokens = tokenizer.encode(text);
+      if (tokens.size() >= needed + kMargin) {
+        tokens.resize(needed);
+        return tokens;
+      }
+    }
+    if (want == kMaxTextFileBytes) {
+      fail("{}: the first {} bytes hold too few whole lines for {} calibration tokens", file.string(),
+           kMaxTextFileBytes, needed);
+    }
+    want *= 2;
+  }
+}
+
 CalibrationRun run_calibration(const ModelSource& src, const QuantizeOptions& o, const QuantizeProgressFn& progress) {
   const ModelConfig& cfg = src.config;
   CalibrationRun run;
-  std::string text;
+  const size_t limit = static_cast<size_t>(cfg.max_position_embeddings);
+  const size_t ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(kDefaultCalibCtx, limit);
+  if (ctx > limit) fail("--calib-ctx {} exceeds the model's limit of {} positions", ctx, limit);
+  const Tokenizer tokenizer = Tokenizer::load(src.files.dir);
+  std::vector<int32_t> tokens;
   if (o.calibration.empty()) {
-    text = default_calibration_text(&run.file);
+    tokens = tokenizer.encode(default_calibration_text(&run.file));
   } else {
     run.file = o.calibration;
     try {
-      text = read_file(o.calibration, kMaxTextFileBytes);
+      size_t needed = 0;
+      if (__builtin_mul_overflow(ctx, o.calib_windows, &needed)) needed = SIZE_MAX - 64;
+      tokens = calibration_tokens(o.calibration, tokenizer, needed);
     } catch (const Error& e) {
       fail("cannot read calibration text: {}", e.what());
     }
   }
-  const Tokenizer tokenizer = Tokenizer::load(src.files.dir);
-  const std::vector<int32_t> tokens = tokenizer.encode(text);
   ModelOptions mo;
   mo.weights = WeightType::F32;
   mo.threads = o.threads;
-  const size_t limit = static_cast<size_t>(cfg.max_position_embeddings);
-  const size_t ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(kDefaultCalibCtx, limit);
-  if (ctx > limit) fail("--calib-ctx {} exceeds the model's limit of {} positions", ctx, limit);
   mo.max_context = ctx;
   const Model model = load_model(src, mo);  // from the file already open
   const bool gram = o.method.value_or(QuantMethod::Gptq) == QuantMethod::Gptq;
@@ -161,9 +201,16 @@ CalibrationRun run_calibration(const ModelSource& src, const QuantizeOptions& o,
 
 }  // namespace
 
-QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_dir, const QuantizeOptions& o,
+QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_arg, const QuantizeOptions& options,
                               const QuantizeProgressFn& progress) {
   const auto start = std::chrono::steady_clock::now();
+  if (out_arg.empty()) fail("quantize: --out is empty; name the model directory to write");
+  // "newdir/" names newdir: its parent is the current directory, not newdir itself.
+  const fs::path out_dir = out_arg.has_filename() ? out_arg : out_arg.parent_path();
+  // The one clamp every command's -t goes through (the CLI has warned about it already).
+  QuantizeOptions o = options;
+  std::string clamped;
+  o.threads = ThreadPool::clamp_threads(options.threads, &clamped);
   if (!weight_type_info(o.type).quantized) {
     fail("quantize: the type must be {}, got {}", weight_type_names(WeightTypeKind::Quantized), weight_type_name(o.type));
   }
@@ -172,6 +219,7 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_d
   result.out = out_dir;
   result.type = o.type;
   result.method = o.method.value_or(QuantMethod::Gptq);
+  result.threads = o.threads;
 
   const std::unique_ptr<const ModelSource> opened = open_model_directory(resolve_model_path(model_path));
   const ModelFiles& files = opened->files;
@@ -187,90 +235,110 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_d
     fail("{}: not found; calibration ({}) tokenizes text (use --method rtn for a model without a tokenizer)",
          (files.dir / "tokenizer.json").string(), quant_method_name(result.method));
   }
+  check_copied_files(files);
+  if (result.method != QuantMethod::Rtn && !o.calibration.empty()) {
+    try {  // a FIFO, a device or a directory is refused before any work, never opened
+      require_regular_file(o.calibration);
+    } catch (const Error& e) {
+      fail("cannot read calibration text: {}", e.what());
+    }
+  }
   ScratchDir staging = staging_dir(out_dir);
+  // Errors name --out, never the hidden directory the output is built in.
+  try {
+    CalibrationRun calib;
+    if (result.method != QuantMethod::Rtn) {
+      {
+        ThreadPool pool(o.threads);
+        check_finite_weights(in, cfg, pool);  // before spending time on calibration
+      }
+      calib = run_calibration(*opened, o, progress);
+      result.calib_tokens = calib.cal.tokens;
+      result.calib_file = calib.file;
+    }
 
-  CalibrationRun calib;
-  if (result.method != QuantMethod::Rtn) {
+    // GPTQ's factors, one per distinct input (q, k and v share theirs, as do gate and up).
+    std::map<std::pair<std::string, int>, std::shared_ptr<const std::vector<float>>> factors;
+    if (result.method == QuantMethod::Gptq) {
+      ThreadPool pool(o.threads);
+      size_t done = 0;
+      for (auto& [key, gram] : calib.cal.gram) {
+        if (progress) progress({"factor", done, calib.cal.gram.size()});
+        const size_t dim = calib.cal.mean_sq.at(key).size();
+        factors[key] = std::make_shared<const std::vector<float>>(gptq_factor(gram.data(), dim, pool));
+        std::vector<float>().swap(gram);  // the Gram matrix is no longer needed
+        ++done;
+      }
+    }
+
+    // The plan: every matrix's type by the scheme, the importances of its input.
+    std::map<std::string, MatrixQuantization> plan;
+    for (const TensorSpec& spec : manifest) {
+      if (!spec.is_matrix()) continue;
+      MatrixQuantization& m = plan[spec.name];
+      m.type = scheme_type(spec, o.type, cfg.tie_word_embeddings, o.head_type);
+      if (is_logits_matrix(spec, cfg.tie_word_embeddings)) result.head_type = m.type;
+      if (!weight_type_info(m.type).quantized) continue;
+      // A matrix without calibration inputs (an untied embedding) gets the uniform search.
+      m.search = result.method != QuantMethod::Rtn;
+      if (const auto tap = input_tap(spec, cfg.tie_word_embeddings); tap && m.search) {
+        const auto it = calib.cal.mean_sq.find(*tap);
+        if (it == calib.cal.mean_sq.end()) fail("calibration recorded no inputs for '{}'", spec.name);
+        m.importance = it->second;
+        if (const auto f = factors.find(*tap); f != factors.end()) m.gptq_factor = f->second;
+      }
+    }
+
+    nlohmann::ordered_json qc = {{"quant_method", "nanoinfer"},
+                                 {"weight_type", std::string(weight_type_name(o.type))},
+                                 {"block_format", std::string(weight_type_info(o.type).gguf_name)},
+                                 {"block_size", weight_type_info(o.type).block_elems},
+                                 {"method", std::string(quant_method_name(result.method))},
+                                 {"head_type", std::string(weight_type_name(result.head_type))}};
+    if (result.method != QuantMethod::Rtn) {
+      qc["calibration"] = {{"file", calib.file.filename().string()},
+                           {"tokens", calib.cal.tokens},
+                           {"windows", calib.cal.windows},
+                           {"ctx", calib.cal.ctx}};
+    }
+    const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"nanoinfer.quantization", qc.dump()}};
+
+    QuantizedFileStats written;
     {
       ThreadPool pool(o.threads);
-      check_finite_weights(in, cfg, pool);  // before spending time on calibration
+      written = write_quantized_weights(in, cfg, plan, metadata, staging.path() / "model.safetensors", pool,
+                                        [&](uint64_t done, uint64_t total) {
+                                          if (progress) progress({"write", done, total});
+                                        });
     }
-    calib = run_calibration(*opened, o, progress);
-    result.calib_tokens = calib.cal.tokens;
-    result.calib_file = calib.file;
-  }
+    result.matrix_params = written.matrix_params;
+    result.matrix_bytes = written.matrix_bytes;
+    result.params = written.params;
+    result.tensor_bytes = written.tensor_bytes;
+    result.weight_relative_error = written.weight_sq > 0 ? std::sqrt(written.error_sq / written.weight_sq) : 0.0;
+    result.file_bytes = fs::file_size(staging.path() / "model.safetensors");
 
-  // GPTQ's factors, one per distinct input (q, k and v share theirs, as do gate and up).
-  std::map<std::pair<std::string, int>, std::shared_ptr<const std::vector<float>>> factors;
-  if (result.method == QuantMethod::Gptq) {
-    ThreadPool pool(o.threads);
-    size_t done = 0;
-    for (auto& [key, gram] : calib.cal.gram) {
-      if (progress) progress({"factor", done, calib.cal.gram.size()});
-      const size_t dim = calib.cal.mean_sq.at(key).size();
-      factors[key] = std::make_shared<const std::vector<float>>(gptq_factor(gram.data(), dim, pool));
-      std::vector<float>().swap(gram);  // the Gram matrix is no longer needed
-      ++done;
+    qc["bits_per_weight"] = result.bits_per_weight();
+    config_json["quantization_config"] = qc;
+    write_file_atomically(staging.path() / "config.json", config_json.dump(2) + "\n");
+    // Through the atomic writer like every output: a failure (a full disk) names the output and
+    // the reason, and nothing half-copied stays.
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+      const fs::path from = files.dir / name;
+      if (!path_exists(from)) continue;
+      const uint64_t cap = std::string_view(name) == "tokenizer.json" ? kMaxTokenizerFileBytes : kMaxConfigFileBytes;
+      write_file_atomically(staging.path() / name, read_file(from, cap));
     }
-  }
-
-  // The plan: every matrix's type by the scheme, the importances of its input.
-  std::map<std::string, MatrixQuantization> plan;
-  for (const TensorSpec& spec : manifest) {
-    if (!spec.is_matrix()) continue;
-    MatrixQuantization& m = plan[spec.name];
-    m.type = scheme_type(spec, o.type, cfg.tie_word_embeddings, o.head_type);
-    if (is_logits_matrix(spec, cfg.tie_word_embeddings)) result.head_type = m.type;
-    if (!weight_type_info(m.type).quantized) continue;
-    // A matrix without calibration inputs (an untied embedding) gets the uniform search.
-    m.search = result.method != QuantMethod::Rtn;
-    if (const auto tap = input_tap(spec, cfg.tie_word_embeddings); tap && m.search) {
-      const auto it = calib.cal.mean_sq.find(*tap);
-      if (it == calib.cal.mean_sq.end()) fail("calibration recorded no inputs for '{}'", spec.name);
-      m.importance = it->second;
-      if (const auto f = factors.find(*tap); f != factors.end()) m.gptq_factor = f->second;
+    staging.commit(out_dir);
+  } catch (const Error& e) {
+    std::string message = e.what();
+    const std::string hidden = staging.path().string();
+    for (size_t at = message.find(hidden); at != std::string::npos; at = message.find(hidden, at)) {
+      message.replace(at, hidden.size(), out_dir.string());
+      at += out_dir.string().size();
     }
+    throw Error(message);
   }
-
-  nlohmann::ordered_json qc = {{"quant_method", "nanoinfer"},
-                               {"weight_type", std::string(weight_type_name(o.type))},
-                               {"block_format", std::string(weight_type_info(o.type).gguf_name)},
-                               {"block_size", weight_type_info(o.type).block_elems},
-                               {"method", std::string(quant_method_name(result.method))},
-                               {"head_type", std::string(weight_type_name(result.head_type))}};
-  if (result.method != QuantMethod::Rtn) {
-    qc["calibration"] = {{"file", calib.file.filename().string()},
-                         {"tokens", calib.cal.tokens},
-                         {"windows", calib.cal.windows},
-                         {"ctx", calib.cal.ctx}};
-  }
-  const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"nanoinfer.quantization", qc.dump()}};
-
-  QuantizedFileStats written;
-  {
-    ThreadPool pool(o.threads);
-    written = write_quantized_weights(in, cfg, plan, metadata, staging.path() / "model.safetensors", pool,
-                                      [&](uint64_t done, uint64_t total) {
-                                        if (progress) progress({"write", done, total});
-                                      });
-  }
-  result.matrix_params = written.matrix_params;
-  result.matrix_bytes = written.matrix_bytes;
-  result.params = written.params;
-  result.tensor_bytes = written.tensor_bytes;
-  result.weight_relative_error = written.weight_sq > 0 ? std::sqrt(written.error_sq / written.weight_sq) : 0.0;
-  result.file_bytes = fs::file_size(staging.path() / "model.safetensors");
-
-  qc["bits_per_weight"] = result.bits_per_weight();
-  config_json["quantization_config"] = qc;
-  write_text(staging.path() / "config.json", config_json.dump(2) + "\n");
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
-    if (!fs::exists(files.dir / name)) continue;
-    std::error_code ec;
-    fs::copy_file(files.dir / name, staging.path() / name, ec);
-    if (ec) fail("{}: cannot copy into {}: {}", (files.dir / name).string(), staging.path().string(), ec.message());
-  }
-  staging.commit(out_dir);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

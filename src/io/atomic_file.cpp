@@ -33,7 +33,8 @@ AtomicFile::AtomicFile(const std::filesystem::path& final_path) : final_(final_p
   require_replaceable_file(final_path);
   const auto dir =
       final_path.has_parent_path() ? final_path.parent_path() : std::filesystem::path(".");
-  std::string tmpl = (dir / ("." + final_path.filename().string() + ".tmp.XXXXXX")).string();
+  remove_stale_temps(final_path);
+  std::string tmpl = (dir / (temp_name_prefix(final_path) + "XXXXXX")).string();
   fd_ = ::mkstemp(tmpl.data());
   if (fd_ < 0)
     fail("{}: cannot create a temporary file in {}: {}", final_path.string(), dir.string(),

@@ -146,6 +146,8 @@ GgufArray read_array(Cursor& c, std::string_view field, int depth) {
     c.bad(field, fmt::format("arrays nested more than {} deep", kGgufMaxArrayDepth));
   const uint32_t t = read_value_type(c, field, "array element type");
   const uint64_t n = c.read<uint64_t>(field, "array length");
+  if (n > kGgufMaxArrayElems)
+    c.bad(field, fmt::format("array length {} exceeds the limit of {} elements", n, kGgufMaxArrayElems));
   if (n > c.left() / kMinValueBytes[t])
     c.bad(field, fmt::format("array of {} {} values needs at least {} bytes per value, but only "
                              "{} bytes remain at offset {}",
@@ -409,6 +411,8 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
 
   const uint64_t n_tensors = c.read<uint64_t>("header", "tensor_count");
   const uint64_t n_kv = c.read<uint64_t>("header", "metadata_kv_count");
+  if (n_kv > kGgufMaxMetadataKeys)
+    c.bad("header", fmt::format("metadata_kv_count {} exceeds the limit of {} keys", n_kv, kGgufMaxMetadataKeys));
   if (n_kv > c.left() / kMinKvBytes)
     c.bad("header", fmt::format("metadata_kv_count {} needs at least {} bytes per pair, but only "
                                 "{} bytes follow the header",

@@ -134,6 +134,12 @@ inline constexpr uint64_t kGgufMaxKeyBytes = 65535;      // the spec's limit
 inline constexpr uint64_t kGgufMaxTensorNameBytes = 64;  // the spec's limit
 inline constexpr uint32_t kGgufMaxDims = 4;              // ggml's limit
 inline constexpr int kGgufMaxArrayDepth = 8;             // arrays of arrays of ...
+// Real files hold 20 to 60 metadata keys and arrays of at most a vocabulary (152k tokens for
+// Qwen2, 262k for the largest); a pair of a few bytes costs ~200 bytes in memory, so without a
+// bound a file of tiny pairs grew to ~13x its size (320 MB took 4.2 GB). Counts are checked
+// before anything is reserved or stored.
+inline constexpr uint64_t kGgufMaxMetadataKeys = 4096;
+inline constexpr uint64_t kGgufMaxArrayElems = uint64_t{1} << 22;
 
 // Parses and validates a whole file's bytes: magic, version, every count and length against
 // the bytes that remain, value types, array nesting depth, duplicate keys and tensor names,

@@ -1,6 +1,7 @@
 #include "nanoinfer/config.h"
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <optional>
 
 #include "base/json_object.h"
@@ -13,32 +14,38 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Dimensions above this are not a real model and would let products of two of them (e.g.
-// vocab x hidden) approach 64-bit overflow in size computations downstream.
-constexpr int64_t kMaxDim = int64_t{1} << 24;
-
-constexpr double kMaxRmsNormEps = 1e-2;
-
-int64_t get_dim(const Json& j, const char* key, std::string_view origin,
+// An integer field as it is (the range is check_hyperparameters'): beyond int64 reads as its max.
+int64_t get_int(const Json& j, const char* key, std::string_view origin,
                 std::optional<int64_t> fallback = std::nullopt) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) {
     if (fallback) return *fallback;
     fail("{}: missing required field \"{}\"", origin, key);
   }
-  if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > kMaxDim)
-    fail("{}: field \"{}\": expected an integer in [1, {}], found {}", origin, key, kMaxDim,
-         json_excerpt(*it));
+  if (!it->is_number_integer())
+    fail("{}: field \"{}\": expected an integer, found {}", origin, key, json_excerpt(*it));
+  if (it->is_number_unsigned())
+    return static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), uint64_t{INT64_MAX}));
   return it->get<int64_t>();
 }
 
-double get_positive(const Json& j, const char* key, double fallback, std::string_view origin) {
+double get_number(const Json& j, const char* key, double fallback, std::string_view origin) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number() || !(it->get<double>() > 0.0))
-    fail("{}: field \"{}\": expected a positive number, found {}", origin, key, json_excerpt(*it));
+  if (!it->is_number()) fail("{}: field \"{}\": expected a number, found {}", origin, key, json_excerpt(*it));
   return it->get<double>();
 }
+
+const HyperParameterNames kJsonNames{.gguf = false,
+                                     .vocab_size = "vocab_size",
+                                     .hidden_size = "hidden_size",
+                                     .intermediate_size = "intermediate_size",
+                                     .num_hidden_layers = "num_hidden_layers",
+                                     .num_attention_heads = "num_attention_heads",
+                                     .num_key_value_heads = "num_key_value_heads",
+                                     .max_position_embeddings = "max_position_embeddings",
+                                     .rope_theta = "rope_theta",
+                                     .rms_norm_eps = "rms_norm_eps"};
 
 bool get_bool(const Json& j, const char* key, bool fallback, std::string_view origin) {
   const auto it = j.find(key);
@@ -71,39 +78,67 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
   if (const auto it = j.find("rope_scaling"); it != j.end() && !it->is_null())
     fail("{}: rope_scaling {} is not supported", origin, json_excerpt(*it));
 
-  c.vocab_size = get_dim(j, "vocab_size", origin);
-  c.hidden_size = get_dim(j, "hidden_size", origin);
-  c.intermediate_size = get_dim(j, "intermediate_size", origin);
-  c.num_hidden_layers = get_dim(j, "num_hidden_layers", origin);
-  c.num_attention_heads = get_dim(j, "num_attention_heads", origin);
+  c.vocab_size = get_int(j, "vocab_size", origin);
+  c.hidden_size = get_int(j, "hidden_size", origin);
+  c.intermediate_size = get_int(j, "intermediate_size", origin);
+  c.num_hidden_layers = get_int(j, "num_hidden_layers", origin);
+  c.num_attention_heads = get_int(j, "num_attention_heads", origin);
   // Hugging Face's default: no grouped-query attention when the field is absent.
-  c.num_key_value_heads = get_dim(j, "num_key_value_heads", origin, c.num_attention_heads);
-  c.max_position_embeddings = get_dim(j, "max_position_embeddings", origin, 32768);
-  c.rope_theta = get_positive(j, "rope_theta", 10000.0, origin);
-  c.rms_norm_eps = get_positive(j, "rms_norm_eps", 1e-6, origin);
-  // Real models use 1e-5 or 1e-6. Anything near 1 swamps the mean square it is added to (an
-  // eps of 1e308 ran and printed garbage), so a value outside (0, 0.01] is a broken config.
-  if (c.rms_norm_eps > kMaxRmsNormEps)
-    fail("{}: field \"rms_norm_eps\": expected a small positive number in (0, {}], found {}",
-         origin, kMaxRmsNormEps, c.rms_norm_eps);
+  c.num_key_value_heads = get_int(j, "num_key_value_heads", origin, c.num_attention_heads);
+  c.max_position_embeddings = get_int(j, "max_position_embeddings", origin, 32768);
+  c.rope_theta = get_number(j, "rope_theta", 10000.0, origin);
+  c.rms_norm_eps = get_number(j, "rms_norm_eps", 1e-6, origin);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false, origin);
   if (const auto it = j.find("torch_dtype"); it != j.end() && it->is_string())
     c.torch_dtype = it->get<std::string>();
 
-  if (c.hidden_size % c.num_attention_heads != 0)
-    fail("{}: hidden_size {} is not divisible by num_attention_heads {}", origin, c.hidden_size,
-         c.num_attention_heads);
-  if (c.num_attention_heads % c.num_key_value_heads != 0)
-    fail("{}: num_attention_heads {} is not divisible by num_key_value_heads {}", origin,
-         c.num_attention_heads, c.num_key_value_heads);
-  if (c.head_dim() % 2 != 0)
-    fail("{}: head dim {} (hidden_size {} / num_attention_heads {}) must be even for RoPE", origin,
-         c.head_dim(), c.hidden_size, c.num_attention_heads);
+  check_hyperparameters(c, origin, kJsonNames);
   if (const auto it = j.find("head_dim");
       it != j.end() && !it->is_null() && (!it->is_number_integer() || *it != c.head_dim()))
     fail("{}: head_dim {} differs from hidden_size / num_attention_heads = {}", origin,
          json_excerpt(*it), c.head_dim());
   return c;
+}
+
+void check_hyperparameters(const ModelConfig& c, std::string_view origin, const HyperParameterNames& names) {
+  const auto label = [&](std::string_view key) {
+    return names.gguf ? fmt::format("metadata '{}'", key) : fmt::format("field \"{}\"", key);
+  };
+  const auto dim = [&](int64_t v, std::string_view key, int64_t max) {
+    if (v < 1 || v > max) fail("{}: {}: expected an integer in [1, {}], found {}", origin, label(key), max, v);
+  };
+  dim(c.vocab_size, names.vocab_size, kMaxVocabSize);
+  dim(c.hidden_size, names.hidden_size, kMaxHiddenSize);
+  dim(c.intermediate_size, names.intermediate_size, kMaxIntermediateSize);
+  dim(c.num_hidden_layers, names.num_hidden_layers, kMaxLayers);
+  dim(c.num_attention_heads, names.num_attention_heads, kMaxHeads);
+  dim(c.num_key_value_heads, names.num_key_value_heads, kMaxHeads);
+  dim(c.max_position_embeddings, names.max_position_embeddings, kMaxPositions);
+  if (!(c.rope_theta > 0.0))
+    fail("{}: {}: expected a positive number, found {}", origin, label(names.rope_theta), c.rope_theta);
+  if (!(c.rope_theta >= kMinRopeTheta && c.rope_theta <= kMaxRopeTheta))
+    fail("{}: {}: expected a number in [{}, {}], found {}", origin, label(names.rope_theta), kMinRopeTheta,
+         kMaxRopeTheta, c.rope_theta);
+  if (!(c.rms_norm_eps > 0.0))
+    fail("{}: {}: expected a positive number, found {}", origin, label(names.rms_norm_eps), c.rms_norm_eps);
+  // Real models use 1e-5 or 1e-6. Anything near 1 swamps the mean square it is added to (an
+  // eps of 1e308 ran and printed garbage), so a value outside (0, 0.01] is a broken config.
+  if (!(c.rms_norm_eps <= kMaxRmsNormEps))
+    fail("{}: {}: expected a small positive number in (0, {}], found {}", origin, label(names.rms_norm_eps),
+         kMaxRmsNormEps, c.rms_norm_eps);
+
+  if (c.hidden_size % c.num_attention_heads != 0)
+    fail("{}: {} {} is not divisible by {} {}", origin, names.hidden_size, c.hidden_size, names.num_attention_heads,
+         c.num_attention_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail("{}: {} {} is not divisible by {} {}", origin, names.num_attention_heads, c.num_attention_heads,
+         names.num_key_value_heads, c.num_key_value_heads);
+  if (c.head_dim() % 2 != 0)
+    fail("{}: head dim {} ({} {} / {} {}) must be even for RoPE", origin, c.head_dim(), names.hidden_size,
+         c.hidden_size, names.num_attention_heads, c.num_attention_heads);
+  if (c.head_dim() > kMaxHeadDim)
+    fail("{}: head dim {} ({} {} / {} {}) exceeds {}", origin, c.head_dim(), names.hidden_size, c.hidden_size,
+         names.num_attention_heads, c.num_attention_heads, kMaxHeadDim);
 }
 
 ModelConfig ModelConfig::load(const std::filesystem::path& config_json) {

@@ -1,30 +1,32 @@
 #include "model/gguf_config.h"
 
+#include <algorithm>
+
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
 
 namespace {
 
-// Same bound as config.json dimensions (model/config.cpp): larger is not a real model and
-// would let products of two dimensions approach 64-bit overflow downstream.
-constexpr int64_t kMaxDim = int64_t{1} << 24;
-
+// An integer key as it is (the range is check_hyperparameters'): beyond int64 reads as its max.
 int64_t dim(const GgufLayout& layout, std::string_view key) {
-  const uint64_t v = layout.get_uint(key);
-  if (v == 0 || v > static_cast<uint64_t>(kMaxDim))
-    fail("{}: metadata '{}': expected an integer in [1, {}], found {}", layout.origin, key, kMaxDim,
-         v);
-  return static_cast<int64_t>(v);
+  return static_cast<int64_t>(std::min<uint64_t>(layout.get_uint(key), uint64_t{INT64_MAX}));
 }
 
-double positive(const GgufLayout& layout, std::string_view key, double fallback) {
-  if (layout.find(key) == nullptr) return fallback;
-  const double v = layout.get_float(key);
-  if (!(v > 0.0))
-    fail("{}: metadata '{}': expected a positive number, found {}", layout.origin, key, v);
-  return v;
+double number(const GgufLayout& layout, std::string_view key, double fallback) {
+  return layout.find(key) == nullptr ? fallback : layout.get_float(key);
 }
+
+const HyperParameterNames kGgufNames{.gguf = true,
+                                     .vocab_size = "qwen2.vocab_size",
+                                     .hidden_size = "qwen2.embedding_length",
+                                     .intermediate_size = "qwen2.feed_forward_length",
+                                     .num_hidden_layers = "qwen2.block_count",
+                                     .num_attention_heads = "qwen2.attention.head_count",
+                                     .num_key_value_heads = "qwen2.attention.head_count_kv",
+                                     .max_position_embeddings = "qwen2.context_length",
+                                     .rope_theta = "qwen2.rope.freq_base",
+                                     .rms_norm_eps = "qwen2.attention.layer_norm_rms_epsilon"};
 
 }  // namespace
 
@@ -55,19 +57,19 @@ ModelConfig config_from_gguf(const GgufLayout& layout) {
                               : c.num_attention_heads;
   c.max_position_embeddings =
       layout.find("qwen2.context_length") != nullptr ? dim(layout, "qwen2.context_length") : 32768;
-  c.rope_theta = positive(layout, "qwen2.rope.freq_base", 10000.0);
-  c.rms_norm_eps = positive(layout, "qwen2.attention.layer_norm_rms_epsilon", 1e-6);
+  c.rope_theta = number(layout, "qwen2.rope.freq_base", 10000.0);
+  c.rms_norm_eps = number(layout, "qwen2.attention.layer_norm_rms_epsilon", 1e-6);
   c.tie_word_embeddings = layout.find_tensor("output.weight") == nullptr;
   c.torch_dtype = "";  // not recorded in GGUF; the tensors carry their own types
 
   const GgufTensorInfo* embd = layout.find_tensor("token_embd.weight");
   if (embd == nullptr) fail("{}: missing tensor 'token_embd.weight'", origin);
   if (embd->dims.size() != 2 || embd->dims[0] != static_cast<uint64_t>(c.hidden_size) ||
-      embd->dims[1] == 0 || embd->dims[1] > static_cast<uint64_t>(kMaxDim))
+      embd->dims[1] == 0 || embd->dims[1] > static_cast<uint64_t>(kMaxVocabSize))
     fail(
         "{}: tensor 'token_embd.weight': expected dims [{}, vocab] (vocab in [1, {}]), found "
         "[{}]",
-        origin, c.hidden_size, kMaxDim, fmt::join(embd->dims, ", "));
+        origin, c.hidden_size, kMaxVocabSize, fmt::join(embd->dims, ", "));
   c.vocab_size = static_cast<int64_t>(embd->dims[1]);
   if (layout.find("qwen2.vocab_size") != nullptr && dim(layout, "qwen2.vocab_size") != c.vocab_size)
     fail("{}: metadata 'qwen2.vocab_size' {} differs from the {} rows of token_embd.weight", origin,
@@ -79,15 +81,7 @@ ModelConfig config_from_gguf(const GgufLayout& layout) {
            a->size(), c.vocab_size);
   }
 
-  if (c.hidden_size % c.num_attention_heads != 0)
-    fail("{}: embedding_length {} is not divisible by attention.head_count {}", origin,
-         c.hidden_size, c.num_attention_heads);
-  if (c.num_attention_heads % c.num_key_value_heads != 0)
-    fail("{}: attention.head_count {} is not divisible by attention.head_count_kv {}", origin,
-         c.num_attention_heads, c.num_key_value_heads);
-  if (c.head_dim() % 2 != 0)
-    fail("{}: head dim {} (embedding_length {} / attention.head_count {}) must be even for RoPE",
-         origin, c.head_dim(), c.hidden_size, c.num_attention_heads);
+  check_hyperparameters(c, origin, kGgufNames);  // the same checks as config.json's
   for (const std::string_view key : {"qwen2.rope.dimension_count", "qwen2.attention.key_length",
                                      "qwen2.attention.value_length"}) {
     if (layout.find(key) != nullptr && layout.get_uint(key) != static_cast<uint64_t>(c.head_dim()))

@@ -2,12 +2,16 @@
 
 #include "io/safetensors_writer.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstring>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "base/output_files.h"
+#include "nanoinfer/atomic_write.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/splitmix64.h"
@@ -92,6 +96,27 @@ class Undo {
   std::vector<std::filesystem::path> dirs_;
 };
 
+// synth writes a new model directory, as quantize does: --out must be absent or an empty
+// directory (not a link to one). Absent includes a path under a file (ENOTDIR), which
+// create_directories then reports.
+void require_new_model_dir(const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return;
+    fail("{}: cannot check the output directory: {}", dir.string(), std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    fail("{}: is {}; synth writes a new model directory (name one that does not exist, or an empty directory)",
+         dir.string(), file_kind_name(st.st_mode));
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_empty(dir, ec) || ec) {
+    fail("{}: already exists and is not empty; synth writes a new model directory (remove it or choose another "
+         "--out)",
+         dir.string());
+  }
+}
+
 }  // namespace
 
 uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::path& out_file,
@@ -104,14 +129,16 @@ uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::
 uint64_t synth_model_dir(const std::filesystem::path& config_json,
                          const std::filesystem::path& out_dir, const SynthOptions& options,
                          const WriteProgress& progress) {
+  if (out_dir.empty()) fail("synth: --out is empty; name the model directory to write");
   const ModelConfig cfg = ModelConfig::load(config_json);
   const std::filesystem::path weights = out_dir / "model.safetensors";
   const SafetensorsWriter writer = synthetic_writer(cfg, weights, options);
 
-  // Everything that can be checked is, before the directory is made: the files to copy, what
-  // is already in the way of each output (a directory named config.json would otherwise be
-  // found only after the weights), and room for all of it (the safetensors header, a few KB,
-  // is left to the writer's own exact check).
+  // Everything that can be checked is, before the directory is made: the target (absent or an
+  // empty directory: a model directory already there keeps its weights, and nothing inside it
+  // can redirect a write), the files to copy, and room for all of it (the safetensors header,
+  // a few KB, is left to the writer's own exact check).
+  require_new_model_dir(out_dir);
   std::vector<std::pair<std::filesystem::path, const char*>> copies = {
       {config_json, "config.json"}};
   const auto beside =
@@ -123,9 +150,6 @@ uint64_t synth_model_dir(const std::filesystem::path& config_json,
     require_regular_file(from);
     bytes += std::filesystem::file_size(from);
   }
-  for (const char* name :
-       {"model.safetensors", "config.json", "generation_config.json", "tokenizer_config.json"})
-    if (path_exists(out_dir / name)) require_regular_file(out_dir / name);
   require_free_space(out_dir, bytes, weights.string());
 
   Undo undo;
@@ -138,13 +162,8 @@ uint64_t synth_model_dir(const std::filesystem::path& config_json,
     if (ec) fail("{}: cannot create directory: {}", out_dir.string(), ec.message());
     // Weights first: an interrupted run leaves no config claiming a model is there.
     writer.write(progress);
-    for (const auto& [from, name] : copies) {
-      if (std::filesystem::equivalent(from, out_dir / name, ec)) continue;  // synth into its source
-      std::filesystem::copy_file(from, out_dir / name,
-                                 std::filesystem::copy_options::overwrite_existing, ec);
-      if (ec)
-        fail("{}: cannot copy to {}: {}", from.string(), (out_dir / name).string(), ec.message());
-    }
+    for (const auto& [from, name] : copies)
+      write_file_atomically(out_dir / name, read_file(from, kMaxConfigFileBytes));
   } catch (...) {
     undo.run();
     throw;

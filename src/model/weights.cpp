@@ -309,10 +309,15 @@ ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::
     if (t.name.empty()) fail("{}: tensor '{}' is not part of a qwen2 model", src.path.string(), t.file_name);
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   const std::vector<std::string> problems = manifest_problems(manifest, src.manifest_infos, src.declared_blocks);
+  // One line names the first few problems and counts the rest (a config claiming 100,000
+  // layers once made a 103 MB line); `nanoinfer inspect` lists them all.
   if (!problems.empty()) {
-    std::string all;
-    for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
-    fail("{}: {}", src.path.string(), all);
+    constexpr size_t kListed = 3;
+    std::string listed;
+    for (size_t i = 0; i < std::min(problems.size(), kListed); ++i) listed += (i == 0 ? "" : "; ") + problems[i];
+    if (problems.size() <= kListed) fail("{}: {}", src.path.string(), listed);
+    fail("{}: {} (and {} more problem(s); `nanoinfer inspect` lists them)", src.path.string(), listed,
+         problems.size() - kListed);
   }
 
   // What is loaded: every tensor of the manifest in the file, except a tied model's optional
