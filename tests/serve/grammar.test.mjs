@@ -190,6 +190,22 @@ test(`${Object.keys(corpus).length} schemas x ${SEEDS.length} seeds: every compl
   assert.ok(ended >= jobs.length * 0.6, `only ${ended} of ${jobs.length} completions ended by EOS`);
 });
 
+test('control: without the grammar the same requests do not validate', async () => {
+  const ajv = new Ajv2020({ strict: false });
+  const validate = ajv.compile(corpus['object required']);
+  let valid = 0;
+  for (const seed of SEEDS) {
+    const r = await post('chat/completions', {
+      messages: [{ role: 'user', content: 'Reply with object required as JSON.' }], max_tokens: MAX_TOKENS, temperature: 1, seed,
+    });
+    assert.equal(r.status, 200);
+    try {
+      if (validate(JSON.parse(r.body.choices[0].message.content))) ++valid;
+    } catch { /* not JSON */ }
+  }
+  assert.equal(valid, 0, 'the untrained model alone produced valid JSON: the corpus would prove nothing');
+});
+
 test('json_object: completions ended by EOS are JSON objects', async () => {
   const jobs = [1, 2, 3, 4, 5, 6].map((seed) => post('chat/completions', {
     messages: [{ role: 'user', content: 'JSON please' }], max_tokens: 120, temperature: 1, seed,
