@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -121,15 +122,19 @@ std::vector<uint8_t> brute_mask(const GrammarState& state, const std::vector<std
   return allowed;
 }
 
-// Walks `text` byte by byte and compares the trie's mask with brute force at every prefix.
-void check_masks_along(const Grammar& g, const std::vector<std::string>& vocab, std::string_view text) {
+// Walks `text` byte by byte and compares the trie's mask with brute force at every prefix
+// (every `stride`-th and the last, for large vocabularies).
+void check_masks_along(const Grammar& g, const std::vector<std::string>& vocab, std::string_view text,
+                       size_t stride = 1) {
   const VocabTrie trie(vocab);
   GrammarState state(g);
   std::vector<uint8_t> mask;
   for (size_t i = 0; i <= text.size(); ++i) {
-    trie.mask(state, mask);
-    const std::vector<uint8_t> want = brute_mask(state, vocab);
-    ASSERT_EQ(mask, want) << "after " << i << " bytes of " << text;
+    if (i % stride == 0 || i == text.size()) {
+      trie.mask(state, mask);
+      const std::vector<uint8_t> want = brute_mask(state, vocab);
+      ASSERT_EQ(mask, want) << "after " << i << " bytes of " << text;
+    }
     if (i < text.size()) {
       ASSERT_TRUE(state.advance(static_cast<uint8_t>(text[i]))) << "byte " << i << " of " << text;
     }
@@ -180,6 +185,22 @@ TEST(GrammarMask, EqualsBruteForceOnTheDefaultModelsTokenizer) {
   check_masks_along(json, vocab, R"({"key":"The quick brown fox, café","list":[0,1.25,false,null,{}]})");
   const Grammar g = Grammar::from_gbnf(R"(root ::= "The " [a-z]+ (" " [a-z]+)* "." )");
   check_masks_along(g, vocab, "The cat sat on the mat.");
+}
+
+// Qwen2.5's vocabulary (151,665 tokens, many ending inside a UTF-8 character).
+TEST(GrammarMask, EqualsBruteForceOnQwen25sVocabulary) {
+  const std::filesystem::path dir = std::filesystem::path(NANOINFER_SOURCE_DIR) / ".deps/qwen-tokenizer";
+  ASSERT_TRUE(std::filesystem::exists(dir / "tokenizer.json")) << dir << " is missing: run `bash scripts/fetch-test-assets.sh`";
+  const Tokenizer tok = Tokenizer::load(dir);
+  std::vector<std::string> vocab(static_cast<size_t>(tok.vocab_size()));
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    if (!tok.is_added_token(id)) vocab[static_cast<size_t>(id)] = std::string(tok.token_bytes(id));
+  }
+  ASSERT_GT(vocab.size(), 150000u);
+  const Grammar json = Grammar::from_gbnf(json_object_gbnf());
+  check_masks_along(json, vocab, "{\"\xe4\xbd\xa0\xe5\xa5\xbd\":[\"\xf0\x9f\x98\x80 \\u00e9\",-1.5]}", 4);
+  const Grammar pattern = Grammar::from_gbnf(json_schema_to_gbnf(R"({"type":"string","pattern":"^[\\u4e00-\\u9fff]{2}\\d$"})"));
+  check_masks_along(pattern, vocab, "\"\xe4\xb8\xad\xe6\x96\x87" "7\"", 2);
 }
 
 // Random walks through the mask of the default tokenizer always produce JSON objects.
