@@ -12,7 +12,8 @@
 #   .deps/browser-test/          node_modules for tests/browser (playwright-core, which drives
 #                                Debian's chromium in the viz page's test), installed with `npm ci`.
 #   .deps/serve-test/            node_modules for tests/serve (the official openai client that the
-#                                test of `nanoinfer serve` talks to the server with), `npm ci`.
+#                                test of `nanoinfer serve` talks to the server with, and ajv,
+#                                the JSON Schema validator of the structured-output test), `npm ci`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,6 +63,6 @@ npm_ci_into() {
 }
 npm_ci_into tools/tokenizer-reference "$DEPS/tokenizer-reference" @huggingface/tokenizers
 npm_ci_into tests/browser "$DEPS/browser-test" playwright-core
-npm_ci_into tests/serve "$DEPS/serve-test" openai
+npm_ci_into tests/serve "$DEPS/serve-test" ajv
 
 echo "fetch-test-assets: done"

@@ -114,8 +114,8 @@ class GenerationStep {
   GenerationStep(const Tokenizer& tok, int64_t sample_vocab, const SamplerParams& params, StopRules rules);
 
   // Starts another generation of the same sequence (a chat's next turn) under `rules`: fresh
-  // stop rules, stream decoder and counters; the sampler's random stream and the processors
-  // go on where they were.
+  // stop rules, stream decoder and counters; the sampler's random stream goes on where it was,
+  // and each processor is told (LogitProcessor::restart).
   void restart(StopRules rules);
 
   // Appends a processor; processors run in the order added.

@@ -50,6 +50,9 @@ class Generator {
   GenerationStats generate(std::span<const int32_t> new_tokens, const StopRules& rules, const TextSink& on_text,
                            const StepObserver& observer = {});
 
+  // Adds a logit processor to the sequence's step (restarted with each generate() call).
+  void add_processor(std::unique_ptr<LogitProcessor> processor) { step_.add_processor(std::move(processor)); }
+
   // Forgets the sequence (the cache keeps its storage).
   void reset();
 

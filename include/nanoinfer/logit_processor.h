@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,9 @@ class LogitProcessor {
   virtual void process(std::span<double> scores, std::span<const int32_t> context) = 0;
   // The token that was chosen from the scores of the last process() call.
   virtual void accept(int32_t token) { (void)token; }
+  // A new generation of the same sequence begins (a chat's next turn): per-generation state
+  // (a grammar's parser) starts over.
+  virtual void restart() {}
   virtual std::string_view name() const = 0;
 };
 
@@ -47,6 +51,33 @@ class RepetitionPenalty final : public LogitProcessor {
   // clearing a vocabulary-sized array each token.
   std::vector<uint32_t> seen_;
   uint32_t stamp_ = 0;
+};
+
+// OpenAI's frequency and presence penalties over the tokens generated so far (not the prompt):
+// score[j] -= count[j] * frequency + (count[j] > 0) * presence. Counts come from accept().
+class FrequencyPresencePenalty final : public LogitProcessor {
+ public:
+  FrequencyPresencePenalty(int64_t vocab_size, double frequency, double presence);
+  void process(std::span<double> scores, std::span<const int32_t> context) override;
+  void accept(int32_t token) override;
+  void restart() override;  // counts start over
+  std::string_view name() const override { return "frequency/presence penalty"; }
+
+ private:
+  double frequency_, presence_;
+  std::vector<uint32_t> count_;       // [vocab]
+  std::vector<int32_t> generated_;    // distinct ids with a count
+};
+
+// OpenAI's logit_bias: a fixed value added to the score of each listed token id.
+class LogitBias final : public LogitProcessor {
+ public:
+  explicit LogitBias(std::map<int32_t, double> bias) : bias_(std::move(bias)) {}
+  void process(std::span<double> scores, std::span<const int32_t> context) override;
+  std::string_view name() const override { return "logit bias"; }
+
+ private:
+  std::map<int32_t, double> bias_;
 };
 
 }  // namespace nanoinfer

@@ -25,6 +25,7 @@ struct ChatFlags {
   std::string system;
   bool special = false;
   int64_t n_predict = 512;
+  GrammarFlags grammar;
   bool verbose = false;
 };
 
@@ -44,6 +45,8 @@ void run(const ChatFlags& f) {
   if (options.eos_ids.empty()) fail("{}: the tokenizer has no <|im_end|> token, so a chat turn could never end", m.dir.string());
 
   Generator generator(m.model, m.tokenizer, sampling.params());
+  // Each reply is constrained on its own: the grammar restarts with every turn.
+  if (auto g = grammar_processor(f.grammar, m.tokenizer, options.eos_ids)) generator.add_processor(std::move(g));
   ChatSession session(generator, m.tokenizer, f.system,
                       f.special ? SpecialTokens::Parse : SpecialTokens::AsText);
   const bool interactive = ::isatty(STDIN_FILENO) != 0;
@@ -105,6 +108,7 @@ void setup(CLI::App& app) {
                "Parse special-token text typed in a message (e.g. <|im_end|>) as the special token. "
                "By default it is plain text, so a message cannot end its turn or forge another");
   app.add_option("-n,--n-predict", f->n_predict, "Maximum tokens per reply (default 512)");
+  add_grammar_flags(app, f->grammar);
   app.add_flag("--verbose", f->verbose, "Print settings and per-turn statistics to stderr");
   app.callback([f] { run(*f); });
 }

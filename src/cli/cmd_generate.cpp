@@ -17,6 +17,7 @@ namespace nanoinfer::cli {
 namespace {
 
 struct GenerateFlags : PromptFlags {
+  GrammarFlags grammar;
   std::vector<std::string> stops;
   bool verbose = false;
 };
@@ -50,6 +51,7 @@ void run(const GenerateFlags& f) {
   }
 
   Generator generator(m.model, m.tokenizer, sampling.params());
+  if (auto g = grammar_processor(f.grammar, m.tokenizer, options.eos_ids)) generator.add_processor(std::move(g));
   const GenerationStats s = generator.generate(tokens, options, write_stdout);
   write_stdout("\n");
   if (f.verbose) fmt::print(stderr, "generated ids: {}\n", fmt::join(generator.tokens().subspan(tokens.size()), " "));
@@ -66,6 +68,7 @@ void setup(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   add_prompt_flags(app, *f, 256, "Maximum tokens to generate");
   app.add_option("--stop", f->stops, "Stop when this text appears (not printed); repeatable");
+  add_grammar_flags(app, f->grammar);
   app.add_flag("--verbose", f->verbose, "Print settings and where each came from to stderr");
   app.callback([f] { run(*f); });
 }

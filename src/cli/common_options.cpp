@@ -4,6 +4,8 @@
 
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
+#include "nanoinfer/grammar.h"
 #include "nanoinfer/generation_step.h"
 #include "nanoinfer/thread_pool.h"
 
@@ -87,6 +89,40 @@ std::vector<int32_t> encode_prompt(const Tokenizer& tok, const PromptFlags& flag
   if (!flags.chat) return encode_raw_prompt(tok, flags.prompt);
   const ChatMessage user{"user", flags.prompt};
   return encode_chat_prompt(tok, {&user, 1});
+}
+
+void add_grammar_flags(CLI::App& app, GrammarFlags& flags) {
+  app.add_flag("--json", flags.json, "Constrain the output to a JSON object");
+  app.add_option("--json-schema", flags.json_schema_file, "Constrain the output to JSON valid against this JSON Schema file");
+  app.add_option("--grammar", flags.grammar_file, "Constrain the output to this GBNF grammar file");
+}
+
+std::unique_ptr<LogitProcessor> grammar_processor(const GrammarFlags& flags, const Tokenizer& tok,
+                                                  const std::vector<int32_t>& eos_ids) {
+  const int given = (flags.json ? 1 : 0) + (flags.json_schema_file.empty() ? 0 : 1) + (flags.grammar_file.empty() ? 0 : 1);
+  if (given == 0) return nullptr;
+  if (given > 1) fail("--json, --json-schema and --grammar exclude each other");
+  constexpr uint64_t kMaxBytes = 16u << 20;
+  std::string gbnf;
+  if (flags.json) {
+    gbnf = json_object_gbnf();
+  } else if (!flags.json_schema_file.empty()) {
+    try {
+      gbnf = json_schema_to_gbnf(read_file(flags.json_schema_file, kMaxBytes));
+    } catch (const Error& e) {
+      fail("--json-schema {}: {}", flags.json_schema_file, e.what());
+    }
+  } else {
+    gbnf = read_file(flags.grammar_file, kMaxBytes);
+  }
+  Grammar grammar = [&] {
+    try {
+      return Grammar::from_gbnf(gbnf);
+    } catch (const Error& e) {
+      fail("{}: {}", flags.grammar_file.empty() ? std::string("the grammar") : flags.grammar_file, e.what());
+    }
+  }();
+  return std::make_unique<GrammarProcessor>(grammar, VocabTrie::of(tok), eos_ids);
 }
 
 }  // namespace nanoinfer::cli

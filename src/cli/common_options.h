@@ -5,11 +5,14 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "nanoinfer/engine.h"
+#include "nanoinfer/logit_processor.h"
+#include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer::cli {
 
@@ -45,6 +48,18 @@ void add_prompt_flags(CLI::App& app, PromptFlags& flags, int64_t default_n, std:
 // The prompt's tokens, encoded as every front end encodes what a user typed (chat: one user
 // turn through the template, special-token text in it kept as text).
 std::vector<int32_t> encode_prompt(const Tokenizer& tok, const PromptFlags& flags);
+
+// Constrained decoding flags of generate and chat: --json (any JSON object), --json-schema FILE,
+// --grammar FILE (GBNF). At most one.
+struct GrammarFlags {
+  bool json = false;
+  std::string json_schema_file;
+  std::string grammar_file;
+};
+void add_grammar_flags(CLI::App& app, GrammarFlags& flags);
+// The grammar processor the flags ask for (nullptr: none), ending at `eos_ids`.
+std::unique_ptr<LogitProcessor> grammar_processor(const GrammarFlags& flags, const Tokenizer& tok,
+                                                  const std::vector<int32_t>& eos_ids);
 
 // "-n" and friends are checked here rather than by CLI11 so every error is one line.
 void require_non_negative(int64_t value, std::string_view flag);

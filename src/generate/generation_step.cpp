@@ -131,6 +131,7 @@ void GenerationStep::restart(StopRules rules) {
   decoder_ = StreamDecoder(*tok_);
   generated_ = 0;
   stopped_by_string_ = finished_ = flushed_ = false;
+  for (const auto& p : processors_) p->restart();
 }
 
 void GenerationStep::add_processor(std::unique_ptr<LogitProcessor> processor) {

@@ -152,6 +152,7 @@ Candidates Sampler::select() {
   if (params_.temperature > 0.0 && params_.temperature != 1.0) {
     bool scaled_finite = true;
     for (double& s : scores_) {
+      if (s == -INFINITY) continue;  // forbidden by a logit processor (a grammar mask)
       s /= params_.temperature;
       scaled_finite &= std::isfinite(s);
     }
@@ -205,6 +206,16 @@ Candidates Sampler::select() {
       if (s[i] >= kth) order[kept++] = static_cast<int32_t>(i);
     }
     n = kept;  // still in ascending id order
+  }
+
+  // Tokens a logit processor forbade (-inf: a grammar mask) are never candidates, so no
+  // rounding in draw() can pick one.
+  {
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (s[static_cast<size_t>(order[i])] != -INFINITY) order[kept++] = order[i];
+    }
+    n = kept;
   }
 
   size_t first = 0;  // the candidates are order[first..n)

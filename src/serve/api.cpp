@@ -6,6 +6,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "nanoinfer/error.h"
+
 namespace nanoinfer::serve {
 
 using json = nlohmann::json;
@@ -131,6 +133,75 @@ std::vector<std::string> parse_stop(const json& body) {
   return stops;
 }
 
+[[noreturn]] void unsupported_field(std::string_view field, std::string_view why) {
+  bad_request("unsupported_field", fmt::format("'{}' is not supported: {}", field, why));
+}
+
+// Fields that would change the output and are not implemented: refused by name, never ignored.
+void refuse_unimplemented(const json& body, Endpoint endpoint) {
+  if (const json* t = field(body, "tools"); t && !(t->is_array() && t->empty())) {
+    unsupported_field("tools", "tool calls are not implemented");
+  }
+  if (const json* t = field(body, "tool_choice"); t && *t != "none" && *t != "auto") {
+    unsupported_field("tool_choice", "tool calls are not implemented");
+  }
+  for (const char* name : {"functions", "function_call", "prediction", "audio"}) {
+    if (field(body, name)) unsupported_field(name, "not implemented");
+  }
+  if (const json* m = field(body, "modalities"); m && *m != json::array({"text"})) {
+    unsupported_field("modalities", "only [\"text\"]");
+  }
+  if (endpoint == Endpoint::Completion) {
+    if (auto b = integer_field(body, "best_of"); b && *b != 1) unsupported_field("best_of", "one candidate per request");
+    if (const json* e = field(body, "echo"); e && *e != false) unsupported_field("echo", "not implemented");
+    if (const json* x = field(body, "suffix"); x && *x != "") unsupported_field("suffix", "not implemented");
+  }
+}
+
+std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view body_text) {
+  std::string gbnf;
+  const json* rf = field(body, "response_format");
+  if (rf) {
+    if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+    const json* type = field(*rf, "type");
+    if (!type || !type->is_string()) bad_request("invalid_value", "'response_format.type' must be a string");
+    const std::string t = type->get<std::string>();
+    if (t == "json_object") {
+      gbnf = json_object_gbnf();
+    } else if (t == "json_schema") {
+      const json* js = field(*rf, "json_schema");
+      if (!js || !js->is_object()) bad_request("invalid_value", "'response_format.json_schema' must be an object");
+      if (const json* n = field(*js, "name"); n && !n->is_string()) wrong_type("response_format.json_schema.name", "a string", *n);
+      if (const json* st = field(*js, "strict"); st && !st->is_boolean()) {
+        wrong_type("response_format.json_schema.strict", "a boolean", *st);
+      }
+      const json* schema = field(*js, "schema");
+      if (!schema) bad_request("missing_field", "'response_format.json_schema.schema' is required");
+      try {
+        // Re-read in document order: properties are generated in the order the schema lists them.
+        const auto ordered = nlohmann::ordered_json::parse(body_text);
+        gbnf = json_schema_to_gbnf(ordered.at("response_format").at("json_schema").at("schema").dump());
+      } catch (const Error& e) {
+        bad_request("invalid_schema", fmt::format("response_format.json_schema.schema: {}", e.what()));
+      }
+    } else if (t != "text") {
+      bad_request("invalid_value", fmt::format("'response_format.type' must be text, json_object or json_schema, got '{}'", t));
+    }
+  }
+  if (const json* g = field(body, "grammar")) {
+    if (!g->is_string()) wrong_type("grammar", "a string (GBNF)", *g);
+    if (!gbnf.empty()) bad_request("invalid_value", "'grammar' and a JSON 'response_format' cannot be combined");
+    gbnf = g->get<std::string>();
+    if (gbnf.empty()) return nullptr;
+  }
+  if (gbnf.empty()) return nullptr;
+  try {
+    return std::make_shared<const Grammar>(Grammar::from_gbnf(gbnf));
+  } catch (const Error& e) {
+    bad_request("invalid_grammar", e.what());
+  }
+}
+
 }  // namespace
 
 void bad_request(std::string_view code, const std::string& message) {
@@ -197,6 +268,48 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint) {
     s.seed = static_cast<uint64_t>(*seed);
   }
   r.stop = parse_stop(body);
+  refuse_unimplemented(body, endpoint);
+  r.grammar = parse_grammar(body, body_text);
+  if (endpoint == Endpoint::Chat) {
+    bool want = false;
+    if (const json* lp = field(body, "logprobs")) {
+      if (!lp->is_boolean()) wrong_type("logprobs", "a boolean", *lp);
+      want = lp->get<bool>();
+    }
+    const std::optional<int64_t> top = integer_field(body, "top_logprobs");
+    if (top && (*top < 0 || *top > 20)) bad_request("invalid_value", fmt::format("'top_logprobs' must be in [0, 20], got {}", *top));
+    if (top && !want) bad_request("invalid_value", "'top_logprobs' needs 'logprobs': true");
+    if (want) r.top_logprobs = static_cast<int>(top.value_or(0));
+  } else {
+    if (const std::optional<int64_t> lp = integer_field(body, "logprobs")) {
+      if (*lp < 0 || *lp > 20) bad_request("invalid_value", fmt::format("'logprobs' must be in [0, 20], got {}", *lp));
+      r.top_logprobs = static_cast<int>(*lp);
+    }
+  }
+  for (auto [name, slot] : {std::pair{"frequency_penalty", &r.frequency_penalty}, std::pair{"presence_penalty", &r.presence_penalty}}) {
+    const std::optional<double> v = number_field(body, name);
+    check_range(v, name, -2, false, 2);
+    if (v) *slot = *v;
+  }
+  if (const json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object()) wrong_type("logit_bias", "an object of token id -> bias", *lb);
+    for (const auto& [key, value] : lb->items()) {
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != key.size() || key.empty() || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+        bad_request("invalid_value", fmt::format("'logit_bias' keys must be token ids, got '{}'", key));
+      }
+      if (!value.is_number()) wrong_type(fmt::format("logit_bias[\"{}\"]", key), "a number", value);
+      const double b = value.get<double>();
+      if (!(b >= -100 && b <= 100)) bad_request("invalid_value", fmt::format("'logit_bias' values must be in [-100, 100], got {}", b));
+      r.logit_bias[static_cast<int32_t>(id)] = b;
+    }
+  }
   if (const json* t = field(body, "return_token_ids")) {
     if (!t->is_boolean()) wrong_type("return_token_ids", "a boolean", *t);
     r.return_token_ids = t->get<bool>();
@@ -223,6 +336,38 @@ json usage_json(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
+json bytes_of(std::string_view token) {
+  json b = json::array();
+  for (char c : token) b.push_back(static_cast<unsigned char>(c));
+  return b;
+}
+
+// OpenAI's chat shape: {"content": [{token, logprob, bytes, top_logprobs: [...]}], "refusal": null}.
+json chat_logprobs(const std::vector<TokenLogprob>& lps) {
+  json content = json::array();
+  for (const TokenLogprob& t : lps) {
+    json top = json::array();
+    for (const auto& [tok, lp] : t.top) top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", bytes_of(tok)}});
+    content.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_of(t.token)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}, {"refusal", nullptr}};
+}
+
+// The legacy completions shape: parallel lists, text_offset in bytes of the text.
+json completion_logprobs(const std::vector<TokenLogprob>& lps, size_t offset) {
+  json tokens = json::array(), logprobs = json::array(), top = json::array(), offsets = json::array();
+  for (const TokenLogprob& t : lps) {
+    tokens.push_back(t.token);
+    logprobs.push_back(t.logprob);
+    json alts = json::object();
+    for (const auto& [tok, lp] : t.top) alts[tok] = lp;
+    top.push_back(alts);
+    offsets.push_back(offset);
+    offset += t.token.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
 json head(Endpoint endpoint, const ResponseId& id, bool chunk) {
   const char* object = endpoint == Endpoint::Chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
                                                   : "text_completion";
@@ -232,14 +377,16 @@ json head(Endpoint endpoint, const ResponseId& id, bool chunk) {
 }  // namespace
 
 std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text,
-                          FinishReason finish, const Usage& usage, const TokenIds* ids) {
+                          FinishReason finish, const Usage& usage, const TokenIds* ids,
+                          const std::vector<TokenLogprob>* logprobs) {
   json j = head(endpoint, id, false);
   json choice = {{"index", 0}, {"finish_reason", finish_reason_name(finish)}};
   if (endpoint == Endpoint::Chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
+    choice["logprobs"] = logprobs ? chat_logprobs(*logprobs) : json(nullptr);
   } else {
     choice["text"] = text;
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = logprobs ? completion_logprobs(*logprobs, 0) : json(nullptr);
   }
   if (ids) {
     choice["prompt_token_ids"] = ids->prompt;
@@ -264,9 +411,10 @@ std::string chunk_json(Endpoint endpoint, const ResponseId& id, const ChunkParts
     if (parts.role) delta["role"] = "assistant";
     if (!parts.text.empty() || parts.role) delta["content"] = parts.text;
     choice["delta"] = delta;
+    choice["logprobs"] = parts.logprobs ? chat_logprobs(*parts.logprobs) : json(nullptr);
   } else {
     choice["text"] = parts.text;
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = parts.logprobs ? completion_logprobs(*parts.logprobs, parts.text_offset) : json(nullptr);
   }
   j["choices"] = json::array({choice});
   return dump(j);

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -12,6 +15,7 @@
 
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/generation_config.h"
+#include "nanoinfer/grammar.h"
 
 namespace nanoinfer::serve {
 
@@ -44,6 +48,15 @@ struct CompletionRequest {
   // vLLM's extension: the response's choice carries "prompt_token_ids" and "token_ids" (the
   // generated tokens, an end-of-sequence id not included). Not with stream (400).
   bool return_token_ids = false;
+  // Constrained decoding: response_format json_object / json_schema, or llama-server's
+  // "grammar" (GBNF), compiled (a schema or grammar the engine cannot enforce is a 400).
+  std::shared_ptr<const Grammar> grammar;
+  // logprobs: -1 off; else how many top alternatives each token lists (chat: logprobs=true and
+  // top_logprobs 0..20; completions: logprobs 0..20).
+  int top_logprobs = -1;
+  double frequency_penalty = 0;  // [-2, 2], OpenAI's definitions
+  double presence_penalty = 0;
+  std::map<int32_t, double> logit_bias;  // token id -> [-100, 100]
 };
 
 // Parses a request body. Throws ApiError (400) naming the first problem: malformed JSON, a
@@ -73,9 +86,19 @@ struct TokenIds {
   std::vector<int32_t> completion;
 };
 
-// The whole non-streaming response; `ids` adds the choice's "prompt_token_ids"/"token_ids".
+// One generated token's log-probability (the model's log-softmax over the raw logits, before
+// any logit processor or temperature) and its top alternatives.
+struct TokenLogprob {
+  std::string token;  // the token's bytes (may be part of a UTF-8 character)
+  double logprob = 0;
+  std::vector<std::pair<std::string, double>> top;
+};
+
+// The whole non-streaming response; `ids` adds the choice's "prompt_token_ids"/"token_ids";
+// `logprobs` (when the request asked) the choice's "logprobs".
 std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text,
-                          FinishReason finish, const Usage& usage, const TokenIds* ids = nullptr);
+                          FinishReason finish, const Usage& usage, const TokenIds* ids = nullptr,
+                          const std::vector<TokenLogprob>* logprobs = nullptr);
 // One server-sent event payload (without "data: "). Chat: a delta with the role (first chunk),
 // content, or neither with a finish reason; completions: text and finish reason.
 struct ChunkParts {
@@ -83,6 +106,8 @@ struct ChunkParts {
   std::string_view text;
   std::optional<FinishReason> finish;
   std::optional<Usage> usage;  // the extra usage chunk of stream_options.include_usage
+  const std::vector<TokenLogprob>* logprobs = nullptr;  // tokens of this chunk, when asked
+  size_t text_offset = 0;  // completions: bytes of text streamed before this chunk
 };
 std::string chunk_json(Endpoint endpoint, const ResponseId& id, const ChunkParts& parts);
 

@@ -14,9 +14,10 @@ using Clock = std::chrono::steady_clock;
 
 Channel::Piece Channel::next() {
   std::unique_lock lock(mutex_);
-  cv_.wait(lock, [&] { return !pending_.empty() || done_; });
+  cv_.wait(lock, [&] { return !pending_.empty() || !pending_logprobs_.empty() || done_; });
   Piece piece;
   piece.text.swap(pending_);
+  piece.logprobs.swap(pending_logprobs_);
   piece.done = done_;
   return piece;
 }
@@ -26,6 +27,14 @@ void Channel::append(std::string_view text) {
   {
     std::lock_guard lock(mutex_);
     pending_.append(text);
+  }
+  cv_.notify_all();
+}
+
+void Channel::append_logprob(TokenLogprob lp) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_logprobs_.push_back(std::move(lp));
   }
   cv_.notify_all();
 }
@@ -179,6 +188,31 @@ void Scheduler::loop() {
   queue_.clear();
 }
 
+// What a request adds to its step: OpenAI's penalties and logit bias, the grammar (last, so
+// nothing can lift its mask), and the logprobs observer (the model's raw distribution).
+void Scheduler::add_request_features(GenerationStep& step, const Job& job, const std::shared_ptr<Channel>& channel) {
+  if (job.frequency_penalty != 0 || job.presence_penalty != 0) {
+    step.add_processor(std::make_unique<FrequencyPresencePenalty>(sample_vocab_, job.frequency_penalty, job.presence_penalty));
+  }
+  if (!job.logit_bias.empty()) step.add_processor(std::make_unique<LogitBias>(job.logit_bias));
+  if (job.grammar) step.add_processor(std::make_unique<GrammarProcessor>(*job.grammar, job.trie, job.eos_ids));
+  if (job.top_logprobs >= 0) {
+    step.set_observer([this, channel, k = static_cast<size_t>(job.top_logprobs), eos = job.eos_ids](const StepEvent& e) {
+      if (std::find(eos.begin(), eos.end(), e.token) != eos.end()) return;  // not part of the completion
+      const double lse = logsumexp_of(e.logits);
+      TokenLogprob lp;
+      lp.token = std::string(tokenizer_.token_bytes(e.token));
+      lp.logprob = static_cast<double>(e.logits[static_cast<size_t>(e.token)]) - lse;
+      if (k > 0) {
+        for (const TokenCandidate& c : top_candidates(e.logits, k, lse)) {
+          lp.top.emplace_back(std::string(tokenizer_.token_bytes(c.id)), c.logprob);
+        }
+      }
+      channel->append_logprob(std::move(lp));
+    });
+  }
+}
+
 void Scheduler::start(Slot& slot, Queued q) {
   slot.busy = true;
   ++active_;
@@ -188,6 +222,7 @@ void Scheduler::start(Slot& slot, Queued q) {
   try {
     slot.step.emplace(tokenizer_, sample_vocab_, slot.job.sampling,
                       StopRules{slot.job.max_tokens, slot.job.eos_ids, slot.job.stop});
+    add_request_features(*slot.step, slot.job, slot.channel);
   } catch (const std::exception& e) {
     finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
     return;

@@ -20,12 +20,15 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "nanoinfer/generation_step.h"
+#include "nanoinfer/grammar.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/sampler.h"
 #include "nanoinfer/tokenizer.h"
@@ -40,6 +43,12 @@ struct Job {
   SamplerParams sampling;
   std::vector<int32_t> eos_ids;
   std::vector<std::string> stop;
+  // Constrained decoding (the trie is the server's, built once) and the OpenAI processors.
+  std::shared_ptr<const Grammar> grammar;
+  std::shared_ptr<const VocabTrie> trie;
+  double frequency_penalty = 0, presence_penalty = 0;
+  std::map<int32_t, double> logit_bias;
+  int top_logprobs = -1;  // -1: no logprobs
 };
 
 enum class Outcome { Running, Finished, Cancelled, Failed };
@@ -49,6 +58,7 @@ class Channel {
  public:
   struct Piece {
     std::string text;
+    std::vector<TokenLogprob> logprobs;  // of the tokens since the last piece, when asked
     bool done = false;  // nothing more will come; see outcome()
   };
   // Blocks until there is text or the generation ended; takes the pending text.
@@ -68,12 +78,14 @@ class Channel {
  private:
   friend class Scheduler;
   void append(std::string_view text);
+  void append_logprob(TokenLogprob lp);
   void close(Outcome outcome, FinishReason finish, Usage usage, std::vector<int32_t> completion_ids,
              std::string error = {});
 
   std::mutex mutex_;
   std::condition_variable cv_;
   std::string pending_;
+  std::vector<TokenLogprob> pending_logprobs_;
   bool done_ = false;
   std::atomic<bool> cancelled_{false};
   Outcome outcome_ = Outcome::Running;
@@ -113,6 +125,7 @@ class Scheduler {
   void loop();
   void start(Slot& slot, Queued q);
   void accept_token(Slot& slot, std::span<const float> logits);
+  void add_request_features(GenerationStep& step, const Job& job, const std::shared_ptr<Channel>& channel);
   void finish(Slot& slot, Outcome outcome, FinishReason finish, std::string error = {});
 
   const Model& model_;

@@ -56,11 +56,13 @@ struct Server::Impl {
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};
   std::vector<int32_t> text_eos, chat_eos;
+  std::shared_ptr<const VocabTrie> trie;  // the vocabulary's byte trie, for grammars
 
   Impl(const OpenedModel& model, const ServeOptions& opts) : m(model), options(opts) {
     model_id = options.model_id.empty() ? default_model_id(m.dir) : options.model_id;
     text_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/false);
     chat_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
+    trie = VocabTrie::of(m.tokenizer);
     scheduler = std::make_unique<serve::Scheduler>(
         m.model, m.tokenizer, serve::SchedulerOptions{options.parallel, options.queue}, metrics);
     routes();
@@ -99,6 +101,18 @@ struct Server::Impl {
     }
     job.max_tokens = r.max_tokens ? *r.max_tokens : static_cast<int64_t>(context - n);
     job.stop = r.stop;
+    job.grammar = r.grammar;
+    job.trie = trie;
+    job.frequency_penalty = r.frequency_penalty;
+    job.presence_penalty = r.presence_penalty;
+    job.logit_bias = r.logit_bias;
+    for (const auto& entry : r.logit_bias) {
+      if (entry.first >= m.tokenizer.vocab_size()) {
+        serve::bad_request("invalid_value", fmt::format("'logit_bias' names token {}; the vocabulary has {}", entry.first,
+                                                        m.tokenizer.vocab_size()));
+      }
+    }
+    job.top_logprobs = r.top_logprobs;
     return job;
   }
 
@@ -124,16 +138,19 @@ struct Server::Impl {
     }
     const serve::ResponseId id{fmt::format("{}-{}", endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl", next_id++),
                                unix_now(), model_id};
+    const bool want_logprobs = r.top_logprobs >= 0;
     if (!r.stream) {
       std::string text;
+      std::vector<serve::TokenLogprob> logprobs;
       for (serve::Channel::Piece p = channel->next();; p = channel->next()) {
         text += p.text;
+        for (auto& lp : p.logprobs) logprobs.push_back(std::move(lp));
         if (p.done) break;
       }
       if (channel->outcome() == serve::Outcome::Finished) {
         const serve::TokenIds ids{job_prompt, channel->completion_ids()};
         res.set_content(serve::response_json(endpoint, id, text, channel->finish_reason(), channel->usage(),
-                                             r.return_token_ids ? &ids : nullptr),
+                                             r.return_token_ids ? &ids : nullptr, want_logprobs ? &logprobs : nullptr),
                         "application/json");
       } else if (channel->outcome() == serve::Outcome::Cancelled) {
         send_error(res, ApiError(503, "server_error", "cancelled", "the generation was cancelled (server shutting down)"));
@@ -145,9 +162,10 @@ struct Server::Impl {
     res.set_header("Cache-Control", "no-cache");
     const bool include_usage = r.include_usage;
     bool first = true;
+    size_t offset = 0;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [channel, id, endpoint, include_usage, first](size_t, httplib::DataSink& sink) mutable {
+        [channel, id, endpoint, include_usage, first, want_logprobs, offset](size_t, httplib::DataSink& sink) mutable {
           const auto event = [&](const std::string& payload) {
             const std::string line = "data: " + payload + "\n\n";
             return sink.write(line.data(), line.size());
@@ -157,7 +175,13 @@ struct Server::Impl {
             return event(serve::chunk_json(endpoint, id, {.role = true}));
           }
           const serve::Channel::Piece p = channel->next();
-          if (!p.text.empty() && !event(serve::chunk_json(endpoint, id, {.text = p.text}))) return false;
+          if (!p.text.empty() || (want_logprobs && !p.logprobs.empty())) {
+            serve::ChunkParts parts{.text = p.text};
+            if (want_logprobs) parts.logprobs = &p.logprobs;
+            parts.text_offset = offset;
+            for (const auto& lp : p.logprobs) offset += lp.token.size();
+            if (!event(serve::chunk_json(endpoint, id, parts))) return false;
+          }
           if (!p.done) return true;
           bool ok = true;
           if (channel->outcome() == serve::Outcome::Finished) {

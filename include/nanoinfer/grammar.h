@@ -1,0 +1,146 @@
+// Constrained decoding: a grammar over bytes, its incremental parser, the token mask it puts on
+// the whole vocabulary each step, and the logit processor that applies it.
+//
+// A Grammar is a set of rules (sequences, alternatives, repetitions, character classes,
+// literals), written in llama.cpp's GBNF text format (README, "Structured output") or produced from a JSON Schema (nanoinfer/json_schema.h). Everything is compiled down
+// to bytes: a character class over code points becomes alternatives of UTF-8 byte ranges, so
+// the parser advances one byte at a time and a token whose bytes end in the middle of a
+// character (byte-level BPE has many) is judged exactly, by the bytes it has.
+//
+// The parser state (GrammarState) is a set of stacks, as in a pushdown automaton: each stack is
+// the positions left to match in the rules entered so far, its top always a byte range. A byte
+// advances every stack whose top accepts it. The state is complete (the text so far is a whole
+// sentence of the grammar) when one of its stacks is empty. Left-recursive rules are refused
+// when the grammar is built (they would expand forever).
+//
+// The mask: the vocabulary is a byte trie (VocabTrie, built once per tokenizer), walked depth
+// first against the state, a branch dropped as soon as its bytes kill every stack, so the cost
+// is the part of the trie the grammar allows, not the vocabulary. Added (special) tokens are
+// never allowed by the grammar; an end-of-sequence id is allowed exactly when the state is
+// complete.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanoinfer/logit_processor.h"
+#include "nanoinfer/tokenizer.h"
+
+namespace nanoinfer {
+
+class Grammar {
+ public:
+  // Parses GBNF text (rules `name ::= ...`, `#` comments, literals "...", classes [...] and
+  // [^...], `.`, groups, `|`, `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}`); `root` names the start
+  // rule. Throws nanoinfer::Error naming the line and what is wrong (undefined rule, left
+  // recursion, bad escape, ...).
+  static Grammar from_gbnf(std::string_view text, std::string_view root = "root");
+
+  size_t rule_count() const;
+  size_t symbol_count() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  friend class GrammarState;
+  explicit Grammar(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+// The incremental parser of one sequence. Cheap to copy (a copy is an independent state).
+class GrammarState {
+ public:
+  explicit GrammarState(const Grammar& grammar);
+
+  // Advances by one byte / by every byte of `bytes`. Returns false, leaving the state
+  // unchanged, when the grammar does not allow it.
+  bool advance(uint8_t byte);
+  bool advance(std::string_view bytes);
+
+  bool complete() const;       // the bytes so far are a whole sentence: end of sequence allowed
+  bool can_continue() const;   // some byte may follow
+  size_t stack_count() const { return stacks_.size(); }
+
+  using Stack = std::vector<uint32_t>;
+
+ private:
+  friend class VocabTrie;
+  GrammarState(std::shared_ptr<const Grammar::Impl> g, std::vector<Stack> stacks)
+      : g_(std::move(g)), stacks_(std::move(stacks)) {}
+  std::shared_ptr<const Grammar::Impl> g_;
+  std::vector<Stack> stacks_;  // sorted, unique; a state with none is dead
+};
+
+// The vocabulary as a byte trie in depth-first order, for the mask walk.
+class VocabTrie {
+ public:
+  // `token_bytes[id]`: the bytes of token id, empty for ids that are never allowed by a grammar
+  // (added/special tokens, holes in the vocabulary).
+  explicit VocabTrie(std::span<const std::string> token_bytes);
+  // Every non-added token of `tok` by its bytes.
+  static std::shared_ptr<const VocabTrie> of(const Tokenizer& tok);
+
+  size_t vocab_size() const { return bytes_.size(); }
+  size_t node_count() const { return nodes_.size(); }
+  std::string_view bytes(int32_t id) const;  // "" for ids outside the trie
+
+  // allowed[id] = 1 when the grammar allows token id's bytes from `state` (nothing else is
+  // set: end-of-sequence ids are the caller's). `allowed` is resized to vocab_size().
+  void mask(const GrammarState& state, std::vector<uint8_t>& allowed) const;
+
+ private:
+  struct Node {
+    uint8_t byte;
+    uint32_t depth;      // 1 for children of the root
+    uint32_t end;        // index just past this node's subtree
+    uint32_t tok_begin;  // tokens ending here: ids_[tok_begin, tok_end)
+    uint32_t tok_end;
+  };
+  std::vector<Node> nodes_;
+  std::vector<int32_t> ids_;
+  std::vector<std::string> bytes_;
+  uint32_t max_depth_ = 0;
+};
+
+// The grammar as a logit processor: scores of tokens the grammar does not allow become
+// -infinity; an end-of-sequence id (`eos_ids`) keeps its score only when the text so far is
+// complete. accept() advances the parser. Throws Error when no token at all is allowed (a
+// complete grammar without an end-of-sequence id, or a tokenizer that cannot spell the
+// continuation).
+class GrammarProcessor final : public LogitProcessor {
+ public:
+  GrammarProcessor(const Grammar& grammar, std::shared_ptr<const VocabTrie> trie, std::vector<int32_t> eos_ids);
+  void process(std::span<double> scores, std::span<const int32_t> context) override;
+  void accept(int32_t token) override;
+  void restart() override;  // the parser starts over
+  std::string_view name() const override { return "grammar"; }
+  const GrammarState& state() const { return state_; }
+
+ private:
+  Grammar grammar_;
+  std::shared_ptr<const VocabTrie> trie_;
+  std::vector<int32_t> eos_ids_;
+  GrammarState state_;
+  std::vector<uint8_t> allowed_;
+  bool ended_ = false;
+};
+
+// GBNF of any JSON object (response_format json_object), compact: no whitespace.
+std::string json_object_gbnf();
+
+// JSON Schema (text) -> GBNF (src/grammar/json_schema.cpp).
+// Supported: type (incl. lists), properties, required, additionalProperties (false / true /
+// schema; absent with `properties` means none are generated), items, prefixItems, minItems,
+// maxItems, enum, const, anyOf, oneOf (branches of distinct types or disjoint constants),
+// allOf (merged), $ref / $defs / definitions (recursive too), minLength, maxLength, pattern
+// (the regex subset of README), minimum / maximum / exclusiveMinimum / exclusiveMaximum on
+// integers; annotations (title, description, default, examples, $schema, $id, $comment) are
+// ignored. Anything else throws Error naming the keyword and where it is.
+std::string json_schema_to_gbnf(std::string_view schema_json);
+
+}  // namespace nanoinfer

@@ -1,0 +1,27 @@
+// GBNF text -> a syntax tree of rules (the first half of Grammar::from_gbnf, src/grammar/grammar.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "grammar/utf8_ranges.h"
+
+namespace nanoinfer {
+
+struct Node {
+  enum Kind { Seq, Alt, Range, Ref, Repeat } kind = Seq;
+  std::vector<Node> kids;
+  uint8_t lo = 0, hi = 0;  // Range
+  std::string name;        // Ref
+  size_t line = 0;         // Ref
+  uint32_t min = 0, max = 0;
+  bool unbounded = false;  // Repeat
+};
+
+// The rules of a GBNF text in order, each with its body. Throws Error naming the line.
+std::vector<std::pair<std::string, Node>> parse_gbnf(std::string_view text);
+
+}  // namespace nanoinfer

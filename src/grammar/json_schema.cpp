@@ -1,0 +1,624 @@
+// JSON Schema -> GBNF (nanoinfer/grammar.h, json_schema_to_gbnf). The generated JSON is compact
+// (no whitespace), objects list their properties in the schema's order, and every keyword
+// either is enforced exactly or is refused with an Error that names it: the grammar may
+// generate fewer documents than the schema allows, never one it forbids.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "grammar/json_pattern.h"
+#include "grammar/utf8_ranges.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/grammar.h"
+
+namespace nanoinfer {
+
+namespace {
+
+// ordered: properties are generated in the order the schema lists them.
+using json = nlohmann::ordered_json;
+
+constexpr int64_t kMaxInteger = 999'999'999'999'999;  // 15 digits: exact in a JS number
+constexpr int64_t kMaxCount = 10000;                     // lengths and item counts
+
+const char* const kBasics = R"(value ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ( member ( "," member )* )? "}"
+member ::= string ":" value
+array ::= "[" ( value ( "," value )* )? "]"
+string ::= "\"" char* "\""
+char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" hex4 )
+hex4 ::= [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}
+number ::= "-"? int-part ( "." [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} )?
+int-part ::= "0" | [1-9] [0-9]{0,14}
+integer ::= "-"? int-part
+)";
+
+std::string lit(std::string_view bytes) { return gbnf_literal(bytes); }
+std::string char_class(const std::vector<CodeRange>& ranges) { return gbnf_class(ranges); }
+
+// ---- schemas ------------------------------------------------------------------------------------
+
+const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
+                                            "$comment", "deprecated", "readOnly", "writeOnly"};
+const std::set<std::string> kKeywords = {"type", "properties", "required", "additionalProperties", "items",
+                                         "prefixItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
+                                         "$defs", "definitions", "minItems", "maxItems", "minLength", "maxLength",
+                                         "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+const std::set<std::string> kTypes = {"null", "boolean", "object", "array", "number", "integer", "string"};
+
+bool type_matches(const json& v, const std::string& t) {
+  if (t == "null") return v.is_null();
+  if (t == "boolean") return v.is_boolean();
+  if (t == "object") return v.is_object();
+  if (t == "array") return v.is_array();
+  if (t == "string") return v.is_string();
+  if (t == "number") return v.is_number();
+  if (t == "integer") {
+    return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                     std::floor(v.get<double>()) == v.get<double>());
+  }
+  return false;
+}
+
+// The JSON types a value of `t` can have; "number" covers integers.
+std::set<std::string> cover(const std::string& t) {
+  if (t == "number") return {"number", "integer"};
+  if (t == "integer") return {"integer"};
+  return {t};
+}
+
+class Gen {
+ public:
+  explicit Gen(const json& root) : root_(root) {}
+
+  std::string run() {
+    const std::string body = schema(root_, "#");
+    std::string out = "root ::= " + body + "\n";
+    for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
+    out += kBasics;
+    return out;
+  }
+
+ private:
+  const json& root_;
+  std::vector<std::pair<std::string, std::string>> rules_;
+  std::set<std::string> names_ = {"root", "value", "object", "member", "array", "string", "char", "hex4",
+                                  "number", "int-part", "integer", "key-char"};
+  std::map<std::string, std::string> refs_;
+  bool key_char_ = false;
+
+  std::string new_name(std::string_view hint) {
+    std::string base;
+    for (char c : hint) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+    if (base.empty() || base.size() > 40) base = base.substr(0, 40) + "r";
+    std::string name = base;
+    for (int k = 2; names_.count(name); ++k) name = fmt::format("{}-{}", base, k);
+    names_.insert(name);
+    return name;
+  }
+  std::string rule(std::string_view hint, std::string body) {
+    std::string name = new_name(hint);
+    rules_.emplace_back(name, std::move(body));
+    return name;
+  }
+
+  [[noreturn]] static void unsupported(const std::string& what, const std::string& where) {
+    fail("JSON Schema: {} at {} is not supported", what, where);
+  }
+
+  static void check_keywords(const json& s, const std::string& where) {
+    for (const auto& item : s.items()) {
+      const std::string& k = item.key();
+      if (!kKeywords.count(k) && !kAnnotations.count(k)) unsupported(fmt::format("the keyword '{}'", k), where);
+    }
+  }
+
+  const json& resolve(const json& ref, const std::string& where) const {
+    if (!ref.is_string()) fail("JSON Schema: '$ref' at {} must be a string", where);
+    const std::string r = ref.get<std::string>();
+    if (r.empty() || r[0] != '#') unsupported(fmt::format("'$ref' to '{}' (only local '#...' references)", r), where);
+    try {
+      return root_.at(json::json_pointer(r.substr(1)));
+    } catch (const json::exception&) {
+      fail("JSON Schema: '$ref' '{}' at {} does not resolve", r, where);
+    }
+  }
+
+  // The schema with a top-level $ref replaced by what it points to (siblings merged in).
+  json deref(const json& s, const std::string& where, int depth = 0) const {
+    if (!s.is_object() || !s.contains("$ref")) return s;
+    if (depth > 32) fail("JSON Schema: '$ref' at {} refers to itself without a schema in between", where);
+    json rest = s;
+    rest.erase("$ref");
+    return merge(deref(resolve(s.at("$ref"), where), where, depth + 1), rest, where);
+  }
+
+  static std::vector<std::string> types_of(const json& s, const std::string& where) {
+    std::vector<std::string> types;
+    const json& t = s.at("type");
+    if (t.is_string()) {
+      types.push_back(t.get<std::string>());
+    } else if (t.is_array()) {
+      for (const json& x : t) {
+        if (!x.is_string()) fail("JSON Schema: 'type' at {} must be a string or an array of strings", where);
+        types.push_back(x.get<std::string>());
+      }
+    } else {
+      fail("JSON Schema: 'type' at {} must be a string or an array of strings", where);
+    }
+    for (const std::string& x : types) {
+      if (!kTypes.count(x)) fail("JSON Schema: unknown type '{}' at {}", x, where);
+    }
+    if (types.empty()) fail("JSON Schema: 'type' at {} is an empty list", where);
+    return types;
+  }
+
+  // allOf of two schemas as one, for the cases where that is exact.
+  static json merge(const json& a, const json& b, const std::string& where) {
+    if (a.is_boolean()) {
+      if (!a.get<bool>()) fail("JSON Schema: allOf at {} includes the false schema", where);
+      return b;
+    }
+    if (b.is_boolean()) {
+      if (!b.get<bool>()) fail("JSON Schema: allOf at {} includes the false schema", where);
+      return a;
+    }
+    if (!a.is_object() || !b.is_object()) fail("JSON Schema: the schemas at {} must be objects", where);
+    for (const auto* x : {&a, &b}) {
+      const json& other = x == &a ? b : a;
+      if (x->contains("additionalProperties") && other.contains("properties")) {
+        for (const auto& item : other.at("properties").items()) {
+          if (!x->contains("properties") || !x->at("properties").contains(item.key())) {
+            unsupported("allOf combining 'additionalProperties' with properties of another branch", where);
+          }
+        }
+      }
+    }
+    json out = a;
+    for (const auto& [k, v] : b.items()) {
+      if (kAnnotations.count(k)) continue;
+      if (!out.contains(k)) {
+        out[k] = v;
+      } else if (k == "properties") {
+        for (const auto& [name, ps] : v.items()) {
+          json& slot = out[k][name];
+          if (slot.is_null()) {
+            slot = ps;
+          } else if (slot != ps) {
+            slot = json{{"allOf", json::array({slot, ps})}};
+          }
+        }
+      } else if (k == "required") {
+        for (const json& r : v) {
+          if (std::find(out[k].begin(), out[k].end(), r) == out[k].end()) out[k].push_back(r);
+        }
+      } else if (k == "type") {
+        std::vector<std::string> ta = types_of(out, where), tb = types_of(b, where), both;
+        for (const std::string& t : ta) {
+          for (const std::string& u : tb) {
+            if (t == u || (t == "number" && u == "integer")) both.push_back(u);
+            else if (t == "integer" && u == "number") both.push_back(t);
+          }
+        }
+        if (both.empty()) fail("JSON Schema: allOf at {}: the types do not intersect", where);
+        out[k] = both;
+      } else if (k == "minLength" || k == "minItems" || k == "minimum" || k == "exclusiveMinimum") {
+        out[k] = std::max(out[k].get<double>(), v.get<double>());
+      } else if (k == "maxLength" || k == "maxItems" || k == "maximum" || k == "exclusiveMaximum") {
+        out[k] = std::min(out[k].get<double>(), v.get<double>());
+      } else if (out[k] != v) {
+        unsupported(fmt::format("allOf with different '{}' in its branches", k), where);
+      }
+    }
+    return out;
+  }
+
+  static json without(json s, std::initializer_list<const char*> keys) {
+    for (const char* k : keys) s.erase(k);
+    for (const std::string& k : kAnnotations) s.erase(k);
+    return s;
+  }
+
+  std::string ref_rule(const json& ref, const std::string& where) {
+    const std::string key = ref.is_string() ? ref.get<std::string>() : "";
+    auto it = refs_.find(key);
+    if (it != refs_.end()) return it->second;
+    const json& target = resolve(ref, where);  // checks the reference first
+    const size_t slash = key.rfind('/');
+    const std::string name = new_name("ref-" + key.substr(slash == std::string::npos ? 1 : slash + 1));
+    refs_[key] = name;
+    std::string body = schema(target, key);
+    rules_.emplace_back(name, std::move(body));
+    return name;
+  }
+
+  std::string schema(const json& s, const std::string& where) {
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return "value";
+      fail("JSON Schema: the schema at {} is false (no value can match it)", where);
+    }
+    if (!s.is_object()) fail("JSON Schema: the schema at {} must be an object or a boolean", where);
+    check_keywords(s, where);
+    if (s.contains("$ref")) {
+      const json rest = without(s, {"$ref", "$defs", "definitions"});
+      if (rest.empty()) return ref_rule(s.at("$ref"), where);
+      return schema(deref(without(s, {"$defs", "definitions"}), where), where);
+    }
+    if (s.contains("allOf")) {
+      const json& all = s.at("allOf");
+      if (!all.is_array() || all.empty()) fail("JSON Schema: 'allOf' at {} must be a non-empty array", where);
+      json m = without(s, {"allOf", "$defs", "definitions"});
+      for (size_t i = 0; i < all.size(); ++i) {
+        const std::string w = fmt::format("{}/allOf/{}", where, i);
+        m = merge(m, deref(all[i], w), w);
+      }
+      return schema(m, where);
+    }
+    if (s.contains("anyOf") && s.contains("oneOf")) unsupported("'anyOf' together with 'oneOf'", where);
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (!s.contains(key)) continue;
+      const json& branches = s.at(key);
+      if (!branches.is_array() || branches.empty()) fail("JSON Schema: '{}' at {} must be a non-empty array", key, where);
+      const json rest = without(s, {"anyOf", "oneOf", "$defs", "definitions"});
+      std::vector<json> merged;
+      std::string out = "(";
+      for (size_t i = 0; i < branches.size(); ++i) {
+        const std::string w = fmt::format("{}/{}/{}", where, key, i);
+        if (rest.empty()) {
+          // A branch that is only a $ref keeps its rule (recursive schemas).
+          merged.push_back(deref(branches[i], w));
+          out += (i ? " | " : "") + schema(branches[i], w);
+        } else {
+          merged.push_back(merge(rest, deref(branches[i], w), w));
+          out += (i ? " | " : "") + schema(merged.back(), w);
+        }
+      }
+      if (std::string(key) == "oneOf") check_exclusive(merged, where);
+      return out + ")";
+    }
+    std::vector<std::string> types;
+    if (s.contains("type")) types = types_of(s, where);
+    if (s.contains("const")) {
+      const json& c = s.at("const");
+      if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& t) { return type_matches(c, t); })) {
+        fail("JSON Schema: 'const' at {} does not have the schema's type", where);
+      }
+      if (s.contains("enum") && std::find(s.at("enum").begin(), s.at("enum").end(), c) == s.at("enum").end()) {
+        fail("JSON Schema: 'const' at {} is not in its 'enum'", where);
+      }
+      return lit(c.dump());
+    }
+    if (s.contains("enum")) {
+      const json& e = s.at("enum");
+      if (!e.is_array() || e.empty()) fail("JSON Schema: 'enum' at {} must be a non-empty array", where);
+      std::string out;
+      for (const json& v : e) {
+        if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& t) { return type_matches(v, t); })) continue;
+        out += (out.empty() ? "(" : " | ") + lit(v.dump());
+      }
+      if (out.empty()) fail("JSON Schema: no value of 'enum' at {} has the schema's type", where);
+      return out + ")";
+    }
+    if (types.empty()) {
+      const auto has = [&](std::initializer_list<const char*> keys) {
+        return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return s.contains(k); });
+      };
+      if (has({"properties", "required", "additionalProperties"})) types = {"object"};
+      else if (has({"items", "prefixItems", "minItems", "maxItems"})) types = {"array"};
+      else if (has({"minLength", "maxLength", "pattern"})) types = {"string"};
+      else if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types = {"integer"};
+      else return "value";
+    }
+    std::string out;
+    for (const std::string& t : types) out += (out.empty() ? "(" : " | ") + type_body(t, s, where);
+    return out + ")";
+  }
+
+  // oneOf is generated as anyOf: only when no value can match two branches.
+  static void check_exclusive(const std::vector<json>& branches, const std::string& where) {
+    // Distinct types.
+    std::vector<std::set<std::string>> covers;
+    bool typed = true;
+    for (const json& b : branches) {
+      std::set<std::string> c;
+      if (!b.is_object()) {
+        typed = false;
+        break;
+      }
+      if (b.contains("const")) {
+        for (const std::string& t : kTypes) if (type_matches(b.at("const"), t)) c.insert(t);
+      } else if (b.contains("type")) {
+        for (const std::string& t : types_of(b, where)) for (const std::string& u : cover(t)) c.insert(u);
+      } else {
+        typed = false;
+        break;
+      }
+      covers.push_back(c);
+    }
+    const auto disjoint = [](const auto& sets) {
+      for (size_t i = 0; i < sets.size(); ++i) {
+        for (size_t j = i + 1; j < sets.size(); ++j) {
+          for (const auto& x : sets[i]) if (sets[j].count(x)) return false;
+        }
+      }
+      return true;
+    };
+    if (typed && disjoint(covers)) return;
+    // Constants.
+    std::vector<std::set<std::string>> values;
+    bool constant = true;
+    for (const json& b : branches) {
+      std::set<std::string> v;
+      if (b.is_object() && b.contains("const")) v.insert(b.at("const").dump());
+      else if (b.is_object() && b.contains("enum") && b.at("enum").is_array()) for (const json& x : b.at("enum")) v.insert(x.dump());
+      else constant = false;
+      values.push_back(v);
+    }
+    if (constant && disjoint(values)) return;
+    // A required property with a distinct constant in each branch (a discriminator).
+    if (branches[0].is_object() && branches[0].contains("properties") && branches[0].at("properties").is_object()) {
+      for (const auto& item : branches[0].at("properties").items()) {
+        const std::string& name = item.key();
+        std::vector<std::set<std::string>> tags;
+        bool ok = true;
+        for (const json& b : branches) {
+          const bool required = b.is_object() && b.contains("required") && b.at("required").is_array() &&
+                                std::find(b.at("required").begin(), b.at("required").end(), name) != b.at("required").end();
+          if (!required || !b.contains("properties") || !b.at("properties").contains(name) ||
+              !b.at("properties").at(name).is_object() || !b.at("properties").at(name).contains("const")) {
+            ok = false;
+            break;
+          }
+          tags.push_back({b.at("properties").at(name).at("const").dump()});
+        }
+        if (ok && disjoint(tags)) return;
+      }
+    }
+    unsupported("'oneOf' whose branches are not provably exclusive (distinct types, distinct constants, or a "
+                "required property with a distinct 'const' in each branch)", where);
+  }
+
+  static std::optional<int64_t> count(const json& s, const char* key, const std::string& where) {
+    if (!s.contains(key)) return std::nullopt;
+    const json& v = s.at(key);
+    if (!v.is_number() || v.get<double>() < 0 || std::floor(v.get<double>()) != v.get<double>()) {
+      fail("JSON Schema: '{}' at {} must be a non-negative integer", key, where);
+    }
+    if (v.get<double>() > kMaxCount) unsupported(fmt::format("'{}' over {}", key, kMaxCount), where);
+    return static_cast<int64_t>(v.get<double>());
+  }
+
+  std::string type_body(const std::string& t, const json& s, const std::string& where) {
+    if (t == "null") return lit("null");
+    if (t == "boolean") return "(" + lit("true") + " | " + lit("false") + ")";
+    if (t == "string") return string_body(s, where);
+    if (t == "integer") return integer_body(s, where);
+    if (t == "number") {
+      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+        if (s.contains(k)) unsupported(fmt::format("'{}' on a number (bounds are supported on integers)", k), where);
+      }
+      return "number";
+    }
+    if (t == "object") return object_body(s, where);
+    return array_body(s, where);
+  }
+
+  std::string string_body(const json& s, const std::string& where) {
+    const std::string quote = lit("\"");
+    if (s.contains("pattern")) {
+      if (s.contains("minLength") || s.contains("maxLength")) unsupported("'pattern' together with minLength/maxLength", where);
+      if (!s.at("pattern").is_string()) fail("JSON Schema: 'pattern' at {} must be a string", where);
+      return "(" + quote + " " + pattern_to_gbnf(s.at("pattern").get<std::string>(), where) + " " + quote + ")";
+    }
+    const int64_t lo = count(s, "minLength", where).value_or(0);
+    const std::optional<int64_t> hi = count(s, "maxLength", where);
+    if (hi && *hi < lo) fail("JSON Schema: at {} maxLength < minLength: no string matches", where);
+    if (lo == 0 && !hi) return "string";
+    return "(" + quote + " char{" + std::to_string(lo) + "," + (hi ? std::to_string(*hi) : "") + "} " + quote + ")";
+  }
+
+  // ---- integers in a range ----
+
+  std::string integer_body(const json& s, const std::string& where) {
+    int64_t lo = -kMaxInteger, hi = kMaxInteger;
+    bool bounded = false;
+    const auto bound = [&](const char* key, bool lower, bool exclusive) {
+      if (!s.contains(key)) return;
+      const json& v = s.at(key);
+      if (!v.is_number()) fail("JSON Schema: '{}' at {} must be a number", key, where);
+      const double d = v.get<double>();
+      if (!std::isfinite(d) || std::fabs(d) > 1e15) unsupported(fmt::format("'{}' beyond 15 digits", key), where);
+      bounded = true;
+      if (lower) {
+        const int64_t b = exclusive ? static_cast<int64_t>(std::floor(d)) + 1 : static_cast<int64_t>(std::ceil(d));
+        lo = std::max(lo, b);
+      } else {
+        const int64_t b = exclusive ? static_cast<int64_t>(std::ceil(d)) - 1 : static_cast<int64_t>(std::floor(d));
+        hi = std::min(hi, b);
+      }
+    };
+    bound("minimum", true, false);
+    bound("exclusiveMinimum", true, true);
+    bound("maximum", false, false);
+    bound("exclusiveMaximum", false, true);
+    if (!bounded) return "integer";
+    if (lo > hi) fail("JSON Schema: no integer at {} is within its bounds", where);
+    std::vector<std::string> parts;
+    if (lo < 0) parts.push_back(lit("-") + " " + non_negative(std::max<int64_t>(1, -hi), -lo));
+    if (hi >= 0) parts.push_back(non_negative(std::max<int64_t>(0, lo), hi));
+    std::string out = "(";
+    for (size_t i = 0; i < parts.size(); ++i) out += (i ? " | " : "") + parts[i];
+    return out + ")";
+  }
+
+  // ---- objects ----
+
+  // A JSON string (with quotes) that is none of `names` (ASCII, no escapes in the key).
+  std::string key_not_in(const std::vector<std::string>& names, const std::string& where) {
+    for (const std::string& n : names) {
+      for (char c : n) {
+        const unsigned char u = static_cast<unsigned char>(c);
+        if (u >= 0x80 || u < 0x20 || c == '"' || c == '\\') {
+          unsupported("extra properties next to a property name that is not plain ASCII", where);
+        }
+      }
+    }
+    if (!key_char_) {
+      rules_.emplace_back("key-char", R"([^"\\\x00-\x1F])");
+      key_char_ = true;
+    }
+    return lit("\"") + " " + key_rest("", names, where);
+  }
+  std::string key_rest(const std::string& prefix, const std::vector<std::string>& names, const std::string& where) {
+    std::set<unsigned char> next;
+    bool is_name = false;
+    for (const std::string& n : names) {
+      if (n == prefix) is_name = true;
+      else if (n.size() > prefix.size() && n.compare(0, prefix.size(), prefix) == 0) next.insert(static_cast<unsigned char>(n[prefix.size()]));
+    }
+    std::vector<std::string> alts;
+    if (!is_name) alts.push_back(lit("\""));
+    for (unsigned char c : next) alts.push_back(lit(std::string(1, static_cast<char>(c))) + " " + key_rest(prefix + static_cast<char>(c), names, where));
+    std::vector<CodeRange> other = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
+    for (unsigned char c : next) other.push_back({c, c});
+    alts.push_back(char_class(complement(other)) + " key-char* " + lit("\""));
+    std::string body;
+    for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
+    return rule("key", body);
+  }
+
+  std::string object_body(const json& s, const std::string& where) {
+    json props = json::object();
+    if (s.contains("properties")) {
+      if (!s.at("properties").is_object()) fail("JSON Schema: 'properties' at {} must be an object", where);
+      props = s.at("properties");
+    }
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s.at("required").is_array()) fail("JSON Schema: 'required' at {} must be an array", where);
+      for (const json& r : s.at("required")) {
+        if (!r.is_string()) fail("JSON Schema: 'required' at {} must hold strings", where);
+        required.insert(r.get<std::string>());
+      }
+    }
+    // Extra properties: none when the schema lists properties and says nothing (a subset of
+    // what it allows), any when it lists none, else as additionalProperties says.
+    std::optional<json> extra;
+    if (s.contains("additionalProperties")) {
+      const json& a = s.at("additionalProperties");
+      if (!(a.is_boolean() && !a.get<bool>())) extra = a;
+    } else if (props.empty()) {
+      extra = json(true);
+    }
+    std::vector<std::tuple<std::string, json, bool>> order;  // name, schema, required
+    for (const auto& [name, ps] : props.items()) order.emplace_back(name, ps, required.count(name) > 0);
+    for (const std::string& r : required) {
+      if (props.contains(r)) continue;
+      if (!s.contains("additionalProperties")) {
+        order.emplace_back(r, json(true), true);
+      } else if (extra) {
+        order.emplace_back(r, *extra, true);
+      } else {
+        fail("JSON Schema: at {} the required property '{}' is forbidden by additionalProperties", where, r);
+      }
+    }
+    std::vector<std::string> names;
+    for (const auto& entry : order) names.push_back(std::get<0>(entry));
+    std::string a_next, b_next;  // rules after the last listed property, nothing / something emitted
+    if (extra) {
+      const std::string key = names.empty() ? "string" : key_not_in(names, where);
+      const std::string kv = rule("extra-kv", key + " " + lit(":") + " " + schema(*extra, where + "/additionalProperties"));
+      a_next = rule("extra-a", "( " + kv + " ( " + lit(",") + " " + kv + " )* )?");
+      b_next = rule("extra-b", "( " + lit(",") + " " + kv + " )*");
+    }
+    for (size_t i = order.size(); i-- > 0;) {
+      const auto& [name, ps, req] = order[i];
+      const std::string value = schema(ps, where + "/properties/" + name);
+      const std::string kv = lit(json(name).dump()) + " " + lit(":") + " " + value;
+      const std::string then = b_next.empty() ? "" : " " + b_next;
+      std::string a_body = kv + then, b_body = lit(",") + " " + kv + then;
+      if (!req) {
+        a_body += " | " + a_next;
+        b_body += " | " + b_next;
+      }
+      const std::string hint = "obj-" + name;
+      a_next = rule(hint + "-a", a_body);
+      b_next = rule(hint + "-b", b_body);
+    }
+    return "(" + lit("{") + " " + a_next + " " + lit("}") + ")";
+  }
+
+  // ---- arrays ----
+
+  std::string array_body(const json& s, const std::string& where) {
+    std::vector<json> prefix;
+    if (s.contains("prefixItems")) {
+      if (!s.at("prefixItems").is_array()) fail("JSON Schema: 'prefixItems' at {} must be an array", where);
+      for (const json& p : s.at("prefixItems")) prefix.push_back(p);
+    }
+    std::optional<json> rest = json(true);
+    if (s.contains("items")) {
+      const json& it = s.at("items");
+      if (it.is_array()) unsupported("'items' as an array (use prefixItems)", where);
+      if (it.is_boolean() && !it.get<bool>()) rest.reset();
+      else rest = it;
+    }
+    const int64_t k = static_cast<int64_t>(prefix.size());
+    const int64_t lo = count(s, "minItems", where).value_or(0);
+    std::optional<int64_t> hi = count(s, "maxItems", where);
+    if (!rest) hi = std::min(hi.value_or(k), k);
+    if (hi && *hi < lo) fail("JSON Schema: at {} no array has between minItems and maxItems items", where);
+    std::string rest_expr;
+    if (rest && (!hi || *hi > k)) rest_expr = schema(*rest, where + "/items");
+    const auto elem = [&](int64_t i) {
+      return i < k ? schema(prefix[static_cast<size_t>(i)], fmt::format("{}/prefixItems/{}", where, i)) : rest_expr;
+    };
+    const int64_t explicit_n = std::min(std::max(k, lo), hi.value_or(std::max(k, lo)));
+    // After the explicit positions: more items of `rest`, up to maxItems.
+    std::string tail;
+    if (!rest_expr.empty() && (!hi || *hi > explicit_n)) {
+      const std::string more = "( " + lit(",") + " " + rest_expr + " )";
+      tail = hi ? fmt::format("{}{{0,{}}}", more, *hi - explicit_n) : more + "*";
+    }
+    std::string body;
+    if (explicit_n == 0) {
+      if (!rest_expr.empty() && (!hi || *hi > 0)) {
+        const std::string more = "( " + lit(",") + " " + rest_expr + " )";
+        body = "( " + rest_expr + " " + (hi ? fmt::format("{}{{0,{}}}", more, *hi - 1) : more + "*") + " )?";
+      }
+    } else {
+      std::string chain = tail;  // after position explicit_n - 1
+      for (int64_t i = explicit_n - 1; i >= 1; --i) {
+        const std::string item = lit(",") + " " + elem(i) + (chain.empty() ? "" : " " + chain);
+        chain = i < lo ? item : "( " + item + " )?";
+        chain = rule("items", chain);
+      }
+      body = elem(0) + (chain.empty() ? "" : " " + chain);
+      if (lo == 0) body = "( " + body + " )?";
+    }
+    return "(" + lit("[") + (body.empty() ? "" : " " + body) + " " + lit("]") + ")";
+  }
+};
+
+}  // namespace
+
+std::string json_object_gbnf() { return std::string("root ::= object\n") + kBasics; }
+
+std::string json_schema_to_gbnf(std::string_view schema_json) {
+  json schema;
+  try {
+    schema = json::parse(schema_json);
+  } catch (const json::exception& e) {
+    fail("JSON Schema: not valid JSON: {}", e.what());
+  }
+  return Gen(schema).run();
+}
+
+}  // namespace nanoinfer

@@ -1,0 +1,116 @@
+// The request fields of structured output, logprobs and OpenAI's penalties in `serve`'s wire
+// format (src/serve/api.h): parsed, range-checked, refused by name when not enforceable or not
+// implemented, and the logprobs response shapes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/api.h"
+
+namespace nanoinfer::serve {
+namespace {
+
+using json = nlohmann::json;
+
+CompletionRequest chat(const json& extra) {
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+  if (!extra.is_null()) body.update(extra);
+  return parse_request(body.dump(), Endpoint::Chat);
+}
+
+std::string refusal(const json& extra, Endpoint endpoint = Endpoint::Chat) {
+  json body = endpoint == Endpoint::Chat ? json{{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}}
+                                         : json{{"prompt", "hi"}};
+  if (!extra.is_null()) body.update(extra);
+  try {
+    parse_request(body.dump(), endpoint);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ServeApiFields, ResponseFormatAndGrammarCompile) {
+  EXPECT_EQ(chat({}).grammar, nullptr);
+  EXPECT_EQ(chat({{"response_format", {{"type", "text"}}}}).grammar, nullptr);
+  const CompletionRequest o = chat({{"response_format", {{"type", "json_object"}}}});
+  ASSERT_NE(o.grammar, nullptr);
+  GrammarState s(*o.grammar);
+  EXPECT_TRUE(s.advance(std::string_view(R"({"a":1})")) && s.complete());
+  const CompletionRequest j = chat({{"response_format", {{"type", "json_schema"},
+      {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", {{"type", "boolean"}}}}}}}});
+  ASSERT_NE(j.grammar, nullptr);
+  GrammarState b(*j.grammar);
+  EXPECT_TRUE(b.advance(std::string_view("false")) && b.complete());
+  const CompletionRequest g = parse_request(R"({"prompt":"p","grammar":"root ::= \"x\""})", Endpoint::Completion);
+  ASSERT_NE(g.grammar, nullptr);
+}
+
+TEST(ServeApiFields, RefusalsNameTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string","format":"uri"}}}})", "'format'"},
+      {R"({"response_format":{"type":"json_schema","json_schema":{"name":"x"}}})", "schema"},
+      {R"({"response_format":{"type":"yaml"}})", "response_format.type"},
+      {R"({"response_format":{"type":"json_object"},"grammar":"root ::= \"a\""})", "'grammar'"},
+      {R"({"grammar":"root ::= undefined-rule"})", "undefined-rule"},
+      {R"({"tools":[{"type":"function"}]})", "'tools'"},
+      {R"({"tool_choice":"required"})", "'tool_choice'"},
+      {R"({"functions":[]})", "'functions'"},
+      {R"({"modalities":["audio"]})", "'modalities'"},
+      {R"({"top_logprobs":2})", "'top_logprobs'"},
+      {R"({"logprobs":true,"top_logprobs":21})", "'top_logprobs'"},
+      {R"({"logprobs":3})", "'logprobs'"},
+      {R"({"frequency_penalty":2.5})", "'frequency_penalty'"},
+      {R"({"presence_penalty":-3})", "'presence_penalty'"},
+      {R"({"logit_bias":{"x1":1}})", "'logit_bias'"},
+      {R"({"logit_bias":{"12":200}})", "'logit_bias'"},
+      {R"({"n":3})", "'n'"},
+  };
+  for (const auto& [extra, needle] : cases) {
+    const std::string e = refusal(json::parse(extra));
+    EXPECT_NE(e.find(needle), std::string::npos) << extra << " gave '" << e << "'";
+  }
+  EXPECT_NE(refusal({{"echo", true}}, Endpoint::Completion).find("'echo'"), std::string::npos);
+  EXPECT_NE(refusal({{"best_of", 2}}, Endpoint::Completion).find("'best_of'"), std::string::npos);
+  EXPECT_NE(refusal({{"suffix", "s"}}, Endpoint::Completion).find("'suffix'"), std::string::npos);
+  EXPECT_NE(refusal({{"logprobs", true}}, Endpoint::Completion).find("'logprobs'"), std::string::npos);
+  // What changes nothing is accepted.
+  EXPECT_EQ(refusal({{"tools", json::array()}, {"tool_choice", "none"}, {"user", "u"}, {"parallel_tool_calls", true}}), "");
+}
+
+TEST(ServeApiFields, LogprobsAndPenalties) {
+  EXPECT_EQ(chat({}).top_logprobs, -1);
+  EXPECT_EQ(chat({{"logprobs", false}}).top_logprobs, -1);
+  EXPECT_EQ(chat({{"logprobs", true}}).top_logprobs, 0);
+  EXPECT_EQ(chat({{"logprobs", true}, {"top_logprobs", 20}}).top_logprobs, 20);
+  EXPECT_EQ(parse_request(R"({"prompt":"p","logprobs":5})", Endpoint::Completion).top_logprobs, 5);
+  const CompletionRequest p = chat({{"frequency_penalty", 0.5}, {"presence_penalty", -1}, {"logit_bias", {{"7", -100}, {"3", 2.5}}}});
+  EXPECT_EQ(p.frequency_penalty, 0.5);
+  EXPECT_EQ(p.presence_penalty, -1);
+  EXPECT_EQ(p.logit_bias, (std::map<int32_t, double>{{3, 2.5}, {7, -100}}));
+}
+
+TEST(ServeApiFields, LogprobsShapes) {
+  const ResponseId id{"x", 1, "m"};
+  const std::vector<TokenLogprob> lps = {{"He", -0.5, {{"He", -0.5}, {"A", -1.25}}}, {"\xe2\x82", -2.0, {}}};
+  const json c = json::parse(response_json(Endpoint::Chat, id, "He", FinishReason::Stop, {1, 2}, nullptr, &lps));
+  const json& content = c["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "He");
+  EXPECT_EQ(content[0]["logprob"], -0.5);
+  EXPECT_EQ(content[0]["bytes"], json::array({72, 101}));
+  EXPECT_EQ(content[0]["top_logprobs"][1]["token"], "A");
+  EXPECT_EQ(content[1]["bytes"], json::array({0xe2, 0x82}));
+  EXPECT_TRUE(json::parse(response_json(Endpoint::Chat, id, "He", FinishReason::Stop, {1, 2}))["choices"][0]["logprobs"].is_null());
+  const json t = json::parse(response_json(Endpoint::Completion, id, "He", FinishReason::Length, {1, 2}, nullptr, &lps));
+  const json& l = t["choices"][0]["logprobs"];
+  EXPECT_EQ(l["token_logprobs"], json::array({-0.5, -2.0}));
+  EXPECT_EQ(l["top_logprobs"][0]["A"], -1.25);
+  EXPECT_EQ(l["text_offset"], json::array({0, 2}));
+  const json chunk = json::parse(chunk_json(Endpoint::Completion, id, {.text = "x", .logprobs = &lps, .text_offset = 10}));
+  EXPECT_EQ(chunk["choices"][0]["logprobs"]["text_offset"], json::array({10, 12}));
+}
+
+}  // namespace
+}  // namespace nanoinfer::serve

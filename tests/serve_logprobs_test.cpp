@@ -1,0 +1,125 @@
+// logprobs and grammars through the serve scheduler with the embedded default model: each
+// token's logprob and top alternatives equal the log-softmax (the perplexity code's,
+// log_softmax_at) of the logits an independent forward pass gives for the same tokens; a grammar
+// job ends by end of sequence only on a complete sentence of its grammar.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "model/ops.h"
+#include "nanoinfer/engine.h"
+#include "nanoinfer/generation_step.h"
+#include "serve/scheduler.h"
+
+namespace nanoinfer::serve {
+namespace {
+
+struct Drained {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  FinishReason finish = FinishReason::Stop;
+  std::vector<int32_t> ids;
+};
+
+Drained drain(Channel& channel) {
+  Drained d;
+  for (Channel::Piece p = channel.next();; p = channel.next()) {
+    d.text += p.text;
+    for (auto& lp : p.logprobs) d.logprobs.push_back(std::move(lp));
+    if (p.done) break;
+  }
+  EXPECT_EQ(channel.outcome(), Outcome::Finished) << channel.error();
+  d.finish = channel.finish_reason();
+  d.ids = channel.completion_ids();
+  return d;
+}
+
+class ServeLogprobs : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    OpenOptions options;
+    options.model.threads = 2;
+    m_ = new OpenedModel(open_model("", options));
+  }
+  static void TearDownTestSuite() {
+    delete m_;
+    m_ = nullptr;
+  }
+  static OpenedModel* m_;
+  Metrics metrics_;
+};
+OpenedModel* ServeLogprobs::m_ = nullptr;
+
+TEST_F(ServeLogprobs, EqualTheLogSoftmaxOfAnIndependentForwardPass) {
+  const Tokenizer& tok = m_->tokenizer;
+  const Model& model = m_->model;
+  const size_t vocab = std::min<size_t>(model.vocab_size(), static_cast<size_t>(tok.vocab_size()));
+  Scheduler scheduler(model, tok, {.parallel = 2, .queue = 4}, metrics_);
+  Job job;
+  job.prompt = encode_raw_prompt(tok, "Once upon a time there was");
+  job.max_tokens = 24;
+  job.sampling = SamplerParams{.temperature = 1.0, .seed = 42};
+  job.eos_ids = stop_token_ids(m_->generation, tok, false);
+  job.top_logprobs = 5;
+  const Drained d = drain(*scheduler.submit(job));
+  ASSERT_EQ(d.logprobs.size(), d.ids.size());
+  ASSERT_GT(d.ids.size(), 0u);
+
+  Sequence seq = model.new_sequence();
+  std::span<const float> logits = model.forward(job.prompt, seq);
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    const int32_t id = d.ids[i];
+    EXPECT_EQ(d.logprobs[i].token, tok.token_bytes(id));
+    const double want = log_softmax_at(logits.data(), vocab, static_cast<size_t>(id));
+    EXPECT_NEAR(d.logprobs[i].logprob, want, 1e-6) << "token " << i;
+    // The top 5: the 5 largest logits, in order, with their log-softmax.
+    std::vector<size_t> order(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + 5, order.end(), [&](size_t a, size_t b) {
+      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    });
+    ASSERT_EQ(d.logprobs[i].top.size(), 5u);
+    for (size_t k = 0; k < 5; ++k) {
+      EXPECT_EQ(d.logprobs[i].top[k].first, tok.token_bytes(static_cast<int32_t>(order[k])));
+      EXPECT_NEAR(d.logprobs[i].top[k].second, log_softmax_at(logits.data(), vocab, order[k]), 1e-6);
+    }
+    logits = model.forward(std::span(&id, 1), seq);
+  }
+}
+
+TEST_F(ServeLogprobs, GrammarJobsEndOnlyOnCompleteSentences) {
+  const Tokenizer& tok = m_->tokenizer;
+  Scheduler scheduler(m_->model, tok, {.parallel = 4, .queue = 16}, metrics_);
+  const auto trie = VocabTrie::of(tok);
+  const auto grammar = std::make_shared<const Grammar>(Grammar::from_gbnf(json_schema_to_gbnf(
+      R"({"type":"object","properties":{"ok":{"type":"boolean"},"n":{"type":"integer","minimum":0,"maximum":99}},
+          "required":["ok","n"],"additionalProperties":false})")));
+  std::vector<std::shared_ptr<Channel>> channels;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    Job job;
+    job.prompt = encode_raw_prompt(tok, "JSON:");
+    job.max_tokens = 40;
+    job.sampling = SamplerParams{.temperature = 1.0, .seed = seed};
+    job.eos_ids = stop_token_ids(m_->generation, tok, false);
+    job.grammar = grammar;
+    job.trie = trie;
+    channels.push_back(scheduler.submit(job));
+  }
+  int ended = 0;
+  for (auto& c : channels) {
+    const Drained d = drain(*c);
+    if (d.finish != FinishReason::Stop) continue;
+    ++ended;
+    const nlohmann::json v = nlohmann::json::parse(d.text);
+    EXPECT_TRUE(v.at("ok").is_boolean()) << d.text;
+    EXPECT_GE(v.at("n").get<int>(), 0);
+    EXPECT_LE(v.at("n").get<int>(), 99);
+    EXPECT_EQ(v.size(), 2u);
+  }
+  EXPECT_GT(ended, 4);
+}
+
+}  // namespace
+}  // namespace nanoinfer::serve
