@@ -22,6 +22,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +54,10 @@ class Channel {
   };
   // Blocks until there is text or the generation ended; takes the pending text.
   Piece next();
+  // As next(), waiting at most `timeout`: nullopt when nothing came (a handler checks its
+  // client between waits).
+  std::optional<Piece> next_for(std::chrono::milliseconds timeout);
+  // The scheduler drops a cancelled request at its next step, or from the queue.
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
 
@@ -100,8 +105,12 @@ class Scheduler {
   // Cancels queued and running requests (their channels close as Cancelled) and joins.
   void shutdown();
 
+  // Requests accepted beyond the `parallel` that may run: those that wait (<= queue).
   size_t queue_depth() const;
   size_t active() const { return active_; }
+  // Requests accepted and not yet finished (queued, starting or running): at most
+  // parallel + queue, the bound submit() keeps.
+  size_t holding() const;
 
  private:
   struct Slot;
@@ -114,6 +123,7 @@ class Scheduler {
   void start(Slot& slot, Queued q);
   void accept_token(Slot& slot, std::span<const float> logits);
   void finish(Slot& slot, Outcome outcome, FinishReason finish, std::string error = {});
+  void release();  // one request of holding_ is done
 
   const Model& model_;
   const Tokenizer& tokenizer_;
@@ -125,6 +135,7 @@ class Scheduler {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Queued> queue_;
+  size_t holding_ = 0;  // see holding(); under mutex_
   bool stopping_ = false;
   std::atomic<size_t> active_{0};
   std::thread thread_;
