@@ -91,14 +91,27 @@ class ConnStream : public httplib::Stream {
       const size_t n = std::min(size, buffer_.size() - pos_);
       std::memcpy(ptr, buffer_.data() + pos_, n);
       pos_ += n;
+      consumed_ += n;
       return static_cast<ssize_t>(n);
     }
     if (!wait(POLLIN, read_wait())) return -1;
     while (true) {
       const ssize_t n = ::recv(fd_, ptr, size, 0);
       if (n < 0 && errno == EINTR) continue;
+      if (n > 0) consumed_ += static_cast<size_t>(n);
       return n;
     }
+  }
+  size_t consumed() const { return consumed_; }  // bytes read() returned
+  // Reads and drops `n` bytes (a body no handler read); false if they do not come.
+  bool discard(size_t n) {
+    char buf[4096];
+    while (n > 0) {
+      const ssize_t got = read(buf, std::min(n, sizeof buf));
+      if (got <= 0) return false;
+      n -= static_cast<size_t>(got);
+    }
+    return true;
   }
   ssize_t write(const char* ptr, size_t size) override {
     if (!wait(POLLOUT, io_ms_)) return -1;
@@ -139,6 +152,7 @@ class ConnStream : public httplib::Stream {
   int fd_;
   std::string buffer_;
   size_t pos_ = 0;
+  size_t consumed_ = 0;
   Clock::time_point deadline_;
   int io_ms_;
 };
@@ -470,6 +484,7 @@ bool Front::on_head(Conn& c, size_t head_end) {
   }
   // The whole request, body included, must arrive within the body deadline.
   c.deadline = Clock::now() + options_.body_timeout;
+  c.request_bytes = head_end + content_length;
   Pool& pool = (content_length == 0 && (method == "GET" || method == "HEAD")) ? light_ : heavy_;
   {
     std::lock_guard lock(pool.mutex);
@@ -504,6 +519,10 @@ void Front::answer(Conn c) {
     ok = false;
   }
   current_fd = -1;
+  // A request refused before its body was read (401, 415 ...) leaves the body on the
+  // connection: it is dropped here, or it would be read as the next request.
+  const size_t consumed = stream.consumed();
+  if (ok && !closed && !stopping_ && consumed < c.request_bytes) ok = stream.discard(c.request_bytes - consumed);
   if (!ok || closed || stopping_) {
     close_conn(c);
     return;

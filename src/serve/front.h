@@ -78,6 +78,7 @@ class Front : public httplib::Server {
     bool started = false;   // a byte of the current head has arrived
     bool draining = false;  // answered and closing: discard what still comes
     size_t drained = 0;
+    size_t request_bytes = 0;  // head + Content-Length of the request being answered
   };
   struct Pool {
     std::mutex mutex;

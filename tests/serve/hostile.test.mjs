@@ -269,7 +269,7 @@ test('a client that leaves a non-streaming request cancels its generation', asyn
     let after;
     for (let waited = 0; waited < 30000; waited += 100) {
       after = await metrics(s.base);
-      if (after.value('nanoinfer_requests_total{status="499"}') === 1) break;
+      if (after.value('nanoinfer_requests_total{status="499"}') === 1 && after.value('nanoinfer_active_sequences') === 0) break;
       await sleep(100);
     }
     assert.equal(after.value('nanoinfer_requests_total{status="499"}'), 1, after.text);
