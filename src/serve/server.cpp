@@ -1,4 +1,5 @@
-// The HTTP side of `nanoinfer serve` (cpp-httplib): routes, API key, error JSON, streaming.
+// The HTTP side of `nanoinfer serve`: routes, API key, Host and Content-Type checks, error
+// JSON, streaming, on cpp-httplib behind the connection front of serve/front.h.
 // Each request is parsed and tokenized on its handler thread, checked against the context,
 // then handed to the scheduler; the handler drains the request's channel into one response or
 // into server-sent events.
