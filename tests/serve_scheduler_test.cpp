@@ -158,6 +158,57 @@ TEST_F(ServeScheduler, AFullQueueRefusesAndCancelledRequestsEnd) {
   EXPECT_TRUE(scheduler.submit(job("the cat", 2, kGreedy)));
 }
 
+// --queue is strict (issue 19, item 15): of a burst of requests, exactly parallel + queue are
+// taken, whatever the scheduler thread is doing meanwhile (taking some from the queue, starting
+// them), and the reported queue depth never passes --queue.
+TEST_F(ServeScheduler, TheQueueBoundIsStrict) {
+  constexpr size_t kParallel = 2, kQueue = 3, kBurst = 12;
+  Scheduler scheduler(*model_, *tok_, {.parallel = kParallel, .queue = kQueue}, metrics_);
+  Job endless = job("the cat", 90, {.temperature = 1.0, .seed = 1});
+  endless.eos_ids.clear();
+  std::vector<std::shared_ptr<Channel>> taken;
+  size_t refused = 0, deepest = 0;
+  for (size_t i = 0; i < kBurst; ++i) {
+    if (auto c = scheduler.submit(endless)) {
+      taken.push_back(std::move(c));
+    } else {
+      ++refused;
+    }
+    deepest = std::max(deepest, scheduler.queue_depth());
+  }
+  EXPECT_EQ(taken.size(), kParallel + kQueue);
+  EXPECT_EQ(refused, kBurst - kParallel - kQueue);
+  EXPECT_LE(deepest, kQueue);
+  EXPECT_EQ(scheduler.holding(), kParallel + kQueue);
+  // Cancelled, queued or running, every request gives its place back.
+  for (auto& c : taken) c->cancel();
+  for (auto& c : taken) EXPECT_NE(drain(*c).outcome, Outcome::Running);
+  EXPECT_EQ(scheduler.holding(), 0u);
+  EXPECT_EQ(scheduler.queue_depth(), 0u);
+  size_t again = 0;
+  for (size_t i = 0; i < kBurst; ++i) again += scheduler.submit(endless) ? 1 : 0;
+  EXPECT_EQ(again, kParallel + kQueue);
+}
+
+// A request cancelled while it waits (its client left) is dropped from the queue without
+// running, and its place is free for another while the running request goes on.
+TEST_F(ServeScheduler, ACancelledWaitingRequestNeverRuns) {
+  Scheduler scheduler(*model_, *tok_, {.parallel = 1, .queue = 1}, metrics_);
+  Job endless = job("the cat", 90, {.temperature = 1.0, .seed = 1});
+  endless.eos_ids.clear();
+  auto running = scheduler.submit(endless);
+  auto waiting = scheduler.submit(endless);
+  ASSERT_TRUE(running && waiting);
+  EXPECT_FALSE(scheduler.submit(endless));
+  waiting->cancel();
+  const Result w = drain(*waiting);
+  EXPECT_EQ(w.outcome, Outcome::Cancelled);
+  EXPECT_EQ(w.usage.completion_tokens, 0u);
+  running->cancel();
+  drain(*running);
+  EXPECT_EQ(scheduler.holding(), 0u);
+}
+
 TEST_F(ServeScheduler, ShutdownReleasesEveryWaiter) {
   auto scheduler = std::make_unique<Scheduler>(*model_, *tok_, SchedulerOptions{.parallel = 1, .queue = 4}, metrics_);
   Job endless = job("the cat", 90, {.temperature = 1.0, .seed = 1});

@@ -28,6 +28,7 @@ struct ServeOptions {
   size_t queue = 64;             // requests waiting beyond those; more get 503
   std::string api_key;           // non-empty: /v1/* needs "Authorization: Bearer <key>"
   size_t max_body_bytes = 4 << 20;  // larger bodies get 413
+  size_t max_connections = 512;   // open at once; more are answered 503 and closed
   std::string model_id;          // the name /v1/models reports; "" = the model directory's name
 };
 

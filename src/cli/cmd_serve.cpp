@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cstdio>
+#include <optional>
 
 #include "command.h"
 #include "common_options.h"
@@ -20,13 +24,33 @@ struct ServeFlags {
   int port = 8080;
   int64_t parallel = 4;
   int64_t queue = 64;
-  std::string api_key;
+  std::optional<std::string> api_key;
   std::string model_id;
+  int64_t max_connections = 512;
 };
+
+// 127.0.0.0/8 and ::1 (also as an IPv4-mapped address).
+bool loopback(const std::string& host) {
+  in_addr a4;
+  if (::inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6;
+  if (::inet_pton(AF_INET6, host.c_str(), &a6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&a6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+  }
+  return false;
+}
 
 void run(const ServeFlags& f) {
   if (f.parallel < 1) fail("--parallel must be >= 1, got {}", f.parallel);
   require_non_negative(f.queue, "--queue");
+  // cpp-httplib answers 500 on a descriptor >= FD_SETSIZE (1024): stay well below it.
+  if (f.max_connections < 1 || f.max_connections > 900) {
+    fail("--max-connections must be in 1..900, got {}", f.max_connections);
+  }
+  if (f.api_key && f.api_key->empty()) {
+    fail("--api-key is empty: give a key, or leave the option out to serve without authentication");
+  }
   if (f.port < 0 || f.port > 65535) fail("--port must be in 0..65535 (0 = any free port), got {}", f.port);
   // Signals are taken by sigwait on this thread only: every thread started from here on
   // inherits the mask, so none of them is interrupted.
@@ -42,10 +66,15 @@ void run(const ServeFlags& f) {
   options.port = f.port;
   options.parallel = static_cast<size_t>(f.parallel);
   options.queue = static_cast<size_t>(f.queue);
-  options.api_key = f.api_key;
+  options.api_key = f.api_key.value_or("");
+  options.max_connections = static_cast<size_t>(f.max_connections);
   options.model_id = f.model_id;
   Server server(m, options);
   server.start();
+  if (!f.api_key && !loopback(f.host)) {
+    fmt::print(stderr, "nanoinfer: warning: listening on {} without --api-key: anyone who can reach this "
+               "address can use the model (see docs/SERVING.md)\n", f.host);
+  }
   fmt::print(stderr, "nanoinfer: serving '{}' ({}, context {}, {} parallel, queue {}; load {:.2f} s)\n",
              server.model_id(), m.dir.string(), m.model.max_context(), options.parallel, options.queue,
              m.load_seconds);
@@ -62,11 +91,16 @@ void run(const ServeFlags& f) {
 void setup(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   add_model_flags(app, f->model);
-  app.add_option("--host", f->host, "Address to listen on (default 127.0.0.1: this machine only)");
+  app.add_option("--host", f->host,
+                 "Numeric address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 or :: = all)");
   app.add_option("--port", f->port, "Port (default 8080; 0 = any free port, printed)");
   app.add_option("--parallel", f->parallel, "Sequences generated together (default 4)");
   app.add_option("--queue", f->queue, "Requests that may wait for a free sequence; more get 503 (default 64)");
-  app.add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  app.add_option("--api-key", f->api_key,
+                 "Require 'Authorization: Bearer KEY' on /v1/* (without it, only requests whose Host is an "
+                 "IP address or localhost are answered)");
+  app.add_option("--max-connections", f->max_connections,
+                 "Connections open at once, 1..900; more are answered 503 and closed (default 512)");
   app.add_option("--model-id", f->model_id, "Model name reported by /v1/models (default: the directory name)");
   app.callback([f] { run(*f); });
 }

@@ -1,5 +1,6 @@
-// A minimal blocking HTTP/1.0 responder for `nanoinfer viz`: one page on 127.0.0.1, one
-// connection at a time, no keep-alive. It serves a local debugging view to the person who
+// A minimal HTTP/1.0 responder for `nanoinfer viz`: one page on 127.0.0.1, one thread that
+// polls up to 32 connections (each has 10 s for its request head, so an idle or slow one
+// never blocks the others), no keep-alive. It serves a local debugging view to the person who
 // started it, nothing more (no TLS, no concurrency, no routing beyond "/").
 #pragma once
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -203,6 +204,35 @@ std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view 
 }
 
 }  // namespace
+
+std::string one_line(std::string_view message) {
+  // A request can echo megabytes into a message (a model name, a role): 2 KiB is plenty.
+  constexpr size_t kMax = 2048;
+  std::string out;
+  out.reserve(std::min(message.size(), kMax + 16));
+  for (const char c : message) {
+    if (out.size() >= kMax) {
+      // Cut at a character boundary.
+      while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
+      if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0) out.pop_back();
+      out += "... (cut)";
+      break;
+    }
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 void bad_request(std::string_view code, const std::string& message) {
   throw ApiError(400, "invalid_request_error", std::string(code), message);

@@ -21,10 +21,14 @@ namespace nanoinfer::serve {
 
 // A request the server refuses: the HTTP status and OpenAI's error object
 // {"error": {"message", "type", "code"}}.
+// The message is kept to one line of at most ~2 KiB: control characters a request echoed into
+// it are written as escapes (\n, \x01), and a longer message is cut.
+std::string one_line(std::string_view message);
+
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string type, std::string code, const std::string& message)
-      : std::runtime_error(message), status(status), type(std::move(type)), code(std::move(code)) {}
+      : std::runtime_error(one_line(message)), status(status), type(std::move(type)), code(std::move(code)) {}
   int status;
   std::string type;  // "invalid_request_error", "authentication_error", ...
   std::string code;  // "invalid_json", "invalid_value", "model_not_found", ...

@@ -12,14 +12,26 @@ using Clock = std::chrono::steady_clock;
 
 // ---- Channel ------------------------------------------------------------------------------------
 
-Channel::Piece Channel::next() {
-  std::unique_lock lock(mutex_);
-  cv_.wait(lock, [&] { return !pending_.empty() || !pending_logprobs_.empty() || done_; });
+Channel::Piece Channel::take_locked() {
   Piece piece;
   piece.text.swap(pending_);
   piece.logprobs.swap(pending_logprobs_);
   piece.done = done_;
   return piece;
+}
+
+Channel::Piece Channel::next() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return !pending_.empty() || !pending_logprobs_.empty() || done_; });
+  return take_locked();
+}
+
+std::optional<Channel::Piece> Channel::next_for(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!cv_.wait_for(lock, timeout, [&] { return !pending_.empty() || !pending_logprobs_.empty() || done_; })) {
+    return std::nullopt;
+  }
+  return take_locked();
 }
 
 void Channel::append(std::string_view text) {
@@ -89,9 +101,10 @@ std::shared_ptr<Channel> Scheduler::submit(Job job) {
   auto channel = std::make_shared<Channel>();
   {
     std::lock_guard lock(mutex_);
-    // Free slots take requests at once; beyond them, `queue` may wait.
-    const size_t free = options_.parallel - std::min(options_.parallel, active_.load());
-    if (stopping_ || queue_.size() >= options_.queue + free) return nullptr;
+    // Every request from submit() to finish() counts, those the loop has taken from the queue
+    // and not yet started included: `parallel` may run and `queue` wait, strictly.
+    if (stopping_ || holding_ >= options_.parallel + options_.queue) return nullptr;
+    ++holding_;
     queue_.push_back({std::move(job), channel, Clock::now()});
   }
   cv_.notify_all();
@@ -100,7 +113,19 @@ std::shared_ptr<Channel> Scheduler::submit(Job job) {
 
 size_t Scheduler::queue_depth() const {
   std::lock_guard lock(mutex_);
-  return queue_.size();
+  return holding_ > options_.parallel ? holding_ - options_.parallel : 0;
+}
+
+size_t Scheduler::holding() const {
+  std::lock_guard lock(mutex_);
+  return holding_;
+}
+
+void Scheduler::release() {
+  {
+    std::lock_guard lock(mutex_);
+    --holding_;
+  }
 }
 
 void Scheduler::shutdown() {
@@ -125,6 +150,16 @@ void Scheduler::loop() {
       std::unique_lock lock(mutex_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || active_ > 0; });
       if (stopping_) break;
+      // Requests whose client left while they waited free their place at once.
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (!it->channel->cancelled()) {
+          ++it;
+          continue;
+        }
+        it->channel->close(Outcome::Cancelled, FinishReason::Stop, {}, {});
+        --holding_;
+        it = queue_.erase(it);
+      }
       size_t free = 0;
       for (const auto& s : slots_) free += s->busy ? 0 : 1;
       while (free > 0 && !queue_.empty()) {
@@ -135,6 +170,7 @@ void Scheduler::loop() {
     }
     for (Queued& q : admitted) {
       if (q.channel->cancelled()) {
+        release();  // before the close: whoever waits on the channel sees the place free
         q.channel->close(Outcome::Cancelled, FinishReason::Stop, {}, {});
         continue;
       }
@@ -185,6 +221,7 @@ void Scheduler::loop() {
   }
   std::lock_guard lock(mutex_);
   for (Queued& q : queue_) q.channel->close(Outcome::Cancelled, FinishReason::Stop, {}, {});
+  holding_ -= queue_.size();
   queue_.clear();
 }
 
@@ -287,6 +324,7 @@ void Scheduler::finish(Slot& slot, Outcome outcome, FinishReason reason, std::st
   if (slot.history.size() >= slot.job.prompt.size() && outcome == Outcome::Finished) {
     completion.assign(slot.history.begin() + static_cast<ptrdiff_t>(slot.job.prompt.size()), slot.history.end());
   }
+  release();  // before the close: whoever waits on the channel sees the place free
   channel.close(outcome, reason, usage, std::move(completion), std::move(error));
 }
 

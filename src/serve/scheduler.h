@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,6 +64,10 @@ class Channel {
   };
   // Blocks until there is text or the generation ended; takes the pending text.
   Piece next();
+  // As next(), waiting at most `timeout`: nullopt when nothing came (a handler checks its
+  // client between waits).
+  std::optional<Piece> next_for(std::chrono::milliseconds timeout);
+  // The scheduler drops a cancelled request at its next step, or from the queue.
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
 
@@ -76,6 +81,7 @@ class Channel {
   const std::vector<int32_t>& completion_ids() const { return completion_ids_; }
 
  private:
+  Piece take_locked();  // with mutex_ held
   friend class Scheduler;
   void append(std::string_view text);
   void append_logprob(TokenLogprob lp);
@@ -112,8 +118,12 @@ class Scheduler {
   // Cancels queued and running requests (their channels close as Cancelled) and joins.
   void shutdown();
 
+  // Requests accepted beyond the `parallel` that may run: those that wait (<= queue).
   size_t queue_depth() const;
   size_t active() const { return active_; }
+  // Requests accepted and not yet finished (queued, starting or running): at most
+  // parallel + queue, the bound submit() keeps.
+  size_t holding() const;
 
  private:
   struct Slot;
@@ -127,6 +137,7 @@ class Scheduler {
   void accept_token(Slot& slot, std::span<const float> logits);
   void add_request_features(GenerationStep& step, const Job& job, const std::shared_ptr<Channel>& channel);
   void finish(Slot& slot, Outcome outcome, FinishReason finish, std::string error = {});
+  void release();  // one request of holding_ is done
 
   const Model& model_;
   const Tokenizer& tokenizer_;
@@ -138,6 +149,7 @@ class Scheduler {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Queued> queue_;
+  size_t holding_ = 0;  // see holding(); under mutex_
   bool stopping_ = false;
   std::atomic<size_t> active_{0};
   std::thread thread_;

@@ -1,13 +1,18 @@
-// The HTTP side of `nanoinfer serve` (cpp-httplib): routes, API key, error JSON, streaming.
+// The HTTP side of `nanoinfer serve`: routes, API key, Host and Content-Type checks, error
+// JSON, streaming, on cpp-httplib behind the connection front of serve/front.h.
 // Each request is parsed and tokenized on its handler thread, checked against the context,
 // then handed to the scheduler; the handler drains the request's channel into one response or
 // into server-sent events.
+#include <arpa/inet.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "nanoinfer/chat_template.h"
@@ -15,6 +20,7 @@
 #include "nanoinfer/generation_step.h"
 #include "nanoinfer/serve.h"
 #include "serve/api.h"
+#include "serve/front.h"
 #include "serve/metrics.h"
 #include "serve/scheduler.h"
 
@@ -34,6 +40,47 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(serve::error_json(e), "application/json");
 }
 
+// Compares every byte whatever the first difference (no early exit for a timing oracle).
+bool same_secret(std::string_view given, std::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  const size_t n = std::max(given.size(), expected.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char a = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    const unsigned char b = i < expected.size() ? static_cast<unsigned char>(expected[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (a ^ b));
+  }
+  return diff == 0;
+}
+
+// A Host header (without its port) that names this machine by address: an IP literal or
+// localhost. A DNS-rebinding page reaches a local server under its own domain name instead.
+bool address_host(std::string_view host, std::string_view bound) {
+  if (host.empty()) return true;  // HTTP/1.0 without Host: not a browser
+  std::string_view name = host;
+  if (name.front() == '[') {
+    const size_t close = name.find(']');
+    if (close == std::string_view::npos) return false;
+    name = name.substr(1, close - 1);
+    in6_addr a6;
+    return ::inet_pton(AF_INET6, std::string(name).c_str(), &a6) == 1;
+  }
+  name = name.substr(0, name.find(':'));
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "localhost" || lower == bound) return true;
+  in_addr a4;
+  return ::inet_pton(AF_INET, lower.c_str(), &a4) == 1;
+}
+
+// application/json, optionally with parameters (charset).
+bool json_content_type(std::string_view type) {
+  type = type.substr(0, type.find(';'));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.remove_suffix(1);
+  std::string lower(type);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == "application/json";
+}
+
 std::string default_model_id(const std::filesystem::path& dir) {
   std::filesystem::path p = dir.lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
@@ -50,15 +97,30 @@ struct Server::Impl {
   int64_t created = unix_now();
   serve::Metrics metrics;
   std::unique_ptr<serve::Scheduler> scheduler;
-  httplib::Server http;
-  std::thread listener;
+  serve::Front http;
   int port = 0;
+  size_t max_token_bytes = 1;  // the longest token's text: a bound on the bytes one token covers
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};
   std::vector<int32_t> text_eos, chat_eos;
   std::shared_ptr<const VocabTrie> trie;  // the vocabulary's byte trie, for grammars
 
-  Impl(const OpenedModel& model, const ServeOptions& opts) : m(model), options(opts) {
+  static serve::FrontOptions front_options(const ServeOptions& o) {
+    serve::FrontOptions f;
+    // Each request waiting for its generation holds a worker; a few more answer the rest.
+    f.workers = std::min<size_t>(o.parallel + o.queue + 4, 1024);
+    f.max_body_bytes = o.max_body_bytes;
+    f.max_connections = o.max_connections;
+    return f;
+  }
+
+  Impl(const OpenedModel& model, const ServeOptions& opts) : m(model), options(opts), http(front_options(opts)) {
+    for (int32_t id = 0; id < m.tokenizer.vocab_size(); ++id) {
+      try {
+        max_token_bytes = std::max(max_token_bytes, m.tokenizer.token_bytes(id).size());
+      } catch (const Error&) {
+      }
+    }
     model_id = options.model_id.empty() ? default_model_id(m.dir) : options.model_id;
     text_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/false);
     chat_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
@@ -78,6 +140,16 @@ struct Server::Impl {
       job.sampling = resolve_sampling(m.generation, r.sampling).params();
     } catch (const Error& e) {
       serve::bad_request("invalid_value", e.what());
+    }
+    // A prompt too long for the context is refused before it is tokenized: a token covers at
+    // most max_token_bytes bytes of normalized text, and NFC shrinks text at most 3 times
+    // (three Hangul jamo into one syllable).
+    size_t bytes = r.prompt.size();
+    for (const ChatMessage& msg : r.messages) bytes += msg.content.size();
+    if (const size_t at_least = bytes / (3 * max_token_bytes); at_least >= m.model.max_context()) {
+      serve::bad_request("context_length_exceeded",
+                         fmt::format("the prompt is {} bytes, at least {} tokens, but the context holds {}",
+                                     bytes, at_least, m.model.max_context()));
     }
     if (r.endpoint == Endpoint::Chat) {
       job.prompt = encode_chat_prompt(m.tokenizer, r.messages);
@@ -126,6 +198,10 @@ struct Server::Impl {
       send_error(res, e);
       return;
     }
+    if (serve::Front::client_gone()) {  // left while its prompt was tokenized
+      res.status = 499;
+      return;
+    }
     std::vector<int32_t> job_prompt;
     if (r.return_token_ids) job_prompt = job.prompt;
     std::shared_ptr<serve::Channel> channel = scheduler->submit(std::move(job));
@@ -142,10 +218,19 @@ struct Server::Impl {
     if (!r.stream) {
       std::string text;
       std::vector<serve::TokenLogprob> logprobs;
-      for (serve::Channel::Piece p = channel->next();; p = channel->next()) {
-        text += p.text;
-        for (auto& lp : p.logprobs) logprobs.push_back(std::move(lp));
-        if (p.done) break;
+      while (true) {
+        std::optional<serve::Channel::Piece> p = channel->next_for(std::chrono::milliseconds(100));
+        if (p) {
+          text += p->text;
+          for (auto& lp : p->logprobs) logprobs.push_back(std::move(lp));
+        }
+        if (p && p->done) break;
+        // Between steps: a client that left frees its place (queued) or its slot (running).
+        if (serve::Front::client_gone()) {
+          channel->cancel();
+          res.status = 499;  // nginx's "client closed request": counted, never seen
+          return;
+        }
       }
       if (channel->outcome() == serve::Outcome::Finished) {
         const serve::TokenIds ids{job_prompt, channel->completion_ids()};
@@ -174,7 +259,9 @@ struct Server::Impl {
             first = false;
             return event(serve::chunk_json(endpoint, id, {.role = true}));
           }
-          const serve::Channel::Piece p = channel->next();
+          const std::optional<serve::Channel::Piece> next = channel->next_for(std::chrono::milliseconds(100));
+          if (!next) return !serve::Front::client_gone();  // false: cancelled by the releaser
+          const serve::Channel::Piece& p = *next;
           if (!p.text.empty() || (want_logprobs && !p.logprobs.empty())) {
             serve::ChunkParts parts{.text = p.text};
             if (want_logprobs) parts.logprobs = &p.logprobs;
@@ -203,20 +290,34 @@ struct Server::Impl {
   }
 
   void routes() {
-    http.set_payload_max_length(options.max_body_bytes);
-    // Waiting requests each hold a handler thread while they drain their channel.
-    const size_t threads = std::min<size_t>(options.parallel + options.queue + 8, 1024);
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    http.set_keep_alive_timeout(2);
+    http.set_keep_alive_timeout(5);
+    http.on_refused = [this](int status) { metrics.count_request(status); };
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-      if (req.get_header_value("Authorization") == "Bearer " + options.api_key) {
-        return httplib::Server::HandlerResponse::Unhandled;
+      using R = httplib::Server::HandlerResponse;
+      // Without a key, only requests addressed to this machine by address are answered: a web
+      // page that rebinds its own domain name to 127.0.0.1 sends that name as Host.
+      if (options.api_key.empty() && !address_host(req.get_header_value("Host"), options.host)) {
+        send_error(res, ApiError(403, "invalid_request_error", "forbidden_host",
+                                 "the Host header must be an IP address or localhost when the server has no "
+                                 "--api-key (protection against DNS rebinding)"));
+        return R::Handled;
+      }
+      // Bodies are JSON: a browser sends text/plain or a form cross-origin without asking
+      // (no CORS preflight); application/json it may not.
+      if (req.method == "POST" && !json_content_type(req.get_header_value("Content-Type"))) {
+        send_error(res, ApiError(415, "invalid_request_error", "unsupported_media_type",
+                                 "the body must be sent with 'Content-Type: application/json'"));
+        return R::Handled;
+      }
+      if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return R::Unhandled;
+      const std::string auth = req.get_header_value("Authorization");
+      if (auth.rfind("Bearer ", 0) == 0 && same_secret(std::string_view(auth).substr(7), options.api_key)) {
+        return R::Unhandled;
       }
       send_error(res, ApiError(401, "authentication_error", "invalid_api_key",
                                "missing or wrong API key (send 'Authorization: Bearer <key>')"));
-      return httplib::Server::HandlerResponse::Handled;
+      return R::Handled;
     });
     // Statuses set by the library itself (unknown route, body too large, unparsable request)
     // get the same JSON as ours.
@@ -276,16 +377,8 @@ Server::~Server() { stop(); }
 void Server::start() {
   Impl& s = *impl_;
   if (s.options.port < 0 || s.options.port > 65535) fail("--port must be in 0..65535, got {}", s.options.port);
-  if (s.options.port == 0) {
-    s.port = s.http.bind_to_any_port(s.options.host);
-    if (s.port <= 0) fail("cannot listen on {} (any port): {}", s.options.host, std::strerror(errno));
-  } else {
-    if (!s.http.bind_to_port(s.options.host, s.options.port)) {
-      fail("cannot listen on {}:{}: {}", s.options.host, s.options.port, std::strerror(errno));
-    }
-    s.port = s.options.port;
-  }
-  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+  s.port = s.http.open(s.options.host, s.options.port);
+  s.http.start();
 }
 
 int Server::port() const { return impl_->port; }
@@ -295,8 +388,7 @@ void Server::stop() {
   Impl& s = *impl_;
   if (s.stopping.exchange(true)) return;
   s.scheduler->shutdown();  // releases every handler waiting on a channel
-  s.http.stop();
-  if (s.listener.joinable()) s.listener.join();
+  s.http.shutdown();
 }
 
 }  // namespace nanoinfer

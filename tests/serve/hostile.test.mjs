@@ -1,0 +1,394 @@
+// `nanoinfer serve` (and viz's page server) against hostile clients: issue 19's items 2, 4, 6,
+// 9, 13 and 15 (--host, --max-connections), with raw sockets where a client library would
+// refuse to misbehave. Each server is started on a free loopback port with the default model.
+// Run by CTest (test `serve_hostile`):
+//
+//   node tests/serve/hostile.test.mjs --nanoinfer build/release/nanoinfer
+//
+// Exits 77 (CTest's SKIP_RETURN_CODE), printing why, when the default model is missing. Waits
+// are bounded deadlines (generous: the machine may be loaded); nothing is timed.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const { values: args } = parseArgs({ options: { nanoinfer: { type: 'string' } } });
+if (!args.nanoinfer) {
+  console.error('usage: hostile.test.mjs --nanoinfer BINARY');
+  process.exit(2);
+}
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+if (!fs.existsSync(path.join(root, 'data/default-model/model.safetensors'))) {
+  console.log('serve_hostile: skipped: data/default-model is missing');
+  process.exit(77);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Starts `nanoinfer serve --port 0 ...extra`; resolves once it prints its URL.
+async function startServer(extra = []) {
+  const proc = spawn(args.nanoinfer, ['serve', '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += d; });
+  const base = await new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/(http:\/\/\S+)\/v1\n/);
+      if (m) resolve(m[1]);
+    });
+    proc.on('exit', (code) => reject(new Error(`serve exited with ${code} before listening: ${stderr}`)));
+  });
+  const port = Number(new URL(base).port);
+  const stop = async () => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise((resolve) => proc.on('exit', resolve));
+    proc.kill('SIGTERM');
+    await exited;
+  };
+  return { proc, base, port, stop, stderr: () => stderr };
+}
+
+// Sends `data` on a new connection and collects what comes back until the server closes it
+// (or `deadline` ms pass: then whatever came).
+function raw(port, data, deadline = 30000) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let got = '';
+    const timer = setTimeout(() => { sock.destroy(); resolve(got); }, deadline);
+    sock.on('data', (d) => { got += d; });
+    sock.on('error', () => {});
+    sock.on('close', () => { clearTimeout(timer); resolve(got); });
+    sock.write(data);
+  });
+}
+
+function status(response) {
+  const m = response.match(/^HTTP\/1\.[01] (\d{3}) /);
+  return m ? Number(m[1]) : 0;
+}
+function jsonBody(response) {
+  return JSON.parse(response.slice(response.indexOf('\r\n\r\n') + 4));
+}
+
+async function metrics(base) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const value = (name) => Number(text.match(new RegExp(`^${name.replace(/[{}"]/g, '\\$&')} (\\S+)$`, 'm'))?.[1] ?? 0);
+  return { text, value };
+}
+
+// kB from /proc/PID/status: VmRSS (now) or VmHWM (peak).
+function procKb(pid, field) {
+  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm'));
+  return Number(m[1]);
+}
+
+const json = 'Content-Type: application/json\r\n';
+
+// ---- item 2: bodies ----------------------------------------------------------------------------
+
+test('a chunked body is refused (411) before it is read, and the peak RSS does not grow', async () => {
+  const s = await startServer();
+  try {
+    const peakBefore = procKb(s.proc.pid, 'VmHWM');
+    const answer = await new Promise((resolve) => {
+      const sock = net.connect(s.port, '127.0.0.1');
+      let got = '';
+      let sent = 0;
+      const chunk = Buffer.alloc(1 << 20, 'a');
+      const frame = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]);
+      sock.on('data', (d) => { got += d; });
+      sock.on('error', () => {});
+      sock.on('close', () => resolve(got));
+      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n${json}Transfer-Encoding: chunked\r\n\r\n` +
+                 '1a\r\n{"max_tokens":1,"prompt":"\r\n');
+      // Up to 128 MiB, as fast as the server takes it, until it answers.
+      const pump = () => {
+        while (sent < 128 && got === '' && !sock.destroyed) {
+          ++sent;
+          if (!sock.write(frame)) return sock.once('drain', pump);
+        }
+        if (sent >= 128 && !sock.destroyed) sock.end('0\r\n\r\n');
+      };
+      pump();
+    });
+    assert.equal(status(answer), 411, answer.slice(0, 300));
+    assert.equal(jsonBody(answer).error.code, 'length_required');
+    const grown = procKb(s.proc.pid, 'VmHWM') - peakBefore;
+    assert.ok(grown < 16 * 1024, `peak RSS grew by ${grown} kB`);
+    assert.equal((await fetch(`${s.base}/health`)).status, 200);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('a prompt longer than the context can hold is refused by its size, before it is tokenized', async () => {
+  const s = await startServer();
+  try {
+    const res = await fetch(`${s.base}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ prompt: 'hello '.repeat(500000), max_tokens: 1 }),
+    });
+    const j = await res.json();
+    assert.equal(res.status, 400);
+    assert.equal(j.error.code, 'context_length_exceeded');
+    assert.match(j.error.message, /the prompt is 3000000 bytes, at least \d+ tokens, but the context holds 256/);
+  } finally {
+    await s.stop();
+  }
+});
+
+// ---- item 4: no threads ------------------------------------------------------------------------
+
+test('serve that cannot start its threads says so in one line and exits 1', () => {
+  // 100 running and 900 waiting requests need ~1000 request threads (8 MiB of address space
+  // each): a 2 GiB address-space limit refuses some.
+  const r = spawnSync('sh', ['-c', `ulimit -v 2097152 && exec "$0" serve --port 0 --parallel 100 --queue 900`,
+                             args.nanoinfer], { encoding: 'utf8', timeout: 120000 });
+  assert.equal(r.signal, null, `killed by ${r.signal}: ${r.stderr}`);
+  assert.equal(r.status, 1, r.stderr);
+  const lines = r.stderr.trimEnd().split('\n');
+  assert.equal(lines.length, 1, r.stderr);
+  assert.match(lines[0], /^nanoinfer: error: cannot start the server's threads/);
+  assert.equal(r.stdout, '');
+});
+
+// ---- item 6: slow and idle clients -------------------------------------------------------------
+
+test('clients sending their headers a byte at a time do not starve /health, and time out (408)', async () => {
+  // 1 + 1 + 4 = 6 request threads: before issue 19, 40 slow clients held them all.
+  const s = await startServer(['--parallel', '1', '--queue', '1']);
+  const slow = [];
+  try {
+    const head = `POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n${json}X-Slow: ${'a'.repeat(200)}`;
+    for (let i = 0; i < 40; ++i) {
+      const sock = net.connect(s.port, '127.0.0.1');
+      const c = { sock, got: '', closed: false, sent: 0 };
+      sock.on('data', (d) => { c.got += d; });
+      sock.on('error', () => {});
+      sock.on('close', () => { c.closed = true; });
+      c.timer = setInterval(() => {
+        if (!sock.destroyed && c.sent < head.length) sock.write(head[c.sent++]);
+      }, 500);
+      slow.push(c);
+    }
+    await sleep(2000);
+    const health = await fetch(`${s.base}/health`, { signal: AbortSignal.timeout(30000) });
+    assert.equal(health.status, 200);
+    // Every slow head is cut off: 408 with a JSON error, then the connection closes.
+    for (let waited = 0; waited < 60000 && !slow.every((c) => c.closed); waited += 200) await sleep(200);
+    for (const c of slow) {
+      assert.ok(c.closed, 'a slow client is still connected');
+      assert.equal(status(c.got), 408, c.got.slice(0, 200));
+      assert.equal(jsonBody(c.got).error.code, 'request_timeout');
+    }
+    assert.equal((await metrics(s.base)).value('nanoinfer_requests_total{status="408"}'), 40);
+  } finally {
+    for (const c of slow) { clearInterval(c.timer); c.sock.destroy(); }
+    await s.stop();
+  }
+});
+
+test('connections beyond --max-connections get 503; idle connections are closed', async () => {
+  const s = await startServer(['--max-connections', '8']);
+  const idle = [];
+  try {
+    for (let i = 0; i < 8; ++i) {
+      const sock = net.connect(s.port, '127.0.0.1');
+      const c = { sock, got: '', closed: false };
+      sock.on('data', (d) => { c.got += d; });
+      sock.on('error', () => {});
+      sock.on('close', () => { c.closed = true; });
+      await new Promise((resolve) => sock.on('connect', resolve));
+      idle.push(c);
+    }
+    await sleep(500);
+    const over = await raw(s.port, 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+    assert.equal(status(over), 503, over);
+    assert.equal(jsonBody(over).error.code, 'too_many_connections');
+    // The idle ones (nothing sent) are closed without an answer.
+    for (let waited = 0; waited < 60000 && !idle.every((c) => c.closed); waited += 200) await sleep(200);
+    for (const c of idle) {
+      assert.ok(c.closed, 'an idle connection is still open');
+      assert.equal(c.got, '');
+    }
+    assert.equal((await fetch(`${s.base}/health`)).status, 200);
+  } finally {
+    for (const c of idle) c.sock.destroy();
+    await s.stop();
+  }
+});
+
+test("viz's page server answers while another connection sits idle", async () => {
+  const proc = spawn(args.nanoinfer, ['viz', '-p', 'ROMEO:', '-n', '3', '--temp', '0', '-t', '1', '--port', '0',
+                                      '--max-requests', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  let idle;
+  try {
+    const port = await new Promise((resolve, reject) => {
+      let out = '';
+      proc.stdout.on('data', (d) => {
+        out += d;
+        const m = out.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
+        if (m) resolve(Number(m[1]));
+      });
+      proc.on('exit', (code) => reject(new Error(`viz exited with ${code}`)));
+    });
+    // A browser's preconnect: a connection that sends nothing.
+    idle = net.connect(port, '127.0.0.1');
+    idle.on('error', () => {});
+    await new Promise((resolve) => idle.on('connect', resolve));
+    const page = await raw(port, 'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 30000);
+    assert.equal(status(page), 200, page.slice(0, 200));
+    assert.equal((await exited).code, 0);
+  } finally {
+    idle?.destroy();
+    proc.kill();
+  }
+});
+
+// ---- item 9: clients that leave ----------------------------------------------------------------
+
+test('a client that leaves a non-streaming request cancels its generation', async () => {
+  const s = await startServer(['--parallel', '1', '--queue', '0']);
+  try {
+    const before = await metrics(s.base);
+    const body = JSON.stringify({ prompt: 'ROMEO:', max_tokens: 240, temperature: 0 });
+    // Send the whole request, then close the connection at once.
+    await new Promise((resolve) => {
+      const sock = net.connect(s.port, '127.0.0.1');
+      sock.on('error', () => {});
+      sock.on('close', resolve);
+      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n${json}Content-Length: ${body.length}\r\n\r\n${body}`,
+                 () => sock.destroy());
+    });
+    let after;
+    for (let waited = 0; waited < 30000; waited += 100) {
+      after = await metrics(s.base);
+      if (after.value('nanoinfer_requests_total{status="499"}') === 1 && after.value('nanoinfer_active_sequences') === 0) break;
+      await sleep(100);
+    }
+    assert.equal(after.value('nanoinfer_requests_total{status="499"}'), 1, after.text);
+    assert.equal(after.value('nanoinfer_active_sequences'), 0);
+    // Greedy from "ROMEO:" this model never stops by itself within 240 tokens (a finished
+    // request would add 240); a cancelled one stops early.
+    const generated = after.value('nanoinfer_completion_tokens_total') - before.value('nanoinfer_completion_tokens_total');
+    assert.ok(generated < 240, `the abandoned request generated ${generated} tokens`);
+    // Its slot is free: with one slot and no queue, the next request runs.
+    const res = await fetch(`${s.base}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ prompt: 'hi', max_tokens: 2 }),
+    });
+    assert.equal(res.status, 200);
+  } finally {
+    await s.stop();
+  }
+});
+
+// ---- item 13: security defaults ----------------------------------------------------------------
+
+test('--api-key "" is an error, not a server without authentication', () => {
+  const r = spawnSync(args.nanoinfer, ['serve', '--port', '0', '--api-key', ''], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /^nanoinfer: error: --api-key is empty[^\n]*\n$/);
+});
+
+test('a non-loopback address without --api-key is served with a warning', async () => {
+  const s = await startServer(['--host', '0.0.0.0']);
+  try {
+    assert.match(s.stderr(), /warning: listening on 0\.0\.0\.0 without --api-key/);
+  } finally {
+    await s.stop();
+  }
+  const k = await startServer(['--host', '0.0.0.0', '--api-key', 'k']);
+  try {
+    assert.doesNotMatch(k.stderr(), /warning/);
+  } finally {
+    await k.stop();
+  }
+});
+
+test('without a key: foreign Host headers and non-JSON bodies are refused', async () => {
+  const s = await startServer();
+  try {
+    const body = JSON.stringify({ prompt: 'hi', max_tokens: 1 });
+    const post = (host, type) => raw(s.port, `POST /v1/completions HTTP/1.1\r\nHost: ${host}\r\nContent-Type: ${type}\r\n` +
+                                             `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    const rebound = await post('evil.example:8080', 'application/json');
+    assert.equal(status(rebound), 403, rebound);
+    assert.equal(jsonBody(rebound).error.code, 'forbidden_host');
+    const health = await raw(s.port, 'GET /health HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n');
+    assert.equal(status(health), 403);
+    for (const host of [`127.0.0.1:${s.port}`, `localhost:${s.port}`, 'LOCALHOST', '[::1]:1', '10.1.2.3']) {
+      assert.equal(status(await post(host, 'application/json; charset=utf-8')), 200, host);
+    }
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+      const r = await post('127.0.0.1', type);
+      assert.equal(status(r), 415, `${type}: ${r}`);
+      assert.equal(jsonBody(r).error.code, 'unsupported_media_type');
+    }
+  } finally {
+    await s.stop();
+  }
+  // With a key, any Host may call (a proxy in front names itself); bodies are still JSON only.
+  const k = await startServer(['--api-key', 'sekrit']);
+  try {
+    const body = JSON.stringify({ prompt: 'hi', max_tokens: 1 });
+    const post = (auth, type = 'application/json') => raw(k.port,
+      `POST /v1/completions HTTP/1.1\r\nHost: api.example\r\nAuthorization: ${auth}\r\nContent-Type: ${type}\r\n` +
+      `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    assert.equal(status(await post('Bearer sekrit')), 200);
+    for (const wrong of ['Bearer sekri', 'Bearer sekrit2', 'Bearer SEKRIT', 'bearer sekrit', 'sekrit', 'Bearer ']) {
+      assert.equal(status(await post(wrong)), 401, wrong);
+    }
+    assert.equal(status(await post('Bearer sekrit', 'text/plain')), 415);
+  } finally {
+    await k.stop();
+  }
+});
+
+test('ambiguous framing is refused: duplicate Content-Length, Content-Length with Transfer-Encoding', async () => {
+  const s = await startServer();
+  try {
+    const body = JSON.stringify({ prompt: 'hi', max_tokens: 1 });
+    const head = `POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n${json}`;
+    const cases = [
+      ['two equal Content-Length', `Content-Length: ${body.length}\r\nContent-Length: ${body.length}\r\n\r\n${body}`, 400],
+      ['two different Content-Length', `Content-Length: ${body.length}\r\nContent-Length: 5\r\n\r\n${body}`, 400],
+      ['Content-Length and Transfer-Encoding', `Content-Length: ${body.length}\r\nTransfer-Encoding: chunked\r\n\r\n${body}`, 411],
+      ['Transfer-Encoding identity', `Transfer-Encoding: identity\r\nContent-Length: ${body.length}\r\n\r\n${body}`, 411],
+      ['a signed Content-Length', `Content-Length: +${body.length}\r\n\r\n${body}`, 400],
+      ['a space before the colon', `Content-Length : ${body.length}\r\n\r\n${body}`, 400],
+      ['a folded header', `X-A: b\r\n c\r\nContent-Length: ${body.length}\r\n\r\n${body}`, 400],
+      ['a bare LF in a header', `X-A: b\nContent-Length: ${body.length}\r\n\r\n${body}`, 400],
+      ['two Host headers', `Host: 127.0.0.2\r\nContent-Length: ${body.length}\r\n\r\n${body}`, 400],
+      ['a Content-Length over the limit', `Content-Length: ${8 << 20}\r\n\r\n`, 413],
+    ];
+    for (const [what, rest, want] of cases) {
+      const r = await raw(s.port, head + rest);
+      assert.equal(status(r), want, `${what}: ${r.slice(0, 300)}`);
+      assert.equal(typeof jsonBody(r).error.message, 'string', what);
+      assert.doesNotMatch(r.slice(r.indexOf('\r\n\r\n') + 4), /\n/, `${what}: a one-line JSON error`);
+    }
+    const ok = await raw(s.port, `${head}Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    assert.equal(status(ok), 200, ok);
+    const m = await metrics(s.base);
+    assert.equal(m.value('nanoinfer_requests_total{status="400"}'), 7);
+    assert.equal(m.value('nanoinfer_requests_total{status="411"}'), 2);
+    assert.equal(m.value('nanoinfer_requests_total{status="413"}'), 1);
+  } finally {
+    await s.stop();
+  }
+});
+
+// ---- item 15: --host ---------------------------------------------------------------------------
+
+test('serve --host not-an-ip says what is wrong', () => {
+  const r = spawnSync(args.nanoinfer, ['serve', '--port', '0', '--host', 'not-an-ip'], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /^nanoinfer: error: cannot listen on 'not-an-ip': --host must be a numeric IPv4 or IPv6 address[^\n]*\n$/);
+  assert.doesNotMatch(r.stderr, /Success/);
+});
