@@ -27,6 +27,8 @@ struct ServeFlags {
   std::optional<std::string> api_key;
   std::string model_id;
   int64_t max_connections = 512;
+  bool quiet = false;
+  std::vector<std::string> cors;
 };
 
 // 127.0.0.0/8 and ::1 (also as an IPv4-mapped address).
@@ -69,6 +71,16 @@ void run(const ServeFlags& f) {
   options.api_key = f.api_key.value_or("");
   options.max_connections = static_cast<size_t>(f.max_connections);
   options.model_id = f.model_id;
+  options.access_log = !f.quiet;
+  for (const std::string& origin : f.cors) {
+    // An origin is scheme://host[:port], nothing after: what a browser sends in Origin.
+    const size_t scheme = origin.find("://");
+    if (origin != "*" && (scheme == std::string::npos || origin.find('/', scheme + 3) != std::string::npos ||
+                          scheme + 3 == origin.size())) {
+      fail("--cors takes '*' or an origin such as http://localhost:3000 (scheme, host and port only), got '{}'", origin);
+    }
+    options.cors_origins.push_back(origin);
+  }
   Server server(m, options);
   server.start();
   if (!f.api_key && !loopback(f.host)) {
@@ -91,6 +103,8 @@ void run(const ServeFlags& f) {
 void setup(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   add_model_flags(app, f->model);
+  CLI::Option* ctx = app.get_option("--ctx-size");
+  ctx->description(ctx->get_description() + "; per sequence: each of the --parallel sequences has a cache this long");
   app.add_option("--host", f->host,
                  "Numeric address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 or :: = all)");
   app.add_option("--port", f->port, "Port (default 8080; 0 = any free port, printed)");
@@ -102,6 +116,12 @@ void setup(CLI::App& app) {
   app.add_option("--max-connections", f->max_connections,
                  "Connections open at once, 1..900; more are answered 503 and closed (default 512)");
   app.add_option("--model-id", f->model_id, "Model name reported by /v1/models (default: the directory name)");
+  app.add_flag("-q,--quiet", f->quiet, "No access log (by default one line per request on stderr: client, method, "
+               "path, status, prompt+completion tokens, seconds)");
+  app.add_option("--cors", f->cors,
+                 "Let web pages from ORIGIN call the API from a browser (CORS headers, preflights answered); "
+                 "'*' for any origin; repeat for several")
+      ->type_name("ORIGIN");
   app.callback([f] { run(*f); });
 }
 

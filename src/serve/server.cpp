@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string_view>
@@ -30,6 +31,14 @@ using serve::ApiError;
 using serve::Endpoint;
 
 namespace {
+
+// What the access log needs to know about the request a worker thread is answering: httplib
+// runs the pre-routing handler, the route, its streaming and the logger on one thread.
+struct RequestTrace {
+  std::chrono::steady_clock::time_point start{};
+  std::shared_ptr<serve::Channel> channel;  // set once the request reached the scheduler
+};
+thread_local RequestTrace request_trace;
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -205,6 +214,7 @@ struct Server::Impl {
     std::vector<int32_t> job_prompt;
     if (r.return_token_ids) job_prompt = job.prompt;
     std::shared_ptr<serve::Channel> channel = scheduler->submit(std::move(job));
+    request_trace.channel = channel;
     if (!channel) {
       res.set_header("Retry-After", "1");
       send_error(res, stopping ? ApiError(503, "server_error", "shutting_down", "the server is shutting down")
@@ -289,12 +299,33 @@ struct Server::Impl {
         [channel](bool) { channel->cancel(); });
   }
 
+  // "nanoinfer: 127.0.0.1 POST /v1/chat/completions 200 tokens 31+16 0.42 s": one write, so
+  // lines of concurrent requests never interleave. Tokens are prompt+completion, for requests
+  // that reached the scheduler; the time runs from routing to the last byte written.
+  void log_access(const httplib::Request& req, const httplib::Response& res) const {
+    std::string line = fmt::format("nanoinfer: {} {} {} {}", req.remote_addr.empty() ? "-" : req.remote_addr,
+                                   req.method, req.path, res.status);
+    if (request_trace.channel) {
+      const serve::Usage u = request_trace.channel->usage();
+      line += fmt::format(" tokens {}+{}", u.prompt_tokens, u.completion_tokens);
+    }
+    if (request_trace.start != std::chrono::steady_clock::time_point{}) {
+      line += fmt::format(" {:.2f} s", std::chrono::duration<double>(std::chrono::steady_clock::now() - request_trace.start).count());
+    }
+    line += '\n';
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  }
+
   void routes() {
     http.set_keep_alive_timeout(5);
-    http.on_refused = [this](int status) { metrics.count_request(status); };
+    http.on_refused = [this](int status) {
+      metrics.count_request(status);
+      if (options.access_log) fmt::print(stderr, "nanoinfer: - - {} (refused by the connection front)\n", status);
+    };
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       using R = httplib::Server::HandlerResponse;
+      request_trace.start = std::chrono::steady_clock::now();
       // Without a key, only requests addressed to this machine by address are answered: a web
       // page that rebinds its own domain name to 127.0.0.1 sends that name as Host.
       if (options.api_key.empty() && !address_host(req.get_header_value("Host"), options.host)) {
@@ -310,6 +341,8 @@ struct Server::Impl {
                                  "the body must be sent with 'Content-Type: application/json'"));
         return R::Handled;
       }
+      // A CORS preflight carries no credentials: it is answered by the OPTIONS route.
+      if (req.method == "OPTIONS" && !options.cors_origins.empty()) return R::Unhandled;
       if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return R::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       if (auth.rfind("Bearer ", 0) == 0 && same_secret(std::string_view(auth).substr(7), options.api_key)) {
@@ -345,7 +378,32 @@ struct Server::Impl {
       }
       send_error(res, ApiError(500, "server_error", "internal_error", what));
     });
-    http.set_logger([this](const httplib::Request&, const httplib::Response& res) { metrics.count_request(res.status); });
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      metrics.count_request(res.status);
+      if (options.access_log) log_access(req, res);
+      request_trace = {};
+    });
+    // Every answer (errors included) carries the CORS headers when the request's Origin is allowed.
+    if (!options.cors_origins.empty()) {
+      http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        const std::string origin = req.get_header_value("Origin");
+        if (origin.empty()) return;
+        const bool any = std::find(options.cors_origins.begin(), options.cors_origins.end(), "*") !=
+                         options.cors_origins.end();
+        if (!any && std::find(options.cors_origins.begin(), options.cors_origins.end(), origin) ==
+                        options.cors_origins.end()) {
+          return;
+        }
+        res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+        if (!any) res.set_header("Vary", "Origin");
+        if (req.method == "OPTIONS") {
+          res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+          res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+          res.set_header("Access-Control-Max-Age", "600");
+        }
+      });
+      http.Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
+    }
 
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       completion(req, res, Endpoint::Chat);

@@ -395,3 +395,78 @@ test('serve --host not-an-ip says what is wrong', () => {
   assert.match(r.stderr, /^nanoinfer: error: cannot listen on 'not-an-ip': --host must be a numeric IPv4 or IPv6 address[^\n]*\n$/);
   assert.doesNotMatch(r.stderr, /Success/);
 });
+
+// ---- issue 25: access log and CORS ------------------------------------------------------------
+
+test('one access-log line per request (client, method, path, status, tokens, seconds); --quiet has none', async () => {
+  const s = await startServer();
+  try {
+    const r = await fetch(`${s.base}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ prompt: 'ROMEO:', max_tokens: 3, temperature: 0 }),
+    });
+    const j = await r.json();
+    assert.equal(r.status, 200, JSON.stringify(j));
+    assert.equal((await fetch(`${s.base}/v1/nowhere`)).status, 404);
+    const bad = await fetch(`${s.base}/v1/completions`, { method: 'POST', body: 'x' });
+    assert.equal(bad.status, 415);
+    // The logger writes after the last byte: give it a moment past the answers.
+    for (let i = 0; i < 50 && s.stderr().split('\n').filter((l) => / \/v1\//.test(l)).length < 3; ++i) await sleep(100);
+    const lines = s.stderr().split('\n').filter((l) => / \/v1\//.test(l));
+    assert.equal(lines.length, 3, s.stderr());
+    const { prompt_tokens: pin, completion_tokens: pout } = j.usage;
+    assert.match(lines[0], new RegExp(`^nanoinfer: 127\\.0\\.0\\.1 POST /v1/completions 200 tokens ${pin}\\+${pout} \\d+\\.\\d\\d s$`));
+    assert.match(lines[1], /^nanoinfer: 127\.0\.0\.1 GET \/v1\/nowhere 404 \d+\.\d\d s$/);
+    assert.match(lines[2], /^nanoinfer: 127\.0\.0\.1 POST \/v1\/completions 415 \d+\.\d\d s$/);
+  } finally {
+    await s.stop();
+  }
+  const q = await startServer(['--quiet']);
+  try {
+    assert.equal((await fetch(`${q.base}/v1/models`)).status, 200);
+    await sleep(200);
+    assert.doesNotMatch(q.stderr(), /\/v1\/models/);
+  } finally {
+    await q.stop();
+  }
+});
+
+test('--cors: allowed origins get the headers and preflights a 204 without the key; others get neither', async () => {
+  const key = 'k-cors';
+  const s = await startServer(['--quiet', '--cors', 'http://localhost:3000', '--api-key', key]);
+  try {
+    const pre = await fetch(`${s.base}/v1/chat/completions`, {
+      method: 'OPTIONS',
+      headers: { Origin: 'http://localhost:3000', 'Access-Control-Request-Method': 'POST',
+                 'Access-Control-Request-Headers': 'authorization,content-type' },
+    });
+    assert.equal(pre.status, 204);
+    assert.equal(pre.headers.get('access-control-allow-origin'), 'http://localhost:3000');
+    assert.match(pre.headers.get('access-control-allow-headers'), /Authorization/);
+    assert.match(pre.headers.get('access-control-allow-methods'), /POST/);
+    // The real request still needs the key; its answer (an error too) carries the header.
+    const denied = await fetch(`${s.base}/v1/models`, { headers: { Origin: 'http://localhost:3000' } });
+    assert.equal(denied.status, 401);
+    assert.equal(denied.headers.get('access-control-allow-origin'), 'http://localhost:3000');
+    const ok = await fetch(`${s.base}/v1/models`, { headers: { Origin: 'http://localhost:3000', Authorization: `Bearer ${key}` } });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers.get('access-control-allow-origin'), 'http://localhost:3000');
+    const foreign = await fetch(`${s.base}/v1/models`, { headers: { Origin: 'http://evil.example', Authorization: `Bearer ${key}` } });
+    assert.equal(foreign.status, 200);
+    assert.equal(foreign.headers.get('access-control-allow-origin'), null);
+  } finally {
+    await s.stop();
+  }
+  // Without --cors a preflight is not answered with CORS headers.
+  const plain = await startServer(['--quiet']);
+  try {
+    const pre = await fetch(`${plain.base}/v1/models`, { method: 'OPTIONS', headers: { Origin: 'http://localhost:3000' } });
+    assert.notEqual(pre.status, 204);
+    assert.equal(pre.headers.get('access-control-allow-origin'), null);
+  } finally {
+    await plain.stop();
+  }
+  const bad = spawnSync(args.nanoinfer, ['serve', '--cors', 'http://x/path'], { encoding: 'utf8' });
+  assert.equal(bad.status, 1);
+  assert.match(bad.stderr, /^nanoinfer: error: --cors takes/);
+});

@@ -80,7 +80,7 @@ function post(route, body) {
 }
 
 test('soak: 8 clients mixing good, malformed, oversized, leaving and slow requests', { timeout: 480000 }, async () => {
-  const server = spawn(args.nanoinfer, ['serve', '--port', '0', '--parallel', '4', '--queue', '8'],
+  const server = spawn(args.nanoinfer, ['serve', '--port', '0', '--parallel', '4', '--queue', '8', '--quiet'],
                        { stdio: ['ignore', 'pipe', 'inherit'] });
   const base = await new Promise((resolve, reject) => {
     let out = '';
