@@ -171,6 +171,43 @@ TEST(Perplexity, WindowsAndScoredTokensAreCountedExactly) {
   EXPECT_THROW(perplexity(model, std::vector<int32_t>{1, 2, 50}, 8), Error);
 }
 
+// llama-perplexity's scoring: whole windows only, each scoring the tokens after its first
+// ctx/2. With ctx 16 a window scores positions 8..14 (tokens 9..15): 7 tokens. The certain
+// model costs nothing on its token and exactly its logit on any other, so which tokens were
+// scored is read off the sum.
+TEST(Perplexity, SecondHalfScoringScoresOnlyTheSecondHalfOfWholeWindows) {
+  test::TempDir tmp;
+  const size_t vocab = 300;
+  const int32_t token = 123;
+  write_certain_model(tmp.path(), vocab, token);
+  Model model = load_f32(tmp.path());
+  std::vector<int32_t> tokens(70, token);  // 4 whole windows of 16; the last 6 tokens dropped
+  tokens[5] = 7;    // scored by position 4 of window 1: first half, not scored
+  tokens[66] = 7;   // in the dropped tail
+  const uint64_t before = model.positions_pushed();
+  const PerplexityResult a = perplexity(model, tokens, 16, {}, PerplexityScoring::SecondHalf);
+  EXPECT_EQ(model.positions_pushed() - before, 64u);
+  EXPECT_EQ(a.windows, 4u);
+  EXPECT_EQ(a.scored, 28u);
+  EXPECT_EQ(a.nll_sum, 0.0);
+  tokens[16 + 12] = 7;  // window 2, scored by position 11; its successor by position 12 (uniform)
+  const PerplexityResult b = perplexity(model, tokens, 16, {}, PerplexityScoring::SecondHalf);
+  const double logit = 100.0 / std::sqrt(1.0 / 64 + 1e-6);
+  EXPECT_NEAR(b.nll_sum, logit + std::log(300.0), 1e-3);
+  // The boundary: a wrong token at window position 8 is scored by position 7, which is not.
+  tokens[16 + 12] = token;
+  tokens[32 + 8] = 7;
+  const PerplexityResult c = perplexity(model, tokens, 16, {}, PerplexityScoring::SecondHalf);
+  EXPECT_NEAR(c.nll_sum, std::log(300.0), 1e-9);  // only its successor, scored by position 8
+  // Fewer tokens than one window, or a context too small to have a scored second half.
+  EXPECT_THROW(perplexity(model, std::vector<int32_t>(15, token), 16, {}, PerplexityScoring::SecondHalf), Error);
+  EXPECT_THROW(perplexity(model, std::vector<int32_t>(15, token), 2, {}, PerplexityScoring::SecondHalf), Error);
+  const KlDivergenceResult k = kl_divergence(model, model, tokens, 16, {}, PerplexityScoring::SecondHalf);
+  EXPECT_EQ(k.scored, 28u);
+  EXPECT_EQ(k.windows, 4u);
+  EXPECT_EQ(k.model.nll_sum, c.nll_sum);
+}
+
 // kl_divergence of a model against itself: every position identical, so KL is exactly 0,
 // top-1 agrees everywhere, and both perplexities are perplexity()'s, bitwise.
 TEST(KlDivergence, AModelAgainstItselfIsExactlyZero) {
@@ -347,6 +384,17 @@ TEST(PerplexityCli, CertainAndUniformModelsThroughTheCommand) {
   const RunResult missing = run(fmt::format("perplexity -m {} -f {}", (tmp / "certain").string(), (tmp / "nope.txt").string()));
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.out.find("nope.txt: not found"), std::string::npos) << missing.out;
+  const RunResult half = run(fmt::format("perplexity -m {} -f {} -c 16 --scoring second-half --json",
+                                         (tmp / "certain").string(), (tmp / "text.txt").string()));
+  ASSERT_EQ(half.status, 0) << half.out;
+  const auto h = nlohmann::json::parse(half.out.substr(half.out.find('{')));
+  EXPECT_EQ(h["windows"], 2);  // 40 tokens: two whole windows of 16
+  EXPECT_EQ(h["scored"], 14);
+  EXPECT_EQ(h["scoring"], "second-half");
+  const RunResult bad_scoring = run(fmt::format("perplexity -m {} -f {} --scoring half", (tmp / "certain").string(),
+                                                (tmp / "text.txt").string()));
+  EXPECT_EQ(bad_scoring.status, 1);
+  EXPECT_EQ(bad_scoring.out, "nanoinfer: error: --scoring must be 'all' or 'second-half', got 'half'\n");
   const RunResult small_ctx = run(fmt::format("perplexity -m {} -f {} -c 1", (tmp / "certain").string(), (tmp / "text.txt").string()));
   EXPECT_EQ(small_ctx.status, 1);
   EXPECT_NE(small_ctx.out.find("at least 2"), std::string::npos) << small_ctx.out;

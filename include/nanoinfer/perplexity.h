@@ -1,7 +1,7 @@
-// Perplexity of a token sequence under a model, with llama.cpp's protocol: the tokens are cut
-// into consecutive, non-overlapping windows of ctx tokens (the last may be shorter; a window
-// of one token scores nothing), each evaluated from an empty cache; within a window the first
-// token is not scored and token t+1 is scored by log_softmax(logits[t]). The log-probability
+// Perplexity of a token sequence under a model: the tokens are cut into consecutive,
+// non-overlapping windows of ctx tokens, each evaluated from an empty cache; within a window,
+// token t+1 is scored by log_softmax(logits[t]) at the positions PerplexityScoring picks (by
+// default all but the first; llama-perplexity scores the second half of whole windows). The log-probability
 // is computed directly as a max-subtracted log-sum-exp, never as the log of a softmax, and the
 // negative log-likelihood is summed in double.
 #pragma once
@@ -10,10 +10,28 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "nanoinfer/model.h"
 
 namespace nanoinfer {
+
+// Which positions of each window are scored.
+//  - AllPositions (our default): every window, the last one possibly shorter, scores all of its
+//    positions but the first.
+//  - SecondHalf (llama-perplexity's): only whole windows, each scoring the tokens after its
+//    first ctx/2 (positions ctx/2 .. ctx-2 predict tokens ctx/2+1 .. ctx-1), so every scored
+//    token has at least ctx/2 tokens of context. Numbers comparable with llama-perplexity's
+//    need this scoring and the same -c.
+enum class PerplexityScoring { AllPositions, SecondHalf };
+
+// One window of the protocol: tokens [begin, begin + size); logits of positions t in
+// [first_scored, size - 1) score token t + 1.
+struct PerplexityWindow {
+  size_t begin = 0, size = 0, first_scored = 0;
+};
+// Throws Error when the scoring has no window to score (SecondHalf with fewer than ctx tokens).
+std::vector<PerplexityWindow> perplexity_windows(size_t n_tokens, size_t ctx, PerplexityScoring scoring);
 
 struct PerplexityResult {
   size_t ctx = 0;
@@ -34,7 +52,8 @@ using PerplexityProgress = std::function<void(size_t windows_done, size_t window
 // Throws Error when ctx < 2, ctx exceeds the model's context, fewer than two tokens are given,
 // or an id is out of the model's range.
 PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens, size_t ctx,
-                            const PerplexityProgress& progress = {});
+                            const PerplexityProgress& progress = {},
+                            PerplexityScoring scoring = PerplexityScoring::AllPositions);
 
 // The quality of a quantized (or otherwise changed) model against its base, in one run:
 // every window is pushed through both models, and at every scored position the two output
@@ -60,6 +79,7 @@ struct KlDivergenceResult {
 // Throws Error as perplexity() does, and when the models' vocabularies differ or ctx exceeds
 // either model's context.
 KlDivergenceResult kl_divergence(const Model& model, const Model& base, std::span<const int32_t> tokens, size_t ctx,
-                                 const PerplexityProgress& progress = {});
+                                 const PerplexityProgress& progress = {},
+                                 PerplexityScoring scoring = PerplexityScoring::AllPositions);
 
 }  // namespace nanoinfer

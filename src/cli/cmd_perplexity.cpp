@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -27,17 +29,38 @@ struct PerplexityFlags {
   std::string file;
   std::string kl_base;
   bool json = false;
+  std::string scoring = "all";
 };
 
-// Prints a progress line at most once a second (not after the last window).
+PerplexityScoring scoring_of(const std::string& name) {
+  if (name == "all") return PerplexityScoring::AllPositions;
+  if (name == "second-half") return PerplexityScoring::SecondHalf;
+  fail("--scoring must be 'all' or 'second-half', got '{}'", name);
+}
+
+// On a terminal: one progress line, redrawn at most once a second, with the time left at the
+// pace so far; erased when the run ends. Nothing when stderr is not a terminal.
 PerplexityProgress progress_printer(std::string_view what) {
-  auto last = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
-  return [last, what](size_t done, size_t total, const PerplexityResult& so_far) {
+  if (::isatty(STDERR_FILENO) == 0) return {};
+  struct State {
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last = start;
+    bool shown = false;
+  };
+  auto state = std::make_shared<State>();
+  return [state, what](size_t done, size_t total, const PerplexityResult& so_far) {
     const auto now = std::chrono::steady_clock::now();
-    if (now - *last < std::chrono::seconds(1) || done == total) return;
-    *last = now;
-    fmt::print(stderr, "{}: window {}/{}, {} tokens scored, running perplexity {:.4f}\n", what, done, total,
-               so_far.scored, so_far.perplexity);
+    if (done == total) {
+      if (state->shown) fmt::print(stderr, "\r\x1b[K");
+      return;
+    }
+    if (now - state->last < std::chrono::seconds(1)) return;
+    state->last = now;
+    state->shown = true;
+    const double elapsed = std::chrono::duration<double>(now - state->start).count();
+    const double left = elapsed / static_cast<double>(done) * static_cast<double>(total - done);
+    fmt::print(stderr, "\r{}: window {}/{}, {} tokens scored, running perplexity {:.4f}, about {:.0f} s left\x1b[K",
+               what, done, total, so_far.scored, so_far.perplexity, left);
+    std::fflush(stderr);
   };
 }
 
@@ -65,7 +88,8 @@ void run_kl(const PerplexityFlags& f, const std::string& text) {
   if (tokens.size() < 2) fail("'{}' has {} token(s); perplexity needs at least 2", f.file, tokens.size());
 
   const auto start = std::chrono::steady_clock::now();
-  const KlDivergenceResult r = kl_divergence(m.model, base.model, tokens, ctx, progress_printer("kl-divergence"));
+  const KlDivergenceResult r = kl_divergence(m.model, base.model, tokens, ctx, progress_printer("kl-divergence"),
+                                             scoring_of(f.scoring));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string weights(weight_type_name(m.model.weight_type()));
   if (f.json) {
@@ -73,6 +97,7 @@ void run_kl(const PerplexityFlags& f, const std::string& text) {
                               {"base", base.dir.string()},
                               {"file", f.file},
                               {"ctx", r.ctx},
+                              {"scoring", f.scoring},
                               {"tokens", r.tokens},
                               {"windows", r.windows},
                               {"scored", r.scored},
@@ -106,10 +131,12 @@ void run_kl(const PerplexityFlags& f, const std::string& text) {
   print_out("KLD     mean {:.6g} +/- {:.2g}, median {:.6g}, p90 {:.6g}, p99 {:.6g}, max {:.6g}\n", r.kld_mean,
              r.kld_stderr, r.kld_median, r.kld_p90, r.kld_p99, r.kld_max);
   print_out("top-1   {:.3f}% +/- {:.3f}% of positions agree\n", 100.0 * r.top1_agreement, 100.0 * r.top1_stderr);
-  print_out("({} positions in {} windows of {}; {:.2f} s)\n", r.scored, r.windows, r.ctx, seconds);
+  print_out("({} positions in {} windows of {}{}; {:.2f} s)\n", r.scored, r.windows, r.ctx,
+            f.scoring == "second-half" ? ", second half of each" : "", seconds);
 }
 
 void run(const PerplexityFlags& f) {
+  scoring_of(f.scoring);  // a bad value is refused before the model loads
   const std::string text = read_file(f.file, kMaxTextFileBytes);
   if (!f.kl_base.empty()) return run_kl(f, text);
   OpenedModel m = load_model(f.model);
@@ -119,13 +146,14 @@ void run(const PerplexityFlags& f) {
   if (tokens.size() < 2) fail("'{}' has {} token(s); perplexity needs at least 2", f.file, tokens.size());
 
   const auto start = std::chrono::steady_clock::now();
-  const PerplexityResult r = perplexity(m.model, tokens, ctx, progress_printer("perplexity"));
+  const PerplexityResult r = perplexity(m.model, tokens, ctx, progress_printer("perplexity"), scoring_of(f.scoring));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   if (f.json) {
     const nlohmann::json j = {{"model", m.dir.string()},
                               {"file", f.file},
                               {"ctx", r.ctx},
+                              {"scoring", f.scoring},
                               {"tokens", r.tokens},
                               {"windows", r.windows},
                               {"scored", r.scored},
@@ -140,8 +168,9 @@ void run(const PerplexityFlags& f) {
     print_out("{}\n", j.dump());
     return;
   }
-  print_out("perplexity {:.4f} {} ({} tokens scored in {} windows of {}; {:.2f} s, {:.0f} tok/s)\n", r.perplexity,
-            plus_minus(r), r.scored, r.windows, r.ctx, seconds, static_cast<double>(r.tokens) / seconds);
+  print_out("perplexity {:.4f} {} ({} tokens scored in {} windows of {}{}; {:.2f} s, {:.0f} tok/s)\n", r.perplexity,
+            plus_minus(r), r.scored, r.windows, r.ctx, f.scoring == "second-half" ? ", second half of each" : "",
+            seconds, static_cast<double>(r.tokens) / seconds);
 }
 
 void setup(CLI::App& app) {
@@ -152,8 +181,15 @@ void setup(CLI::App& app) {
                  "Base model directory (loaded as stored) to compare against: both perplexities, Delta PPL, "
                  "KL divergence mean/p99/max and top-1 agreement, with standard errors");
   app.add_flag("--json", f->json, "Print the result as one JSON object");
-  app.footer("Windows are -c tokens (default 512, or the model's context if smaller), non-overlapping; "
-             "the first token of each window is not scored.");
+  app.add_option("--scoring", f->scoring,
+                 "Which tokens of each window are scored: all (default: every token but the first, the last "
+                 "window may be shorter) or second-half (llama-perplexity's: whole windows only, the tokens "
+                 "after the first c/2; use it with the same -c to compare numbers with llama-perplexity)")
+      ->type_name("all|second-half");
+  app.footer("Windows are -c tokens (default 512, or the model's context if smaller), non-overlapping, each "
+             "from an empty cache. By default every token but a window's first is scored, so the result is "
+             "higher than llama-perplexity's on the same file and -c, which scores only each window's second "
+             "half (--scoring second-half does the same).");
   app.callback([f] { run(*f); });
 }
 

@@ -58,7 +58,7 @@ double quantile(const std::vector<double>& sorted, double q) {
 }  // namespace
 
 KlDivergenceResult kl_divergence(const Model& model, const Model& base, std::span<const int32_t> tokens, size_t ctx,
-                                 const PerplexityProgress& progress) {
+                                 const PerplexityProgress& progress, PerplexityScoring scoring) {
   if (ctx < 2) fail("kl-divergence: the context must be at least 2 tokens, got {}", ctx);
   if (ctx > model.max_context() || ctx > base.max_context()) {
     fail("kl-divergence: a context of {} exceeds a model's context ({} and {}; load them with a larger one)", ctx,
@@ -73,14 +73,14 @@ KlDivergenceResult kl_divergence(const Model& model, const Model& base, std::spa
   KlDivergenceResult r;
   r.ctx = r.model.ctx = r.base.ctx = ctx;
   r.tokens = r.model.tokens = r.base.tokens = tokens.size();
-  const size_t windows_total = tokens.size() / ctx + (tokens.size() % ctx >= 2 ? 1 : 0);
+  const std::vector<PerplexityWindow> plan = perplexity_windows(tokens.size(), ctx, scoring);
   Moments nll_model, nll_base, ratio, kld;
   std::vector<double> klds;
   size_t same_top = 0;
 
   Sequence seq = model.new_sequence(ctx), seq_base = base.new_sequence(ctx);
-  for (size_t begin = 0; begin + 1 < tokens.size(); begin += ctx) {
-    const std::span<const int32_t> window = tokens.subspan(begin, std::min(ctx, tokens.size() - begin));
+  for (const PerplexityWindow& w : plan) {
+    const std::span<const int32_t> window = tokens.subspan(w.begin, w.size);
     seq.cache().clear();
     seq_base.cache().clear();
     for (size_t p = 0; p < window.size(); p += kPiece) {
@@ -90,6 +90,7 @@ KlDivergenceResult kl_divergence(const Model& model, const Model& base, std::spa
       for (size_t i = 0; i < count; ++i) {
         const size_t t = p + i;  // logits of position t score token t + 1
         if (t + 1 >= window.size()) break;
+        if (t < w.first_scored) continue;
         const float* q = lq.data() + i * V;
         const float* b = lb.data() + i * V;
         const LogSumExp sq = log_sum_exp(q, V), sb = log_sum_exp(b, V);
@@ -116,7 +117,7 @@ KlDivergenceResult kl_divergence(const Model& model, const Model& base, std::spa
     r.model.windows = r.base.windows = r.windows;
     r.model.scored = r.base.scored = r.scored;
     finish(r.model, nll_model);
-    if (progress) progress(r.windows, windows_total, r.model);
+    if (progress) progress(r.windows, plan.size(), r.model);
   }
   finish(r.base, nll_base);
   r.ln_ppl_ratio = ratio.mean;

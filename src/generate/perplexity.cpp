@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "nanoinfer/error.h"
 #include "model/ops.h"
@@ -16,8 +17,22 @@ constexpr size_t kPiece = 128;
 
 }  // namespace
 
+std::vector<PerplexityWindow> perplexity_windows(size_t n_tokens, size_t ctx, PerplexityScoring scoring) {
+  std::vector<PerplexityWindow> windows;
+  if (scoring == PerplexityScoring::SecondHalf) {
+    if (ctx < 3) fail("perplexity: second-half scoring needs a context of at least 3 tokens, got {}", ctx);
+    if (n_tokens < ctx) {
+      fail("perplexity: second-half scoring needs at least one whole window of {} tokens, got {}", ctx, n_tokens);
+    }
+    for (size_t begin = 0; begin + ctx <= n_tokens; begin += ctx) windows.push_back({begin, ctx, ctx / 2});
+    return windows;
+  }
+  for (size_t begin = 0; begin + 1 < n_tokens; begin += ctx) windows.push_back({begin, std::min(ctx, n_tokens - begin), 0});
+  return windows;
+}
+
 PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens, size_t ctx,
-                            const PerplexityProgress& progress) {
+                            const PerplexityProgress& progress, PerplexityScoring scoring) {
   if (ctx < 2) fail("perplexity: the context must be at least 2 tokens, got {}", ctx);
   if (ctx > model.max_context()) {
     fail("perplexity: a context of {} exceeds the model's {} (load it with a larger context)", ctx,
@@ -29,12 +44,13 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
   PerplexityResult r;
   r.ctx = ctx;
   r.tokens = tokens.size();
-  const size_t windows_total = tokens.size() / ctx + (tokens.size() % ctx >= 2 ? 1 : 0);
+  const std::vector<PerplexityWindow> plan = perplexity_windows(tokens.size(), ctx, scoring);
   double mean = 0, m2 = 0;  // Welford's running mean and squared deviations of the NLL
 
   Sequence cache = model.new_sequence(ctx);
-  for (size_t begin = 0; begin + 1 < tokens.size(); begin += ctx) {
-    const std::span<const int32_t> window = tokens.subspan(begin, std::min(ctx, tokens.size() - begin));
+  for (const PerplexityWindow& w : plan) {
+    const size_t begin = w.begin;
+    const std::span<const int32_t> window = tokens.subspan(w.begin, w.size);
     cache.cache().clear();
     for (size_t p = 0; p < window.size(); p += kPiece) {
       const size_t count = std::min(kPiece, window.size() - p);
@@ -42,6 +58,7 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
       for (size_t i = 0; i < count; ++i) {
         const size_t t = p + i;  // logits of position t score token t + 1
         if (t + 1 >= window.size()) break;
+        if (t < w.first_scored) continue;
         const double nll = -log_softmax_at(logits.data() + i * V, V, static_cast<size_t>(window[t + 1]));
         // Finite logits always give a finite NLL; anything else is a broken model, and a
         // "perplexity nan" printed with exit code 0 would pass for a result.
@@ -61,7 +78,7 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
     r.perplexity = std::exp(r.mean_nll);
     const double sem = r.scored > 1 ? std::sqrt(m2 / static_cast<double>(r.scored - 1) / static_cast<double>(r.scored)) : 0.0;
     r.perplexity_stderr = r.perplexity * sem;
-    if (progress) progress(r.windows, windows_total, r);
+    if (progress) progress(r.windows, plan.size(), r);
   }
   return r;
 }
