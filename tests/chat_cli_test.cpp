@@ -3,6 +3,9 @@
 // `nanoinfer chat` driven through a pipe.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+
 #include "nanoinfer/engine.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
@@ -86,6 +89,79 @@ TEST_F(ChatSessionTest, TurnThatDoesNotFitLeavesTheConversationUnchanged) {
   EXPECT_EQ(chat.messages().size(), before.size());
   EXPECT_EQ(gen.tokens().size(), tokens_before);
   EXPECT_NO_THROW(collect(chat, "ok", 1));
+}
+
+// A conversation that outgrows the context loses its oldest turns, never the system prompt,
+// and the cache is then exactly the render of what is kept (prefilled again from scratch).
+TEST_F(ChatSessionTest, OutgrownConversationDropsItsOldestTurnsAndKeepsTheSystemPrompt) {
+  Model model = open_model_alone(dir_.path(), {.threads = 1, .max_context = 64});
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  Generator gen(model, tok, {.temperature = 0.0, .repetition_penalty = 1.0});
+  ChatSession chat(gen, tok, "x");
+  const int64_t n = 12;  // the reply's room: min(12, 64 / 2)
+  size_t dropped = 0;
+  std::vector<ChatMessage> all{{"system", "x"}};
+  for (int turn = 0; turn < 8; ++turn) {
+    const std::string user = "turn " + std::to_string(turn);
+    GenerationStats s;
+    const std::string reply = collect(chat, user, n, &s);
+    all.push_back({"user", user});
+    all.push_back({"assistant", reply});
+    const std::vector<ChatMessage>& kept = chat.messages();
+    ASSERT_GE(kept.size(), 3u);
+    EXPECT_EQ(kept.front().role, "system");
+    EXPECT_EQ(kept.front().content, "x");
+    // What is kept is the system prompt and the newest turns, in order.
+    const auto same = [](const ChatMessage& a, const ChatMessage& b) { return a.role == b.role && a.content == b.content; };
+    EXPECT_TRUE(std::equal(kept.begin() + 1, kept.end(), all.end() - static_cast<ptrdiff_t>(kept.size() - 1), same));
+    EXPECT_EQ(tok.decode(gen.tokens()), chat.sequence_text());
+    EXPECT_EQ(render_chat(kept, false), chat.sequence_text() + "<|im_end|>\n");
+    if (chat.dropped_turns() > 0) {
+      dropped += chat.dropped_turns();
+      // Prefilled from scratch: the prompt is the whole render of what is kept.
+      std::vector<ChatMessage> prompt(kept.begin(), kept.end() - 1);
+      EXPECT_EQ(s.prompt_tokens, tok.encode(render_chat(prompt, true)).size());
+      EXPECT_LE(s.prompt_tokens + static_cast<size_t>(n), 64u);
+    }
+    EXPECT_EQ(kept.size(), all.size() - 2 * dropped);
+  }
+  EXPECT_GT(dropped, 0u);  // 8 turns of ~12 tokens each do not fit in 64
+}
+
+// The interrupt flag ends the reply before its next token; what was generated is kept as the
+// reply, and the conversation goes on.
+TEST_F(ChatSessionTest, InterruptStopsTheReplyAndKeepsWhatItSaid) {
+  Model model = open_model_alone(dir_.path(), {.threads = 1});
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  Generator gen(model, tok, {.temperature = 0.0, .repetition_penalty = 1.0});
+  ChatSession chat(gen, tok, "");
+  std::atomic<bool> stop{false};
+  std::string out;
+  const GenerationStats s = chat.send("hello", {.max_new_tokens = 20, .eos_ids = {}, .interrupt = &stop},
+                                     [&](std::string_view t) {
+                                       out.append(t);
+                                       stop.store(true);  // as a Ctrl-C during the first token
+                                     });
+  EXPECT_EQ(s.stop_reason, StopReason::Interrupted);
+  EXPECT_EQ(s.generated_tokens, 1u);
+  ASSERT_EQ(chat.messages().size(), 2u);
+  EXPECT_EQ(chat.messages()[1].content, out);
+  stop.store(false);
+  EXPECT_NO_THROW(collect(chat, "again", 3));
+  EXPECT_EQ(tok.decode(gen.tokens()), chat.sequence_text());
+}
+
+TEST_F(ChatSessionTest, CliHelpIsNotSentAndABackslashContinuesTheMessage) {
+  Model model = open_model_alone(dir_.path(), {.threads = 1});
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  Generator gen(model, tok, kGreedy);
+  ChatSession chat(gen, tok, "");
+  const std::string r1 = collect(chat, "hello\nthere", 6);
+  const auto r = test::run_cli({"chat", "-m", dir_.path().string(), "--temp", "0", "-n", "6", "-t", "1"},
+                               "/help\nhello\\\nthere\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, r1 + "\n");
+  EXPECT_NE(r.err.find("/reset"), std::string::npos) << r.err;
 }
 
 TEST_F(ChatSessionTest, CliFromAPipePrintsRepliesOnly) {

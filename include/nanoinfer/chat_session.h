@@ -25,11 +25,17 @@ class ChatSession {
   ChatSession(Generator& generator, const Tokenizer& tokenizer, std::string system_prompt,
               SpecialTokens content = SpecialTokens::AsText);
 
-  // Adds a user turn, generates the reply (streamed to on_text) and records it. If the turn
-  // does not fit in the context, throws Error and leaves the conversation as it was; if the
-  // reply fails part way (e.g. the model produces NaN logits), throws Error and starts over.
+  // Adds a user turn, generates the reply (streamed to on_text) and records it (an interrupted
+  // reply as far as it got). When the conversation would leave the reply less room than
+  // min(options.max_new_tokens, half the context), the oldest turns (user message and reply)
+  // are dropped, the system prompt kept, and the rest prefilled again: dropped_turns() says how
+  // many. If the turn does not fit even alone, throws Error and leaves the conversation as it
+  // was; if the reply fails part way (e.g. the model produces NaN logits), throws Error and
+  // starts over.
   GenerationStats send(std::string_view user_text, const StopRules& options,
                        const TextSink& on_text);
+  // Turns the last send() dropped to make room (0: none).
+  size_t dropped_turns() const { return dropped_turns_; }
 
   // Starts over (keeps the system prompt).
   void reset();
@@ -45,6 +51,10 @@ class ChatSession {
   SpecialTokens content_;
   std::vector<ChatMessage> messages_;
   std::string sequence_text_;
+  size_t dropped_turns_ = 0;
+
+  // Tokens of the whole conversation rendered with the generation prompt.
+  size_t rendered_tokens(std::span<const ChatMessage> messages) const;
 };
 
 }  // namespace nanoinfer

@@ -20,6 +20,7 @@
 // not kept.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -38,7 +39,7 @@
 
 namespace nanoinfer {
 
-enum class StopReason { Eos, StopString, MaxTokens, ContextFull };
+enum class StopReason { Eos, StopString, MaxTokens, ContextFull, Interrupted };
 std::string_view stop_reason_name(StopReason reason);
 
 // When a generation ends (besides the end of the context).
@@ -46,6 +47,9 @@ struct StopRules {
   int64_t max_new_tokens = 256;           // >= 0
   std::vector<int32_t> eos_ids;           // sampling any of these ends generation (not kept)
   std::vector<std::string> stop_strings;  // non-empty strings
+  // Set (e.g. from a SIGINT handler) to end the generation before its next token; read once
+  // per step. Null: never.
+  const std::atomic<bool>* interrupt = nullptr;
 };
 
 // The one end-of-sequence rule: the model's eos ids from generation_config.json, else the

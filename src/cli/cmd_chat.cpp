@@ -1,13 +1,21 @@
 // `nanoinfer chat`: an interactive conversation on the chat template. One line of input is one
-// user turn; the reply streams to stdout. /reset starts over, /exit or end of input ends it.
-// The "> " prompt goes to stderr and only when stdin is a terminal, so a pipe gets replies only.
-// A failed turn is reported on stderr and the chat goes on, but the exit code is then 1.
+// user turn (a line ending in a backslash continues on the next); the reply streams to stdout.
+// /reset starts over, /help lists the commands, /exit or end of input ends it. Ctrl-C during a
+// reply stops the reply and returns to the prompt; at the prompt it ends the chat. When the
+// conversation outgrows the context the oldest turns are dropped (the system prompt stays),
+// with one line on stderr. The "> " prompt goes to stderr and only when stdin is a terminal,
+// so a pipe gets replies only. A failed turn is reported on stderr and the chat goes on, but
+// the exit code is then 1.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <limits>
 
 #include "command.h"
 #include "output.h"
@@ -24,7 +32,7 @@ struct ChatFlags {
   SamplingOverrides sampling;
   std::string system;
   bool special = false;
-  int64_t n_predict = 512;
+  int64_t n_predict = 0;  // 0: until the reply ends or the context is full
   GrammarFlags grammar;
   bool verbose = false;
 };
@@ -35,12 +43,34 @@ void write_stdout(std::string_view text) {
   flush_out();
 }
 
+// SIGINT while a reply is generated stops the reply (the generation step reads the flag);
+// otherwise it ends the process as usual. Only lock-free atomics and async-signal-safe calls.
+std::atomic<bool> replying{false};
+std::atomic<bool> interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_sigint(int) {
+  if (replying.load()) {
+    interrupted.store(true);
+    return;
+  }
+  ::signal(SIGINT, SIG_DFL);
+  ::raise(SIGINT);
+}
+
+constexpr std::string_view kHelp =
+    "  /help    this list\n"
+    "  /reset   start the conversation over (the system prompt stays)\n"
+    "  /exit    end the chat (so does Ctrl-D, or Ctrl-C at the prompt)\n"
+    "  Ctrl-C during a reply stops it; end a line with \\ to continue the message on the next line\n";
+
 void run(const ChatFlags& f) {
   require_non_negative(f.n_predict, "-n");
   OpenedModel m = load_model(f.model);
   const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
   StopRules options;
-  options.max_new_tokens = f.n_predict;
+  options.max_new_tokens = f.n_predict > 0 ? f.n_predict : std::numeric_limits<int64_t>::max();
+  options.interrupt = &interrupted;
   options.eos_ids = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
   if (options.eos_ids.empty()) fail("{}: the tokenizer has no <|im_end|> token, so a chat turn could never end", m.dir.string());
 
@@ -52,9 +82,13 @@ void run(const ChatFlags& f) {
   const bool interactive = ::isatty(STDIN_FILENO) != 0;
   if (f.verbose) fmt::print(stderr, "{}", sampling.describe());
   if (interactive) {
-    fmt::print(stderr, "chat with {} (load {:.2f} s); /reset starts over, /exit or Ctrl-D ends\n",
-               m.dir.string(), m.load_seconds);
+    fmt::print(stderr, "chat with {} (load {:.2f} s, context {}); /help lists the commands, /exit or Ctrl-D ends\n",
+               m.dir.string(), m.load_seconds, generator.context_size());
   }
+  struct sigaction action {};
+  action.sa_handler = on_sigint;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
 
   // Lines are capped (kMaxLineBytes), so `chat < /dev/zero` fails instead of eating memory.
   LineReader input("-");
@@ -66,7 +100,22 @@ void run(const ChatFlags& f) {
       std::fflush(stderr);
     }
     if (!input.next(line)) break;
+    // A trailing backslash continues the message on the next line.
+    std::string more;
+    while (!line.empty() && line.back() == '\\') {
+      line.back() = '\n';
+      if (interactive) {
+        std::fputs(". ", stderr);
+        std::fflush(stderr);
+      }
+      if (!input.next(more)) break;
+      line += more;
+    }
     if (line == "/exit") break;
+    if (line == "/help") {
+      fmt::print(stderr, "{}", kHelp);
+      continue;
+    }
     if (line == "/reset") {
       session.reset();
       if (interactive) fmt::print(stderr, "(conversation reset)\n");
@@ -74,8 +123,25 @@ void run(const ChatFlags& f) {
     }
     if (line.empty()) continue;
     try {
-      const GenerationStats s = session.send(line, options, write_stdout);
+      interrupted.store(false);
+      replying.store(true);
+      GenerationStats s;
+      try {
+        s = session.send(line, options, write_stdout);
+      } catch (...) {
+        replying.store(false);
+        throw;
+      }
+      replying.store(false);
       write_stdout("\n");
+      if (session.dropped_turns() > 0) {
+        fmt::print(stderr, "(the conversation outgrew the context of {} tokens: dropped its {} oldest turn{})\n",
+                   generator.context_size(), session.dropped_turns(), session.dropped_turns() == 1 ? "" : "s");
+      }
+      if (s.stop_reason == StopReason::Interrupted) fmt::print(stderr, "(reply stopped)\n");
+      if (s.stop_reason == StopReason::ContextFull) {
+        fmt::print(stderr, "(the reply filled the context; the next turn drops the oldest ones)\n");
+      }
       if (f.verbose) {
         const std::span<const int32_t> all = generator.tokens();
         const size_t reply_start = all.size() - s.generated_tokens;
@@ -107,7 +173,8 @@ void setup(CLI::App& app) {
   app.add_flag("--special", f->special,
                "Parse special-token text typed in a message (e.g. <|im_end|>) as the special token. "
                "By default it is plain text, so a message cannot end its turn or forge another");
-  app.add_option("-n,--n-predict", f->n_predict, "Maximum tokens per reply (default 512)");
+  app.add_option("-n,--n-predict", f->n_predict,
+                 "Maximum tokens per reply (default 0: until the reply ends or the context is full)");
   add_grammar_flags(app, f->grammar);
   app.add_flag("--verbose", f->verbose, "Print settings and per-turn statistics to stderr");
   app.callback([f] { run(*f); });

@@ -1,5 +1,7 @@
 #include "nanoinfer/chat_session.h"
 
+#include <algorithm>
+
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -17,9 +19,44 @@ void ChatSession::reset() {
   if (!system_prompt_.empty()) messages_.push_back({"system", system_prompt_});
 }
 
+size_t ChatSession::rendered_tokens(std::span<const ChatMessage> messages) const {
+  std::vector<int32_t> ids;
+  tokenizer_.encode_pieces_append(chat_text_pieces(render_chat_pieces(messages, true), 0, content_), ids);
+  return ids.size();
+}
+
 GenerationStats ChatSession::send(std::string_view user_text, const StopRules& options,
                                   const TextSink& on_text) {
   messages_.push_back({"user", std::string(user_text)});
+  dropped_turns_ = 0;
+  // Room for the reply: what the conversation so far plus this turn leave must be at least
+  // `reserve`, else the oldest turns go (the fewest that make it fit). If no number of drops
+  // does, nothing is dropped and the turn is refused below as before.
+  const size_t context = generator_.context_size();
+  const size_t reserve = std::min(static_cast<size_t>(std::max<int64_t>(options.max_new_tokens, 0)), context / 2);
+  const size_t first = !messages_.empty() && messages_.front().role == "system" ? 1 : 0;
+  if (messages_.size() - first > 1) {
+    std::vector<int32_t> fresh;
+    tokenizer_.encode_pieces_append(
+        chat_text_pieces(render_chat_pieces(messages_, true), sequence_text_.size(), content_), fresh);
+    if (generator_.tokens().size() + fresh.size() + reserve > context) {
+      std::vector<ChatMessage> kept(messages_);
+      size_t drops = 0;
+      while (kept.size() - first > 1) {
+        // A turn is a user message and the reply after it.
+        const size_t n = kept.size() - first > 2 && kept[first + 1].role == "assistant" ? 2 : 1;
+        kept.erase(kept.begin() + static_cast<ptrdiff_t>(first), kept.begin() + static_cast<ptrdiff_t>(first + n));
+        ++drops;
+        if (rendered_tokens(kept) + reserve <= context) {
+          messages_ = std::move(kept);
+          dropped_turns_ = drops;
+          generator_.reset();
+          sequence_text_.clear();
+          break;
+        }
+      }
+    }
+  }
   const std::vector<ChatPiece> pieces = render_chat_pieces(messages_, /*add_generation_prompt=*/true);
   std::string rendered;
   for (const ChatPiece& piece : pieces) rendered += piece.text;

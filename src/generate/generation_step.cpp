@@ -14,6 +14,7 @@ std::string_view stop_reason_name(StopReason reason) {
     case StopReason::StopString: return "stop string";
     case StopReason::MaxTokens: return "token limit";
     case StopReason::ContextFull: return "context full";
+    case StopReason::Interrupted: return "interrupted";
   }
   return "?";
 }
@@ -144,6 +145,10 @@ std::optional<StopReason> GenerationStep::next(std::span<const float> logits, st
   if (generated_ >= static_cast<size_t>(rules_.max_new_tokens)) {
     finished_ = true;
     return StopReason::MaxTokens;
+  }
+  if (rules_.interrupt && rules_.interrupt->load(std::memory_order_relaxed)) {
+    finished_ = true;
+    return StopReason::Interrupted;
   }
   const size_t vocab = static_cast<size_t>(sampler_.vocab_size());
   if (logits.size() < vocab) fail("internal error: {} logits for a vocabulary of {}", logits.size(), vocab);
