@@ -13,6 +13,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libsimdjson-dev libfmt-dev libxsimd-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev  # the HTTP server of `nanoinfer serve`
+  libedit-dev  # line editing and history in `nanoinfer chat` (BSD licence)
   chromium  # the browser the viz page is tested in (tests/browser/, driven by playwright-core)
 )
 # Node.js runs the reference tokenizer in the tests; keep an existing install.

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 
 #include "nanoinfer/engine.h"
 #include "nanoinfer/chat_session.h"
@@ -162,6 +164,25 @@ TEST_F(ChatSessionTest, CliHelpIsNotSentAndABackslashContinuesTheMessage) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, r1 + "\n");
   EXPECT_NE(r.err.find("/reset"), std::string::npos) << r.err;
+}
+
+// On a terminal (a pseudo-terminal from util-linux's `script`), the up arrow recalls the
+// previous line, and lines are kept in $XDG_STATE_HOME/nanoinfer/chat_history.
+TEST_F(ChatSessionTest, CliOnATerminalEditsAndKeepsHistory) {
+  if (std::system("command -v script > /dev/null 2>&1") != 0) GTEST_SKIP() << "util-linux 'script' not found";
+  const std::filesystem::path state = dir_.path() / "state";
+  test::write_text(dir_.path() / "input.txt", "hello\n\x1b[A\n/exit\n");
+  const std::string command = fmt::format(
+      "XDG_STATE_HOME={} timeout 60 script -qfec '{} chat -m {} --temp 0 -n 3 -t 1' /dev/null < {} > {} 2>&1",
+      state.string(), NANOINFER_BINARY_PATH, dir_.path().string(), (dir_.path() / "input.txt").string(),
+      (dir_.path() / "out.txt").string());
+  ASSERT_EQ(std::system(command.c_str()), 0) << test::read_text(dir_.path() / "out.txt");
+  const std::string out = test::read_text(dir_.path() / "out.txt");
+  // The prompt shows "hello" twice: typed, then recalled by the up arrow.
+  size_t shown = 0;
+  for (size_t at = out.find("> hello"); at != std::string::npos; at = out.find("> hello", at + 1)) ++shown;
+  EXPECT_EQ(shown, 2u) << out;
+  EXPECT_EQ(test::read_text(state / "nanoinfer/chat_history"), "_HiStOrY_V2_\nhello\n/exit\n");
 }
 
 TEST_F(ChatSessionTest, CliFromAPipePrintsRepliesOnly) {

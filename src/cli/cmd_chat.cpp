@@ -20,6 +20,7 @@
 #include "command.h"
 #include "output.h"
 #include "common_options.h"
+#include "line_input.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
@@ -91,24 +92,17 @@ void run(const ChatFlags& f) {
   ::sigaction(SIGINT, &action, nullptr);
 
   // Lines are capped (kMaxLineBytes), so `chat < /dev/zero` fails instead of eating memory.
-  LineReader input("-");
+  // On a terminal: line editing and history (line_input.h).
+  LineInput input(interactive, default_history_file());
   std::string line;
   size_t failed_turns = 0;
   while (true) {
-    if (interactive) {
-      std::fputs("> ", stderr);
-      std::fflush(stderr);
-    }
-    if (!input.next(line)) break;
+    if (!input.next(line, "> ")) break;
     // A trailing backslash continues the message on the next line.
     std::string more;
     while (!line.empty() && line.back() == '\\') {
       line.back() = '\n';
-      if (interactive) {
-        std::fputs(". ", stderr);
-        std::fflush(stderr);
-      }
-      if (!input.next(more)) break;
+      if (!input.next(more, ". ")) break;
       line += more;
     }
     if (line == "/exit") break;
