@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev  # the HTTP server of `nanoinfer serve`
   libedit-dev  # line editing and history in `nanoinfer chat` (BSD licence)
+  haproxy  # the load balancer of docs/haproxy.cfg, run by the serve_balance test
   chromium  # the browser the viz page is tested in (tests/browser/, driven by playwright-core)
 )
 # Node.js runs the reference tokenizer in the tests; keep an existing install.
