@@ -31,6 +31,7 @@ struct ServeOptions {
   size_t max_body_bytes = 4 << 20;  // larger bodies get 413
   size_t max_connections = 512;   // open at once; more are answered 503 and closed
   std::string model_id;          // the name /v1/models reports; "" = the model directory's name
+  bool web_page = true;          // the chat page at GET /
   bool access_log = true;        // one line per request on stderr (method, path, status, tokens, time)
   // Origins allowed to call the API from a browser (CORS): "*" or exact origins such as
   // "http://localhost:3000". Empty: no CORS headers, preflights get 404.

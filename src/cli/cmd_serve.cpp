@@ -28,6 +28,7 @@ struct ServeFlags {
   std::string model_id;
   int64_t max_connections = 512;
   bool quiet = false;
+  bool no_web_page = false;
   std::vector<std::string> cors;
 };
 
@@ -72,6 +73,7 @@ void run(const ServeFlags& f) {
   options.max_connections = static_cast<size_t>(f.max_connections);
   options.model_id = f.model_id;
   options.access_log = !f.quiet;
+  options.web_page = !f.no_web_page;
   for (const std::string& origin : f.cors) {
     // An origin is scheme://host[:port], nothing after: what a browser sends in Origin.
     const size_t scheme = origin.find("://");
@@ -116,6 +118,7 @@ void setup(CLI::App& app) {
   app.add_option("--max-connections", f->max_connections,
                  "Connections open at once, 1..900; more are answered 503 and closed (default 512)");
   app.add_option("--model-id", f->model_id, "Model name reported by /v1/models (default: the directory name)");
+  app.add_flag("--no-webui", f->no_web_page, "Do not serve the chat page at / (the API only)");
   app.add_flag("-q,--quiet", f->quiet, "No access log (by default one line per request on stderr: client, method, "
                "path, status, prompt+completion tokens, seconds)");
   app.add_option("--cors", f->cors,

@@ -20,6 +20,7 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/generation_step.h"
 #include "nanoinfer/serve.h"
+#include "chat_page_asset.h"
 #include "serve/api.h"
 #include "serve/front.h"
 #include "serve/metrics.h"
@@ -411,6 +412,18 @@ struct Server::Impl {
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       completion(req, res, Endpoint::Completion);
     });
+    // The chat page (web/chat/chat.html): it calls /v1/* like any client, so the key, if any,
+    // is typed into the page. Its script and style are inline; it may fetch from here only.
+    if (options.web_page) {
+      http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+        res.set_header("Content-Security-Policy",
+                       "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                       "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+        res.set_header("X-Content-Type-Options", "nosniff");
+        res.set_header("Cache-Control", "no-cache");
+        res.set_content(std::string(serve::chat_page::html), "text/html; charset=utf-8");
+      });
+    }
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(serve::models_json(model_id, created), "application/json");
     });
