@@ -143,4 +143,11 @@ std::string json_object_gbnf();
 // ignored. Anything else throws Error naming the keyword and where it is.
 std::string json_schema_to_gbnf(std::string_view schema_json);
 
+// The same schema as rules of a larger grammar (several schemas in one, as tool calls need):
+// every rule it defines is named with `prefix` (non-empty), the schema's own rule being
+// `prefix` + "root", and the basic JSON rules it refers to (value, object, string, number,
+// ...) are left out: add json_basics_gbnf() once to the whole grammar.
+std::string json_schema_to_gbnf_rules(std::string_view schema_json, std::string_view prefix);
+std::string json_basics_gbnf();
+
 }  // namespace nanoinfer
