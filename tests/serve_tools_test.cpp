@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -252,6 +254,46 @@ TEST(ServeTools, ResponseAndChunkShapes) {
   EXPECT_EQ(chunk["choices"][0]["delta"], json::parse(R"({"tool_calls": [{"index": 1, "id": "call_abc", "type": "function",
       "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]})"));
   EXPECT_EQ(json::parse(chunk_json(Endpoint::Chat, id, {.finish = FinishReason::ToolCalls}))["choices"][0]["finish_reason"], "tool_calls");
+}
+
+// On Qwen2.5's own vocabulary the grammar of `required` lets the model write its <tool_call>
+// and </tool_call> tokens (non-special added tokens, what its template and training use), as
+// well as the same text spelled by ordinary tokens; special tokens never, end of sequence only
+// after a whole call.
+TEST(ServeTools, TheGrammarAllowsQwensToolCallTokens) {
+  const std::filesystem::path dir = std::filesystem::path(NANOINFER_SOURCE_DIR) / ".deps/qwen-tokenizer";
+  if (!std::filesystem::exists(dir / "tokenizer.json")) GTEST_SKIP() << dir << " is missing: run scripts/fetch-test-assets.sh";
+  const Tokenizer tok = Tokenizer::load(dir);
+  const std::optional<int32_t> open = tok.token_id("<tool_call>"), close = tok.token_id("</tool_call>"),
+                               im_end = tok.token_id("<|im_end|>"), lt = tok.token_id("<");
+  ASSERT_TRUE(open && close && im_end && lt);
+  const CompletionRequest r = chat_with(R"(, "tool_choice": "required", "parallel_tool_calls": false)");
+  const auto trie = VocabTrie::of(tok);
+  GrammarProcessor processor(*r.grammar, trie, {*im_end});
+  std::vector<double> scores(static_cast<size_t>(tok.vocab_size()), 0.0);
+  processor.process(scores, {});
+  EXPECT_EQ(scores[static_cast<size_t>(*open)], 0.0);
+  EXPECT_EQ(scores[static_cast<size_t>(*lt)], 0.0);
+  EXPECT_EQ(scores[static_cast<size_t>(*im_end)], -INFINITY);
+  EXPECT_EQ(scores[static_cast<size_t>(*close)], -INFINITY);
+  // Through a whole call written with the added tokens: </tool_call> allowed where it closes,
+  // then only end of sequence.
+  const std::vector<int32_t> call = tok.encode("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>");
+  ASSERT_EQ(call.front(), *open);
+  ASSERT_EQ(call.back(), *close);
+  for (size_t i = 0; i < call.size(); ++i) {
+    std::fill(scores.begin(), scores.end(), 0.0);
+    processor.process(scores, {});
+    ASSERT_EQ(scores[static_cast<size_t>(call[i])], 0.0) << "token " << i << " '" << tok.token_bytes(call[i]) << "'";
+    if (i + 1 < call.size()) {
+      EXPECT_EQ(scores[static_cast<size_t>(*im_end)], -INFINITY) << i;
+    }
+    processor.accept(call[i]);
+  }
+  std::fill(scores.begin(), scores.end(), 0.0);
+  processor.process(scores, {});
+  EXPECT_EQ(scores[static_cast<size_t>(*im_end)], 0.0);
+  EXPECT_EQ(std::count(scores.begin(), scores.end(), 0.0), 1);
 }
 
 // `required` and a named function with the untrained default model at temperature 1: every
