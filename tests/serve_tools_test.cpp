@@ -233,6 +233,37 @@ TEST(ServeTools, BadToolRequestsAre400sNamingTheProblem) {
   EXPECT_NE(refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"arguments": "{}"}}]}]})").find("tool_calls[0].function.name"), std::string::npos);
   EXPECT_NE(refusal(R"({"messages": [{"role": "assistant", "content": null}]})").find("messages[0].content"), std::string::npos);
   EXPECT_NE(refusal(user + R"("functions": [{"name": "f"}]})").find("'functions'"), std::string::npos);
+  // Nesting deep enough to overflow a recursive writer: a 400, not a crash.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(refusal(user + R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"default": )" + deep + "}}}]}").find("deeper"), std::string::npos);
+  EXPECT_NE(refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": ")" + deep + R"("}}]}]})").find("deeper"), std::string::npos);
+}
+
+TEST(ServeTools, DeeplyNestedResponseFormatSchemaIsA400) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
+      "json_schema": {"name": "x", "schema": {"type": "object", "default": )" + deep + "}}}}").find("deeper"), std::string::npos);
+}
+
+TEST(ServeTools, DeeplyNestedGbnfGroupsAreA400) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "hi"}], "grammar": "root ::= )" +
+                           std::string(100000, '(') + R"( \"a\" )" + std::string(100000, ')') + "\"}";
+  EXPECT_NE(refusal(body).find("nested deeper"), std::string::npos);
+  const std::string stars = R"({"messages": [{"role": "user", "content": "hi"}], "grammar": "root ::= \"a\")" +
+                            std::string(100000, '*') + "\"}";
+  EXPECT_NE(refusal(stars).find("repetition operators"), std::string::npos);
+  // 64 levels are fine.
+  const std::string ok = R"({"messages": [{"role": "user", "content": "hi"}], "grammar": "root ::= )" +
+                         std::string(64, '(') + R"( \"a\" )" + std::string(64, ')') + "\"}";
+  EXPECT_NE(parse_request(ok, Endpoint::Chat).grammar, nullptr);
+}
+
+TEST(ServeTools, DeeplyNestedModelOutputStaysText) {
+  const std::string text = "<tool_call>{\"name\": \"get_time\", \"arguments\": {\"a\": " + std::string(100000, '[') +
+                           std::string(100000, ']') + "}}</tool_call>";
+  const ParsedOutput p = parse_tool_output(text, two_tools());
+  EXPECT_EQ(p.calls.size(), 0u);
+  EXPECT_EQ(p.content, text);
 }
 
 TEST(ServeTools, ResponseAndChunkShapes) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer::serve {
 
@@ -117,6 +118,11 @@ std::vector<ChatToolCall> parse_tool_calls(const json& calls, size_t index) {
     if (!args || !args->is_string()) {
       bad_request("invalid_value", fmt::format("{}.function.arguments must be a string of JSON", at));
     }
+    try {
+      check_json_depth(args->get<std::string>(), at + ".function.arguments");
+    } catch (const Error& e) {
+      bad_request("invalid_value", e.what());
+    }
     const auto parsed = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, false);
     if (parsed.is_discarded()) {
       bad_request("invalid_value", fmt::format("{}.function.arguments is not valid JSON", at));
@@ -174,7 +180,13 @@ ToolRequest parse_tools(const json& body, std::string_view body_text) {
     if (tools->size() > 128) bad_request("invalid_value", fmt::format("'tools' holds {} functions; at most 128", tools->size()));
   }
   if (tools && !tools->empty()) {
+    try {
+      check_depth(*tools, "'tools'");
+    } catch (const Error& e) {
+      bad_request("invalid_value", e.what());
+    }
     const auto ordered = nlohmann::ordered_json::parse(body_text).at("tools");
+    if (!ordered.is_array() || ordered.size() != tools->size()) bad_request("invalid_value", "'tools' is given twice");
     for (size_t i = 0; i < tools->size(); ++i) {
       const std::string at = fmt::format("tools[{}]", i);
       const json& tool = (*tools)[i];
@@ -197,8 +209,8 @@ ToolRequest parse_tools(const json& body, std::string_view body_text) {
       const json* params = field(*f, "parameters");
       if (params && !params->is_object()) wrong_type(at + ".function.parameters", "an object (a JSON Schema)", *params);
       if (const json* st = field(*f, "strict"); st && !st->is_boolean()) wrong_type(at + ".function.strict", "a boolean", *st);
-      ToolDef def{n, template_json(ordered[i]), {}};
-      if (params) def.parameters = ordered[i].at("function").at("parameters").dump();
+      ToolDef def{n, template_json(ordered.at(i)), {}};
+      if (params) def.parameters = ordered.at(i).at("function").at("parameters").dump();
       t.tools.push_back(std::move(def));
     }
   }
@@ -317,6 +329,11 @@ std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view 
       }
       const json* schema = field(*js, "schema");
       if (!schema) bad_request("missing_field", "'response_format.json_schema.schema' is required");
+      try {
+        check_depth(*schema, "'response_format.json_schema.schema'");  // dump() and the compiler recurse
+      } catch (const Error& e) {
+        bad_request("invalid_schema", e.what());
+      }
       try {
         // Re-read in document order: properties are generated in the order the schema lists them.
         const auto ordered = nlohmann::ordered_json::parse(body_text);

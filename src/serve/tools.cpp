@@ -6,6 +6,7 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/grammar.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer::serve {
 
@@ -60,6 +61,17 @@ size_t partial_suffix(std::string_view s, std::string_view token) {
 
 }  // namespace
 
+void check_depth(const nlohmann::json& value, std::string_view where) {
+  std::vector<std::pair<const nlohmann::json*, size_t>> todo = {{&value, 1}};
+  while (!todo.empty()) {
+    const auto [v, depth] = todo.back();
+    todo.pop_back();
+    if (!v->is_structured()) continue;
+    if (depth > kMaxJsonDepth) fail("{} nests deeper than {} levels", where, kMaxJsonDepth);
+    for (const auto& child : *v) todo.emplace_back(&child, depth + 1);
+  }
+}
+
 std::string template_json(const ojson& value) {
   std::string out;
   write_template_json(value, out);
@@ -110,6 +122,11 @@ ToolCallParser::ToolCallParser(std::vector<std::string> names, size_t max_calls)
     : names_(std::move(names)), max_calls_(max_calls) {}
 
 std::optional<ToolCall> ToolCallParser::parse_block(std::string_view inner) const {
+  try {
+    check_json_depth(inner, "a tool call");  // dump() below recurses per level
+  } catch (const Error&) {
+    return std::nullopt;
+  }
   const ojson j = ojson::parse(trim(inner), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   const auto name = j.find("name");

@@ -20,6 +20,11 @@ namespace nanoinfer::serve {
 // given, non-ASCII characters as they are.
 std::string template_json(const nlohmann::ordered_json& value);
 
+// Throws nanoinfer::Error naming `where` when `value` nests arrays/objects deeper than
+// kMaxJsonDepth (64): template_json, dump() and the schema compiler recurse once per level.
+// Iterative itself.
+void check_depth(const nlohmann::json& value, std::string_view where);
+
 enum class ToolChoice { None, Auto, Required, Named };
 
 struct ToolDef {
