@@ -58,7 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (endpoint == serve::Endpoint::Chat) {
     check(!r.messages.empty(), "a chat request without messages");
     for (const ChatMessage& m : r.messages) {
-      check(m.role == "system" || m.role == "user" || m.role == "assistant", "an unknown role passed");
+      check(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool", "an unknown role passed");
+      check(m.tool_calls.empty() || m.role == "assistant", "tool calls on a message that is not the assistant's");
     }
   } else {
     check(!r.prompt.empty(), "an empty prompt passed");
@@ -68,8 +69,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const std::string& s : r.stop) check(!s.empty(), "an empty stop string passed");
   check(!(r.return_token_ids && r.stream), "return_token_ids with stream passed");
 
-  const std::vector<int32_t> ids =
-      endpoint == serve::Endpoint::Chat ? encode_chat_prompt(tok, r.messages) : encode_raw_prompt(tok, r.prompt);
+  std::vector<std::string> tools;  // as the server renders them
+  for (const serve::ToolDef& t : r.tools.tools) tools.push_back(t.rendered);
+  const std::vector<int32_t> ids = endpoint == serve::Endpoint::Chat
+                                       ? encode_chat(tok, r.messages, true, SpecialTokens::AsText, tools)
+                                       : encode_raw_prompt(tok, r.prompt);
   for (int32_t id : ids) check(id >= 0 && id < tok.vocab_size(), "a token id out of range");
   if (endpoint == serve::Endpoint::Chat && im_start) {
     // One turn marker per message, the generation prompt's and at most a default system
@@ -86,6 +90,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         serve::chunk_json(endpoint, rid, {.text = text})}) {
     check(out.find('\n') == std::string::npos, "response JSON over several lines");
     (void)nlohmann::json::parse(out);
+  }
+  // Tool calls: any text parses into content and calls, whose arguments are JSON objects.
+  if (r.tools.parse()) {
+    const serve::ParsedOutput parsed = serve::parse_tool_output(text, r.tools);
+    for (const serve::ToolCall& c : parsed.calls) check(nlohmann::json::parse(c.arguments).is_object(), "call arguments not an object");
+    const nlohmann::json response = nlohmann::json::parse(serve::response_json(
+        endpoint, rid, parsed.content, serve::FinishReason::ToolCalls, {ids.size(), 0}, nullptr, nullptr, &parsed.calls));
+    check(response.at("choices").at(0).at("message").contains("tool_calls") == !parsed.calls.empty(), "tool_calls lost");
   }
   return 0;
 }

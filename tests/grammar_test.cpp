@@ -177,7 +177,7 @@ TEST(GrammarMask, EqualsBruteForceOnTheDefaultModelsTokenizer) {
   const Tokenizer tok = Tokenizer::load(default_model_dir());
   std::vector<std::string> vocab(static_cast<size_t>(tok.vocab_size()));
   for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-    if (!tok.is_added_token(id)) vocab[static_cast<size_t>(id)] = std::string(tok.token_bytes(id));
+    if (!tok.is_special_token(id)) vocab[static_cast<size_t>(id)] = std::string(tok.token_bytes(id));
   }
   const auto trie = VocabTrie::of(tok);
   ASSERT_EQ(trie->vocab_size(), vocab.size());
@@ -194,7 +194,7 @@ TEST(GrammarMask, EqualsBruteForceOnQwen25sVocabulary) {
   const Tokenizer tok = Tokenizer::load(dir);
   std::vector<std::string> vocab(static_cast<size_t>(tok.vocab_size()));
   for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-    if (!tok.is_added_token(id)) vocab[static_cast<size_t>(id)] = std::string(tok.token_bytes(id));
+    if (!tok.is_special_token(id)) vocab[static_cast<size_t>(id)] = std::string(tok.token_bytes(id));
   }
   ASSERT_GT(vocab.size(), 150000u);
   const Grammar json = Grammar::from_gbnf(json_object_gbnf());

@@ -54,7 +54,7 @@ TEST(ServeApiFields, RefusalsNameTheField) {
       {R"({"response_format":{"type":"yaml"}})", "response_format.type"},
       {R"({"response_format":{"type":"json_object"},"grammar":"root ::= \"a\""})", "'grammar'"},
       {R"({"grammar":"root ::= undefined-rule"})", "undefined-rule"},
-      {R"({"tools":[{"type":"function"}]})", "'tools'"},
+      {R"({"tools":[{"type":"function"}]})", "tools[0].function"},
       {R"({"tool_choice":"required"})", "'tool_choice'"},
       {R"({"functions":[]})", "'functions'"},
       {R"({"modalities":["audio"]})", "'modalities'"},

@@ -1,15 +1,18 @@
 // Qwen2.5's chat template (ChatML), rendered in C++. It reproduces the model's Jinja
-// chat_template (tokenizer_config.json) for conversations without tools:
+// chat_template (tokenizer_config.json), its tools branch included:
 //
-//   <|im_start|>system\n{system or the default prompt}<|im_end|>\n
+//   <|im_start|>system\n{system or the default prompt}<|im_end|>\n          without tools, or
+//   <|im_start|>system\n{system or the default prompt}\n\n# Tools\n\n...<tools>
+//   \n{tool JSON}...\n</tools>\n\n...instructions...</tool_call><|im_end|>\n   with tools
 //   <|im_start|>{role}\n{content}<|im_end|>\n            for each user/assistant/system turn
+//   <|im_start|>assistant[\n{content}]\n<tool_call>\n{"name": "{name}", "arguments": {arguments}}
+//   \n</tool_call>...<|im_end|>\n                       for an assistant turn with tool calls
 //   <|im_start|>user\n<tool_response>\n{content}\n</tool_response><|im_end|>\n
 //                                                       for a run of "tool" messages (grouped)
 //   <|im_start|>assistant\n                              if add_generation_prompt
 //
-// The default system prompt is used when the first message is not a system message.
-// The tools branch of the template (function signatures, tool_calls) is not reproduced:
-// ChatMessage carries no tools.
+// The default system prompt is used when the first message is not a system message. JSON
+// (a tool, a call's arguments) is rendered by the caller, as the template's `tojson` writes it.
 #pragma once
 
 #include <cstddef>
@@ -23,9 +26,16 @@
 
 namespace nanoinfer {
 
+// A call an assistant turn made (rendered in its <tool_call> block).
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;  // JSON text as the template's tojson renders the arguments object
+};
+
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant turns only
 };
 
 inline constexpr std::string_view kQwenDefaultSystemPrompt =
@@ -33,17 +43,21 @@ inline constexpr std::string_view kQwenDefaultSystemPrompt =
 
 // Throws nanoinfer::Error for an empty conversation (the Jinja template fails on it too) or an
 // unknown role (which the Jinja template would silently drop).
-std::string render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt);
+// `tools`: one JSON text per tool (the template's `tool | tojson`); none selects the template's
+// branch without tools.
+std::string render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                        std::span<const std::string> tools = {});
 
 // The same rendering in pieces, in order: the template's own text (<|im_start|>, role names,
 // <|im_end|>, newlines) and each message's content. Joined, the texts are render_chat()'s.
-// Views into `messages` and static strings: valid while `messages` is.
+// Views into `messages`, `tools` and static strings: valid while they are.
 struct ChatPiece {
   std::string_view text;
-  bool is_content;  // a message's content (or the default system prompt)
+  bool is_content;  // a message's content (or the default system prompt), a tool, a call's name/arguments
 };
 std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages,
-                                          bool add_generation_prompt);
+                                          bool add_generation_prompt,
+                                          std::span<const std::string> tools = {});
 
 // The tokens of render_chat(messages, add_generation_prompt): the template's special tokens
 // are always parsed; special-token text inside message content is parsed only with
@@ -51,7 +65,8 @@ std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages,
 // as plain text, so a message cannot close its turn and forge the next one.
 std::vector<int32_t> encode_chat(const Tokenizer& tok, std::span<const ChatMessage> messages,
                                  bool add_generation_prompt,
-                                 SpecialTokens content = SpecialTokens::AsText);
+                                 SpecialTokens content = SpecialTokens::AsText,
+                                 std::span<const std::string> tools = {});
 
 // TextPieces for Tokenizer::encode_pieces_append from chat pieces, skipping the first
 // `skip_bytes` bytes of the rendered text (what a cached sequence already holds).

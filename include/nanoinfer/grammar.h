@@ -15,9 +15,10 @@
 //
 // The mask: the vocabulary is a byte trie (VocabTrie, built once per tokenizer), walked depth
 // first against the state, a branch dropped as soon as its bytes kill every stack, so the cost
-// is the part of the trie the grammar allows, not the vocabulary. Added (special) tokens are
-// never allowed by the grammar; an end-of-sequence id is allowed exactly when the state is
-// complete.
+// is the part of the trie the grammar allows, not the vocabulary. Special added tokens
+// (<|im_end|>, ...) are never allowed by the grammar; non-special ones (Qwen2.5's <tool_call>,
+// <think>, ...) are judged by their text like any token, as the tokenizer itself reads that
+// text; an end-of-sequence id is allowed exactly when the state is complete.
 #pragma once
 
 #include <cstdint>
@@ -80,9 +81,10 @@ class GrammarState {
 class VocabTrie {
  public:
   // `token_bytes[id]`: the bytes of token id, empty for ids that are never allowed by a grammar
-  // (added/special tokens, holes in the vocabulary).
+  // (special tokens, holes in the vocabulary).
   explicit VocabTrie(std::span<const std::string> token_bytes);
-  // Every non-added token of `tok` by its bytes.
+  // Every token of `tok` by its bytes but the special added ones (a non-special added token,
+  // such as Qwen2.5's <tool_call>, by its content).
   static std::shared_ptr<const VocabTrie> of(const Tokenizer& tok);
 
   size_t vocab_size() const { return bytes_.size(); }
@@ -142,5 +144,12 @@ std::string json_object_gbnf();
 // integers; annotations (title, description, default, examples, $schema, $id, $comment) are
 // ignored. Anything else throws Error naming the keyword and where it is.
 std::string json_schema_to_gbnf(std::string_view schema_json);
+
+// The same schema as rules of a larger grammar (several schemas in one, as tool calls need):
+// every rule it defines is named with `prefix` (non-empty), the schema's own rule being
+// `prefix` + "root", and the basic JSON rules it refers to (value, object, string, number,
+// ...) are left out: add json_basics_gbnf() once to the whole grammar.
+std::string json_schema_to_gbnf_rules(std::string_view schema_json, std::string_view prefix);
+std::string json_basics_gbnf();
 
 }  // namespace nanoinfer

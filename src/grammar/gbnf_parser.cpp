@@ -56,6 +56,11 @@ class GbnfParser {
  private:
   std::string_view s_;
   size_t i_ = 0;
+  // Groups (and stacked repetition operators) nest by recursion here and in every later pass
+  // over the rule tree: bounded, so a hostile "((((...))))" or "a****..." is an error instead
+  // of a stack overflow.
+  static constexpr size_t kMaxGroupDepth = 64;
+  size_t group_depth_ = 0;
 
   size_t line() const { return 1 + static_cast<size_t>(std::count(s_.begin(), s_.begin() + static_cast<ptrdiff_t>(i_), '\n')); }
   [[noreturn]] void error(const std::string& what) const { fail("grammar line {}: {}", line(), what); }
@@ -115,8 +120,10 @@ class GbnfParser {
       skip_space();
       if (i_ == s_.size() || s_[i_] == '|' || s_[i_] == ')' || at_rule_start()) break;
       Node item = primary();
-      while (true) {
+      for (size_t stacked = 0;; ++stacked) {
         if (i_ >= s_.size()) break;
+        // Each operator wraps the item once more (a deeper tree): bounded like groups.
+        if (stacked == kMaxGroupDepth) error(fmt::format("more than {} repetition operators in a row", kMaxGroupDepth));
         const char c = s_[i_];
         Node rep{Node::Repeat};
         if (c == '*') {
@@ -269,7 +276,9 @@ class GbnfParser {
     }
     if (c == '(') {
       ++i_;
+      if (++group_depth_ > kMaxGroupDepth) error(fmt::format("groups nested deeper than {} levels", kMaxGroupDepth));
       Node inner = alternatives();
+      --group_depth_;
       skip_space();
       if (i_ >= s_.size() || s_[i_] != ')') error("expected ')'");
       ++i_;

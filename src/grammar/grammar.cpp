@@ -318,7 +318,7 @@ VocabTrie::VocabTrie(std::span<const std::string> token_bytes) : bytes_(token_by
 std::shared_ptr<const VocabTrie> VocabTrie::of(const Tokenizer& tok) {
   std::vector<std::string> bytes(static_cast<size_t>(tok.vocab_size()));
   for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-    if (tok.is_added_token(id)) continue;
+    if (tok.is_special_token(id)) continue;
     try {
       bytes[static_cast<size_t>(id)] = std::string(tok.token_bytes(id));
     } catch (const Error&) {

@@ -76,18 +76,24 @@ std::set<std::string> cover(const std::string& t) {
 
 class Gen {
  public:
-  explicit Gen(const json& root) : root_(root) {}
+  // `prefix`: the rules are named for a larger grammar (json_schema_to_gbnf_rules).
+  explicit Gen(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {
+    names_.insert(prefix_ + "root");
+    names_.insert(key_char());
+  }
 
   std::string run() {
     const std::string body = schema(root_, "#");
-    std::string out = "root ::= " + body + "\n";
+    std::string out = prefix_ + "root ::= " + body + "\n";
     for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
-    out += kBasics;
+    if (prefix_.empty()) out += kBasics;
     return out;
   }
 
  private:
   const json& root_;
+  const std::string prefix_;
+  std::string key_char() const { return prefix_ + "key-char"; }
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_ = {"root", "value", "object", "member", "array", "string", "char", "hex4",
                                   "number", "int-part", "integer", "key-char"};
@@ -98,8 +104,8 @@ class Gen {
     std::string base;
     for (char c : hint) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
     if (base.empty() || base.size() > 40) base = base.substr(0, 40) + "r";
-    std::string name = base;
-    for (int k = 2; names_.count(name); ++k) name = fmt::format("{}-{}", base, k);
+    std::string name = prefix_ + base;
+    for (int k = 2; names_.count(name); ++k) name = fmt::format("{}{}-{}", prefix_, base, k);
     names_.insert(name);
     return name;
   }
@@ -471,7 +477,7 @@ class Gen {
       }
     }
     if (!key_char_) {
-      rules_.emplace_back("key-char", R"([^"\\\x00-\x1F])");
+      rules_.emplace_back(key_char(), R"([^"\\\x00-\x1F])");
       key_char_ = true;
     }
     return lit("\"") + " " + key_rest("", names, where);
@@ -488,7 +494,7 @@ class Gen {
     for (unsigned char c : next) alts.push_back(lit(std::string(1, static_cast<char>(c))) + " " + key_rest(prefix + static_cast<char>(c), names, where));
     std::vector<CodeRange> other = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
     for (unsigned char c : next) other.push_back({c, c});
-    alts.push_back(char_class(complement(other)) + " key-char* " + lit("\""));
+    alts.push_back(char_class(complement(other)) + " " + key_char() + "* " + lit("\""));
     std::string body;
     for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
     return rule("key", body);
@@ -620,5 +626,18 @@ std::string json_schema_to_gbnf(std::string_view schema_json) {
   }
   return Gen(schema).run();
 }
+
+std::string json_schema_to_gbnf_rules(std::string_view schema_json, std::string_view prefix) {
+  json schema;
+  try {
+    schema = json::parse(schema_json);
+  } catch (const json::exception& e) {
+    fail("JSON Schema: not valid JSON: {}", e.what());
+  }
+  if (prefix.empty()) fail("json_schema_to_gbnf_rules: the prefix must not be empty");
+  return Gen(schema, std::string(prefix)).run();
+}
+
+std::string json_basics_gbnf() { return kBasics; }
 
 }  // namespace nanoinfer

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer::serve {
 
@@ -90,6 +92,46 @@ std::string message_content(const json& content, size_t index) {
   return text;
 }
 
+[[noreturn]] void unsupported_field(std::string_view field, std::string_view why);
+
+// An assistant turn's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}],
+// arguments a string of JSON (OpenAI's shape), rendered as the template's tojson writes it.
+std::vector<ChatToolCall> parse_tool_calls(const json& calls, size_t index) {
+  const std::string where = fmt::format("messages[{}].tool_calls", index);
+  if (!calls.is_array()) wrong_type(where, "an array", calls);
+  std::vector<ChatToolCall> out;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string at = fmt::format("{}[{}]", where, k);
+    const json& c = calls[k];
+    if (!c.is_object()) wrong_type(at, "an object", c);
+    if (const json* t = field(c, "type"); t && *t != "function") {
+      bad_request("invalid_value", fmt::format("{}.type must be \"function\"", at));
+    }
+    if (const json* id = field(c, "id"); id && !id->is_string()) wrong_type(at + ".id", "a string", *id);
+    const json* f = field(c, "function");
+    if (!f || !f->is_object()) bad_request("invalid_value", fmt::format("{}.function must be an object", at));
+    const json* name = field(*f, "name");
+    if (!name || !name->is_string() || name->get<std::string>().empty()) {
+      bad_request("invalid_value", fmt::format("{}.function.name must be a non-empty string", at));
+    }
+    const json* args = field(*f, "arguments");
+    if (!args || !args->is_string()) {
+      bad_request("invalid_value", fmt::format("{}.function.arguments must be a string of JSON", at));
+    }
+    try {
+      check_json_depth(args->get<std::string>(), at + ".function.arguments");
+    } catch (const Error& e) {
+      bad_request("invalid_value", e.what());
+    }
+    const auto parsed = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, false);
+    if (parsed.is_discarded()) {
+      bad_request("invalid_value", fmt::format("{}.function.arguments is not valid JSON", at));
+    }
+    out.push_back({name->get<std::string>(), template_json(parsed)});
+  }
+  return out;
+}
+
 std::vector<ChatMessage> parse_messages(const json& body) {
   const json* v = field(body, "messages");
   if (!v) bad_request("missing_field", "'messages' is required");
@@ -102,15 +144,122 @@ std::vector<ChatMessage> parse_messages(const json& body) {
     const json* role = field(m, "role");
     if (!role || !role->is_string()) bad_request("invalid_value", fmt::format("messages[{}].role must be a string", i));
     const std::string r = role->get<std::string>();
-    if (r != "system" && r != "user" && r != "assistant") {
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
       bad_request("invalid_value",
-                  fmt::format("messages[{}].role must be system, user or assistant, got '{}'", i, r));
+                  fmt::format("messages[{}].role must be system, user, assistant or tool, got '{}'", i, r));
+    }
+    ChatMessage message{r, {}, {}};
+    if (const json* calls = field(m, "tool_calls")) {
+      if (r != "assistant") bad_request("invalid_value", fmt::format("messages[{}].tool_calls: only assistant messages make calls", i));
+      message.tool_calls = parse_tool_calls(*calls, i);
+    }
+    if (r == "tool") {
+      // Not rendered (the template matches results to calls by order), but OpenAI requires it.
+      const json* id = field(m, "tool_call_id");
+      if (!id || !id->is_string()) bad_request("invalid_value", fmt::format("messages[{}].tool_call_id is required (a string)", i));
     }
     const json* content = field(m, "content");
-    if (!content) bad_request("invalid_value", fmt::format("messages[{}].content is required", i));
-    messages.push_back({r, message_content(*content, i)});
+    if (content) {
+      message.content = message_content(*content, i);
+    } else if (message.tool_calls.empty()) {
+      bad_request("invalid_value", fmt::format("messages[{}].content is required{}", i,
+                                               r == "assistant" ? " (it may be null only with tool_calls)" : ""));
+    }
+    messages.push_back(std::move(message));
   }
   return messages;
+}
+
+// tools, tool_choice, parallel_tool_calls. `ordered`: the body in document order (a tool is
+// rendered with its keys as the client wrote them, as the template's tojson does).
+ToolRequest parse_tools(const json& body, std::string_view body_text) {
+  ToolRequest t;
+  const json* tools = field(body, "tools");
+  if (tools) {
+    if (!tools->is_array()) wrong_type("tools", "an array", *tools);
+    if (tools->size() > 128) bad_request("invalid_value", fmt::format("'tools' holds {} functions; at most 128", tools->size()));
+  }
+  if (tools && !tools->empty()) {
+    try {
+      check_depth(*tools, "'tools'");
+    } catch (const Error& e) {
+      bad_request("invalid_value", e.what());
+    }
+    const auto ordered = nlohmann::ordered_json::parse(body_text).at("tools");
+    if (!ordered.is_array() || ordered.size() != tools->size()) bad_request("invalid_value", "'tools' is given twice");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string at = fmt::format("tools[{}]", i);
+      const json& tool = (*tools)[i];
+      if (!tool.is_object()) wrong_type(at, "an object", tool);
+      const json* type = field(tool, "type");
+      if (!type || *type != "function") bad_request("invalid_value", fmt::format("{}.type must be \"function\"", at));
+      const json* f = field(tool, "function");
+      if (!f || !f->is_object()) bad_request("invalid_value", fmt::format("{}.function must be an object", at));
+      const json* name = field(*f, "name");
+      if (!name || !name->is_string()) bad_request("invalid_value", fmt::format("{}.function.name is required (a string)", at));
+      const std::string n = name->get<std::string>();
+      const bool valid = !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      });
+      if (!valid) bad_request("invalid_value", fmt::format("{}.function.name must be 1 to 64 of a-z, A-Z, 0-9, _ and -, got '{}'", at, n));
+      for (const ToolDef& d : t.tools) {
+        if (d.name == n) bad_request("invalid_value", fmt::format("'tools' defines the function '{}' twice", n));
+      }
+      if (const json* d = field(*f, "description"); d && !d->is_string()) wrong_type(at + ".function.description", "a string", *d);
+      const json* params = field(*f, "parameters");
+      if (params && !params->is_object()) wrong_type(at + ".function.parameters", "an object (a JSON Schema)", *params);
+      if (const json* st = field(*f, "strict"); st && !st->is_boolean()) wrong_type(at + ".function.strict", "a boolean", *st);
+      ToolDef def{n, template_json(ordered.at(i)), {}};
+      if (params) def.parameters = ordered.at(i).at("function").at("parameters").dump();
+      t.tools.push_back(std::move(def));
+    }
+  }
+  t.choice = t.tools.empty() ? ToolChoice::None : ToolChoice::Auto;
+  if (const json* c = field(body, "tool_choice")) {
+    if (c->is_string()) {
+      const std::string s = c->get<std::string>();
+      if (s == "none") {
+        t.choice = ToolChoice::None;
+      } else if (s == "auto" || s == "required") {
+        if (t.tools.empty()) {
+          if (s == "required") bad_request("invalid_value", "'tool_choice' \"required\" needs 'tools'");
+        } else {
+          t.choice = s == "auto" ? ToolChoice::Auto : ToolChoice::Required;
+        }
+      } else {
+        bad_request("invalid_value", fmt::format("'tool_choice' must be none, auto, required or {{\"type\": \"function\", "
+                                                 "\"function\": {{\"name\": ...}}}}, got '{}'", s));
+      }
+    } else if (c->is_object()) {
+      const json* f = field(*c, "function");
+      const json* name = f && f->is_object() ? field(*f, "name") : nullptr;
+      if (field(*c, "type") == nullptr || *field(*c, "type") != "function" || !name || !name->is_string()) {
+        bad_request("invalid_value", "'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+      t.named = name->get<std::string>();
+      if (std::none_of(t.tools.begin(), t.tools.end(), [&](const ToolDef& d) { return d.name == t.named; })) {
+        bad_request("invalid_value", fmt::format("'tool_choice' names the function '{}', which 'tools' does not define", t.named));
+      }
+      t.choice = ToolChoice::Named;
+    } else {
+      wrong_type("tool_choice", "a string or an object", *c);
+    }
+  }
+  if (const json* p = field(body, "parallel_tool_calls")) {
+    if (!p->is_boolean()) wrong_type("parallel_tool_calls", "a boolean", *p);
+    t.parallel = p->get<bool>();
+  }
+  // strict: the arguments are guaranteed to match the schema; only the grammar of required /
+  // a named function guarantees it, never free output.
+  if (t.choice == ToolChoice::Auto) {
+    for (size_t i = 0; i < tools->size(); ++i) {
+      if (const json* st = field((*tools)[i].at("function"), "strict"); st && *st == true) {
+        unsupported_field(fmt::format("tools[{}].function.strict", i),
+                          "true is enforced only with tool_choice \"required\" or a named function");
+      }
+    }
+  }
+  return t;
 }
 
 std::vector<std::string> parse_stop(const json& body) {
@@ -140,14 +289,16 @@ std::vector<std::string> parse_stop(const json& body) {
 
 // Fields that would change the output and are not implemented: refused by name, never ignored.
 void refuse_unimplemented(const json& body, Endpoint endpoint) {
-  if (const json* t = field(body, "tools"); t && !(t->is_array() && t->empty())) {
-    unsupported_field("tools", "tool calls are not implemented");
+  for (const char* name : {"functions", "function_call"}) {
+    if (field(body, name)) unsupported_field(name, "the deprecated functions API is not implemented; use 'tools'");
   }
-  if (const json* t = field(body, "tool_choice"); t && *t != "none" && *t != "auto") {
-    unsupported_field("tool_choice", "tool calls are not implemented");
-  }
-  for (const char* name : {"functions", "function_call", "prediction", "audio"}) {
+  for (const char* name : {"prediction", "audio"}) {
     if (field(body, name)) unsupported_field(name, "not implemented");
+  }
+  if (endpoint == Endpoint::Completion) {
+    for (const char* name : {"tools", "tool_choice", "parallel_tool_calls"}) {
+      if (field(body, name)) unsupported_field(name, "tools are a chat completions feature");
+    }
   }
   if (const json* m = field(body, "modalities"); m && *m != json::array({"text"})) {
     unsupported_field("modalities", "only [\"text\"]");
@@ -178,6 +329,11 @@ std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view 
       }
       const json* schema = field(*js, "schema");
       if (!schema) bad_request("missing_field", "'response_format.json_schema.schema' is required");
+      try {
+        check_depth(*schema, "'response_format.json_schema.schema'");  // dump() and the compiler recurse
+      } catch (const Error& e) {
+        bad_request("invalid_schema", e.what());
+      }
       try {
         // Re-read in document order: properties are generated in the order the schema lists them.
         const auto ordered = nlohmann::ordered_json::parse(body_text);
@@ -301,6 +457,20 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   refuse_unimplemented(body, endpoint);
   r.grammar = parse_grammar(body, body_text);
   if (endpoint == Endpoint::Chat) {
+    r.tools = parse_tools(body, body_text);
+    if (r.tools.choice == ToolChoice::Required || r.tools.choice == ToolChoice::Named) {
+      if (r.grammar) {
+        bad_request("invalid_value", "tool_choice \"required\" or a named function constrains the output to tool calls: "
+                                     "it cannot be combined with a JSON 'response_format' or a 'grammar'");
+      }
+      try {
+        r.grammar = std::make_shared<const Grammar>(Grammar::from_gbnf(tool_call_gbnf(r.tools)));
+      } catch (const Error& e) {
+        bad_request("invalid_schema", e.what());
+      }
+    }
+  }
+  if (endpoint == Endpoint::Chat) {
     bool want = false;
     if (const json* lp = field(body, "logprobs")) {
       if (!lp->is_boolean()) wrong_type("logprobs", "a boolean", *lp);
@@ -355,7 +525,12 @@ std::string error_json(const ApiError& error) {
 }
 
 std::string_view finish_reason_name(FinishReason reason) {
-  return reason == FinishReason::Stop ? "stop" : "length";
+  switch (reason) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::ToolCalls: return "tool_calls";
+  }
+  return "stop";
 }
 
 namespace {
@@ -398,6 +573,10 @@ json completion_logprobs(const std::vector<TokenLogprob>& lps, size_t offset) {
   return {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
+json tool_call_json(const ToolCall& c) {
+  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
 json head(Endpoint endpoint, const ResponseId& id, bool chunk) {
   const char* object = endpoint == Endpoint::Chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
                                                   : "text_completion";
@@ -408,11 +587,17 @@ json head(Endpoint endpoint, const ResponseId& id, bool chunk) {
 
 std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text,
                           FinishReason finish, const Usage& usage, const TokenIds* ids,
-                          const std::vector<TokenLogprob>* logprobs) {
+                          const std::vector<TokenLogprob>* logprobs, const std::vector<ToolCall>* tool_calls) {
   json j = head(endpoint, id, false);
   json choice = {{"index", 0}, {"finish_reason", finish_reason_name(finish)}};
   if (endpoint == Endpoint::Chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    const bool calls = tool_calls && !tool_calls->empty();
+    choice["message"] = {{"role", "assistant"}, {"content", calls && text.empty() ? json(nullptr) : json(text)}};
+    if (calls) {
+      json list = json::array();
+      for (const ToolCall& c : *tool_calls) list.push_back(tool_call_json(c));
+      choice["message"]["tool_calls"] = list;
+    }
     choice["logprobs"] = logprobs ? chat_logprobs(*logprobs) : json(nullptr);
   } else {
     choice["text"] = text;
@@ -440,6 +625,11 @@ std::string chunk_json(Endpoint endpoint, const ResponseId& id, const ChunkParts
     json delta = json::object();
     if (parts.role) delta["role"] = "assistant";
     if (!parts.text.empty() || parts.role) delta["content"] = parts.text;
+    if (parts.tool_call) {
+      json call = tool_call_json(*parts.tool_call);
+      call["index"] = parts.tool_index;
+      delta["tool_calls"] = json::array({call});
+    }
     choice["delta"] = delta;
     choice["logprobs"] = parts.logprobs ? chat_logprobs(*parts.logprobs) : json(nullptr);
   } else {

@@ -16,6 +16,7 @@
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/generation_config.h"
 #include "nanoinfer/grammar.h"
+#include "serve/tools.h"
 
 namespace nanoinfer::serve {
 
@@ -41,7 +42,8 @@ enum class Endpoint { Chat, Completion };
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::Chat;
-  std::vector<ChatMessage> messages;  // chat: system/user/assistant turns, in order
+  std::vector<ChatMessage> messages;  // chat: system/user/assistant/tool turns, in order
+  ToolRequest tools;                  // chat: tools, tool_choice, parallel_tool_calls
   std::string prompt;                 // completions
   std::string model;                  // "" when the request names none
   bool stream = false;
@@ -52,8 +54,9 @@ struct CompletionRequest {
   // vLLM's extension: the response's choice carries "prompt_token_ids" and "token_ids" (the
   // generated tokens, an end-of-sequence id not included). Not with stream (400).
   bool return_token_ids = false;
-  // Constrained decoding: response_format json_object / json_schema, or llama-server's
-  // "grammar" (GBNF), compiled (a schema or grammar the engine cannot enforce is a 400).
+  // Constrained decoding: response_format json_object / json_schema, llama-server's "grammar"
+  // (GBNF), or the calls of tool_choice required / a named function, compiled (a schema or
+  // grammar the engine cannot enforce is a 400).
   std::shared_ptr<const Grammar> grammar;
   // logprobs: -1 off; else how many top alternatives each token lists (chat: logprobs=true and
   // top_logprobs 0..20; completions: logprobs 0..20).
@@ -69,8 +72,8 @@ CompletionRequest parse_request(std::string_view body, Endpoint endpoint);
 
 std::string error_json(const ApiError& error);
 
-enum class FinishReason { Stop, Length };
-std::string_view finish_reason_name(FinishReason reason);  // "stop" / "length"
+enum class FinishReason { Stop, Length, ToolCalls };
+std::string_view finish_reason_name(FinishReason reason);  // "stop" / "length" / "tool_calls"
 
 struct Usage {
   size_t prompt_tokens = 0;
@@ -99,10 +102,13 @@ struct TokenLogprob {
 };
 
 // The whole non-streaming response; `ids` adds the choice's "prompt_token_ids"/"token_ids";
-// `logprobs` (when the request asked) the choice's "logprobs".
+// `logprobs` (when the request asked) the choice's "logprobs". `tool_calls` (chat, when the
+// output was parsed for them): `text` is the content outside the calls, null when empty and
+// there are calls; the message lists "tool_calls" when there are.
 std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text,
                           FinishReason finish, const Usage& usage, const TokenIds* ids = nullptr,
-                          const std::vector<TokenLogprob>* logprobs = nullptr);
+                          const std::vector<TokenLogprob>* logprobs = nullptr,
+                          const std::vector<ToolCall>* tool_calls = nullptr);
 // One server-sent event payload (without "data: "). Chat: a delta with the role (first chunk),
 // content, or neither with a finish reason; completions: text and finish reason.
 struct ChunkParts {
@@ -112,6 +118,9 @@ struct ChunkParts {
   std::optional<Usage> usage;  // the extra usage chunk of stream_options.include_usage
   const std::vector<TokenLogprob>* logprobs = nullptr;  // tokens of this chunk, when asked
   size_t text_offset = 0;  // completions: bytes of text streamed before this chunk
+  // Chat: a whole tool call, as delta.tool_calls[{index, id, type, function: {name, arguments}}].
+  const ToolCall* tool_call = nullptr;
+  size_t tool_index = 0;
 };
 std::string chunk_json(Endpoint endpoint, const ResponseId& id, const ChunkParts& parts);
 

@@ -155,14 +155,24 @@ struct Server::Impl {
     // most max_token_bytes bytes of normalized text, and NFC shrinks text at most 3 times
     // (three Hangul jamo into one syllable).
     size_t bytes = r.prompt.size();
-    for (const ChatMessage& msg : r.messages) bytes += msg.content.size();
+    for (const ChatMessage& msg : r.messages) {
+      bytes += msg.content.size();
+      for (const ChatToolCall& call : msg.tool_calls) bytes += call.name.size() + call.arguments.size();
+    }
+    std::vector<std::string> tools;  // each tool as the template renders it
+    for (const serve::ToolDef& t : r.tools.tools) {
+      tools.push_back(t.rendered);
+      bytes += t.rendered.size();
+    }
     if (const size_t at_least = bytes / (3 * max_token_bytes); at_least >= m.model.max_context()) {
       serve::bad_request("context_length_exceeded",
                          fmt::format("the prompt is {} bytes, at least {} tokens, but the context holds {}",
                                      bytes, at_least, m.model.max_context()));
     }
     if (r.endpoint == Endpoint::Chat) {
-      job.prompt = encode_chat_prompt(m.tokenizer, r.messages);
+      // As encode_chat_prompt, with the tools block (rendered for tool_choice none too, as vLLM
+      // does: the prompt, and so the cached prefix, does not depend on the choice).
+      job.prompt = encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AsText, tools);
       job.eos_ids = chat_eos;
     } else {
       job.prompt = encode_raw_prompt(m.tokenizer, r.prompt);
@@ -245,8 +255,15 @@ struct Server::Impl {
       }
       if (channel->outcome() == serve::Outcome::Finished) {
         const serve::TokenIds ids{job_prompt, channel->completion_ids()};
-        res.set_content(serve::response_json(endpoint, id, text, channel->finish_reason(), channel->usage(),
-                                             r.return_token_ids ? &ids : nullptr, want_logprobs ? &logprobs : nullptr),
+        serve::FinishReason finish = channel->finish_reason();
+        std::optional<serve::ParsedOutput> parsed;
+        if (r.tools.parse()) {
+          parsed = serve::parse_tool_output(text, r.tools);
+          if (!parsed->calls.empty() && finish == serve::FinishReason::Stop) finish = serve::FinishReason::ToolCalls;
+        }
+        res.set_content(serve::response_json(endpoint, id, parsed ? parsed->content : text, finish, channel->usage(),
+                                             r.return_token_ids ? &ids : nullptr, want_logprobs ? &logprobs : nullptr,
+                                             parsed ? &parsed->calls : nullptr),
                         "application/json");
       } else if (channel->outcome() == serve::Outcome::Cancelled) {
         send_error(res, ApiError(503, "server_error", "cancelled", "the generation was cancelled (server shutting down)"));
@@ -259,9 +276,17 @@ struct Server::Impl {
     const bool include_usage = r.include_usage;
     bool first = true;
     size_t offset = 0;
+    // Tool calls: content is streamed as soon as it cannot start a <tool_call> block, each call
+    // in one delta once its block is complete.
+    std::shared_ptr<serve::ToolCallParser> tool_parser;
+    if (r.tools.parse()) {
+      std::vector<std::string> names;
+      for (const serve::ToolDef& t : r.tools.tools) names.push_back(t.name);
+      tool_parser = std::make_shared<serve::ToolCallParser>(std::move(names), r.tools.max_calls());
+    }
     res.set_chunked_content_provider(
         "text/event-stream",
-        [channel, id, endpoint, include_usage, first, want_logprobs, offset](size_t, httplib::DataSink& sink) mutable {
+        [channel, id, endpoint, include_usage, first, want_logprobs, offset, tool_parser](size_t, httplib::DataSink& sink) mutable {
           const auto event = [&](const std::string& payload) {
             const std::string line = "data: " + payload + "\n\n";
             return sink.write(line.data(), line.size());
@@ -273,7 +298,28 @@ struct Server::Impl {
           const std::optional<serve::Channel::Piece> next = channel->next_for(std::chrono::milliseconds(100));
           if (!next) return !serve::Front::client_gone();  // false: cancelled by the releaser
           const serve::Channel::Piece& p = *next;
-          if (!p.text.empty() || (want_logprobs && !p.logprobs.empty())) {
+          if (tool_parser) {
+            std::vector<serve::ToolCallParser::Event> events;
+            tool_parser->feed(p.text, events);
+            if (p.done) tool_parser->finish(events);
+            const size_t calls_before = tool_parser->calls() - static_cast<size_t>(std::count_if(
+                events.begin(), events.end(), [](const serve::ToolCallParser::Event& e) { return e.call.has_value(); }));
+            size_t index = calls_before;
+            bool logprobs_sent = !want_logprobs || p.logprobs.empty();
+            for (const serve::ToolCallParser::Event& e : events) {
+              serve::ChunkParts parts;
+              if (e.call) {
+                parts.tool_call = &*e.call;
+                parts.tool_index = index++;
+              } else {
+                parts.text = e.content;
+              }
+              if (!logprobs_sent) parts.logprobs = &p.logprobs;
+              logprobs_sent = true;
+              if (!event(serve::chunk_json(endpoint, id, parts))) return false;
+            }
+            if (!logprobs_sent && !event(serve::chunk_json(endpoint, id, {.logprobs = &p.logprobs}))) return false;
+          } else if (!p.text.empty() || (want_logprobs && !p.logprobs.empty())) {
             serve::ChunkParts parts{.text = p.text};
             if (want_logprobs) parts.logprobs = &p.logprobs;
             parts.text_offset = offset;
@@ -283,7 +329,11 @@ struct Server::Impl {
           if (!p.done) return true;
           bool ok = true;
           if (channel->outcome() == serve::Outcome::Finished) {
-            ok = event(serve::chunk_json(endpoint, id, {.finish = channel->finish_reason()}));
+            serve::FinishReason finish = channel->finish_reason();
+            if (tool_parser && tool_parser->calls() > 0 && finish == serve::FinishReason::Stop) {
+              finish = serve::FinishReason::ToolCalls;
+            }
+            ok = event(serve::chunk_json(endpoint, id, {.finish = finish}));
             if (ok && include_usage) ok = event(serve::chunk_json(endpoint, id, {.usage = channel->usage()}));
           } else {
             // Headers are gone: the error travels as an event, as OpenAI's streams do.

@@ -6,36 +6,73 @@
 
 namespace nanoinfer {
 
-// Mirrors the branches of Qwen2.5's Jinja template (no-tools path) one to one; see the
-// header for the rendered shape and tests/tokenizer_chat_template_test.cpp for the check
-// against the template itself.
-std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages, bool add_generation_prompt) {
+namespace {
+
+constexpr std::string_view kToolsHead =
+    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+constexpr std::string_view kToolsTail =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+}  // namespace
+
+// Mirrors the branches of Qwen2.5's Jinja template one to one; see the header for the
+// rendered shape, tests/tokenizer_chat_template_test.cpp and tests/serve_tools_test.cpp for
+// the checks against the template itself.
+std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                          std::span<const std::string> tools) {
   if (messages.empty()) fail("chat template: the conversation has no messages");
   std::vector<ChatPiece> out;
   auto markup = [&](std::string_view text) { out.push_back({text, false}); };
-  auto turn = [&](std::string_view role, std::string_view content) {
+  auto content = [&](std::string_view text) { out.push_back({text, true}); };
+  auto turn = [&](std::string_view role, std::string_view text) {
     markup("<|im_start|>");
     markup(role);
     markup("\n");
-    out.push_back({content, true});
+    content(text);
     markup("<|im_end|>\n");
   };
-  if (messages[0].role == "system") {
-    turn("system", messages[0].content);
+  const std::string_view system = messages[0].role == "system" ? std::string_view(messages[0].content)
+                                                               : kQwenDefaultSystemPrompt;
+  if (!tools.empty()) {
+    markup("<|im_start|>system\n");
+    content(system);
+    markup(kToolsHead);
+    for (const std::string& tool : tools) {
+      markup("\n");
+      content(tool);
+    }
+    markup(kToolsTail);
   } else {
-    turn("system", kQwenDefaultSystemPrompt);
+    turn("system", system);
   }
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    if (m.role == "user" || m.role == "assistant" || (m.role == "system" && i > 0)) {
+    if (m.role == "user" || (m.role == "assistant" && m.tool_calls.empty()) || (m.role == "system" && i > 0)) {
       turn(m.role, m.content);
+    } else if (m.role == "assistant") {
+      markup("<|im_start|>assistant");
+      if (!m.content.empty()) {
+        markup("\n");
+        content(m.content);
+      }
+      for (const ChatToolCall& call : m.tool_calls) {
+        markup("\n<tool_call>\n{\"name\": \"");
+        content(call.name);
+        markup("\", \"arguments\": ");
+        content(call.arguments);
+        markup("}\n</tool_call>");
+      }
+      markup("<|im_end|>\n");
     } else if (m.role == "system") {
       // The leading system message was rendered above.
     } else if (m.role == "tool") {
       // Consecutive tool results share one user turn.
       if (i == 0 || messages[i - 1].role != "tool") markup("<|im_start|>user");
       markup("\n<tool_response>\n");
-      out.push_back({m.content, true});
+      content(m.content);
       markup("\n</tool_response>");
       if (i + 1 == messages.size() || messages[i + 1].role != "tool") markup("<|im_end|>\n");
     } else {
@@ -46,9 +83,10 @@ std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages,
   return out;
 }
 
-std::string render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt) {
+std::string render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                        std::span<const std::string> tools) {
   std::string out;
-  for (const ChatPiece& piece : render_chat_pieces(messages, add_generation_prompt)) out += piece.text;
+  for (const ChatPiece& piece : render_chat_pieces(messages, add_generation_prompt, tools)) out += piece.text;
   return out;
 }
 
@@ -65,8 +103,9 @@ std::vector<TextPiece> chat_text_pieces(std::span<const ChatPiece> pieces, size_
 }
 
 std::vector<int32_t> encode_chat(const Tokenizer& tok, std::span<const ChatMessage> messages,
-                                 bool add_generation_prompt, SpecialTokens content) {
-  const std::vector<ChatPiece> pieces = render_chat_pieces(messages, add_generation_prompt);
+                                 bool add_generation_prompt, SpecialTokens content,
+                                 std::span<const std::string> tools) {
+  const std::vector<ChatPiece> pieces = render_chat_pieces(messages, add_generation_prompt, tools);
   const std::vector<TextPiece> text = chat_text_pieces(pieces, 0, content);
   std::vector<int32_t> ids;
   tok.encode_pieces_append(text, ids);

@@ -251,7 +251,7 @@ test('what cannot be enforced or is not implemented is a 400 naming it', async (
     [{ response_format: { type: 'json_schema', json_schema: { name: 'f', schema: { type: 'string', pattern: '(?<=a)b' } } } }, 'pattern'],
     [{ response_format: { type: 'xml' } }, 'response_format.type'],
     [{ grammar: 'root ::= missing' }, 'missing'],
-    [{ tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }, 'tools'],
+    [{ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'string', format: 'email' } } }], tool_choice: 'required' }, 'format'],
     [{ tool_choice: 'required' }, 'tool_choice'],
     [{ n: 2 }, 'n'],
     [{ top_logprobs: 3 }, 'top_logprobs'],
