@@ -53,6 +53,29 @@ TEST(ServeApi, ParsesAFullChatRequest) {
   EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "bc"}));
 }
 
+// OpenAI's "developer" role is the system role by its newer name; an assistant message whose
+// content is null (as clients send after tool calls) has empty content.
+TEST(ServeApi, DeveloperIsTheSystemRoleAndNullContentIsEmpty) {
+  const CompletionRequest r = parse_request(
+      R"({"messages": [{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"},
+          {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+           "function": {"name": "f", "arguments": "{}"}}]},
+          {"role": "tool", "tool_call_id": "c1", "content": "42"}]})",
+      Endpoint::Chat);
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[0].content, "be brief");
+  EXPECT_EQ(r.messages[2].role, "assistant");
+  EXPECT_EQ(r.messages[2].content, "");
+  try {
+    parse_request(R"({"messages": [{"role": "narrator", "content": "x"}]})", Endpoint::Chat);
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_NE(std::string(e.what()).find("developer"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ServeApi, UnsetFieldsStayUnset) {
   const CompletionRequest r = parse_request(with(R"("temperature": null, "stop": "x")"), Endpoint::Chat);
   EXPECT_FALSE(r.stream);

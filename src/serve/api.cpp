@@ -143,10 +143,13 @@ std::vector<ChatMessage> parse_messages(const json& body) {
     if (!m.is_object()) wrong_type(fmt::format("messages[{}]", i), "an object", m);
     const json* role = field(m, "role");
     if (!role || !role->is_string()) bad_request("invalid_value", fmt::format("messages[{}].role must be a string", i));
-    const std::string r = role->get<std::string>();
+    std::string r = role->get<std::string>();
+    // OpenAI's newer name for the system role ("developer" messages give the instructions);
+    // Qwen2.5's template knows only system.
+    if (r == "developer") r = "system";
     if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
       bad_request("invalid_value",
-                  fmt::format("messages[{}].role must be system, user, assistant or tool, got '{}'", i, r));
+                  fmt::format("messages[{}].role must be system, developer, user, assistant or tool, got '{}'", i, r));
     }
     ChatMessage message{r, {}, {}};
     if (const json* calls = field(m, "tool_calls")) {

@@ -186,7 +186,21 @@ test('the top-k slider cuts all but the k highest logits', async () => {
   assert.deepEqual((await texts('#candidate-rows .prob')).slice(0, 3), kept);
 });
 
+// Each view is one click away and starts on the first screen (900 px high), one at a time.
+test('the tabs show one view at a time, each starting on the first screen', async () => {
+  for (const view of ['attention', 'race', 'candidates']) {
+    await page.locator(`#tab-${view}`).click();
+    assert.equal(await page.locator(`#tab-${view}`).getAttribute('aria-selected'), 'true');
+    const visible = [];
+    for (const v of ['candidates', 'attention', 'race']) if (await page.locator(`#${v}`).isVisible()) visible.push(v);
+    assert.deepEqual(visible, [view]);
+    const box = await page.locator(`#${view}`).boundingBox();
+    assert.ok(box.y < 200, `${view} starts ${box.y} px down`);
+  }
+});
+
 test('the attention heat map has steps x context cells and follows the selectors', async () => {
+  await page.locator('#tab-attention').click();
   const n = trace.steps.length;
   const cols = P + n - 1;
   assert.equal(await page.locator('#heat .cell').count(), n * cols);
@@ -215,6 +229,7 @@ test('the attention heat map has steps x context cells and follows the selectors
 });
 
 test('the cache race shows the work and time of both runs, ending at the same tokens', async () => {
+  await page.locator('#tab-race').click();
   const { cached, uncached } = trace.race;
   assert.equal(await page.locator('#race-rows tr').count(), cached.steps.length + 1);
   const total = (run) => run.steps.reduce((a, s) => a + s.positions, 0);
@@ -242,10 +257,12 @@ test('no console errors, no page errors, no request beyond the page itself', asy
   assert.equal(await page.locator('#error').isHidden(), true);
   assert.deepEqual(problems, []);
   if (args.screenshot) {
-    await page.locator('#reset').click();
-    await selectStep(2);
+    await page.locator('#tab-attention').click();
     await page.locator('#layer').selectOption('1');
     await page.locator('#head').selectOption('0');
+    await page.locator('#tab-candidates').click();
+    await page.locator('#reset').click();
+    await selectStep(2);
     fs.mkdirSync(path.dirname(path.resolve(args.screenshot)), { recursive: true });
     await page.screenshot({ path: args.screenshot, fullPage: true });
   }

@@ -364,7 +364,21 @@ function tokenChip(token, title) {
     el('span', { class: 'piece' }, visible(token.piece)), el('span', { class: 'id' }, String(token.id)));
 }
 
+// One view at a time on the right: the tab's panel is shown, the others hidden.
+function setupTabs() {
+  const tabs = [...document.querySelectorAll('#tabs [role="tab"]')];
+  const show = (chosen) => {
+    for (const tab of tabs) {
+      const on = tab === chosen;
+      tab.setAttribute('aria-selected', String(on));
+      byId(tab.dataset.view).hidden = !on;
+    }
+  };
+  for (const tab of tabs) tab.addEventListener('click', () => show(tab));
+}
+
 function main() {
+  setupTabs();
   try {
     new Viz(loadTrace()).render();
   } catch (e) {
