@@ -18,8 +18,10 @@
 //
 // GCC 12's unmasked AVX-512 intrinsics start from _mm512_undefined_*(), which it then flags
 // as uninitialized once inlined (GCC bug 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <immintrin.h>
 

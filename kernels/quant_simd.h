@@ -35,8 +35,10 @@ namespace nanoinfer::kernels {
 namespace {
 
 // The block types these families implement; any other type fails to compile (it needs its
-// own weight loading and offset in each family before it can join).
-consteval size_t simd_block_bytes(WeightType type) {
+// own weight loading and offset in each family before it can join): kBlockBytes is a constexpr
+// variable, so the throw below cannot be evaluated. (constexpr, not consteval: clang 14-16
+// refuse a consteval call in a variable template's initializer.)
+constexpr size_t simd_block_bytes(WeightType type) {
   switch (type) {
     case WeightType::Q8_0: return sizeof(BlockQ8_0);
     case WeightType::Q4_0: return sizeof(BlockQ4_0);
