@@ -10,7 +10,6 @@
 // Exits 77 (CTest's SKIP_RETURN_CODE), printing why, when chromium, playwright-core or the
 // default model is absent.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -18,6 +17,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+
+import { startServe } from '../serve/serve_process.mjs';
 
 const CHROMIUM = '/usr/bin/chromium';
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -47,17 +48,8 @@ let server, base, userDataDir, context, page;
 const problems = [];  // console errors, page errors, requests anywhere but this server
 
 async function startServer(extra) {
-  const proc = spawn(args.nanoinfer, ['serve', '--port', '0', '--quiet', ...extra], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/(http:\/\/\S+)\/v1\n/);
-      if (m) resolve(m[1]);
-    });
-    proc.on('exit', (code) => reject(new Error(`serve exited with ${code} before listening`)));
-  });
-  return { proc, url };
+  const s = await startServe(args.nanoinfer, ['--quiet', ...extra], { stderr: 'inherit' });
+  return { proc: s.proc, url: s.base };
 }
 
 before(async () => {

@@ -15,6 +15,8 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
+import { startServe } from './serve_process.mjs';
+
 const { values: args } = parseArgs({ options: { nanoinfer: { type: 'string' } } });
 if (!args.nanoinfer) {
   console.error('usage: balance.test.mjs --nanoinfer BINARY');
@@ -43,21 +45,7 @@ async function freePort() {
   });
 }
 
-async function startReplica() {
-  const proc = spawn(args.nanoinfer, ['serve', '--port', '0', '--quiet', '--parallel', '4'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  proc.stderr.on('data', (d) => { stderr += d; });
-  const base = await new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/(http:\/\/\S+)\/v1\n/);
-      if (m) resolve(m[1]);
-    });
-    proc.on('exit', (code) => reject(new Error(`serve exited with ${code} before listening: ${stderr}`)));
-  });
-  return { proc, base, port: Number(new URL(base).port) };
-}
+const startReplica = () => startServe(args.nanoinfer, ['--quiet', '--parallel', '4']);
 
 async function completions(base) {
   const text = await (await fetch(`${base}/metrics`)).text();

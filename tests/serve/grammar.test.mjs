@@ -9,13 +9,14 @@
 //
 // Exits 77 (skipped) when ajv, the openai package or the default model is missing.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+
+import { startServe } from './serve_process.mjs';
 
 const { values: args } = parseArgs({ options: { nanoinfer: { type: 'string' }, deps: { type: 'string' } } });
 if (!args.nanoinfer || !args.deps) {
@@ -42,17 +43,9 @@ let base;
 let client;
 
 before(async () => {
-  server = spawn(args.nanoinfer, ['serve', '--port', '0', '--parallel', '4', '--queue', '256'],
-                 { stdio: ['ignore', 'pipe', 'inherit'] });
-  base = await new Promise((resolve, reject) => {
-    let out = '';
-    server.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/(http:\/\/\S+\/v1)\n/);
-      if (m) resolve(m[1]);
-    });
-    server.on('exit', (code) => reject(new Error(`nanoinfer serve exited with ${code} before listening`)));
-  });
+  const s = await startServe(args.nanoinfer, ['--parallel', '4', '--queue', '256'], { stderr: 'inherit' });
+  server = s.proc;
+  base = s.api;
   client = new OpenAI({ baseURL: base, apiKey: 'none', maxRetries: 0 });
 });
 

@@ -16,6 +16,8 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
+import { startServe } from './serve_process.mjs';
+
 const { values: args } = parseArgs({ options: { nanoinfer: { type: 'string' } } });
 if (!args.nanoinfer) {
   console.error('usage: hostile.test.mjs --nanoinfer BINARY');
@@ -29,29 +31,8 @@ if (!fs.existsSync(path.join(root, 'data/default-model/model.safetensors'))) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// Starts `nanoinfer serve --port 0 ...extra`; resolves once it prints its URL.
-async function startServer(extra = []) {
-  const proc = spawn(args.nanoinfer, ['serve', '--port', '0', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  proc.stderr.on('data', (d) => { stderr += d; });
-  const base = await new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/(http:\/\/\S+)\/v1\n/);
-      if (m) resolve(m[1]);
-    });
-    proc.on('exit', (code) => reject(new Error(`serve exited with ${code} before listening: ${stderr}`)));
-  });
-  const port = Number(new URL(base).port);
-  const stop = async () => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return;
-    const exited = new Promise((resolve) => proc.on('exit', resolve));
-    proc.kill('SIGTERM');
-    await exited;
-  };
-  return { proc, base, port, stop, stderr: () => stderr };
-}
+// `nanoinfer serve --port 0 ...extra`, its stderr collected (serve_process.mjs).
+const startServer = (extra = []) => startServe(args.nanoinfer, extra);
 
 // Sends `data` on a new connection and collects what comes back until the server closes it
 // (or `deadline` ms pass: then whatever came).

@@ -17,6 +17,8 @@ import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
+import { startServe } from './serve_process.mjs';
+
 const { values: args } = parseArgs({ options: { nanoinfer: { type: 'string' }, deps: { type: 'string' } } });
 if (!args.nanoinfer || !args.deps) {
   console.error('usage: serve.test.mjs --nanoinfer BINARY --deps DIR');
@@ -43,17 +45,9 @@ let modelId;
 
 before(async () => {
   // --port 0: the server picks a free port and prints its URL first thing on stdout.
-  server = spawn(args.nanoinfer, ['serve', '--port', '0', '--parallel', '4', '--queue', '16', '--api-key', KEY],
-                 { stdio: ['ignore', 'pipe', 'inherit'] });
-  base = await new Promise((resolve, reject) => {
-    let out = '';
-    server.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/(http:\/\/\S+\/v1)\n/);
-      if (m) resolve(m[1]);
-    });
-    server.on('exit', (code) => reject(new Error(`nanoinfer serve exited with ${code} before listening`)));
-  });
+  const s = await startServe(args.nanoinfer, ['--parallel', '4', '--queue', '16', '--api-key', KEY], { stderr: 'inherit' });
+  server = s.proc;
+  base = s.api;
   client = new OpenAI({ baseURL: base, apiKey: KEY, maxRetries: 0 });
 });
 

@@ -11,13 +11,14 @@
 // A server built with the sanitizers is ~10x slower and its RSS holds ASan's shadow memory and
 // quarantine: CMake passes fewer rounds and a larger RSS bound there (CMakeLists.txt).
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+
+import { startServe } from './serve_process.mjs';
 
 const { values: args } = parseArgs({
   options: { nanoinfer: { type: 'string' }, rounds: { type: 'string' }, 'rss-bound-mb': { type: 'string' } },
@@ -80,18 +81,8 @@ function post(route, body) {
 }
 
 test('soak: 8 clients mixing good, malformed, oversized, leaving and slow requests', { timeout: 480000 }, async () => {
-  const server = spawn(args.nanoinfer, ['serve', '--port', '0', '--parallel', '4', '--queue', '8', '--quiet'],
-                       { stdio: ['ignore', 'pipe', 'inherit'] });
-  const base = await new Promise((resolve, reject) => {
-    let out = '';
-    server.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/(http:\/\/\S+)\/v1\n/);
-      if (m) resolve(m[1]);
-    });
-    server.on('exit', (code) => reject(new Error(`serve exited with ${code} before listening`)));
-  });
-  const port = Number(new URL(base).port);
+  const started = await startServe(args.nanoinfer, ['--parallel', '4', '--queue', '8', '--quiet'], { stderr: 'inherit' });
+  const { proc: server, base, port } = started;
   const sent = {};      // kind -> requests made
   const statuses = {};  // status -> answers seen by clients
   const bad = [];

@@ -9,7 +9,6 @@
 //
 // Exits 77 (skipped) when ajv, the openai package or the default model is missing.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { createRequire } from 'node:module';
@@ -17,6 +16,8 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+
+import { startServe } from './serve_process.mjs';
 
 const { values: args } = parseArgs({ options: { nanoinfer: { type: 'string' }, deps: { type: 'string' } } });
 if (!args.nanoinfer || !args.deps) {
@@ -60,18 +61,10 @@ function widenedDefaultModel() {
 
 before(async () => {
   modelDir = widenedDefaultModel();
-  server = spawn(args.nanoinfer, ['serve', '-m', modelDir, '--model-id', 'default-model', '--port', '0',
-                                  '--parallel', '4', '--queue', '16'],
-                 { stdio: ['ignore', 'pipe', 'inherit'] });
-  base = await new Promise((resolve, reject) => {
-    let out = '';
-    server.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/(http:\/\/\S+\/v1)\n/);
-      if (m) resolve(m[1]);
-    });
-    server.on('exit', (code) => reject(new Error(`nanoinfer serve exited with ${code} before listening`)));
-  });
+  const s = await startServe(args.nanoinfer, ['-m', modelDir, '--model-id', 'default-model', '--parallel', '4', '--queue', '16'],
+                             { stderr: 'inherit' });
+  server = s.proc;
+  base = s.api;
   client = new OpenAI({ baseURL: base, apiKey: 'none', maxRetries: 0 });
 });
 
