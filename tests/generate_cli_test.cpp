@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -182,10 +184,10 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   test::TempDir out;
   const std::string results = (out / "results.jsonl").string();
   const auto r = run_cli({"bench", "generate", "-m", dir(), "-p", "8", "-n", "4", "-r", "2",
-                          "-t", "1", "--cache-ab", "--probe-mib", "4", "-o", results});
+                          "-t", "1", "--cache-ab", "--probe-mib", "4", "--results", results});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("| pp8 |"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("| tg4 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| tg4 @ d8 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("identical tokens"), std::string::npos) << r.out;
   std::istringstream lines(test::read_text(results));
   std::vector<nlohmann::json> records;
@@ -193,8 +195,10 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   ASSERT_EQ(records.size(), 3u);
   EXPECT_EQ(records[0]["n_prompt"], 8);
   EXPECT_EQ(records[0]["n_gen"], 0);
+  EXPECT_EQ(records[0]["n_depth"], 0);
   EXPECT_EQ(records[1]["n_prompt"], 0);
   EXPECT_EQ(records[1]["n_gen"], 4);
+  EXPECT_EQ(records[1]["n_depth"], 8);  // decoded after the 8-token prompt: llama-bench's tg4 @ d8
   for (const auto& rec : {records[0], records[1]}) {
     for (const char* key : {"avg_ts", "stddev_ts", "median_ts", "min_ts", "n_threads", "model_type",
                             "model_size", "model_n_params", "cpu_info", "build_commit", "test_time",
@@ -226,6 +230,53 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "--probe-mib", "-1"}), "--probe-mib must be >= 0");
   expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "250", "-n", "10"}),
                         "exceed the context of 256");
+}
+
+// Lists as llama-bench takes them: every combination measured, in order; -o picks stdout's
+// format; outside the repository (no ./bench) nothing is written and that is not an error.
+TEST_F(GenerateCli, BenchListsAndOutputFormats) {
+  test::TempDir cwd;
+  const std::string script = fmt::format("cd {} && {} bench generate -m {} -p 4,8 -n 2,3 -t 1,2 -r 1 --probe-mib 0 -o jsonl",
+                                         cwd.path().string(), NANOINFER_BINARY_PATH, dir());
+  // Through a shell, for the working directory.
+  FILE* pipe = popen((script + " 2>/dev/null").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  ASSERT_EQ(pclose(pipe), 0) << out;
+  std::istringstream lines(out);
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  // 2 thread counts x 2 prompts x 2 decode lengths, a pp and a tg record each.
+  ASSERT_EQ(records.size(), 16u);
+  size_t i = 0;
+  for (int t : {1, 2}) {
+    for (int p : {4, 8}) {
+      for (int n : {2, 3}) {
+        EXPECT_EQ(records[i]["n_threads"], t);
+        EXPECT_EQ(records[i]["n_prompt"], p);
+        EXPECT_EQ(records[i]["n_gen"], 0);
+        EXPECT_EQ(records[i + 1]["n_prompt"], 0);
+        EXPECT_EQ(records[i + 1]["n_gen"], n);
+        EXPECT_EQ(records[i + 1]["n_depth"], p);
+        i += 2;
+      }
+    }
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(cwd.path()));  // no bench/ here: nothing written
+  const auto csv = run_cli({"bench", "generate", "-m", dir(), "-p", "4", "-n", "2", "-t", "1", "-r", "1",
+                            "--probe-mib", "0", "-o", "csv", "--results", (cwd / "r.jsonl").string()});
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')),
+            "model_filename,dtype,isa,n_threads,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,median_ts,min_ts,max_ts,"
+            "build_commit,cpu_info");
+  EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 3);
+  const std::string appended = test::read_text(cwd / "r.jsonl");
+  EXPECT_EQ(std::count(appended.begin(), appended.end(), '\n'), 2);  // the pp and tg records
+  expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-o", "results.jsonl"}),
+                        "-o takes the output format md, csv, json or jsonl");
+  expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "4,0"}), "-p must be >= 1, got 0");
 }
 
 TEST_F(GenerateCli, BenchBandwidthRecordsEveryPass) {

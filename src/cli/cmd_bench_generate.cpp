@@ -1,7 +1,11 @@
 // `nanoinfer bench generate`: prefill and decode speed over -r runs of a fresh sequence (a
 // prompt of -p pseudo-random tokens, then -n greedy decode steps), after one warm-up run.
-// Prints a markdown table and appends llama-bench-style JSON lines (one "pp" and one "tg"
-// record, field names as llama-bench's where one exists) to bench/results.jsonl.
+// -p, -n and -t take comma-separated lists, as llama-bench's: every combination is measured
+// (the model is opened once per thread count). Each combination gives one "pp" record and
+// one "tg" record (decoding after the prompt: llama-bench's "tg N @ d P", n_depth = P), field
+// names as llama-bench's where one exists. -o picks what stdout shows (md, csv, json, jsonl);
+// the records are appended as JSON lines to --results FILE, by default bench/results.jsonl
+// when ./bench exists (inside the repository), else nowhere.
 //
 // Decode's work counts and roofline: the weight bytes one decode step streams
 // (Model::bytes_per_token), the thread-pool barriers per decoded token (counted over -n
@@ -16,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include "command.h"
 #include "common_options.h"
@@ -33,13 +38,26 @@ using Clock = std::chrono::steady_clock;
 
 struct BenchFlags {
   ModelFlags model;
-  int64_t n_prompt = 64;
-  int64_t n_gen = 32;
+  std::vector<int64_t> n_prompt{64};
+  std::vector<int64_t> n_gen{32};
+  std::vector<int64_t> threads{0};
   int64_t repetitions = 5;
   bool cache_ab = false;
   int64_t probe_mib = 1024;
-  std::string output = "bench/results.jsonl";
+  std::string format = "md";
+  std::string results;  // empty: bench/results.jsonl if ./bench exists, else none
 };
+
+// What stdout shows, as llama-bench's -o.
+enum class Format { Md, Csv, Json, Jsonl };
+Format format_of(const std::string& name) {
+  if (name == "md") return Format::Md;
+  if (name == "csv") return Format::Csv;
+  if (name == "json") return Format::Json;
+  if (name == "jsonl") return Format::Jsonl;
+  fail("-o takes the output format md, csv, json or jsonl (as llama-bench's), got '{}'; the records' file is "
+       "--results FILE", name);
+}
 
 // Deterministic prompt: the splitmix64 stream of seed 0, over the tokenizer's ids.
 std::vector<int32_t> bench_prompt(size_t n, int32_t vocab) {
@@ -49,23 +67,20 @@ std::vector<int32_t> bench_prompt(size_t n, int32_t vocab) {
   return ids;
 }
 
-void run(const BenchFlags& f) {
-  if (f.n_prompt < 1) fail("-p must be >= 1, got {}", f.n_prompt);
-  if (f.n_gen < 1) fail("-n must be >= 1, got {}", f.n_gen);
-  if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
-  if (f.probe_mib < 0) fail("--probe-mib must be >= 0 (0 = no bandwidth probe), got {}", f.probe_mib);
-  OpenedModel m = load_model(f.model);
-  const size_t n_prompt = static_cast<size_t>(f.n_prompt);
-  const size_t n_gen = static_cast<size_t>(f.n_gen);
-  if (n_prompt + n_gen > m.model.max_context()) {
-    fail("-p {} + -n {} exceed the context of {} positions", n_prompt, n_gen, m.model.max_context());
-  }
-  check_bench_results_path(f.output);  // before the run, not after it
+// One -p/-n combination on an opened model: its records (pp, tg, and the cache A/B's with
+// --cache-ab), and the markdown lines shown after the table.
+struct Measured {
+  std::vector<nlohmann::json> records;
+  std::vector<std::string> notes;
+};
+
+Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_gen, const Summary& bandwidth) {
+  Measured out;
   const std::vector<int32_t> prompt = bench_prompt(n_prompt, m.tokenizer.vocab_size());
   Generator generator(m.model, m.tokenizer, {.temperature = 0.0});
   // No end-of-sequence ids: every run decodes exactly n_gen steps (n_gen + 1 tokens sampled,
   // the first from the prefill's logits).
-  const StopRules options{.max_new_tokens = f.n_gen + 1};
+  const StopRules options{.max_new_tokens = static_cast<int64_t>(n_gen) + 1};
   const TextSink discard = [](std::string_view) {};
 
   std::vector<double> pp, tg, ttft;
@@ -95,12 +110,6 @@ void run(const BenchFlags& f) {
     }
     barriers_per_token = static_cast<double>(m.model.barriers() - before) / static_cast<double>(n_gen);
   }
-  // The read roofline, measured now with the model's thread count (its pool sleeps meanwhile).
-  Summary bandwidth;
-  if (f.probe_mib > 0) {
-    ThreadPool probe_pool(m.model.threads());
-    bandwidth = summarize(measure_read_bandwidth(probe_pool, static_cast<size_t>(f.probe_mib) << 20, 5));
-  }
   const double roofline_pct = bandwidth.median > 0 ? 100.0 * gbps / bandwidth.median : 0.0;
 
   const ModelConfig& cfg = m.model.config();
@@ -109,28 +118,19 @@ void run(const BenchFlags& f) {
   const std::string isa(isa_name(m.model.isa()));
   const int threads = m.model.options().threads;
 
-  fmt::print("| model | size | params | dtype | isa | threads | test | t/s median | t/s min | spread |\n");
-  fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
-  auto row = [&](std::string_view test, const Summary& s) {
-    fmt::print("| {} | {} | {:.1f} M | {} | {} | {} | {} | {:.2f} | {:.2f} | {:.1f}% |\n",
-               m.dir.filename().string(), format_bytes(static_cast<double>(m.model.weight_bytes())),
-               static_cast<double>(n_params) / 1e6, dtype, isa, threads, test, s.median, s.min,
-               s.median > 0 ? 100.0 * (s.max - s.min) / s.median : 0.0);
-  };
-  row(fmt::format("pp{}", n_prompt), pps);
-  row(fmt::format("tg{}", n_gen), tgs);
-  fmt::print("\ntime to first token {:.1f} ms (median of {}), decode {:.1f} GB/s effective "
-             "({} per token), peak RSS {}\n",
-             ttfts.median * 1e3, f.repetitions, gbps,
-             format_bytes(static_cast<double>(m.model.bytes_per_token())),
-             format_bytes(static_cast<double>(peak_rss)));
-  fmt::print("decode work: {} bytes and {:.1f} barriers per token", m.model.bytes_per_token(), barriers_per_token);
+  std::string note = fmt::format(
+      "pp{} tg{} t{}: time to first token {:.1f} ms (median of {}), decode {:.1f} GB/s effective ({} per token), "
+      "peak RSS {}; decode work: {} bytes and {:.1f} barriers per token",
+      n_prompt, n_gen, threads, ttfts.median * 1e3, f.repetitions, gbps,
+      format_bytes(static_cast<double>(m.model.bytes_per_token())), format_bytes(static_cast<double>(peak_rss)),
+      m.model.bytes_per_token(), barriers_per_token);
   if (f.probe_mib > 0) {
-    fmt::print("; read bandwidth {:.1f} GB/s median ({:.1f} min, {} MiB, {} threads): {:.1f}% of the roofline\n",
-               bandwidth.median, bandwidth.min, f.probe_mib, threads, roofline_pct);
+    note += fmt::format("; read bandwidth {:.1f} GB/s median ({:.1f} min, {} MiB, {} threads): {:.1f}% of the roofline",
+                        bandwidth.median, bandwidth.min, f.probe_mib, threads, roofline_pct);
   } else {
-    fmt::print(" (no bandwidth probe)\n");
+    note += " (no bandwidth probe)";
   }
+  out.notes.push_back(std::move(note));
 
   nlohmann::json base = bench_context(threads);
   base["cpu_info"] = base["cpu"];
@@ -146,10 +146,11 @@ void run(const BenchFlags& f) {
   base["bench"] = "generate";
   base["peak_rss_bytes"] = peak_rss;
   base["bytes_per_token"] = m.model.bytes_per_token();
-  auto record = [&](size_t prompt_n, size_t gen_n, const std::vector<double>& ts, const Summary& s) {
+  auto record = [&](size_t prompt_n, size_t gen_n, size_t depth, const std::vector<double>& ts, const Summary& s) {
     nlohmann::json j = base;
     j["n_prompt"] = prompt_n;
     j["n_gen"] = gen_n;
+    j["n_depth"] = depth;
     j["samples_ts"] = ts;
     j["avg_ts"] = s.mean;
     j["stddev_ts"] = s.stddev;
@@ -158,9 +159,10 @@ void run(const BenchFlags& f) {
     j["max_ts"] = s.max;
     return j;
   };
-  nlohmann::json pp_record = record(n_prompt, 0, pp, pps);
+  nlohmann::json pp_record = record(n_prompt, 0, 0, pp, pps);
   pp_record["ttft_ms_median"] = ttfts.median * 1e3;
-  nlohmann::json tg_record = record(0, n_gen, tg, tgs);
+  // Decoding after the prompt: llama-bench's "tg n_gen @ d n_prompt".
+  nlohmann::json tg_record = record(0, n_gen, n_prompt, tg, tgs);
   tg_record["effective_gbps"] = gbps;
   tg_record["barriers_per_token"] = barriers_per_token;
   if (f.probe_mib > 0) {
@@ -169,15 +171,15 @@ void run(const BenchFlags& f) {
     tg_record["read_bandwidth_probe_bytes"] = static_cast<size_t>(f.probe_mib) << 20;
     tg_record["roofline_pct"] = roofline_pct;
   }
-  append_bench_record(pp_record, f.output);
-  append_bench_record(tg_record, f.output);
+  out.records.push_back(std::move(pp_record));
+  out.records.push_back(std::move(tg_record));
 
   if (f.cache_ab) {
     // Alternate cached and uncached runs so drift in machine load hits both alike.
     std::vector<double> cached_ts, uncached_ts;
     for (int64_t r = 0; r < f.repetitions; ++r) {
       generator.reset();
-      const GenerationStats s = generator.generate(prompt, {.max_new_tokens = f.n_gen}, discard);
+      const GenerationStats s = generator.generate(prompt, {.max_new_tokens = static_cast<int64_t>(n_gen)}, discard);
       const std::vector<int32_t> cached(generator.tokens().begin() + static_cast<ptrdiff_t>(n_prompt),
                                         generator.tokens().end());
       // Greedy with every step recomputing the whole context from an empty cache.
@@ -195,9 +197,9 @@ void run(const BenchFlags& f) {
       uncached_ts.push_back(static_cast<double>(n_gen) / seconds);
     }
     const Summary c = summarize(cached_ts), u = summarize(uncached_ts);
-    fmt::print("\ncache A/B ({} runs, {} tokens after a {}-token prompt, identical tokens): "
-               "cached {:.2f} tok/s, uncached {:.2f} tok/s (x{:.1f})\n",
-               f.repetitions, n_gen, n_prompt, c.median, u.median, c.median / u.median);
+    out.notes.push_back(fmt::format("cache A/B ({} runs, {} tokens after a {}-token prompt, identical tokens): "
+                                    "cached {:.2f} tok/s, uncached {:.2f} tok/s (x{:.1f})",
+                                    f.repetitions, n_gen, n_prompt, c.median, u.median, c.median / u.median));
     nlohmann::json ab = base;
     ab["bench"] = "generate-cache-ab";
     ab["n_prompt"] = n_prompt;
@@ -205,23 +207,131 @@ void run(const BenchFlags& f) {
     ab["cached_median_ts"] = c.median;
     ab["uncached_median_ts"] = u.median;
     ab["identical_output"] = true;
-    append_bench_record(ab, f.output);
+    out.records.push_back(std::move(ab));
   }
-  fmt::print("appended to {}\n", f.output);
+  return out;
+}
+
+// The markdown table's row of a pp or tg record, as llama-bench names the tests.
+std::string md_row(const nlohmann::json& r) {
+  const uint64_t depth = r["n_depth"].get<uint64_t>();
+  const std::string test = r["n_gen"].get<uint64_t>() == 0
+                               ? fmt::format("pp{}", r["n_prompt"].get<uint64_t>())
+                               : fmt::format("tg{}{}", r["n_gen"].get<uint64_t>(), depth ? fmt::format(" @ d{}", depth) : "");
+  const double median = r["median_ts"], min = r["min_ts"], max = r["max_ts"];
+  return fmt::format("| {} | {} | {:.1f} M | {} | {} | {} | {} | {:.2f} | {:.2f} | {:.1f}% |",
+                     std::filesystem::path(r["model_filename"].get<std::string>()).filename().string(),
+                     format_bytes(r["model_size"].get<double>()), r["model_n_params"].get<double>() / 1e6,
+                     r["dtype"].get<std::string>(), r["isa"].get<std::string>(), r["n_threads"].get<int>(), test, median,
+                     min, median > 0 ? 100.0 * (max - min) / median : 0.0);
+}
+
+constexpr const char* kCsvColumns[] = {"model_filename", "dtype", "isa", "n_threads", "n_prompt", "n_gen", "n_depth",
+                                       "avg_ts", "stddev_ts", "median_ts", "min_ts", "max_ts", "build_commit", "cpu_info"};
+
+std::string csv_field(const nlohmann::json& v) {
+  std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+void run(const BenchFlags& f) {
+  const Format format = format_of(f.format);
+  for (int64_t p : f.n_prompt) if (p < 1) fail("-p must be >= 1, got {}", p);
+  for (int64_t n : f.n_gen) if (n < 1) fail("-n must be >= 1, got {}", n);
+  for (int64_t t : f.threads) if (t < 0) fail("-t must be >= 0 (0 = one per physical core), got {}", t);
+  if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
+  if (f.probe_mib < 0) fail("--probe-mib must be >= 0 (0 = no bandwidth probe), got {}", f.probe_mib);
+  // Inside the repository the records go to bench/results.jsonl unless told otherwise; outside
+  // it (no ./bench) nowhere but stdout.
+  std::string results = f.results;
+  if (results.empty() && std::filesystem::is_directory("bench")) results = "bench/results.jsonl";
+  if (!results.empty()) check_bench_results_path(results);  // before the runs, not after them
+
+  std::vector<nlohmann::json> records;
+  std::vector<std::string> notes;
+  for (int64_t t : f.threads) {
+    ModelFlags flags = f.model;
+    flags.threads = static_cast<int>(t);
+    OpenedModel m = load_model(flags);
+    for (int64_t p : f.n_prompt) {
+      for (int64_t n : f.n_gen) {
+        if (static_cast<size_t>(p + n) > m.model.max_context()) {
+          fail("-p {} + -n {} exceed the context of {} positions", p, n, m.model.max_context());
+        }
+      }
+    }
+    // The read roofline, measured with the model's thread count (its pool sleeps meanwhile).
+    Summary bandwidth;
+    if (f.probe_mib > 0) {
+      ThreadPool probe_pool(m.model.threads());
+      bandwidth = summarize(measure_read_bandwidth(probe_pool, static_cast<size_t>(f.probe_mib) << 20, 5));
+    }
+    for (int64_t p : f.n_prompt) {
+      for (int64_t n : f.n_gen) {
+        Measured one = measure(f, m, static_cast<size_t>(p), static_cast<size_t>(n), bandwidth);
+        for (auto& r : one.records) records.push_back(std::move(r));
+        for (auto& line : one.notes) notes.push_back(std::move(line));
+      }
+    }
+  }
+  for (const nlohmann::json& r : records) {
+    if (!results.empty()) append_bench_record(r, results);
+  }
+
+  switch (format) {
+    case Format::Md:
+      fmt::print("| model | size | params | dtype | isa | threads | test | t/s median | t/s min | spread |\n");
+      fmt::print("|---|---|---|---|---|---|---|---|---|---|\n");
+      for (const nlohmann::json& r : records) {
+        if (r["bench"] == "generate") fmt::print("{}\n", md_row(r));
+      }
+      fmt::print("\n");
+      for (const std::string& line : notes) fmt::print("{}\n", line);
+      break;
+    case Format::Csv: {
+      std::string line;
+      for (const char* c : kCsvColumns) line += (line.empty() ? "" : ",") + std::string(c);
+      fmt::print("{}\n", line);
+      for (const nlohmann::json& r : records) {
+        if (r["bench"] != "generate") continue;
+        line.clear();
+        for (const char* c : kCsvColumns) line += (line.empty() ? "" : ",") + csv_field(r[c]);
+        fmt::print("{}\n", line);
+      }
+      break;
+    }
+    case Format::Json:
+      fmt::print("{}\n", nlohmann::json(records).dump(2));
+      break;
+    case Format::Jsonl:
+      for (const nlohmann::json& r : records) fmt::print("{}\n", r.dump());
+      break;
+  }
+  if (!results.empty()) fmt::print(stderr, "nanoinfer: {} records appended to {}\n", records.size(), results);
 }
 
 void setup(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   add_model_flags(app, f->model);
-  app.add_option("-p,--n-prompt", f->n_prompt, "Prompt tokens to prefill (default 64)");
-  app.add_option("-n,--n-gen", f->n_gen, "Tokens to decode (default 32)");
+  // -t takes a list here, as llama-bench's.
+  app.remove_option(app.get_option("--threads"));
+  app.add_option("-t,--threads", f->threads, "Thread counts, comma-separated (default 0 = one per physical core)")
+      ->delimiter(',');
+  app.add_option("-p,--n-prompt", f->n_prompt, "Prompt lengths to prefill, comma-separated (default 64)")->delimiter(',');
+  app.add_option("-n,--n-gen", f->n_gen, "Tokens to decode after the prompt, comma-separated (default 32)")->delimiter(',');
   app.add_option("-r,--repetitions", f->repetitions, "Measured runs after one warm-up (default 5)");
   app.add_flag("--cache-ab", f->cache_ab,
                "Also time cached against uncached (full recompute) decoding, asserting equal tokens");
   app.add_option("--probe-mib", f->probe_mib,
                  "Buffer of the read-bandwidth probe the roofline share is computed from, in MiB "
                  "(default 1024; 0 = no probe)");
-  app.add_option("-o,--output", f->output, "JSON lines file to append to");
+  app.add_option("-o,--output", f->format, "What stdout shows: md (default), csv, json or jsonl, as llama-bench's -o");
+  app.add_option("--results", f->results,
+                 "JSON-lines file the records are appended to (default: bench/results.jsonl when ./bench exists, "
+                 "else none)");
   app.callback([f] { run(*f); });
 }
 
