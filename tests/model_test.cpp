@@ -76,6 +76,7 @@ Model load(const fs::path& dir, Weights mode, int threads = 2, std::optional<Isa
   opts.weights = mode;
   opts.threads = threads;
   opts.isa = isa;
+  opts.kv_type = DType::F32;  // the references keep K and V in f32
   return open_model_alone(dir, opts);
 }
 

@@ -24,6 +24,7 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/splitmix64.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/kv_cache.h"
 #include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer::cli {
@@ -85,8 +86,10 @@ void run(const BenchFlags& f) {
   // Barriers per decoded token: n_gen steps after the same prompt (attention may join only
   // from some context length on, so this is the mean over the positions the runs decoded).
   double barriers_per_token = 0;
+  size_t kv_bytes_per_position = 0;
   {
     Sequence seq = m.model.new_sequence();
+    kv_bytes_per_position = seq.cache().bytes_per_position();
     m.model.forward(prompt, seq);
     const uint64_t before = m.model.barriers();
     for (size_t i = 0; i < n_gen; ++i) {
@@ -124,6 +127,7 @@ void run(const BenchFlags& f) {
              ttfts.median * 1e3, f.repetitions, gbps,
              format_bytes(static_cast<double>(m.model.bytes_per_token())),
              format_bytes(static_cast<double>(peak_rss)));
+  fmt::print("KV cache: {}, {} bytes per position\n", kv_type_name(m.model.options().kv_type), kv_bytes_per_position);
   fmt::print("decode work: {} bytes and {:.1f} barriers per token", m.model.bytes_per_token(), barriers_per_token);
   if (f.probe_mib > 0) {
     fmt::print("; read bandwidth {:.1f} GB/s median ({:.1f} min, {} MiB, {} threads): {:.1f}% of the roofline\n",
@@ -137,6 +141,10 @@ void run(const BenchFlags& f) {
   base["build_commit"] = base["commit"];
   base["test_time"] = base["timestamp"];
   base["n_threads"] = threads;
+  base["n_ctx"] = m.model.max_context();
+  base["type_k"] = kv_type_name(m.model.options().kv_type);
+  base["type_v"] = kv_type_name(m.model.options().kv_type);
+  base["kv_bytes_per_position"] = kv_bytes_per_position;
   base["model_filename"] = m.dir.string();
   base["model_type"] = fmt::format("qwen2 {:.1f}M {}", static_cast<double>(n_params) / 1e6, dtype);
   base["model_size"] = m.model.weight_bytes();
