@@ -76,6 +76,7 @@ inline typename Ops::vec exp_impl(typename Ops::vec x) {
   V r = Ops::fnma(fn, Ops::set1(kExpC1), xc);
   r = Ops::fnma(fn, Ops::set1(kExpC2), r);
   V p = Ops::set1(kExpCoef[7]);
+#pragma GCC unroll 8
   for (int k = 6; k >= 0; --k) p = Ops::fma(p, r, Ops::set1(kExpCoef[k]));
   V y = Ops::mul(p, Ops::pow2(fn));
   y = Ops::select(Ops::lt(x, Ops::set1(kExpLo)), Ops::zero(), y);
@@ -153,17 +154,24 @@ inline void score_rows(const float* qs, const float* kt, float* s, size_t hd, si
   static_assert(NJ % kVecTile == 0);
   for (size_t j0 = 0; j0 < NJ; j0 += kVecTile) {
     V acc[NR][kVecTile];
+    #pragma GCC unroll 8
     for (size_t a = 0; a < NR; ++a)
+      #pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) acc[a][b] = Ops::zero();
     for (size_t d = 0; d < hd; ++d) {
       V kv[kVecTile];
+      #pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) kv[b] = Ops::load(kt + d * kKeyBlock + (j0 + b) * W);
+      #pragma GCC unroll 8
       for (size_t a = 0; a < NR; ++a) {
         const V qd = Ops::set1(qs[(r + a) * hd + d]);
+        #pragma GCC unroll 8
         for (size_t b = 0; b < kVecTile; ++b) acc[a][b] = Ops::fma(qd, kv[b], acc[a][b]);
       }
     }
+    #pragma GCC unroll 8
     for (size_t a = 0; a < NR; ++a)
+      #pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) Ops::store(s + (r + a) * kKeyBlock + (j0 + b) * W, acc[a][b]);
   }
 }
@@ -179,20 +187,28 @@ inline void accumulate_values(const float* p, const float* vb, size_t vstride, f
   size_t d0 = 0;
   for (; d0 + kVecTile * W <= hd; d0 += kVecTile * W) {
     V a[NR][kVecTile];
+    #pragma GCC unroll 8
     for (size_t x = 0; x < NR; ++x)
+      #pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) a[x][b] = Ops::load(acc + (r + x) * hd + d0 + b * W);
     for (size_t j = 0; j < nj; ++j) {
       V vv[kVecTile];
+      #pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) vv[b] = Ops::load(vb + j * vstride + d0 + b * W);
+      #pragma GCC unroll 8
       for (size_t x = 0; x < NR; ++x) {
         const V pj = Ops::set1(p[(r + x) * kKeyBlock + j]);
+        #pragma GCC unroll 8
         for (size_t b = 0; b < kVecTile; ++b) a[x][b] = Ops::fma(pj, vv[b], a[x][b]);
       }
     }
+    #pragma GCC unroll 8
     for (size_t x = 0; x < NR; ++x)
+      #pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) Ops::store(acc + (r + x) * hd + d0 + b * W, a[x][b]);
   }
   for (; d0 < hd; d0 += W) {  // hd is a multiple of W
+    #pragma GCC unroll 8
     for (size_t x = 0; x < NR; ++x) {
       V a = Ops::load(acc + (r + x) * hd + d0);
       for (size_t j = 0; j < nj; ++j) a = Ops::fma(Ops::set1(p[(r + x) * kKeyBlock + j]), Ops::load(vb + j * vstride + d0), a);
