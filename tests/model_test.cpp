@@ -370,6 +370,7 @@ TEST(ModelCache, InternalChunkingMatchesOneBatch) {
   Model whole = load(dir, WeightMode::AsStored);
   ModelOptions opts;
   opts.max_batch = 5;
+  opts.kv_type = DType::F32;  // as load()
   Model split = open_model_alone(dir, opts);
   EXPECT_TRUE(bitwise_equal(all_logits(split, tokens), all_logits(whole, tokens)));
   Sequence a = whole.new_sequence(), b = split.new_sequence();
