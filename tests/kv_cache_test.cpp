@@ -186,5 +186,25 @@ TEST(KvCache, CommitsMemoryProportionalToPositionsUsed) {
   EXPECT_EQ(moved.capacity(), 32768u);
 }
 
+// Growing past the memory the machine has is a one-line Error naming the sizes, not bad_alloc
+// and not a crash at first touch: a cache of 2^20 positions x 16,384 floats (128 GiB for K and
+// V of one layer) reserves its address space, then refuses the step that would commit it all.
+TEST(KvCache, GrowthPastAvailableMemoryIsAOneLineError) {
+  KvCache c(1, size_t{1} << 20, size_t{1} << 14, DType::F32);
+  EXPECT_EQ(c.committed_bytes(), 0u);
+  const std::string msg = error_of([&] { c.begin_step(size_t{1} << 20); });
+  if (msg.empty()) GTEST_SKIP() << "this machine had 128 GiB available";
+  EXPECT_NE(msg.find("the KV cache needs 131072.0 MiB more for positions up to 1048576"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("MiB of memory are available"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_FALSE(c.step_open());
+  EXPECT_EQ(c.committed_bytes(), 0u);
+  // A step that fits still works.
+  c.begin_step(1);
+  append(c, 0, 1.0f);
+  c.commit();
+  EXPECT_EQ(c.length(), 1u);
+}
+
 }  // namespace
 }  // namespace nanoinfer
