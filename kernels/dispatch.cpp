@@ -197,6 +197,9 @@ namespace {
 // Each tier lists a lower tier's kernel wherever it has none of its own. Every SIMD tier
 // quantizes activations with the AVX2 code (bitwise the scalar reference, like everything
 // else).
+// Attention has no AVX-512 kernel yet: every SIMD tier runs the AVX2 one.
+constexpr ByKvType kAvx2Attention{.f32 = avx2::attention_f32, .bf16 = avx2::attention_bf16, .f16 = avx2::attention_f16};
+
 constexpr Kernels kScalar{
     .isa = Isa::Scalar,
     .matmul = {.f32 = scalar::matmul_f32, .bf16 = scalar::matmul_bf16},
@@ -204,6 +207,8 @@ constexpr Kernels kScalar{
     .quantize_activations = quantize_activations,
     .dot_rows_f32 = scalar::dot_rows_f32,
     .axpy_rows_f32 = scalar::axpy_rows_f32,
+    .attention = {.f32 = scalar::attention_f32, .bf16 = scalar::attention_bf16, .f16 = scalar::attention_f16},
+    .exp_f32 = scalar::exp_f32,
 };
 constexpr Kernels kAvx2{
     .isa = Isa::Avx2,
@@ -212,6 +217,8 @@ constexpr Kernels kAvx2{
     .quantize_activations = avx2::quantize_activations,
     .dot_rows_f32 = avx2::dot_rows_f32,
     .axpy_rows_f32 = avx2::axpy_rows_f32,
+    .attention = kAvx2Attention,
+    .exp_f32 = avx2::exp_f32,
 };
 constexpr Kernels kAvx2Vnni{
     .isa = Isa::Avx2Vnni,
@@ -220,6 +227,8 @@ constexpr Kernels kAvx2Vnni{
     .quantize_activations = avx2::quantize_activations,
     .dot_rows_f32 = avx2::dot_rows_f32,
     .axpy_rows_f32 = avx2::axpy_rows_f32,
+    .attention = kAvx2Attention,
+    .exp_f32 = avx2::exp_f32,
 };
 // Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
 // no zmm sign trick), so the avx512 tier keeps AVX2's quantized kernels.
@@ -230,6 +239,8 @@ constexpr Kernels kAvx512{
     .quantize_activations = avx2::quantize_activations,
     .dot_rows_f32 = avx512::dot_rows_f32,
     .axpy_rows_f32 = avx512::axpy_rows_f32,
+    .attention = kAvx2Attention,
+    .exp_f32 = avx2::exp_f32,
 };
 constexpr Kernels kAvx512Vnni{
     .isa = Isa::Avx512Vnni,
@@ -239,6 +250,8 @@ constexpr Kernels kAvx512Vnni{
     .matmul_packed = {.q8_0 = avx512_vnni::matmul_packed_q8_0, .q4_0 = avx512_vnni::matmul_packed_q4_0},
     .dot_rows_f32 = avx512::dot_rows_f32,
     .axpy_rows_f32 = avx512::axpy_rows_f32,
+    .attention = kAvx2Attention,
+    .exp_f32 = avx2::exp_f32,
 };
 // avx512-vnni's table with one change: the bf16 product on vdpbf16ps, which rounds the
 // activations to bf16 (kernels/scalar_bf16_dot.cpp). Nothing else differs by a bit.
@@ -252,6 +265,8 @@ constexpr Kernels kAvx512Bf16{
     .matmul_bf16_rounded = avx512_bf16::matmul_bf16_rounded,
     .dot_rows_f32 = avx512::dot_rows_f32,
     .axpy_rows_f32 = avx512::axpy_rows_f32,
+    .attention = kAvx2Attention,
+    .exp_f32 = avx2::exp_f32,
 };
 
 }  // namespace

@@ -104,6 +104,44 @@ struct ByType {
   }
 };
 
+// Causal attention of one KV head's query block, tiled over keys with an online softmax
+// (kernels/attention_tile.h): query rows t < n_q at positions pos0 + t, each with the `group`
+// query heads that share this KV head, against keys 0 .. pos0 + n_q - 1 in blocks of
+// kAttentionKeyBlock; query t sees keys j <= pos0 + t. One pass: each K and V row is read once
+// per call, for all n_q * group query rows (the count is returned: rows read, K and V alike).
+//   q:   [n_q][q_stride] f32; row t's heads of this group at q + t * q_stride, head_dim apart
+//   k,v: the cache rows of this KV head: element (j, i) at k[j * kv_stride + i], of the entry's
+//        element type (f32, bf16 or f16 bit patterns)
+//   out: like q (the group's heads of each row are written, nothing else)
+//   scratch: attention_scratch_floats(n_q, group, head_dim) floats
+// Per query row the result does not depend on n_q or on the rows it is computed with (key
+// blocks start at position 0, each score and each weighted sum is one chain in a fixed order):
+// chunked prefill, decode and batched decode agree bitwise, on any thread count.
+inline constexpr size_t kAttentionKeyBlock = 64;
+struct AttentionTile {
+  const float* q;
+  size_t q_stride;
+  const void* k;
+  const void* v;
+  size_t kv_stride;
+  float* out;
+  size_t n_q, group, head_dim, pos0;
+  float scale;
+  float* scratch;
+};
+inline constexpr size_t attention_scratch_floats(size_t n_q, size_t group, size_t head_dim) {
+  const size_t rows = n_q * group;
+  return 2 * head_dim * kAttentionKeyBlock + rows * kAttentionKeyBlock + 2 * rows * head_dim + 2 * rows;
+}
+using AttentionTileFn = uint64_t (*)(const AttentionTile& a);
+// The cache element types attention reads (nanoinfer/kv_cache.h).
+struct ByKvType {
+  AttentionTileFn f32 = nullptr, bf16 = nullptr, f16 = nullptr;
+};
+// y[i] = e^x[i] for i < n, the vector exp of kernels/attention_tile.h (relative error <= 2^-22
+// for -87.34 <= x <= 88.37; 0 below, -inf included; +inf above; NaN stays NaN).
+using ExpRowsFn = void (*)(const float* x, float* y, size_t n);
+
 using DotRowsFn = void (*)(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale,
                            float* out);
 using AxpyRowsFn = void (*)(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
@@ -131,6 +169,9 @@ struct Kernels {
   // row's result is bitwise what a call with count = 1 on that row gives.
   DotRowsFn dot_rows_f32 = nullptr;
   AxpyRowsFn axpy_rows_f32 = nullptr;
+  // Tiled attention per cache element type, and the exp it uses (exposed for tests).
+  ByKvType attention;
+  ExpRowsFn exp_f32 = nullptr;
 
   MatmulFn matmul_for(WeightType type) const { return matmul[type]; }
   MatmulQuantizedFn matmul_quantized_for(WeightType type) const { return matmul_quantized[type]; }
@@ -168,6 +209,8 @@ using DotRowsSig = void(const float* q, const float* rows, size_t stride, size_t
                         float* out);
 using AxpyRowsSig = void(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
                          float* y);
+using AttentionTileSig = uint64_t(const AttentionTile& a);
+using ExpRowsSig = void(const float* x, float* y, size_t n);
 
 // The scalar reference products of the quantized types (kernels/scalar_quant.cpp, which
 // states the exact accumulation rule every ISA reproduces bitwise).
@@ -193,6 +236,8 @@ namespace scalar {       // kernels/scalar.cpp (baseline x86-64, no FMA)
 MatmulSig matmul_f32, matmul_bf16;
 DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
+AttentionTileSig attention_f32, attention_bf16, attention_f16;
+ExpRowsSig exp_f32;
 }  // namespace scalar
 namespace avx2 {         // kernels/*_avx2.cpp
 MatmulSig matmul_f32, matmul_bf16;
@@ -200,6 +245,8 @@ MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 QuantizeActivationsSig quantize_activations;
 DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
+AttentionTileSig attention_f32, attention_bf16, attention_f16;
+ExpRowsSig exp_f32;
 }  // namespace avx2
 namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention_tile.h"
 #include "kernels/kernels.h"
 #include "nanoinfer/dtype.h"
 
@@ -59,6 +60,11 @@ void axpy_rows_f32(const float* alphas, float mult, const float* rows, size_t st
                    float* y) {
   for (size_t j = 0; j < count; ++j) axpy(alphas[j] * mult, rows + j * stride, y, n);
 }
+
+uint64_t attention_f32(const AttentionTile& a) { return attention_tile<ScalarOps, float>(a); }
+uint64_t attention_bf16(const AttentionTile& a) { return attention_tile<ScalarOps, Bf16>(a); }
+uint64_t attention_f16(const AttentionTile& a) { return attention_tile<ScalarOps, F16>(a); }
+void exp_f32(const float* x, float* y, size_t n) { exp_rows<ScalarOps>(x, y, n); }
 
 }  // namespace scalar
 

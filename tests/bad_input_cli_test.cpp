@@ -564,7 +564,8 @@ TEST(BadInputTable, ContextBeyondTheMachinesMemoryIsRefused) {
   test::TempDir dir;
   config_with("max_position_embeddings", "16777216")(dir.path());
   const test::CliProcess r =
-      test::run_cli_process({"generate", "-m", (dir / "m").string(), "-p", "hi", "-n", "1", "-c", "16777216"});
+      test::run_cli_process({"generate", "-m", (dir / "m").string(), "-p", "hi", "-n", "1", "-c", "16777216",
+                                                   "--kv-type", "f32"});
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, ::testing::StartsWith("nanoinfer: error: -c 16777216: a context of 16777216 positions needs 26.0 GiB "

@@ -1,7 +1,9 @@
-// The KV cache's step protocol: extend every layer exactly once, then commit.
+// The KV cache's step protocol (extend every layer exactly once, then commit), its element
+// types, and its memory: committed as positions are used, counted in bytes.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/kv_cache.h"
@@ -18,37 +20,46 @@ std::string error_of(auto&& fn) {
   return "";
 }
 
+// Appends rows of value `x` to the open step of `layer`.
+void append(KvCache& cache, size_t layer, float x = 0.0f) {
+  const std::vector<float> rows(cache.step_size() * cache.kv_dim(), x);
+  cache.append(layer, rows.data(), rows.data());
+}
+
+const float* keys_f32(const KvCache& cache, size_t layer) { return static_cast<const float*>(cache.keys(layer)); }
+
 TEST(KvCache, StepAppendsRowsAfterTheCommittedOnes) {
   KvCache cache(2, 8, 4);  // 2 layers, 8 positions, 4 floats per position
   EXPECT_EQ(cache.capacity(), 8u);
   EXPECT_EQ(cache.bytes(), 2u * 2 * 8 * 4 * sizeof(float));
+  EXPECT_EQ(cache.bytes_per_position(), 2u * 2 * 4 * sizeof(float));
   cache.begin_step(3);
   for (size_t l = 0; l < 2; ++l) {
-    KvCache::Rows rows = cache.append(l);
-    EXPECT_EQ(rows.k, cache.keys(l));
-    EXPECT_EQ(rows.v, cache.values(l));
-    for (size_t i = 0; i < 12; ++i) rows.k[i] = static_cast<float>(100 * l + i);
+    std::vector<float> k(12), v(12);
+    for (size_t i = 0; i < 12; ++i) {
+      k[i] = static_cast<float>(100 * l + i);
+      v[i] = -k[i];
+    }
+    cache.append(l, k.data(), v.data());
   }
   EXPECT_EQ(cache.length(), 0u);  // not before commit
   cache.commit();
   EXPECT_EQ(cache.length(), 3u);
 
   cache.begin_step(2);
-  for (size_t l = 0; l < 2; ++l) {
-    KvCache::Rows rows = cache.append(l);
-    EXPECT_EQ(rows.k, cache.keys(l) + 3 * 4);  // positions continue from the length
-    EXPECT_EQ(rows.v, cache.values(l) + 3 * 4);
-  }
+  for (size_t l = 0; l < 2; ++l) append(cache, l, 7.0f);
   cache.commit();
   EXPECT_EQ(cache.length(), 5u);
-  EXPECT_EQ(cache.keys(1)[11], 111.0f);  // the first step's rows survive
+  EXPECT_EQ(keys_f32(cache, 1)[11], 111.0f);  // the first step's rows survive
+  EXPECT_EQ(static_cast<const float*>(cache.values(1))[11], -111.0f);
+  EXPECT_EQ(keys_f32(cache, 1)[3 * 4], 7.0f);  // positions continue from the length
 }
 
 TEST(KvCache, CommitRefusesASkippedLayerAndNamesIt) {
   KvCache cache(4, 8, 2);
   cache.begin_step(1);
-  cache.append(0);
-  cache.append(2);
+  append(cache, 0);
+  append(cache, 2);
   const std::string msg = error_of([&] { cache.commit(); });
   EXPECT_NE(msg.find("layers not written: [1, 3]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("written more than once: []"), std::string::npos) << msg;
@@ -59,10 +70,10 @@ TEST(KvCache, CommitRefusesASkippedLayerAndNamesIt) {
 TEST(KvCache, CommitRefusesALayerWrittenTwiceAndNamesIt) {
   KvCache cache(3, 8, 2);
   cache.begin_step(2);
-  cache.append(0);
-  cache.append(1);
-  cache.append(1);
-  cache.append(2);
+  append(cache, 0);
+  append(cache, 1);
+  append(cache, 1);
+  append(cache, 2);
   const std::string msg = error_of([&] { cache.commit(); });
   EXPECT_NE(msg.find("layers not written: []"), std::string::npos) << msg;
   EXPECT_NE(msg.find("written more than once: [1]"), std::string::npos) << msg;
@@ -70,7 +81,7 @@ TEST(KvCache, CommitRefusesALayerWrittenTwiceAndNamesIt) {
   // Discarding the step leaves the cache usable.
   cache.abort_step();
   cache.begin_step(2);
-  for (size_t l = 0; l < 3; ++l) cache.append(l);
+  for (size_t l = 0; l < 3; ++l) append(cache, l);
   cache.commit();
   EXPECT_EQ(cache.length(), 2u);
 }
@@ -81,28 +92,118 @@ TEST(KvCache, StepsMustFitAndNotNest) {
   EXPECT_THROW(cache.begin_step(0), Error);
   cache.begin_step(4);
   EXPECT_THROW(cache.begin_step(1), Error);
-  EXPECT_THROW(cache.append(1), Error);  // no such layer
-  cache.append(0);
+  EXPECT_THROW(append(cache, 1), Error);  // no such layer
+  append(cache, 0);
   cache.commit();
   EXPECT_THROW(cache.begin_step(1), Error);  // full
-  EXPECT_THROW(cache.append(0), Error);      // outside a step
+  EXPECT_THROW(append(cache, 0), Error);     // outside a step
   EXPECT_THROW(cache.commit(), Error);
 }
 
 TEST(KvCache, TruncateAndClear) {
   KvCache cache(1, 8, 2);
   cache.begin_step(6);
-  cache.append(0);
+  append(cache, 0, 1.0f);
   cache.commit();
   EXPECT_THROW(cache.truncate(7), Error);
   cache.truncate(4);
   EXPECT_EQ(cache.length(), 4u);
   cache.begin_step(1);
-  EXPECT_EQ(cache.append(0).k, cache.keys(0) + 4 * 2);
+  append(cache, 0, 2.0f);
+  EXPECT_EQ(keys_f32(cache, 0)[4 * 2], 2.0f);
+  EXPECT_EQ(keys_f32(cache, 0)[3 * 2], 1.0f);
   cache.clear();  // also drops the open step
   EXPECT_EQ(cache.length(), 0u);
   EXPECT_FALSE(cache.step_open());
   EXPECT_THROW(KvCache(0, 8, 2), Error);
+  EXPECT_THROW(KvCache(1, 8, 2, DType::I8), Error);
+}
+
+// The compact types hold exactly half of f32's bytes per position, and round to nearest even
+// (f16 saturating at the largest finite value instead of overflowing).
+TEST(KvCache, CompactTypesHalveTheBytesAndRoundToNearest) {
+  const KvCache f32(24, 1024, 128, DType::F32);
+  for (DType type : {DType::BF16, DType::F16}) {
+    KvCache c(24, 1024, 128, type);
+    EXPECT_EQ(2 * c.bytes_per_position(), f32.bytes_per_position()) << kv_type_name(type);
+    EXPECT_EQ(c.bytes_per_position(), 2u * 24 * 128 * 2);
+    EXPECT_EQ(2 * c.bytes(), f32.bytes());
+    c.begin_step(1);
+    for (size_t l = 0; l < 24; ++l) {
+      std::vector<float> k(128, 1.0f + 0x1p-20f), v(128, -3.14159f);
+      k[1] = 1e6f;
+      k[2] = -1e6f;
+      c.append(l, k.data(), v.data());
+    }
+    c.commit();
+    const auto* k = static_cast<const uint16_t*>(c.keys(23));
+    const auto* v = static_cast<const uint16_t*>(c.values(23));
+    if (type == DType::BF16) {
+      EXPECT_EQ(k[0], f32_to_bf16(1.0f + 0x1p-20f));
+      EXPECT_EQ(v[0], f32_to_bf16(-3.14159f));
+      EXPECT_EQ(bf16_to_f32(k[1]), bf16_to_f32(f32_to_bf16(1e6f)));
+    } else {
+      EXPECT_EQ(k[0], f32_to_f16(1.0f));
+      EXPECT_EQ(v[0], f32_to_f16(-3.14159f));
+      EXPECT_EQ(f16_to_f32(k[1]), 65504.0f);  // saturated, not infinity
+      EXPECT_EQ(f16_to_f32(k[2]), -65504.0f);
+    }
+  }
+  EXPECT_EQ(kv_type_from_name("f16"), DType::F16);
+  EXPECT_EQ(kv_type_from_name("bf16"), DType::BF16);
+  EXPECT_EQ(kv_type_from_name("f32"), DType::F32);
+  EXPECT_FALSE(kv_type_from_name("nonsense"));
+}
+
+// A 32,768-position cache of Qwen2.5-0.5B's shape (24 layers, kv_dim 128) commits memory for
+// the positions it holds, in chunks of kCommitPositions, not for its capacity.
+TEST(KvCache, CommitsMemoryProportionalToPositionsUsed) {
+  const size_t layers = 24, kv_dim = 128, chunk = KvCache::kCommitPositions;
+  KvCache c(layers, 32768, kv_dim, DType::F16);
+  EXPECT_EQ(c.bytes(), 32768u * 2 * layers * kv_dim * 2);  // 384 MiB at full capacity
+  EXPECT_EQ(c.committed_bytes(), 0u);
+  // chunk * kv_dim * 2 bytes = 64 KiB per region: a whole number of pages.
+  const size_t per_chunk = 2 * layers * chunk * kv_dim * 2;
+  size_t pushed = 0;
+  for (size_t step : {10u, 1u, 245u, 1u, 300u, 1u}) {
+    c.begin_step(step);
+    for (size_t l = 0; l < layers; ++l) append(c, l, 0.5f);
+    c.commit();
+    pushed += step;
+    const size_t chunks = (pushed + chunk - 1) / chunk;
+    EXPECT_EQ(c.committed_positions(), chunks * chunk) << pushed;
+    EXPECT_EQ(c.committed_bytes(), chunks * per_chunk) << pushed;
+    EXPECT_LE(c.committed_bytes(), (pushed + chunk) * c.bytes_per_position());
+  }
+  EXPECT_EQ(pushed, 558u);
+  EXPECT_EQ(c.committed_bytes(), 3 * per_chunk);  // 9 MiB of the 384
+  // Clearing keeps the memory for reuse; the rows written are still there to overwrite.
+  c.clear();
+  EXPECT_EQ(c.committed_bytes(), 3 * per_chunk);
+  // Moving hands the mapping over.
+  KvCache moved = std::move(c);
+  EXPECT_EQ(moved.committed_bytes(), 3 * per_chunk);
+  EXPECT_EQ(moved.capacity(), 32768u);
+}
+
+// Growing past the memory the machine has is a one-line Error naming the sizes, not bad_alloc
+// and not a crash at first touch: a cache of 2^20 positions x 16,384 floats (128 GiB for K and
+// V of one layer) reserves its address space, then refuses the step that would commit it all.
+TEST(KvCache, GrowthPastAvailableMemoryIsAOneLineError) {
+  KvCache c(1, size_t{1} << 20, size_t{1} << 14, DType::F32);
+  EXPECT_EQ(c.committed_bytes(), 0u);
+  const std::string msg = error_of([&] { c.begin_step(size_t{1} << 20); });
+  if (msg.empty()) GTEST_SKIP() << "this machine had 128 GiB available";
+  EXPECT_NE(msg.find("the KV cache needs 131072.0 MiB more for positions up to 1048576"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("MiB of memory are available"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_FALSE(c.step_open());
+  EXPECT_EQ(c.committed_bytes(), 0u);
+  // A step that fits still works.
+  c.begin_step(1);
+  append(c, 0, 1.0f);
+  c.commit();
+  EXPECT_EQ(c.length(), 1u);
 }
 
 }  // namespace

@@ -76,6 +76,7 @@ Model load(const fs::path& dir, Weights mode, int threads = 2, std::optional<Isa
   opts.weights = mode;
   opts.threads = threads;
   opts.isa = isa;
+  opts.kv_type = DType::F32;  // the references keep K and V in f32
   return open_model_alone(dir, opts);
 }
 
@@ -369,6 +370,7 @@ TEST(ModelCache, InternalChunkingMatchesOneBatch) {
   Model whole = load(dir, WeightMode::AsStored);
   ModelOptions opts;
   opts.max_batch = 5;
+  opts.kv_type = DType::F32;  // as load()
   Model split = open_model_alone(dir, opts);
   EXPECT_TRUE(bitwise_equal(all_logits(split, tokens), all_logits(whole, tokens)));
   Sequence a = whole.new_sequence(), b = split.new_sequence();

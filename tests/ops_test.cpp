@@ -116,8 +116,8 @@ TEST(Ops, AttentionMatchesNaiveGqaWithCausalMask) {
   std::vector<float> out(n * 6 * 16), out3(n * 6 * 16);
   ThreadPool threads1(1), threads3(3);
   const Compute pool1{&threads1, &kernels::table(best_isa())}, pool3{&threads3, &kernels::table(best_isa())};
-  attention(pool1, shape, q.data(), k.data(), v.data(), out.data(), n, pos0, scores.data());
-  attention(pool3, shape, q.data(), k.data(), v.data(), out3.data(), n, pos0, scores.data());
+  attention_exact(pool1, shape, q.data(), k.data(), v.data(), out.data(), n, pos0, scores.data());
+  attention_exact(pool3, shape, q.data(), k.data(), v.data(), out3.data(), n, pos0, scores.data());
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], expected[i], 1e-5) << i;
   EXPECT_EQ(0, std::memcmp(out.data(), out3.data(), out.size() * sizeof(float)));
 
@@ -125,7 +125,7 @@ TEST(Ops, AttentionMatchesNaiveGqaWithCausalMask) {
   auto k2 = k;
   for (size_t i = 0; i < 2 * 16; ++i) k2[(keys - 1) * 2 * 16 + i] += 50.0f;
   std::vector<float> out2(out.size());
-  attention(pool1, shape, q.data(), k2.data(), v.data(), out2.data(), n, pos0, scores.data());
+  attention_exact(pool1, shape, q.data(), k2.data(), v.data(), out2.data(), n, pos0, scores.data());
   EXPECT_EQ(0, std::memcmp(out.data(), out2.data(), (n - 1) * 6 * 16 * sizeof(float)));
   EXPECT_NE(0, std::memcmp(out.data() + (n - 1) * 96, out2.data() + (n - 1) * 96, 96 * sizeof(float)));
 }
@@ -139,7 +139,7 @@ TEST(Ops, AttentionSoftmaxSurvivesHugeScores) {
   std::vector<float> out(4), scores(2);
   ThreadPool threads(1);
   const Compute pool{&threads, &kernels::scalar_table()};
-  attention(pool, shape, q.data(), k.data(), v.data(), out.data(), 1, 1, scores.data());
+  attention_exact(pool, shape, q.data(), k.data(), v.data(), out.data(), 1, 1, scores.data());
   EXPECT_FLOAT_EQ(out[0], 1.0f);   // exp(-50) relative weight for the second key
   EXPECT_NEAR(out[1], std::exp(-50.0), 1e-25);
 }

@@ -83,6 +83,7 @@ std::vector<int32_t> some_tokens(size_t n, size_t vocab) {
 Model load_f32(const fs::path& dir) {
   ModelOptions opts;
   opts.threads = 2;
+  opts.kv_type = DType::F32;  // the reference keeps K and V in f32
   return open_model_alone(dir, opts);
 }
 
@@ -319,6 +320,7 @@ TEST(Perplexity, DefaultModelMatchesTheReferenceWithin1e4Relative) {
   // stored weights are bf16; avx512-bf16 would round the activations, tests/model_test.cpp
   // and tests/default_model_test.cpp bound that).
   opts.isa = test::exact_activation_isa();
+  opts.kv_type = DType::F32;
   Model model = open_model_alone(default_model(), opts);
   const PerplexityResult r = perplexity(model, std::span(tokens).first(n_windows * ctx), ctx);
   ASSERT_EQ(r.scored, ref_scored);

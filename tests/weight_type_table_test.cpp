@@ -134,6 +134,10 @@ TEST(WeightTypeTable, EveryKernelTableHasAnEntryForEveryType) {
     EXPECT_NE(k->quantize_activations, nullptr) << isa;
     EXPECT_NE(k->dot_rows_f32, nullptr) << isa;
     EXPECT_NE(k->axpy_rows_f32, nullptr) << isa;
+    EXPECT_NE(k->attention.f32, nullptr) << isa;
+    EXPECT_NE(k->attention.bf16, nullptr) << isa;
+    EXPECT_NE(k->attention.f16, nullptr) << isa;
+    EXPECT_NE(k->exp_f32, nullptr) << isa;
     const bool packs = k->matmul_packed_for(WeightType::Q8_0) != nullptr;
     for (const WeightTypeInfo& t : all_weight_types()) {
       EXPECT_EQ(k->matmul_for(t.type) != nullptr, !t.quantized) << isa << " " << name(t);

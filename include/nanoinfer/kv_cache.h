@@ -1,47 +1,73 @@
-// The key/value cache of one sequence: f32 keys (RoPE already applied) and values for every
-// layer, pre-allocated to the context length so a decode step never allocates.
+// The key/value cache of one sequence: keys (RoPE already applied) and values for every layer,
+// stored as f32, bf16 or f16 (the element type: ModelOptions::kv_type, `--kv-type`).
+//
+// Memory: the cache reserves address space for its whole capacity when it is made and commits
+// it (makes it writable, so the OS backs it) as positions are used, in chunks of
+// kCommitPositions positions for every layer at once. A 32,768-position cache holding a short
+// conversation costs the memory of the positions it holds: committed_bytes() counts it
+// exactly. Before each commit the growth is checked against the memory the OS reports
+// available (MemAvailable); a cache that cannot grow refuses the step with a one-line Error
+// naming the sizes, never bad_alloc. A decode step commits nothing except every
+// kCommitPositions-th position.
 //
 // A forward step is a transaction. begin_step(n) opens it for n new positions; each layer
-// then calls append(layer) exactly once, receiving the rows for positions length() ..
-// length()+n-1 to fill in place (the k and v projections write straight into them, no copy);
-// commit() makes the n positions part of the cache. commit() refuses, naming the layers, when
-// a layer was skipped or appended twice: a forward that forgot a layer would otherwise leave
-// stale keys that only show up as slightly wrong text many tokens later.
+// then calls append(layer, k, v) exactly once with the step's f32 rows, which are rounded into
+// the cache's type (nearest even; f32 copies); commit() makes the n positions part of the
+// cache. commit() refuses, naming the layers, when a layer was skipped or appended twice: a
+// forward that forgot a layer would otherwise leave stale keys that only show up as slightly
+// wrong text many tokens later.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
+
+#include "nanoinfer/dtype.h"
 
 namespace nanoinfer {
 
 class KvCache {
  public:
-  struct Rows {
-    float* k;  // [n][kv_dim]
-    float* v;  // [n][kv_dim]
-  };
+  // Positions committed at a time (for every layer, K and V).
+  static constexpr size_t kCommitPositions = 256;
 
   KvCache() = default;
-  KvCache(size_t n_layers, size_t capacity, size_t kv_dim);
+  // type: DType::F32, BF16 or F16 (anything else is refused).
+  KvCache(size_t n_layers, size_t capacity, size_t kv_dim, DType type = DType::F32);
+  KvCache(KvCache&& other) noexcept;
+  KvCache& operator=(KvCache&& other) noexcept;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+  ~KvCache();
 
   size_t length() const { return length_; }      // committed positions
   size_t capacity() const { return capacity_; }  // maximum positions
   size_t n_layers() const { return n_layers_; }
   size_t kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return 2 * n_layers_ * capacity_ * kv_dim_ * sizeof(float); }  // K and V storage
+  DType type() const { return type_; }
+  // K and V of every layer for one position: 2 * n_layers * kv_dim * element size.
+  size_t bytes_per_position() const { return 2 * n_layers_ * kv_dim_ * dtype_size(type_); }
+  size_t bytes() const { return capacity_ * bytes_per_position(); }  // at full capacity
+  // Bytes made writable so far: 2 * n_layers regions, each the positions committed so far
+  // (a multiple of kCommitPositions, at most the capacity) times kv_dim elements, rounded up
+  // to whole pages.
+  size_t committed_bytes() const;
+  size_t committed_positions() const { return committed_; }
 
   // Forgets every position (and any open step); keeps the storage.
   void clear();
   // Keeps the first n positions (n <= length()); for reusing a common prefix.
   void truncate(size_t n);
 
-  // Opens a step of n positions. Throws Error if a step is already open or the positions do
-  // not fit (length() + n > capacity()).
+  // Opens a step of n positions, committing memory for them if needed. Throws Error if a
+  // step is already open, the positions do not fit (length() + n > capacity()), or the memory
+  // for them is not available.
   void begin_step(size_t n);
-  // The open step's rows of `layer`; counts the call so commit() can check it.
-  Rows append(size_t layer);
+  // Writes the open step's rows of `layer`: k, v: [n][kv_dim] f32, rounded to type(). Counts
+  // the call so commit() can check it.
+  void append(size_t layer, const float* k, const float* v);
   // Closes the step: length() grows by n. Throws Error naming every layer that was not
   // appended exactly once (the step stays open; clear() or abort_step() discards it).
   void commit();
@@ -50,23 +76,36 @@ class KvCache {
   bool step_open() const { return step_open_; }
   size_t step_size() const { return step_n_; }
 
-  // All rows of a layer, committed and in the open step: [capacity][kv_dim].
-  const float* keys(size_t layer) const { return k_.get() + layer * capacity_ * kv_dim_; }
-  const float* values(size_t layer) const { return v_.get() + layer * capacity_ * kv_dim_; }
+  // All rows of a layer, committed and in the open step: [capacity][kv_dim] elements of
+  // type() (float, or bf16 / f16 bit patterns as uint16_t). Only positions below
+  // length() + step_size() may be read.
+  const void* keys(size_t layer) const { return region(2 * layer); }
+  const void* values(size_t layer) const { return region(2 * layer + 1); }
 
  private:
+  std::byte* region(size_t i) const { return base_ + i * region_bytes_; }
+  void grow(size_t positions);
+  void release() noexcept;
+
   size_t n_layers_ = 0;
   size_t capacity_ = 0;
   size_t kv_dim_ = 0;
+  DType type_ = DType::F32;
   size_t length_ = 0;
-  // [n_layers][capacity][kv_dim], left uninitialized: only positions below length() are ever
-  // read, and a large allocation's untouched pages cost no memory, so a 4096-position cache
-  // holding a short conversation is resident only for the positions it used.
-  std::unique_ptr<float[]> k_;
-  std::unique_ptr<float[]> v_;
+  // [2 * n_layers] regions (K of layer l is region 2l, V region 2l + 1) of region_bytes_
+  // each, one reserved mapping; the first committed_ positions of each are writable.
+  std::byte* base_ = nullptr;
+  size_t region_bytes_ = 0;
+  size_t committed_ = 0;
   bool step_open_ = false;
   size_t step_n_ = 0;
   std::vector<uint32_t> appends_;  // [n_layers]: append() calls in the open step
 };
+
+// The cache element types `--kv-type` accepts: "f32", "bf16", "f16".
+bool is_kv_type(DType type);
+const char* kv_type_name(DType type);
+// nullopt for anything but the three names.
+std::optional<DType> kv_type_from_name(std::string_view name);
 
 }  // namespace nanoinfer

@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "nanoinfer/config.h"
+#include "nanoinfer/dtype.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/kv_cache.h"
 #include "nanoinfer/weight_type.h"
@@ -44,7 +45,12 @@ struct ModelOptions {
   std::optional<WeightType> weights;
   std::optional<Isa> isa;  // nullopt = best_isa(); an unsupported ISA is refused at load
   int threads = 0;         // 0 = physical cores
-  size_t max_context = 0;  // 0 = min(config max_position_embeddings, 4096)
+  // 0 = the config's max_position_embeddings (32,768 for Qwen2.5). A sequence reserves address
+  // space for its whole context and commits KV memory as positions are used (nanoinfer/kv_cache.h).
+  size_t max_context = 0;
+  // Element type of the KV cache: f16 (the default: half of f32's bytes, 11 significant bits,
+  // F16C widening), bf16 (half, 8 significant bits) or f32 (exact: the reference).
+  DType kv_type = DType::F16;
   // Longest chunk pushed through the model at once; longer inputs are split. Bounds the
   // activation buffers of a sequence: [max_batch][intermediate_size] and friends.
   size_t max_batch = 512;
@@ -97,6 +103,7 @@ class Sequence {
   const KvCache& cache() const;
   size_t length() const { return cache().length(); }  // positions in the cache
   uint64_t positions_pushed() const;                    // work counter: positions through the model
+  uint64_t kv_rows_read() const;                        // work counter: K/V rows attention read
   // The logits of the last decode() step: [vocab]. (forward() returns its own span.)
   std::span<const float> logits() const;
 

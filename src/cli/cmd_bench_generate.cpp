@@ -29,6 +29,7 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/splitmix64.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/kv_cache.h"
 #include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer::cli {
@@ -100,8 +101,10 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   // Barriers per decoded token: n_gen steps after the same prompt (attention may join only
   // from some context length on, so this is the mean over the positions the runs decoded).
   double barriers_per_token = 0;
+  size_t kv_bytes_per_position = 0;
   {
     Sequence seq = m.model.new_sequence();
+    kv_bytes_per_position = seq.cache().bytes_per_position();
     m.model.forward(prompt, seq);
     const uint64_t before = m.model.barriers();
     for (size_t i = 0; i < n_gen; ++i) {
@@ -120,10 +123,10 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
 
   std::string note = fmt::format(
       "pp{} tg{} t{}: time to first token {:.1f} ms (median of {}), decode {:.1f} GB/s effective ({} per token), "
-      "peak RSS {}; decode work: {} bytes and {:.1f} barriers per token",
+      "peak RSS {}; KV cache {}, {} bytes per position; decode work: {} bytes and {:.1f} barriers per token",
       n_prompt, n_gen, threads, ttfts.median * 1e3, f.repetitions, gbps,
       format_bytes(static_cast<double>(m.model.bytes_per_token())), format_bytes(static_cast<double>(peak_rss)),
-      m.model.bytes_per_token(), barriers_per_token);
+      kv_type_name(m.model.options().kv_type), kv_bytes_per_position, m.model.bytes_per_token(), barriers_per_token);
   if (f.probe_mib > 0) {
     note += fmt::format("; read bandwidth {:.1f} GB/s median ({:.1f} min, {} MiB, {} threads): {:.1f}% of the roofline",
                         bandwidth.median, bandwidth.min, f.probe_mib, threads, roofline_pct);
@@ -137,6 +140,10 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   base["build_commit"] = base["commit"];
   base["test_time"] = base["timestamp"];
   base["n_threads"] = threads;
+  base["n_ctx"] = m.model.max_context();
+  base["type_k"] = kv_type_name(m.model.options().kv_type);
+  base["type_v"] = kv_type_name(m.model.options().kv_type);
+  base["kv_bytes_per_position"] = kv_bytes_per_position;
   base["model_filename"] = m.dir.string();
   base["model_type"] = fmt::format("qwen2 {:.1f}M {}", static_cast<double>(n_params) / 1e6, dtype);
   base["model_size"] = m.model.weight_bytes();

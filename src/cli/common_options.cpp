@@ -6,6 +6,7 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/grammar.h"
+#include "nanoinfer/kv_cache.h"
 #include "nanoinfer/generation_step.h"
 #include "nanoinfer/thread_pool.h"
 
@@ -17,7 +18,8 @@ void add_model_flags(CLI::App& app, ModelFlags& flags) {
                  "default: the embedded model in data/default-model");
   app.add_option("-t,--threads", flags.threads, "Threads (0 = one per physical core)");
   app.add_option("-c,--ctx-size", flags.context,
-                 "Context length in tokens (0 = the model's, at most 4096)");
+                 "Context length in tokens (0 = the model's max_position_embeddings; KV memory is committed "
+                 "as positions are used)");
   app.add_option("--isa", flags.isa,
                  "Kernel instruction set: auto (the best this CPU supports), scalar, avx2, avx2-vnni, "
                  "avx512, avx512-vnni or avx512-bf16 (bf16 weights on vdpbf16ps, activations rounded "
@@ -30,6 +32,9 @@ void add_model_flags(CLI::App& app, ModelFlags& flags) {
                      weight_type_names(WeightTypeKind::Quantized) +
                      " (quantize a float file at load, round to nearest, logits matrix int8; `nanoinfer quantize` "
                      "does better)");
+  app.add_option("--kv-type", flags.kv_type,
+                 "KV cache element type: f16 (default: half of f32's bytes), bf16 (half, coarser) or f32 "
+                 "(exact, for comparisons)");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingOverrides& o) {
@@ -69,6 +74,9 @@ OpenOptions open_options(const ModelFlags& flags) {
     }
     // Whether this machine runs it is checked once, by the model before it loads anything.
   }
+  const std::optional<DType> kv = kv_type_from_name(flags.kv_type);
+  if (!kv) fail("--kv-type must be f32, bf16 or f16, got '{}'", flags.kv_type);
+  options.model.kv_type = *kv;
   options.model.threads = ThreadPool::clamp_threads(flags.threads);
   options.model.max_context = static_cast<size_t>(flags.context);
   return options;

@@ -1,5 +1,5 @@
-// Flags shared by the commands that run a model (generate, chat, bench generate): -m, -t, -c,
-// --isa and --dtype, their validation, and loading the model directory they name.
+// Flags shared by the commands that run a model (generate, chat, perplexity, serve, bench
+// generate): -m, -t, -c, --isa, --dtype and --kv-type, their validation, and loading the model directory they name.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,6 +22,7 @@ struct ModelFlags {
   int64_t context = 0;    // 0 = the model's default
   std::string isa = "auto";
   std::string dtype = "as-stored";
+  std::string kv_type = "f16";
 };
 
 void add_model_flags(CLI::App& app, ModelFlags& flags);

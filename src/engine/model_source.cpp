@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "model/gguf_config.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/kv_cache.h"
 #include "nanoinfer/file_io.h"
 
 namespace nanoinfer {
@@ -50,21 +53,29 @@ Model load_model(const ModelSource& src, const ModelOptions& options) {
     fail("-c {} exceeds the model's limit of {} positions ({})", options.max_context,
          src.config.max_position_embeddings, src.gguf ? "context_length" : "max_position_embeddings");
   }
-  // The KV cache of a sequence and the RoPE tables are sized by the context up front: a -c
-  // within a (possibly hostile) config's limit can still need more than the machine has, which
-  // used to end in bad_alloc. Refused here, naming the flag and the sizes.
+  // A sequence reserves its KV cache for the whole context and commits it as positions are
+  // used (nanoinfer/kv_cache.h, which refuses a growth past the available memory with a
+  // one-line error); the RoPE tables are computed for the whole context up front. A -c whose
+  // cache could not fit in this machine's memory even when full is refused here, naming the
+  // flag and the sizes; the default context (the model's) is lowered to what fits instead.
   const ModelConfig& c = src.config;
-  const uint64_t ctx = options.max_context;
-  const uint64_t per_position = 4 * (2 * static_cast<uint64_t>(c.num_hidden_layers) * static_cast<uint64_t>(c.kv_dim()) +
-                                     static_cast<uint64_t>(c.head_dim()));
+  ModelOptions resolved = options;
+  const uint64_t per_position =
+      dtype_size(options.kv_type) * 2 * static_cast<uint64_t>(c.num_hidden_layers) * static_cast<uint64_t>(c.kv_dim()) +
+      4 * static_cast<uint64_t>(c.head_dim());
   const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+  const uint64_t ctx = options.max_context;
   if (ctx > 0 && memory > 0 && ctx > memory / per_position) {
     fail("-c {}: a context of {} positions needs {:.1f} GiB for its KV cache and RoPE tables, more than this "
-         "machine's {:.1f} GiB of memory",
+         "machine's {:.1f} GiB of memory (KV cache in {}: --kv-type and -c set its size)",
          ctx, ctx, static_cast<double>(ctx) * static_cast<double>(per_position) / (1 << 30),
-         static_cast<double>(memory) / (1 << 30));
+         static_cast<double>(memory) / (1 << 30), kv_type_name(options.kv_type));
   }
-  return Model::load(src.config, src.weights, options);
+  if (ctx == 0 && memory > 0) {
+    const uint64_t fits = memory / per_position;
+    if (fits < static_cast<uint64_t>(c.max_position_embeddings)) resolved.max_context = std::max<uint64_t>(fits, 1);
+  }
+  return Model::load(src.config, src.weights, resolved);
 }
 
 }  // namespace nanoinfer

@@ -1,25 +1,168 @@
 #include "nanoinfer/kv_cache.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <string>
 
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
+namespace {
 
-KvCache::KvCache(size_t n_layers, size_t capacity, size_t kv_dim)
-    : n_layers_(n_layers),
-      capacity_(capacity),
-      kv_dim_(kv_dim),
-      k_(new float[n_layers * capacity * kv_dim]),
-      v_(new float[n_layers * capacity * kv_dim]),
-      appends_(n_layers, 0) {
+size_t page_size() {
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGE_SIZE));
+  return page;
+}
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// MemAvailable from /proc/meminfo, in bytes (0 when it cannot be read: then only the OS
+// decides). Read into a stack buffer: growing the cache allocates nothing on the heap.
+uint64_t available_memory() {
+  const int fd = ::open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  const ssize_t got = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (got <= 0) return 0;
+  buf[got] = '\0';
+  const char* line = std::strstr(buf, "MemAvailable:");
+  if (!line) return 0;
+  line += std::strlen("MemAvailable:");
+  while (*line == ' ') ++line;
+  uint64_t kib = 0;
+  for (; *line >= '0' && *line <= '9'; ++line) kib = kib * 10 + static_cast<uint64_t>(*line - '0');
+  return kib * 1024;
+}
+
+// f32 -> the cache's element type, rounding to nearest even. f16 saturates at +-65504 instead
+// of overflowing to infinity (an infinite key would turn its scores into NaN).
+void narrow(const float* src, std::byte* dst, size_t n, DType type) {
+  switch (type) {
+    case DType::F32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case DType::BF16: {
+      auto* out = reinterpret_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::F16: {
+      auto* out = reinterpret_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h = f32_to_f16(src[i]);
+        if ((h & 0x7fffu) == 0x7c00u && !std::isinf(src[i])) h = static_cast<uint16_t>((h & 0x8000u) | 0x7bffu);
+        out[i] = h;
+      }
+      return;
+    }
+    default: break;
+  }
+  fail("kv cache: unsupported element type {}", dtype_name(type));
+}
+
+}  // namespace
+
+bool is_kv_type(DType type) { return type == DType::F32 || type == DType::BF16 || type == DType::F16; }
+
+const char* kv_type_name(DType type) {
+  switch (type) {
+    case DType::F32: return "f32";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
+    default: return "?";
+  }
+}
+
+std::optional<DType> kv_type_from_name(std::string_view name) {
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    if (name == kv_type_name(t)) return t;
+  return std::nullopt;
+}
+
+KvCache::KvCache(size_t n_layers, size_t capacity, size_t kv_dim, DType type)
+    : n_layers_(n_layers), capacity_(capacity), kv_dim_(kv_dim), type_(type), appends_(n_layers, 0) {
   if (n_layers == 0 || capacity == 0 || kv_dim == 0) {
     fail("kv cache: layers ({}), capacity ({}) and kv_dim ({}) must all be positive", n_layers, capacity,
          kv_dim);
   }
+  if (!is_kv_type(type)) fail("kv cache: unsupported element type {}", dtype_name(type));
+  region_bytes_ = round_up(capacity * kv_dim * dtype_size(type), page_size());
+  // Address space only: nothing is committed (or counted against memory) until grow().
+  void* p = ::mmap(nullptr, 2 * n_layers * region_bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+  if (p == MAP_FAILED) {
+    fail("kv cache: cannot reserve {:.1f} MiB of address space for {} positions: {}",
+         static_cast<double>(2 * n_layers * region_bytes_) / (1 << 20), capacity, std::strerror(errno));
+  }
+  base_ = static_cast<std::byte*>(p);
+}
+
+KvCache::KvCache(KvCache&& o) noexcept { *this = std::move(o); }
+
+KvCache& KvCache::operator=(KvCache&& o) noexcept {
+  if (this == &o) return *this;
+  release();
+  n_layers_ = o.n_layers_;
+  capacity_ = o.capacity_;
+  kv_dim_ = o.kv_dim_;
+  type_ = o.type_;
+  length_ = o.length_;
+  base_ = o.base_;
+  region_bytes_ = o.region_bytes_;
+  committed_ = o.committed_;
+  step_open_ = o.step_open_;
+  step_n_ = o.step_n_;
+  appends_ = std::move(o.appends_);
+  o.base_ = nullptr;
+  o.n_layers_ = o.capacity_ = o.kv_dim_ = o.length_ = o.region_bytes_ = o.committed_ = o.step_n_ = 0;
+  o.step_open_ = false;
+  return *this;
+}
+
+KvCache::~KvCache() { release(); }
+
+void KvCache::release() noexcept {
+  if (base_) ::munmap(base_, 2 * n_layers_ * region_bytes_);
+  base_ = nullptr;
+}
+
+size_t KvCache::committed_bytes() const {
+  return 2 * n_layers_ * round_up(committed_ * kv_dim_ * dtype_size(type_), page_size());
+}
+
+void KvCache::grow(size_t positions) {
+  const size_t target = std::min(capacity_, round_up(positions, kCommitPositions));
+  const size_t row = kv_dim_ * dtype_size(type_);
+  const size_t from = round_up(committed_ * row, page_size());
+  const size_t to = round_up(target * row, page_size());
+  if (to > from) {
+    const uint64_t more = 2 * n_layers_ * static_cast<uint64_t>(to - from);
+    const uint64_t available = available_memory();
+    if (available != 0 && more > available) {
+      fail("the KV cache needs {:.1f} MiB more for positions up to {} ({} bytes per position, {}), but only "
+           "{:.1f} MiB of memory are available: use a shorter context or a smaller --kv-type",
+           static_cast<double>(more) / (1 << 20), target, bytes_per_position(), kv_type_name(type_),
+           static_cast<double>(available) / (1 << 20));
+    }
+    for (size_t i = 0; i < 2 * n_layers_; ++i) {
+      if (::mprotect(region(i) + from, to - from, PROT_READ | PROT_WRITE) != 0) {
+        const int err = errno;
+        for (size_t j = 0; j < i; ++j) ::mprotect(region(j) + from, to - from, PROT_NONE);
+        fail("the KV cache cannot commit {:.1f} MiB for positions up to {}: {}", static_cast<double>(more) / (1 << 20),
+             target, std::strerror(err));
+      }
+    }
+  }
+  committed_ = target;
 }
 
 void KvCache::clear() {
@@ -39,17 +182,19 @@ void KvCache::begin_step(size_t n) {
   if (n > capacity_ - length_) {
     fail("kv cache: {} new positions do not fit: {} of {} are in use", n, length_, capacity_);
   }
+  if (length_ + n > committed_) grow(length_ + n);
   step_open_ = true;
   step_n_ = n;
   std::fill(appends_.begin(), appends_.end(), 0u);
 }
 
-KvCache::Rows KvCache::append(size_t layer) {
+void KvCache::append(size_t layer, const float* k, const float* v) {
   if (!step_open_) fail("kv cache: append to layer {} outside a step", layer);
   if (layer >= n_layers_) fail("kv cache: layer {} out of range ({} layers)", layer, n_layers_);
   ++appends_[layer];
-  const size_t offset = (layer * capacity_ + length_) * kv_dim_;
-  return {k_.get() + offset, v_.get() + offset};
+  const size_t offset = length_ * kv_dim_ * dtype_size(type_);
+  narrow(k, region(2 * layer) + offset, step_n_ * kv_dim_, type_);
+  narrow(v, region(2 * layer + 1) + offset, step_n_ * kv_dim_, type_);
 }
 
 void KvCache::commit() {

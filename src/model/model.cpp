@@ -36,8 +36,6 @@
 namespace nanoinfer {
 namespace {
 
-constexpr size_t kDefaultMaxContext = 4096;
-
 }  // namespace
 
 // ---- per-sequence state ---------------------------------------------------------------------
@@ -51,6 +49,8 @@ struct Activations {
   std::vector<float> xb;       // [rows][hidden]  normed input / projection output
   std::vector<float> qkv;      // [rows][q_dim + 2 kv_dim]  q | k | v, before RoPE
   std::vector<float> q;        // [rows][q_dim]
+  std::vector<float> k;        // [rows][kv_dim]  rotated, before rounding into the cache
+  std::vector<float> v;        // [rows][kv_dim]
   std::vector<float> att;      // [rows][q_dim]   attention output, before o_proj
   std::vector<float> gate_up;  // [rows][2 inter] gate and up rows, interleaved (scratch)
   std::vector<float> act;      // [rows][inter]   silu(gate) * up
@@ -72,12 +72,12 @@ struct Sequence::State {
   KvCache cache;
   Activations act;            // for its own chunks, and for the batched steps it comes first in
   std::vector<Part> batch;    // the parts of a batched step it comes first in (reused)
-  std::vector<float> scores;  // [n_heads][capacity]
   std::vector<float> probs;   // [rows][n_heads][keys] attention weights; used only while a tap is set
   // [rows][vocab]: one row, or every position of the largest all_logits request (or batched
   // step it came first in) so far: the caller asked for that much output; grown, never per token.
   std::vector<float> logits;
   uint64_t positions_pushed = 0;
+  AttentionWork attention;    // attention's scratch (sized for decode at creation) and K/V rows read
   Tap tap;
 
   void emit(std::string_view name, int layer, size_t pos, size_t n, size_t dim, const float* data) const {
@@ -92,6 +92,7 @@ Sequence::~Sequence() = default;
 KvCache& Sequence::cache() { return state_->cache; }
 const KvCache& Sequence::cache() const { return state_->cache; }
 uint64_t Sequence::positions_pushed() const { return state_->positions_pushed; }
+uint64_t Sequence::kv_rows_read() const { return state_->attention.kv_rows_read; }
 void Sequence::set_tap(Tap tap) { state_->tap = std::move(tap); }
 
 // ---- the model ------------------------------------------------------------------------------
@@ -138,6 +139,8 @@ struct Model::Impl {
     a.xb.resize(n * hidden());
     a.qkv.resize(n * (q_dim() + 2 * kv_dim()));
     a.q.resize(n * q_dim());
+    a.k.resize(n * kv_dim());
+    a.v.resize(n * kv_dim());
     a.att.resize(n * q_dim());
     a.gate_up.resize(n * 2 * inter());
     a.act.resize(n * inter());
@@ -186,7 +189,7 @@ struct Model::Impl {
       rmsnorm(x, L.attn_norm, eps, xb, n, H);
       emit_rows(parts, "attn_norm", il, H, xb);
       linear(compute, L.qkv, xb, qkv, n);
-      for (const StepPart& p : parts) attend(p, l, qkv, q, att);
+      for (const StepPart& p : parts) attend(a, p, l, qkv, q, att);
       linear(compute, L.o, nullptr, att, xb, n);
       add_inplace(x, xb, n * H);
       emit_rows(parts, "attn_residual", il, H, x);
@@ -202,11 +205,12 @@ struct Model::Impl {
     }
   }
 
-  // One part's attention in layer l: its k and v rows of qkv go into the cache's new rows, and
-  // k is rotated there, once (the cache holds keys ready for every later query); its q rows
-  // are rotated into q and attend over the cache into att. qkv: [n][q_dim + 2 kv_dim];
-  // q, att: [n][q_dim] (only the part's rows are touched).
-  void attend(const StepPart& p, size_t l, const float* qkv, float* q, float* att) const {
+  // One part's attention in layer l: its k and v rows of qkv are split out (into the step's
+  // f32 k and v buffers), k is rotated there, once, and both are rounded into the cache's new
+  // rows (the cache holds keys ready for every later query); its q rows are rotated into q and
+  // attend over the cache into att. qkv: [n][q_dim + 2 kv_dim]; q, att: [n][q_dim] (only the
+  // part's rows are touched).
+  void attend(Activations& a, const StepPart& p, size_t l, const float* qkv, float* q, float* att) const {
     const size_t Q = q_dim(), KV = kv_dim();
     const AttentionShape shape = attention_shape();
     const int il = static_cast<int>(l);
@@ -214,22 +218,24 @@ struct Model::Impl {
     KvCache& cache = s.cache;
     float* pq = q + p.row * Q;
     float* patt = att + p.row * Q;
+    float* pk = a.k.data() + p.row * KV;
+    float* pv = a.v.data() + p.row * KV;
 
-    const KvCache::Rows kv = cache.append(l);
-    split_qkv(qkv + p.row * (Q + 2 * KV), p.n, Q, KV, pq, kv.k, kv.v);
+    split_qkv(qkv + p.row * (Q + 2 * KV), p.n, Q, KV, pq, pk, pv);
     rope.apply(pq, p.n, shape.n_heads, p.pos);
-    rope.apply(kv.k, p.n, shape.n_kv_heads, p.pos);
+    rope.apply(pk, p.n, shape.n_kv_heads, p.pos);
+    cache.append(l, pk, pv);
     s.emit("q", il, p.pos, p.n, Q, pq);
-    s.emit("k", il, p.pos, p.n, KV, kv.k);
-    s.emit("v", il, p.pos, p.n, KV, kv.v);
-    const size_t keys = p.pos + p.n;
-    float* probs = nullptr;  // the weights are kept only for a tap: no cost otherwise
-    if (s.tap) {
+    s.emit("k", il, p.pos, p.n, KV, pk);
+    s.emit("v", il, p.pos, p.n, KV, pv);
+    const KvView view{cache.keys(l), cache.values(l), cache.type(), KV};
+    attention(compute, shape, pq, view, patt, p.n, p.pos, &s.attention);
+    if (s.tap) {  // the weights are computed only for a tap: no cost otherwise
+      const size_t keys = p.pos + p.n;
       s.probs.resize(p.n * shape.n_heads * keys);
-      probs = s.probs.data();
+      attention_weights(compute, shape, pq, view, p.n, p.pos, s.probs.data());
+      s.emit("attn_weights", il, p.pos, p.n, shape.n_heads * keys, s.probs.data());
     }
-    attention(compute, shape, pq, cache.keys(l), cache.values(l), patt, p.n, p.pos, s.scores.data(), probs);
-    if (probs) s.emit("attn_weights", il, p.pos, p.n, shape.n_heads * keys, probs);
     s.emit("attn_out", il, p.pos, p.n, Q, patt);
   }
 
@@ -256,9 +262,8 @@ Model Model::load(const ModelConfig& cfg, const WeightSource& weights, const Mod
   // the one check (kernels::table refuses what the CPU or the OS does not support).
   resolved.isa = opts.isa.value_or(best_isa());
   const kernels::Kernels& table = kernels::table(*resolved.isa);
-  if (resolved.max_context == 0) {
-    resolved.max_context = std::min(static_cast<size_t>(cfg.max_position_embeddings), kDefaultMaxContext);
-  }
+  if (!is_kv_type(resolved.kv_type)) fail("model options: the KV cache cannot hold {}", dtype_name(resolved.kv_type));
+  if (resolved.max_context == 0) resolved.max_context = static_cast<size_t>(cfg.max_position_embeddings);
   resolved.max_batch = std::min(resolved.max_batch, resolved.max_context);
   auto impl = std::make_unique<Impl>(cfg, resolved);
   impl->opts.threads = static_cast<int>(impl->pool.size());
@@ -292,10 +297,10 @@ Sequence Model::new_sequence(size_t max_seq) const {
   Sequence::State& s = *seq.state_;
   s.owner = &m;
   s.vocab = m.vocab();
-  s.cache = KvCache(m.w.layers.size(), max_seq == 0 ? m.opts.max_context : max_seq, m.kv_dim());
-  s.scores.resize(static_cast<size_t>(m.cfg.num_attention_heads) * s.cache.capacity());
+  s.cache = KvCache(m.w.layers.size(), max_seq == 0 ? m.opts.max_context : max_seq, m.kv_dim(), m.opts.kv_type);
   s.logits.resize(m.vocab());
   m.reserve(s.act, 1);  // decode steps never allocate
+  s.attention.scratch.resize(attention_scratch_size(m.compute, m.attention_shape(), 1, s.cache.capacity() - 1));
   return seq;
 }
 

@@ -1,12 +1,15 @@
 #include "model/ops.h"
 
 #include <algorithm>
+#include <atomic>
+#include <vector>
 #include <cassert>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/kernels.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer {
 
@@ -77,8 +80,125 @@ void Rope::apply(float* x, size_t n, size_t n_heads, size_t pos0) const {
   }
 }
 
-void attention(const Compute& c, const AttentionShape& shape, const float* q, const float* keys,
-               const float* values, float* out, size_t n, size_t pos0, float* scores, float* probs) {
+size_t attention_query_block(const AttentionShape& shape) {
+  const size_t group = shape.n_heads / shape.n_kv_heads;
+  return std::max<size_t>(1, kAttentionQueryRows / group);
+}
+
+namespace {
+
+// How attention() splits its work: units are (KV head, query block) pairs; `chunk` units per
+// pool chunk (each chunk gets its own scratch region), or all of them on the caller.
+struct AttentionPlan {
+  size_t qb, blocks, units, chunk, chunks, region;
+};
+
+AttentionPlan plan_attention(const Compute& c, const AttentionShape& shape, size_t n, size_t pos0) {
+  AttentionPlan p;
+  p.qb = attention_query_block(shape);
+  p.blocks = (n + p.qb - 1) / p.qb;
+  p.units = p.blocks * shape.n_kv_heads;
+  const bool parallel = shape.n_heads * n * (pos0 + n) * shape.head_dim >= kMinParallelAttentionWork;
+  p.chunk = parallel ? ThreadPool::chunk_size(p.units, 1, c.pool->size()) : p.units;
+  p.chunks = (p.units + p.chunk - 1) / p.chunk;
+  p.region = kernels::attention_scratch_floats(p.qb, shape.n_heads / shape.n_kv_heads, shape.head_dim);
+  return p;
+}
+
+}  // namespace
+
+size_t attention_scratch_size(const Compute& c, const AttentionShape& shape, size_t n, size_t pos0) {
+  const AttentionPlan p = plan_attention(c, shape, n, pos0);
+  return p.chunks * p.region;
+}
+
+void attention(const Compute& c, const AttentionShape& shape, const float* q, const KvView& kv, float* out, size_t n,
+               size_t pos0, AttentionWork* work) {
+  const size_t hd = shape.head_dim;
+  const size_t group = shape.n_heads / shape.n_kv_heads;
+  const AttentionPlan plan = plan_attention(c, shape, n, pos0);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const size_t elem = dtype_size(kv.type);
+  kernels::AttentionTileFn fn = nullptr;
+  switch (kv.type) {
+    case DType::F32: fn = c.k->attention.f32; break;
+    case DType::BF16: fn = c.k->attention.bf16; break;
+    case DType::F16: fn = c.k->attention.f16; break;
+    default: fail("attention: unsupported cache element type {}", dtype_name(kv.type));
+  }
+  AttentionWork local;
+  AttentionWork& w = work ? *work : local;
+  if (w.scratch.size() < plan.chunks * plan.region) w.scratch.resize(plan.chunks * plan.region);
+  std::atomic<uint64_t> rows_read{0};
+  // Units in decreasing order of work (the last query block sees the most keys), so the
+  // threads claiming chunks in order end together.
+  auto run = [&](size_t u_begin, size_t u_end) {
+    float* scratch = w.scratch.data() + (u_begin / plan.chunk) * plan.region;
+    uint64_t read = 0;
+    for (size_t u = u_begin; u < u_end; ++u) {
+      const size_t block = plan.blocks - 1 - u / shape.n_kv_heads;
+      const size_t kvh = u % shape.n_kv_heads;
+      const size_t t0 = block * plan.qb;
+      const size_t nq = std::min(plan.qb, n - t0);
+      const size_t q_off = t0 * shape.n_heads * hd + kvh * group * hd;
+      const kernels::AttentionTile tile{
+          .q = q + q_off,
+          .q_stride = shape.n_heads * hd,
+          .k = static_cast<const std::byte*>(kv.k) + kvh * hd * elem,
+          .v = static_cast<const std::byte*>(kv.v) + kvh * hd * elem,
+          .kv_stride = kv.stride,
+          .out = out + q_off,
+          .n_q = nq,
+          .group = group,
+          .head_dim = hd,
+          .pos0 = pos0 + t0,
+          .scale = scale,
+          .scratch = scratch,
+      };
+      read += fn(tile);
+    }
+    rows_read.fetch_add(read, std::memory_order_relaxed);
+  };
+  if (plan.chunks == 1) {
+    run(0, plan.units);
+  } else {
+    c.pool->parallel_for(plan.units, 1, run);  // cut into chunks of plan.chunk units
+  }
+  w.kv_rows_read += rows_read.load(std::memory_order_relaxed);
+}
+
+void attention_weights(const Compute& c, const AttentionShape& shape, const float* q, const KvView& kv, size_t n,
+                       size_t pos0, float* probs) {
+  const size_t hd = shape.head_dim;
+  const size_t kv_dim = shape.n_kv_heads * hd;
+  const size_t n_keys = pos0 + n;
+  // The rows widened once, then the exact path's weights.
+  std::vector<float> keys(n_keys * kv_dim), values(n_keys * kv_dim), scores(shape.n_heads * n_keys);
+  std::vector<float> out(n * shape.n_heads * hd);
+  for (size_t j = 0; j < n_keys; ++j) {
+    for (size_t i = 0; i < kv_dim; ++i) {
+      const size_t at = j * kv.stride + i;
+      switch (kv.type) {
+        case DType::BF16:
+          keys[j * kv_dim + i] = bf16_to_f32(static_cast<const uint16_t*>(kv.k)[at]);
+          values[j * kv_dim + i] = bf16_to_f32(static_cast<const uint16_t*>(kv.v)[at]);
+          break;
+        case DType::F16:
+          keys[j * kv_dim + i] = f16_to_f32(static_cast<const uint16_t*>(kv.k)[at]);
+          values[j * kv_dim + i] = f16_to_f32(static_cast<const uint16_t*>(kv.v)[at]);
+          break;
+        default:
+          keys[j * kv_dim + i] = static_cast<const float*>(kv.k)[at];
+          values[j * kv_dim + i] = static_cast<const float*>(kv.v)[at];
+          break;
+      }
+    }
+  }
+  attention_exact(c, shape, q, keys.data(), values.data(), out.data(), n, pos0, scores.data(), probs);
+}
+
+void attention_exact(const Compute& c, const AttentionShape& shape, const float* q, const float* keys,
+                     const float* values, float* out, size_t n, size_t pos0, float* scores, float* probs) {
   const size_t hd = shape.head_dim;
   const size_t q_dim = shape.n_heads * hd;
   const size_t kv_dim = shape.n_kv_heads * hd;

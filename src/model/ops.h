@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/linear.h"
+#include "nanoinfer/dtype.h"
 
 namespace nanoinfer {
 
@@ -57,19 +58,55 @@ struct AttentionShape {
 // The default model (4 heads of 64, at most 256 positions) never reaches it.
 inline constexpr size_t kMinParallelAttentionWork = kMinParallelLinearWork / 2;
 
+// A layer's cache rows as attention reads them: element (position j, column i) of K at
+// k[j * stride + i] (likewise V), in the cache's element type (f32, bf16 or f16).
+struct KvView {
+  const void* k;
+  const void* v;
+  DType type;
+  size_t stride;  // elements between positions: the cache's kv_dim
+};
+
+// Query rows (positions x the heads sharing a KV head) of one attention work unit: a query
+// block is max(1, kAttentionQueryRows / group) positions.
+inline constexpr size_t kAttentionQueryRows = 32;
+size_t attention_query_block(const AttentionShape& shape);
+
 // Causal grouped-query attention of n queries at positions pos0 .. pos0+n-1 over the keys and
-// values at positions 0 .. pos0+n-1 (query i sees keys j <= pos0+i). Softmax in f32 with the
-// maximum subtracted. Heads are split across the pool (above kMinParallelAttentionWork); each
-// head is computed by one thread.
-//   q:      [n][n_heads][head_dim]
-//   keys:   [>= pos0+n][n_kv_heads][head_dim]   (RoPE applied), likewise values
-//   out:    [n][n_heads][head_dim]
-//   scores: scratch, [n_heads][>= pos0+n]
-//   probs:  null, or [n][n_heads][pos0+n]: the softmax weights each query gave each key (the
-//           very values that weighted the sum), 0 past the causal limit. Only debug taps ask.
-void attention(const Compute& c, const AttentionShape& shape, const float* q, const float* keys,
-               const float* values, float* out, size_t n, size_t pos0, float* scores,
-               float* probs = nullptr);
+// values at positions 0 .. pos0+n-1 (query i sees keys j <= pos0+i), tiled: the work units are
+// (KV head, query block) pairs split across the pool (above kMinParallelAttentionWork), each
+// one pass over its keys in blocks with an online softmax (kernels::AttentionTile): the K/V
+// rows are read once per query block for all the query heads sharing them, and no buffer of
+// scores grows with the context. Per row the result is bitwise independent of n, pos0's
+// chunking and the thread count.
+//   q:   [n][n_heads][head_dim]
+//   kv:  rows 0 .. pos0+n-1 (RoPE applied to K)
+//   out: [n][n_heads][head_dim]
+//   work: null (scratch allocated for the call), or the caller's scratch, grown to
+//         attention_scratch_size and reused (so a decode step allocates nothing), and its
+//         counter of the K/V rows the kernels read
+struct AttentionWork {
+  std::vector<float> scratch;  // one kernels::attention_scratch_floats region per pool chunk
+  uint64_t kv_rows_read = 0;   // work counter
+};
+size_t attention_scratch_size(const Compute& c, const AttentionShape& shape, size_t n, size_t pos0);
+void attention(const Compute& c, const AttentionShape& shape, const float* q, const KvView& kv, float* out, size_t n,
+               size_t pos0, AttentionWork* work = nullptr);
+
+// The exact path attention had before tiling, kept as its reference: for each (token, head)
+// all scores into `scores` ([n_heads][>= pos0+n]), softmax in f32 with the maximum subtracted
+// and std::exp, then the weighted sum; f32 keys and values, [>= pos0+n][n_kv_heads][head_dim].
+//   probs: null, or [n][n_heads][pos0+n]: the softmax weights, 0 past the causal limit.
+void attention_exact(const Compute& c, const AttentionShape& shape, const float* q, const float* keys,
+                     const float* values, float* out, size_t n, size_t pos0, float* scores, float* probs = nullptr);
+
+// The weights attention gives each key, for the debug tap: probs [n][n_heads][pos0+n], row
+// (t, h) the softmax over keys 0 .. pos0+t of the scores against the cache's rows (widened to
+// f32), computed as attention_exact does (f32, maximum subtracted, std::exp); 0 past the causal
+// limit. They are the weights the tiled path applies up to its rounding (its exp and its
+// blockwise sums), not bit for bit.
+void attention_weights(const Compute& c, const AttentionShape& shape, const float* q, const KvView& kv, size_t n,
+                       size_t pos0, float* probs);
 
 // log p(index) under softmax(logits), computed directly as logits[index] - max -
 // log(sum(exp(logits - max))) in double: never the log of a rounded probability.

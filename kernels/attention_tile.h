@@ -1,0 +1,319 @@
+// The attention kernel body shared by the scalar reference (kernels/scalar.cpp, Ops of one
+// lane, no FMA) and the AVX2 tier (kernels/kernels_avx2.cpp, eight lanes, FMA): one KV head's
+// query block against every key it may see, in one pass over the keys with an online softmax
+// (a running maximum and sum per query row, no buffer of scores over the whole context).
+// Include only from those files: everything here has internal linkage.
+//
+// Ops must provide (on top of what the exp needs):
+//   using vec;  static constexpr size_t width;
+//   vec load(const float*); void store(float*, vec); vec set1(float); vec zero();
+//   vec fma(vec a, vec b, vec c)  (a*b+c; one rounding on FMA tiers, two on the scalar one)
+//   vec mul(vec, vec); vec add(vec, vec); vec sub(vec, vec); vec max(vec, vec)
+//   vec lt(vec a, vec b) -> mask;  vec select(mask, vec if_true, vec if_false)
+//   float hmax(vec); float hsum(vec)   (fixed lane order)
+//   vec exp(vec)   (the vector exp below, exp_impl)
+//   void to_f32(const KvT* src, float* dst, size_t n)   (a cached row widened, exactly)
+//   void transpose_block(const KvT* k, size_t stride, size_t n_rows, size_t hd, float* kt)
+//       kt[d][j] = widen(k[j * stride + d]) for j < n_rows (a whole kKeyBlock of kt columns,
+//       zero past n_rows)
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/kernels.h"
+#include "nanoinfer/dtype.h"
+
+namespace nanoinfer::kernels {
+namespace {
+
+// ---- exp -------------------------------------------------------------------------------------
+// e^x = 2^n e^r with n = round(x log2 e) and r = x - n ln2 in [-ln2/2, ln2/2] (plus rounding),
+// ln2 split into C1 (9 significant bits: n * C1 is exact for |n| <= 128, and x - n * C1 is exact
+// by Sterbenz) and C2 = the float nearest ln2 - C1 (|error| <= 2^-37). e^r is the degree-7
+// Taylor polynomial in Horner form; 2^n is built in the exponent bits.
+//
+// Error bound, relative, for kExpLo <= x <= kExpHi, with u = 2^-24 (derivation):
+//   truncation   |r|^8 / 8! * e^|r| / e^r        <= 1.1e-8           = 0.17 u
+//   r            rounding of r - n*C2 (and of n*C2 without FMA), |n * C2 error| <= 128 * 2^-37:
+//                absolute error in r <= 0.38 u + 1e-9, the same relative error in e^r  <= 0.40 u
+//   Horner       a rounding of each partial value p_k (of both the product and the sum without
+//                FMA), carried to the result times |r|^k: sum_k |r|^k |p_k| / e^r with
+//                |p_0| <= 1.42, |r p_1| <= 0.41, |r^2 p_2| <= 0.07, rest < 0.01: <= 1.7 u (FMA),
+//                <= 2.4 u (separate roundings)
+//   coefficients 1/k! rounded, weighted by |r|^k / k! for k >= 3               <= 0.01 u
+//   2^n          exact (the result is normal for x >= kExpLo)
+// Total <= 2.3 u (FMA) and <= 3.0 u (scalar reference), both below kExpRelError = 4 u = 2^-22,
+// the bound tests/attention_test.cpp holds every ISA to against float64 exp. A degree-6
+// polynomial (truncation 1.5e-7 = 2.5 u, so a total above 4 u near |r| = ln2/2) or a dropped
+// C2 (error n * 2e-4) would fail it.
+// Outside: x < kExpLo (e^x < FLT_MIN) gives +0, -inf included (absolute error < FLT_MIN);
+// x > kExpHi gives +inf (attention only ever asks for x <= 0); NaN gives NaN.
+constexpr float kExpLo = -87.33654475f;  // ln(FLT_MIN): below, the result would be subnormal
+constexpr float kExpHi = 88.37626266f;   // 127.5 ln2: n <= 127, so 2^n is a normal float
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kExpC1 = 0.693359375f;
+constexpr float kExpC2 = -2.12194440e-4f;
+constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: v + magic - magic rounds v to nearest even
+constexpr float kExpCoef[8] = {1.0f, 1.0f, 0.5f, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
+
+// The keys of one block: its K rows are transposed (and widened) once into [head_dim][kKeyBlock]
+// and its V rows widened once, for every query row of the block to read.
+constexpr size_t kKeyBlock = kAttentionKeyBlock;
+// Query rows scored together against one key block (register tile): 2 rows x 4 vectors.
+constexpr size_t kRowTile = 2;
+constexpr size_t kVecTile = 4;
+
+template <class Ops>
+inline typename Ops::vec exp_impl(typename Ops::vec x) {
+  using V = typename Ops::vec;
+  const V xc = Ops::max(Ops::min(x, Ops::set1(kExpHi)), Ops::set1(kExpLo));
+  const V fn = Ops::sub(Ops::add(Ops::mul(xc, Ops::set1(kLog2e)), Ops::set1(kRoundMagic)), Ops::set1(kRoundMagic));
+  V r = Ops::fnma(fn, Ops::set1(kExpC1), xc);
+  r = Ops::fnma(fn, Ops::set1(kExpC2), r);
+  V p = Ops::set1(kExpCoef[7]);
+#pragma GCC unroll 8
+  for (int k = 6; k >= 0; --k) p = Ops::fma(p, r, Ops::set1(kExpCoef[k]));
+  V y = Ops::mul(p, Ops::pow2(fn));
+  y = Ops::select(Ops::lt(x, Ops::set1(kExpLo)), Ops::zero(), y);
+  y = Ops::select(Ops::lt(Ops::set1(kExpHi), x), Ops::set1(std::numeric_limits<float>::infinity()), y);
+  return Ops::select(Ops::isnan(x), x, y);
+}
+
+template <class Ops>
+void exp_rows(const float* x, float* y, size_t n) {
+  constexpr size_t W = Ops::width;
+  size_t i = 0;
+  for (; i + W <= n; i += W) Ops::store(y + i, exp_impl<Ops>(Ops::load(x + i)));
+  for (; i < n; ++i) y[i] = Ops::first(exp_impl<Ops>(Ops::set1(x[i])));
+}
+
+// ---- attention ---------------------------------------------------------------------------------
+
+// The cache's element types, as distinct types over the same bits.
+struct Bf16 {
+  uint16_t bits;
+};
+struct F16 {
+  uint16_t bits;
+};
+inline float widen(float x) { return x; }
+inline float widen(Bf16 x) { return bf16_to_f32(x.bits); }
+inline float widen(F16 x) { return f16_to_f32(x.bits); }
+
+// One lane, plain float arithmetic: the reference (compiled without FMA in kernels/scalar.cpp,
+// and used by the SIMD tiers for a head_dim that is not a whole number of vectors).
+struct ScalarOps {
+  using vec = float;
+  static constexpr size_t width = 1;
+  static float load(const float* p) { return *p; }
+  static void store(float* p, float v) { *p = v; }
+  static float set1(float v) { return v; }
+  static float zero() { return 0.0f; }
+  static float first(float v) { return v; }
+  static float fma(float a, float b, float c) { return a * b + c; }
+  static float fnma(float a, float b, float c) { return c - a * b; }
+  static float mul(float a, float b) { return a * b; }
+  static float add(float a, float b) { return a + b; }
+  static float sub(float a, float b) { return a - b; }
+  static float max(float a, float b) { return a > b ? a : b; }
+  static float min(float a, float b) { return a < b ? a : b; }
+  static bool lt(float a, float b) { return a < b; }
+  static bool isnan(float x) { return x != x; }
+  static float select(bool m, float t, float f) { return m ? t : f; }
+  static float pow2(float fn) {
+    return std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(fn) + 127) << 23);
+  }
+  static float hmax(float v) { return v; }
+  static float hsum(float v) { return v; }
+  template <class KvT>
+  static void to_f32(const KvT* src, float* dst, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = widen(src[i]);
+  }
+  template <class KvT>
+  static void transpose_block(const KvT* k, size_t stride, size_t n_rows, size_t hd, float* kt) {
+    for (size_t j = 0; j < n_rows; ++j)
+      for (size_t d = 0; d < hd; ++d) kt[d * kKeyBlock + j] = widen(k[j * stride + d]);
+    for (size_t d = 0; d < hd; ++d)
+      for (size_t j = n_rows; j < kKeyBlock; ++j) kt[d * kKeyBlock + j] = 0.0f;
+  }
+};
+
+// Scores of rows [r, r + NR) of qs ([R][hd], already scaled) against the block's kt
+// ([hd][kKeyBlock]): s[r][j] = sum_d qs[r][d] * kt[d][j], d in ascending order, one chain per
+// (row, key) whatever tile it is in.
+template <class Ops, size_t NR>
+inline void score_rows(const float* qs, const float* kt, float* s, size_t hd, size_t r) {
+  using V = typename Ops::vec;
+  constexpr size_t W = Ops::width;
+  constexpr size_t NJ = kKeyBlock / W;
+  static_assert(NJ % kVecTile == 0);
+  for (size_t j0 = 0; j0 < NJ; j0 += kVecTile) {
+    V acc[NR][kVecTile];
+    #pragma GCC unroll 8
+    for (size_t a = 0; a < NR; ++a)
+      #pragma GCC unroll 8
+      for (size_t b = 0; b < kVecTile; ++b) acc[a][b] = Ops::zero();
+    for (size_t d = 0; d < hd; ++d) {
+      V kv[kVecTile];
+      #pragma GCC unroll 8
+      for (size_t b = 0; b < kVecTile; ++b) kv[b] = Ops::load(kt + d * kKeyBlock + (j0 + b) * W);
+      #pragma GCC unroll 8
+      for (size_t a = 0; a < NR; ++a) {
+        const V qd = Ops::set1(qs[(r + a) * hd + d]);
+        #pragma GCC unroll 8
+        for (size_t b = 0; b < kVecTile; ++b) acc[a][b] = Ops::fma(qd, kv[b], acc[a][b]);
+      }
+    }
+    #pragma GCC unroll 8
+    for (size_t a = 0; a < NR; ++a)
+      #pragma GCC unroll 8
+      for (size_t b = 0; b < kVecTile; ++b) Ops::store(s + (r + a) * kKeyBlock + (j0 + b) * W, acc[a][b]);
+  }
+}
+
+// acc[r] += sum_{j < nj} p[r][j] * vb[j] for rows [r, r + NR), j in ascending order, one chain
+// per (row, element). Terms with p = 0 (masked keys) add exactly nothing, so a row gets the same
+// bits whichever rows it is paired with.
+template <class Ops, size_t NR>
+inline void accumulate_values(const float* p, const float* vb, size_t vstride, float* acc, size_t hd, size_t r,
+                              size_t nj) {
+  using V = typename Ops::vec;
+  constexpr size_t W = Ops::width;
+  size_t d0 = 0;
+  for (; d0 + kVecTile * W <= hd; d0 += kVecTile * W) {
+    V a[NR][kVecTile];
+    #pragma GCC unroll 8
+    for (size_t x = 0; x < NR; ++x)
+      #pragma GCC unroll 8
+      for (size_t b = 0; b < kVecTile; ++b) a[x][b] = Ops::load(acc + (r + x) * hd + d0 + b * W);
+    for (size_t j = 0; j < nj; ++j) {
+      V vv[kVecTile];
+      #pragma GCC unroll 8
+      for (size_t b = 0; b < kVecTile; ++b) vv[b] = Ops::load(vb + j * vstride + d0 + b * W);
+      #pragma GCC unroll 8
+      for (size_t x = 0; x < NR; ++x) {
+        const V pj = Ops::set1(p[(r + x) * kKeyBlock + j]);
+        #pragma GCC unroll 8
+        for (size_t b = 0; b < kVecTile; ++b) a[x][b] = Ops::fma(pj, vv[b], a[x][b]);
+      }
+    }
+    #pragma GCC unroll 8
+    for (size_t x = 0; x < NR; ++x)
+      #pragma GCC unroll 8
+      for (size_t b = 0; b < kVecTile; ++b) Ops::store(acc + (r + x) * hd + d0 + b * W, a[x][b]);
+  }
+  for (; d0 < hd; d0 += W) {  // hd is a multiple of W
+    #pragma GCC unroll 8
+    for (size_t x = 0; x < NR; ++x) {
+      V a = Ops::load(acc + (r + x) * hd + d0);
+      for (size_t j = 0; j < nj; ++j) a = Ops::fma(Ops::set1(p[(r + x) * kKeyBlock + j]), Ops::load(vb + j * vstride + d0), a);
+      Ops::store(acc + (r + x) * hd + d0, a);
+    }
+  }
+}
+
+template <class Ops, class KvT>
+uint64_t attention_tile(const AttentionTile& a) {
+  using V = typename Ops::vec;
+  constexpr size_t W = Ops::width;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const size_t hd = a.head_dim, g = a.group, R = a.n_q * g;
+  const size_t n_keys = a.pos0 + a.n_q;
+  const KvT* k = static_cast<const KvT*>(a.k);
+  const KvT* v = static_cast<const KvT*>(a.v);
+  float* kt = a.scratch;          // [hd][kKeyBlock]
+  float* vb = kt + hd * kKeyBlock;  // [kKeyBlock][hd]
+  float* s = vb + kKeyBlock * hd;   // [R][kKeyBlock]: scores, then weights
+  float* acc = s + R * kKeyBlock;   // [R][hd]
+  float* qs = acc + R * hd;         // [R][hd]
+  float* m = qs + R * hd;           // [R] running maximum
+  float* l = m + R;                 // [R] running sum
+
+  for (size_t t = 0; t < a.n_q; ++t)
+    for (size_t h = 0; h < g; ++h) {
+      const float* src = a.q + t * a.q_stride + h * hd;
+      float* dst = qs + (t * g + h) * hd;
+      for (size_t d = 0; d < hd; ++d) dst[d] = src[d] * a.scale;
+    }
+  for (size_t i = 0; i < R * hd; ++i) acc[i] = 0.0f;
+  for (size_t r = 0; r < R; ++r) {
+    m[r] = kNegInf;
+    l[r] = 0.0f;
+  }
+
+  uint64_t rows_read = 0;
+  for (size_t kb = 0; kb < n_keys; kb += kKeyBlock) {
+    const size_t nk = n_keys - kb < kKeyBlock ? n_keys - kb : kKeyBlock;
+    // Each K and V row of the block is read here, once for all R query rows.
+    Ops::transpose_block(k + kb * a.kv_stride, a.kv_stride, nk, hd, kt);
+    const float* vrows = vb;
+    size_t vstride = hd;
+    if constexpr (std::is_same_v<KvT, float>) {
+      vrows = v + kb * a.kv_stride;  // f32 rows are read in place
+      vstride = a.kv_stride;
+    } else {
+      for (size_t j = 0; j < nk; ++j) Ops::to_f32(v + (kb + j) * a.kv_stride, vb + j * hd, hd);
+    }
+    rows_read += nk;
+
+    // Query rows that see no key of this block (t with pos0 + t < kb) are left out: the rows
+    // are ordered by t, so they are the first ones.
+    const size_t t_first = kb > a.pos0 ? kb - a.pos0 : 0;
+    const size_t r_first = t_first * g;
+    size_t r = r_first;
+    for (; r + kRowTile <= R; r += kRowTile) score_rows<Ops, kRowTile>(qs, kt, s, hd, r);
+    for (; r < R; ++r) score_rows<Ops, 1>(qs, kt, s, hd, r);
+
+    for (r = r_first; r < R; ++r) {
+      const size_t t = r / g;
+      const size_t visible = a.pos0 + t + 1 - kb < nk ? a.pos0 + t + 1 - kb : nk;  // >= 1
+      float* sr = s + r * kKeyBlock;
+      for (size_t j = visible; j < kKeyBlock; ++j) sr[j] = kNegInf;
+      V mv = Ops::set1(kNegInf);
+      for (size_t j = 0; j < kKeyBlock; j += W) mv = Ops::max(mv, Ops::load(sr + j));
+      const float block_max = Ops::hmax(mv);
+      const float m_new = block_max > m[r] ? block_max : m[r];
+      const float corr = Ops::first(exp_impl<Ops>(Ops::set1(m[r] - m_new)));  // 0 for the first block
+      const V mn = Ops::set1(m_new);
+      V sum = Ops::zero();
+      for (size_t j = 0; j < kKeyBlock; j += W) {
+        const V p = exp_impl<Ops>(Ops::sub(Ops::load(sr + j), mn));  // masked: exp(-inf) = 0
+        Ops::store(sr + j, p);
+        sum = Ops::add(sum, p);
+      }
+      l[r] = l[r] * corr + Ops::hsum(sum);
+      m[r] = m_new;
+      if (corr != 1.0f) {
+        const V c = Ops::set1(corr);
+        for (size_t d = 0; d < hd; d += W) Ops::store(acc + r * hd + d, Ops::mul(Ops::load(acc + r * hd + d), c));
+      }
+    }
+    r = r_first;
+    for (; r + kRowTile <= R; r += kRowTile) {
+      const size_t t_last = (r + kRowTile - 1) / g;
+      const size_t nj = a.pos0 + t_last + 1 - kb < nk ? a.pos0 + t_last + 1 - kb : nk;
+      accumulate_values<Ops, kRowTile>(s, vrows, vstride, acc, hd, r, nj);
+    }
+    for (; r < R; ++r) {
+      const size_t nj = a.pos0 + r / g + 1 - kb < nk ? a.pos0 + r / g + 1 - kb : nk;
+      accumulate_values<Ops, 1>(s, vrows, vstride, acc, hd, r, nj);
+    }
+  }
+
+  for (size_t t = 0; t < a.n_q; ++t)
+    for (size_t h = 0; h < g; ++h) {
+      const size_t r = t * g + h;
+      const V inv = Ops::set1(1.0f / l[r]);
+      float* dst = a.out + t * a.q_stride + h * hd;
+      for (size_t d = 0; d < hd; d += W) Ops::store(dst + d, Ops::mul(Ops::load(acc + r * hd + d), inv));
+    }
+  return rows_read;
+}
+
+}  // namespace
+}  // namespace nanoinfer::kernels
