@@ -451,3 +451,30 @@ test('--cors: allowed origins get the headers and preflights a 204 without the k
   assert.equal(bad.status, 1);
   assert.match(bad.stderr, /^nanoinfer: error: --cors takes/);
 });
+
+// ---- issue 25: the port -----------------------------------------------------------------------
+
+test('a port in use is refused in one line; after the server leaves, the port is free at once', async () => {
+  const s = await startServer(['--quiet']);
+  const port = String(s.port);
+  try {
+    // A second server on the same port must not start and share it.
+    const second = spawnSync(args.nanoinfer, ['serve', '--port', port, '--quiet'], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(second.status, 1, second.stderr);
+    assert.match(second.stderr, new RegExp(`^nanoinfer: error: cannot listen on 127\\.0\\.0\\.1:${port}: Address already in use\\n$`));
+    // Leave connections in TIME_WAIT on the server's side: answered requests closed by it.
+    for (let i = 0; i < 3; ++i) {
+      const r = await raw(s.port, `GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+      assert.equal(status(r), 200);
+    }
+  } finally {
+    await s.stop();
+  }
+  const again = await startServe(args.nanoinfer, ['--port', port, '--quiet']);
+  try {
+    assert.equal(again.port, s.port);
+    assert.equal((await fetch(`${again.base}/health`)).status, 200);
+  } finally {
+    await again.stop();
+  }
+});

@@ -1,12 +1,14 @@
-// `nanoinfer serve` as the node tests start it: on a free loopback port (--port 0), resolved
-// once it prints its URL on stdout. Shared by tests/serve/*.test.mjs and tests/browser/chat.test.mjs.
+// `nanoinfer serve` as the node tests start it: on a free loopback port (--port 0 unless extra
+// names one), resolved once it prints its URL on stdout. Shared by tests/serve/*.test.mjs and
+// tests/browser/chat.test.mjs.
 import { spawn } from 'node:child_process';
 
 // Resolves with { proc, base: 'http://127.0.0.1:PORT', api: base + '/v1', port, stop, stderr }.
 // `stderr`: 'pipe' (collected, read with stderr()) or 'inherit' (shown with the test's output).
 // stop() sends SIGTERM and resolves with the exit { code, signal } (at once if it has exited).
 export async function startServe(binary, extra = [], { stderr = 'pipe' } = {}) {
-  const proc = spawn(binary, ['serve', '--port', '0', ...extra], { stdio: ['ignore', 'pipe', stderr] });
+  const port = extra.includes('--port') ? [] : ['--port', '0'];
+  const proc = spawn(binary, ['serve', ...port, ...extra], { stdio: ['ignore', 'pipe', stderr] });
   let err = '';
   if (stderr === 'pipe') proc.stderr.on('data', (d) => { err += d; });
   const base = await new Promise((resolve, reject) => {
