@@ -53,6 +53,21 @@ TEST(ServeApi, ParsesAFullChatRequest) {
   EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "bc"}));
 }
 
+// Error messages are one line, control characters escaped, cut at 2 KiB on a character
+// boundary however long the text a request echoed into them.
+TEST(ServeApi, ErrorMessagesAreOneBoundedLine) {
+  EXPECT_EQ(ApiError(400, "t", "c", "a\nb\tc\x01").what(), std::string("a\\nb\\tc\\x01"));
+  std::string text(2047, 'x');
+  text += "\xc3\xa9";  // 'e' with an acute accent across the 2 KiB mark
+  text += std::string(10000, '\n');
+  const std::string got = ApiError(400, "t", "c", text).what();
+  EXPECT_EQ(got, std::string(2047, 'x') + "... (cut)");
+  EXPECT_EQ(ApiError(400, "t", "c", std::string(2048, 'y')).what(), std::string(2048, 'y'));  // fits: no cut
+  const std::string escaped = ApiError(400, "t", "c", std::string(1000, '\n')).what();  // 2000 bytes escaped
+  EXPECT_EQ(escaped.size(), 2000u);
+  EXPECT_EQ(escaped.find('\n'), std::string::npos);
+}
+
 // OpenAI's "developer" role is the system role by its newer name; an assistant message whose
 // content is null (as clients send after tool calls) has empty content.
 TEST(ServeApi, DeveloperIsTheSystemRoleAndNullContentIsEmpty) {

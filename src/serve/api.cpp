@@ -363,30 +363,16 @@ std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view 
 }  // namespace
 
 std::string one_line(std::string_view message) {
-  // A request can echo megabytes into a message (a model name, a role): 2 KiB is plenty.
+  // A request can echo megabytes into a message (a model name, a role): 2 KiB is plenty. The
+  // message is cut before it is escaped (an escape is at most 4 bytes a byte), then again after.
   constexpr size_t kMax = 2048;
-  std::string out;
-  out.reserve(std::min(message.size(), kMax + 16));
-  for (const char c : message) {
-    if (out.size() >= kMax) {
-      // Cut at a character boundary.
-      while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
-      if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0) out.pop_back();
-      out += "... (cut)";
-      break;
-    }
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (u < 0x20 || u == 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += c;
-    }
+  std::string out = escape_control(message.substr(0, kMax + 1));
+  if (message.size() > kMax || out.size() > kMax) {
+    out.resize(std::min(out.size(), kMax));
+    // Cut at a character boundary.
+    while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
+    if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0) out.pop_back();
+    out += "... (cut)";
   }
   return out;
 }
