@@ -11,33 +11,12 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 
-import { startServe } from './serve_process.mjs';
+import { serveTestWithPackages, startServe } from './serve_process.mjs';
 
-const { values: args } = parseArgs({ options: { nanoinfer: { type: 'string' }, deps: { type: 'string' } } });
-if (!args.nanoinfer || !args.deps) {
-  console.error('usage: tools.test.mjs --nanoinfer BINARY --deps DIR');
-  process.exit(2);
-}
-function skip(reason) {
-  console.log(`serve_tools: skipped: ${reason}`);
-  process.exit(77);
-}
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-if (!fs.existsSync(path.join(root, 'data/default-model/model.safetensors'))) skip('data/default-model is missing');
-let Ajv2020, OpenAI;
-try {
-  const req = createRequire(path.join(path.resolve(args.deps), 'index.js'));
-  Ajv2020 = req('ajv/dist/2020').default;
-  OpenAI = req('openai').OpenAI;
-} catch {
-  skip(`ajv or openai is not installed in ${args.deps}/node_modules (run scripts/fetch-test-assets.sh)`);
-}
+const { args, root, Ajv2020, OpenAI } = serveTestWithPackages('tools');
 
 let server;
 let base;
