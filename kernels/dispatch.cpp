@@ -209,6 +209,7 @@ constexpr Kernels kScalar{
     .axpy_rows_f32 = scalar::axpy_rows_f32,
     .attention = {.f32 = scalar::attention_f32, .bf16 = scalar::attention_bf16, .f16 = scalar::attention_f16},
     .exp_f32 = scalar::exp_f32,
+    .score_block = score_block,
 };
 constexpr Kernels kAvx2{
     .isa = Isa::Avx2,
@@ -219,6 +220,7 @@ constexpr Kernels kAvx2{
     .axpy_rows_f32 = avx2::axpy_rows_f32,
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
+    .score_block = avx2::score_block,
 };
 constexpr Kernels kAvx2Vnni{
     .isa = Isa::Avx2Vnni,
@@ -229,6 +231,7 @@ constexpr Kernels kAvx2Vnni{
     .axpy_rows_f32 = avx2::axpy_rows_f32,
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
+    .score_block = avx2::score_block,
 };
 // Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
 // no zmm sign trick), so the avx512 tier keeps AVX2's quantized kernels.
@@ -241,6 +244,7 @@ constexpr Kernels kAvx512{
     .axpy_rows_f32 = avx512::axpy_rows_f32,
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
+    .score_block = avx2::score_block,
 };
 constexpr Kernels kAvx512Vnni{
     .isa = Isa::Avx512Vnni,
@@ -252,6 +256,7 @@ constexpr Kernels kAvx512Vnni{
     .axpy_rows_f32 = avx512::axpy_rows_f32,
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
+    .score_block = avx2::score_block,
 };
 // avx512-vnni's table with one change: the bf16 product on vdpbf16ps, which rounds the
 // activations to bf16 (kernels/scalar_bf16_dot.cpp). Nothing else differs by a bit.
@@ -267,6 +272,7 @@ constexpr Kernels kAvx512Bf16{
     .axpy_rows_f32 = avx512::axpy_rows_f32,
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
+    .score_block = avx2::score_block,
 };
 
 }  // namespace

@@ -142,6 +142,14 @@ struct ByKvType {
 // for -87.34 <= x <= 88.37; 0 below, -inf included; +inf above; NaN stays NaN).
 using ExpRowsFn = void (*)(const float* x, float* y, size_t n);
 
+// One candidate of the block scale search (quant/quantize_search.cpp), for a block of 32
+// weights w with importances a and the scale d as stored (id = 1 / d, or 0): q[i] = w[i] * id
+// rounded half away from zero (as std::lround) after bounding to +-1e9 (NaN to -1e9), then
+// clamped to [lo, hi]; returns the loss sum_i a[i] (w[i] - d q[i])^2 in f32, each term
+// (a[i] * e) * e with e = w[i] - d * q[i], summed in eight partial sums (s[k] over i = k,
+// k + 8, k + 16, k + 24 in that order), then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)).
+using ScoreBlockFn = float (*)(const float* w, const float* a, float d, float id, int lo, int hi, int8_t* q);
+
 using DotRowsFn = void (*)(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale,
                            float* out);
 using AxpyRowsFn = void (*)(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
@@ -172,6 +180,8 @@ struct Kernels {
   // Tiled attention per cache element type, and the exp it uses (exposed for tests).
   ByKvType attention;
   ExpRowsFn exp_f32 = nullptr;
+  // The quantizer's block search step (quantization, not inference).
+  ScoreBlockFn score_block = nullptr;
 
   MatmulFn matmul_for(WeightType type) const { return matmul[type]; }
   MatmulQuantizedFn matmul_quantized_for(WeightType type) const { return matmul_quantized[type]; }
@@ -211,6 +221,7 @@ using AxpyRowsSig = void(const float* alphas, float mult, const float* rows, siz
                          float* y);
 using AttentionTileSig = uint64_t(const AttentionTile& a);
 using ExpRowsSig = void(const float* x, float* y, size_t n);
+using ScoreBlockSig = float(const float* w, const float* a, float d, float id, int lo, int hi, int8_t* q);
 
 // The scalar reference products of the quantized types (kernels/scalar_quant.cpp, which
 // states the exact accumulation rule every ISA reproduces bitwise).
@@ -220,6 +231,8 @@ MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 float quantize_activation_block(const float* x, int8_t* q);
 // Every block of x by quantize_activation_block, in QuantizedActivations' layout.
 QuantizeActivationsSig quantize_activations;
+// The scalar reference of ScoreBlockFn (kernels/scalar_quant.cpp).
+ScoreBlockSig score_block;
 
 // The scalar reference of the avx512-bf16 tier's bf16 product (kernels/scalar_bf16_dot.cpp,
 // which states the rule: activations rounded to bf16, vdpbf16ps emulated bit for bit). It
@@ -243,6 +256,7 @@ namespace avx2 {         // kernels/*_avx2.cpp
 MatmulSig matmul_f32, matmul_bf16;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 QuantizeActivationsSig quantize_activations;
+ScoreBlockSig score_block;
 DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
 AttentionTileSig attention_f32, attention_bf16, attention_f16;

@@ -1,5 +1,7 @@
 // Q8_0 / Q4_0 products for the avx2 tier (AVX2 + FMA + F16C): vpmaddubsw + vpmaddwd, 256-bit.
 // The avx512 tier uses these too (kernels/dispatch.cpp).
+#include <immintrin.h>
+
 #include "kernels/quant_simd.h"
 
 namespace nanoinfer::kernels::avx2 {
@@ -17,6 +19,39 @@ void matmul_quantized_q4_0(const std::byte* w, const float* bias, const Quantize
 // Shared by every tier from avx2 up: quantize_block needs nothing beyond AVX2.
 void quantize_activations(const float* x, size_t cols, size_t n, QuantizedActivations& out) {
   quantize_all(x, cols, n, out);
+}
+
+// kernels/scalar_quant.cpp's score_block, eight weights per vector: the same operations in
+// the same order per lane, so bitwise the same q and loss.
+float score_block(const float* w, const float* a, float d, float id, int lo, int hi, int8_t* q) {
+  const __m256 vid = _mm256_set1_ps(id), vd = _mm256_set1_ps(d);
+  const __m256 vlo = _mm256_set1_ps(static_cast<float>(lo)), vhi = _mm256_set1_ps(static_cast<float>(hi));
+  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
+  const __m256 big = _mm256_set1_ps(1e9f), mbig = _mm256_set1_ps(-1e9f);
+  __m256 s = _mm256_setzero_ps();
+  __m256i qi[4];
+  for (size_t b = 0; b < 4; ++b) {
+    const __m256 wv = _mm256_loadu_ps(w + 8 * b);
+    __m256 x = _mm256_mul_ps(wv, vid);
+    x = _mm256_max_ps(x, mbig);  // a NaN x gives the second operand, -1e9, as the scalar code
+    x = _mm256_min_ps(x, big);
+    const __m256 tr = _mm256_cvtepi32_ps(_mm256_cvttps_epi32(x));
+    const __m256 frac = _mm256_sub_ps(x, tr);
+    __m256 t = _mm256_add_ps(tr, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), one));
+    t = _mm256_sub_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, mhalf, _CMP_LE_OQ), one));
+    t = _mm256_min_ps(_mm256_max_ps(t, vlo), vhi);
+    qi[b] = _mm256_cvttps_epi32(t);
+    const __m256 e = _mm256_sub_ps(wv, _mm256_mul_ps(vd, t));
+    s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(a + 8 * b), e), e));
+  }
+  // 32 int32 -> 32 int8 in order: the packs work within 128-bit lanes, the permute undoes that.
+  const __m256i p16a = _mm256_packs_epi32(qi[0], qi[1]), p16b = _mm256_packs_epi32(qi[2], qi[3]);
+  const __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  alignas(32) float l[8];
+  _mm256_store_ps(l, s);
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
 }  // namespace nanoinfer::kernels::avx2

@@ -106,6 +106,29 @@ void matmul_quantized_q4_0(const std::byte* w, const float* bias, const Quantize
   matmul_quantized(WeightType::Q4_0, w, bias, x, y, rows, row_begin, row_end);
 }
 
+
+float score_block(const float* w, const float* a, float d, float id, int lo, int hi, int8_t* q) {
+  const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < 32; i += 8) {
+    for (size_t k = 0; k < 8; ++k) {
+      float x = w[i + k] * id;
+      x = x > -1e9f ? x : -1e9f;  // NaN fails the comparison
+      x = x < 1e9f ? x : 1e9f;
+      int r = static_cast<int>(x);  // toward zero
+      const float frac = x - static_cast<float>(r);
+      r += static_cast<int>(frac >= 0.5f) - static_cast<int>(frac <= -0.5f);
+      float t = static_cast<float>(r);
+      t = t > flo ? t : flo;
+      t = t < fhi ? t : fhi;
+      q[i + k] = static_cast<int8_t>(t);
+      const float e = w[i + k] - d * t;
+      s[k] += a[i + k] * e * e;
+    }
+  }
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 }  // namespace nanoinfer::kernels
 
 // ---- the packed layout (kernels/quant_blocks.h) -------------------------------------------

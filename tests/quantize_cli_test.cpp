@@ -78,6 +78,17 @@ class QuantizeCli : public ::testing::Test {
   test::TempDir dir_;
 };
 
+// Without --calib-windows a small model calibrates on 64 windows (a 0.5B model on fewer:
+// its forward over them is bounded; see default_calib_windows).
+TEST_F(QuantizeCli, DefaultCalibrationIs64WindowsForASmallModel) {
+  const auto q = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "imatrix", "--calib",
+                          path("text.txt"), "--calib-ctx", "8", "--out", path("q")});
+  ASSERT_EQ(q.status, 0) << q.err;
+  EXPECT_NE(q.out.find("calibrated on 512 tokens"), std::string::npos) << q.out;
+  const Json config = Json::parse(test::read_text(dir_ / "q/config.json"));
+  EXPECT_EQ(config.at("quantization_config").at("calibration").at("windows"), 64);
+}
+
 TEST_F(QuantizeCli, WritesADirectoryThatEveryCommandRuns) {
   const auto q = run_cli({"quantize", "-m", path("m"), "--type", "int4", "--calib", path("text.txt"), "--calib-windows",
                           "3", "--calib-ctx", "64", "-t", "2", "--out", path("q")});

@@ -48,7 +48,9 @@ struct QuantizeOptions {
   // Calibration text for imatrix and gptq; empty: the part of data/tinyshakespeare.txt the default
   // model was trained on (never its held-out part).
   std::filesystem::path calibration;
-  size_t calib_windows = 64;  // windows of calib_ctx tokens, from the start of the text
+  // Windows of calib_ctx tokens, from the start of the text; 0: 64, fewer for a model whose
+  // calibration would pass 2e12 multiply-adds (at least 8: Qwen2.5-0.5B gets 8).
+  size_t calib_windows = 0;
   size_t calib_ctx = 0;       // 0: min(512, the model's context)
   int threads = 0;            // 0: one per physical core; more than the CPUs: clamped to them
 };

@@ -32,7 +32,7 @@ struct QuantBenchFlags {
   std::string file;
   std::string levels = kDefaultLevels;
   std::string calib;
-  int64_t calib_windows = 64;
+  int64_t calib_windows = 0;
   std::string output = "bench/results.jsonl";
 };
 
@@ -77,7 +77,7 @@ struct Row {
 
 void run(const QuantBenchFlags& f) {
   const std::vector<Level> levels = parse_levels(f.levels);
-  if (f.calib_windows < 1) fail("--calib-windows must be >= 1, got {}", f.calib_windows);
+  if (f.calib_windows < 0) fail("--calib-windows must be >= 1 (or 0 = the default), got {}", f.calib_windows);
   check_bench_results_path(f.output);
   const std::string text = read_file(f.file, kMaxTextFileBytes);
   OpenOptions base_options = open_options(f.model);
@@ -194,7 +194,7 @@ const bool registered = register_command({
                      "Comma-separated levels: base, or int8|int4 with -rtn, -imatrix or -gptq (default method gptq)")
           ->capture_default_str();
       sub.add_option("--calib", f->calib, "Calibration text (default: the training part of data/tinyshakespeare.txt)");
-      sub.add_option("--calib-windows", f->calib_windows, "Calibration windows")->capture_default_str();
+      sub.add_option("--calib-windows", f->calib_windows, "Calibration windows (0 = quantize's default: 64, fewer for a large model)")->capture_default_str();
       sub.add_option("-o,--output", f->output, "JSON-lines file the records are appended to")->capture_default_str();
       sub.callback([f] { run(*f); });
     },

@@ -30,7 +30,7 @@ struct QuantizeFlags {
   std::string method;
   std::string head_type;
   std::string calib;
-  int64_t calib_windows = 64;
+  int64_t calib_windows = 0;
   int64_t calib_ctx = 0;
   int threads = 0;
   std::string out;
@@ -85,7 +85,7 @@ QuantizeOptions options_from(const QuantizeFlags& f) {
     o.head_type = weight_type_from_name(f.head_type);
     if (!o.head_type) fail("--head-type must be {}, got '{}'", weight_type_names(), f.head_type);
   }
-  if (f.calib_windows < 1) fail("--calib-windows must be >= 1, got {}", f.calib_windows);
+  if (f.calib_windows < 0) fail("--calib-windows must be >= 1 (or 0 = the default), got {}", f.calib_windows);
   require_non_negative(f.calib_ctx, "--calib-ctx");
   if (f.threads < 0) fail("-t must be >= 1 (or 0 = one per physical core), got {}", f.threads);
   o.threads = ThreadPool::clamp_threads(f.threads);  // warns when it clamps, as every command does
@@ -100,10 +100,25 @@ void run(const QuantizeFlags& f) {
   const bool gguf = f.format == "gguf";
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   const InterruptScope interrupt_scope;
+  // On a terminal: one line, redrawn when it changes (at most once a second while a stage's
+  // count stays), with the time left in the stage at its pace so far.
   std::string shown;
+  std::string_view stage;
+  auto stage_start = std::chrono::steady_clock::now(), drawn = stage_start;
   const auto progress = [&](const QuantizeProgress& p) {
     if (InterruptScope::interrupted() != 0) fail("quantize: interrupted; {} was not written", f.out);
     if (!tty) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (p.stage != stage) {
+      stage = p.stage;
+      stage_start = now;
+    }
+    std::string left;
+    const double elapsed = std::chrono::duration<double>(now - stage_start).count();
+    if (p.done > 0 && p.done < p.total && elapsed >= 2) {
+      left = fmt::format(", about {:.0f} s left",
+                         elapsed / static_cast<double>(p.done) * static_cast<double>(p.total - p.done));
+    }
     std::string line;
     if (p.stage == "calibrate") {
       line = fmt::format("quantize: calibrating, window {}/{}", p.done, p.total);
@@ -116,8 +131,11 @@ void run(const QuantizeFlags& f) {
       line = fmt::format("quantize: writing, {:.1f} / {:.1f} MiB", static_cast<double>(p.done) / (1 << 20),
                          static_cast<double>(p.total) / (1 << 20));
     }
+    if (line == shown.substr(0, line.size()) && now - drawn < std::chrono::seconds(1)) return;
+    line += left;
     if (line == shown) return;
     shown = line;
+    drawn = now;
     fmt::print(stderr, "\r{}\x1b[K", line);
     std::fflush(stderr);
   };
@@ -168,7 +186,7 @@ void setup(CLI::App& app) {
   app.add_option("--calib", f->calib,
                  "Calibration text for imatrix and gptq (default: the training part of data/tinyshakespeare.txt)");
   f->calib_windows_flag =
-      app.add_option("--calib-windows", f->calib_windows, "Calibration windows, from the start of the text")
+      app.add_option("--calib-windows", f->calib_windows, "Calibration windows, from the start of the text (0 = 64, fewer for a large model: its f32 forward over them kept to ~2e12 multiply-adds, at least 8; Qwen2.5-0.5B: 8)")
           ->capture_default_str();
   f->calib_ctx_flag =
       app.add_option("--calib-ctx", f->calib_ctx, "Tokens per calibration window (0 = min(512, the model's context))");

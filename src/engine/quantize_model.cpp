@@ -83,6 +83,21 @@ namespace fs = std::filesystem;
 
 constexpr size_t kDefaultCalibCtx = 512;
 
+// The default number of calibration windows: 64, fewer for a large model, so that the f32
+// forward over them stays within ~2e12 multiply-adds (a minute or so on two cores) - at least
+// 8. The default model calibrates on 64 windows; Qwen2.5-0.5B (4.9e8 matrix weights) at 512
+// tokens a window on 8. On the default model 16 windows instead of 64 raise int4 gptq's KL
+// divergence by ~10% and 8 by ~13% (docs/QUANTIZATION.md), so more is better where there is
+// time for it: --calib-windows.
+constexpr double kCalibBudget = 2e12;
+size_t default_calib_windows(const ModelConfig& cfg, size_t ctx) {
+  double params = 0;
+  for (const TensorSpec& spec : tensor_manifest(cfg))
+    if (spec.is_matrix()) params += static_cast<double>(spec.shape[0]) * static_cast<double>(spec.shape[1]);
+  const double fit = kCalibBudget / std::max(1.0, params * static_cast<double>(ctx));
+  return static_cast<size_t>(std::clamp(fit, 8.0, 64.0));
+}
+
 // The directory the output is built in, beside the target: refused when the target exists
 // (and is not an empty directory), removed unless committed.
 ScratchDir staging_dir(const fs::path& target) {
@@ -173,6 +188,7 @@ CalibrationRun run_calibration(const ModelSource& src, const QuantizeOptions& o,
   const size_t limit = static_cast<size_t>(cfg.max_position_embeddings);
   const size_t ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(kDefaultCalibCtx, limit);
   if (ctx > limit) fail("--calib-ctx {} exceeds the model's limit of {} positions", ctx, limit);
+  const size_t windows = o.calib_windows > 0 ? o.calib_windows : default_calib_windows(cfg, ctx);
   const Tokenizer tokenizer = Tokenizer::load(src.files.dir);
   std::vector<int32_t> tokens;
   if (o.calibration.empty()) {
@@ -181,7 +197,7 @@ CalibrationRun run_calibration(const ModelSource& src, const QuantizeOptions& o,
     run.file = o.calibration;
     try {
       size_t needed = 0;
-      if (__builtin_mul_overflow(ctx, o.calib_windows, &needed)) needed = SIZE_MAX - 64;
+      if (__builtin_mul_overflow(ctx, windows, &needed)) needed = SIZE_MAX - 64;
       tokens = calibration_tokens(o.calibration, tokenizer, needed);
     } catch (const Error& e) {
       fail("cannot read calibration text: {}", e.what());
@@ -193,7 +209,7 @@ CalibrationRun run_calibration(const ModelSource& src, const QuantizeOptions& o,
   mo.max_context = ctx;
   const Model model = load_model(src, mo);  // from the file already open
   const bool gram = o.method.value_or(QuantMethod::Gptq) == QuantMethod::Gptq;
-  run.cal = calibrate(model, tokens, ctx, o.calib_windows, gram, o.threads, [&](size_t done, size_t total) {
+  run.cal = calibrate(model, tokens, ctx, windows, gram, o.threads, [&](size_t done, size_t total) {
     if (progress) progress({"calibrate", done, total});
   });
   return run;
@@ -214,7 +230,6 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
   if (!weight_type_info(o.type).quantized) {
     fail("quantize: the type must be {}, got {}", weight_type_names(WeightTypeKind::Quantized), weight_type_name(o.type));
   }
-  if (o.calib_windows == 0) fail("quantize: at least one calibration window is needed");
   QuantizeResult result;
   result.out = out_dir;
   result.type = o.type;
@@ -258,14 +273,17 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
     }
 
     // GPTQ's factors, one per distinct input (q, k and v share theirs, as do gate and up).
-    std::map<std::pair<std::string, int>, std::shared_ptr<const std::vector<float>>> factors;
+    std::map<std::pair<std::string, int>, std::shared_ptr<const GptqFactor>> factors;
     if (result.method == QuantMethod::Gptq) {
       ThreadPool pool(o.threads);
       size_t done = 0;
       for (auto& [key, gram] : calib.cal.gram) {
         if (progress) progress({"factor", done, calib.cal.gram.size()});
         const size_t dim = calib.cal.mean_sq.at(key).size();
-        factors[key] = std::make_shared<const std::vector<float>>(gptq_factor(gram.data(), dim, pool));
+        const size_t total = calib.cal.gram.size();
+        factors[key] = std::make_shared<const GptqFactor>(gptq_factor(gram.data(), dim, pool, [&] {
+          if (progress) progress({"factor", done, total});
+        }));
         std::vector<float>().swap(gram);  // the Gram matrix is no longer needed
         ++done;
       }

@@ -55,6 +55,9 @@ Calibration calibrate(const Model& model, std::span<const int32_t> tokens, size_
   std::vector<float> scratch;
   Sequence seq = model.new_sequence(ctx);
   seq.set_tap([&](const TapEvent& e) {
+    // Between the layers' products: a window of a large model takes seconds, and a progress
+    // callback that throws (an interrupt) must not wait for its end.
+    if (progress) progress(cal.windows, total);
     if (e.name != "attn_norm" && e.name != "attn_out" && e.name != "ffn_norm" && e.name != "ffn_act" &&
         e.name != "final_norm") {
       return;

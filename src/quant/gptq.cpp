@@ -1,5 +1,6 @@
 #include "quant/gptq.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/kernels.h"
@@ -12,112 +13,197 @@
 namespace nanoinfer {
 namespace {
 
-constexpr size_t kBlock = 32;
+// Rows of the f32 products that are computed per call when only a triangle is wanted: the
+// triangle's rows are taken in strips of this many, each against the rows up to its end.
+constexpr size_t kStrip = 128;
+// The factorization's block: diagonal blocks this wide are factored in double.
+constexpr size_t kFactorBlock = 128;
 
-// Four independent partial sums (a fixed order, so results do not depend on anything but the
-// inputs): lets the compiler keep four multiply-adds in flight without reassociating.
-double dot(const double* a, const double* b, size_t n) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += a[i] * b[i];
-    s1 += a[i + 1] * b[i + 1];
-    s2 += a[i + 2] * b[i + 2];
-    s3 += a[i + 3] * b[i + 3];
+Weight f32_matrix(const float* data, size_t rows, size_t cols) {
+  return Weight{WeightType::F32, reinterpret_cast<const std::byte*>(data), rows, cols, cols * sizeof(float)};
+}
+
+// The lower Cholesky factor, in place, of the symmetric positive definite [n][n] matrix whose
+// lower triangle `a` holds (its upper triangle is neither read nor written). Right-looking by
+// blocks of kFactorBlock: the diagonal block is factored and inverted in double, then the
+// panel below it is the f32 product with that inverse and the trailing triangle is updated
+// by the f32 product of the panel with itself, strip by strip.
+void cholesky_lower(float* a, size_t n, const Compute& c, const std::function<void()>& check) {
+  std::vector<double> d, inv;
+  std::vector<float> invf, panel, l21, tmp;
+  for (size_t k0 = 0; k0 < n; k0 += kFactorBlock) {
+    if (check) check();
+    const size_t k1 = std::min(n, k0 + kFactorBlock), nb = k1 - k0, m = n - k1;
+    d.assign(nb * nb, 0.0);
+    for (size_t i = 0; i < nb; ++i)
+      for (size_t j = 0; j <= i; ++j) d[i * nb + j] = a[(k0 + i) * n + k0 + j];
+    for (size_t j = 0; j < nb; ++j) {
+      double s = d[j * nb + j];
+      for (size_t k = 0; k < j; ++k) s -= d[j * nb + k] * d[j * nb + k];
+      if (!(s > 0)) fail("gptq: the calibration inputs' Gram matrix is not positive definite (pivot {} is {})", k0 + j, s);
+      d[j * nb + j] = std::sqrt(s);
+      for (size_t i = j + 1; i < nb; ++i) {
+        double t = d[i * nb + j];
+        for (size_t k = 0; k < j; ++k) t -= d[i * nb + k] * d[j * nb + k];
+        d[i * nb + j] = t / d[j * nb + j];
+      }
+    }
+    for (size_t i = 0; i < nb; ++i)
+      for (size_t j = 0; j <= i; ++j) a[(k0 + i) * n + k0 + j] = static_cast<float>(d[i * nb + j]);
+    if (m == 0) break;
+
+    // inv = D^-1 (lower), one column at a time by forward substitution.
+    inv.assign(nb * nb, 0.0);
+    for (size_t j = 0; j < nb; ++j) {
+      inv[j * nb + j] = 1.0 / d[j * nb + j];
+      for (size_t i = j + 1; i < nb; ++i) {
+        double s = 0;
+        for (size_t k = j; k < i; ++k) s += d[i * nb + k] * inv[k * nb + j];
+        inv[i * nb + j] = -s / d[i * nb + i];
+      }
+    }
+    invf.assign(inv.begin(), inv.end());
+    // L21 = A21 D^-T: l21[i][r] = sum_c inv[r][c] a21[i][c].
+    panel.resize(m * nb);
+    for (size_t i = 0; i < m; ++i) std::copy_n(a + (k1 + i) * n + k0, nb, panel.data() + i * nb);
+    l21.resize(m * nb);
+    linear(c, f32_matrix(invf.data(), nb, nb), nullptr, panel.data(), l21.data(), m);
+    for (size_t i = 0; i < m; ++i) std::copy_n(l21.data() + i * nb, nb, a + (k1 + i) * n + k0);
+    // A22 -= L21 L21^T on the lower triangle: strip [s0, s1) against rows [0, s1).
+    for (size_t s0 = 0; s0 < m; s0 += kStrip) {
+      const size_t s1 = std::min(m, s0 + kStrip);
+      tmp.resize((s1 - s0) * s1);
+      linear(c, f32_matrix(l21.data(), s1, nb), nullptr, l21.data() + s0 * nb, tmp.data(), s1 - s0);
+      c.pool->parallel_for(s1 - s0, 8, [&](size_t begin, size_t end) {
+        for (size_t t = begin; t < end; ++t) {
+          float* row = a + (k1 + s0 + t) * n + k1;
+          const float* sub = tmp.data() + t * s1;
+          for (size_t r = 0; r <= s0 + t; ++r) row[r] -= sub[r];
+        }
+      });
+    }
   }
-  for (; i < n; ++i) s0 += a[i] * b[i];
-  return (s0 + s1) + (s2 + s3);
 }
 
 }  // namespace
 
 void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch, ThreadPool& pool) {
   if (n == 0) return;
-  scratch.resize(dim * n + dim * dim);
+  const size_t strip = std::min(dim, kStrip);
+  scratch.resize(dim * n + strip * dim);
   float* xt = scratch.data();      // [dim][n]
-  float* g = xt + dim * n;         // [dim][dim]
+  float* g = xt + dim * n;         // [strip][<= dim]
   for (size_t t = 0; t < n; ++t)
     for (size_t c = 0; c < dim; ++c) xt[c * n + t] = x[t * dim + c];
-  // As a product y = W x with W = X^T ([dim] rows of n) and the "tokens" the rows of X^T:
-  // g[a][b] = sum_t X[t][b] X[t][a].
+  // As products y = W x with W = X^T ([dim] rows of n) and the "tokens" the rows of X^T:
+  // h[a][b] += sum_t X[t][a] X[t][b], for the rows a of a strip against the columns b up to
+  // the strip's end (the lower triangle and a little of the upper, which is dropped).
   const Compute compute{&pool, &kernels::table(best_isa())};
-  const Weight w{WeightType::F32, reinterpret_cast<const std::byte*>(xt), dim, n, n * sizeof(float)};
-  linear(compute, w, nullptr, xt, g, dim);
-  pool.parallel_for(dim * dim, 4096, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) h[i] += g[i];
-  });
+  for (size_t s0 = 0; s0 < dim; s0 += strip) {
+    const size_t s1 = std::min(dim, s0 + strip);
+    linear(compute, f32_matrix(xt, s1, n), nullptr, xt + s0 * n, g, s1 - s0);
+    pool.parallel_for(s1 - s0, 8, [&](size_t begin, size_t end) {
+      for (size_t t = begin; t < end; ++t) {
+        float* row = h + (s0 + t) * dim;
+        const float* add = g + t * s1;
+        for (size_t b = 0; b <= s0 + t; ++b) row[b] += add[b];
+      }
+    });
+  }
 }
 
-std::vector<float> gptq_factor(const float* h, size_t n, ThreadPool& pool) {
+GptqFactor gptq_factor(const float* h, size_t n, ThreadPool& pool, const std::function<void()>& check) {
   double mean_diag = 0;
   for (size_t i = 0; i < n; ++i) mean_diag += h[i * n + i];
   mean_diag /= static_cast<double>(n);
   const double damp = mean_diag > 0 ? 0.01 * mean_diag : 1.0;
 
-  // L: the lower Cholesky factor of the reversed, damped H (row-major; upper part unused).
-  std::vector<double> l(n * n);
-  for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j <= i; ++j) l[i * n + j] = h[(n - 1 - i) * n + (n - 1 - j)] + (i == j ? damp : 0.0);
-  for (size_t j = 0; j < n; ++j) {
-    double* lj = &l[j * n];
-    const double s = lj[j] - dot(lj, lj, j);
-    if (!(s > 0)) fail("gptq: the calibration inputs' Gram matrix is not positive definite (pivot {} is {})", j, s);
-    lj[j] = std::sqrt(s);
-    pool.parallel_for(n - j - 1, 64, [&](size_t begin, size_t end) {
-      for (size_t i = j + 1 + begin; i < j + 1 + end; ++i) {
-        double* li = &l[i * n];
-        li[j] = (li[j] - dot(li, lj, j)) / lj[j];
-      }
-    });
-  }
+  // M = P (H + damp I) P with P the index reversal; its lower triangle from H's lower one:
+  // M[i][j] = H[n-1-i][n-1-j] = H[n-1-j][n-1-i] for j <= i. Then M = L L^T, and
+  // R = P L P is upper with H = R R^T: R[a][b] = L[n-1-a][n-1-b].
+  // Copied in square tiles, so that the transposed reads stay in cache.
+  constexpr size_t kTile = 64;
+  std::vector<float> l(n * n, 0.0f);
+  const size_t tiles = (n + kTile - 1) / kTile;
+  pool.parallel_for(tiles, 1, [&](size_t begin, size_t end) {
+    for (size_t ti = begin; ti < end; ++ti)
+      for (size_t tj = 0; tj <= ti; ++tj)
+        for (size_t i = ti * kTile; i < std::min(n, (ti + 1) * kTile); ++i)
+          for (size_t j = tj * kTile; j < std::min(i + 1, (tj + 1) * kTile); ++j)
+            l[i * n + j] = static_cast<float>(static_cast<double>(h[(n - 1 - j) * n + (n - 1 - i)]) + (i == j ? damp : 0.0));
+  });
+  const Compute compute{&pool, &kernels::table(best_isa())};
+  cholesky_lower(l.data(), n, compute, check);
 
-  // X = L^-1, one column per task (forward substitution on a unit vector). Column j costs
-  // ~(n - j)^2 / 2, so tasks are handed out from both ends to balance the ranges.
-  std::vector<double> x(n * n, 0.0);
-  pool.parallel_for(n, 1, [&](size_t begin, size_t end) {
-    std::vector<double> col(n);
-    for (size_t t = begin; t < end; ++t) {
-      const size_t j = t % 2 == 0 ? t / 2 : n - 1 - t / 2;
-      col[j] = 1.0 / l[j * n + j];
-      for (size_t i = j + 1; i < n; ++i) col[i] = -dot(&l[i * n + j], &col[j], i - j) / l[i * n + i];
-      for (size_t i = j; i < n; ++i) x[i * n + j] = col[i];
+  GptqFactor f;
+  f.dim = n;
+  f.diag.resize(n);
+  for (size_t k = 0; k < n; ++k) f.diag[k] = l[(n - 1 - k) * n + (n - 1 - k)];
+  f.g.assign(f.block_offset(f.blocks()), 0.0f);
+  // G[k][j] = R[j][k] / R[k][k] = L[n-1-j][n-1-k] / L[n-1-k][n-1-k] for j < k.
+  pool.parallel_for(f.blocks(), 1, [&](size_t begin, size_t end) {
+    for (size_t b = begin; b < end; ++b) {
+      const size_t j0 = b * kGptqBlock, j1 = std::min(n, j0 + kGptqBlock);
+      float* blk = f.g.data() + f.block_offset(b);
+      for (size_t k = j0; k < n; ++k)
+        for (size_t j = j0; j < std::min(j1, k); ++j)
+          blk[(k - j0) * kGptqBlock + (j - j0)] = l[(n - 1 - j) * n + (n - 1 - k)] / f.diag[k];
     }
   });
-
-  std::vector<float> u(n * n, 0.0f);
-  for (size_t a = 0; a < n; ++a)
-    for (size_t b = a; b < n; ++b) u[a * n + b] = static_cast<float>(x[(n - 1 - a) * n + (n - 1 - b)]);
-  return u;
+  return f;
 }
 
-void gptq_quantize_rows(WeightType type, float* w, size_t rows, size_t cols, const float* u, const float* importance,
-                        std::byte* out) {
+void gptq_quantize_rows(WeightType type, const float* w, size_t rows, size_t cols, const GptqFactor& f,
+                        const float* importance, std::byte* out) {
+  if (f.dim != cols) fail("gptq: a factor of {} columns for rows of {}", f.dim, cols);
+  if (cols % kGptqBlock != 0) fail("gptq: {} columns are not whole blocks of {}", cols, kGptqBlock);
   const QuantRange range = range_of(type);
   const size_t row_bytes = weight_row_bytes(type, cols);
   const size_t block_bytes = weight_type_info(type).block_bytes;
-  std::vector<BlockCode> code(rows);
-  std::vector<float> d(rows), id(rows), e(rows);
-  for (size_t j = 0; j < cols; ++j) {
-    const size_t i = j % kBlock;
-    if (i == 0) {
-      for (size_t r = 0; r < rows; ++r) {
-        code[r].d = search_block_scale(type, w + r * cols + j, importance != nullptr ? importance + j : nullptr);
-        d[r] = f16_to_f32(code[r].d);
-        id[r] = d[r] != 0.0f ? 1.0f / d[r] : 0.0f;
-      }
-    }
-    const float* uj = u + j * cols;
+  const kernels::MatmulFn matmul = kernels::table(best_isa()).matmul_for(WeightType::F32);
+  // acc[r][k]: sum over the columns j of earlier blocks of d[r][j] G[k][j].
+  std::vector<float> acc(rows * cols, 0.0f), p(kGptqBlock), d(rows * kGptqBlock), tmp;
+  for (size_t b = 0; b < f.blocks(); ++b) {
+    const size_t j0 = b * kGptqBlock;
+    const float* g = f.block(b);  // rows k = j0 + i
     for (size_t r = 0; r < rows; ++r) {
-      float* wr = w + r * cols;
-      long q = std::lround(wr[j] * id[r]);
-      q = q < range.lo ? range.lo : (q > range.hi ? range.hi : q);
-      code[r].q[i] = static_cast<int8_t>(q);
-      e[r] = (wr[j] - d[r] * static_cast<float>(q)) / uj[j];
-      const float er = e[r];
-      for (size_t k = j + 1; k < cols; ++k) wr[k] -= er * uj[k];
+      const float* wr = w + r * cols + j0;
+      const float* ar = acc.data() + r * cols + j0;
+      float* dr = d.data() + r * kGptqBlock;
+      // The scale is searched on the block's weights as the paper's sweep has them when it
+      // reaches the block: every earlier column's correction applied, none of the block's
+      // own. Here that is the block swept with no rounding at all (each q[j] = w'[j]).
+      for (size_t i = 0; i < kGptqBlock; ++i) {
+        float v = wr[i] + ar[i];
+        const float* gk = g + i * kGptqBlock;
+        for (size_t j = 0; j < i; ++j) v += dr[j] * gk[j];
+        p[i] = v;
+        dr[i] = wr[i] - v;
+      }
+      BlockCode code;
+      code.d = search_block_scale(type, p.data(), importance != nullptr ? importance + j0 : nullptr);
+      const float scale = f16_to_f32(code.d), inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+      for (size_t i = 0; i < kGptqBlock; ++i) {
+        float v = wr[i] + ar[i];
+        const float* gk = g + i * kGptqBlock;
+        for (size_t j = 0; j < i; ++j) v += dr[j] * gk[j];
+        const int q = round_to_range(v * inv, range);
+        code.q[i] = static_cast<int8_t>(q);
+        dr[i] = wr[i] - scale * static_cast<float>(q);
+      }
+      pack_block(type, code, out + r * row_bytes + b * block_bytes);
     }
-    if (i == kBlock - 1) {
-      for (size_t r = 0; r < rows; ++r) pack_block(type, code[r], out + r * row_bytes + (j / kBlock) * block_bytes);
+    // The block's residuals reach every later column at once: tmp[r][k'] = sum_j d[r][j]
+    // G[j1 + k'][j], a product whose "matrix" is G's block below its own rows.
+    const size_t j1 = j0 + kGptqBlock, later = cols - j1;
+    if (later == 0) continue;
+    tmp.resize(rows * later);
+    matmul(reinterpret_cast<const std::byte*>(g + kGptqBlock * kGptqBlock), nullptr, d.data(), tmp.data(), later,
+           kGptqBlock, rows, 0, later);
+    for (size_t r = 0; r < rows; ++r) {
+      float* ar = acc.data() + r * cols + j1;
+      const float* add = tmp.data() + r * later;
+      for (size_t k = 0; k < later; ++k) ar[k] += add[k];
     }
   }
 }

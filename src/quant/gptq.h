@@ -6,21 +6,35 @@
 // the output error sum over calibration inputs of ((w - q) . x)^2 = (w - q) H (w - q)^T with
 // H = sum x x^T [cols][cols] (the Gram matrix of the inputs). Rounding the columns one at a
 // time, the error made at column j is spread over the columns not yet rounded so that the
-// output change is cancelled as well as H allows; with U the upper Cholesky factor of H^-1
-// (H^-1 = U^T U) this update is w[k] -= e * U[j][k] / U[j][j] for k > j, e = w[j] - q[j].
+// output change is cancelled as well as H allows. In the paper's terms, with U the upper
+// Cholesky factor of H^-1 (H^-1 = U^T U), column k is rounded from
+//   w'[k] = w[k] - sum_{j<k} e[j] U[j][k],  e[j] = (w'[j] - q[j]) / U[j][j].
+// We never form H^-1 or U. With R = U^-1 (upper, H = R R^T: the Cholesky factorization of H
+// taken from its last row up), the same recurrence solves to
+//   w'[k] = w[k] + sum_{j<k} (w[j] - q[j]) G[k][j],   G[k][j] = R[j][k] / R[k][k],
+// a sum over the residuals d = w - q of the columns already rounded, against the original
+// weights. That halves the factoring (one Cholesky factorization, no triangular inverse) and
+// turns the sweep into products: after each block of 32 columns, the block's residuals of a
+// tile of rows meet G's columns for all later columns in one f32 matrix product (the "lazy
+// batch" of the paper, exact here), and only the 32 x 32 triangle inside a block is a
+// column-by-column loop.
 // Our formats fix one scale per block of 32 columns: when the sweep reaches a block, its scale
-// is chosen from the weights as updated so far, by the importance-weighted search of
-// quant/quantize.h with importances diag(H); then the block's columns are rounded to it one
-// at a time, each error spreading as above. Rows are independent (the sweep of one row never
-// reads another), so rows are split across threads and processed in tiles that share each
-// row of U while it is in cache.
+// is chosen from the weights as the paper's sweep has them at that point (every earlier
+// column's correction applied; in the form above, the block swept once with q = w'), by the
+// importance-weighted search of quant/quantize.h with importances diag(H); then the block's
+// columns are rounded to it one at a time, each error feeding the later columns as above. Rows are independent (the sweep
+// of one row never reads another), so rows are split across threads in tiles.
 //
 // H is damped by 1% of its mean diagonal before factoring (as GPTQ does), which keeps the
-// factorization stable when some inputs are (nearly) constant or never seen.
+// factorization stable when some inputs are (nearly) constant or never seen. The
+// factorization runs in f32 (as the reference GPTQ does) in blocks of 128: each diagonal
+// block is factored and inverted in double, the panels and the trailing updates are f32
+// matrix products of the best kernel set, bitwise the same at any thread count.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "nanoinfer/thread_pool.h"
@@ -28,20 +42,40 @@
 
 namespace nanoinfer {
 
-// H += X^T X for x: [n][dim] and h: [dim][dim] (f32), with the f32 matrix product of the best
-// kernel set (the Gram matrix is the largest arithmetic of a calibration: dim^2 per token).
+// The lower triangle of H += X^T X (h[a][b] for b <= a; the upper triangle is not touched)
+// for x: [n][dim] and h: [dim][dim] (f32), with the f32 matrix product of the best kernel set
+// (the Gram matrix is the largest arithmetic of a calibration: dim^2 / 2 per token).
 // `scratch` is reused between calls.
 void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch, ThreadPool& pool);
 
-// The factor the sweep needs: U [dim][dim] row-major, upper triangular, H^-1 = U^T U, for the
-// damped H. Computed in double (one Cholesky factorization and one triangular inverse, on the
-// index-reversed H: if P H P = M M^T then U = P M^-1 P), returned in f32.
-std::vector<float> gptq_factor(const float* h, size_t dim, ThreadPool& pool);
+// What the sweep needs of the damped H (its lower triangle is read): G by blocks of 32
+// columns j, each block holding the rows k >= its first column, 32 floats per row (zero
+// where j >= k or j >= dim), and R's diagonal.
+inline constexpr size_t kGptqBlock = 32;
+struct GptqFactor {
+  size_t dim = 0;
+  std::vector<float> diag;  // R[k][k]
+  std::vector<float> g;     // block b: [dim - 32 b][32] at block_offset(b); row i is k = 32 b + i
+  size_t blocks() const { return (dim + kGptqBlock - 1) / kGptqBlock; }
+  // sum over earlier blocks c of (dim - 32 c) * 32
+  size_t block_offset(size_t b) const { return kGptqBlock * (b * dim - kGptqBlock * (b * (b - 1) / 2)); }
+  const float* block(size_t b) const { return g.data() + block_offset(b); }
+  // G[k][j] for j < k (tests and references).
+  float at(size_t k, size_t j) const {
+    const size_t b = j / kGptqBlock;
+    return block(b)[(k - b * kGptqBlock) * kGptqBlock + j % kGptqBlock];
+  }
+};
+// `check` (if set) is called between the factorization's blocks (tens of milliseconds apart
+// at 4864 columns), so that it can abort by throwing.
+GptqFactor gptq_factor(const float* h, size_t dim, ThreadPool& pool, const std::function<void()>& check = {});
 
-// Quantizes `rows` rows of w ([rows][cols], f32; used as scratch and changed) into rows of
-// `type` blocks at `out` (rows * weight_row_bytes(type, cols) bytes). u: gptq_factor of the
-// inputs' Gram matrix; importance: [cols], diag of that Gram matrix (any positive scale).
-void gptq_quantize_rows(WeightType type, float* w, size_t rows, size_t cols, const float* u, const float* importance,
-                        std::byte* out);
+// Quantizes `rows` rows of w ([rows][cols], f32, cols a multiple of 32) into rows of `type`
+// blocks at `out` (rows * weight_row_bytes(type, cols) bytes). f: gptq_factor of the inputs'
+// Gram matrix (f.dim == cols); importance: [cols], diag of that Gram matrix (any positive
+// scale), or nullptr. Single-threaded (callers split rows across threads); the result does
+// not depend on how rows are grouped into calls.
+void gptq_quantize_rows(WeightType type, const float* w, size_t rows, size_t cols, const GptqFactor& f,
+                        const float* importance, std::byte* out);
 
 }  // namespace nanoinfer

@@ -207,7 +207,7 @@ QuantizedFileStats write_quantized_weights(const SafetensorsFile& in, const Mode
                      std::byte* dst = blocks.data() + t0 * row_bytes;
                      const float* imp = m.importance.empty() ? nullptr : m.importance.data();
                      if (m.gptq_factor) {
-                       gptq_quantize_rows(m.type, tile.data(), nt, cols, m.gptq_factor->data(), imp, dst);
+                       gptq_quantize_rows(m.type, tile.data(), nt, cols, *m.gptq_factor, imp, dst);
                      }
                      for (size_t i = 0; i < nt; ++i) {
                        const size_t r = r0 + t0 + i;
@@ -220,7 +220,6 @@ QuantizedFileStats write_quantized_weights(const SafetensorsFile& in, const Mode
                          }
                        }
                        if (r * row_bytes < pos) continue;  // counted with the previous chunk
-                       if (m.gptq_factor) src_read(r, raw, w);  // GPTQ used the tile as scratch
                        dequantize_row(m.type, dst + i * row_bytes, back.data(), cols);
                        for (size_t c = 0; c < cols; ++c) {
                          const double e = static_cast<double>(w[c]) - back[c];
