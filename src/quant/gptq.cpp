@@ -170,26 +170,28 @@ void gptq_quantize_rows(WeightType type, const float* w, size_t rows, size_t col
       const float* wr = w + r * cols + j0;
       const float* ar = acc.data() + r * cols + j0;
       float* dr = d.data() + r * kGptqBlock;
+      // Each column's value is its start plus the earlier columns' residuals times G, added in
+      // column order: pushed forward as each residual is known (independent additions, where
+      // summing each column's row of G would be one chain of dependent ones).
       // The scale is searched on the block's weights as the paper's sweep has them when it
       // reaches the block: every earlier column's correction applied, none of the block's
       // own. Here that is the block swept with no rounding at all (each q[j] = w'[j]).
+      float v[kGptqBlock];
+      for (size_t i = 0; i < kGptqBlock; ++i) v[i] = wr[i] + ar[i];
       for (size_t i = 0; i < kGptqBlock; ++i) {
-        float v = wr[i] + ar[i];
-        const float* gk = g + i * kGptqBlock;
-        for (size_t j = 0; j < i; ++j) v += dr[j] * gk[j];
-        p[i] = v;
-        dr[i] = wr[i] - v;
+        p[i] = v[i];
+        const float di = wr[i] - v[i];
+        for (size_t k = i + 1; k < kGptqBlock; ++k) v[k] += di * g[k * kGptqBlock + i];
       }
       BlockCode code;
       code.d = search_block_scale(type, p.data(), importance != nullptr ? importance + j0 : nullptr);
       const float scale = f16_to_f32(code.d), inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+      for (size_t i = 0; i < kGptqBlock; ++i) v[i] = wr[i] + ar[i];
       for (size_t i = 0; i < kGptqBlock; ++i) {
-        float v = wr[i] + ar[i];
-        const float* gk = g + i * kGptqBlock;
-        for (size_t j = 0; j < i; ++j) v += dr[j] * gk[j];
-        const int q = round_to_range(v * inv, range);
+        const int q = round_to_range(v[i] * inv, range);
         code.q[i] = static_cast<int8_t>(q);
         dr[i] = wr[i] - scale * static_cast<float>(q);
+        for (size_t k = i + 1; k < kGptqBlock; ++k) v[k] += dr[i] * g[k * kGptqBlock + i];
       }
       pack_block(type, code, out + r * row_bytes + b * block_bytes);
     }
