@@ -1,0 +1,126 @@
+// `nanoinfer generate` and `chat` with speculative decoding on the embedded default model: the
+// text is byte for byte plain greedy decoding's with every kind of draft (prompt lookup, the
+// model itself, a `quantize --method rtn` copy, the model quantized at load), the statistics
+// line is printed, and every bad flag is a one-line error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "nanoinfer/engine.h"
+#include "support/files.h"
+#include "support/generation_model.h"
+#include "support/run_cli.h"
+
+namespace nanoinfer {
+namespace {
+
+using test::run_cli;
+
+const std::vector<std::string> kPrompts = {
+    "ROMEO:",
+    "KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up with our English "
+    "dead.\n\nKING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close",
+};
+
+void expect_one_line_error(const test::CliResult& r, std::string_view needle) {
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("nanoinfer: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+std::vector<std::string> generate_args(const std::string& prompt, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"generate", "-p", prompt, "-n", "80", "--temp", "0", "-t", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// drafted D, accepted A: the numbers of the statistics line.
+std::pair<long, long> drafted_accepted(const std::string& err) {
+  std::smatch m;
+  const std::regex re("speculation: .* \\| drafted ([0-9]+), accepted ([0-9]+) \\(");
+  if (!std::regex_search(err, m, re)) return {-1, -1};
+  return {std::stol(m[1]), std::stol(m[2])};
+}
+
+TEST(SpeculativeCli, EveryDraftGivesThePlainGreedyText) {
+  test::TempDir dir;
+  const std::string q4 = (dir.path() / "q4").string();
+  const auto q = run_cli({"quantize", "--type", "int4", "--method", "rtn", "--out", q4});
+  ASSERT_EQ(q.status, 0) << q.err;
+  long q4_rejected = 0;
+  for (const std::string& prompt : kPrompts) {
+    const auto plain = run_cli(generate_args(prompt, {}));
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    EXPECT_EQ(plain.err.find("speculation"), std::string::npos);
+    const std::vector<std::vector<std::string>> drafts = {
+        {"--lookup", "3"},
+        {"--lookup", "1", "--draft-max", "6"},
+        {"--draft", default_model_dir().string()},
+        {"--draft", q4},
+        {"--draft", q4, "--draft-max", "2"},
+        {"--draft-self", "int4"},
+        {"--draft-self", "int8"},
+    };
+    for (const auto& extra : drafts) {
+      const auto spec = run_cli(generate_args(prompt, extra));
+      ASSERT_EQ(spec.status, 0) << spec.err;
+      EXPECT_EQ(spec.out, plain.out) << extra[0] << " " << extra[1];
+      const auto [drafted, accepted] = drafted_accepted(spec.err);
+      ASSERT_GE(drafted, 0) << spec.err;
+      EXPECT_LE(accepted, drafted);
+      if (extra[1] == default_model_dir().string()) {
+        EXPECT_EQ(accepted, drafted) << "the model drafting for itself";
+      }
+      if (extra[1] == q4) q4_rejected += drafted - accepted;
+    }
+  }
+  EXPECT_GT(q4_rejected, 0);  // the int4 copy's drafts were refused sometimes
+}
+
+TEST(SpeculativeCli, ChatRepliesAreThePlainOnes) {
+  const std::string input = "Once more unto the breach\nOnce more unto the breach, dear friends\n";
+  const auto plain = run_cli({"chat", "--temp", "0", "-n", "40", "-t", "1"}, input);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--lookup", "2"}, std::vector<std::string>{"--draft-self", "int4"}}) {
+    std::vector<std::string> args = {"chat", "--temp", "0", "-n", "40", "-t", "1", "--verbose"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto spec = run_cli(args, input);
+    ASSERT_EQ(spec.status, 0) << spec.err;
+    EXPECT_EQ(spec.out, plain.out) << extra[0];
+    EXPECT_NE(spec.err.find("speculation: "), std::string::npos) << spec.err;
+  }
+}
+
+TEST(SpeculativeCli, BadFlagsAreOneLineErrors) {
+  test::TempDir tiny;
+  test::write_tiny_model_dir(tiny.path());
+  expect_one_line_error(run_cli(generate_args("a", {"--lookup", "0"})), "--lookup must be 1 to 64");
+  expect_one_line_error(run_cli(generate_args("a", {"--lookup", "65"})), "--lookup must be 1 to 64");
+  expect_one_line_error(run_cli(generate_args("a", {"--lookup", "2", "--draft-self", "int4"})),
+                        "--lookup, --draft and --draft-self exclude each other");
+  expect_one_line_error(run_cli(generate_args("a", {"--draft-max", "3"})),
+                        "--draft-max needs --lookup, --draft or --draft-self");
+  expect_one_line_error(run_cli(generate_args("a", {"--lookup", "2", "--draft-max", "-1"})),
+                        "--draft-max must be 0 to 64");
+  expect_one_line_error(run_cli(generate_args("a", {"--draft-self", "bf16"})), "--draft-self must be int8 or int4");
+  expect_one_line_error(run_cli(generate_args("a", {"--draft", tiny.path().string()})),
+                        "vocabulary has 300 tokens but the target's has 2048");
+  expect_one_line_error(run_cli(generate_args("a", {"--draft", (tiny.path() / "nothing").string()})), "--draft ");
+  expect_one_line_error(run_cli(generate_args("a", {"--lookup", "x"})), "--lookup");
+}
+
+TEST(SpeculativeCli, HelpNamesTheFlags) {
+  const auto r = run_cli({"generate", "--help"});
+  ASSERT_EQ(r.status, 0);
+  for (const char* flag : {"--lookup", "--draft ", "--draft-self", "--draft-max"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace nanoinfer
