@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "nanoinfer/engine.h"
 #include "support/files.h"
@@ -112,6 +115,42 @@ TEST(SpeculativeCli, BadFlagsAreOneLineErrors) {
                         "vocabulary has 300 tokens but the target's has 2048");
   expect_one_line_error(run_cli(generate_args("a", {"--draft", (tiny.path() / "nothing").string()})), "--draft ");
   expect_one_line_error(run_cli(generate_args("a", {"--lookup", "x"})), "--lookup");
+}
+
+// bench generate's speculative A/B: plain and speculative decoding of a text prompt, identical
+// tokens, and acceptance counts that add up. The model drafting for itself accepts everything,
+// so each full pass of k drafts gives k + 1 tokens (the speeds are not checked here).
+TEST(SpeculativeCli, BenchReportsAcceptanceAndTokensPerPass) {
+  test::TempDir out;
+  const std::string results = (out.path() / "results.jsonl").string();
+  const std::string text = (out.path() / "prompt.txt").string();
+  test::write_text(text, kPrompts[1]);
+  const auto r = run_cli({"bench", "generate", "-p", "32", "-n", "24", "-r", "1", "-t", "1", "--probe-mib", "0",
+                          "--prompt-file", text, "--draft", default_model_dir().string(), "--draft-max", "5",
+                          "--results", results});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("speculative A/B (draft model"), std::string::npos) << r.out;
+  std::istringstream lines(test::read_text(results));
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 3u);
+  const nlohmann::json& spec = records[2];
+  EXPECT_EQ(spec["bench"], "generate-speculative");
+  EXPECT_EQ(spec["identical_output"], true);
+  EXPECT_EQ(spec["n_prompt"], 32);
+  // 24 tokens after the prefill's: 4 passes of 5 drafts + the target's own token.
+  EXPECT_EQ(spec["accepted"], spec["drafted"]);
+  EXPECT_DOUBLE_EQ(spec["acceptance_rate"].get<double>(), 1.0);
+  EXPECT_EQ(spec["verify_passes"], 4);
+  EXPECT_EQ(spec["drafted"], 5 + 5 + 5 + 5);
+  EXPECT_EQ(spec["target_passes"], 4);
+  EXPECT_DOUBLE_EQ(spec["tokens_per_verify_pass"].get<double>(), 6.0);
+  for (const char* key : {"plain_median_ts", "speculative_median_ts", "speedup", "draft_time_share"}) {
+    EXPECT_TRUE(spec.contains(key)) << key;
+  }
+  expect_one_line_error(run_cli({"bench", "generate", "-p", "200", "-n", "8", "--prompt-file", text, "--probe-mib",
+                                 "0", "--results", results}),
+                        "fewer than -p 200");
 }
 
 TEST(SpeculativeCli, HelpNamesTheFlags) {

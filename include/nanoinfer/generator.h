@@ -45,6 +45,7 @@ struct GenerationStats {
   size_t drafted_tokens = 0;
   size_t accepted_tokens = 0;
   size_t verified_tokens = 0;
+  double draft_seconds = 0;  // of decode_seconds, the time the drafter took
 
   double prefill_tokens_per_second() const;
   double decode_tokens_per_second() const;  // decode_tokens / decode_seconds
@@ -71,7 +72,8 @@ class Generator {
   // Adds a logit processor to the sequence's step (restarted with each generate() call).
   void add_processor(std::unique_ptr<LogitProcessor> processor) { step_.add_processor(std::move(processor)); }
 
-  // Forgets the sequence (the cache keeps its storage).
+  // Forgets the sequence (the cache keeps its storage); a drafter forgets it too and the draft
+  // length starts over.
   void reset();
 
   std::span<const int32_t> tokens() const { return history_; }  // prompt + generated so far
@@ -90,6 +92,7 @@ class Generator {
   std::vector<int32_t> to_push_;  // scratch: the prefill, then each pass's pending token and drafts
   std::unique_ptr<Drafter> drafter_;
   DraftLength draft_length_ = DraftLength::fixed(0);
+  DraftLength draft_length_start_ = DraftLength::fixed(0);
   std::vector<int32_t> drafts_;
 };
 

@@ -44,6 +44,8 @@ class Drafter {
   // tokens so far: prompt and generated). Fewer, or none, is fine: the step then verifies what
   // there is, or decodes plainly.
   virtual void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) = 0;
+  // The sequence was forgotten (Generator::reset): drop what was kept for it.
+  virtual void reset() {}
   virtual std::string_view name() const = 0;
 };
 
@@ -69,6 +71,7 @@ class ModelDrafter final : public Drafter {
  public:
   ModelDrafter(const Model& draft, int64_t sample_vocab, double repetition_penalty = 1.0);
   void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) override;
+  void reset() override;  // empties its sequence: the next draft prefills the whole context
   std::string_view name() const override { return "draft model"; }
   const Sequence& sequence() const { return seq_; }
 

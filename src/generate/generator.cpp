@@ -44,12 +44,14 @@ Generator::Generator(const Model& model, const Tokenizer& tokenizer, const Sampl
 
 void Generator::set_drafter(std::unique_ptr<Drafter> drafter, DraftLength length) {
   drafter_ = std::move(drafter);
-  draft_length_ = length;
+  draft_length_ = draft_length_start_ = length;
 }
 
 void Generator::reset() {
   seq_.cache().clear();
   history_.clear();
+  if (drafter_) drafter_->reset();
+  draft_length_ = draft_length_start_;
 }
 
 GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const StopRules& rules,
@@ -132,7 +134,11 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
       if (k == 0) draft_length_.plain_step();
       k = std::min({k, capacity - seq_.cache().length() - 1,
                     static_cast<size_t>(rules.max_new_tokens) - step_.generated() - 1});
-      if (k > 0) drafter_->draft(history_, k, drafts_);
+      if (k > 0) {
+        const Clock::time_point draft_start = Clock::now();
+        drafter_->draft(history_, k, drafts_);
+        stats.draft_seconds += seconds_since(draft_start);
+      }
       if (drafts_.size() > k) drafts_.resize(k);
     }
     to_push_.assign(1, history_.back());

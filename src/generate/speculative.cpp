@@ -76,6 +76,11 @@ void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector
   }
 }
 
+void ModelDrafter::reset() {
+  seq_.cache().clear();
+  cached_.clear();
+}
+
 void require_same_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
   if (target.vocab_size() != draft.vocab_size()) {
     fail("the draft model's vocabulary has {} tokens but the target's has {}: a draft needs the same tokenizer",
