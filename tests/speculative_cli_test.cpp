@@ -148,6 +148,8 @@ TEST(SpeculativeCli, BenchReportsAcceptanceAndTokensPerPass) {
   for (const char* key : {"plain_median_ts", "speculative_median_ts", "speedup", "draft_time_share"}) {
     EXPECT_TRUE(spec.contains(key)) << key;
   }
+  ASSERT_EQ(spec["pass_cost_relative"].size(), 9u);  // passes of 1 .. 9 tokens
+  EXPECT_DOUBLE_EQ(spec["pass_cost_relative"][0].get<double>(), 1.0);
   expect_one_line_error(run_cli({"bench", "generate", "-p", "200", "-n", "8", "--prompt-file", text, "--probe-mib",
                                  "0", "--results", results}),
                         "fewer than -p 200");

@@ -86,6 +86,31 @@ std::vector<int32_t> bench_prompt(size_t n, const Tokenizer& tok, const std::str
   return ids;
 }
 
+// What a verification pass costs: the median time of one forward pass of 1 .. kMaxRows tokens
+// (all logits, as verification runs it) after the prompt, each rolled back again, relative to
+// the 1-token pass (a decode step). The rows alternate inside each round so drift hits all.
+constexpr size_t kMaxRows = 9;
+std::vector<double> pass_cost_curve(const OpenedModel& m, const std::vector<int32_t>& prompt, int64_t rounds) {
+  Sequence seq = m.model.new_sequence();
+  m.model.forward(prompt, seq);
+  // The pass's tokens are the prompt's first ones (any tokens cost the same).
+  const size_t rows_max = std::min({kMaxRows, seq.cache().capacity() - seq.length(), prompt.size()});
+  std::vector<std::vector<double>> seconds(rows_max);
+  for (int64_t r = -1; r < rounds * 4; ++r) {  // r = -1 is the warm-up
+    for (size_t rows = 1; rows <= rows_max; ++rows) {
+      const Clock::time_point start = Clock::now();
+      m.model.forward(std::span(prompt).first(rows), seq, /*all_logits=*/true);
+      const double t = std::chrono::duration<double>(Clock::now() - start).count();
+      seq.cache().truncate(prompt.size());
+      if (r >= 0) seconds[rows - 1].push_back(t);
+    }
+  }
+  std::vector<double> relative;
+  const double one = summarize(seconds[0]).median;
+  for (const auto& s : seconds) relative.push_back(one > 0 ? summarize(s).median / one : 0.0);
+  return relative;
+}
+
 // Plain and speculative greedy decoding of the same prompt, alternating so drift in machine
 // load hits both alike; the tokens must be identical. Returns the record and its note.
 std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, const Speculation& speculation,
@@ -128,6 +153,10 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
   record["target_passes"] = last.decode_steps;
   record["draft_time_share"] = d.median;
   record["identical_output"] = true;
+  const std::vector<double> curve = pass_cost_curve(m, prompt, f.repetitions);
+  record["pass_cost_relative"] = curve;
+  std::string curve_text;
+  for (size_t i = 0; i < curve.size(); ++i) curve_text += fmt::format("{}{}: {:.2f}", i ? ", " : "", i + 1, curve[i]);
   std::string note = fmt::format(
       "speculative A/B ({}; {} runs, {} tokens after a {}-token prompt, identical tokens): plain {:.2f} tok/s, "
       "speculative {:.2f} tok/s (x{:.2f}); acceptance {:.1f}% ({} of {} drafted), {:.2f} tokens per verification "
@@ -135,6 +164,7 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
       speculation.describe(), f.repetitions, n_gen, prompt.size(), a.median, b.median,
       a.median > 0 ? b.median / a.median : 0.0, 100.0 * last.acceptance_rate(), last.accepted_tokens,
       last.drafted_tokens, last.tokens_per_verify_pass(), last.decode_steps, last.decode_tokens, 100.0 * d.median);
+  note += fmt::format("; a pass of n tokens costs, relative to one decode step: {}", curve_text);
   return {std::move(record), std::move(note)};
 }
 
