@@ -292,6 +292,28 @@ TEST(Speculative, CountsPassesExactly) {
   EXPECT_EQ(useless.cache_length, p + 9);
 }
 
+// The adaptive length bounds what useless drafts cost: 4 drafts, then probes of 1 after waits of
+// 1, 2, 4 .. 64 plain steps. Over 150 tokens (the prefill's and 149 passes of one token each)
+// the probes come after tokens 2, 5, 10, 19, 36, 69 and 134: 11 rows drafted in all, 7% more
+// positions than plain decoding pushes.
+TEST(Speculative, AdaptiveLengthBoundsTheCostOfUselessDrafts) {
+  const OpenedModel& m = target();
+  const std::string prompt = prompts()[0];
+  const Outcome plain = generate(prompt, 150, kGreedy);
+  ASSERT_EQ(plain.tokens.size(), 150u);
+  std::vector<int32_t> truth = encode_raw_prompt(m.tokenizer, prompt);
+  const size_t p = truth.size();
+  truth.insert(truth.end(), plain.tokens.begin(), plain.tokens.end());
+  const Outcome useless = generate(prompt, 150, kGreedy, std::make_unique<OracleDrafter>(truth, 0));
+  EXPECT_EQ(useless.tokens, plain.tokens);
+  EXPECT_EQ(useless.stats.accepted_tokens, 0u);
+  EXPECT_EQ(useless.stats.verify_passes, 8u);
+  EXPECT_EQ(useless.stats.drafted_tokens, 4u + 7);
+  EXPECT_EQ(useless.stats.decode_steps, 149u);
+  EXPECT_EQ(useless.pushed, p + 149 + 11);
+  EXPECT_EQ(plain.pushed, p + 149);
+}
+
 // Prompt lookup on a copy-heavy prompt, counted against a simulation of the scheme over the
 // plain output: each pass drafts lookup(context, k) for the k the budget allows, keeps the
 // longest prefix that matches the plain tokens, plus one.
