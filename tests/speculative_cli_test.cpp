@@ -35,8 +35,10 @@ void expect_one_line_error(const test::CliResult& r, std::string_view needle) {
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
 }
 
+// Greedy unless `extra` sets --temp.
 std::vector<std::string> generate_args(const std::string& prompt, std::vector<std::string> extra) {
-  std::vector<std::string> args = {"generate", "-p", prompt, "-n", "80", "--temp", "0", "-t", "1"};
+  std::vector<std::string> args = {"generate", "-p", prompt, "-n", "80", "-t", "1"};
+  if (std::find(extra.begin(), extra.end(), "--temp") == extra.end()) args.insert(args.end(), {"--temp", "0"});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -82,6 +84,26 @@ TEST(SpeculativeCli, EveryDraftGivesThePlainGreedyText) {
     }
   }
   EXPECT_GT(q4_rejected, 0);  // the int4 copy's drafts were refused sometimes
+}
+
+// Whatever the step does with a row — a grammar mask, a stop string, sampling — it does the
+// same under speculation, because it sees the same rows.
+TEST(SpeculativeCli, GrammarStopStringsAndSamplingAreUnchanged) {
+  const std::vector<std::vector<std::string>> modes = {
+      {"--json"}, {"--stop", "\n\n"}, {"--stop", "the"}, {"--temp", "0.8", "--seed", "7"}};
+  for (const auto& mode : modes) {
+    std::vector<std::string> base = generate_args(kPrompts[1], mode);
+    const auto plain = run_cli(base);
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    for (const std::vector<std::string>& extra :
+         {std::vector<std::string>{"--lookup", "2"}, std::vector<std::string>{"--draft-self", "int4"}}) {
+      std::vector<std::string> args = base;
+      args.insert(args.end(), extra.begin(), extra.end());
+      const auto spec = run_cli(args);
+      ASSERT_EQ(spec.status, 0) << spec.err;
+      EXPECT_EQ(spec.out, plain.out) << mode[0] << " " << extra[0];
+    }
+  }
 }
 
 TEST(SpeculativeCli, ChatRepliesAreThePlainOnes) {
