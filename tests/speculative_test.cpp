@@ -314,6 +314,27 @@ TEST(Speculative, AdaptiveLengthBoundsTheCostOfUselessDrafts) {
   EXPECT_EQ(plain.pushed, p + 149);
 }
 
+// The draft model prefills the prompt with the target, then follows the context: it pushes
+// only the tokens its cache lacks (the first token, then what the last pass kept beyond its
+// drafts), never the prompt again.
+TEST(Speculative, DraftModelCachePrefillsOnceAndFollowsTheContext) {
+  const OpenedModel& m = target();
+  const std::string prompt = prompts()[1];
+  const size_t p = encode_raw_prompt(m.tokenizer, prompt).size();
+  const int64_t vocab = m.tokenizer.vocab_size();
+  for (int64_t n : {1, 10}) {
+    Generator gen(m.model, m.tokenizer, kGreedy);
+    auto drafter = std::make_unique<ModelDrafter>(m.model, vocab);
+    const ModelDrafter& draft = *drafter;
+    gen.set_drafter(std::move(drafter), DraftLength::fixed(3));
+    gen.generate(encode_raw_prompt(m.tokenizer, prompt), {.max_new_tokens = n}, [](std::string_view) {});
+    // n = 1: the prefill only. n = 10: the prefill; pass 1 pushes t1, d1, d2 (drafting d1..d3);
+    // pass 2 pushes d3, t5, e1, e2; then the budget leaves no room to draft.
+    EXPECT_EQ(draft.sequence().positions_pushed(), n == 1 ? p : p + 3 + 4) << n;
+    EXPECT_EQ(draft.sequence().length(), n == 1 ? p : p + 3 + 4) << n;
+  }
+}
+
 // Prompt lookup on a copy-heavy prompt, counted against a simulation of the scheme over the
 // plain output: each pass drafts lookup(context, k) for the k the budget allows, keeps the
 // longest prefix that matches the plain tokens, plus one.

@@ -33,7 +33,7 @@ struct GenerationStats {
   size_t generated_tokens = 0;  // tokens sampled and kept (an end-of-sequence id is not kept)
   size_t decode_steps = 0;      // forward passes after the prefill (one token, or a verification pass)
   size_t decode_tokens = 0;     // tokens chosen from those passes' logits (kept, or end of sequence)
-  double prefill_seconds = 0;   // the prefill forward pass
+  double prefill_seconds = 0;   // the prefill forward pass (and a draft model's: Drafter::prefill)
   double first_token_seconds = 0;  // start of the call to the first token sampled
   double decode_seconds = 0;    // first token sampled to the last one
   StopReason stop_reason = StopReason::MaxTokens;

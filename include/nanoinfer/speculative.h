@@ -44,6 +44,9 @@ class Drafter {
   // tokens so far: prompt and generated). Fewer, or none, is fine: the step then verifies what
   // there is, or decodes plainly.
   virtual void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) = 0;
+  // Called once the target has prefilled `context`, before the first draft: a drafter with a
+  // model of its own prefills it now, so that cost is not taken for decoding's.
+  virtual void prefill(std::span<const int32_t> context) { (void)context; }
   // The sequence was forgotten (Generator::reset): drop what was kept for it.
   virtual void reset() {}
   virtual std::string_view name() const = 0;
@@ -71,6 +74,7 @@ class ModelDrafter final : public Drafter {
  public:
   ModelDrafter(const Model& draft, int64_t sample_vocab, double repetition_penalty = 1.0);
   void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) override;
+  void prefill(std::span<const int32_t> context) override;
   void reset() override;  // empties its sequence: the next draft prefills the whole context
   std::string_view name() const override { return "draft model"; }
   const Sequence& sequence() const { return seq_; }
@@ -79,6 +83,10 @@ class ModelDrafter final : public Drafter {
   const Model& model_;
   size_t vocab_;
   Sequence seq_;
+  // Brings seq_ to `context` (see the class comment); returns the last position's logits, or
+  // nothing when all of it was cached (never with `last`).
+  std::span<const float> push(std::span<const int32_t> context, bool last);
+
   std::vector<int32_t> cached_;  // the tokens seq_'s cache holds
   std::optional<RepetitionPenalty> penalty_;
   std::vector<double> scores_;   // [vocab_] with the penalty

@@ -84,6 +84,7 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
   stats.prompt_tokens = to_push_.size();
   const Clock::time_point start = Clock::now();
   std::span<const float> logits = model_.forward(to_push_, seq_);
+  if (drafter_) drafter_->prefill(history_);
   stats.prefill_seconds = seconds_since(start);
 
   // Each pass leaves `rows` rows of logits: the prefill's last position, a decode step's one

@@ -41,6 +41,23 @@ ModelDrafter::ModelDrafter(const Model& draft, int64_t sample_vocab, double repe
   if (repetition_penalty != 1.0) penalty_.emplace(static_cast<int64_t>(vocab_), repetition_penalty);
 }
 
+std::span<const float> ModelDrafter::push(std::span<const int32_t> context, bool last) {
+  // Keep the cached prefix the context still starts with; with `last`, push at least the
+  // context's last token (its logits give the first draft).
+  const auto mismatch = std::mismatch(cached_.begin(), cached_.end(), context.begin(), context.end());
+  size_t keep = static_cast<size_t>(mismatch.first - cached_.begin());
+  if (last) keep = std::min(keep, context.size() - 1);
+  seq_.cache().truncate(keep);
+  cached_.resize(keep);
+  if (keep == context.size()) return {};
+  cached_.insert(cached_.end(), context.begin() + static_cast<ptrdiff_t>(keep), context.end());
+  return model_.forward(context.subspan(keep), seq_);
+}
+
+void ModelDrafter::prefill(std::span<const int32_t> context) {
+  if (context.size() <= seq_.cache().capacity()) push(context, /*last=*/false);
+}
+
 void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) {
   out.clear();
   if (context.empty() || k == 0) return;
@@ -50,14 +67,7 @@ void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector
     if (context.size() >= capacity + 1) return;
     k = capacity + 1 - context.size();
   }
-  // Keep the cached prefix the context still starts with, but push at least its last token
-  // (its logits give the first draft).
-  const auto mismatch = std::mismatch(cached_.begin(), cached_.end(), context.begin(), context.end());
-  const size_t keep = std::min(static_cast<size_t>(mismatch.first - cached_.begin()), context.size() - 1);
-  seq_.cache().truncate(keep);
-  cached_.resize(keep);
-  std::span<const float> logits = model_.forward(context.subspan(keep), seq_);
-  cached_.insert(cached_.end(), context.begin() + static_cast<ptrdiff_t>(keep), context.end());
+  std::span<const float> logits = push(context, /*last=*/true);
   // cached_ is the context and then the drafts so far: the penalty's context.
   while (true) {
     int32_t best = 0;  // max_element: the first of ties
