@@ -15,16 +15,20 @@ void add_speculation_flags(CLI::App& app, SpeculationFlags& flags) {
                  fmt::format("Speculative decoding by prompt lookup: draft the continuation of the latest earlier "
                              "occurrence of the context's last N tokens (N = 1 to {}, longest match first); no "
                              "second model",
-                             PromptLookupDrafter::kMaxNgram));
+                             PromptLookupDrafter::kMaxNgram))
+      ->type_name("N");
   app.add_option("--draft", flags.draft,
                  "Speculative decoding with this draft model (a directory or .gguf with the same tokenizer): it "
-                 "drafts greedily, the model verifies all drafts in one pass; the output is unchanged");
+                 "drafts greedily, the model verifies all drafts in one pass; the output is unchanged")
+      ->type_name("MODEL");
   app.add_option("--draft-self", flags.draft_self,
-                 "Speculative decoding with the model's own weights quantized at load as the draft: int8 or int4");
+                 "Speculative decoding with the model's own weights quantized at load as the draft: int8 or int4")
+      ->type_name("TYPE");
   app.add_option("--draft-max", flags.draft_max,
                  fmt::format("Tokens drafted per verification pass, 0 to {} (default: adaptive, up to {}: grows "
                              "while drafts are accepted, falls to plain decoding when they are not)",
-                             kMaxDraft, DraftLength::kDefaultMax));
+                             kMaxDraft, DraftLength::kDefaultMax))
+      ->type_name("K");
 }
 
 Speculation::Speculation(const SpeculationFlags& flags) : flags_(flags) {
