@@ -150,6 +150,33 @@ TEST(Speculative, AdaptiveLengthGrowsOnAcceptanceAndBacksOffToPlainSteps) {
   EXPECT_EQ(d.next(), 1u);
   d.passed(1, 1);  // an accepted probe grows again
   EXPECT_EQ(d.next(), 3u);
+  // Timed: two plain steps first, to know what a token costs (1 s here); a pass slower per
+  // token than that backs off like a rejection, a faster one goes on.
+  DraftLength t = DraftLength::adaptive(8, /*timed=*/true);
+  EXPECT_EQ(t.next(), 0u);
+  t.plain_step(3.0);  // a slow first step does not count: the fastest does
+  EXPECT_EQ(t.next(), 0u);
+  t.plain_step(1.0);
+  EXPECT_EQ(t.next(), 4u);
+  t.passed(4, 4, 2.0);  // 5 tokens in 2 s
+  EXPECT_EQ(t.next(), 6u);
+  t.passed(6, 6, 14.0);  // 7 tokens in 14 s: on average 1.2 s per token, slower than plain
+  EXPECT_EQ(t.next(), 0u);
+  t.plain_step(1.0);
+  EXPECT_EQ(t.next(), 1u);
+  t.passed(1, 1, 3.0);  // all accepted, but 1.5 s per token: the wait doubles
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(t.next(), 0u);
+    t.plain_step(1.0);
+  }
+  t.passed(1, 1, 1.0);  // 0.5 s per token
+  EXPECT_EQ(t.next(), 3u);
+  for (size_t i = 2; i < DraftLength::kRetime; ++i) t.passed(3, 3, 1.0);  // passes 2 .. kRetime - 1
+  EXPECT_EQ(t.next(), 8u);
+  t.passed(8, 8, 1.0);  // the kRetime-th pass since the last plain step: time one again
+  EXPECT_EQ(t.next(), 0u);
+  t.plain_step(1.0);
+  EXPECT_EQ(t.next(), 8u);
   DraftLength f = DraftLength::fixed(5);
   f.passed(5, 0);
   EXPECT_EQ(f.next(), 5u);

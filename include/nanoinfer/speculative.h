@@ -103,29 +103,45 @@ void require_same_vocabulary(const Tokenizer& target, const Tokenizer& draft);
 //                 and probes again with k = 1 after a wait that doubles with each failed probe
 //                 (1, 2, 4 .. 64 steps) and resets when a probe is accepted, so a useless draft
 //                 costs at most one extra row every so often.
+//   adaptive(max, timed = true): also weighs time. It starts with two plain steps, and every
+//                 kRetime passes takes another, to know what a plain token costs (the fastest
+//                 plain step so far); a pass whose seconds per token (drafting included,
+//                 averaged with the passes before since the last back-off) exceed that backs
+//                 off as a rejection would. On a machine where verifying k tokens costs nearly k steps, or with a
+//                 draft nearly as slow as the target, speculation thus falls back to plain
+//                 decoding. The tokens are the same either way; only the counts depend on
+//                 timing, so tests use the untimed form.
 class DraftLength {
  public:
   static constexpr size_t kDefaultMax = 16;
+  static constexpr size_t kRetime = 32;
   static DraftLength fixed(size_t k);
-  static DraftLength adaptive(size_t max = kDefaultMax);
+  static DraftLength adaptive(size_t max = kDefaultMax, bool timed = false);
 
   bool is_adaptive() const { return adaptive_; }
   size_t max() const { return max_; }
   // Tokens to draft next; 0 means decode this step plainly.
   size_t next() const { return wait_ > 0 ? 0 : k_; }
-  // After a pass that verified `drafted` (>= 1) tokens of which the first `accepted` were kept.
-  void passed(size_t drafted, size_t accepted);
-  // After a plain step taken because next() was 0.
-  void plain_step();
+  // After a pass that verified `drafted` (>= 1) tokens of which the first `accepted` were
+  // kept, taking `seconds` with the drafting.
+  void passed(size_t drafted, size_t accepted, double seconds = 0);
+  // After a plain decode step (next() was 0, or nothing was drafted) of `seconds`.
+  void plain_step(double seconds = 0);
 
  private:
-  DraftLength(size_t k, size_t max, bool adaptive) : k_(k), max_(max), adaptive_(adaptive) {}
+  DraftLength(size_t k, size_t max, bool adaptive, bool timed)
+      : k_(k), max_(max), adaptive_(adaptive), timed_(timed), wait_(timed ? 2 : 0) {}
   static constexpr size_t kMaxWait = 64;
+  void back_off();
   size_t k_;
   size_t max_;
   bool adaptive_;
+  bool timed_;
   size_t wait_ = 0;     // plain steps left before the next probe
   size_t backoff_ = 1;  // the wait after the next failed probe
+  double plain_spt_ = 0;  // seconds of the fastest plain step (0: none yet)
+  double spec_spt_ = 0;   // of speculative passes since the last back-off
+  size_t passes_ = 0;     // since the last plain step
 };
 
 }  // namespace nanoinfer

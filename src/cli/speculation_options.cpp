@@ -26,7 +26,8 @@ void add_speculation_flags(CLI::App& app, SpeculationFlags& flags) {
       ->type_name("TYPE");
   app.add_option("--draft-max", flags.draft_max,
                  fmt::format("Tokens drafted per verification pass, 0 to {} (default: adaptive, up to {}: grows "
-                             "while drafts are accepted, falls to plain decoding when they are not)",
+                             "while drafts are accepted, falls to plain decoding when they are not or when "
+                             "speculation is slower per token than plain steps)",
                              kMaxDraft, DraftLength::kDefaultMax))
       ->type_name("K");
 }
@@ -77,7 +78,7 @@ void Speculation::load(const ModelFlags& target_flags, const OpenedModel& target
 void Speculation::attach(Generator& generator, const OpenedModel& target, double repetition_penalty) const {
   if (kind_ == Kind::None) return;
   const DraftLength length = flags_.draft_max ? DraftLength::fixed(static_cast<size_t>(*flags_.draft_max))
-                                              : DraftLength::adaptive();
+                                              : DraftLength::adaptive(DraftLength::kDefaultMax, /*timed=*/true);
   if (kind_ == Kind::Lookup) {
     generator.set_drafter(std::make_unique<PromptLookupDrafter>(static_cast<size_t>(*flags_.lookup)), length);
   } else {
@@ -88,7 +89,7 @@ void Speculation::attach(Generator& generator, const OpenedModel& target, double
 
 std::string Speculation::describe() const {
   const std::string k = flags_.draft_max ? fmt::format("k = {}", *flags_.draft_max)
-                                         : fmt::format("adaptive k <= {}", DraftLength::kDefaultMax);
+                                         : fmt::format("adaptive timed k <= {}", DraftLength::kDefaultMax);
   switch (kind_) {
     case Kind::None: return "off";
     case Kind::Lookup: return fmt::format("prompt lookup (n-grams up to {}), {}", *flags_.lookup, k);

@@ -95,6 +95,7 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
   Clock::time_point decode_start = start;
   size_t rows = 1;
   bool decode_pass = false;
+  Clock::time_point pass_start = start;  // of the drafting and forward pass being verified
   std::optional<StopReason> end;
   while (true) {
     const size_t first = seq_.cache().length() - rows;  // the position of row 0
@@ -115,9 +116,12 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
       if (match) ++accepted;
       if (end || !match) break;
     }
+    if (drafter_ && decode_pass) {
+      const double seconds = seconds_since(pass_start);
+      drafted > 0 ? draft_length_.passed(drafted, accepted, seconds) : draft_length_.plain_step(seconds);
+    }
     if (drafted > 0) {
       stats.accepted_tokens += accepted;
-      draft_length_.passed(drafted, accepted);
       // Roll back the positions of rejected drafts: keep what the history still starts with.
       const auto same = std::mismatch(to_push_.begin(), to_push_.end(), history_.begin() + static_cast<ptrdiff_t>(first),
                                       history_.end());
@@ -130,15 +134,13 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
     // The step's last token is pending (not in the cache). Draft what may follow it, at most
     // what the context and the token budget leave room for besides the step's own token.
     drafts_.clear();
+    pass_start = Clock::now();
     if (drafter_) {
-      size_t k = draft_length_.next();
-      if (k == 0) draft_length_.plain_step();
-      k = std::min({k, capacity - seq_.cache().length() - 1,
-                    static_cast<size_t>(rules.max_new_tokens) - step_.generated() - 1});
+      const size_t k = std::min({draft_length_.next(), capacity - seq_.cache().length() - 1,
+                                 static_cast<size_t>(rules.max_new_tokens) - step_.generated() - 1});
       if (k > 0) {
-        const Clock::time_point draft_start = Clock::now();
         drafter_->draft(history_, k, drafts_);
-        stats.draft_seconds += seconds_since(draft_start);
+        stats.draft_seconds += seconds_since(pass_start);
       }
       if (drafts_.size() > k) drafts_.resize(k);
     }

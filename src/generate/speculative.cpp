@@ -112,30 +112,43 @@ void require_same_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
 
 // ---- DraftLength ------------------------------------------------------------------------------
 
-DraftLength DraftLength::fixed(size_t k) { return DraftLength(k, k, false); }
+DraftLength DraftLength::fixed(size_t k) { return DraftLength(k, k, false, false); }
 
-DraftLength DraftLength::adaptive(size_t max) {
+DraftLength DraftLength::adaptive(size_t max, bool timed) {
   if (max == 0) fail("the adaptive draft length needs a maximum of at least 1");
-  return DraftLength(std::min<size_t>(4, max), max, true);
+  return DraftLength(std::min<size_t>(4, max), max, true, timed);
 }
 
-void DraftLength::passed(size_t drafted, size_t accepted) {
+void DraftLength::back_off() {
+  wait_ = backoff_;
+  backoff_ = std::min(kMaxWait, 2 * backoff_);
+  k_ = 1;  // the probe after the wait
+  spec_spt_ = 0;
+}
+
+void DraftLength::passed(size_t drafted, size_t accepted, double seconds) {
   if (!adaptive_ || drafted == 0) return;
-  if (accepted >= drafted) {
-    k_ = std::min(max_, k_ + 2);
-  } else {
-    k_ = accepted;
+  k_ = accepted >= drafted ? std::min(max_, k_ + 2) : accepted;
+  bool slower = false;
+  if (timed_ && seconds > 0 && plain_spt_ > 0) {
+    const double spt = seconds / static_cast<double>(accepted + 1);
+    spec_spt_ = spec_spt_ > 0 ? 0.5 * (spec_spt_ + spt) : spt;
+    slower = spec_spt_ > plain_spt_;
   }
-  if (accepted > 0) backoff_ = 1;
-  if (k_ == 0) {
-    wait_ = backoff_;
-    backoff_ = std::min(kMaxWait, 2 * backoff_);
-    k_ = 1;  // the probe after the wait
+  if (accepted > 0 && !slower) backoff_ = 1;
+  if (k_ == 0 || slower) {
+    back_off();
+  } else if (timed_ && ++passes_ >= kRetime) {
+    wait_ = 1;  // time a plain step again
   }
 }
 
-void DraftLength::plain_step() {
+void DraftLength::plain_step(double seconds) {
   if (wait_ > 0) --wait_;
+  passes_ = 0;
+  // The fastest plain step: timing noise only ever adds, and the first steps are the slowest
+  // (caches still cold), so an average would flatter speculation.
+  if (timed_ && seconds > 0) plain_spt_ = plain_spt_ > 0 ? std::min(plain_spt_, seconds) : seconds;
 }
 
 }  // namespace nanoinfer
