@@ -103,7 +103,7 @@ void require_same_vocabulary(const Tokenizer& target, const Tokenizer& draft);
 //                 and probes again with k = 1 after a wait that doubles with each failed probe
 //                 (1, 2, 4 .. 64 steps) and resets when a probe is accepted, so a useless draft
 //                 costs at most one extra row every so often.
-//   adaptive(max, timed = true): also weighs time. It starts with two plain steps, and every
+//   adaptive(max, timed = true): also weighs time. It starts with kTimedStart plain steps, and every
 //                 kRetime passes takes another, to know what a plain token costs (the fastest
 //                 plain step so far); a pass whose seconds per token (drafting included,
 //                 averaged with the passes before since the last back-off) exceed that backs
@@ -114,7 +114,8 @@ void require_same_vocabulary(const Tokenizer& target, const Tokenizer& draft);
 class DraftLength {
  public:
   static constexpr size_t kDefaultMax = 16;
-  static constexpr size_t kRetime = 32;
+  static constexpr size_t kRetime = 16;
+  static constexpr size_t kTimedStart = 4;  // plain steps timed before the first draft
   static DraftLength fixed(size_t k);
   static DraftLength adaptive(size_t max = kDefaultMax, bool timed = false);
 
@@ -130,7 +131,7 @@ class DraftLength {
 
  private:
   DraftLength(size_t k, size_t max, bool adaptive, bool timed)
-      : k_(k), max_(max), adaptive_(adaptive), timed_(timed), wait_(timed ? 2 : 0) {}
+      : k_(k), max_(max), adaptive_(adaptive), timed_(timed), wait_(timed ? kTimedStart : 0) {}
   static constexpr size_t kMaxWait = 64;
   void back_off();
   size_t k_;
