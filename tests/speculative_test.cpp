@@ -183,7 +183,7 @@ TEST(Speculative, AdaptiveLengthGrowsOnAcceptanceAndBacksOffToPlainSteps) {
   EXPECT_THROW(DraftLength::adaptive(0), Error);
 }
 
-// Greedy output with prompt lookup (adaptive and fixed k, longest n-grams 1..4) equals plain
+// Greedy output with prompt lookup (adaptive and fixed k, longest n-grams 1 and 3) equals plain
 // greedy output token for token, on prompts that copy and prompts that do not, and with the
 // repetition penalty the default model's generation_config.json sets.
 TEST(Speculative, LookupGreedyOutputIsPlainGreedyOutput) {
@@ -193,7 +193,7 @@ TEST(Speculative, LookupGreedyOutputIsPlainGreedyOutput) {
     params.repetition_penalty = penalty;
     for (const std::string& prompt : prompts()) {
       const Outcome plain = generate(prompt, 120, params);
-      for (size_t ngram : {1, 2, 4}) {
+      for (size_t ngram : {1, 3}) {
         for (DraftLength length : {DraftLength::adaptive(), DraftLength::fixed(1), DraftLength::fixed(7)}) {
           const Outcome spec = generate(prompt, 120, params, std::make_unique<PromptLookupDrafter>(ngram), length);
           ASSERT_EQ(spec.tokens, plain.tokens) << prompt << " ngram " << ngram << " penalty " << penalty;
@@ -219,7 +219,8 @@ TEST(Speculative, DraftModelGreedyOutputIsPlainGreedyOutput) {
   const int64_t vocab = target().tokenizer.vocab_size();
   size_t rejected = 0;
   for (const std::string& prompt : prompts()) {
-    for (int64_t n : {100, 1000}) {
+    // 1000: until the context (256) is full, once.
+    for (int64_t n : prompt == prompts()[0] ? std::vector<int64_t>{100, 1000} : std::vector<int64_t>{100}) {
       const Outcome plain = generate(prompt, n, kGreedy);
       const Outcome self = generate(prompt, n, kGreedy, std::make_unique<ModelDrafter>(target().model, vocab));
       EXPECT_EQ(self.tokens, plain.tokens) << prompt;
