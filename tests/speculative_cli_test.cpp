@@ -177,6 +177,32 @@ TEST(SpeculativeCli, BenchReportsAcceptanceAndTokensPerPass) {
                         "fewer than -p 200");
 }
 
+// --draft-oracle P: drafts that know the plain continuation, right with probability P.
+TEST(SpeculativeCli, BenchOracleDraftsAcceptAtTheGivenRate) {
+  test::TempDir out;
+  const std::string results = (out.path() / "results.jsonl").string();
+  for (const char* rate : {"1", "0"}) {
+    const auto r = run_cli({"bench", "generate", "-p", "16", "-n", "40", "-r", "1", "-t", "1", "--probe-mib", "0",
+                            "--draft-oracle", rate, "--results", results});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("oracle drafts right with p = "), std::string::npos) << r.out;
+  }
+  std::istringstream lines(test::read_text(results));
+  std::vector<nlohmann::json> spec;
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["bench"] == "generate-speculative") spec.push_back(j);
+  }
+  ASSERT_EQ(spec.size(), 2u);
+  EXPECT_GT(spec[0]["drafted"].get<int>(), 0);
+  EXPECT_EQ(spec[0]["accepted"], spec[0]["drafted"]);  // p = 1: every draft right
+  EXPECT_EQ(spec[1]["accepted"], 0);                   // p = 0: none
+  expect_one_line_error(run_cli({"bench", "generate", "--draft-oracle", "1.5", "--probe-mib", "0"}),
+                        "--draft-oracle must be 0 to 1");
+  expect_one_line_error(run_cli({"bench", "generate", "--draft-oracle", "0.5", "--lookup", "2", "--probe-mib", "0"}),
+                        "--draft-oracle excludes --lookup, --draft and --draft-self");
+}
+
 TEST(SpeculativeCli, HelpNamesTheFlags) {
   const auto r = run_cli({"generate", "--help"});
   ASSERT_EQ(r.status, 0);

@@ -20,7 +20,8 @@
 // speculative greedy decoding alternating, identical tokens asserted, with the acceptance rate,
 // tokens per verification pass and the drafter's share of the time. --prompt-file takes the
 // prompt's first -p tokens from a text file instead of pseudo-random ids (prompt lookup needs
-// text that repeats itself to draft anything).
+// text that repeats itself to draft anything). --draft-oracle P drafts the plain continuation,
+// right at each position with probability P: the A/B at a chosen acceptance.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -56,7 +57,32 @@ struct BenchFlags {
   std::string format = "md";
   std::string results;  // empty: bench/results.jsonl if ./bench exists, else none
   SpeculationFlags speculation;
+  std::optional<double> oracle_rate;  // --draft-oracle
   std::string prompt_file;  // empty: pseudo-random prompt ids
+};
+
+// Drafts that know the answer, for --draft-oracle: the plain greedy continuation, except that
+// the draft for a position is wrong (the right id + 1) unless a fixed pseudo-random number of
+// that position is below `rate`. What verification costs at a chosen acceptance, with drafts
+// that cost nothing: the most any drafter could gain at that rate.
+class OracleDrafter final : public Drafter {
+ public:
+  OracleDrafter(std::vector<int32_t> truth, double rate, int32_t vocab)
+      : truth_(std::move(truth)), rate_(rate), vocab_(vocab) {}
+  void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) override {
+    out.clear();
+    for (size_t i = context.size(); i < truth_.size() && out.size() < k; ++i) {
+      SplitMix64 mix{i};
+      const bool right = static_cast<double>(mix.next() >> 11) * 0x1.0p-53 < rate_;
+      out.push_back(right ? truth_[i] : (truth_[i] + 1) % vocab_);
+    }
+  }
+  std::string_view name() const override { return "oracle"; }
+
+ private:
+  std::vector<int32_t> truth_;
+  double rate_;
+  int32_t vocab_;
 };
 
 // What stdout shows, as llama-bench's -o.
@@ -118,9 +144,19 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
                                                            size_t n_gen, nlohmann::json record) {
   Generator plain(m.model, m.tokenizer, {.temperature = 0.0});
   Generator spec(m.model, m.tokenizer, {.temperature = 0.0});
-  speculation.attach(spec, m, 1.0);
   const StopRules rules{.max_new_tokens = static_cast<int64_t>(n_gen) + 1};
   const TextSink discard = [](std::string_view) {};
+  std::string described = speculation.describe();
+  if (f.oracle_rate) {
+    plain.generate(prompt, rules, discard);
+    const std::vector<int32_t> truth(plain.tokens().begin(), plain.tokens().end());
+    spec.set_drafter(std::make_unique<OracleDrafter>(truth, *f.oracle_rate, m.tokenizer.vocab_size()),
+                     DraftLength::adaptive(DraftLength::kDefaultMax, /*timed=*/true));
+    described = fmt::format("oracle drafts right with p = {:.2f}, adaptive timed k <= {}", *f.oracle_rate,
+                            DraftLength::kDefaultMax);
+  } else {
+    speculation.attach(spec, m, 1.0);
+  }
   std::vector<double> plain_ts, spec_ts, draft_share;
   GenerationStats last;
   for (int64_t r = -1; r < f.repetitions; ++r) {  // r = -1 is the warm-up
@@ -141,7 +177,7 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
   record["bench"] = "generate-speculative";
   record["n_prompt"] = prompt.size();
   record["n_gen"] = n_gen;
-  record["speculation"] = speculation.describe();
+  record["speculation"] = described;
   record["plain_median_ts"] = a.median;
   record["speculative_median_ts"] = b.median;
   record["speedup"] = a.median > 0 ? b.median / a.median : 0.0;
@@ -161,7 +197,7 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
       "speculative A/B ({}; {} runs, {} tokens after a {}-token prompt, identical tokens): plain {:.2f} tok/s, "
       "speculative {:.2f} tok/s (x{:.2f}); acceptance {:.1f}% ({} of {} drafted), {:.2f} tokens per verification "
       "pass, {} target passes for {} tokens, drafting {:.1f}% of the decode time",
-      speculation.describe(), f.repetitions, n_gen, prompt.size(), a.median, b.median,
+      described, f.repetitions, n_gen, prompt.size(), a.median, b.median,
       a.median > 0 ? b.median / a.median : 0.0, 100.0 * last.acceptance_rate(), last.accepted_tokens,
       last.drafted_tokens, last.tokens_per_verify_pass(), last.decode_steps, last.decode_tokens, 100.0 * d.median);
   note += fmt::format("; a pass of n tokens costs, relative to one decode step: {}", curve_text);
@@ -317,7 +353,7 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
     ab["identical_output"] = true;
     out.records.push_back(std::move(ab));
   }
-  if (speculation.enabled()) {
+  if (speculation.enabled() || f.oracle_rate) {
     auto [spec_record, spec_note] = measure_speculation(f, speculation, m, prompt, n_gen, base);
     out.records.push_back(std::move(spec_record));
     out.notes.push_back(std::move(spec_note));
@@ -364,6 +400,10 @@ void run(const BenchFlags& f) {
   if (!results.empty()) check_bench_results_path(results);  // before the runs, not after them
 
   Speculation speculation(f.speculation);
+  if (f.oracle_rate) {
+    if (!(*f.oracle_rate >= 0 && *f.oracle_rate <= 1)) fail("--draft-oracle must be 0 to 1, got {}", *f.oracle_rate);
+    if (speculation.enabled()) fail("--draft-oracle excludes --lookup, --draft and --draft-self");
+  }
   std::vector<nlohmann::json> records;
   std::vector<std::string> notes;
   for (int64_t t : f.threads) {
@@ -444,6 +484,10 @@ void setup(CLI::App& app) {
                  "Buffer of the read-bandwidth probe the roofline share is computed from, in MiB "
                  "(default 1024; 0 = no probe)");
   add_speculation_flags(app, f->speculation);
+  app.add_option("--draft-oracle", f->oracle_rate,
+                 "Speculative A/B with drafts that know the plain greedy continuation, each position's draft "
+                 "right with probability P (0 to 1): what verification costs at that acceptance, drafting for free")
+      ->type_name("P");
   app.add_option("--prompt-file", f->prompt_file,
                  "Take the prompt's first -p tokens from this text file (default: pseudo-random token ids)");
   app.add_option("-o,--output", f->format, "What stdout shows: md (default), csv, json or jsonl, as llama-bench's -o");
