@@ -183,7 +183,7 @@ TEST(SpeculativeCli, BenchOracleDraftsAcceptAtTheGivenRate) {
   const std::string results = (out.path() / "results.jsonl").string();
   for (const char* rate : {"1", "0"}) {
     const auto r = run_cli({"bench", "generate", "-p", "16", "-n", "40", "-r", "1", "-t", "1", "--probe-mib", "0",
-                            "--draft-oracle", rate, "--results", results});
+                            "--draft-oracle", rate, "--draft-max", "3", "--results", results});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("oracle drafts right with p = "), std::string::npos) << r.out;
   }
@@ -194,9 +194,13 @@ TEST(SpeculativeCli, BenchOracleDraftsAcceptAtTheGivenRate) {
     if (j["bench"] == "generate-speculative") spec.push_back(j);
   }
   ASSERT_EQ(spec.size(), 2u);
-  EXPECT_GT(spec[0]["drafted"].get<int>(), 0);
-  EXPECT_EQ(spec[0]["accepted"], spec[0]["drafted"]);  // p = 1: every draft right
-  EXPECT_EQ(spec[1]["accepted"], 0);                   // p = 0: none
+  // k = 3, 40 tokens after the prefill's: p = 1 accepts every draft, 4 tokens in each of 10
+  // passes; p = 0 none, one token a pass, the last a plain step (no budget left to draft).
+  EXPECT_EQ(spec[0]["accepted"], spec[0]["drafted"]);
+  EXPECT_EQ(spec[0]["verify_passes"], 10);
+  EXPECT_EQ(spec[0]["drafted"], 10 * 3);
+  EXPECT_EQ(spec[1]["accepted"], 0);
+  EXPECT_EQ(spec[1]["verify_passes"], 39);
   expect_one_line_error(run_cli({"bench", "generate", "--draft-oracle", "1.5", "--probe-mib", "0"}),
                         "--draft-oracle must be 0 to 1");
   expect_one_line_error(run_cli({"bench", "generate", "--draft-oracle", "0.5", "--lookup", "2", "--probe-mib", "0"}),

@@ -150,10 +150,13 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
   if (f.oracle_rate) {
     plain.generate(prompt, rules, discard);
     const std::vector<int32_t> truth(plain.tokens().begin(), plain.tokens().end());
+    const std::optional<int64_t> k = f.speculation.draft_max;
     spec.set_drafter(std::make_unique<OracleDrafter>(truth, *f.oracle_rate, m.tokenizer.vocab_size()),
-                     DraftLength::adaptive(DraftLength::kDefaultMax, /*timed=*/true));
-    described = fmt::format("oracle drafts right with p = {:.2f}, adaptive timed k <= {}", *f.oracle_rate,
-                            DraftLength::kDefaultMax);
+                     k ? DraftLength::fixed(static_cast<size_t>(*k))
+                       : DraftLength::adaptive(DraftLength::kDefaultMax, /*timed=*/true));
+    described = fmt::format("oracle drafts right with p = {:.2f}, {}", *f.oracle_rate,
+                            k ? fmt::format("k = {}", *k)
+                              : fmt::format("adaptive timed k <= {}", DraftLength::kDefaultMax));
   } else {
     speculation.attach(spec, m, 1.0);
   }
@@ -399,8 +402,14 @@ void run(const BenchFlags& f) {
   if (results.empty() && std::filesystem::is_directory("bench")) results = "bench/results.jsonl";
   if (!results.empty()) check_bench_results_path(results);  // before the runs, not after them
 
-  Speculation speculation(f.speculation);
+  // --draft-max also sets the oracle's k (Speculation refuses it without a drafter of its own).
+  SpeculationFlags own = f.speculation;
+  if (f.oracle_rate) own.draft_max.reset();
+  Speculation speculation(own);
   if (f.oracle_rate) {
+    if (f.speculation.draft_max && (*f.speculation.draft_max < 0 || *f.speculation.draft_max > 64)) {
+      fail("--draft-max must be 0 to 64, got {}", *f.speculation.draft_max);
+    }
     if (!(*f.oracle_rate >= 0 && *f.oracle_rate <= 1)) fail("--draft-oracle must be 0 to 1, got {}", *f.oracle_rate);
     if (speculation.enabled()) fail("--draft-oracle excludes --lookup, --draft and --draft-self");
   }
