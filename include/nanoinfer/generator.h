@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 #include "nanoinfer/kv_cache.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/sampler.h"
+#include "nanoinfer/speculative.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer {
@@ -29,14 +31,26 @@ namespace nanoinfer {
 struct GenerationStats {
   size_t prompt_tokens = 0;     // positions prefilled by this call
   size_t generated_tokens = 0;  // tokens sampled and kept (an end-of-sequence id is not kept)
-  size_t decode_steps = 0;      // single-token forward passes
-  double prefill_seconds = 0;   // the prefill forward pass
+  size_t decode_steps = 0;      // forward passes after the prefill (one token, or a verification pass)
+  size_t decode_tokens = 0;     // tokens chosen from those passes' logits (kept, or end of sequence)
+  double prefill_seconds = 0;   // the prefill forward pass (and a draft model's: Drafter::prefill)
   double first_token_seconds = 0;  // start of the call to the first token sampled
   double decode_seconds = 0;    // first token sampled to the last one
   StopReason stop_reason = StopReason::MaxTokens;
 
+  // Speculative decoding (Generator::set_drafter): passes that verified at least one draft,
+  // tokens drafted for them, drafts accepted, and tokens chosen from their logits (the accepted
+  // drafts plus, usually, the target's own next token).
+  size_t verify_passes = 0;
+  size_t drafted_tokens = 0;
+  size_t accepted_tokens = 0;
+  size_t verified_tokens = 0;
+  double draft_seconds = 0;  // of decode_seconds, the time the drafter took
+
   double prefill_tokens_per_second() const;
-  double decode_tokens_per_second() const;
+  double decode_tokens_per_second() const;  // decode_tokens / decode_seconds
+  double acceptance_rate() const;           // accepted / drafted (0 when nothing was drafted)
+  double tokens_per_verify_pass() const;    // verified_tokens / verify_passes (0 without passes)
 };
 
 class Generator {
@@ -50,10 +64,16 @@ class Generator {
   GenerationStats generate(std::span<const int32_t> new_tokens, const StopRules& rules, const TextSink& on_text,
                            const StepObserver& observer = {});
 
+  // Decodes speculatively from now on (nanoinfer/speculative.h): each step drafts up to
+  // length.next() tokens with `drafter` and verifies them in one forward pass of the model; the
+  // tokens generated are bitwise those of plain decoding. A null drafter decodes plainly.
+  void set_drafter(std::unique_ptr<Drafter> drafter, DraftLength length);
+
   // Adds a logit processor to the sequence's step (restarted with each generate() call).
   void add_processor(std::unique_ptr<LogitProcessor> processor) { step_.add_processor(std::move(processor)); }
 
-  // Forgets the sequence (the cache keeps its storage).
+  // Forgets the sequence (the cache keeps its storage); a drafter forgets it too and the draft
+  // length starts over.
   void reset();
 
   std::span<const int32_t> tokens() const { return history_; }  // prompt + generated so far
@@ -69,7 +89,11 @@ class Generator {
   GenerationStep step_;  // one per sequence: its sampler stream goes on across generate() calls
   Sequence seq_;
   std::vector<int32_t> history_;  // tokens of the sequence; the first cache_.length() are cached
-  std::vector<int32_t> to_push_;  // scratch for the prefill
+  std::vector<int32_t> to_push_;  // scratch: the prefill, then each pass's pending token and drafts
+  std::unique_ptr<Drafter> drafter_;
+  DraftLength draft_length_ = DraftLength::fixed(0);
+  DraftLength draft_length_start_ = DraftLength::fixed(0);
+  std::vector<int32_t> drafts_;
 };
 
 }  // namespace nanoinfer

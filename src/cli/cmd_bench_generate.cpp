@@ -15,6 +15,13 @@
 //
 // --cache-ab adds the KV cache A/B: the same greedy decode once with the cache and once by
 // recomputing the whole sequence for every token, alternating, asserting identical tokens.
+//
+// --lookup / --draft / --draft-self (as generate's) add the speculative A/B: plain and
+// speculative greedy decoding alternating, identical tokens asserted, with the acceptance rate,
+// tokens per verification pass and the drafter's share of the time. --prompt-file takes the
+// prompt's first -p tokens from a text file instead of pseudo-random ids (prompt lookup needs
+// text that repeats itself to draft anything). --draft-oracle P drafts the plain continuation,
+// right at each position with probability P: the A/B at a chosen acceptance.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -27,7 +34,9 @@
 #include "nanoinfer/viz_trace.h"
 #include "bench_record.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/splitmix64.h"
+#include "speculation_options.h"
 #include "nanoinfer/generator.h"
 #include "nanoinfer/kv_cache.h"
 #include "nanoinfer/thread_pool.h"
@@ -47,6 +56,33 @@ struct BenchFlags {
   int64_t probe_mib = 1024;
   std::string format = "md";
   std::string results;  // empty: bench/results.jsonl if ./bench exists, else none
+  SpeculationFlags speculation;
+  std::optional<double> oracle_rate;  // --draft-oracle
+  std::string prompt_file;  // empty: pseudo-random prompt ids
+};
+
+// Drafts that know the answer, for --draft-oracle: the plain greedy continuation, except that
+// the draft for a position is wrong (the right id + 1) unless a fixed pseudo-random number of
+// that position is below `rate`. What verification costs at a chosen acceptance, with drafts
+// that cost nothing: the most any drafter could gain at that rate.
+class OracleDrafter final : public Drafter {
+ public:
+  OracleDrafter(std::vector<int32_t> truth, double rate, int32_t vocab)
+      : truth_(std::move(truth)), rate_(rate), vocab_(vocab) {}
+  void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) override {
+    out.clear();
+    for (size_t i = context.size(); i < truth_.size() && out.size() < k; ++i) {
+      SplitMix64 mix{i};
+      const bool right = static_cast<double>(mix.next() >> 11) * 0x1.0p-53 < rate_;
+      out.push_back(right ? truth_[i] : (truth_[i] + 1) % vocab_);
+    }
+  }
+  std::string_view name() const override { return "oracle"; }
+
+ private:
+  std::vector<int32_t> truth_;
+  double rate_;
+  int32_t vocab_;
 };
 
 // What stdout shows, as llama-bench's -o.
@@ -60,12 +96,115 @@ Format format_of(const std::string& name) {
        "--results FILE", name);
 }
 
-// Deterministic prompt: the splitmix64 stream of seed 0, over the tokenizer's ids.
-std::vector<int32_t> bench_prompt(size_t n, int32_t vocab) {
+// Deterministic prompt: the first n tokens of --prompt-file, else the splitmix64 stream of
+// seed 0 over the tokenizer's ids.
+std::vector<int32_t> bench_prompt(size_t n, const Tokenizer& tok, const std::string& prompt_file) {
+  if (!prompt_file.empty()) {
+    std::vector<int32_t> ids = encode_raw_prompt(tok, read_file(prompt_file, 64u << 20));
+    if (ids.size() < n) fail("--prompt-file {} has {} tokens, fewer than -p {}", prompt_file, ids.size(), n);
+    ids.resize(n);
+    return ids;
+  }
   std::vector<int32_t> ids(n);
   SplitMix64 mix{0};
-  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(mix.next() % static_cast<uint64_t>(vocab));
+  const auto vocab = static_cast<uint64_t>(tok.vocab_size());
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(mix.next() % vocab);
   return ids;
+}
+
+// What a verification pass costs: the median time of one forward pass of 1 .. kMaxRows tokens
+// (all logits, as verification runs it) after the prompt, each rolled back again, relative to
+// the 1-token pass (a decode step). The rows alternate inside each round so drift hits all.
+constexpr size_t kMaxRows = 9;
+std::vector<double> pass_cost_curve(const OpenedModel& m, const std::vector<int32_t>& prompt, int64_t rounds) {
+  Sequence seq = m.model.new_sequence();
+  m.model.forward(prompt, seq);
+  // The pass's tokens are the prompt's first ones (any tokens cost the same).
+  const size_t rows_max = std::min({kMaxRows, seq.cache().capacity() - seq.length(), prompt.size()});
+  std::vector<std::vector<double>> seconds(rows_max);
+  for (int64_t r = -1; r < rounds * 4; ++r) {  // r = -1 is the warm-up
+    for (size_t rows = 1; rows <= rows_max; ++rows) {
+      const Clock::time_point start = Clock::now();
+      m.model.forward(std::span(prompt).first(rows), seq, /*all_logits=*/true);
+      const double t = std::chrono::duration<double>(Clock::now() - start).count();
+      seq.cache().truncate(prompt.size());
+      if (r >= 0) seconds[rows - 1].push_back(t);
+    }
+  }
+  std::vector<double> relative;
+  const double one = summarize(seconds[0]).median;
+  for (const auto& s : seconds) relative.push_back(one > 0 ? summarize(s).median / one : 0.0);
+  return relative;
+}
+
+// Plain and speculative greedy decoding of the same prompt, alternating so drift in machine
+// load hits both alike; the tokens must be identical. Returns the record and its note.
+std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, const Speculation& speculation,
+                                                           OpenedModel& m, const std::vector<int32_t>& prompt,
+                                                           size_t n_gen, nlohmann::json record) {
+  Generator plain(m.model, m.tokenizer, {.temperature = 0.0});
+  Generator spec(m.model, m.tokenizer, {.temperature = 0.0});
+  const StopRules rules{.max_new_tokens = static_cast<int64_t>(n_gen) + 1};
+  const TextSink discard = [](std::string_view) {};
+  std::string described = speculation.describe();
+  if (f.oracle_rate) {
+    plain.generate(prompt, rules, discard);
+    const std::vector<int32_t> truth(plain.tokens().begin(), plain.tokens().end());
+    const std::optional<int64_t> k = f.speculation.draft_max;
+    spec.set_drafter(std::make_unique<OracleDrafter>(truth, *f.oracle_rate, m.tokenizer.vocab_size()),
+                     k ? DraftLength::fixed(static_cast<size_t>(*k))
+                       : DraftLength::adaptive(DraftLength::kDefaultMax, /*timed=*/true));
+    described = fmt::format("oracle drafts right with p = {:.2f}, {}", *f.oracle_rate,
+                            k ? fmt::format("k = {}", *k)
+                              : fmt::format("adaptive timed k <= {}", DraftLength::kDefaultMax));
+  } else {
+    speculation.attach(spec, m, 1.0);
+  }
+  std::vector<double> plain_ts, spec_ts, draft_share;
+  GenerationStats last;
+  for (int64_t r = -1; r < f.repetitions; ++r) {  // r = -1 is the warm-up
+    plain.reset();
+    spec.reset();
+    const GenerationStats p = plain.generate(prompt, rules, discard);
+    last = spec.generate(prompt, rules, discard);
+    if (!std::ranges::equal(plain.tokens(), spec.tokens())) {
+      fail("speculative A/B: speculative and plain greedy decoding differ (run {})", r);
+    }
+    if (last.decode_tokens != n_gen) fail("bench: expected {} decoded tokens, got {}", n_gen, last.decode_tokens);
+    if (r < 0) continue;
+    plain_ts.push_back(p.decode_tokens_per_second());
+    spec_ts.push_back(last.decode_tokens_per_second());
+    draft_share.push_back(last.decode_seconds > 0 ? last.draft_seconds / last.decode_seconds : 0.0);
+  }
+  const Summary a = summarize(plain_ts), b = summarize(spec_ts), d = summarize(draft_share);
+  record["bench"] = "generate-speculative";
+  record["n_prompt"] = prompt.size();
+  record["n_gen"] = n_gen;
+  record["speculation"] = described;
+  record["plain_median_ts"] = a.median;
+  record["speculative_median_ts"] = b.median;
+  record["speedup"] = a.median > 0 ? b.median / a.median : 0.0;
+  record["drafted"] = last.drafted_tokens;
+  record["accepted"] = last.accepted_tokens;
+  record["acceptance_rate"] = last.acceptance_rate();
+  record["verify_passes"] = last.verify_passes;
+  record["tokens_per_verify_pass"] = last.tokens_per_verify_pass();
+  record["target_passes"] = last.decode_steps;
+  record["draft_time_share"] = d.median;
+  record["identical_output"] = true;
+  const std::vector<double> curve = pass_cost_curve(m, prompt, f.repetitions);
+  record["pass_cost_relative"] = curve;
+  std::string curve_text;
+  for (size_t i = 0; i < curve.size(); ++i) curve_text += fmt::format("{}{}: {:.2f}", i ? ", " : "", i + 1, curve[i]);
+  std::string note = fmt::format(
+      "speculative A/B ({}; {} runs, {} tokens after a {}-token prompt, identical tokens): plain {:.2f} tok/s, "
+      "speculative {:.2f} tok/s (x{:.2f}); acceptance {:.1f}% ({} of {} drafted), {:.2f} tokens per verification "
+      "pass, {} target passes for {} tokens, drafting {:.1f}% of the decode time",
+      described, f.repetitions, n_gen, prompt.size(), a.median, b.median,
+      a.median > 0 ? b.median / a.median : 0.0, 100.0 * last.acceptance_rate(), last.accepted_tokens,
+      last.drafted_tokens, last.tokens_per_verify_pass(), last.decode_steps, last.decode_tokens, 100.0 * d.median);
+  note += fmt::format("; a pass of n tokens costs, relative to one decode step: {}", curve_text);
+  return {std::move(record), std::move(note)};
 }
 
 // One -p/-n combination on an opened model: its records (pp, tg, and the cache A/B's with
@@ -75,9 +214,10 @@ struct Measured {
   std::vector<std::string> notes;
 };
 
-Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_gen, const Summary& bandwidth) {
+Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_gen, const Summary& bandwidth,
+                 const Speculation& speculation) {
   Measured out;
-  const std::vector<int32_t> prompt = bench_prompt(n_prompt, m.tokenizer.vocab_size());
+  const std::vector<int32_t> prompt = bench_prompt(n_prompt, m.tokenizer, f.prompt_file);
   Generator generator(m.model, m.tokenizer, {.temperature = 0.0});
   // No end-of-sequence ids: every run decodes exactly n_gen steps (n_gen + 1 tokens sampled,
   // the first from the prefill's logits).
@@ -216,6 +356,11 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
     ab["identical_output"] = true;
     out.records.push_back(std::move(ab));
   }
+  if (speculation.enabled() || f.oracle_rate) {
+    auto [spec_record, spec_note] = measure_speculation(f, speculation, m, prompt, n_gen, base);
+    out.records.push_back(std::move(spec_record));
+    out.notes.push_back(std::move(spec_note));
+  }
   return out;
 }
 
@@ -257,12 +402,24 @@ void run(const BenchFlags& f) {
   if (results.empty() && std::filesystem::is_directory("bench")) results = "bench/results.jsonl";
   if (!results.empty()) check_bench_results_path(results);  // before the runs, not after them
 
+  // --draft-max also sets the oracle's k (Speculation refuses it without a drafter of its own).
+  SpeculationFlags own = f.speculation;
+  if (f.oracle_rate) own.draft_max.reset();
+  Speculation speculation(own);
+  if (f.oracle_rate) {
+    if (f.speculation.draft_max && (*f.speculation.draft_max < 0 || *f.speculation.draft_max > 64)) {
+      fail("--draft-max must be 0 to 64, got {}", *f.speculation.draft_max);
+    }
+    if (!(*f.oracle_rate >= 0 && *f.oracle_rate <= 1)) fail("--draft-oracle must be 0 to 1, got {}", *f.oracle_rate);
+    if (speculation.enabled()) fail("--draft-oracle excludes --lookup, --draft and --draft-self");
+  }
   std::vector<nlohmann::json> records;
   std::vector<std::string> notes;
   for (int64_t t : f.threads) {
     ModelFlags flags = f.model;
     flags.threads = static_cast<int>(t);
     OpenedModel m = load_model(flags);
+    speculation.load(flags, m);
     for (int64_t p : f.n_prompt) {
       for (int64_t n : f.n_gen) {
         if (static_cast<size_t>(p + n) > m.model.max_context()) {
@@ -278,7 +435,7 @@ void run(const BenchFlags& f) {
     }
     for (int64_t p : f.n_prompt) {
       for (int64_t n : f.n_gen) {
-        Measured one = measure(f, m, static_cast<size_t>(p), static_cast<size_t>(n), bandwidth);
+        Measured one = measure(f, m, static_cast<size_t>(p), static_cast<size_t>(n), bandwidth, speculation);
         for (auto& r : one.records) records.push_back(std::move(r));
         for (auto& line : one.notes) notes.push_back(std::move(line));
       }
@@ -335,6 +492,13 @@ void setup(CLI::App& app) {
   app.add_option("--probe-mib", f->probe_mib,
                  "Buffer of the read-bandwidth probe the roofline share is computed from, in MiB "
                  "(default 1024; 0 = no probe)");
+  add_speculation_flags(app, f->speculation);
+  app.add_option("--draft-oracle", f->oracle_rate,
+                 "Speculative A/B with drafts that know the plain greedy continuation, each position's draft "
+                 "right with probability P (0 to 1): what verification costs at that acceptance, drafting for free")
+      ->type_name("P");
+  app.add_option("--prompt-file", f->prompt_file,
+                 "Take the prompt's first -p tokens from this text file (default: pseudo-random token ids)");
   app.add_option("-o,--output", f->format, "What stdout shows: md (default), csv, json or jsonl, as llama-bench's -o");
   app.add_option("--results", f->results,
                  "JSON-lines file the records are appended to (default: bench/results.jsonl when ./bench exists, "

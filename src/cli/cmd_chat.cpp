@@ -21,6 +21,7 @@
 #include "output.h"
 #include "common_options.h"
 #include "line_input.h"
+#include "speculation_options.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
@@ -35,6 +36,7 @@ struct ChatFlags {
   bool special = false;
   int64_t n_predict = 0;  // 0: until the reply ends or the context is full
   GrammarFlags grammar;
+  SpeculationFlags speculation;
   bool verbose = false;
 };
 
@@ -67,7 +69,9 @@ constexpr std::string_view kHelp =
 
 void run(const ChatFlags& f) {
   require_non_negative(f.n_predict, "-n");
+  Speculation speculation(f.speculation);
   OpenedModel m = load_model(f.model);
+  speculation.load(f.model, m);
   const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
   StopRules options;
   options.max_new_tokens = f.n_predict > 0 ? f.n_predict : std::numeric_limits<int64_t>::max();
@@ -78,6 +82,7 @@ void run(const ChatFlags& f) {
   Generator generator(m.model, m.tokenizer, sampling.params());
   // Each reply is constrained on its own: the grammar restarts with every turn.
   if (auto g = grammar_processor(f.grammar, m.tokenizer, options.eos_ids)) generator.add_processor(std::move(g));
+  speculation.attach(generator, m, sampling.params().repetition_penalty);
   ChatSession session(generator, m.tokenizer, f.system,
                       f.special ? SpecialTokens::Parse : SpecialTokens::AsText);
   const bool interactive = ::isatty(STDIN_FILENO) != 0;
@@ -145,6 +150,7 @@ void run(const ChatFlags& f) {
                    s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens,
                    s.decode_tokens_per_second(), stop_reason_name(s.stop_reason),
                    generator.tokens().size(), generator.context_size());
+        if (speculation.enabled()) fmt::print(stderr, "[{}]\n", speculation.stats_line(s));
       }
     } catch (const Error& e) {
       if (std::ferror(stdout)) throw;  // no one can read the replies: end the chat
@@ -170,6 +176,7 @@ void setup(CLI::App& app) {
   app.add_option("-n,--n-predict", f->n_predict,
                  "Maximum tokens per reply (default 0: until the reply ends or the context is full)");
   add_grammar_flags(app, f->grammar);
+  add_speculation_flags(app, f->speculation);
   app.add_flag("--verbose", f->verbose, "Print settings and per-turn statistics to stderr");
   app.callback([f] { run(*f); });
 }

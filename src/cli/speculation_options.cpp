@@ -1,0 +1,109 @@
+#include "speculation_options.h"
+
+#include <fmt/format.h>
+
+#include "nanoinfer/error.h"
+
+namespace nanoinfer::cli {
+
+namespace {
+constexpr int64_t kMaxDraft = 64;
+}
+
+void add_speculation_flags(CLI::App& app, SpeculationFlags& flags) {
+  app.add_option("--lookup", flags.lookup,
+                 fmt::format("Speculative decoding by prompt lookup: draft the continuation of the latest earlier "
+                             "occurrence of the context's last N tokens (N = 1 to {}, longest match first); no "
+                             "second model",
+                             PromptLookupDrafter::kMaxNgram))
+      ->type_name("N");
+  app.add_option("--draft", flags.draft,
+                 "Speculative decoding with this draft model (a directory or .gguf with the same tokenizer): it "
+                 "drafts greedily, the model verifies all drafts in one pass; the output is unchanged")
+      ->type_name("MODEL");
+  app.add_option("--draft-self", flags.draft_self,
+                 "Speculative decoding with the model's own weights quantized at load as the draft: int8 or int4")
+      ->type_name("TYPE");
+  app.add_option("--draft-max", flags.draft_max,
+                 fmt::format("Tokens drafted per verification pass, 0 to {} (default: adaptive, up to {}: grows "
+                             "while drafts are accepted, falls to plain decoding when they are not or when "
+                             "speculation is slower per token than plain steps)",
+                             kMaxDraft, DraftLength::kDefaultMax))
+      ->type_name("K");
+}
+
+Speculation::Speculation(const SpeculationFlags& flags) : flags_(flags) {
+  const int given = (flags.lookup ? 1 : 0) + (flags.draft.empty() ? 0 : 1) + (flags.draft_self.empty() ? 0 : 1);
+  if (given > 1) fail("--lookup, --draft and --draft-self exclude each other");
+  if (flags.lookup) {
+    if (*flags.lookup < 1 || *flags.lookup > static_cast<int64_t>(PromptLookupDrafter::kMaxNgram)) {
+      fail("--lookup must be 1 to {} (the longest n-gram matched), got {}", PromptLookupDrafter::kMaxNgram,
+           *flags.lookup);
+    }
+    kind_ = Kind::Lookup;
+  } else if (!flags.draft.empty()) {
+    kind_ = Kind::Draft;
+  } else if (!flags.draft_self.empty()) {
+    self_type_ = weight_type_from_name(flags.draft_self);
+    if (!self_type_ || (*self_type_ != WeightType::Q8_0 && *self_type_ != WeightType::Q4_0)) {
+      fail("--draft-self must be int8 or int4, got '{}'", flags.draft_self);
+    }
+    kind_ = Kind::DraftSelf;
+  }
+  if (flags.draft_max) {
+    if (kind_ == Kind::None) fail("--draft-max needs --lookup, --draft or --draft-self");
+    if (*flags.draft_max < 0 || *flags.draft_max > kMaxDraft) {
+      fail("--draft-max must be 0 to {}, got {}", kMaxDraft, *flags.draft_max);
+    }
+  }
+}
+
+void Speculation::load(const ModelFlags& target_flags, const OpenedModel& target) {
+  if (kind_ != Kind::Draft && kind_ != Kind::DraftSelf) return;
+  OpenOptions options = open_options(target_flags);
+  if (kind_ == Kind::DraftSelf) {
+    options.model.weights = self_type_;
+    draft_ = std::make_unique<OpenedModel>(open_model(target_flags.model_dir, options));
+    return;
+  }
+  options.model.weights.reset();  // the draft as stored
+  try {
+    draft_ = std::make_unique<OpenedModel>(open_model(flags_.draft, options));
+    require_same_vocabulary(target.tokenizer, draft_->tokenizer);
+  } catch (const Error& e) {
+    fail("--draft {}: {}", flags_.draft, e.what());
+  }
+}
+
+void Speculation::attach(Generator& generator, const OpenedModel& target, double repetition_penalty) const {
+  if (kind_ == Kind::None) return;
+  const DraftLength length = flags_.draft_max ? DraftLength::fixed(static_cast<size_t>(*flags_.draft_max))
+                                              : DraftLength::adaptive(DraftLength::kDefaultMax, /*timed=*/true);
+  if (kind_ == Kind::Lookup) {
+    generator.set_drafter(std::make_unique<PromptLookupDrafter>(static_cast<size_t>(*flags_.lookup)), length);
+  } else {
+    if (!draft_) fail("internal error: the draft model was not loaded");
+    generator.set_drafter(std::make_unique<ModelDrafter>(draft_->model, target.tokenizer.vocab_size(), repetition_penalty), length);
+  }
+}
+
+std::string Speculation::describe() const {
+  const std::string k = flags_.draft_max ? fmt::format("k = {}", *flags_.draft_max)
+                                         : fmt::format("adaptive timed k <= {}", DraftLength::kDefaultMax);
+  switch (kind_) {
+    case Kind::None: return "off";
+    case Kind::Lookup: return fmt::format("prompt lookup (n-grams up to {}), {}", *flags_.lookup, k);
+    case Kind::Draft: return fmt::format("draft model {}, {}", flags_.draft, k);
+    case Kind::DraftSelf: return fmt::format("self-draft {}, {}", flags_.draft_self, k);
+  }
+  return "?";
+}
+
+std::string Speculation::stats_line(const GenerationStats& s) const {
+  return fmt::format("speculation: {} | drafted {}, accepted {} ({:.1f}%) | {} verification passes, {:.2f} tokens "
+                     "per pass | {} target passes for {} tokens",
+                     describe(), s.drafted_tokens, s.accepted_tokens, 100.0 * s.acceptance_rate(), s.verify_passes,
+                     s.tokens_per_verify_pass(), s.decode_steps, s.decode_tokens);
+}
+
+}  // namespace nanoinfer::cli

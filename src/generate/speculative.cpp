@@ -1,0 +1,154 @@
+#include "nanoinfer/speculative.h"
+
+#include <algorithm>
+
+#include "nanoinfer/error.h"
+
+namespace nanoinfer {
+
+// ---- PromptLookupDrafter ----------------------------------------------------------------------
+
+PromptLookupDrafter::PromptLookupDrafter(size_t max_ngram) : max_ngram_(max_ngram) {
+  if (max_ngram < 1 || max_ngram > kMaxNgram) {
+    fail("the prompt lookup n-gram must be 1 to {} tokens, not {}", kMaxNgram, max_ngram);
+  }
+}
+
+void PromptLookupDrafter::draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) {
+  out.clear();
+  const size_t n = context.size();
+  if (n < 2 || k == 0) return;
+  // Longest suffix first; for each length the latest earlier occurrence whose continuation
+  // starts before the end (start + g < n), so there is at least one token to copy.
+  for (size_t g = std::min(max_ngram_, n - 1); g >= 1; --g) {
+    const std::span<const int32_t> suffix = context.subspan(n - g);
+    for (size_t start = n - g; start-- > 0;) {
+      if (!std::equal(suffix.begin(), suffix.end(), context.begin() + static_cast<ptrdiff_t>(start))) continue;
+      const size_t from = start + g;
+      const size_t take = std::min(k, n - from);
+      out.assign(context.begin() + static_cast<ptrdiff_t>(from), context.begin() + static_cast<ptrdiff_t>(from + take));
+      return;
+    }
+  }
+}
+
+// ---- ModelDrafter -----------------------------------------------------------------------------
+
+ModelDrafter::ModelDrafter(const Model& draft, int64_t sample_vocab, double repetition_penalty)
+    : model_(draft),
+      vocab_(std::min(static_cast<size_t>(std::max<int64_t>(sample_vocab, 1)), draft.vocab_size())),
+      seq_(draft.new_sequence()) {
+  if (repetition_penalty != 1.0) penalty_.emplace(static_cast<int64_t>(vocab_), repetition_penalty);
+}
+
+std::span<const float> ModelDrafter::push(std::span<const int32_t> context, bool last) {
+  // Keep the cached prefix the context still starts with; with `last`, push at least the
+  // context's last token (its logits give the first draft).
+  const auto mismatch = std::mismatch(cached_.begin(), cached_.end(), context.begin(), context.end());
+  size_t keep = static_cast<size_t>(mismatch.first - cached_.begin());
+  if (last) keep = std::min(keep, context.size() - 1);
+  seq_.cache().truncate(keep);
+  cached_.resize(keep);
+  if (keep == context.size()) return {};
+  cached_.insert(cached_.end(), context.begin() + static_cast<ptrdiff_t>(keep), context.end());
+  return model_.forward(context.subspan(keep), seq_);
+}
+
+void ModelDrafter::prefill(std::span<const int32_t> context) {
+  if (context.size() <= seq_.cache().capacity()) push(context, /*last=*/false);
+}
+
+void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) {
+  out.clear();
+  if (context.empty() || k == 0) return;
+  const size_t capacity = seq_.cache().capacity();
+  // Pushing the context and all drafts but the last must fit in the draft's own context.
+  if (context.size() + k - 1 > capacity) {
+    if (context.size() >= capacity + 1) return;
+    k = capacity + 1 - context.size();
+  }
+  std::span<const float> logits = push(context, /*last=*/true);
+  // cached_ is the context and then the drafts so far: the penalty's context.
+  while (true) {
+    int32_t best = 0;  // max_element: the first of ties
+    if (penalty_) {
+      scores_.assign(logits.begin(), logits.begin() + static_cast<ptrdiff_t>(vocab_));
+      penalty_->process(scores_, cached_);
+      best = static_cast<int32_t>(std::max_element(scores_.begin(), scores_.end()) - scores_.begin());
+    } else {
+      best = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + static_cast<ptrdiff_t>(vocab_)) -
+                                  logits.begin());
+    }
+    out.push_back(best);
+    if (out.size() == k) return;
+    logits = model_.forward({&out.back(), 1}, seq_);
+    cached_.push_back(out.back());
+  }
+}
+
+void ModelDrafter::reset() {
+  seq_.cache().clear();
+  cached_.clear();
+}
+
+void require_same_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
+  if (target.vocab_size() != draft.vocab_size()) {
+    fail("the draft model's vocabulary has {} tokens but the target's has {}: a draft needs the same tokenizer",
+         draft.vocab_size(), target.vocab_size());
+  }
+  const auto bytes = [](const Tokenizer& tok, int32_t id) -> std::string_view {
+    try {
+      return tok.token_bytes(id);
+    } catch (const Error&) {
+      return {};  // an id no token has (a gap in the ids) reads as empty on both sides
+    }
+  };
+  for (int32_t id = 0; id < target.vocab_size(); ++id) {
+    if (bytes(target, id) != bytes(draft, id) || target.is_added_token(id) != draft.is_added_token(id)) {
+      fail("the draft model's token {} differs from the target's: a draft needs the same tokenizer", id);
+    }
+  }
+}
+
+// ---- DraftLength ------------------------------------------------------------------------------
+
+DraftLength DraftLength::fixed(size_t k) { return DraftLength(k, k, false, false); }
+
+DraftLength DraftLength::adaptive(size_t max, bool timed) {
+  if (max == 0) fail("the adaptive draft length needs a maximum of at least 1");
+  return DraftLength(std::min<size_t>(4, max), max, true, timed);
+}
+
+void DraftLength::back_off() {
+  wait_ = backoff_;
+  backoff_ = std::min(kMaxWait, 2 * backoff_);
+  k_ = 1;  // the probe after the wait
+  spec_spt_ = 0;
+}
+
+void DraftLength::passed(size_t drafted, size_t accepted, double seconds) {
+  if (!adaptive_ || drafted == 0) return;
+  k_ = accepted >= drafted ? std::min(max_, k_ + 2) : accepted;
+  bool slower = false;
+  if (timed_ && seconds > 0 && plain_spt_ > 0) {
+    const double spt = seconds / static_cast<double>(accepted + 1);
+    spec_spt_ = spec_spt_ > 0 ? 0.5 * (spec_spt_ + spt) : spt;
+    slower = spec_spt_ > plain_spt_;
+  }
+  if (accepted > 0 && !slower) backoff_ = 1;
+  if (k_ == 0 || slower) {
+    back_off();
+  } else if (timed_ && ++passes_ >= kRetime) {
+    wait_ = 1;  // time a plain step again
+  }
+}
+
+void DraftLength::plain_step(double seconds) {
+  if (wait_ > 0) --wait_;
+  passes_ = 0;
+  // The fastest plain step: timing noise only ever adds, and the first steps are the slowest
+  // (caches still cold), so an average would flatter speculation.
+  if (timed_ && seconds > 0) plain_spt_ = plain_spt_ > 0 ? std::min(plain_spt_, seconds) : seconds;
+}
+
+}  // namespace nanoinfer

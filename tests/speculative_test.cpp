@@ -1,0 +1,437 @@
+// Speculative decoding (nanoinfer/speculative.h) on the embedded default model: the premise
+// (a chunk's logits are bitwise those of single steps, and a rolled-back cache continues as a
+// fresh one), then the promise: with prompt lookup or a draft model, greedy and seeded sampled
+// output is token for token that of plain decoding, and the passes are counted exactly.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nanoinfer/engine.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/generator.h"
+#include "nanoinfer/speculative.h"
+#include "support/files.h"
+#include "support/generation_model.h"
+
+namespace nanoinfer {
+namespace {
+
+const SamplerParams kGreedy{.temperature = 0.0, .repetition_penalty = 1.0};
+
+// The default model as `generate` runs it: stored bf16 weights, the f16 KV cache.
+OpenedModel open_default(std::optional<WeightType> weights = std::nullopt) {
+  return open_model("", {.model = {.weights = weights, .threads = 2}});
+}
+
+const OpenedModel& target() {
+  static const OpenedModel m = open_default();
+  return m;
+}
+
+const std::vector<std::string>& prompts() {
+  static const std::vector<std::string> p = {
+      "ROMEO:",
+      "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\nFirst Citizen:\n",
+      // Copy-heavy: the passage, then its beginning again.
+      "KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up with our "
+      "English dead.\n\nKING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close",
+      "the the the the the the the the",
+  };
+  return p;
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;  // generated
+  std::string text;
+  GenerationStats stats;
+  uint64_t pushed = 0;          // positions through the target
+  size_t cache_length = 0;
+};
+
+Outcome generate(const std::string& prompt, int64_t n, const SamplerParams& params,
+             std::unique_ptr<Drafter> drafter = nullptr, DraftLength length = DraftLength::adaptive()) {
+  const OpenedModel& m = target();
+  Generator gen(m.model, m.tokenizer, params);
+  if (drafter) gen.set_drafter(std::move(drafter), length);
+  const std::vector<int32_t> ids = encode_raw_prompt(m.tokenizer, prompt);
+  Outcome run;
+  const uint64_t before = gen.sequence().positions_pushed();
+  run.stats = gen.generate(ids, {.max_new_tokens = n, .eos_ids = m.generation.eos_token_ids},
+                           [&](std::string_view t) { run.text.append(t); });
+  run.tokens.assign(gen.tokens().begin() + static_cast<ptrdiff_t>(ids.size()), gen.tokens().end());
+  run.pushed = gen.sequence().positions_pushed() - before;
+  run.cache_length = gen.cache().length();
+  return run;
+}
+
+bool bitwise_equal(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+// The premise of exact verification: every position's logits from one chunk (a verification
+// pass) are bitwise those of pushing the tokens one at a time (plain decoding), at every
+// weight type a target or draft runs in, on the default f16 cache; and a cache rolled back
+// over rejected positions continues bitwise as one that never held them.
+TEST(Speculative, ChunkLogitsAreBitwiseThoseOfSingleStepsAndRollbackIsClean) {
+  for (std::optional<WeightType> type : {std::optional<WeightType>{}, std::optional(WeightType::Q8_0),
+                                          std::optional(WeightType::Q4_0), std::optional(WeightType::F32)}) {
+    const OpenedModel m = open_default(type);
+    const std::vector<int32_t> ids = encode_raw_prompt(m.tokenizer, prompts()[1]);
+    ASSERT_GE(ids.size(), 20u);
+    const size_t V = m.model.vocab_size();
+    Sequence chunk = m.model.new_sequence();
+    const std::span<const float> all = m.model.forward(ids, chunk, true);
+    const std::vector<float> whole(all.begin(), all.end());
+    Sequence single = m.model.new_sequence();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::span<const float> row = m.model.forward({&ids[i], 1}, single);
+      ASSERT_TRUE(bitwise_equal(row, std::span(whole).subspan(i * V, V))) << "position " << i;
+    }
+    // Rollback: 10 positions, a chunk of 6 wrong ones, truncate, then the right ones in a chunk.
+    Sequence rolled = m.model.new_sequence();
+    m.model.forward(std::span(ids).first(10), rolled);
+    const std::vector<int32_t> wrong = {5, 6, 7, 8, 9, 10};
+    m.model.forward(wrong, rolled, true);
+    rolled.cache().truncate(10);
+    const std::span<const float> rest = m.model.forward(std::span(ids).subspan(10), rolled, true);
+    EXPECT_TRUE(bitwise_equal(rest, std::span(whole).subspan(10 * V)));
+  }
+}
+
+TEST(Speculative, PromptLookupDraftsTheLatestLongestMatch) {
+  PromptLookupDrafter lookup(3);
+  std::vector<int32_t> out;
+  // Suffix [1 2 3] occurs at 0; its continuation [4 5 1 2 3] is cut at k.
+  lookup.draft(std::vector<int32_t>{1, 2, 3, 4, 5, 1, 2, 3}, 3, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{4, 5, 1}));
+  lookup.draft(std::vector<int32_t>{1, 2, 3, 4, 5, 1, 2, 3}, 10, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{4, 5, 1, 2, 3}));
+  // The latest occurrence wins: [9 7] then 8, later [9 7] then 6.
+  lookup.draft(std::vector<int32_t>{9, 7, 8, 0, 9, 7, 6, 0, 9, 7}, 2, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{6, 0}));
+  // The longest suffix wins over a later shorter one: [1 2 3] -> 4, though [2 3] recurs later -> 9.
+  lookup.draft(std::vector<int32_t>{1, 2, 3, 4, 2, 3, 9, 1, 2, 3}, 1, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{4}));
+  // No earlier occurrence of even the last token: nothing.
+  lookup.draft(std::vector<int32_t>{1, 2, 3, 4}, 4, out);
+  EXPECT_TRUE(out.empty());
+  // A run: the match may overlap the suffix.
+  lookup.draft(std::vector<int32_t>{7, 7, 7}, 4, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{7}));
+  PromptLookupDrafter one(1);
+  one.draft(std::vector<int32_t>{1, 2, 3, 4, 2, 3, 9, 1, 2, 3}, 1, out);
+  EXPECT_EQ(out, (std::vector<int32_t>{9}));
+  EXPECT_THROW(PromptLookupDrafter(0), Error);
+  EXPECT_THROW(PromptLookupDrafter(PromptLookupDrafter::kMaxNgram + 1), Error);
+}
+
+TEST(Speculative, AdaptiveLengthGrowsOnAcceptanceAndBacksOffToPlainSteps) {
+  DraftLength d = DraftLength::adaptive(8);
+  EXPECT_EQ(d.next(), 4u);
+  d.passed(4, 4);
+  EXPECT_EQ(d.next(), 6u);
+  d.passed(6, 6);
+  d.passed(8, 8);
+  EXPECT_EQ(d.next(), 8u);  // capped
+  d.passed(8, 3);
+  EXPECT_EQ(d.next(), 3u);  // a rejection: what was accepted
+  d.passed(3, 0);
+  EXPECT_EQ(d.next(), 0u);  // nothing accepted: one plain step, then a probe of 1
+  d.plain_step();
+  EXPECT_EQ(d.next(), 1u);
+  d.passed(1, 0);  // a failed probe doubles the wait
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(d.next(), 0u);
+    d.plain_step();
+  }
+  EXPECT_EQ(d.next(), 1u);
+  d.passed(1, 1);  // an accepted probe grows again
+  EXPECT_EQ(d.next(), 3u);
+  // Timed: plain steps first, to know what a token costs (1 s here); a pass slower per
+  // token than that backs off like a rejection, a faster one goes on.
+  DraftLength t = DraftLength::adaptive(8, /*timed=*/true);
+  for (size_t i = 0; i < DraftLength::kTimedStart; ++i) {
+    EXPECT_EQ(t.next(), 0u);
+    t.plain_step(i == 0 ? 1.0 : 3.0);  // slower steps do not count: the fastest does
+  }
+  EXPECT_EQ(t.next(), 4u);
+  t.passed(4, 4, 2.0);  // 5 tokens in 2 s
+  EXPECT_EQ(t.next(), 6u);
+  t.passed(6, 6, 14.0);  // 7 tokens in 14 s: on average 1.2 s per token, slower than plain
+  EXPECT_EQ(t.next(), 0u);
+  t.plain_step(1.0);
+  EXPECT_EQ(t.next(), 1u);
+  t.passed(1, 1, 3.0);  // all accepted, but 1.5 s per token: the wait doubles
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(t.next(), 0u);
+    t.plain_step(1.0);
+  }
+  t.passed(1, 1, 1.0);  // 0.5 s per token
+  EXPECT_EQ(t.next(), 3u);
+  for (size_t i = 2; i < DraftLength::kRetime; ++i) t.passed(3, 3, 1.0);  // passes 2 .. kRetime - 1
+  EXPECT_EQ(t.next(), 8u);
+  t.passed(8, 8, 1.0);  // the kRetime-th pass since the last plain step: time one again
+  EXPECT_EQ(t.next(), 0u);
+  t.plain_step(1.0);
+  EXPECT_EQ(t.next(), 8u);
+  DraftLength f = DraftLength::fixed(5);
+  f.passed(5, 0);
+  EXPECT_EQ(f.next(), 5u);
+  EXPECT_THROW(DraftLength::adaptive(0), Error);
+}
+
+// Greedy output with prompt lookup (adaptive and fixed k, longest n-grams 1 and 3) equals plain
+// greedy output token for token, on prompts that copy and prompts that do not, and with the
+// repetition penalty the default model's generation_config.json sets.
+TEST(Speculative, LookupGreedyOutputIsPlainGreedyOutput) {
+  size_t accepted = 0;
+  for (double penalty : {1.0, 1.1}) {
+    SamplerParams params = kGreedy;
+    params.repetition_penalty = penalty;
+    for (const std::string& prompt : prompts()) {
+      const Outcome plain = generate(prompt, 120, params);
+      for (size_t ngram : {1, 3}) {
+        for (DraftLength length : {DraftLength::adaptive(), DraftLength::fixed(1), DraftLength::fixed(7)}) {
+          const Outcome spec = generate(prompt, 120, params, std::make_unique<PromptLookupDrafter>(ngram), length);
+          ASSERT_EQ(spec.tokens, plain.tokens) << prompt << " ngram " << ngram << " penalty " << penalty;
+          EXPECT_EQ(spec.text, plain.text);
+          EXPECT_EQ(spec.stats.stop_reason, plain.stats.stop_reason);
+          EXPECT_EQ(spec.stats.generated_tokens, plain.stats.generated_tokens);
+          accepted += spec.stats.accepted_tokens;
+          EXPECT_LE(spec.stats.accepted_tokens, spec.stats.drafted_tokens);
+        }
+      }
+    }
+  }
+  EXPECT_GT(accepted, 0u);  // the drafts were used, not all refused
+}
+
+// Greedy output with a draft model equals plain greedy output: the target itself as its own
+// draft (every draft accepted), and its round-to-nearest int4 and int8 quantizations (what
+// `quantize --method rtn` writes), whose drafts are sometimes rejected. Also until the context
+// is full (the default model's context is 256), where drafts are cut to the room left.
+TEST(Speculative, DraftModelGreedyOutputIsPlainGreedyOutput) {
+  const OpenedModel int4 = open_default(WeightType::Q4_0);
+  const OpenedModel int8 = open_default(WeightType::Q8_0);
+  const int64_t vocab = target().tokenizer.vocab_size();
+  size_t rejected = 0;
+  for (const std::string& prompt : prompts()) {
+    // 1000: until the context (256) is full, once.
+    for (int64_t n : prompt == prompts()[0] ? std::vector<int64_t>{100, 1000} : std::vector<int64_t>{100}) {
+      const Outcome plain = generate(prompt, n, kGreedy);
+      const Outcome self = generate(prompt, n, kGreedy, std::make_unique<ModelDrafter>(target().model, vocab));
+      EXPECT_EQ(self.tokens, plain.tokens) << prompt;
+      EXPECT_EQ(self.stats.accepted_tokens, self.stats.drafted_tokens) << prompt;
+      // With the repetition penalty, which the draft applies as the target does.
+      SamplerParams penalised = kGreedy;
+      penalised.repetition_penalty = 1.1;
+      const Outcome plain_penalised = generate(prompt, n, penalised);
+      const Outcome self_penalised =
+          generate(prompt, n, penalised, std::make_unique<ModelDrafter>(target().model, vocab, 1.1));
+      EXPECT_EQ(self_penalised.tokens, plain_penalised.tokens) << prompt;
+      EXPECT_EQ(self_penalised.stats.accepted_tokens, self_penalised.stats.drafted_tokens) << prompt;
+      for (const OpenedModel* draft : {&int4, &int8}) {
+        for (DraftLength length : {DraftLength::adaptive(), DraftLength::fixed(3)}) {
+          const Outcome spec = generate(prompt, n, kGreedy, std::make_unique<ModelDrafter>(draft->model, vocab), length);
+          ASSERT_EQ(spec.tokens, plain.tokens) << prompt << " draft " << weight_type_name(draft->model.weight_type());
+          EXPECT_EQ(spec.stats.stop_reason, plain.stats.stop_reason);
+          rejected += spec.stats.drafted_tokens - spec.stats.accepted_tokens;
+        }
+      }
+    }
+  }
+  EXPECT_GT(rejected, 0u);  // the quantized drafts were wrong sometimes: rollback was exercised
+}
+
+// Verification hands each row to the step, sampler included: sampled output with a seed is
+// the plain sampled output with that seed (one random number per token either way).
+TEST(Speculative, SeededSampledOutputIsPlainSampledOutput) {
+  const int64_t vocab = target().tokenizer.vocab_size();
+  for (uint64_t seed : {1, 2, 3}) {
+    const SamplerParams params{.temperature = 0.7, .top_k = 40, .top_p = 0.95, .repetition_penalty = 1.1, .seed = seed};
+    const Outcome plain = generate(prompts()[2], 100, params);
+    const Outcome lookup = generate(prompts()[2], 100, params, std::make_unique<PromptLookupDrafter>(2));
+    EXPECT_EQ(lookup.tokens, plain.tokens) << seed;
+    const Outcome draft = generate(prompts()[2], 100, params, std::make_unique<ModelDrafter>(target().model, vocab));
+    EXPECT_EQ(draft.tokens, plain.tokens) << seed;
+  }
+}
+
+// A drafter that knows the plain continuation and spoils the draft at `wrong_at` (or never).
+class OracleDrafter final : public Drafter {
+ public:
+  OracleDrafter(std::vector<int32_t> truth, size_t wrong_at) : truth_(std::move(truth)), wrong_at_(wrong_at) {}
+  void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) override {
+    out.assign(truth_.begin() + static_cast<ptrdiff_t>(context.size()),
+               truth_.begin() + static_cast<ptrdiff_t>(std::min(truth_.size(), context.size() + k)));
+    if (wrong_at_ < out.size()) out[wrong_at_] = (out[wrong_at_] + 1) % 2000;
+  }
+  std::string_view name() const override { return "oracle"; }
+
+ private:
+  std::vector<int32_t> truth_;
+  size_t wrong_at_;
+};
+
+// Passes, drafts, acceptances and positions pushed, counted by hand for 10 tokens at k = 3.
+TEST(Speculative, CountsPassesExactly) {
+  const OpenedModel& m = target();
+  const std::string prompt = prompts()[1];
+  const Outcome plain = generate(prompt, 10, kGreedy);
+  ASSERT_EQ(plain.tokens.size(), 10u);
+  std::vector<int32_t> truth = encode_raw_prompt(m.tokenizer, prompt);
+  const size_t p = truth.size();
+  truth.insert(truth.end(), plain.tokens.begin(), plain.tokens.end());
+
+  // Always right: token 1 from the prefill; passes of 3 drafts + 1 give tokens 2-5 and 6-9;
+  // the budget leaves no room for a draft before token 10, a plain step.
+  const Outcome right = generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 99), DraftLength::fixed(3));
+  EXPECT_EQ(right.tokens, plain.tokens);
+  EXPECT_EQ(right.stats.decode_steps, 3u);
+  EXPECT_EQ(right.stats.verify_passes, 2u);
+  EXPECT_EQ(right.stats.drafted_tokens, 6u);
+  EXPECT_EQ(right.stats.accepted_tokens, 6u);
+  EXPECT_EQ(right.stats.verified_tokens, 8u);
+  EXPECT_EQ(right.stats.decode_tokens, 9u);
+  EXPECT_DOUBLE_EQ(right.stats.tokens_per_verify_pass(), 4.0);
+  EXPECT_EQ(right.pushed, p + 4 + 4 + 1);
+  EXPECT_EQ(right.cache_length, p + 9);  // the last token is not pushed, as in plain decoding
+
+  // The second draft of every pass is wrong: each pass keeps 1 draft + the target's token
+  // (tokens 2-3, 4-5, 6-7, 8-9, the last pass drafting only 2), then a plain step for token 10.
+  const Outcome spoilt = generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 1), DraftLength::fixed(3));
+  EXPECT_EQ(spoilt.tokens, plain.tokens);
+  EXPECT_EQ(spoilt.stats.decode_steps, 5u);
+  EXPECT_EQ(spoilt.stats.verify_passes, 4u);
+  EXPECT_EQ(spoilt.stats.drafted_tokens, 3u + 3 + 3 + 2);
+  EXPECT_EQ(spoilt.stats.accepted_tokens, 4u);
+  EXPECT_EQ(spoilt.stats.verified_tokens, 8u);
+  EXPECT_EQ(spoilt.pushed, p + 4 + 4 + 4 + 3 + 1);
+  EXPECT_EQ(spoilt.cache_length, p + 9);  // rejected positions rolled back
+
+  // The first draft always wrong: nothing accepted, every pass gives the target's own token.
+  const Outcome useless = generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 0), DraftLength::fixed(2));
+  EXPECT_EQ(useless.tokens, plain.tokens);
+  EXPECT_EQ(useless.stats.accepted_tokens, 0u);
+  EXPECT_EQ(useless.stats.decode_steps, 9u);
+  EXPECT_EQ(useless.cache_length, p + 9);
+}
+
+// The adaptive length bounds what useless drafts cost: 4 drafts, then probes of 1 after waits of
+// 1, 2, 4 .. 64 plain steps. Over 150 tokens (the prefill's and 149 passes of one token each)
+// the probes come after tokens 2, 5, 10, 19, 36, 69 and 134: 11 rows drafted in all, 7% more
+// positions than plain decoding pushes.
+TEST(Speculative, AdaptiveLengthBoundsTheCostOfUselessDrafts) {
+  const OpenedModel& m = target();
+  const std::string prompt = prompts()[0];
+  const Outcome plain = generate(prompt, 150, kGreedy);
+  ASSERT_EQ(plain.tokens.size(), 150u);
+  std::vector<int32_t> truth = encode_raw_prompt(m.tokenizer, prompt);
+  const size_t p = truth.size();
+  truth.insert(truth.end(), plain.tokens.begin(), plain.tokens.end());
+  const Outcome useless = generate(prompt, 150, kGreedy, std::make_unique<OracleDrafter>(truth, 0));
+  EXPECT_EQ(useless.tokens, plain.tokens);
+  EXPECT_EQ(useless.stats.accepted_tokens, 0u);
+  EXPECT_EQ(useless.stats.verify_passes, 8u);
+  EXPECT_EQ(useless.stats.drafted_tokens, 4u + 7);
+  EXPECT_EQ(useless.stats.decode_steps, 149u);
+  EXPECT_EQ(useless.pushed, p + 149 + 11);
+  EXPECT_EQ(plain.pushed, p + 149);
+}
+
+// The draft model prefills the prompt with the target, then follows the context: it pushes
+// only the tokens its cache lacks (the first token, then what the last pass kept beyond its
+// drafts), never the prompt again.
+TEST(Speculative, DraftModelCachePrefillsOnceAndFollowsTheContext) {
+  const OpenedModel& m = target();
+  const std::string prompt = prompts()[1];
+  const size_t p = encode_raw_prompt(m.tokenizer, prompt).size();
+  const int64_t vocab = m.tokenizer.vocab_size();
+  for (int64_t n : {1, 10}) {
+    Generator gen(m.model, m.tokenizer, kGreedy);
+    auto drafter = std::make_unique<ModelDrafter>(m.model, vocab);
+    const ModelDrafter& draft = *drafter;
+    gen.set_drafter(std::move(drafter), DraftLength::fixed(3));
+    gen.generate(encode_raw_prompt(m.tokenizer, prompt), {.max_new_tokens = n}, [](std::string_view) {});
+    // n = 1: the prefill only. n = 10: the prefill; pass 1 pushes t1, d1, d2 (drafting d1..d3);
+    // pass 2 pushes d3, t5, e1, e2; then the budget leaves no room to draft.
+    EXPECT_EQ(draft.sequence().positions_pushed(), n == 1 ? p : p + 3 + 4) << n;
+    EXPECT_EQ(draft.sequence().length(), n == 1 ? p : p + 3 + 4) << n;
+  }
+}
+
+// Prompt lookup on a copy-heavy prompt, counted against a simulation of the scheme over the
+// plain output: each pass drafts lookup(context, k) for the k the budget allows, keeps the
+// longest prefix that matches the plain tokens, plus one.
+TEST(Speculative, LookupCountsMatchASimulationOverThePlainOutput) {
+  const OpenedModel& m = target();
+  for (const std::string& prompt : {prompts()[2], prompts()[3]}) {
+    const int64_t n = 80;
+    const Outcome plain = generate(prompt, n, kGreedy);
+    ASSERT_EQ(plain.stats.stop_reason, StopReason::MaxTokens);
+    std::vector<int32_t> truth = encode_raw_prompt(m.tokenizer, prompt);
+    const size_t p = truth.size();
+    truth.insert(truth.end(), plain.tokens.begin(), plain.tokens.end());
+    const size_t k = 5;
+    size_t passes = 0, drafted = 0, accepted = 0, steps = 0;
+    PromptLookupDrafter lookup(3);
+    std::vector<int32_t> d;
+    for (size_t have = p + 1; have < truth.size();) {
+      const size_t room = std::min(k, truth.size() - have - 1);
+      d.clear();
+      if (room > 0) lookup.draft(std::span(truth).first(have), room, d);
+      size_t a = 0;
+      while (a < d.size() && d[a] == truth[have + a]) ++a;
+      ++steps;
+      passes += d.empty() ? 0 : 1;
+      drafted += d.size();
+      accepted += a;
+      have += a + 1;
+    }
+    const Outcome spec = generate(prompt, n, kGreedy, std::make_unique<PromptLookupDrafter>(3), DraftLength::fixed(k));
+    EXPECT_EQ(spec.tokens, plain.tokens);
+    EXPECT_EQ(spec.stats.decode_steps, steps);
+    EXPECT_EQ(spec.stats.verify_passes, passes);
+    EXPECT_EQ(spec.stats.drafted_tokens, drafted);
+    EXPECT_EQ(spec.stats.accepted_tokens, accepted);
+    EXPECT_GT(accepted, 20u) << prompt;  // copy-heavy: most tokens come from the prompt
+  }
+}
+
+// A sequence continued by a second generate() (a chat turn) stays exact under speculation.
+TEST(Speculative, ContinuedSequenceStaysExact) {
+  const OpenedModel& m = target();
+  const auto turns = [&](std::unique_ptr<Drafter> drafter) {
+    Generator gen(m.model, m.tokenizer, kGreedy);
+    if (drafter) gen.set_drafter(std::move(drafter), DraftLength::adaptive());
+    for (const std::string& text : {prompts()[2], std::string("\n\nKING HENRY:\nOnce more")}) {
+      gen.generate(encode_raw_prompt(m.tokenizer, text), {.max_new_tokens = 30}, [](std::string_view) {});
+    }
+    return std::vector<int32_t>(gen.tokens().begin(), gen.tokens().end());
+  };
+  const std::vector<int32_t> plain = turns(nullptr);
+  EXPECT_EQ(turns(std::make_unique<PromptLookupDrafter>(2)), plain);
+  const OpenedModel int4 = open_default(WeightType::Q4_0);
+  EXPECT_EQ(turns(std::make_unique<ModelDrafter>(int4.model, m.tokenizer.vocab_size())), plain);
+}
+
+TEST(Speculative, DraftWithAnotherVocabularyIsRefused) {
+  test::TempDir dir;
+  test::write_tiny_model_dir(dir.path());
+  const Tokenizer tiny = Tokenizer::load(dir.path());
+  require_same_vocabulary(target().tokenizer, target().tokenizer);
+  try {
+    require_same_vocabulary(target().tokenizer, tiny);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos);
+    EXPECT_NE(what.find("vocabulary has 300 tokens but the target's has 2048"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace nanoinfer
