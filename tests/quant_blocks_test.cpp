@@ -272,6 +272,23 @@ TEST(Gptq, AccumulateGramMatchesTheDirectSum) {
   }
 }
 
+// sum over inputs x_s and rows r of ((w_r - q_r) . x_s)^2: what GPTQ minimizes.
+double gptq_output_error(WeightType t, const std::vector<std::byte>& q, const std::vector<float>& w,
+                         const std::vector<float>& x, size_t n, size_t rows, size_t cols) {
+  const size_t rb = weight_row_bytes(t, cols);
+  double e = 0;
+  std::vector<float> deq(cols);
+  for (size_t r = 0; r < rows; ++r) {
+    dequantize_row(t, q.data() + r * rb, deq.data(), cols);
+    for (size_t s = 0; s < n; ++s) {
+      double y = 0;
+      for (size_t c = 0; c < cols; ++c) y += (static_cast<double>(w[r * cols + c]) - deq[c]) * x[s * cols + c];
+      e += y * y;
+    }
+  }
+  return e;
+}
+
 double mean_diagonal(const std::vector<double>& h, size_t dim) {
   double m = 0;
   for (size_t i = 0; i < dim; ++i) m += h[i * dim + i] / static_cast<double>(dim);
@@ -434,18 +451,7 @@ TEST(Gptq, FactoredSweepIsThePapersSequentialSweep) {
   const std::vector<double> u_factor = factor_u(f), u_exact = exact_u(hd, cols);
   const std::vector<float> w = test::random_floats(rows * cols, 29);
   const auto output_error = [&](WeightType t, const std::vector<std::byte>& q) {
-    const size_t rb = weight_row_bytes(t, cols);
-    double e = 0;
-    for (size_t r = 0; r < rows; ++r) {
-      std::vector<float> deq(cols);
-      dequantize_row(t, q.data() + r * rb, deq.data(), cols);
-      for (size_t s = 0; s < n; ++s) {
-        double y = 0;
-        for (size_t c = 0; c < cols; ++c) y += (static_cast<double>(w[r * cols + c]) - deq[c]) * x[s * cols + c];
-        e += y * y;
-      }
-    }
-    return e;
+    return gptq_output_error(t, q, w, x, n, rows, cols);
   };
   for (WeightType t : kTypes) {
     const size_t rb = weight_row_bytes(t, cols);
@@ -510,18 +516,7 @@ TEST(Gptq, LowersTheOutputErrorOnCorrelatedInputs) {
   const GptqFactor f = gptq_factor(h.data(), cols, pool);
   const std::vector<float> w = test::random_floats(rows * cols, 13);
   const auto output_error = [&](WeightType t, const std::vector<std::byte>& q) {
-    const size_t rb = weight_row_bytes(t, cols);
-    double e = 0;
-    for (size_t r = 0; r < rows; ++r) {
-      std::vector<float> deq(cols);
-      dequantize_row(t, q.data() + r * rb, deq.data(), cols);
-      for (size_t s = 0; s < n; ++s) {
-        double y = 0;
-        for (size_t c = 0; c < cols; ++c) y += (static_cast<double>(w[r * cols + c]) - deq[c]) * x[s * cols + c];
-        e += y * y;
-      }
-    }
-    return e;
+    return gptq_output_error(t, q, w, x, n, rows, cols);
   };
   for (WeightType t : kTypes) {
     const size_t rb = weight_row_bytes(t, cols);
