@@ -186,6 +186,30 @@ TEST(Sequences, BatchedDecodeShowsEachTapItsOwnRows) {
   }
 }
 
+// forward_hidden is forward(all_logits) without the head: a tap sees the same intermediates
+// bit for bit ("final_norm" for every position), and the sequence then goes on exactly as
+// after forward.
+TEST(Sequences, ForwardHiddenIsForwardWithoutTheHead) {
+  const Model model = open_model_alone(tiny("tiny-gqa7"), {.threads = 2});
+  std::vector<TapRecord> with_head, hidden;
+  Sequence a = model.new_sequence(), b = model.new_sequence();
+  a.set_tap(recorder(with_head));
+  b.set_tap(recorder(hidden));
+  model.forward(kPromptA, a, true);
+  model.forward_hidden(kPromptA, b);
+  ASSERT_EQ(hidden.size(), with_head.size());
+  for (size_t i = 0; i < hidden.size(); ++i) EXPECT_TRUE(hidden[i] == with_head[i]) << i << ": " << hidden[i].name;
+  ASSERT_FALSE(hidden.empty());
+  EXPECT_EQ(hidden.back().name, "final_norm");
+  EXPECT_EQ(hidden.back().n_tokens, kPromptA.size());
+  EXPECT_EQ(b.length(), kPromptA.size());
+  a.set_tap({});
+  b.set_tap({});
+  const int32_t next = 5;
+  const auto la = model.forward({&next, 1}, a), lb = model.forward({&next, 1}, b);
+  EXPECT_TRUE(same_bits(std::vector<float>(la.begin(), la.end()), std::vector<float>(lb.begin(), lb.end())));
+}
+
 TEST(Sequences, BatchedDecodeRefusesBadBatchesBeforeAnyWork) {
   const Model model = open_model_alone(tiny("tiny-gqa7"), {.threads = 1});
   Sequence a = model.new_sequence(), full = model.new_sequence(2);

@@ -145,6 +145,11 @@ class Model {
   // touching the cache) if the tokens would not fit, an id is out of range, the sequence
   // belongs to a different model, or tokens is empty.
   std::span<const float> forward(std::span<const int32_t> tokens, Sequence& seq, bool all_logits = false) const;
+  // forward(tokens, seq, true) without the logits: every position goes through the final norm
+  // (a tap sees "final_norm" for all of them) but not through the head. For calibration,
+  // which reads the inputs of every matrix, the head's own included, and never the logits
+  // (for Qwen2.5-0.5B the head is a quarter of the weights).
+  void forward_hidden(std::span<const int32_t> tokens, Sequence& seq) const;
 
   // One decode step for several sequences at once, the way a server batches concurrent
   // requests: tokens[i] is pushed into *seqs[i] at that sequence's own position, every weight
@@ -164,6 +169,7 @@ class Model {
   int threads() const;
 
  private:
+  std::span<const float> push(std::span<const int32_t> tokens, Sequence& seq, bool all_logits, bool head) const;
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -241,12 +241,13 @@ struct Model::Impl {
 
   // Only the rows whose logits are wanted go through the final norm and the head (for
   // Qwen2.5-0.5B the head is a quarter of the weights).
+  // out == nullptr: the final norm only (shown to a tap), no head.
   void logits(Activations& a, std::span<const StepPart> parts, size_t n, size_t out_rows, float* out) const {
     if (out_rows == 0) return;
     const size_t H = hidden(), first = n - out_rows;
     rmsnorm(a.x.data() + first * H, w.final_norm, static_cast<float>(cfg.rms_norm_eps), a.xb.data(), out_rows, H);
     emit_rows(parts, "final_norm", -1, H, a.xb.data(), first);
-    linear(compute, w.lm_head, nullptr, a.xb.data(), out, out_rows);
+    if (out != nullptr) linear(compute, w.lm_head, nullptr, a.xb.data(), out, out_rows);
   }
 };
 
@@ -305,6 +306,12 @@ Sequence Model::new_sequence(size_t max_seq) const {
 }
 
 std::span<const float> Model::forward(std::span<const int32_t> tokens, Sequence& seq, bool all_logits) const {
+  return push(tokens, seq, all_logits, true);
+}
+
+void Model::forward_hidden(std::span<const int32_t> tokens, Sequence& seq) const { push(tokens, seq, true, false); }
+
+std::span<const float> Model::push(std::span<const int32_t> tokens, Sequence& seq, bool all_logits, bool head) const {
   const Impl& m = *impl_;
   Sequence::State& s = *seq.state_;
   const KvCache& cache = s.cache;
@@ -324,7 +331,7 @@ std::span<const float> Model::forward(std::span<const int32_t> tokens, Sequence&
 
   const std::lock_guard<std::mutex> lock(m.pool_busy);
   const size_t out_rows = all_logits ? n : 1;
-  if (s.logits.size() < out_rows * V) s.logits.resize(out_rows * V);
+  if (head && s.logits.size() < out_rows * V) s.logits.resize(out_rows * V);
   m.reserve(s.act, std::min(n, m.opts.max_batch));
   for (size_t begin = 0; begin < n; begin += m.opts.max_batch) {
     const size_t count = std::min(m.opts.max_batch, n - begin);
@@ -332,8 +339,10 @@ std::span<const float> Model::forward(std::span<const int32_t> tokens, Sequence&
     // Intermediate chunks produce logits only when all of them were asked for.
     const size_t rows = all_logits ? count : (last ? 1 : 0);
     const Sequence::State::Part chunk{&s, 0, count, cache.length()};
-    m.step(s.act, {&chunk, 1}, tokens.data() + begin, count, rows, s.logits.data() + (all_logits ? begin * V : 0));
+    m.step(s.act, {&chunk, 1}, tokens.data() + begin, count, rows,
+           head ? s.logits.data() + (all_logits ? begin * V : 0) : nullptr);
   }
+  if (!head) return {};
   return {s.logits.data(), out_rows * V};
 }
 

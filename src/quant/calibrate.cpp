@@ -10,7 +10,7 @@
 namespace nanoinfer {
 namespace {
 
-// Pieces of a window pushed at once, as in perplexity: the logits held stay [128][vocab].
+// Pieces of a window pushed at once: the activations held stay [128][...].
 constexpr size_t kPiece = 128;
 
 struct ChannelSums {
@@ -83,8 +83,9 @@ Calibration calibrate(const Model& model, std::span<const int32_t> tokens, size_
   for (size_t w = 0; w < total; ++w) {
     const std::span<const int32_t> window = tokens.subspan(w * ctx, std::min(ctx, tokens.size() - w * ctx));
     seq.cache().clear();
-    // Every position's logits are asked for so that "final_norm" shows every position.
-    for (size_t p = 0; p < window.size(); p += kPiece) model.forward(window.subspan(p, std::min(kPiece, window.size() - p)), seq, true);
+    // Every position through the final norm (so that "final_norm" shows all of them), none
+    // through the head: calibration never reads the logits.
+    for (size_t p = 0; p < window.size(); p += kPiece) model.forward_hidden(window.subspan(p, std::min(kPiece, window.size() - p)), seq);
     if (!finite) fail("calibration: the model produced a non-finite activation in window {}", w);
     cal.tokens += window.size();
     ++cal.windows;
