@@ -210,6 +210,7 @@ constexpr Kernels kScalar{
     .attention = {.f32 = scalar::attention_f32, .bf16 = scalar::attention_bf16, .f16 = scalar::attention_f16},
     .exp_f32 = scalar::exp_f32,
     .score_block = score_block,
+    .refit_block = refit_block,
 };
 constexpr Kernels kAvx2{
     .isa = Isa::Avx2,
@@ -221,6 +222,7 @@ constexpr Kernels kAvx2{
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
     .score_block = avx2::score_block,
+    .refit_block = avx2::refit_block,
 };
 constexpr Kernels kAvx2Vnni{
     .isa = Isa::Avx2Vnni,
@@ -232,6 +234,7 @@ constexpr Kernels kAvx2Vnni{
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
     .score_block = avx2::score_block,
+    .refit_block = avx2::refit_block,
 };
 // Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
 // no zmm sign trick), so the avx512 tier keeps AVX2's quantized kernels.
@@ -245,6 +248,7 @@ constexpr Kernels kAvx512{
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
     .score_block = avx2::score_block,
+    .refit_block = avx2::refit_block,
 };
 constexpr Kernels kAvx512Vnni{
     .isa = Isa::Avx512Vnni,
@@ -257,6 +261,7 @@ constexpr Kernels kAvx512Vnni{
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
     .score_block = avx2::score_block,
+    .refit_block = avx2::refit_block,
 };
 // avx512-vnni's table with one change: the bf16 product on vdpbf16ps, which rounds the
 // activations to bf16 (kernels/scalar_bf16_dot.cpp). Nothing else differs by a bit.
@@ -273,6 +278,7 @@ constexpr Kernels kAvx512Bf16{
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
     .score_block = avx2::score_block,
+    .refit_block = avx2::refit_block,
 };
 
 }  // namespace

@@ -149,6 +149,10 @@ using ExpRowsFn = void (*)(const float* x, float* y, size_t n);
 // (a[i] * e) * e with e = w[i] - d * q[i], summed in eight partial sums (s[k] over i = k,
 // k + 8, k + 16, k + 24 in that order), then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)).
 using ScoreBlockFn = float (*)(const float* w, const float* a, float d, float id, int lo, int hi, int8_t* q);
+// The sums of the weighted least-squares scale for fixed integers q of a block of 32 (the
+// search's refit): sums[0] = sum_i (a[i] * w[i]) * q[i] and sums[1] = sum_i (a[i] * q[i]) * q[i],
+// in double (every factor widened first), each in eight partial sums as ScoreBlockFn's loss.
+using RefitBlockFn = void (*)(const float* w, const float* a, const int8_t* q, double* sums);
 
 using DotRowsFn = void (*)(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale,
                            float* out);
@@ -182,6 +186,7 @@ struct Kernels {
   ExpRowsFn exp_f32 = nullptr;
   // The quantizer's block search step (quantization, not inference).
   ScoreBlockFn score_block = nullptr;
+  RefitBlockFn refit_block = nullptr;
 
   MatmulFn matmul_for(WeightType type) const { return matmul[type]; }
   MatmulQuantizedFn matmul_quantized_for(WeightType type) const { return matmul_quantized[type]; }
@@ -222,6 +227,7 @@ using AxpyRowsSig = void(const float* alphas, float mult, const float* rows, siz
 using AttentionTileSig = uint64_t(const AttentionTile& a);
 using ExpRowsSig = void(const float* x, float* y, size_t n);
 using ScoreBlockSig = float(const float* w, const float* a, float d, float id, int lo, int hi, int8_t* q);
+using RefitBlockSig = void(const float* w, const float* a, const int8_t* q, double* sums);
 
 // The scalar reference products of the quantized types (kernels/scalar_quant.cpp, which
 // states the exact accumulation rule every ISA reproduces bitwise).
@@ -231,8 +237,9 @@ MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 float quantize_activation_block(const float* x, int8_t* q);
 // Every block of x by quantize_activation_block, in QuantizedActivations' layout.
 QuantizeActivationsSig quantize_activations;
-// The scalar reference of ScoreBlockFn (kernels/scalar_quant.cpp).
+// The scalar references of ScoreBlockFn and RefitBlockFn (kernels/scalar_quant.cpp).
 ScoreBlockSig score_block;
+RefitBlockSig refit_block;
 
 // The scalar reference of the avx512-bf16 tier's bf16 product (kernels/scalar_bf16_dot.cpp,
 // which states the rule: activations rounded to bf16, vdpbf16ps emulated bit for bit). It
@@ -257,6 +264,7 @@ MatmulSig matmul_f32, matmul_bf16;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 QuantizeActivationsSig quantize_activations;
 ScoreBlockSig score_block;
+RefitBlockSig refit_block;
 DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
 AttentionTileSig attention_f32, attention_bf16, attention_f16;

@@ -2,6 +2,8 @@
 // The avx512 tier uses these too (kernels/dispatch.cpp).
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "kernels/quant_simd.h"
 
 namespace nanoinfer::kernels::avx2 {
@@ -52,6 +54,31 @@ float score_block(const float* w, const float* a, float d, float id, int lo, int
   alignas(32) float l[8];
   _mm256_store_ps(l, s);
   return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+// kernels/scalar_quant.cpp's refit_block, four doubles per vector: lanes 0-3 and 4-7 of the
+// eight partial sums in two vectors each, the same operations in the same order per lane.
+void refit_block(const float* w, const float* a, const int8_t* q, double* sums) {
+  __m256d n[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()}, d[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+  for (size_t i = 0; i < 32; i += 8) {
+    for (size_t h = 0; h < 2; ++h) {
+      const size_t at = i + 4 * h;
+      const __m256d av = _mm256_cvtps_pd(_mm_loadu_ps(a + at));
+      const __m256d wv = _mm256_cvtps_pd(_mm_loadu_ps(w + at));
+      int32_t q4;
+      std::memcpy(&q4, q + at, sizeof q4);
+      const __m256d qv = _mm256_cvtepi32_pd(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(q4)));
+      n[h] = _mm256_add_pd(n[h], _mm256_mul_pd(_mm256_mul_pd(av, wv), qv));
+      d[h] = _mm256_add_pd(d[h], _mm256_mul_pd(_mm256_mul_pd(av, qv), qv));
+    }
+  }
+  alignas(32) double ln[8], ld[8];
+  _mm256_store_pd(ln, n[0]);
+  _mm256_store_pd(ln + 4, n[1]);
+  _mm256_store_pd(ld, d[0]);
+  _mm256_store_pd(ld + 4, d[1]);
+  sums[0] = ((ln[0] + ln[1]) + (ln[2] + ln[3])) + ((ln[4] + ln[5]) + (ln[6] + ln[7]));
+  sums[1] = ((ld[0] + ld[1]) + (ld[2] + ld[3])) + ((ld[4] + ld[5]) + (ld[6] + ld[7]));
 }
 
 }  // namespace nanoinfer::kernels::avx2

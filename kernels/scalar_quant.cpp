@@ -129,6 +129,19 @@ float score_block(const float* w, const float* a, float d, float id, int lo, int
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+void refit_block(const float* w, const float* a, const int8_t* q, double* sums) {
+  double n[8] = {}, d[8] = {};
+  for (size_t i = 0; i < 32; i += 8) {
+    for (size_t k = 0; k < 8; ++k) {
+      const double ai = a[i + k], qi = q[i + k];
+      n[k] += (ai * static_cast<double>(w[i + k])) * qi;
+      d[k] += (ai * qi) * qi;
+    }
+  }
+  sums[0] = ((n[0] + n[1]) + (n[2] + n[3])) + ((n[4] + n[5]) + (n[6] + n[7]));
+  sums[1] = ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
+}
+
 }  // namespace nanoinfer::kernels
 
 // ---- the packed layout (kernels/quant_blocks.h) -------------------------------------------

@@ -191,6 +191,14 @@ std::vector<double> direct_gram(const std::vector<float>& x, size_t n, size_t di
   return h;
 }
 
+// The packed lower triangle (quant/gptq.h's gram_at) of a full [dim][dim] matrix.
+std::vector<float> packed_lower(const std::vector<double>& full, size_t dim) {
+  std::vector<float> h(gram_packed_size(dim));
+  for (size_t a = 0; a < dim; ++a)
+    for (size_t b = 0; b <= a; ++b) h[gram_at(a, b)] = static_cast<float>(full[a * dim + b]);
+  return h;
+}
+
 // The inline rounding is std::lround's, clamped, for every kind of value: ties both ways,
 // the floats next to ties, values past 2^23 (all integers), huge, infinite and NaN inputs.
 TEST(QuantRounding, RoundToRangeIsClampedLround) {
@@ -220,7 +228,7 @@ TEST(QuantRounding, RoundToRangeIsClampedLround) {
 // The search's kernel on every ISA this CPU runs is bitwise the scalar reference (integers and
 // loss), and its integers are round_to_range's: random blocks at scales from tiny (everything
 // clamps) to huge (everything rounds to 0), ties, NaN weights and a zero scale.
-TEST(QuantRounding, ScoreBlockEveryIsaIsBitwiseTheScalarReference) {
+TEST(QuantRounding, ScoreAndRefitBlockEveryIsaIsBitwiseTheScalarReference) {
   const std::vector<float> w0 = test::random_floats(32 * 64, 5), a0 = test::random_floats(32 * 64, 6);
   for (Isa isa : all_isas()) {
     if (!isa_supported(isa)) continue;
@@ -245,31 +253,51 @@ TEST(QuantRounding, ScoreBlockEveryIsaIsBitwiseTheScalarReference) {
         }
         EXPECT_EQ(std::memcmp(q_ref, q_isa, 32), 0) << isa_name(isa) << " block " << b;
         for (size_t i = 0; i < 32; ++i) EXPECT_EQ(q_ref[i], round_to_range(w[i] * id, r)) << b << "," << i;
+        // The refit's sums for those integers: bitwise the reference's, which are the exact
+        // weighted sums to double rounding.
+        double s_ref[2], s_isa[2];
+        kernels::refit_block(w.data(), a.data(), q_ref, s_ref);
+        kernels::table(isa).refit_block(w.data(), a.data(), q_ref, s_isa);
+        double num = 0, den = 0, mag = 0;
+        for (size_t i = 0; i < 32; ++i) {
+          num += static_cast<double>(a[i]) * w[i] * q_ref[i];
+          mag += std::abs(static_cast<double>(a[i]) * w[i] * q_ref[i]);
+          den += static_cast<double>(a[i]) * q_ref[i] * q_ref[i];
+        }
+        for (size_t k = 0; k < 2; ++k) {
+          if (std::isnan(s_ref[k])) {
+            EXPECT_TRUE(std::isnan(s_isa[k])) << isa_name(isa) << " block " << b;
+          } else {
+            EXPECT_EQ(std::memcmp(&s_ref[k], &s_isa[k], sizeof(double)), 0) << isa_name(isa) << " block " << b << " sum " << k;
+          }
+        }
+        if (!std::isnan(num)) {
+          EXPECT_NEAR(s_ref[0], num, 1e-12 * mag) << b;
+        }
+        EXPECT_NEAR(s_ref[1], den, 1e-12 * den) << b;
       }
     }
   }
 }
 
-// Odd sizes (no multiple of any vector width), accumulated over two calls; the lower triangle.
+// Odd sizes (no multiple of any vector width), accumulated over two calls, into the packed
+// lower triangle: every entry right, nothing written past its end.
 TEST(Gptq, AccumulateGramMatchesTheDirectSum) {
   ThreadPool pool(2);
-  const size_t dim = 150;
+  const size_t dim = 150, guard = 64;
+  ASSERT_EQ(gram_packed_size(dim), dim * (dim + 1) / 2);
+  ASSERT_EQ(gram_at(dim - 1, dim - 1), gram_packed_size(dim) - 1);
   const std::vector<float> x = correlated_inputs(37, dim, 3);
-  std::vector<float> h(dim * dim, 0.0f), scratch;
+  std::vector<float> h(gram_packed_size(dim) + guard, 0.0f), scratch;
+  std::fill(h.end() - static_cast<std::ptrdiff_t>(guard), h.end(), -7.0f);
   accumulate_gram(x.data(), 20, dim, h.data(), scratch, pool);
   accumulate_gram(x.data() + 20 * dim, 17, dim, h.data(), scratch, pool);
   const std::vector<double> want = direct_gram(x, 37, dim);
   double scale = 0;
   for (double v : want) scale = std::max(scale, std::abs(v));
-  for (size_t a = 0; a < dim; ++a) {
-    for (size_t b = 0; b < dim; ++b) {
-      if (b <= a) {
-        EXPECT_NEAR(h[a * dim + b], want[a * dim + b], 1e-5 * scale) << a << "," << b;
-      } else {
-        EXPECT_EQ(h[a * dim + b], 0.0f) << a << "," << b << ": the upper triangle is not written";
-      }
-    }
-  }
+  for (size_t a = 0; a < dim; ++a)
+    for (size_t b = 0; b <= a; ++b) EXPECT_NEAR(h[gram_at(a, b)], want[a * dim + b], 1e-5 * scale) << a << "," << b;
+  for (size_t i = 0; i < guard; ++i) EXPECT_EQ(h[gram_packed_size(dim) + i], -7.0f) << "written past the end: " << i;
 }
 
 // sum over inputs x_s and rows r of ((w_r - q_r) . x_s)^2: what GPTQ minimizes.
@@ -296,16 +324,14 @@ double mean_diagonal(const std::vector<double>& h, size_t dim) {
 }
 
 // R (upper, R[k][k] = diag[k], R[j][k] = G[k][j] R[k][k]) factors the damped Gram matrix
-// H + damp I = R R^T, read from its lower triangle only; G is zero on and above the diagonal.
+// H + damp I = R R^T, from its packed lower triangle; G is zero on and above the diagonal.
 // 200 columns: a whole 128-column factor block and a partial one, a partial 32-column block.
 TEST(Gptq, FactorIsTheDampedGramsCholeskyFromTheLastRow) {
   ThreadPool pool(2);
   const size_t dim = 200;
   const std::vector<float> x = correlated_inputs(400, dim, 5);
   const std::vector<double> hd = direct_gram(x, 400, dim);
-  std::vector<float> h(hd.begin(), hd.end());
-  for (size_t a = 0; a < dim; ++a)
-    for (size_t b = a + 1; b < dim; ++b) h[a * dim + b] = std::nanf("");  // the upper triangle is never read
+  const std::vector<float> h = packed_lower(hd, dim);
   const GptqFactor f = gptq_factor(h.data(), dim, pool);
   ASSERT_EQ(f.dim, dim);
   const double damp = 0.01 * mean_diagonal(hd, dim);
@@ -444,9 +470,9 @@ TEST(Gptq, FactoredSweepIsThePapersSequentialSweep) {
   const size_t n = 600, cols = 160, rows = 12;
   const std::vector<float> x = correlated_inputs(n, cols, 17);
   const std::vector<double> hd = direct_gram(x, n, cols);
-  const std::vector<float> h(hd.begin(), hd.end());
+  const std::vector<float> h = packed_lower(hd, cols);
   std::vector<float> diag(cols);
-  for (size_t i = 0; i < cols; ++i) diag[i] = h[i * cols + i];
+  for (size_t i = 0; i < cols; ++i) diag[i] = h[gram_at(i, i)];
   const GptqFactor f = gptq_factor(h.data(), cols, pool);
   const std::vector<double> u_factor = factor_u(f), u_exact = exact_u(hd, cols);
   const std::vector<float> w = test::random_floats(rows * cols, 29);
@@ -478,8 +504,8 @@ TEST(Gptq, FactoredSweepIsThePapersSequentialSweep) {
 TEST(Gptq, DiagonalGramIsTheSearch) {
   ThreadPool pool(1);
   const size_t rows = 8, cols = 64;
-  std::vector<float> h(cols * cols, 0.0f);
-  for (size_t i = 0; i < cols; ++i) h[i * cols + i] = 4.0f;
+  std::vector<float> h(gram_packed_size(cols), 0.0f);
+  for (size_t i = 0; i < cols; ++i) h[gram_at(i, i)] = 4.0f;
   const GptqFactor f = gptq_factor(h.data(), cols, pool);
   const std::vector<float> importance(cols, 4.0f);
   for (WeightType t : kTypes) {
@@ -510,9 +536,9 @@ TEST(Gptq, LowersTheOutputErrorOnCorrelatedInputs) {
   const size_t n = 512, cols = 64, rows = 16;
   const std::vector<float> x = correlated_inputs(n, cols, 9);
   const std::vector<double> hd = direct_gram(x, n, cols);
-  const std::vector<float> h(hd.begin(), hd.end());
+  const std::vector<float> h = packed_lower(hd, cols);
   std::vector<float> diag(cols);
-  for (size_t i = 0; i < cols; ++i) diag[i] = h[i * cols + i];
+  for (size_t i = 0; i < cols; ++i) diag[i] = h[gram_at(i, i)];
   const GptqFactor f = gptq_factor(h.data(), cols, pool);
   const std::vector<float> w = test::random_floats(rows * cols, 13);
   const auto output_error = [&](WeightType t, const std::vector<std::byte>& q) {

@@ -2,7 +2,7 @@
 //
 //   check the input (float, finite) and the target (absent or an empty directory)
 //   -> make a temporary directory beside the target
-//   -> imatrix: load the model in f32 and calibrate (quant/calibrate.h)
+//   -> imatrix, gptq: load the model (its weights as stored) and calibrate (quant/calibrate.h)
 //   -> write model.safetensors (quant/quantize.h), config.json with quantization_config, copy
 //      the tokenizer and generation files
 //   -> rename the temporary directory to the target.
@@ -30,6 +30,7 @@
 #include "nanoinfer/atomic_write.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/generation_config.h"
+#include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/tokenizer.h"
 #include "quant/calibrate.h"
@@ -83,7 +84,7 @@ namespace fs = std::filesystem;
 
 constexpr size_t kDefaultCalibCtx = 512;
 
-// The default number of calibration windows: 64, fewer for a large model, so that the f32
+// The default number of calibration windows: 64, fewer for a large model, so that the
 // forward over them stays within ~2e12 multiply-adds (a minute or so on two cores) - at least
 // 8. The default model calibrates on 64 windows; Qwen2.5-0.5B (4.9e8 matrix weights) at 512
 // tokens a window on 8. On the default model 16 windows instead of 64 raise int4 gptq's KL
@@ -203,9 +204,13 @@ CalibrationRun run_calibration(const ModelSource& src, const QuantizeOptions& o,
       fail("cannot read calibration text: {}", e.what());
     }
   }
+  // The weights as stored: a bf16 file computes in f32 from its exact bf16 values, as the f32
+  // copy would, without a second, f32 copy of the model in memory (2 GB for Qwen2.5-0.5B).
+  // Except on avx512-bf16, whose bf16 product rounds the activations to bf16: calibration
+  // takes avx512-vnni there, which multiplies them as they are (bit for bit its other entries).
   ModelOptions mo;
-  mo.weights = WeightType::F32;
   mo.threads = o.threads;
+  if (best_isa() == Isa::Avx512Bf16) mo.isa = Isa::Avx512Vnni;
   mo.max_context = ctx;
   const Model model = load_model(src, mo);  // from the file already open
   const bool gram = o.method.value_or(QuantMethod::Gptq) == QuantMethod::Gptq;

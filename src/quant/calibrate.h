@@ -1,4 +1,4 @@
-// Calibration for the imatrix and gptq methods: the model runs in f32 over text while a debug
+// Calibration for the imatrix and gptq methods: the model runs (f32 activations) over text while a debug
 // tap records, for the input of every matrix, the mean square of each channel (imatrix) and,
 // for gptq, the Gram matrix sum x x^T of the inputs. Inputs are shared:
 // "attn_norm" feeds q, k and v; "attn_out" feeds o; "ffn_norm" feeds gate and up; "ffn_act"
@@ -23,7 +23,8 @@ namespace nanoinfer {
 struct Calibration {
   // (tap name, layer) -> mean over tokens of x[c]^2, per channel c: [dim]
   std::map<std::pair<std::string, int>, std::vector<float>> mean_sq;
-  // (tap name, layer) -> sum over tokens of x x^T: [dim][dim]; only when asked for.
+  // (tap name, layer) -> sum over tokens of x x^T, its lower triangle packed (quant/gptq.h:
+  // gram_at); only when asked for.
   std::map<std::pair<std::string, int>, std::vector<float>> gram;
   uint64_t tokens = 0;   // positions run
   size_t windows = 0;

@@ -104,7 +104,7 @@ void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector
     linear(compute, f32_matrix(xt, s1, n), nullptr, xt + s0 * n, g, s1 - s0);
     pool.parallel_for(s1 - s0, 8, [&](size_t begin, size_t end) {
       for (size_t t = begin; t < end; ++t) {
-        float* row = h + (s0 + t) * dim;
+        float* row = h + gram_at(s0 + t, 0);
         const float* add = g + t * s1;
         for (size_t b = 0; b <= s0 + t; ++b) row[b] += add[b];
       }
@@ -114,7 +114,7 @@ void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector
 
 GptqFactor gptq_factor(const float* h, size_t n, ThreadPool& pool, const std::function<void()>& check) {
   double mean_diag = 0;
-  for (size_t i = 0; i < n; ++i) mean_diag += h[i * n + i];
+  for (size_t i = 0; i < n; ++i) mean_diag += h[gram_at(i, i)];
   mean_diag /= static_cast<double>(n);
   const double damp = mean_diag > 0 ? 0.01 * mean_diag : 1.0;
 
@@ -130,7 +130,7 @@ GptqFactor gptq_factor(const float* h, size_t n, ThreadPool& pool, const std::fu
       for (size_t tj = 0; tj <= ti; ++tj)
         for (size_t i = ti * kTile; i < std::min(n, (ti + 1) * kTile); ++i)
           for (size_t j = tj * kTile; j < std::min(i + 1, (tj + 1) * kTile); ++j)
-            l[i * n + j] = static_cast<float>(static_cast<double>(h[(n - 1 - j) * n + (n - 1 - i)]) + (i == j ? damp : 0.0));
+            l[i * n + j] = static_cast<float>(static_cast<double>(h[gram_at(n - 1 - j, n - 1 - i)]) + (i == j ? damp : 0.0));
   });
   const Compute compute{&pool, &kernels::table(best_isa())};
   cholesky_lower(l.data(), n, compute, check);
@@ -166,6 +166,12 @@ void gptq_quantize_rows(WeightType type, const float* w, size_t rows, size_t col
   for (size_t b = 0; b < f.blocks(); ++b) {
     const size_t j0 = b * kGptqBlock;
     const float* g = f.block(b);  // rows k = j0 + i
+    // The block's own triangle transposed, gt[i][k] = G[j0 + k][j0 + i], zero for k <= i: each
+    // column's residual then reaches all 32 columns in one loop of fixed length, contiguous (the
+    // compiler's vectors). The zeros only touch columns already rounded, never read again.
+    float gt[kGptqBlock * kGptqBlock];
+    for (size_t i = 0; i < kGptqBlock; ++i)
+      for (size_t k = 0; k < kGptqBlock; ++k) gt[i * kGptqBlock + k] = k > i ? g[k * kGptqBlock + i] : 0.0f;
     for (size_t r = 0; r < rows; ++r) {
       const float* wr = w + r * cols + j0;
       const float* ar = acc.data() + r * cols + j0;
@@ -181,7 +187,8 @@ void gptq_quantize_rows(WeightType type, const float* w, size_t rows, size_t col
       for (size_t i = 0; i < kGptqBlock; ++i) {
         p[i] = v[i];
         const float di = wr[i] - v[i];
-        for (size_t k = i + 1; k < kGptqBlock; ++k) v[k] += di * g[k * kGptqBlock + i];
+        const float* gi = gt + i * kGptqBlock;
+        for (size_t k = 0; k < kGptqBlock; ++k) v[k] += di * gi[k];
       }
       BlockCode code;
       code.d = search_block_scale(type, p.data(), importance != nullptr ? importance + j0 : nullptr);
@@ -190,8 +197,10 @@ void gptq_quantize_rows(WeightType type, const float* w, size_t rows, size_t col
       for (size_t i = 0; i < kGptqBlock; ++i) {
         const int q = round_to_range(v[i] * inv, range);
         code.q[i] = static_cast<int8_t>(q);
-        dr[i] = wr[i] - scale * static_cast<float>(q);
-        for (size_t k = i + 1; k < kGptqBlock; ++k) v[k] += dr[i] * g[k * kGptqBlock + i];
+        const float di = wr[i] - scale * static_cast<float>(q);
+        dr[i] = di;
+        const float* gi = gt + i * kGptqBlock;
+        for (size_t k = 0; k < kGptqBlock; ++k) v[k] += di * gi[k];
       }
       pack_block(type, code, out + r * row_bytes + b * block_bytes);
     }

@@ -42,13 +42,18 @@
 
 namespace nanoinfer {
 
-// The lower triangle of H += X^T X (h[a][b] for b <= a; the upper triangle is not touched)
-// for x: [n][dim] and h: [dim][dim] (f32), with the f32 matrix product of the best kernel set
-// (the Gram matrix is the largest arithmetic of a calibration: dim^2 / 2 per token).
-// `scratch` is reused between calls.
+// A Gram matrix H (symmetric) is held as its lower triangle packed by rows: H[a][b], b <= a,
+// at gram_at(a, b); gram_packed_size(dim) floats in all, half the square (for Qwen2.5-0.5B
+// 1.2 GB over its 97 inputs instead of 2.3 GB).
+inline size_t gram_packed_size(size_t dim) { return dim * (dim + 1) / 2; }
+inline size_t gram_at(size_t a, size_t b) { return a * (a + 1) / 2 + b; }
+
+// H += X^T X for x: [n][dim] into the packed h (f32), with the f32 matrix product of the best
+// kernel set (the Gram matrix is the largest arithmetic of a calibration: dim^2 / 2 per
+// token). `scratch` is reused between calls.
 void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch, ThreadPool& pool);
 
-// What the sweep needs of the damped H (its lower triangle is read): G by blocks of 32
+// What the sweep needs of the damped H (packed as above): G by blocks of 32
 // columns j, each block holding the rows k >= its first column, 32 floats per row (zero
 // where j >= k or j >= dim), and R's diagonal.
 inline constexpr size_t kGptqBlock = 32;

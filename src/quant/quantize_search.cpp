@@ -56,20 +56,14 @@ void round_and_score(const float* w, const float* a, uint16_t d16, Range r, Choi
   out.loss = score_block(w, a, d, id, r.lo, r.hi, out.q);
 }
 
-// The weighted least-squares scale for fixed integers, or nullopt-like false when q is all 0.
-// Summed in eight interleaved partial sums each (then pairwise), as score() does.
+// The weighted least-squares scale for fixed integers, or false when q is all 0: the kernel
+// table's refit_block sums (in double, eight partial sums each, as score() sums the loss).
 bool refit(const float* w, const float* a, const int8_t* q, float& d) {
-  double n8[8] = {}, d8[8] = {};
-  for (size_t i = 0; i < kQuantBlock; i += 8) {
-    for (size_t k = 0; k < 8; ++k) {
-      n8[k] += static_cast<double>(a[i + k]) * w[i + k] * q[i + k];
-      d8[k] += static_cast<double>(a[i + k]) * q[i + k] * q[i + k];
-    }
-  }
-  const double num = ((n8[0] + n8[1]) + (n8[2] + n8[3])) + ((n8[4] + n8[5]) + (n8[6] + n8[7]));
-  const double den = ((d8[0] + d8[1]) + (d8[2] + d8[3])) + ((d8[4] + d8[5]) + (d8[6] + d8[7]));
-  if (den <= 0) return false;
-  d = static_cast<float>(num / den);
+  static const kernels::RefitBlockFn refit_block = kernels::table(best_isa()).refit_block;
+  double sums[2];
+  refit_block(w, a, q, sums);
+  if (sums[1] <= 0) return false;
+  d = static_cast<float>(sums[0] / sums[1]);
   return std::isfinite(d);
 }
 
