@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "grammar/json_pattern.h"
+#include "grammar/json_schema_keywords.h"
 #include "grammar/utf8_ranges.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/grammar.h"
@@ -22,11 +23,9 @@ namespace nanoinfer {
 
 namespace {
 
-// ordered: properties are generated in the order the schema lists them.
-using json = nlohmann::ordered_json;
+using namespace json_schema;  // json, and the schema algebra
 
 constexpr int64_t kMaxInteger = 999'999'999'999'999;  // 15 digits: exact in a JS number
-constexpr int64_t kMaxCount = 10000;                     // lengths and item counts
 
 const char* const kBasics = R"(value ::= object | array | string | number | "true" | "false" | "null"
 object ::= "{" ( member ( "," member )* )? "}"
@@ -42,37 +41,6 @@ integer ::= "-"? int-part
 
 std::string lit(std::string_view bytes) { return gbnf_literal(bytes); }
 std::string char_class(const std::vector<CodeRange>& ranges) { return gbnf_class(ranges); }
-
-// ---- schemas ------------------------------------------------------------------------------------
-
-const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
-                                            "$comment", "deprecated", "readOnly", "writeOnly"};
-const std::set<std::string> kKeywords = {"type", "properties", "required", "additionalProperties", "items",
-                                         "prefixItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
-                                         "$defs", "definitions", "minItems", "maxItems", "minLength", "maxLength",
-                                         "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
-const std::set<std::string> kTypes = {"null", "boolean", "object", "array", "number", "integer", "string"};
-
-bool type_matches(const json& v, const std::string& t) {
-  if (t == "null") return v.is_null();
-  if (t == "boolean") return v.is_boolean();
-  if (t == "object") return v.is_object();
-  if (t == "array") return v.is_array();
-  if (t == "string") return v.is_string();
-  if (t == "number") return v.is_number();
-  if (t == "integer") {
-    return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
-                                     std::floor(v.get<double>()) == v.get<double>());
-  }
-  return false;
-}
-
-// The JSON types a value of `t` can have; "number" covers integers.
-std::set<std::string> cover(const std::string& t) {
-  if (t == "number") return {"number", "integer"};
-  if (t == "integer") return {"integer"};
-  return {t};
-}
 
 class Gen {
  public:
@@ -115,17 +83,6 @@ class Gen {
     return name;
   }
 
-  [[noreturn]] static void unsupported(const std::string& what, const std::string& where) {
-    fail("JSON Schema: {} at {} is not supported", what, where);
-  }
-
-  static void check_keywords(const json& s, const std::string& where) {
-    for (const auto& item : s.items()) {
-      const std::string& k = item.key();
-      if (!kKeywords.count(k) && !kAnnotations.count(k)) unsupported(fmt::format("the keyword '{}'", k), where);
-    }
-  }
-
   const json& resolve(const json& ref, const std::string& where) const {
     if (!ref.is_string()) fail("JSON Schema: '$ref' at {} must be a string", where);
     const std::string r = ref.get<std::string>();
@@ -144,92 +101,6 @@ class Gen {
     json rest = s;
     rest.erase("$ref");
     return merge(deref(resolve(s.at("$ref"), where), where, depth + 1), rest, where);
-  }
-
-  static std::vector<std::string> types_of(const json& s, const std::string& where) {
-    std::vector<std::string> types;
-    const json& t = s.at("type");
-    if (t.is_string()) {
-      types.push_back(t.get<std::string>());
-    } else if (t.is_array()) {
-      for (const json& x : t) {
-        if (!x.is_string()) fail("JSON Schema: 'type' at {} must be a string or an array of strings", where);
-        types.push_back(x.get<std::string>());
-      }
-    } else {
-      fail("JSON Schema: 'type' at {} must be a string or an array of strings", where);
-    }
-    for (const std::string& x : types) {
-      if (!kTypes.count(x)) fail("JSON Schema: unknown type '{}' at {}", x, where);
-    }
-    if (types.empty()) fail("JSON Schema: 'type' at {} is an empty list", where);
-    return types;
-  }
-
-  // allOf of two schemas as one, for the cases where that is exact.
-  static json merge(const json& a, const json& b, const std::string& where) {
-    if (a.is_boolean()) {
-      if (!a.get<bool>()) fail("JSON Schema: allOf at {} includes the false schema", where);
-      return b;
-    }
-    if (b.is_boolean()) {
-      if (!b.get<bool>()) fail("JSON Schema: allOf at {} includes the false schema", where);
-      return a;
-    }
-    if (!a.is_object() || !b.is_object()) fail("JSON Schema: the schemas at {} must be objects", where);
-    for (const auto* x : {&a, &b}) {
-      const json& other = x == &a ? b : a;
-      if (x->contains("additionalProperties") && other.contains("properties")) {
-        for (const auto& item : other.at("properties").items()) {
-          if (!x->contains("properties") || !x->at("properties").contains(item.key())) {
-            unsupported("allOf combining 'additionalProperties' with properties of another branch", where);
-          }
-        }
-      }
-    }
-    json out = a;
-    for (const auto& [k, v] : b.items()) {
-      if (kAnnotations.count(k)) continue;
-      if (!out.contains(k)) {
-        out[k] = v;
-      } else if (k == "properties") {
-        for (const auto& [name, ps] : v.items()) {
-          json& slot = out[k][name];
-          if (slot.is_null()) {
-            slot = ps;
-          } else if (slot != ps) {
-            slot = json{{"allOf", json::array({slot, ps})}};
-          }
-        }
-      } else if (k == "required") {
-        for (const json& r : v) {
-          if (std::find(out[k].begin(), out[k].end(), r) == out[k].end()) out[k].push_back(r);
-        }
-      } else if (k == "type") {
-        std::vector<std::string> ta = types_of(out, where), tb = types_of(b, where), both;
-        for (const std::string& t : ta) {
-          for (const std::string& u : tb) {
-            if (t == u || (t == "number" && u == "integer")) both.push_back(u);
-            else if (t == "integer" && u == "number") both.push_back(t);
-          }
-        }
-        if (both.empty()) fail("JSON Schema: allOf at {}: the types do not intersect", where);
-        out[k] = both;
-      } else if (k == "minLength" || k == "minItems" || k == "minimum" || k == "exclusiveMinimum") {
-        out[k] = std::max(out[k].get<double>(), v.get<double>());
-      } else if (k == "maxLength" || k == "maxItems" || k == "maximum" || k == "exclusiveMaximum") {
-        out[k] = std::min(out[k].get<double>(), v.get<double>());
-      } else if (out[k] != v) {
-        unsupported(fmt::format("allOf with different '{}' in its branches", k), where);
-      }
-    }
-    return out;
-  }
-
-  static json without(json s, std::initializer_list<const char*> keys) {
-    for (const char* k : keys) s.erase(k);
-    for (const std::string& k : kAnnotations) s.erase(k);
-    return s;
   }
 
   std::string ref_rule(const json& ref, const std::string& where) {
@@ -326,81 +197,6 @@ class Gen {
     for (const std::string& t : types) out += (out.empty() ? "(" : " | ") + type_body(t, s, where);
     return out + ")";
   }
-
-  // oneOf is generated as anyOf: only when no value can match two branches.
-  static void check_exclusive(const std::vector<json>& branches, const std::string& where) {
-    // Distinct types.
-    std::vector<std::set<std::string>> covers;
-    bool typed = true;
-    for (const json& b : branches) {
-      std::set<std::string> c;
-      if (!b.is_object()) {
-        typed = false;
-        break;
-      }
-      if (b.contains("const")) {
-        for (const std::string& t : kTypes) if (type_matches(b.at("const"), t)) c.insert(t);
-      } else if (b.contains("type")) {
-        for (const std::string& t : types_of(b, where)) for (const std::string& u : cover(t)) c.insert(u);
-      } else {
-        typed = false;
-        break;
-      }
-      covers.push_back(c);
-    }
-    const auto disjoint = [](const auto& sets) {
-      for (size_t i = 0; i < sets.size(); ++i) {
-        for (size_t j = i + 1; j < sets.size(); ++j) {
-          for (const auto& x : sets[i]) if (sets[j].count(x)) return false;
-        }
-      }
-      return true;
-    };
-    if (typed && disjoint(covers)) return;
-    // Constants.
-    std::vector<std::set<std::string>> values;
-    bool constant = true;
-    for (const json& b : branches) {
-      std::set<std::string> v;
-      if (b.is_object() && b.contains("const")) v.insert(b.at("const").dump());
-      else if (b.is_object() && b.contains("enum") && b.at("enum").is_array()) for (const json& x : b.at("enum")) v.insert(x.dump());
-      else constant = false;
-      values.push_back(v);
-    }
-    if (constant && disjoint(values)) return;
-    // A required property with a distinct constant in each branch (a discriminator).
-    if (branches[0].is_object() && branches[0].contains("properties") && branches[0].at("properties").is_object()) {
-      for (const auto& item : branches[0].at("properties").items()) {
-        const std::string& name = item.key();
-        std::vector<std::set<std::string>> tags;
-        bool ok = true;
-        for (const json& b : branches) {
-          const bool required = b.is_object() && b.contains("required") && b.at("required").is_array() &&
-                                std::find(b.at("required").begin(), b.at("required").end(), name) != b.at("required").end();
-          if (!required || !b.contains("properties") || !b.at("properties").contains(name) ||
-              !b.at("properties").at(name).is_object() || !b.at("properties").at(name).contains("const")) {
-            ok = false;
-            break;
-          }
-          tags.push_back({b.at("properties").at(name).at("const").dump()});
-        }
-        if (ok && disjoint(tags)) return;
-      }
-    }
-    unsupported("'oneOf' whose branches are not provably exclusive (distinct types, distinct constants, or a "
-                "required property with a distinct 'const' in each branch)", where);
-  }
-
-  static std::optional<int64_t> count(const json& s, const char* key, const std::string& where) {
-    if (!s.contains(key)) return std::nullopt;
-    const json& v = s.at(key);
-    if (!v.is_number() || v.get<double>() < 0 || std::floor(v.get<double>()) != v.get<double>()) {
-      fail("JSON Schema: '{}' at {} must be a non-negative integer", key, where);
-    }
-    if (v.get<double>() > kMaxCount) unsupported(fmt::format("'{}' over {}", key, kMaxCount), where);
-    return static_cast<int64_t>(v.get<double>());
-  }
-
   std::string type_body(const std::string& t, const json& s, const std::string& where) {
     if (t == "null") return lit("null");
     if (t == "boolean") return "(" + lit("true") + " | " + lit("false") + ")";
@@ -423,8 +219,8 @@ class Gen {
       if (!s.at("pattern").is_string()) fail("JSON Schema: 'pattern' at {} must be a string", where);
       return "(" + quote + " " + pattern_to_gbnf(s.at("pattern").get<std::string>(), where) + " " + quote + ")";
     }
-    const int64_t lo = count(s, "minLength", where).value_or(0);
-    const std::optional<int64_t> hi = count(s, "maxLength", where);
+    const int64_t lo = count_keyword(s, "minLength", where).value_or(0);
+    const std::optional<int64_t> hi = count_keyword(s, "maxLength", where);
     if (hi && *hi < lo) fail("JSON Schema: at {} maxLength < minLength: no string matches", where);
     if (lo == 0 && !hi) return "string";
     return "(" + quote + " char{" + std::to_string(lo) + "," + (hi ? std::to_string(*hi) : "") + "} " + quote + ")";
@@ -577,8 +373,8 @@ class Gen {
       else rest = it;
     }
     const int64_t k = static_cast<int64_t>(prefix.size());
-    const int64_t lo = count(s, "minItems", where).value_or(0);
-    std::optional<int64_t> hi = count(s, "maxItems", where);
+    const int64_t lo = count_keyword(s, "minItems", where).value_or(0);
+    std::optional<int64_t> hi = count_keyword(s, "maxItems", where);
     if (!rest) hi = std::min(hi.value_or(k), k);
     if (hi && *hi < lo) fail("JSON Schema: at {} no array has between minItems and maxItems items", where);
     std::string rest_expr;
