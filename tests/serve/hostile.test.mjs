@@ -373,6 +373,29 @@ test('ambiguous framing is refused: duplicate Content-Length, Content-Length wit
   }
 });
 
+// ---- item 15: --queue over HTTP ----------------------------------------------------------------
+
+test('--queue is strict over HTTP: of parallel + queue + 1 requests at once, exactly one gets 503', async () => {
+  const s = await startServer(['--parallel', '1', '--queue', '2']);
+  try {
+    // Greedy from "ROMEO:" this model does not stop within 240 tokens, so the first request
+    // holds the one slot for the whole burst (requests arrive within milliseconds).
+    const body = JSON.stringify({ prompt: 'ROMEO:', max_tokens: 240, temperature: 0 });
+    const responses = await Promise.all(Array.from({ length: 4 }, () => fetch(`${s.base}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body,
+    }).then(async (r) => ({ status: r.status, body: await r.json() }))));
+    const statuses = responses.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [200, 200, 200, 503]);
+    const refused = responses.find((r) => r.status === 503);
+    assert.equal(refused.body.error.code, 'queue_full');
+    const m = await metrics(s.base);
+    assert.equal(m.value('nanoinfer_requests_total{status="503"}'), 1, m.text);
+    assert.equal(m.value('nanoinfer_requests_total{status="200"}'), 3, m.text);
+  } finally {
+    await s.stop();
+  }
+});
+
 // ---- item 15: --host ---------------------------------------------------------------------------
 
 test('serve --host not-an-ip says what is wrong', () => {
