@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "support/files.h"
@@ -63,6 +66,40 @@ TEST(GrammarCli, ErrorsAreOneLineAndNamed) {
   EXPECT_EQ(bad_grammar.status, 1);
   EXPECT_NE(bad_grammar.err.find("'nope'"), std::string::npos) << bad_grammar.err;
   const auto both = run_cli({"generate", "-p", "x", "-n", "1", "--json", "--grammar", write(dir, "h.gbnf", "root ::= \"a\"\n")});
+  EXPECT_EQ(both.status, 1);
+  EXPECT_NE(both.err.find("exclude each other"), std::string::npos) << both.err;
+}
+
+// bench generate with a grammar: plain and constrained decoding alternated, and the grammar's
+// own costs (the vocabulary trie, compiling per request, the mask per token) in one record.
+TEST(GrammarCli, BenchGenerateRecordsWhatTheGrammarCosts) {
+  test::TempDir dir;
+  const std::string g = write(dir, "g.gbnf", "root ::= (\"yes\" | \"no\") \"!\"\n");
+  const std::string results = (dir.path() / "r.jsonl").string();
+  const auto r = run_cli({"bench", "generate", "-t", "1", "-p", "8", "-n", "6", "-r", "2", "--probe-mib", "0",
+                          "--grammar", g, "--results", results});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("the grammar's mask alone"), std::string::npos) << r.out;
+  std::istringstream lines(test::read_text(results));
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 3u);  // pp, tg, and the constrained A/B
+  const nlohmann::json& c = records[2];
+  EXPECT_EQ(c["bench"], "generate-constrained");
+  EXPECT_EQ(c["grammar"], "gbnf:" + g);
+  EXPECT_EQ(c["n_gen"], 6);
+  // "yes!" or "no!" then end of sequence: at least that one decode step, never more than -n.
+  EXPECT_GE(c["constrained_decode_steps"].get<int>(), 1);
+  EXPECT_LE(c["constrained_decode_steps"].get<int>(), 6);
+  for (const char* key : {"vocab_trie_ms", "compile_ms_median", "compile_ms_min", "mask_ms_per_token_median",
+                          "mask_ms_per_token_min", "plain_median_ts", "constrained_median_ts"}) {
+    ASSERT_TRUE(c.contains(key)) << key;
+    EXPECT_GT(c[key].get<double>(), 0.0) << key;
+  }
+  EXPECT_LE(c["compile_ms_min"].get<double>(), c["compile_ms_median"].get<double>());
+  EXPECT_DOUBLE_EQ(c["constrained_ratio"].get<double>(),
+                   c["constrained_median_ts"].get<double>() / c["plain_median_ts"].get<double>());
+  const auto both = run_cli({"bench", "generate", "-p", "8", "-n", "2", "--json", "--grammar", g});
   EXPECT_EQ(both.status, 1);
   EXPECT_NE(both.err.find("exclude each other"), std::string::npos) << both.err;
 }

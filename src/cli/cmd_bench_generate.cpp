@@ -32,6 +32,7 @@
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/viz_trace.h"
+#include "bench_constrained.h"
 #include "bench_record.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
@@ -59,6 +60,7 @@ struct BenchFlags {
   SpeculationFlags speculation;
   std::optional<double> oracle_rate;  // --draft-oracle
   std::string prompt_file;  // empty: pseudo-random prompt ids
+  GrammarFlags grammar;     // --json, --json-schema, --grammar: the constrained A/B
 };
 
 // Drafts that know the answer, for --draft-oracle: the plain greedy continuation, except that
@@ -356,6 +358,11 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
     ab["identical_output"] = true;
     out.records.push_back(std::move(ab));
   }
+  if (grammar_requested(f.grammar)) {
+    auto [c_record, c_note] = measure_constrained(f.grammar, m, prompt, n_gen, f.repetitions, base);
+    out.records.push_back(std::move(c_record));
+    out.notes.push_back(std::move(c_note));
+  }
   if (speculation.enabled() || f.oracle_rate) {
     auto [spec_record, spec_note] = measure_speculation(f, speculation, m, prompt, n_gen, base);
     out.records.push_back(std::move(spec_record));
@@ -396,6 +403,7 @@ void run(const BenchFlags& f) {
   for (int64_t t : f.threads) if (t < 0) fail("-t must be >= 0 (0 = one per physical core), got {}", t);
   if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
   if (f.probe_mib < 0) fail("--probe-mib must be >= 0 (0 = no bandwidth probe), got {}", f.probe_mib);
+  (void)grammar_requested(f.grammar);  // --json, --json-schema, --grammar: at most one, before any run
   // Inside the repository the records go to bench/results.jsonl unless told otherwise; outside
   // it (no ./bench) nowhere but stdout.
   std::string results = f.results;
@@ -497,6 +505,7 @@ void setup(CLI::App& app) {
                  "Speculative A/B with drafts that know the plain greedy continuation, each position's draft "
                  "right with probability P (0 to 1): what verification costs at that acceptance, drafting for free")
       ->type_name("P");
+  add_grammar_flags(app, f->grammar);  // the constrained A/B: mask and compile costs too
   app.add_option("--prompt-file", f->prompt_file,
                  "Take the prompt's first -p tokens from this text file (default: pseudo-random token ids)");
   app.add_option("-o,--output", f->format, "What stdout shows: md (default), csv, json or jsonl, as llama-bench's -o");

@@ -105,11 +105,16 @@ void add_grammar_flags(CLI::App& app, GrammarFlags& flags) {
   app.add_option("--grammar", flags.grammar_file, "Constrain the output to this GBNF grammar file");
 }
 
-std::unique_ptr<LogitProcessor> grammar_processor(const GrammarFlags& flags, const Tokenizer& tok,
-                                                  const std::vector<int32_t>& eos_ids) {
+bool grammar_requested(const GrammarFlags& flags) {
   const int given = (flags.json ? 1 : 0) + (flags.json_schema_file.empty() ? 0 : 1) + (flags.grammar_file.empty() ? 0 : 1);
-  if (given == 0) return nullptr;
   if (given > 1) fail("--json, --json-schema and --grammar exclude each other");
+  return given == 1;
+}
+
+std::unique_ptr<LogitProcessor> grammar_processor(const GrammarFlags& flags, const Tokenizer& tok,
+                                                  const std::vector<int32_t>& eos_ids,
+                                                  std::shared_ptr<const VocabTrie> trie) {
+  if (!grammar_requested(flags)) return nullptr;
   constexpr uint64_t kMaxBytes = 16u << 20;
   std::string gbnf;
   if (flags.json) {
@@ -130,7 +135,7 @@ std::unique_ptr<LogitProcessor> grammar_processor(const GrammarFlags& flags, con
       fail("{}: {}", flags.grammar_file.empty() ? std::string("the grammar") : flags.grammar_file, e.what());
     }
   }();
-  return std::make_unique<GrammarProcessor>(grammar, VocabTrie::of(tok), eos_ids);
+  return std::make_unique<GrammarProcessor>(grammar, trie != nullptr ? std::move(trie) : VocabTrie::of(tok), eos_ids);
 }
 
 }  // namespace nanoinfer::cli

@@ -14,6 +14,10 @@
 #include "nanoinfer/logit_processor.h"
 #include "nanoinfer/tokenizer.h"
 
+namespace nanoinfer {
+class VocabTrie;  // nanoinfer/grammar.h
+}  // namespace nanoinfer
+
 namespace nanoinfer::cli {
 
 struct ModelFlags {
@@ -58,9 +62,13 @@ struct GrammarFlags {
   std::string grammar_file;
 };
 void add_grammar_flags(CLI::App& app, GrammarFlags& flags);
-// The grammar processor the flags ask for (nullptr: none), ending at `eos_ids`.
+// Whether one of them is given; more than one is an error.
+bool grammar_requested(const GrammarFlags& flags);
+// The grammar processor the flags ask for (nullptr: none), ending at `eos_ids`, over `trie`
+// (nullptr: the tokenizer's, built here; a server or a benchmark builds it once).
 std::unique_ptr<LogitProcessor> grammar_processor(const GrammarFlags& flags, const Tokenizer& tok,
-                                                  const std::vector<int32_t>& eos_ids);
+                                                  const std::vector<int32_t>& eos_ids,
+                                                  std::shared_ptr<const VocabTrie> trie = nullptr);
 
 // "-n" and friends are checked here rather than by CLI11 so every error is one line.
 void require_non_negative(int64_t value, std::string_view flag);
