@@ -44,8 +44,9 @@ const std::vector<std::string>& prompts() {
 }
 
 // Under the sanitizers (an order of magnitude slower) the two tests that loop over every
-// prompt take two of them: the first (with its full-context case) and the copy-heavy one.
-// The release run covers all four.
+// prompt take two of them: the first (with its full-context case) and the copy-heavy one,
+// and generate half as many tokens per run (the full-context case still runs until the
+// context is full). The release run covers all four prompts at full length.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitized = true;
 #else
@@ -55,6 +56,8 @@ std::vector<std::string> looped_prompts() {
   if (!kSanitized) return prompts();
   return {prompts()[0], prompts()[2]};
 }
+// Tokens generated per run by those two tests.
+constexpr int64_t looped_tokens(int64_t n) { return kSanitized ? n / 2 : n; }
 
 struct Outcome {
   std::vector<int32_t> tokens;  // generated
@@ -205,10 +208,11 @@ TEST(Speculative, LookupGreedyOutputIsPlainGreedyOutput) {
     SamplerParams params = kGreedy;
     params.repetition_penalty = penalty;
     for (const std::string& prompt : looped_prompts()) {
-      const Outcome plain = generate(prompt, 120, params);
+      const Outcome plain = generate(prompt, looped_tokens(120), params);
       for (size_t ngram : {1, 3}) {
         for (DraftLength length : {DraftLength::adaptive(), DraftLength::fixed(1), DraftLength::fixed(7)}) {
-          const Outcome spec = generate(prompt, 120, params, std::make_unique<PromptLookupDrafter>(ngram), length);
+          const Outcome spec =
+              generate(prompt, looped_tokens(120), params, std::make_unique<PromptLookupDrafter>(ngram), length);
           ASSERT_EQ(spec.tokens, plain.tokens) << prompt << " ngram " << ngram << " penalty " << penalty;
           EXPECT_EQ(spec.text, plain.text);
           EXPECT_EQ(spec.stats.stop_reason, plain.stats.stop_reason);
@@ -233,7 +237,8 @@ TEST(Speculative, DraftModelGreedyOutputIsPlainGreedyOutput) {
   size_t rejected = 0;
   for (const std::string& prompt : looped_prompts()) {
     // 1000: until the context (256) is full, once.
-    for (int64_t n : prompt == prompts()[0] ? std::vector<int64_t>{100, 1000} : std::vector<int64_t>{100}) {
+    for (int64_t n : prompt == prompts()[0] ? std::vector<int64_t>{looped_tokens(100), 1000}
+                                            : std::vector<int64_t>{looped_tokens(100)}) {
       const Outcome plain = generate(prompt, n, kGreedy);
       const Outcome self = generate(prompt, n, kGreedy, std::make_unique<ModelDrafter>(target().model, vocab));
       EXPECT_EQ(self.tokens, plain.tokens) << prompt;
