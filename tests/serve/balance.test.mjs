@@ -132,10 +132,18 @@ test('two replicas behind haproxy: streams pass unbuffered, both serve, one dies
     assert.ok(mostReads >= 10, `200-token streams came in at most ${mostReads} reads: coalesced by the proxy?`);
 
     // Kill one replica while streams are running; the new requests after it must all succeed.
-    const during = Array.from({ length: 4 }, (_, i) => stream(base, 100 + i));
+    // The streams are 200 tokens long so that they are still running when the replica dies
+    // (24-token ones had all ended within the 50 ms on a fast machine), and "after" starts once
+    // the replica has exited: a request sent between kill() and the exit may reach the dying
+    // process and be cut like the ones in flight.
+    const during = Array.from({ length: 4 }, (_, i) => stream(base, 100 + i, { prompt: `Story ${i}:`, max_tokens: 200 }));
+    const settled = Promise.allSettled(during);  // some were on the killed replica: cut, as expected
     await sleep(50);
+    const exited = new Promise((resolve) => r1.proc.once('exit', resolve));
     r1.proc.kill('SIGKILL');
-    await Promise.allSettled(during);  // some were on the killed replica: cut, as expected
+    await exited;
+    const cut = (await settled).filter((r) => r.status === 'rejected' || !r.value.done).length;
+    assert.ok(cut > 0, 'no stream was running on the killed replica: the kill tested nothing');
     const after = [];
     for (let round = 0; round < 3; ++round) {
       after.push(...await Promise.all(Array.from({ length: 4 }, (_, i) => stream(base, 200 + round * 4 + i))));
