@@ -92,6 +92,26 @@ def fake(a):
         with open(os.path.join(tmp, "calls")) as f:
             check(f.read().strip() == "5", "nothing ran for the refused --out")
 
+        # --depth --fa 0,1: two llama-bench calls per round (ppP, then tgN at depth P), each
+        # setting its own rows; the fake runs -fa 1 at twice the speed.
+        os.remove(os.path.join(tmp, "calls"))
+        env = dict(env, FAKE_PP_TS="100", FAKE_TG_TS="10")
+        r = subprocess.run(cmd[:-4] + ["-r", "3", "--depth", "--fa", "0,1", "--out", out], capture_output=True,
+                           text=True, env=env)
+        check(r.returncode == 0, f"--depth --fa 0,1: exit code {r.returncode}: {r.stderr}")
+        with open(os.path.join(tmp, "calls")) as f:
+            check(f.read().strip() == "6", "--depth: llama-bench ran twice per round")
+        with open(out) as f:
+            j = json.loads(f.read().splitlines()[-1])
+        check([t["test"] for t in j["tests"]] == ["pp16 fa0", "tg8 fa0", "pp16 fa1", "tg8 fa1"],
+              f"one row per test and setting: {[t['test'] for t in j['tests']]}")
+        theirs = {t["test"]: t["llama_cpp"]["median_ts"] for t in j["tests"]}
+        check(theirs == {"pp16 fa0": 100, "tg8 fa0": 10, "pp16 fa1": 200, "tg8 fa1": 20},
+              f"each setting's own numbers: {theirs}")
+        check(j["llama_tg_depth"] == 16 and j["llama_fa"] == [0, 1], "depth and settings recorded")
+        r = subprocess.run(cmd[:-2] + ["--fa", "2", "--out", out], capture_output=True, text=True, env=env)
+        check(r.returncode == 2 and "--fa must be 0, 1 or 0,1" in r.stderr, f"--fa 2 refused: {r.stderr!r}")
+
 
 def main():
     ap = argparse.ArgumentParser()
