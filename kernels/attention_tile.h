@@ -1,11 +1,13 @@
 // The attention kernel body shared by the scalar reference (kernels/scalar.cpp, Ops of one
-// lane, no FMA) and the AVX2 tier (kernels/kernels_avx2.cpp, eight lanes, FMA): one KV head's
+// lane, no FMA), the AVX2 tier (kernels/kernels_avx2.cpp, eight lanes, FMA) and the AVX-512
+// tiers (kernels/attention_avx512.cpp, sixteen lanes, FMA): one KV head's
 // query block against every key it may see, in one pass over the keys with an online softmax
 // (a running maximum and sum per query row, no buffer of scores over the whole context).
-// Include only from those files: everything here has internal linkage.
+// Include only from those files (and kernels/attention_avx2_ops.h): everything here has
+// internal linkage.
 //
 // Ops must provide (on top of what the exp needs):
-//   using vec;  static constexpr size_t width;
+//   using vec;  static constexpr size_t width, row_tile (query rows per register tile);
 //   vec load(const float*); void store(float*, vec); vec set1(float); vec zero();
 //   vec fma(vec a, vec b, vec c)  (a*b+c; one rounding on FMA tiers, two on the scalar one)
 //   vec mul(vec, vec); vec add(vec, vec); vec sub(vec, vec); vec max(vec, vec)
@@ -64,8 +66,8 @@ constexpr float kExpCoef[8] = {1.0f, 1.0f, 0.5f, 1.0f / 6, 1.0f / 24, 1.0f / 120
 // The keys of one block: its K rows are transposed (and widened) once into [head_dim][kKeyBlock]
 // and its V rows widened once, for every query row of the block to read.
 constexpr size_t kKeyBlock = kAttentionKeyBlock;
-// Query rows scored together against one key block (register tile): 2 rows x 4 vectors.
-constexpr size_t kRowTile = 2;
+// Query rows scored together against one key block (register tile): Ops::row_tile rows x 4
+// vectors.
 constexpr size_t kVecTile = 4;
 
 template <class Ops>
@@ -110,6 +112,7 @@ inline float widen(F16 x) { return f16_to_f32(x.bits); }
 struct ScalarOps {
   using vec = float;
   static constexpr size_t width = 1;
+  static constexpr size_t row_tile = 2;
   static float load(const float* p) { return *p; }
   static void store(float* p, float v) { *p = v; }
   static float set1(float v) { return v; }
@@ -266,7 +269,7 @@ uint64_t attention_tile(const AttentionTile& a) {
     const size_t t_first = kb > a.pos0 ? kb - a.pos0 : 0;
     const size_t r_first = t_first * g;
     size_t r = r_first;
-    for (; r + kRowTile <= R; r += kRowTile) score_rows<Ops, kRowTile>(qs, kt, s, hd, r);
+    for (; r + Ops::row_tile <= R; r += Ops::row_tile) score_rows<Ops, Ops::row_tile>(qs, kt, s, hd, r);
     for (; r < R; ++r) score_rows<Ops, 1>(qs, kt, s, hd, r);
 
     for (r = r_first; r < R; ++r) {
@@ -294,10 +297,10 @@ uint64_t attention_tile(const AttentionTile& a) {
       }
     }
     r = r_first;
-    for (; r + kRowTile <= R; r += kRowTile) {
-      const size_t t_last = (r + kRowTile - 1) / g;
+    for (; r + Ops::row_tile <= R; r += Ops::row_tile) {
+      const size_t t_last = (r + Ops::row_tile - 1) / g;
       const size_t nj = a.pos0 + t_last + 1 - kb < nk ? a.pos0 + t_last + 1 - kb : nk;
-      accumulate_values<Ops, kRowTile>(s, vrows, vstride, acc, hd, r, nj);
+      accumulate_values<Ops, Ops::row_tile>(s, vrows, vstride, acc, hd, r, nj);
     }
     for (; r < R; ++r) {
       const size_t nj = a.pos0 + r / g + 1 - kb < nk ? a.pos0 + r / g + 1 - kb : nk;

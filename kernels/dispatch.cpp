@@ -197,8 +197,10 @@ namespace {
 // Each tier lists a lower tier's kernel wherever it has none of its own. Every SIMD tier
 // quantizes activations with the AVX2 code (bitwise the scalar reference, like everything
 // else).
-// Attention has no AVX-512 kernel yet: every SIMD tier runs the AVX2 one.
+// Attention: the AVX2 kernel on the AVX2 tiers, the sixteen-lane one on the AVX-512 tiers.
 constexpr ByKvType kAvx2Attention{.f32 = avx2::attention_f32, .bf16 = avx2::attention_bf16, .f16 = avx2::attention_f16};
+constexpr ByKvType kAvx512Attention{
+    .f32 = avx512::attention_f32, .bf16 = avx512::attention_bf16, .f16 = avx512::attention_f16};
 
 constexpr Kernels kScalar{
     .isa = Isa::Scalar,
@@ -245,8 +247,8 @@ constexpr Kernels kAvx512{
     .quantize_activations = avx2::quantize_activations,
     .dot_rows_f32 = avx512::dot_rows_f32,
     .axpy_rows_f32 = avx512::axpy_rows_f32,
-    .attention = kAvx2Attention,
-    .exp_f32 = avx2::exp_f32,
+    .attention = kAvx512Attention,
+    .exp_f32 = avx512::exp_f32,
     .score_block = avx2::score_block,
     .refit_block = avx2::refit_block,
 };
@@ -258,8 +260,8 @@ constexpr Kernels kAvx512Vnni{
     .matmul_packed = {.q8_0 = avx512_vnni::matmul_packed_q8_0, .q4_0 = avx512_vnni::matmul_packed_q4_0},
     .dot_rows_f32 = avx512::dot_rows_f32,
     .axpy_rows_f32 = avx512::axpy_rows_f32,
-    .attention = kAvx2Attention,
-    .exp_f32 = avx2::exp_f32,
+    .attention = kAvx512Attention,
+    .exp_f32 = avx512::exp_f32,
     .score_block = avx2::score_block,
     .refit_block = avx2::refit_block,
 };
@@ -275,8 +277,8 @@ constexpr Kernels kAvx512Bf16{
     .matmul_bf16_rounded = avx512_bf16::matmul_bf16_rounded,
     .dot_rows_f32 = avx512::dot_rows_f32,
     .axpy_rows_f32 = avx512::axpy_rows_f32,
-    .attention = kAvx2Attention,
-    .exp_f32 = avx2::exp_f32,
+    .attention = kAvx512Attention,
+    .exp_f32 = avx512::exp_f32,
     .score_block = avx2::score_block,
     .refit_block = avx2::refit_block,
 };

@@ -277,6 +277,8 @@ namespace avx512 {       // kernels/*_avx512.cpp
 MatmulSig matmul_f32, matmul_bf16;
 DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
+AttentionTileSig attention_f32, attention_bf16, attention_f16;
+ExpRowsSig exp_f32;
 }  // namespace avx512
 namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
