@@ -220,6 +220,35 @@ inline void accumulate_values(const float* p, const float* vb, size_t vstride, f
   }
 }
 
+// The rows [r, R) left after the whole register tiles, in tiles of fewer rows (largest first:
+// a decode step's 7 rows of one KV head are 4 + 3 on sixteen lanes, not 4 + 1 + 1 + 1).
+template <class Ops, size_t N>
+inline void score_rest(const float* qs, const float* kt, float* s, size_t hd, size_t r, size_t R) {
+  if constexpr (N > 0) {
+    if (R - r >= N) {
+      score_rows<Ops, N>(qs, kt, s, hd, r);
+      r += N;
+    }
+    score_rest<Ops, N - 1>(qs, kt, s, hd, r, R);
+  }
+}
+
+// Likewise for the weighted sums of values; a tile's rows take the keys its last row sees
+// (the others' extra weights are 0).
+template <class Ops, size_t N>
+inline void accumulate_rest(const float* s, const float* vrows, size_t vstride, float* acc, size_t hd, size_t r,
+                            size_t R, size_t g, size_t pos0, size_t kb, size_t nk) {
+  if constexpr (N > 0) {
+    if (R - r >= N) {
+      const size_t t_last = (r + N - 1) / g;
+      const size_t nj = pos0 + t_last + 1 - kb < nk ? pos0 + t_last + 1 - kb : nk;
+      accumulate_values<Ops, N>(s, vrows, vstride, acc, hd, r, nj);
+      r += N;
+    }
+    accumulate_rest<Ops, N - 1>(s, vrows, vstride, acc, hd, r, R, g, pos0, kb, nk);
+  }
+}
+
 template <class Ops, class KvT>
 uint64_t attention_tile(const AttentionTile& a) {
   using V = typename Ops::vec;
@@ -270,7 +299,7 @@ uint64_t attention_tile(const AttentionTile& a) {
     const size_t r_first = t_first * g;
     size_t r = r_first;
     for (; r + Ops::row_tile <= R; r += Ops::row_tile) score_rows<Ops, Ops::row_tile>(qs, kt, s, hd, r);
-    for (; r < R; ++r) score_rows<Ops, 1>(qs, kt, s, hd, r);
+    score_rest<Ops, Ops::row_tile - 1>(qs, kt, s, hd, r, R);
 
     for (r = r_first; r < R; ++r) {
       const size_t t = r / g;
@@ -302,10 +331,7 @@ uint64_t attention_tile(const AttentionTile& a) {
       const size_t nj = a.pos0 + t_last + 1 - kb < nk ? a.pos0 + t_last + 1 - kb : nk;
       accumulate_values<Ops, Ops::row_tile>(s, vrows, vstride, acc, hd, r, nj);
     }
-    for (; r < R; ++r) {
-      const size_t nj = a.pos0 + r / g + 1 - kb < nk ? a.pos0 + r / g + 1 - kb : nk;
-      accumulate_values<Ops, 1>(s, vrows, vstride, acc, hd, r, nj);
-    }
+    accumulate_rest<Ops, Ops::row_tile - 1>(s, vrows, vstride, acc, hd, r, R, g, a.pos0, kb, nk);
   }
 
   for (size_t t = 0; t < a.n_q; ++t)

@@ -294,7 +294,7 @@ TEST(TiledAttention, CausalMaskHoldsAtBlockEdges) {
 TEST(TiledAttention, ReadsEachKvRowOncePerQueryBlock) {
   const AttentionShape shape{14, 2, 64};
   const size_t qb = attention_query_block(shape);
-  EXPECT_EQ(qb, 32u / 7u);  // 4 positions x 7 heads = 28 query rows per block
+  EXPECT_EQ(qb, 128u / 7u);  // 18 positions x 7 heads = 126 query rows per block
   for (size_t n : {1u, 4u, 100u, 129u}) {
     for (size_t pos0 : {0u, 30u, 500u}) {
       const Problem p(shape, n, pos0, 1.0f, 41);

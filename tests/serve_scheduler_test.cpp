@@ -95,6 +95,36 @@ TEST_F(ServeScheduler, ConcurrentGreedyRequestsEqualSingleOnes) {
   }
 }
 
+// Prompts are prefilled a chunk per step, interleaved with the running sequences' decode
+// steps: whatever the chunk size, each request's output is what it makes alone, and its prompt
+// took exactly ceil(uncached tokens / chunk) forward passes.
+TEST_F(ServeScheduler, ChunkedPrefillEqualsAloneAndTakesCeilPromptOverChunkPasses) {
+  const std::vector<Job> jobs = {job("Once upon a time there was a cat that sat on the mat and looked", 30, kGreedy),
+                                 job("the cat", 30, kGreedy), job("a dog ran", 12, {.temperature = 0.9, .seed = 7})};
+  ASSERT_GT(jobs[0].prompt.size(), 12u);
+  for (size_t chunk : {size_t{1}, size_t{3}, size_t{7}, size_t{512}}) {
+    Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 4, .prefill_chunk = chunk}, metrics_);
+    std::vector<std::shared_ptr<Channel>> channels;
+    for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      ASSERT_TRUE(channels[i]);
+      const Result got = drain(*channels[i]);
+      expect_same(got, alone(jobs[i]), fmt::format("chunk {}, request {}", chunk, i));
+      const size_t pushed = jobs[i].prompt.size() - got.cached;
+      EXPECT_EQ(channels[i]->prefill_chunks(), (pushed + chunk - 1) / chunk) << "chunk " << chunk << ", request " << i;
+    }
+  }
+  // A continued conversation prefills only what its cache lacks, in chunks too.
+  Scheduler scheduler(*model_, *tok_, {.parallel = 1, .queue = 2, .prefill_chunk = 2}, metrics_);
+  drain(*scheduler.submit(job("the cat sat on", 4, kGreedy)));
+  const Job second = job("the cat sat on the mat and a dog ran", 6, kGreedy);
+  const std::shared_ptr<Channel> channel = scheduler.submit(second);
+  const Result b = drain(*channel);
+  ASSERT_GT(b.cached, 1u);
+  expect_same(b, alone(second), "continued");
+  EXPECT_EQ(channel->prefill_chunks(), (second.prompt.size() - b.cached + 1) / 2);
+}
+
 TEST_F(ServeScheduler, SeededSamplingUnderLoadEqualsAlone) {
   // Five requests on three slots: some wait, join a running batch, and leave at different steps.
   std::vector<Job> jobs;

@@ -24,6 +24,7 @@ struct ServeFlags {
   int port = 8080;
   int64_t parallel = 4;
   int64_t queue = 64;
+  int64_t prefill_chunk = 512;
   std::optional<std::string> api_key;
   std::string model_id;
   int64_t max_connections = 512;
@@ -47,6 +48,9 @@ bool loopback(const std::string& host) {
 void run(const ServeFlags& f) {
   if (f.parallel < 1) fail("--parallel must be >= 1, got {}", f.parallel);
   require_non_negative(f.queue, "--queue");
+  if (f.prefill_chunk < 1 || f.prefill_chunk > 1 << 20) {
+    fail("--prefill-chunk must be in 1..1048576, got {}", f.prefill_chunk);
+  }
   // cpp-httplib answers 500 on a descriptor >= FD_SETSIZE (1024): stay well below it.
   if (f.max_connections < 1 || f.max_connections > 900) {
     fail("--max-connections must be in 1..900, got {}", f.max_connections);
@@ -69,6 +73,7 @@ void run(const ServeFlags& f) {
   options.port = f.port;
   options.parallel = static_cast<size_t>(f.parallel);
   options.queue = static_cast<size_t>(f.queue);
+  options.prefill_chunk = static_cast<size_t>(f.prefill_chunk);
   options.api_key = f.api_key.value_or("");
   options.max_connections = static_cast<size_t>(f.max_connections);
   options.model_id = f.model_id;
@@ -112,6 +117,10 @@ void setup(CLI::App& app) {
   app.add_option("--port", f->port, "Port (default 8080; 0 = any free port, printed)");
   app.add_option("--parallel", f->parallel, "Sequences generated together (default 4)");
   app.add_option("--queue", f->queue, "Requests that may wait for a free sequence; more get 503 (default 64)");
+  app.add_option("--prefill-chunk", f->prefill_chunk,
+                 "Prompt tokens prefilled per scheduler step (default 512): a long prompt is prefilled a chunk at a "
+                 "time, each running sequence decoding one token between chunks; smaller chunks keep their "
+                 "token rate steadier while a long prompt arrives, larger ones prefill it sooner");
   app.add_option("--api-key", f->api_key,
                  "Require 'Authorization: Bearer KEY' on /v1/* (without it, only requests whose Host is an "
                  "IP address or localhost are answered)");

@@ -71,6 +71,7 @@ struct Scheduler::Slot {
   Sequence seq;
   std::vector<int32_t> history;  // prompt + generated; the first seq.length() are in the cache
   bool busy = false;
+  size_t prefilled = 0;          // prompt tokens in the cache: < job.prompt.size() while prefilling
   uint64_t last_used = 0;        // for choosing among free slots: least recently used first
   std::shared_ptr<Channel> channel;
   Job job;
@@ -87,6 +88,7 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, const Sched
       // Only ids the tokenizer has are sampled (rows past it are padding), as in Generator.
       sample_vocab_(std::min<int64_t>(static_cast<int64_t>(model.vocab_size()), tokenizer.vocab_size())) {
   if (options_.parallel == 0) fail("--parallel must be >= 1");
+  if (options_.prefill_chunk == 0) fail("--prefill-chunk must be >= 1");
   for (size_t i = 0; i < options_.parallel; ++i) {
     auto slot = std::make_unique<Slot>();
     slot->seq = model_.new_sequence();
@@ -192,15 +194,22 @@ void Scheduler::loop() {
       start(*best, std::move(q));
     }
 
-    seqs.clear();
-    tokens.clear();
-    stepping.clear();
+    // One chunk of each prompt being prefilled; a prompt's last chunk gives its first token,
+    // and the sequence joins this step's decode.
     for (const auto& s : slots_) {
       if (!s->busy) continue;
       if (s->channel->cancelled()) {
         finish(*s, Outcome::Cancelled, FinishReason::Stop);
         continue;
       }
+      if (s->prefilled < s->job.prompt.size()) prefill(*s);
+    }
+
+    seqs.clear();
+    tokens.clear();
+    stepping.clear();
+    for (const auto& s : slots_) {
+      if (!s->busy || s->prefilled < s->job.prompt.size()) continue;
       seqs.push_back(&s->seq);
       tokens.push_back(s->history.back());
       stepping.push_back(s.get());
@@ -273,15 +282,24 @@ void Scheduler::start(Slot& slot, Queued q) {
   slot.channel->cached_ = keep;
   slot.seq.cache().truncate(keep);
   slot.history = prompt;
+  slot.prefilled = keep;  // the loop prefills the rest, a chunk per step
+}
+
+void Scheduler::prefill(Slot& slot) {
+  const std::vector<int32_t>& prompt = slot.job.prompt;
+  const size_t n = std::min(options_.prefill_chunk, prompt.size() - slot.prefilled);
   std::span<const float> logits;
   try {
-    logits = model_.forward(std::span(prompt).subspan(keep), slot.seq);
+    logits = model_.forward(std::span(prompt).subspan(slot.prefilled, n), slot.seq);
   } catch (const std::exception& e) {
     slot.seq.cache().clear();
+    slot.prefilled = 0;
     finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
     return;
   }
-  accept_token(slot, logits);
+  slot.prefilled += n;
+  ++slot.channel->chunks_;
+  if (slot.prefilled == prompt.size()) accept_token(slot, logits);
 }
 
 // After each forward pass of a slot's sequence: its generation step chooses the next token,

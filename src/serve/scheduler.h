@@ -2,10 +2,12 @@
 //
 // Requests wait in a bounded queue. Up to `parallel` of them hold a slot (a Sequence of the
 // shared Model, with its own GenerationStep: the per-token step every front end runs, so a
-// request samples, stops and streams exactly as `generate` would). A new request is
-// prefilled on its own when it gets a slot; then every active sequence advances by one token
-// per step through one Model::decode call (continuous batching: requests join and leave
-// between steps). Batched decoding is bitwise what each sequence would compute alone, so a
+// request samples, stops and streams exactly as `generate` would). A new request's prompt is
+// prefilled in chunks of at most `prefill_chunk` tokens, one chunk per scheduler step, so a
+// long prompt delays the running sequences by one chunk per token instead of by its whole
+// prefill; every sequence done with its prompt advances by one token per step through one
+// Model::decode call (continuous batching: requests join and leave between steps). Chunked
+// prefill and batched decoding are bitwise what each sequence would compute alone, so a
 // request's output does not depend on what else is running.
 //
 // A free slot keeps the tokens its cache holds: a request that starts with them (a
@@ -77,6 +79,7 @@ class Channel {
   Usage usage() const { return usage_; }
   const std::string& error() const { return error_; }
   size_t cached_prompt_tokens() const { return cached_; }  // prompt tokens reused from a cache
+  size_t prefill_chunks() const { return chunks_; }  // forward passes its prompt took, once done
   // The tokens generated and kept (an end-of-sequence id is not), once done.
   const std::vector<int32_t>& completion_ids() const { return completion_ids_; }
 
@@ -99,12 +102,14 @@ class Channel {
   Usage usage_;
   std::string error_;
   size_t cached_ = 0;
+  size_t chunks_ = 0;
   std::vector<int32_t> completion_ids_;
 };
 
 struct SchedulerOptions {
   size_t parallel = 4;  // sequences generated together (>= 1)
   size_t queue = 64;    // requests waiting for a slot; more are refused
+  size_t prefill_chunk = 512;  // prompt tokens prefilled per step, between decode steps (>= 1)
 };
 
 class Scheduler {
@@ -134,6 +139,7 @@ class Scheduler {
   };
   void loop();
   void start(Slot& slot, Queued q);
+  void prefill(Slot& slot);  // the next chunk of its prompt
   void accept_token(Slot& slot, std::span<const float> logits);
   void add_request_features(GenerationStep& step, const Job& job, const std::shared_ptr<Channel>& channel);
   void finish(Slot& slot, Outcome outcome, FinishReason finish, std::string error = {});
