@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "grammar/string_content.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/grammar.h"
@@ -220,6 +221,35 @@ TEST(GrammarMask, EqualsBruteForceOnQwen25sVocabulary) {
   check_masks_along(pattern, vocab, "\"\xe4\xb8\xad\xe6\x96\x87" "7\"", 2);
 }
 
+// The content counts the trie stores: every suffix's count from the one-pass tail_counts equals
+// count_of on that suffix, over strings of UTF-8 edge pieces; and count_of itself on hand-picked
+// cases.
+TEST(StringContent, CountsCharactersAndRefusesWhatIsNotContent) {
+  using string_content::count_of;
+  using string_content::kNotContent;
+  EXPECT_EQ(count_of("abc"), 3);
+  EXPECT_EQ(count_of("a\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80"), 4);
+  EXPECT_EQ(count_of("a\xe4\xb8"), 2);  // an incomplete character counts
+  EXPECT_EQ(count_of("\x7f"), 1);
+  for (const char* bad : {"\"", "a\\", "\x1f", "\x80", "\xc0\xaf", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                          "\xf5", "\xc3\xa9\xa9", "\xe4\xb8" "a"}) {
+    EXPECT_EQ(count_of(bad), kNotContent) << bad;
+  }
+  EXPECT_EQ(count_of(std::string(300, 'x')), 254);
+  const std::vector<std::string> pieces = {"a", " ", "\"", "\\", "\x1f", "\x7f", "\xc3\xa9", "\xe4\xb8\xad", "\xed\x9f\xbf",
+                                           "\xed\xa0\x80", "\xf0\x9f\x98\x80", "\xf4\x90\x80\x80", "\x80", "\xe4", "\xe4\xb8",
+                                           "\xf0\x9f", "\xff"};
+  std::mt19937 rng(5);
+  for (int k = 0; k < 3000; ++k) {
+    std::string t;
+    const int n = 1 + static_cast<int>(rng() % 8);
+    for (int j = 0; j < n; ++j) t += pieces[rng() % pieces.size()];
+    std::vector<uint8_t> tails(t.size());
+    string_content::tail_counts(t, tails.data());
+    for (size_t i = 0; i < t.size(); ++i) ASSERT_EQ(tails[i], count_of(std::string_view(t).substr(i))) << t << " at " << i;
+  }
+}
+
 // The string-content shortcut on tokens made to sit on its edges: every UTF-8 boundary the
 // content automaton draws (E0/ED/F0/F4 second bytes, surrogates, overlongs, bytes that never
 // start a character, DEL, control bytes), incomplete characters, quotes and backslashes
@@ -258,6 +288,16 @@ TEST(GrammarMask, ContentShortcutEqualsBruteForceOnUtf8Edges) {
   EXPECT_GT(check_masks_along(wide, vocab, "\"a\tb\x01\xe4\xb8\xad\""), 0u);
   const Grammar letters = Grammar::from_gbnf("root ::= \"\\\"\" [a-zA-Z]* \"\\\"\"\n");
   EXPECT_EQ(check_masks_along(letters, vocab, "\"abcXYZ\""), 0u);
+  // A masker that must start afresh at every call (its automaton over a tiny limit).
+  const VocabTrie trie(vocab);
+  TokenMasker small(json, trie, {.max_states = 4});
+  GrammarState state(json);
+  std::vector<uint8_t> mask;
+  for (char c : doc) {
+    small.mask(state, mask);
+    ASSERT_EQ(mask, brute_mask(state, vocab)) << "max_states 4, at byte " << c;
+    ASSERT_TRUE(state.advance(static_cast<uint8_t>(c)));
+  }
 }
 
 // The shortcut against brute force on Qwen2.5's vocabulary, along documents of several schemas:

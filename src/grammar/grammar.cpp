@@ -276,6 +276,7 @@ VocabTrie::VocabTrie(std::span<const std::string> token_bytes) : bytes_(token_by
   }
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return bytes_[a] < bytes_[b]; });
   std::vector<uint32_t> path;
+  std::vector<uint8_t> tails;
   std::string_view prev;
   for (int32_t id : order) {
     const std::string_view b = bytes_[id];
@@ -291,11 +292,13 @@ VocabTrie::VocabTrie(std::span<const std::string> token_bytes) : bytes_(token_by
       path.push_back(static_cast<uint32_t>(nodes_.size() - 1));
     }
     // Each node on the path holds the token: its bytes from that node's byte on.
+    tails.resize(b.size());
+    string_content::tail_counts(b, tails.data());
     for (size_t k = 0; k < path.size(); ++k) {
       uint8_t& tail = nodes_[path[k]].tail_content;
-      if (tail != string_content::kNotContent) tail = std::max(tail, string_content::count_of(b.substr(k)));
+      if (tail != string_content::kNotContent) tail = std::max(tail, tails[k]);
     }
-    const uint8_t content = string_content::count_of(b);
+    const uint8_t content = tails[0];
     if (content != string_content::kNotContent) max_content_count_ = std::max<uint32_t>(max_content_count_, content);
     ids_.push_back(id);
     nodes_[path.back()].tok_end = static_cast<uint32_t>(ids_.size());

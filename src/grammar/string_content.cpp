@@ -46,4 +46,30 @@ uint8_t count_of(std::string_view bytes) {
   return static_cast<uint8_t>(std::min(count, 254));
 }
 
+void tail_counts(std::string_view bytes, uint8_t* tails) {
+  // From a boundary a character is read to its end (or to the end of the bytes); the tail
+  // after it is content from a boundary exactly when its own tail count says so.
+  for (size_t k = bytes.size(); k-- > 0;) {
+    uint8_t state = kBoundary;
+    size_t j = k;
+    bool ok = true;
+    do {
+      const Step s = step(state, static_cast<uint8_t>(bytes[j]));
+      if (s.to < 0 || (j > k && s.starts_character)) {
+        ok = false;
+        break;
+      }
+      state = static_cast<uint8_t>(s.to);
+      ++j;
+    } while (state != kBoundary && j < bytes.size());
+    if (!ok) {
+      tails[k] = kNotContent;
+    } else if (j == bytes.size()) {
+      tails[k] = 1;
+    } else {
+      tails[k] = tails[j] == kNotContent ? kNotContent : static_cast<uint8_t>(std::min(tails[j] + 1, 254));
+    }
+  }
+}
+
 }  // namespace nanoinfer::string_content

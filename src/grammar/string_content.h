@@ -25,4 +25,8 @@ Step step(uint8_t state, uint8_t byte);
 // 254; kNotContent when some byte cannot follow.
 uint8_t count_of(std::string_view bytes);
 
+// tails[k] = count_of(bytes.substr(k)) for every k, in one pass from the back (tails holds
+// bytes.size() entries).
+void tail_counts(std::string_view bytes, uint8_t* tails);
+
 }  // namespace nanoinfer::string_content
