@@ -36,8 +36,7 @@ void ParserAutomaton::clear() {
   next_.clear();
   transitions_computed_ = 0;
   scratch_.clear();
-  const uint32_t dead = intern_scratch();  // the empty set is state 0
-  (void)dead;
+  intern_scratch();  // the empty set: state 0, kDead
 }
 
 uint32_t ParserAutomaton::stack(uint32_t parent, uint32_t pos) {
