@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "grammar/string_content.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/grammar.h"
@@ -122,24 +123,36 @@ std::vector<uint8_t> brute_mask(const GrammarState& state, const std::vector<std
   return allowed;
 }
 
-// Walks `text` byte by byte and compares the trie's mask with brute force at every prefix
-// (every `stride`-th and the last, for large vocabularies).
-void check_masks_along(const Grammar& g, const std::vector<std::string>& vocab, std::string_view text,
-                       size_t stride = 1) {
+// Walks `text` byte by byte and compares the mask with brute force at every prefix (every
+// `stride`-th and the last, for large vocabularies): the masker with its string-content
+// shortcut and without, each kept across the whole walk (its automaton grows as it goes), and
+// a fresh one at each checked prefix. Returns the tokens the shortcut marked wholesale.
+uint64_t check_masks_along(const Grammar& g, const std::vector<std::string>& vocab, std::string_view text,
+                           size_t stride = 1) {
   const VocabTrie trie(vocab);
+  TokenMasker fast(g, trie);
+  TokenMasker walk(g, trie, {.content_shortcut = false});
   GrammarState state(g);
   std::vector<uint8_t> mask;
   for (size_t i = 0; i <= text.size(); ++i) {
     if (i % stride == 0 || i == text.size()) {
-      trie.mask(state, mask);
       const std::vector<uint8_t> want = brute_mask(state, vocab);
-      ASSERT_EQ(mask, want) << "after " << i << " bytes of " << text;
+      fast.mask(state, mask);
+      EXPECT_EQ(mask, want) << "content shortcut: after " << i << " bytes of " << text;
+      walk.mask(state, mask);
+      EXPECT_EQ(mask, want) << "walk: after " << i << " bytes of " << text;
+      TokenMasker(g, trie).mask(state, mask);
+      EXPECT_EQ(mask, want) << "fresh masker: after " << i << " bytes of " << text;
+      if (::testing::Test::HasFailure()) return 0;
     }
     if (i < text.size()) {
-      ASSERT_TRUE(state.advance(static_cast<uint8_t>(text[i]))) << "byte " << i << " of " << text;
+      EXPECT_TRUE(state.advance(static_cast<uint8_t>(text[i]))) << "byte " << i << " of " << text;
+      if (::testing::Test::HasFailure()) return 0;
     }
   }
   EXPECT_TRUE(state.complete());
+  EXPECT_EQ(walk.work().content_tokens, 0u);
+  return fast.work().content_tokens;
 }
 
 std::vector<std::string> small_vocab() {
@@ -187,20 +200,133 @@ TEST(GrammarMask, EqualsBruteForceOnTheDefaultModelsTokenizer) {
   check_masks_along(g, vocab, "The cat sat on the mat.");
 }
 
-// Qwen2.5's vocabulary (151,665 tokens, many ending inside a UTF-8 character).
-TEST(GrammarMask, EqualsBruteForceOnQwen25sVocabulary) {
+std::vector<std::string> qwen25_vocab() {
   const std::filesystem::path dir = std::filesystem::path(NANOINFER_SOURCE_DIR) / ".deps/qwen-tokenizer";
-  ASSERT_TRUE(std::filesystem::exists(dir / "tokenizer.json")) << dir << " is missing: run `bash scripts/fetch-test-assets.sh`";
+  if (!std::filesystem::exists(dir / "tokenizer.json")) return {};
   const Tokenizer tok = Tokenizer::load(dir);
   std::vector<std::string> vocab(static_cast<size_t>(tok.vocab_size()));
   for (int32_t id = 0; id < tok.vocab_size(); ++id) {
     if (!tok.is_special_token(id)) vocab[static_cast<size_t>(id)] = std::string(tok.token_bytes(id));
   }
-  ASSERT_GT(vocab.size(), 150000u);
+  return vocab;
+}
+
+// Qwen2.5's vocabulary (151,665 tokens, many ending inside a UTF-8 character).
+TEST(GrammarMask, EqualsBruteForceOnQwen25sVocabulary) {
+  const std::vector<std::string> vocab = qwen25_vocab();
+  ASSERT_GT(vocab.size(), 150000u) << "run `bash scripts/fetch-test-assets.sh`";
   const Grammar json = Grammar::from_gbnf(json_object_gbnf());
   check_masks_along(json, vocab, "{\"\xe4\xbd\xa0\xe5\xa5\xbd\":[\"\xf0\x9f\x98\x80 \\u00e9\",-1.5]}", 4);
   const Grammar pattern = Grammar::from_gbnf(json_schema_to_gbnf(R"({"type":"string","pattern":"^[\\u4e00-\\u9fff]{2}\\d$"})"));
   check_masks_along(pattern, vocab, "\"\xe4\xb8\xad\xe6\x96\x87" "7\"", 2);
+}
+
+// The content counts the trie stores: every suffix's count from the one-pass tail_counts equals
+// count_of on that suffix, over strings of UTF-8 edge pieces; and count_of itself on hand-picked
+// cases.
+TEST(StringContent, CountsCharactersAndRefusesWhatIsNotContent) {
+  using string_content::count_of;
+  using string_content::kNotContent;
+  EXPECT_EQ(count_of("abc"), 3);
+  EXPECT_EQ(count_of("a\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80"), 4);
+  EXPECT_EQ(count_of("a\xe4\xb8"), 2);  // an incomplete character counts
+  EXPECT_EQ(count_of("\x7f"), 1);
+  for (const char* bad : {"\"", "a\\", "\x1f", "\x80", "\xc0\xaf", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                          "\xf5", "\xc3\xa9\xa9", "\xe4\xb8" "a"}) {
+    EXPECT_EQ(count_of(bad), kNotContent) << bad;
+  }
+  EXPECT_EQ(count_of(std::string(300, 'x')), 254);
+  const std::vector<std::string> pieces = {"a", " ", "\"", "\\", "\x1f", "\x7f", "\xc3\xa9", "\xe4\xb8\xad", "\xed\x9f\xbf",
+                                           "\xed\xa0\x80", "\xf0\x9f\x98\x80", "\xf4\x90\x80\x80", "\x80", "\xe4", "\xe4\xb8",
+                                           "\xf0\x9f", "\xff"};
+  std::mt19937 rng(5);
+  for (int k = 0; k < 3000; ++k) {
+    std::string t;
+    const int n = 1 + static_cast<int>(rng() % 8);
+    for (int j = 0; j < n; ++j) t += pieces[rng() % pieces.size()];
+    std::vector<uint8_t> tails(t.size());
+    string_content::tail_counts(t, tails.data());
+    for (size_t i = 0; i < t.size(); ++i) ASSERT_EQ(tails[i], count_of(std::string_view(t).substr(i))) << t << " at " << i;
+  }
+}
+
+// The string-content shortcut on tokens made to sit on its edges: every UTF-8 boundary the
+// content automaton draws (E0/ED/F0/F4 second bytes, surrogates, overlongs, bytes that never
+// start a character, DEL, control bytes), incomplete characters, quotes and backslashes
+// inside and at the ends; and grammars whose string class is the JSON class, or is it minus
+// one character (the shortcut must then not apply to that character), or is bounded.
+TEST(GrammarMask, ContentShortcutEqualsBruteForceOnUtf8Edges) {
+  std::vector<std::string> vocab;
+  for (int b = 0; b < 256; ++b) vocab.push_back(std::string(1, static_cast<char>(b)));
+  const std::vector<std::string> pieces = {
+      "a", "Z", " ", "\x7f", "\x1f", "\t", "\"", "\\", "\\n", "\\u00e9", "\xc2\x80", "\xdf\xbf", "\xc0\xaf", "\xc1\xbf",
+      "\xe0\xa0\x80", "\xe0\x9f\xbf", "\xed\x9f\xbf", "\xed\xa0\x80", "\xef\xbf\xbf", "\xf0\x90\x80\x80",
+      "\xf0\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xe4\xb8\xad", "\xf0\x9f\x98\x80",
+      "\x80", "\xbf", "\xe0", "\xe0\xa0", "\xed", "\xed\xa0", "\xf0\x90", "\xf4\x8f\xbf", "\xff", "\xfe"};
+  std::mt19937 rng(23);
+  for (int k = 0; k < 4000; ++k) {
+    std::string t;
+    const int n = 1 + static_cast<int>(rng() % 6);
+    for (int j = 0; j < n; ++j) t += pieces[rng() % pieces.size()];
+    vocab.push_back(t);
+  }
+  for (int n = 1; n <= 30; ++n) vocab.push_back(std::string(static_cast<size_t>(n), 'x'));  // long content
+  const std::string doc = "\"a\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\x7f \\\" \\\\ \\u00e9 \xef\xbf\xbf\xf4\x8f\xbf\xbfz\"";
+  // The JSON string: the shortcut applies inside it.
+  const Grammar json = Grammar::from_gbnf(json_schema_to_gbnf(R"({"type":"string"})"));
+  EXPECT_GT(check_masks_along(json, vocab, doc), 0u);
+  // Bounded strings: the depth follows the characters left.
+  const Grammar bounded = Grammar::from_gbnf(json_schema_to_gbnf(R"({"type":"string","minLength":2,"maxLength":7})"));
+  EXPECT_GT(check_masks_along(bounded, vocab, "\"ab\xe4\xb8\xad\\n\xf0\x9f\x98\x80x\""), 0u);
+  // One character short of the JSON class: DEL, or U+FFFF, or the 4-byte plane.
+  for (const char* cls : {R"([^"\\\x00-\x1F\x7F])", R"([^"\\\x00-\x1F\uFFFF])", R"([^"\\\x00-\x1F\U00010000-\U0010FFFF])"}) {
+    const Grammar g = Grammar::from_gbnf(std::string("root ::= \"\\\"\" ") + cls + "* \"\\\"\"\n");
+    check_masks_along(g, vocab, "\"ab\xc3\xa9 \xe4\xb8\xad\"");
+  }
+  // A wider class than JSON's (control bytes allowed) and one that is only ASCII letters.
+  const Grammar wide = Grammar::from_gbnf("root ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\n");
+  EXPECT_GT(check_masks_along(wide, vocab, "\"a\tb\x01\xe4\xb8\xad\""), 0u);
+  const Grammar letters = Grammar::from_gbnf("root ::= \"\\\"\" [a-zA-Z]* \"\\\"\"\n");
+  EXPECT_EQ(check_masks_along(letters, vocab, "\"abcXYZ\""), 0u);
+  // A masker that must start afresh at every call (its automaton over a tiny limit).
+  const VocabTrie trie(vocab);
+  TokenMasker small(json, trie, {.max_states = 4});
+  GrammarState state(json);
+  std::vector<uint8_t> mask;
+  for (char c : doc) {
+    small.mask(state, mask);
+    ASSERT_EQ(mask, brute_mask(state, vocab)) << "max_states 4, at byte " << c;
+    ASSERT_TRUE(state.advance(static_cast<uint8_t>(c)));
+  }
+}
+
+// The shortcut against brute force on Qwen2.5's vocabulary, along documents of several schemas:
+// bounded and free strings with escapes and characters of 1 to 4 bytes, numbers, integer
+// ranges, enums, a pattern, anyOf with null, arrays, nested objects — the states a schema's
+// decoding passes through.
+TEST(GrammarMask, ContentShortcutEqualsBruteForceOnQwen25sVocabulary) {
+  const std::vector<std::string> vocab = qwen25_vocab();
+  ASSERT_GT(vocab.size(), 150000u) << "run `bash scripts/fetch-test-assets.sh`";
+  const Grammar schema = Grammar::from_gbnf(json_schema_to_gbnf(R"({
+    "type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 12},
+      "note": {"type": "string"},
+      "n": {"type": "integer", "minimum": -50, "maximum": 50000},
+      "x": {"type": "number"},
+      "color": {"enum": ["red", "green", "blue"]},
+      "zip": {"type": "string", "pattern": "^[0-9]{5}$"},
+      "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}, "maxItems": 3},
+      "owner": {"type": "object", "properties": {"contact": {"anyOf": [{"type": "string", "maxLength": 30}, {"type": "null"}]}},
+                "required": ["contact"], "additionalProperties": false}},
+    "required": ["name", "note", "n", "x", "color", "zip", "tags", "owner"], "additionalProperties": false})"));
+  const std::string doc =
+      "{\"name\":\"Zo\xc3\xab \xe4\xbd\xa0\xe5\xa5\xbd\\\"q\\\"\",\"note\":\"line\\nnext \\u00e9\xf0\x9f\x98\x80 tab\\t"
+      "end of a longer note, with words\",\"n\":-42,\"x\":3.25e-2,\"color\":\"green\",\"zip\":\"01234\","
+      "\"tags\":[\"ab\",\"\xe4\xb8\xad\xe6\x96\x87\"],\"owner\":{\"contact\":\"mail me\"}}";
+  EXPECT_GT(check_masks_along(schema, vocab, doc, 3), 1000000u);
+  const Grammar json = Grammar::from_gbnf(json_object_gbnf());
+  EXPECT_GT(check_masks_along(json, vocab, "{\"k\xc3\xa9y\":\"v \\\\ \\/ \\u20ac\xe2\x82\xac\",\"a\":[null,{\"b\":\"\"}]}", 3),
+            500000u);
 }
 
 // Random walks through the mask of the default tokenizer always produce JSON objects.
@@ -210,13 +336,14 @@ TEST(GrammarMask, RandomTokenWalksParseAsJson) {
   const Grammar g = Grammar::from_gbnf(json_object_gbnf());
   std::mt19937 rng(11);
   int complete = 0;
+  TokenMasker masker(g, *trie);
   for (int walk = 0; walk < 40; ++walk) {
     GrammarState state(g);
     std::string text;
     std::vector<uint8_t> mask;
     for (int step = 0; step < 60 && !(state.complete() && !state.can_continue()); ++step) {
       if (state.complete() && rng() % 3 == 0) break;
-      trie->mask(state, mask);
+      masker.mask(state, mask);
       std::vector<int32_t> ids;
       for (size_t id = 0; id < mask.size(); ++id) if (mask[id]) ids.push_back(static_cast<int32_t>(id));
       // Prefer structural tokens so walks end.

@@ -14,10 +14,12 @@
 #include "model/linear.h"
 #include "model/ops.h"
 #include "nanoinfer/engine.h"
+#include "nanoinfer/grammar.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/synth.h"
 #include "nanoinfer/thread_pool.h"
+#include "nanoinfer/tokenizer.h"
 #include "nanoinfer/weight_type.h"
 #include "support/files.h"
 
@@ -321,6 +323,80 @@ TEST(WorkCounts, BytesPerTokenOfTheQuantizedFormats) {
   ASSERT_FALSE(m8.config().tie_word_embeddings);
   EXPECT_EQ(m8.bytes_per_token(), int8);
   EXPECT_EQ(m4.bytes_per_token(), int4);
+}
+
+// ---- the grammar mask ----------------------------------------------------------------------
+// On Qwen2.5's vocabulary (151,665 tokens), along a document of a schema with bounded and free
+// strings, escapes, numbers, an enum and a pattern.
+
+std::shared_ptr<const VocabTrie> qwen25_trie() {
+  const fs::path dir = fs::path(NANOINFER_SOURCE_DIR) / ".deps/qwen-tokenizer";
+  if (!fs::exists(dir / "tokenizer.json")) return nullptr;
+  return VocabTrie::of(Tokenizer::load(dir));
+}
+
+const char* const kMaskSchema = R"({"type": "object", "properties": {
+  "name": {"type": "string", "maxLength": 12}, "note": {"type": "string"},
+  "n": {"type": "integer", "minimum": 0, "maximum": 100000}, "x": {"type": "number"},
+  "color": {"enum": ["red", "green", "blue"]}, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+  "required": ["name", "note", "n", "x", "color", "zip"], "additionalProperties": false})";
+const char* const kMaskDoc =
+    "{\"name\":\"Zo\xc3\xab \\\"q\\\"\",\"note\":\"line\\nnext \xe4\xbd\xa0\xe5\xa5\xbd\",\"n\":420,"
+    "\"x\":-3.5e2,\"color\":\"blue\",\"zip\":\"01234\"}";
+
+// Once the masker has met a mask's parser states, the mask allocates nothing: the automaton's
+// transitions and the content depths are tables, the walk's buffers are kept.
+TEST(WorkCounts, AGrammarMaskAllocatesNothingOnceItsStatesAreKnown) {
+  const auto trie = qwen25_trie();
+  ASSERT_NE(trie, nullptr) << "run `bash scripts/fetch-test-assets.sh`";
+  const Grammar g = Grammar::from_gbnf(json_schema_to_gbnf(kMaskSchema));
+  std::vector<GrammarState> states;
+  GrammarState state(g);
+  const std::string_view doc = kMaskDoc;
+  for (size_t i = 0; i < doc.size(); ++i) {
+    states.push_back(state);
+    ASSERT_TRUE(state.advance(static_cast<uint8_t>(doc[i])));
+  }
+  TokenMasker masker(g, *trie);
+  std::vector<uint8_t> mask;
+  for (const GrammarState& s : states) masker.mask(s, mask);  // learns the states
+  uint64_t allocations = 0;
+  for (const GrammarState& s : states) {
+    AllocationCounter counter;
+    masker.mask(s, mask);
+    allocations += counter.count();
+  }
+  EXPECT_EQ(allocations, 0u);
+  // The counter sees a masker that meets new states.
+  AllocationCounter counter;
+  TokenMasker fresh(g, *trie);
+  fresh.mask(states[20], mask);
+  EXPECT_GT(counter.count(), 0u);
+}
+
+// Inside a string the walk steps through a small part of the trie: the subtrees of pure string
+// content short enough for the state are marked without a step. Counted against the same
+// masks with the shortcut off (in a bounded string the tokens longer than what is left are
+// still walked: a quarter of the trie at most here).
+TEST(WorkCounts, TheMaskSkipsStringContentSubtrees) {
+  const auto trie = qwen25_trie();
+  ASSERT_NE(trie, nullptr) << "run `bash scripts/fetch-test-assets.sh`";
+  const Grammar g = Grammar::from_gbnf(json_schema_to_gbnf(kMaskSchema));
+  TokenMasker fast(g, *trie);
+  TokenMasker walk(g, *trie, {.content_shortcut = false});
+  std::vector<uint8_t> a, b;
+  for (const char* prefix : {"{\"name\":\"", "{\"name\":\"Zo", "{\"name\":\"a\",\"note\":\"", "{\"name\":\"a\",\"note\":\"x\\n"}) {
+    GrammarState s(g);
+    ASSERT_TRUE(s.advance(std::string_view(prefix)));
+    const TokenMasker::Work f0 = fast.work(), w0 = walk.work();
+    fast.mask(s, a);
+    walk.mask(s, b);
+    EXPECT_EQ(a, b) << prefix;
+    const uint64_t fast_nodes = fast.work().nodes_walked - f0.nodes_walked;
+    const uint64_t walk_nodes = walk.work().nodes_walked - w0.nodes_walked;
+    EXPECT_GT(fast.work().content_tokens - f0.content_tokens, 100000u) << prefix;
+    EXPECT_LT(fast_nodes * 4, walk_nodes) << prefix << ": " << fast_nodes << " of " << walk_nodes << " nodes stepped";
+  }
 }
 
 }  // namespace

@@ -13,12 +13,18 @@
 // sentence of the grammar) when one of its stacks is empty. Left-recursive rules are refused
 // when the grammar is built (they would expand forever).
 //
-// The mask: the vocabulary is a byte trie (VocabTrie, built once per tokenizer), walked depth
-// first against the state, a branch dropped as soon as its bytes kill every stack, so the cost
-// is the part of the trie the grammar allows, not the vocabulary. Special added tokens
-// (<|im_end|>, ...) are never allowed by the grammar; non-special ones (Qwen2.5's <tool_call>,
-// <think>, ...) are judged by their text like any token, as the tokenizer itself reads that
-// text; an end-of-sequence id is allowed exactly when the state is complete.
+// The mask (TokenMasker): the vocabulary is a byte trie (VocabTrie, built once per tokenizer),
+// walked depth first against the parser, a branch dropped as soon as its bytes kill every
+// stack, so the cost is the part of the trie the grammar allows, not the vocabulary. The walk
+// runs on an automaton whose states are the parser's stack sets, built lazily: each state's
+// successor on a byte is computed once, then read from a table (src/grammar/parser_automaton.h).
+// Inside a free JSON string nearly every token is allowed; there the walk skips every subtree
+// whose tokens are all string content (no '"', '\', control byte or bad UTF-8) with no more
+// characters than the grammar can take from the state (checked on the automaton, per state),
+// and marks its tokens wholesale. Special added tokens (<|im_end|>, ...) are never allowed by
+// the grammar; non-special ones (Qwen2.5's <tool_call>, <think>, ...) are judged by their text
+// like any token, as the tokenizer itself reads that text; an end-of-sequence id is allowed
+// exactly when the state is complete.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +55,7 @@ class Grammar {
 
  private:
   friend class GrammarState;
+  friend class TokenMasker;
   explicit Grammar(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };
@@ -70,7 +77,7 @@ class GrammarState {
   using Stack = std::vector<uint32_t>;
 
  private:
-  friend class VocabTrie;
+  friend class TokenMasker;
   GrammarState(std::shared_ptr<const Grammar::Impl> g, std::vector<Stack> stacks)
       : g_(std::move(g)), stacks_(std::move(stacks)) {}
   std::shared_ptr<const Grammar::Impl> g_;
@@ -91,14 +98,17 @@ class VocabTrie {
   size_t node_count() const { return nodes_.size(); }
   std::string_view bytes(int32_t id) const;  // "" for ids outside the trie
 
-  // allowed[id] = 1 when the grammar allows token id's bytes from `state` (nothing else is
-  // set: end-of-sequence ids are the caller's). `allowed` is resized to vocab_size().
-  void mask(const GrammarState& state, std::vector<uint8_t>& allowed) const;
+  // The most characters of a token that is all JSON string content (string_content.h).
+  uint32_t max_content_count() const { return max_content_count_; }
 
  private:
+  friend class TokenMasker;
   struct Node {
     uint8_t byte;
-    uint32_t depth;      // 1 for children of the root
+    // The most characters of string content (string_content.h) a token in the subtree has
+    // from this node's byte on; 255: some token's bytes from there are not string content.
+    uint8_t tail_content;
+    uint32_t depth;       // 1 for children of the root
     uint32_t end;        // index just past this node's subtree
     uint32_t tok_begin;  // tokens ending here: ids_[tok_begin, tok_end)
     uint32_t tok_end;
@@ -107,6 +117,42 @@ class VocabTrie {
   std::vector<int32_t> ids_;
   std::vector<std::string> bytes_;
   uint32_t max_depth_ = 0;
+  uint32_t max_content_count_ = 0;
+};
+
+// The token mask of one grammar over one vocabulary. It keeps what it learns (the automaton's
+// states and transitions, each state's string-content depth) across calls, so it is one per
+// sequence or per thread, not shared. Once the states of a mask are known it allocates nothing.
+class TokenMasker {
+ public:
+  struct Options {
+    bool content_shortcut = true;  // off: every live node is walked (for tests)
+    size_t max_states = 1u << 16;  // past this many automaton states, a mask call starts afresh
+  };
+  // `trie` must outlive the masker.
+  TokenMasker(const Grammar& grammar, const VocabTrie& trie, Options options);
+  TokenMasker(const Grammar& grammar, const VocabTrie& trie) : TokenMasker(grammar, trie, Options{}) {}
+  ~TokenMasker();
+  TokenMasker(TokenMasker&&) noexcept;
+  TokenMasker& operator=(TokenMasker&&) noexcept;
+
+  // allowed[id] = 1 when the grammar allows token id's bytes from `state` (nothing else is
+  // set: end-of-sequence ids are the caller's). `allowed` is resized to the vocabulary's size.
+  void mask(const GrammarState& state, std::vector<uint8_t>& allowed);
+
+  // The work done so far, counted: trie nodes stepped through the automaton, tokens marked
+  // wholesale as string content, automaton states and computed transitions.
+  struct Work {
+    uint64_t nodes_walked = 0;
+    uint64_t content_tokens = 0;
+    size_t states = 0;
+    size_t transitions = 0;
+  };
+  Work work() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // The grammar as a logit processor: scores of tokens the grammar does not allow become
@@ -128,6 +174,7 @@ class GrammarProcessor final : public LogitProcessor {
   std::shared_ptr<const VocabTrie> trie_;
   std::vector<int32_t> eos_ids_;
   GrammarState state_;
+  TokenMasker masker_;
   std::vector<uint8_t> allowed_;
   bool ended_ = false;
 };

@@ -7,25 +7,12 @@
 #include <map>
 
 #include "grammar/gbnf_parser.h"
+#include "grammar/grammar_impl.h"
+#include "grammar/string_content.h"
 #include "grammar/utf8_ranges.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
-
-// ---- the compiled grammar ------------------------------------------------------------------------
-
-struct Grammar::Impl {
-  enum Kind : uint8_t { End, Bytes, Ref };
-  struct Sym {
-    Kind kind;
-    uint8_t lo, hi;  // Bytes: the byte range
-    uint32_t rule;   // Ref: the rule
-  };
-  std::vector<Sym> syms;                    // every alternative, each closed by End
-  std::vector<std::vector<uint32_t>> alts;  // per rule: where its alternatives start in syms
-  std::vector<std::string> names;           // per rule, for errors
-  uint32_t root = 0;
-};
 
 namespace {
 
@@ -33,7 +20,6 @@ using Impl = Grammar::Impl;
 using Stack = GrammarState::Stack;
 
 constexpr size_t kMaxSymbols = 1u << 22;
-constexpr size_t kMaxStacks = 1u << 16;
 
 // ---- syntax tree -> symbols -------------------------------------------------------------------------
 
@@ -213,7 +199,7 @@ void expand(const Impl& g, Stack s, std::vector<Stack>& out) {
     if (g.syms[p + 1].kind != Impl::End) s.push_back(p + 1);  // the tail of a rule is dropped
     const auto& alts = g.alts[y.rule];
     for (size_t a = 0; a < alts.size(); ++a) {
-      if (out.size() > kMaxStacks) fail("grammar: over {} parses at once (too ambiguous)", kMaxStacks);
+      if (out.size() > kMaxGrammarStacks) fail("grammar: over {} parses at once (too ambiguous)", kMaxGrammarStacks);
       Stack t = a + 1 == alts.size() ? std::move(s) : s;
       t.push_back(alts[a]);
       expand(g, std::move(t), out);
@@ -290,6 +276,7 @@ VocabTrie::VocabTrie(std::span<const std::string> token_bytes) : bytes_(token_by
   }
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return bytes_[a] < bytes_[b]; });
   std::vector<uint32_t> path;
+  std::vector<uint8_t> tails;
   std::string_view prev;
   for (int32_t id : order) {
     const std::string_view b = bytes_[id];
@@ -301,9 +288,18 @@ VocabTrie::VocabTrie(std::span<const std::string> token_bytes) : bytes_(token_by
     }
     for (size_t k = common; k < b.size(); ++k) {
       const uint32_t at = static_cast<uint32_t>(ids_.size());
-      nodes_.push_back({static_cast<uint8_t>(b[k]), static_cast<uint32_t>(k + 1), 0, at, at});
+      nodes_.push_back({static_cast<uint8_t>(b[k]), 0, static_cast<uint32_t>(k + 1), 0, at, at});
       path.push_back(static_cast<uint32_t>(nodes_.size() - 1));
     }
+    // Each node on the path holds the token: its bytes from that node's byte on.
+    tails.resize(b.size());
+    string_content::tail_counts(b, tails.data());
+    for (size_t k = 0; k < path.size(); ++k) {
+      uint8_t& tail = nodes_[path[k]].tail_content;
+      if (tail != string_content::kNotContent) tail = std::max(tail, tails[k]);
+    }
+    const uint8_t content = tails[0];
+    if (content != string_content::kNotContent) max_content_count_ = std::max<uint32_t>(max_content_count_, content);
     ids_.push_back(id);
     nodes_[path.back()].tok_end = static_cast<uint32_t>(ids_.size());
     max_depth_ = std::max(max_depth_, static_cast<uint32_t>(b.size()));
@@ -333,29 +329,11 @@ std::string_view VocabTrie::bytes(int32_t id) const {
   return bytes_[static_cast<size_t>(id)];
 }
 
-void VocabTrie::mask(const GrammarState& state, std::vector<uint8_t>& allowed) const {
-  allowed.assign(bytes_.size(), 0);
-  const Impl& g = *state.g_;
-  std::vector<std::vector<Stack>> level(max_depth_ + 1);
-  level[0] = state.stacks_;
-  for (size_t i = 0; i < nodes_.size();) {
-    const Node& n = nodes_[i];
-    std::vector<Stack>& to = level[n.depth];
-    step(g, level[n.depth - 1], n.byte, to);
-    if (to.empty()) {
-      i = n.end;
-      continue;
-    }
-    for (uint32_t t = n.tok_begin; t < n.tok_end; ++t) allowed[static_cast<size_t>(ids_[t])] = 1;
-    ++i;
-  }
-}
-
 // ---- the logit processor ----------------------------------------------------------------------------
 
 GrammarProcessor::GrammarProcessor(const Grammar& grammar, std::shared_ptr<const VocabTrie> trie,
                                    std::vector<int32_t> eos_ids)
-    : grammar_(grammar), trie_(std::move(trie)), eos_ids_(std::move(eos_ids)), state_(grammar) {}
+    : grammar_(grammar), trie_(std::move(trie)), eos_ids_(std::move(eos_ids)), state_(grammar), masker_(grammar_, *trie_) {}
 
 void GrammarProcessor::restart() {
   state_ = GrammarState(grammar_);
@@ -364,7 +342,7 @@ void GrammarProcessor::restart() {
 
 void GrammarProcessor::process(std::span<double> scores, std::span<const int32_t> /*context*/) {
   if (ended_) fail("the grammar is complete and has ended");
-  trie_->mask(state_, allowed_);
+  masker_.mask(state_, allowed_);
   if (state_.complete()) {
     for (int32_t id : eos_ids_) {
       if (id >= 0 && static_cast<size_t>(id) < allowed_.size()) allowed_[static_cast<size_t>(id)] = 1;
