@@ -175,7 +175,7 @@ void run(const QuantizeFlags& f) {
 
 void setup(CLI::App& app) {
   auto f = std::make_shared<QuantizeFlags>();
-  app.add_option("-m,--model", f->model_dir, "Float model directory (default: the embedded model in data/default-model)");
+  app.add_option("-m,--model", f->model_dir, "Float model directory (default: the model built into this binary, data/default-model)");
   app.add_option("--type", f->type,
                  "Weight type: int8 (Q8_0 blocks) or int4 (Q4_0 blocks); with --format gguf also f32 or bf16 "
                  "(a plain conversion, nothing quantized)")

@@ -15,7 +15,7 @@ namespace nanoinfer::cli {
 void add_model_flags(CLI::App& app, ModelFlags& flags) {
   app.add_option("-m,--model", flags.model_dir,
                  "Model directory (config.json, model.safetensors, tokenizer.json) or a .gguf file; "
-                 "default: the embedded model in data/default-model");
+                 "default: the model built into this binary (data/default-model)");
   app.add_option("-t,--threads", flags.threads, "Threads (0 = one per physical core)");
   app.add_option("-c,--ctx-size", flags.context,
                  "Context length in tokens (0 = the model's max_position_embeddings; KV memory is committed "
