@@ -24,7 +24,7 @@ namespace nanoinfer::cli {
 struct ModelFlags {
   std::string model_dir;       // empty: the embedded default model
   std::optional<int> threads;  // -t; unset: NANOINFER_THREADS, else 0 = physical cores
-  int64_t context = 0;    // 0 = the model's default
+  int64_t context = 0;         // 0 = the model's default
   std::string isa = "auto";
   std::string dtype = "as-stored";
   std::string kv_type = "f16";

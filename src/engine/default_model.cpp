@@ -11,6 +11,8 @@ std::optional<std::span<const std::byte>> embedded_file(std::string_view name) {
   return std::nullopt;
 }
 
-std::filesystem::path embedded_model_label() { return "(embedded)/default-model"; }
+std::filesystem::path embedded_model_label() {
+  return "(embedded)/default-model";
+}
 
 }  // namespace nanoinfer
