@@ -17,6 +17,7 @@
 
 #include "kernels/kernels.h"
 #include "nanoinfer/dtype.h"
+#include "support/guarded.h"
 #include "support/random.h"
 
 namespace nanoinfer::kernels {
@@ -34,9 +35,10 @@ MatmulFn kernel() { return table(Isa::Avx512Bf16).matmul_for(WeightType::BF16); 
 
 std::vector<float> run(MatmulFn fn, const std::vector<uint16_t>& w, const float* bias, const std::vector<float>& x,
                        size_t rows, size_t cols, size_t n_tokens) {
-  std::vector<float> y(n_tokens * rows, std::nanf(""));
+  test::Guarded<float> y(n_tokens * rows, std::nanf(""));
   fn(reinterpret_cast<const std::byte*>(w.data()), bias, x.data(), y.data(), rows, cols, n_tokens, 0, rows);
-  return y;
+  EXPECT_TRUE(y.intact()) << rows << "x" << cols << " tokens " << n_tokens;
+  return y.values();
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -220,11 +222,10 @@ TEST(Bf16Dot, KernelRowSplitsAreBitwiseTheWholeCall) {
     for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
     const auto whole = run(matmul_bf16_dot, w, bias.data(), x, rows, cols, tokens);
     // Cuts inside every tile shape (4-row prefill strips, 16-row decode groups).
-    const size_t cuts[] = {0, 1, 6, 19, 20, 37, 50, 53};
-    std::vector<float> pieces(whole.size(), std::nanf(""));
-    for (size_t i = 0; i + 1 < std::size(cuts); ++i)
-      kernel()(reinterpret_cast<const std::byte*>(w.data()), bias.data(), x.data(), pieces.data(), rows, cols, tokens,
-               cuts[i], cuts[i + 1]);
+    const std::vector<float> pieces =
+        test::run_row_ranges(tokens, rows, {0, 1, 6, 19, 20, 37, 50, 53}, [&](float* y, size_t begin, size_t end) {
+          kernel()(reinterpret_cast<const std::byte*>(w.data()), bias.data(), x.data(), y, rows, cols, tokens, begin, end);
+        });
     EXPECT_TRUE(same_bits(pieces, whole)) << "tokens " << tokens;
   }
 }
@@ -259,11 +260,11 @@ TEST(Bf16Dot, RoundedOnceThenProductIsBitwiseTheEmulation) {
           ASSERT_EQ(xb[t * stride + c], want) << "token " << t << " column " << c;
         }
       }
-      std::vector<float> y(ref.size(), std::nanf(""));
-      const size_t cuts[] = {0, 1, 6, 19, 20, 37, 50, 53};
-      for (size_t i = 0; i + 1 < std::size(cuts); ++i)
-        k.matmul_bf16_rounded(reinterpret_cast<const std::byte*>(w.data()), bias.data(), xb.data(), y.data(), rows, cols,
-                              tokens, cuts[i], cuts[i + 1]);
+      const std::vector<float> y =
+          test::run_row_ranges(tokens, rows, {0, 1, 6, 19, 20, 37, 50, 53}, [&](float* out, size_t begin, size_t end) {
+            k.matmul_bf16_rounded(reinterpret_cast<const std::byte*>(w.data()), bias.data(), xb.data(), out, rows, cols,
+                                  tokens, begin, end);
+          });
       EXPECT_TRUE(same_bits(y, ref)) << "tokens " << tokens << " cols " << cols;
       ++compared;
     }

@@ -33,7 +33,7 @@ TEST(DefaultModel, MatchesTheFloat64ReferenceLogitsAndGreedyTokens) {
   const SafetensorsFile ref =
       SafetensorsFile::open(fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models/default-model-reference.safetensors");
   // f32 weights: the stored bf16 values widened exactly, as the reference computed with them.
-  const Model model = open_model_alone(default_model_dir(), {.weights = WeightType::F32, .threads = 2, .kv_type = DType::F32});
+  const Model model = open_model_alone("", {.weights = WeightType::F32, .threads = 2, .kv_type = DType::F32});
   const size_t V = model.vocab_size();
   size_t prompts = 0, rows_checked = 0;
   for (; ref.find("prompt." + std::to_string(prompts)) != nullptr; ++prompts) {
@@ -84,7 +84,7 @@ TEST(DefaultModel, Bf16ActivationTierWithinTheDerivedBoundOfTheReference) {
   if (!isa_supported(Isa::Avx512Bf16)) GTEST_SKIP() << "this CPU/OS lacks avx512-bf16: missing " << isa_missing(Isa::Avx512Bf16);
   const SafetensorsFile ref =
       SafetensorsFile::open(fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models/default-model-reference.safetensors");
-  const Model model = open_model_alone(default_model_dir(), {.isa = Isa::Avx512Bf16, .threads = 2, .kv_type = DType::F32});
+  const Model model = open_model_alone("", {.isa = Isa::Avx512Bf16, .threads = 2, .kv_type = DType::F32});
   ASSERT_EQ(model.weight_type(), WeightType::BF16);
   const double stages = 7.0 * model.config().num_hidden_layers + 1.0;
   const size_t V = model.vocab_size();

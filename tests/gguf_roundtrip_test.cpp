@@ -24,11 +24,11 @@ TEST(GgufRoundTrip, DefaultModelLogitsBitwiseAsSafetensors) {
   test::TempDir dir;
   for (const WeightType type : {WeightType::F32, WeightType::Q8_0, WeightType::Q4_0}) {
     const auto file = dir / (std::string(weight_type_name(type)) + ".gguf");
-    export_gguf(default_model_dir(), file, type);
+    export_gguf(test::default_model_dir(), file, type);
     OpenOptions opts;
     opts.model.threads = 2;
     opts.model.weights = type;
-    const OpenedModel st = open_model(default_model_dir().string(), opts);
+    const OpenedModel st = open_model(test::default_model_dir().string(), opts);
     opts.model.weights.reset();  // the file's own types
     const OpenedModel gg = open_model(file.string(), opts);
     EXPECT_EQ(gg.model.weight_type(), type);
@@ -44,9 +44,9 @@ TEST(GgufRoundTrip, DefaultModelLogitsBitwiseAsSafetensors) {
 TEST(GgufRoundTrip, TokenizeTakesAGgufFile) {
   test::TempDir dir;
   const auto file = dir / "model.gguf";
-  export_gguf(default_model_dir(), file, WeightType::Q8_0);
+  export_gguf(test::default_model_dir(), file, WeightType::Q8_0);
   const std::string text = "ROMEO:\nWhat light through yonder window breaks?";
-  const test::CliResult from_dir = test::run_cli({"tokenize", "-m", default_model_dir().string(), "-p", text});
+  const test::CliResult from_dir = test::run_cli({"tokenize", "-m", test::default_model_dir().string(), "-p", text});
   const test::CliResult from_gguf = test::run_cli({"tokenize", "-m", file.string(), "-p", text});
   ASSERT_EQ(from_dir.status, 0) << from_dir.err;
   ASSERT_EQ(from_gguf.status, 0) << from_gguf.err;

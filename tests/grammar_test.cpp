@@ -15,6 +15,7 @@
 #include "nanoinfer/grammar.h"
 #include "nanoinfer/logit_processor.h"
 #include "nanoinfer/tokenizer.h"
+#include "support/files.h"
 
 namespace nanoinfer {
 namespace {
@@ -187,7 +188,7 @@ TEST(GrammarMask, EqualsBruteForceOnASmallVocabulary) {
 }
 
 TEST(GrammarMask, EqualsBruteForceOnTheDefaultModelsTokenizer) {
-  const Tokenizer tok = Tokenizer::load(default_model_dir());
+  const Tokenizer tok = Tokenizer::load(test::default_model_dir());
   std::vector<std::string> vocab(static_cast<size_t>(tok.vocab_size()));
   for (int32_t id = 0; id < tok.vocab_size(); ++id) {
     if (!tok.is_special_token(id)) vocab[static_cast<size_t>(id)] = std::string(tok.token_bytes(id));
@@ -331,7 +332,7 @@ TEST(GrammarMask, ContentShortcutEqualsBruteForceOnQwen25sVocabulary) {
 
 // Random walks through the mask of the default tokenizer always produce JSON objects.
 TEST(GrammarMask, RandomTokenWalksParseAsJson) {
-  const Tokenizer tok = Tokenizer::load(default_model_dir());
+  const Tokenizer tok = Tokenizer::load(test::default_model_dir());
   const auto trie = VocabTrie::of(tok);
   const Grammar g = Grammar::from_gbnf(json_object_gbnf());
   std::mt19937 rng(11);

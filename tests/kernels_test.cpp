@@ -19,6 +19,7 @@
 
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
+#include "support/guarded.h"
 #include "support/random.h"
 
 namespace nanoinfer::kernels {
@@ -102,15 +103,18 @@ struct Problem {
     }
   }
   std::vector<float> run(const Kernels& k, bool bf16, bool with_bias = true) const {
-    std::vector<float> y(n_tokens * rows, std::nanf(""));
+    test::Guarded<float> y(n_tokens * rows, std::nanf(""));
     run(k, bf16, with_bias ? bias.data() : nullptr, y.data(), 0, rows);
-    return y;
+    EXPECT_TRUE(y.intact()) << isa_name(k.isa) << (bf16 ? " bf16 " : " f32 ") << rows << "x" << cols << " tokens "
+                            << n_tokens;
+    return y.values();
   }
   std::vector<float> run_bf16_dot_reference(bool with_bias) const {
-    std::vector<float> y(n_tokens * rows, std::nanf(""));
+    test::Guarded<float> y(n_tokens * rows, std::nanf(""));
     matmul_bf16_dot(reinterpret_cast<const std::byte*>(w_bf16.data()), with_bias ? bias.data() : nullptr, x.data(),
                     y.data(), rows, cols, n_tokens, 0, rows);
-    return y;
+    EXPECT_TRUE(y.intact()) << "bf16 dot reference " << rows << "x" << cols << " tokens " << n_tokens;
+    return y.values();
   }
 };
 
@@ -206,6 +210,43 @@ TEST(Kernels, BoundCatchesADroppedColumn) {
   }
 }
 
+// The guards themselves: a write one element before, one past, or into a forbidden range is
+// caught, and writes where the call may write are not; a real kernel given an output one row
+// short writes into the guard.
+TEST(GuardRegions, CatchWritesOutOfRange) {
+  {
+    test::Guarded<float> y(10, 0.0f);
+    for (size_t i = 0; i < 10; ++i) y.data()[i] = static_cast<float>(i);
+    EXPECT_TRUE(y.intact());
+    y.data()[10] = 1.0f;
+    EXPECT_FALSE(y.intact());
+  }
+  {
+    test::Guarded<float> y(10, 0.0f);
+    y.data()[-1] = y.data()[-1];  // the same bytes again: unchanged, intact
+    EXPECT_TRUE(y.intact());
+    reinterpret_cast<unsigned char*>(y.data())[-1] ^= 1;
+    EXPECT_FALSE(y.intact());
+  }
+  {
+    test::Guarded<float> y(2 * 8, 0.0f);
+    y.forbid_outside_columns(2, 8, 3, 5);  // 2 rows of 8: only columns 3 and 4 writable
+    y.data()[3] = y.data()[4] = y.data()[8 + 3] = y.data()[8 + 4] = 1.0f;
+    EXPECT_TRUE(y.intact());
+    y.data()[8 + 5] = 1.0f;
+    const auto r = y.intact();
+    EXPECT_FALSE(r);
+    EXPECT_NE(std::string(r.message()).find("element 13"), std::string::npos) << r.message();
+  }
+  for (Isa isa : supported_isas()) {
+    const Problem p(9, 40, 2, 5);
+    test::Guarded<float> short_y(p.n_tokens * p.rows - 1, 0.0f);
+    // rows = 9 as the stride, but the buffer holds one float less: the last row lands in the guard.
+    p.run(table(isa), false, p.bias.data(), short_y.data(), 0, p.rows);
+    EXPECT_FALSE(short_y.intact()) << isa_name(isa);
+  }
+}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -218,9 +259,10 @@ TEST(Kernels, MatmulRowRangeSplitsAreBitwiseIdentical) {
       for (bool bf16 : {false, true}) {
         const std::vector<float> whole = p.run(k, bf16);
         // Boundaries that cut every register tile shape somewhere.
-        std::vector<float> pieces(whole.size(), std::nanf(""));
-        const size_t cuts[] = {0, 1, 6, 19, 20, 37, 50, 53};
-        for (size_t i = 0; i + 1 < std::size(cuts); ++i) p.run(k, bf16, p.bias.data(), pieces.data(), cuts[i], cuts[i + 1]);
+        // Each range alone, the other rows guarded.
+        const std::vector<float> pieces = test::run_row_ranges(
+            tokens, p.rows, {0, 1, 6, 19, 20, 37, 50, 53},
+            [&](float* y, size_t begin, size_t end) { p.run(k, bf16, p.bias.data(), y, begin, end); });
         EXPECT_TRUE(same_bits(whole, pieces)) << isa_name(isa) << " tokens " << tokens << " bf16 " << bf16;
       }
     }
@@ -279,15 +321,20 @@ TEST(Kernels, DotRowsAndAxpyRowsAreBitwiseThePerRowCalls) {
         const size_t stride = n + 3;  // rows of a wider matrix, as in the KV cache
         const std::vector<float> q = random_floats(n, 7), rows = random_floats(count * stride, 8),
                                  alphas = random_floats(count, 9), y0 = random_floats(n, 10);
-        std::vector<float> want(count), got(count, std::nanf(""));
+        std::vector<float> want(count);
+        test::Guarded<float> got(count, std::nanf(""));
         for (size_t j = 0; j < count; ++j) k.dot_rows_f32(q.data(), rows.data() + j * stride, stride, 1, n, 0.125f, &want[j]);
         k.dot_rows_f32(q.data(), rows.data(), stride, count, n, 0.125f, got.data());
+        ASSERT_TRUE(got.intact()) << isa_name(isa) << " dot_rows n " << n << " count " << count;
         ASSERT_EQ(std::memcmp(want.data(), got.data(), count * sizeof(float)), 0)
             << isa_name(isa) << " n " << n << " count " << count;
-        std::vector<float> y_want = y0, y_got = y0;
+        std::vector<float> y_want = y0;
+        test::Guarded<float> y_got(n, 0.0f);
+        std::memcpy(y_got.data(), y0.data(), n * sizeof(float));
         for (size_t j = 0; j < count; ++j)
           k.axpy_rows_f32(&alphas[j], 0.3f, rows.data() + j * stride, stride, 1, n, y_want.data());
         k.axpy_rows_f32(alphas.data(), 0.3f, rows.data(), stride, count, n, y_got.data());
+        ASSERT_TRUE(y_got.intact()) << isa_name(isa) << " axpy_rows n " << n << " count " << count;
         ASSERT_EQ(std::memcmp(y_want.data(), y_got.data(), n * sizeof(float)), 0)
             << isa_name(isa) << " n " << n << " count " << count;
         ++compared;

@@ -16,6 +16,7 @@
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 #include "model/ops.h"
+#include "support/guarded.h"
 #include "support/random.h"
 
 namespace nanoinfer {
@@ -39,10 +40,12 @@ struct Matrix {
 
 std::vector<float> run_linear(Isa isa, ThreadPool& pool, const Matrix& m, DType dtype, const std::vector<float>& x,
                               size_t n_tokens) {
-  std::vector<float> y(n_tokens * m.rows, std::nanf(""));
+  test::Guarded<float> y(n_tokens * m.rows, std::nanf(""));
   const Compute compute{&pool, &kernels::table(isa)};
   linear(compute, m.weight(dtype), m.bias.data(), x.data(), y.data(), n_tokens);
-  return y;
+  EXPECT_TRUE(y.intact()) << isa_name(isa) << " " << m.rows << "x" << m.cols << " tokens " << n_tokens << " threads "
+                          << pool.size();
+  return y.values();
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -263,8 +266,10 @@ TEST(LinearStacked, BitwiseTheSeparateProductsSideBySide) {
           first += rows[i];
         }
         for (ThreadPool* pool : {&p1, &p2, &p3}) {
-          std::vector<float> y(tokens * total, std::nanf(""));
-          linear({pool, &kernels::table(isa)}, stacked, x.data(), y.data(), tokens);
+          test::Guarded<float> out(tokens * total, std::nanf(""));
+          linear({pool, &kernels::table(isa)}, stacked, x.data(), out.data(), tokens);
+          EXPECT_TRUE(out.intact()) << isa_name(isa) << " tokens " << tokens << " threads " << pool->size();
+          const std::vector<float> y = out.values();
           EXPECT_TRUE(same_bits(y, expected)) << isa_name(isa) << " " << weight_type_name(mix[0]) << "/"
                                               << weight_type_name(mix[1]) << "/" << weight_type_name(mix[2])
                                               << " tokens " << tokens << " threads " << pool->size();
@@ -274,6 +279,37 @@ TEST(LinearStacked, BitwiseTheSeparateProductsSideBySide) {
     }
   }
   EXPECT_EQ(compared, static_cast<int>(std::size(mixes) * 2 * supported_isas().size() * 3));
+}
+
+// Each part of a stack writes its columns of the shared output rows through the kernel entry
+// linear() uses for its type (y offset to the part's first column, the stack's rows as the
+// stride), and nothing else: the other parts' columns are guard bytes while it runs.
+TEST(LinearStacked, EachPartWritesOnlyItsColumns) {
+  const size_t cols = 448, rows[] = {448, 64, 64}, total = 576;
+  const std::vector<float> bias = random_floats(total, 5);
+  size_t checked = 0;
+  for (const WeightTypeInfo& info : all_weight_types()) {
+    std::vector<Encoded> parts;
+    for (size_t i = 0; i < 3; ++i) parts.emplace_back(info.type, rows[i], cols, static_cast<uint32_t>(10 + i));
+    for (size_t tokens : {size_t{1}, size_t{7}}) {
+      const std::vector<float> x = random_floats(tokens * cols, 21);
+      for (Isa isa : supported_isas()) {
+        const kernels::Kernels& k = kernels::table(isa);
+        kernels::QuantizedActivations xq;
+        if (info.quantized) k.quantize_activations(x.data(), cols, tokens, xq);
+        test::run_row_ranges(tokens, total, {0, 448, 512, 576}, [&](float* y, size_t first, size_t end) {
+          const Weight& w = parts[first == 0 ? 0 : first == 448 ? 1 : 2].w;
+          if (info.quantized) {
+            k.matmul_quantized_for(w.type)(w.data, bias.data() + first, xq, y + first, total, 0, end - first);
+          } else {
+            k.matmul_for(w.type)(w.data, bias.data() + first, x.data(), y + first, total, cols, tokens, 0, end - first);
+          }
+        });
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, all_weight_types().size() * 2 * supported_isas().size());
 }
 
 TEST(LinearSwiglu, GateUpRowOfTheInterleavedLayout) {
@@ -339,8 +375,11 @@ TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
           linear({&p2, &kernels::table(isa)}, up.w, nullptr, x.data(), u.data(), tokens);
           silu_mul(g.data(), u.data(), expected.data(), expected.size());
           for (ThreadPool* pool : {&p1, &p2, &p3}) {
-            std::vector<float> scratch(tokens * 2 * sh.inter, std::nanf("")), act(tokens * sh.inter, std::nanf(""));
-            linear_swiglu({pool, &kernels::table(isa)}, gu, x.data(), scratch.data(), act.data(), tokens);
+            test::Guarded<float> scratch(tokens * 2 * sh.inter, std::nanf("")), out(tokens * sh.inter, std::nanf(""));
+            linear_swiglu({pool, &kernels::table(isa)}, gu, x.data(), scratch.data(), out.data(), tokens);
+            EXPECT_TRUE(scratch.intact()) << isa_name(isa) << " gate/up scratch, inter " << sh.inter;
+            EXPECT_TRUE(out.intact()) << isa_name(isa) << " act, inter " << sh.inter;
+            const std::vector<float> act = out.values();
             EXPECT_TRUE(same_bits(act, expected)) << isa_name(isa) << " " << weight_type_name(gt) << "/"
                                                   << weight_type_name(ut) << " inter " << sh.inter << " tokens "
                                                   << tokens << " threads " << pool->size();

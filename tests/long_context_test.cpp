@@ -64,7 +64,7 @@ TEST(LongContext, CompactCacheLogitsStayWithinTheirBoundOfTheF32Cache) {
   std::vector<int32_t> tokens(200);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % 2048);
   auto run = [&](DType type) {
-    const Model model = open_model_alone(default_model_dir(), {.threads = 2, .kv_type = type});
+    const Model model = open_model_alone(test::default_model_dir(), {.threads = 2, .kv_type = type});
     Sequence seq = model.new_sequence();
     const auto out = model.forward(tokens, seq, true);
     return std::vector<float>(out.begin(), out.end());

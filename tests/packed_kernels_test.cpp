@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 #include "nanoinfer/error.h"
+#include "support/guarded.h"
 #include "support/quant_problem.h"
 
 namespace nanoinfer::kernels {
@@ -107,12 +108,13 @@ TEST(PackedMatmul, EveryTierWithAPackedProductIsBitwiseTheReference) {
           std::vector<float> ref(n * s.rows, std::nanf(""));
           scalar_table().matmul_quantized_for(t)(p.w.data(), bias, xq, ref.data(), s.rows, 0, s.rows);
           for (Isa isa : isas) {
-            std::vector<float> y(ref.size(), std::nanf(""));
-            const size_t cuts[] = {0, 3, 16, 21, 35, 36, s.rows};
-            for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
-              const size_t b = std::min(cuts[i], s.rows), e = std::min(cuts[i + 1], s.rows);
-              table(isa).matmul_packed_for(t)(packed.data(), s.rows, bias, xq, y.data(), s.rows, b, e);
-            }
+            std::vector<size_t> cuts;
+            for (size_t c : {size_t{0}, size_t{3}, size_t{16}, size_t{21}, size_t{35}, size_t{36}, s.rows})
+              cuts.push_back(std::min(c, s.rows));
+            // Each range alone, the other rows guarded.
+            const std::vector<float> y = test::run_row_ranges(n, s.rows, cuts, [&](float* out, size_t b, size_t e) {
+              table(isa).matmul_packed_for(t)(packed.data(), s.rows, bias, xq, out, s.rows, b, e);
+            });
             ASSERT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << name(t) << " " << s.rows << "x" << s.cols
                                            << " tokens " << n << " bias " << with_bias << describe_difference(y, ref, s.rows);
             ++compared;
@@ -146,10 +148,13 @@ TEST(PackedMatmul, ArbitraryBlockBytesMatchTheReference) {
       const std::vector<float> x = awkward_activations(n, cols, 29);
       QuantizedActivations xq;
       quantize_activations(x.data(), cols, n, xq);
-      std::vector<float> ref(n * rows), y(n * rows, std::nanf(""));
+      std::vector<float> ref(n * rows);
       scalar_table().matmul_quantized_for(t)(w.data(), nullptr, xq, ref.data(), rows, 0, rows);
       for (Isa isa : isas_with_packed_products(t)) {
-        table(isa).matmul_packed_for(t)(packed.data(), rows, nullptr, xq, y.data(), rows, 0, rows);
+        test::Guarded<float> out(n * rows, std::nanf(""));
+        table(isa).matmul_packed_for(t)(packed.data(), rows, nullptr, xq, out.data(), rows, 0, rows);
+        EXPECT_TRUE(out.intact()) << isa_name(isa) << " " << name(t) << " tokens " << n;
+        const std::vector<float> y = out.values();
         EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << name(t) << " tokens " << n << " first difference at "
                                        << first_difference(y, ref);
         ++compared;

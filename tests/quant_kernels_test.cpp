@@ -317,9 +317,10 @@ TEST(QuantMatmul, RowRangesThatSplitGroupsAreBitwiseTheWhole) {
       for (Isa isa : supported_isas()) {
         const Kernels& k = table(isa);
         const std::vector<float> whole = p.run(k);
-        std::vector<float> pieces(whole.size(), std::nanf(""));
-        const size_t cuts[] = {0, 1, 6, 19, 20, 37, 50, 53};  // cut every group shape somewhere
-        for (size_t i = 0; i + 1 < std::size(cuts); ++i) p.run(k, p.bias.data(), pieces.data(), cuts[i], cuts[i + 1]);
+        // Cut every group shape somewhere; each range alone, the other rows guarded.
+        const std::vector<float> pieces = test::run_row_ranges(
+            n, p.rows, {0, 1, 6, 19, 20, 37, 50, 53},
+            [&](float* y, size_t begin, size_t end) { p.run(k, p.bias.data(), y, begin, end); });
         EXPECT_TRUE(same_bits(whole, pieces)) << isa_name(isa) << " " << name(t) << " tokens " << n;
         EXPECT_TRUE(same_bits(whole, p.run(scalar_table()))) << isa_name(isa) << " " << name(t) << " tokens " << n;
       }
@@ -347,10 +348,13 @@ TEST(QuantMatmul, ArbitraryBlockBytesAndAwkwardActivationsMatchTheReference) {
     const uint16_t scales[] = {0x0001, 0x83ff, 0x0000, 0x3c00, 0xb800, 0x2e66, 0x0400, 0x1000};
     for (size_t blk = 0; blk < rows * nb; ++blk) std::memcpy(w.data() + blk * bb, &scales[blk % std::size(scales)], 2);
     for (size_t n : {size_t{1}, size_t{5}}) {
-      std::vector<float> ref(n * rows), y(n * rows);
+      std::vector<float> ref(n * rows);
       quantized_product(scalar_table(), t, w.data(), nullptr, x.data(), ref.data(), rows, cols, n, 0, rows);
       for (Isa isa : supported_isas()) {
-        quantized_product(table(isa), t, w.data(), nullptr, x.data(), y.data(), rows, cols, n, 0, rows);
+        test::Guarded<float> out(n * rows, std::nanf(""));
+        quantized_product(table(isa), t, w.data(), nullptr, x.data(), out.data(), rows, cols, n, 0, rows);
+        EXPECT_TRUE(out.intact()) << isa_name(isa) << " " << name(t) << " tokens " << n;
+        const std::vector<float> y = out.values();
         EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << name(t) << " tokens " << n << " first difference at "
                                        << first_difference(y, ref);
         for (float v : y) EXPECT_TRUE(std::isfinite(v));
@@ -479,11 +483,13 @@ TEST(QuantMatmul, SharedQuantizedActivationsGiveBitwiseTheReference) {
         const Kernels& k = table(isa);
         QuantizedActivations xq;
         k.quantize_activations(x.data(), cols, n, xq);
-        std::vector<float> ya(ref_a.size(), std::nanf("")), yb(ref_b.size(), std::nanf(""));
-        const size_t cuts[] = {0, 5, 16, 17, 40, 53};
-        for (size_t i = 0; i + 1 < std::size(cuts); ++i)
-          k.matmul_quantized_for(t)(a.w.data(), a.bias.data(), xq, ya.data(), a.rows, cuts[i], cuts[i + 1]);
-        k.matmul_quantized_for(t)(b.w.data(), nullptr, xq, yb.data(), b.rows, 0, b.rows);
+        const std::vector<float> ya =
+            test::run_row_ranges(n, a.rows, {0, 5, 16, 17, 40, 53}, [&](float* y, size_t begin, size_t end) {
+              k.matmul_quantized_for(t)(a.w.data(), a.bias.data(), xq, y, a.rows, begin, end);
+            });
+        const std::vector<float> yb = test::run_row_ranges(n, b.rows, {0, b.rows}, [&](float* y, size_t begin, size_t end) {
+          k.matmul_quantized_for(t)(b.w.data(), nullptr, xq, y, b.rows, begin, end);
+        });
         EXPECT_TRUE(same_bits(ya, ref_a))
             << isa_name(isa) << " " << name(t) << " tokens " << n << " first difference at " << first_difference(ya, ref_a);
         EXPECT_TRUE(same_bits(yb, ref_b)) << isa_name(isa) << " " << name(t) << " tokens " << n;

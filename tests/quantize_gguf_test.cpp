@@ -170,7 +170,7 @@ TEST_F(QuantizeGguf, FloatConversion) {
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << type;
   }
   // The matrices of the BF16 checkpoint pass through unchanged.
-  const SafetensorsFile st = SafetensorsFile::open(default_model_dir() / "model.safetensors");
+  const SafetensorsFile st = SafetensorsFile::open(test::default_model_dir() / "model.safetensors");
   const GgufFile gg = GgufFile::open(dir_ / "d-bf16.gguf");
   const TensorInfo* up = st.find("model.layers.2.mlp.up_proj.weight");
   std::vector<std::byte> a(up->nbytes());

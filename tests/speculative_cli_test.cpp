@@ -64,7 +64,7 @@ TEST(SpeculativeCli, EveryDraftGivesThePlainGreedyText) {
     const std::vector<std::vector<std::string>> drafts = {
         {"--lookup", "3"},
         {"--lookup", "1", "--draft-max", "6"},
-        {"--draft", default_model_dir().string()},
+        {"--draft", test::default_model_dir().string()},
         {"--draft", q4},
         {"--draft", q4, "--draft-max", "2"},
         {"--draft-self", "int4"},
@@ -77,7 +77,7 @@ TEST(SpeculativeCli, EveryDraftGivesThePlainGreedyText) {
       const auto [drafted, accepted] = drafted_accepted(spec.err);
       ASSERT_GE(drafted, 0) << spec.err;
       EXPECT_LE(accepted, drafted);
-      if (extra[1] == default_model_dir().string()) {
+      if (extra[1] == test::default_model_dir().string()) {
         EXPECT_EQ(accepted, drafted) << "the model drafting for itself";
       }
       if (extra[1] == q4) q4_rejected += drafted - accepted;
@@ -148,7 +148,7 @@ TEST(SpeculativeCli, BenchReportsAcceptanceAndTokensPerPass) {
   const std::string text = (out.path() / "prompt.txt").string();
   test::write_text(text, kPrompts[1]);
   const auto r = run_cli({"bench", "generate", "-p", "32", "-n", "24", "-r", "1", "-t", "1", "--probe-mib", "0",
-                          "--prompt-file", text, "--draft", default_model_dir().string(), "--draft-max", "5",
+                          "--prompt-file", text, "--draft", test::default_model_dir().string(), "--draft-max", "5",
                           "--results", results});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("speculative A/B (draft model"), std::string::npos) << r.out;

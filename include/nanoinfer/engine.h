@@ -4,8 +4,8 @@
 //
 // A model path is a Hugging Face directory (config.json, model.safetensors, tokenizer.json,
 // optional tokenizer_config.json and generation_config.json) or one GGUF file. An empty path
-// means the embedded default model in data/default-model of the checkout the binary was built
-// from.
+// means the embedded default model: data/default-model's files, built into the executable, so
+// it needs no checkout and no file on disk (messages name it "(embedded)/default-model").
 #pragma once
 
 #include <cstdint>
@@ -36,11 +36,10 @@ struct ModelFiles {
 // or `nanoinfer synth`).
 ModelFiles locate_model(const std::filesystem::path& dir);
 
-// <checkout>/data/default-model, whether or not it exists.
-std::filesystem::path default_model_dir();
-// `path` when non-empty; otherwise default_model_dir(), or an Error saying that no -m was given
-// and the default model is missing.
-std::filesystem::path resolve_model_path(std::string_view path);
+// How messages, `model:` lines and serve's model id name the embedded model (an empty model
+// path): "(embedded)/default-model", a path whose last part is "default-model" and which is
+// never read from disk.
+std::filesystem::path embedded_model_label();
 
 struct OpenOptions {
   ModelOptions model;
@@ -54,7 +53,7 @@ struct OpenedModel {
   double load_seconds = 0;  // config + weights + tokenizer
 };
 
-// Resolves `path` (see resolve_model_path; a directory, or a file ending in .gguf), checks the
+// Opens `path` (a directory, a file ending in .gguf, or empty for the embedded model), checks the
 // files, reads the weights file's header and the config once, loads the weights (the ISA
 // checked first, by Model::load), the tokenizer and generation_config.json. Throws a one-line
 // Error naming the problem: a missing file (and how to get a model), an unsupported ISA, a

@@ -9,6 +9,7 @@
 
 #include "bench_record.h"
 #include "command.h"
+#include "common_options.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/thread_pool.h"
 
@@ -16,7 +17,7 @@ namespace nanoinfer::cli {
 namespace {
 
 struct BandwidthArgs {
-  int threads = 0;
+  std::optional<int> threads;  // unset: NANOINFER_THREADS, else 0
   int64_t size_mib = 1024;
   int64_t runs = 5;
   std::string output;  // "": print only (a probe run now and then should not dirty the tree)
@@ -26,7 +27,7 @@ void bench_bandwidth(const BandwidthArgs& args) {
   if (args.size_mib < 1) fail("--size-mib must be >= 1, got {}", args.size_mib);
   if (args.runs < 1) fail("-r must be >= 1, got {}", args.runs);
   if (!args.output.empty()) check_bench_results_path(args.output);
-  ThreadPool pool(ThreadPool::clamp_threads(args.threads));
+  ThreadPool pool(ThreadPool::clamp_threads(resolve_threads(args.threads)));
   const size_t bytes = static_cast<size_t>(args.size_mib) << 20;
   const std::vector<double> gbps = measure_read_bandwidth(pool, bytes, static_cast<int>(args.runs));
   const Summary s = summarize(gbps);
@@ -53,7 +54,7 @@ const bool registered = register_command({
     "Read bandwidth (GB/s) of a multi-threaded sequential read: the decode roofline",
     [](CLI::App& sub) {
       auto args = std::make_shared<BandwidthArgs>();
-      sub.add_option("-t,--threads", args->threads, "Threads (0 = one per physical core)")->capture_default_str();
+      sub.add_option("-t,--threads", args->threads, kThreadsHelp);
       sub.add_option("--size-mib", args->size_mib, "Buffer size in MiB; keep it far above the last-level cache")
           ->capture_default_str();
       sub.add_option("-r,--repetitions", args->runs, "Timed passes over the buffer")->capture_default_str();

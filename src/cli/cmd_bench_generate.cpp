@@ -51,7 +51,7 @@ struct BenchFlags {
   ModelFlags model;
   std::vector<int64_t> n_prompt{64};
   std::vector<int64_t> n_gen{32};
-  std::vector<int64_t> threads{0};
+  std::vector<int64_t> threads;  // empty: NANOINFER_THREADS (a list too), else {0}
   int64_t repetitions = 5;
   bool cache_ab = false;
   int64_t probe_mib = 1024;
@@ -401,6 +401,11 @@ void run(const BenchFlags& f) {
   for (int64_t p : f.n_prompt) if (p < 1) fail("-p must be >= 1, got {}", p);
   for (int64_t n : f.n_gen) if (n < 1) fail("-n must be >= 1, got {}", n);
   for (int64_t t : f.threads) if (t < 0) fail("-t must be >= 0 (0 = one per physical core), got {}", t);
+  std::vector<int64_t> thread_counts = f.threads;
+  if (thread_counts.empty()) {
+    for (int t : threads_from_env(/*list=*/true)) thread_counts.push_back(t);
+    if (thread_counts.empty()) thread_counts.push_back(0);
+  }
   if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
   if (f.probe_mib < 0) fail("--probe-mib must be >= 0 (0 = no bandwidth probe), got {}", f.probe_mib);
   (void)grammar_requested(f.grammar);  // --json, --json-schema, --grammar: at most one, before any run
@@ -423,7 +428,7 @@ void run(const BenchFlags& f) {
   }
   std::vector<nlohmann::json> records;
   std::vector<std::string> notes;
-  for (int64_t t : f.threads) {
+  for (int64_t t : thread_counts) {
     ModelFlags flags = f.model;
     flags.threads = static_cast<int>(t);
     OpenedModel m = load_model(flags);
@@ -490,7 +495,9 @@ void setup(CLI::App& app) {
   add_model_flags(app, f->model);
   // -t takes a list here, as llama-bench's.
   app.remove_option(app.get_option("--threads"));
-  app.add_option("-t,--threads", f->threads, "Thread counts, comma-separated (default 0 = one per physical core)")
+  app.add_option("-t,--threads", f->threads,
+                 "Thread counts, comma-separated (0 = one per physical core; default: $NANOINFER_THREADS when set, "
+                 "a list too, else 0)")
       ->delimiter(',');
   app.add_option("-p,--n-prompt", f->n_prompt, "Prompt lengths to prefill, comma-separated (default 64)")->delimiter(',');
   app.add_option("-n,--n-gen", f->n_gen, "Tokens to decode after the prompt, comma-separated (default 32)")->delimiter(',');

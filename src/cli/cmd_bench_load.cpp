@@ -29,7 +29,8 @@ struct LoadArgs {
 void bench_load(const LoadArgs& args) {
   if (args.runs < 1) fail("--runs must be >= 1, got {}", args.runs);
   const OpenOptions options = open_options(args.model);
-  const std::filesystem::path path = resolve_model_path(args.model.model_dir);
+  const std::filesystem::path path = args.model.model_dir;  // empty: the embedded model
+  const std::string name = path.empty() ? embedded_model_label().string() : path.string();
   check_bench_results_path(args.output);
 
   std::vector<double> seconds;
@@ -49,7 +50,7 @@ void bench_load(const LoadArgs& args) {
   const double median = t.median, best = t.min;
   const double ratio = static_cast<double>(rss) / static_cast<double>(weight_bytes);
 
-  fmt::print("bench load: {} ({} weights, {}), {} thread(s), {} run(s)\n", path.string(), type,
+  fmt::print("bench load: {} ({} weights, {}), {} thread(s), {} run(s)\n", name, type,
              format_bytes(static_cast<double>(weight_bytes)), threads, args.runs);
   fmt::print("  load   median {:.3f} s, min {:.3f} s, max {:.3f} s  ({:.2f} GB/s at the median)\n", median, best,
              t.max, static_cast<double>(weight_bytes) / median / 1e9);
@@ -57,7 +58,7 @@ void bench_load(const LoadArgs& args) {
 
   nlohmann::json record = bench_context(threads);
   record["bench"] = "load";
-  record["model"] = path.string();
+  record["model"] = name;
   record["weight_type"] = type;
   record["weight_bytes"] = weight_bytes;
   record["runs"] = args.runs;

@@ -92,7 +92,7 @@ void run(const QuantBenchFlags& f) {
   uint64_t base_bytes = 0, base_params = 0;
   {
     // The base's size as stored, from the report `inspect` prints.
-    const ModelReport report = inspect_model(base.dir);
+    const ModelReport report = inspect_model(f.model.model_dir);
     for (const InspectedTensor& t : report.tensors) base_bytes += t.bytes, base_params += t.params;
   }
 
@@ -127,7 +127,7 @@ void run(const QuantBenchFlags& f) {
       options.calib_windows = static_cast<size_t>(f.calib_windows);
       options.threads = base.model.threads();  // -t as clamped (and warned about) once, by open_options
       fmt::print(stderr, "bench quant: {}: quantizing\n", level.name);
-      const QuantizeResult q = quantize_model(base.dir.string(), scratch.path() / level.name, options);
+      const QuantizeResult q = quantize_model(f.model.model_dir, scratch.path() / level.name, options);
       OpenOptions quant_options = base_options;
       const OpenedModel m = open_model((scratch.path() / level.name).string(), quant_options);
       fmt::print(stderr, "bench quant: {}: comparing over {} tokens\n", level.name, tokens.size());

@@ -32,7 +32,7 @@ struct QuantizeFlags {
   std::string calib;
   int64_t calib_windows = 0;
   int64_t calib_ctx = 0;
-  int threads = 0;
+  std::optional<int> threads;  // unset: NANOINFER_THREADS, else 0
   std::string out;
   std::string format = "dir";
   const CLI::Option* calib_windows_flag = nullptr;
@@ -87,8 +87,7 @@ QuantizeOptions options_from(const QuantizeFlags& f) {
   }
   if (f.calib_windows < 0) fail("--calib-windows must be >= 1 (or 0 = the default), got {}", f.calib_windows);
   require_non_negative(f.calib_ctx, "--calib-ctx");
-  if (f.threads < 0) fail("-t must be >= 1 (or 0 = one per physical core), got {}", f.threads);
-  o.threads = ThreadPool::clamp_threads(f.threads);  // warns when it clamps, as every command does
+  o.threads = ThreadPool::clamp_threads(resolve_threads(f.threads));  // warns when it clamps, as every command does
   o.calibration = f.calib;
   o.calib_windows = static_cast<size_t>(f.calib_windows);
   o.calib_ctx = static_cast<size_t>(f.calib_ctx);
@@ -175,7 +174,7 @@ void run(const QuantizeFlags& f) {
 
 void setup(CLI::App& app) {
   auto f = std::make_shared<QuantizeFlags>();
-  app.add_option("-m,--model", f->model_dir, "Float model directory (default: the embedded model in data/default-model)");
+  app.add_option("-m,--model", f->model_dir, "Float model directory (default: the model built into this binary, data/default-model)");
   app.add_option("--type", f->type,
                  "Weight type: int8 (Q8_0 blocks) or int4 (Q4_0 blocks); with --format gguf also f32 or bf16 "
                  "(a plain conversion, nothing quantized)")
@@ -193,7 +192,7 @@ void setup(CLI::App& app) {
   app.add_option("--head-type", f->head_type,
                  "Type of the matrix computing the logits (tied embedding or lm_head): " + weight_type_names() +
                      " (default: int8 for both types; see docs/QUANTIZATION.md)");
-  app.add_option("-t,--threads", f->threads, "Threads (0 = one per physical core)");
+  app.add_option("-t,--threads", f->threads, kThreadsHelp);
   app.add_option("--format", f->format,
                  "dir: a model directory (config.json, model.safetensors, tokenizer); gguf: one GGUF file that "
                  "llama.cpp and nanoinfer -m load, holding the same weights")

@@ -37,7 +37,7 @@ void run(const VizFlags& f, bool port_given) {
   OpenedModel m = load_model(f.model);
   const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
   VizTraceRequest request;
-  request.model_label = f.model.model_dir.empty() ? "data/default-model" : f.model.model_dir;
+  request.model_label = f.model.model_dir.empty() ? embedded_model_label().string() : f.model.model_dir;
   request.prompt_text = f.prompt;
   request.prompt = encode_prompt(m.tokenizer, f);
   request.n_predict = f.n_predict;

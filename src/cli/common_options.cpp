@@ -1,7 +1,10 @@
 #include "common_options.h"
 
-#include <fmt/format.h>
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
 
+#include <fmt/format.h>
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
@@ -15,8 +18,8 @@ namespace nanoinfer::cli {
 void add_model_flags(CLI::App& app, ModelFlags& flags) {
   app.add_option("-m,--model", flags.model_dir,
                  "Model directory (config.json, model.safetensors, tokenizer.json) or a .gguf file; "
-                 "default: the embedded model in data/default-model");
-  app.add_option("-t,--threads", flags.threads, "Threads (0 = one per physical core)");
+                 "default: the model built into this binary (data/default-model)");
+  app.add_option("-t,--threads", flags.threads, kThreadsHelp);
   app.add_option("-c,--ctx-size", flags.context,
                  "Context length in tokens (0 = the model's max_position_embeddings; KV memory is committed "
                  "as positions are used)");
@@ -57,8 +60,39 @@ std::string format_bytes(double bytes) {
   return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
 }
 
+std::vector<int> threads_from_env(bool list) {
+  const char* value = std::getenv(kThreadsEnv);
+  if (value == nullptr || *value == '\0') return {};
+  const std::string_view text(value);
+  std::vector<int> counts;
+  size_t start = 0;
+  while (true) {
+    const size_t end = list ? std::min(text.find(',', start), text.size()) : text.size();
+    const std::string_view item = text.substr(start, end - start);
+    int n = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || n < 0) {
+      fail("{}='{}': not {} (0 = one per physical core; -t overrides it)", kThreadsEnv, text,
+           list ? "a comma-separated list of thread counts >= 0" : "a thread count, an integer >= 0");
+    }
+    counts.push_back(n);
+    if (end == text.size()) break;
+    start = end + 1;
+  }
+  return counts;
+}
+
+int resolve_threads(const std::optional<int>& flag) {
+  if (flag) {
+    if (*flag < 0) fail("-t must be >= 1 (or 0 = one per physical core), got {}", *flag);
+    return *flag;
+  }
+  const std::vector<int> env = threads_from_env();
+  return env.empty() ? 0 : env.front();
+}
+
 OpenOptions open_options(const ModelFlags& flags) {
-  if (flags.threads < 0) fail("-t must be >= 1 (or 0 = one per physical core), got {}", flags.threads);
+  const int threads = resolve_threads(flags.threads);
   require_non_negative(flags.context, "-c");
   OpenOptions options;
   if (flags.dtype != "as-stored") {
@@ -77,7 +111,7 @@ OpenOptions open_options(const ModelFlags& flags) {
   const std::optional<DType> kv = kv_type_from_name(flags.kv_type);
   if (!kv) fail("--kv-type must be f32, bf16 or f16, got '{}'", flags.kv_type);
   options.model.kv_type = *kv;
-  options.model.threads = ThreadPool::clamp_threads(flags.threads);
+  options.model.threads = ThreadPool::clamp_threads(threads);
   options.model.max_context = static_cast<size_t>(flags.context);
   return options;
 }

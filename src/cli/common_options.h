@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,15 +22,26 @@ class VocabTrie;  // nanoinfer/grammar.h
 namespace nanoinfer::cli {
 
 struct ModelFlags {
-  std::string model_dir;  // empty: the embedded default model
-  int threads = 0;        // 0 = physical cores
-  int64_t context = 0;    // 0 = the model's default
+  std::string model_dir;       // empty: the embedded default model
+  std::optional<int> threads;  // -t; unset: NANOINFER_THREADS, else 0 = physical cores
+  int64_t context = 0;         // 0 = the model's default
   std::string isa = "auto";
   std::string dtype = "as-stored";
   std::string kv_type = "f16";
 };
 
 void add_model_flags(CLI::App& app, ModelFlags& flags);
+
+// The environment variable that gives every -t its default (a -t on the command line wins), and
+// the help text of a -t that takes one count.
+inline constexpr const char* kThreadsEnv = "NANOINFER_THREADS";
+inline constexpr const char* kThreadsHelp =
+    "Threads (0 = one per physical core; default: $NANOINFER_THREADS when set, else 0)";
+// NANOINFER_THREADS as thread counts: empty when unset or empty. One integer >= 0, or where -t
+// takes a list (`list`), comma-separated integers; anything else is an Error naming the variable.
+std::vector<int> threads_from_env(bool list = false);
+// -t when given, else NANOINFER_THREADS, else 0; a negative -t is an Error. Not clamped.
+int resolve_threads(const std::optional<int>& flag);
 
 // Validates the flags and turns them into the engine's options (one-line errors).
 OpenOptions open_options(const ModelFlags& flags);

@@ -118,7 +118,9 @@ int main(int argc, char** argv) {
                " - a from-scratch LLM inference engine for the Qwen2 family"};
   app.set_version_flag("--version", NANOINFER_VERSION);
   app.require_subcommand(1);
-  app.footer("Errors are one line on stderr, \"nanoinfer: error: ...\", with exit code 1.");
+  app.footer("Errors are one line on stderr, \"nanoinfer: error: ...\", with exit code 1.\n"
+             "Environment: NANOINFER_THREADS sets the default of every -t (a -t given wins); "
+             "NANOINFER_CPU_DISABLE hides CPU features from detection (see --isa).");
 
   auto commands = registered_commands();
   std::sort(commands.begin(), commands.end(),

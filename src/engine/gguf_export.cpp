@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/output_files.h"
+#include "engine/default_model.h"
 #include "engine/model_source.h"
 #include "io/gguf_writer.h"
 #include "model/gguf_config.h"
@@ -32,20 +33,22 @@ namespace fs = std::filesystem;
 
 GgmlType ggml_type_of(WeightType t) { return static_cast<GgmlType>(weight_type_info(t).gguf_type); }
 
-// tokenizer.json as the tokenizer.ggml.* arrays: ids padded to the embedding rows with
-// "[PADn]" (type 5, unused), vocabulary tokens normal (1), added tokens control (3) when
-// special or spelled <|...|>, user-defined (4) otherwise; merges as "left right".
 // A JSON object file of the model directory; an empty object when the file is absent.
-nlohmann::json read_json_object(const fs::path& path) {
-  if (!path_exists(path)) return nlohmann::json::object();
-  auto j = nlohmann::json::parse(read_file(path, kMaxConfigFileBytes), nullptr, false);
-  if (!j.is_object()) fail("{}: not a JSON object", path.string());
+nlohmann::json read_json_object(const ModelSource& src, std::string_view name) {
+  const std::optional<std::string> text = src.read_text(name, kMaxConfigFileBytes);
+  if (!text) return nlohmann::json::object();
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object()) fail("{}: not a JSON object", src.path_of(name).string());
   return j;
 }
 
-void set_tokenizer(GgufWriter& w, const fs::path& dir, size_t padded_vocab, const Tokenizer& tok) {
-  const fs::path path = dir / "tokenizer.json";
-  const auto j = nlohmann::json::parse(read_file(path, kMaxTokenizerFileBytes), nullptr, false);
+// tokenizer.json (its text) as the tokenizer.ggml.* arrays: ids padded to the embedding rows
+// with "[PADn]" (type 5, unused), vocabulary tokens normal (1), added tokens control (3) when
+// special or spelled <|...|>, user-defined (4) otherwise; merges as "left right".
+void set_tokenizer(GgufWriter& w, const ModelSource& src, std::string_view tokenizer_json, size_t padded_vocab,
+                   const Tokenizer& tok) {
+  const fs::path path = src.path_of("tokenizer.json");
+  const auto j = nlohmann::json::parse(tokenizer_json, nullptr, false);
   if (j.is_discarded()) fail("{}: not valid JSON", path.string());
   std::vector<std::string> tokens(padded_vocab);
   std::vector<int32_t> types(padded_vocab, 5);
@@ -76,13 +79,13 @@ void set_tokenizer(GgufWriter& w, const fs::path& dir, size_t padded_vocab, cons
   if (const auto pad = tok.pad_token_id()) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
   // The converter takes the BOS id from the checkpoint (Qwen2.5: <|endoftext|>); without it
   // llama.cpp assumes GPT-2's id 11. Qwen2 never prepends it.
-  const auto config = read_json_object(dir / "config.json");
+  const auto config = read_json_object(src, "config.json");
   if (const auto bos = config.find("bos_token_id"); bos != config.end() && bos->is_number_unsigned() &&
                                                     bos->get<uint64_t>() < padded_vocab) {
     w.set_u32("tokenizer.ggml.bos_token_id", bos->get<uint32_t>());
   }
   w.set_bool("tokenizer.ggml.add_bos_token", false);
-  const auto tok_config = read_json_object(dir / "tokenizer_config.json");
+  const auto tok_config = read_json_object(src, "tokenizer_config.json");
   if (const auto t = tok_config.find("chat_template"); t != tok_config.end() && t->is_string()) {
     w.set_string("tokenizer.chat_template", t->get<std::string>());
   }
@@ -100,8 +103,9 @@ void check_out_file(const fs::path& out) {
   if (!fs::is_directory(parent, ec)) fail("{}: the directory {} does not exist", out.string(), parent.string());
 }
 
-// The model's name in general.name: its directory's.
+// The model's name in general.name: its directory's (the embedded model's: "default-model").
 std::string model_name(const fs::path& dir) {
+  if (dir.empty()) return embedded_model_label().filename().string();
   std::error_code ec;
   const fs::path canonical = fs::weakly_canonical(dir, ec);
   return (ec ? dir : canonical).filename().string();
@@ -114,7 +118,9 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
   const ModelFiles& files = opened->files;
   const ModelConfig& cfg = opened->config;
   const WeightSource& src = opened->weights;
-  const Tokenizer tok = Tokenizer::load(files.dir);
+  const Tokenizer tok = load_tokenizer(*opened);
+  // Read again as JSON for the GGUF arrays (load_tokenizer has checked it is there).
+  const std::string tokenizer_json = opened->read_text("tokenizer.json", kMaxTokenizerFileBytes).value_or("");
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   if (const auto problems = manifest_problems(manifest, src.manifest_infos, src.declared_blocks); !problems.empty()) {
     fail("{}: {}", files.weights.string(), problems.front());
@@ -132,7 +138,7 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
   w.set_u32("qwen2.attention.head_count_kv", static_cast<uint32_t>(cfg.num_key_value_heads));
   w.set_f32("qwen2.rope.freq_base", static_cast<float>(cfg.rope_theta));
   w.set_f32("qwen2.attention.layer_norm_rms_epsilon", static_cast<float>(cfg.rms_norm_eps));
-  set_tokenizer(w, files.dir, static_cast<size_t>(cfg.vocab_size), tok);
+  set_tokenizer(w, *opened, tokenizer_json, static_cast<size_t>(cfg.vocab_size), tok);
   // A quantized directory's record of how it was made travels with the weights.
   if (!src.quantization.empty()) w.set_string("nanoinfer.quantization", src.quantization);
 
@@ -194,7 +200,7 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
 
   // Room for the data, each tensor's padding, and the metadata (the tokenizer arrays are no
   // larger than tokenizer.json, plus a length per string).
-  const uint64_t tokenizer_bytes = fs::file_size(files.dir / "tokenizer.json");
+  const uint64_t tokenizer_bytes = tokenizer_json.size();
   require_free_space(out, w.data_bytes() + manifest.size() * (w.alignment() + 128) + 2 * tokenizer_bytes + (64 << 10),
                      out.string());
   w.write(progress);
@@ -206,15 +212,14 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
 uint64_t export_gguf(const fs::path& model_dir, const fs::path& out_file, std::optional<WeightType> type,
                      const GgufExportProgress& progress) {
   check_out_file(out_file);
-  const fs::path dir = resolve_model_path(model_dir.string());
-  return write_gguf(dir, out_file, type, model_name(dir), progress);
+  return write_gguf(model_dir, out_file, type, model_name(model_dir), progress);
 }
 
 QuantizeResult quantize_to_gguf(std::string_view model_path, const fs::path& out_file, const QuantizeOptions& options,
                                 const QuantizeProgressFn& progress) {
   const auto start = std::chrono::steady_clock::now();
   check_out_file(out_file);
-  const fs::path dir = resolve_model_path(model_path);
+  const fs::path dir(model_path);  // empty: the embedded model
   // Where the quantized model directory is built before the GGUF file is written: a hidden
   // directory beside the output, removed however the call ends.
   const ScratchDir scratch = ScratchDir::beside(out_file);

@@ -21,7 +21,6 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/tokenizer.h"
-#include "tokenizer/tokenizer_gguf.h"
 
 namespace nanoinfer {
 
@@ -159,11 +158,7 @@ ModelReport inspect_model(const fs::path& path) {
   // directory's tokenizer.json when it has one (weights alone are a valid directory to inspect).
   try {
     std::optional<Tokenizer> tokenizer;
-    if (src->gguf) {
-      tokenizer.emplace(tokenizer_from_gguf(src->gguf->layout()));
-    } else if (path_exists(src->files.dir / "tokenizer.json")) {
-      tokenizer.emplace(Tokenizer::load(src->files.dir));
-    }
+    if (src->gguf || src->has("tokenizer.json")) tokenizer.emplace(load_tokenizer(*src));
     if (tokenizer && static_cast<uint64_t>(tokenizer->vocab_size()) > static_cast<uint64_t>(report.config.vocab_size)) {
       report.problems.push_back(fmt::format("the tokenizer has {} tokens but the model only {}", tokenizer->vocab_size(),
                                             report.config.vocab_size));

@@ -4,15 +4,17 @@
 
 #include <algorithm>
 
+#include "engine/default_model.h"
 #include "model/gguf_config.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/kv_cache.h"
 #include "nanoinfer/file_io.h"
+#include "tokenizer/tokenizer_gguf.h"
 
 namespace nanoinfer {
 
 bool is_gguf_path(const std::filesystem::path& path) {
-  if (path.extension() != ".gguf" || std::filesystem::is_directory(path)) return false;
+  if (path.empty() || path.extension() != ".gguf" || std::filesystem::is_directory(path)) return false;
   if (!path_exists(path)) fail("{}: no such GGUF file", path.string());
   require_regular_file(path);  // a FIFO or a device named x.gguf: says what it is
   return true;
@@ -20,7 +22,24 @@ bool is_gguf_path(const std::filesystem::path& path) {
 
 namespace {
 
+// The default model's bytes, viewed where the executable holds them: nothing is copied until
+// the weight loader reads the tensors into its arena, as it reads a file.
+std::unique_ptr<const ModelSource> open_embedded() {
+  auto src = std::make_unique<ModelSource>();
+  const std::filesystem::path dir = embedded_model_label();
+  src->files = {dir, dir / "config.json", dir / "model.safetensors"};
+  src->embedded = true;
+  const auto config = embedded_file("config.json");
+  const auto weights = embedded_file("model.safetensors");
+  if (!config || !weights) fail("{}: the executable was built without the default model's files", dir.string());
+  src->config = ModelConfig::parse(std::string_view(reinterpret_cast<const char*>(config->data()), config->size()),
+                                   src->files.config.string());
+  src->weights = safetensors_source(src->safetensors.emplace(SafetensorsFile::over(*weights, src->files.weights)));
+  return src;
+}
+
 std::unique_ptr<const ModelSource> open_directory(const std::filesystem::path& path) {
+  if (path.empty()) return open_embedded();
   auto src = std::make_unique<ModelSource>();
   src->files = locate_model(path);
   src->config = ModelConfig::load(src->files.config);
@@ -39,6 +58,30 @@ std::unique_ptr<const ModelSource> open_model_source(const std::filesystem::path
   src->config = config_from_gguf(file.layout());
   src->weights = gguf_source(file);
   return src;
+}
+
+std::optional<std::string> ModelSource::read_text(std::string_view name, uint64_t max_bytes) const {
+  const std::filesystem::path path = path_of(name);
+  if (embedded) {
+    const auto bytes = embedded_file(name);
+    if (!bytes) return std::nullopt;
+    if (bytes->size() > max_bytes) fail("{}: larger than the limit of {} bytes", path.string(), max_bytes);
+    return std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+  }
+  if (!path_exists(path)) return std::nullopt;
+  return read_file(path, max_bytes);
+}
+
+bool ModelSource::has(std::string_view name) const {
+  return embedded ? embedded_file(name).has_value() : path_exists(path_of(name));
+}
+
+Tokenizer load_tokenizer(const ModelSource& src) {
+  if (src.gguf) return tokenizer_from_gguf(src.gguf->layout());
+  const std::optional<std::string> json = src.read_text("tokenizer.json", kMaxTokenizerFileBytes);
+  if (!json) fail("{}: not found", src.path_of("tokenizer.json").string());
+  return Tokenizer::from_json(*json, src.read_text("tokenizer_config.json", kMaxConfigFileBytes).value_or(""),
+                              src.path_of("tokenizer.json").string());
 }
 
 std::unique_ptr<const ModelSource> open_model_directory(const std::filesystem::path& path) {

@@ -4,9 +4,12 @@
 // (its calibration model loads from the same open file) and GGUF export all start here.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "io/gguf.h"
 #include "io/safetensors.h"
@@ -14,12 +17,15 @@
 #include "nanoinfer/config.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/model.h"
+#include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer {
 
 struct ModelSource {
-  // For a GGUF file: dir its directory, config and weights the file itself.
+  // For a GGUF file: dir its directory, config and weights the file itself. For the embedded
+  // default model: names under embedded_model_label(), for messages only.
   ModelFiles files;
+  bool embedded = false;  // the default model built into the executable, read in place
   ModelConfig config;  // from config.json, or from a GGUF file's qwen2.* metadata
   // Exactly one is open; `weights` reads through it, so a ModelSource never moves (it is
   // handed out behind a unique_ptr).
@@ -30,9 +36,18 @@ struct ModelSource {
   ModelSource() = default;
   ModelSource(const ModelSource&) = delete;
   ModelSource& operator=(const ModelSource&) = delete;
+
+  // One of a directory's other files (tokenizer.json, tokenizer_config.json,
+  // generation_config.json, or config.json as text), from disk or from the embedded bytes:
+  // nullopt when absent; an Error when present but unreadable or longer than max_bytes.
+  std::optional<std::string> read_text(std::string_view name, uint64_t max_bytes) const;
+  // Whether the directory has that file (an Error when it cannot tell, as path_exists).
+  bool has(std::string_view name) const;
+  // The same file's path in messages: files.dir / name.
+  std::filesystem::path path_of(std::string_view name) const { return files.dir / name; }
 };
 
-// `path` is already resolved (resolve_model_path). A path ending in .gguf that is not a
+// An empty `path` is the embedded default model. A path ending in .gguf that is not a
 // directory is a GGUF file; anything else a model directory (locate_model's checks). Throws
 // a one-line Error for a missing file, a corrupt header or an unsupported architecture.
 std::unique_ptr<const ModelSource> open_model_source(const std::filesystem::path& path);
@@ -43,6 +58,10 @@ std::unique_ptr<const ModelSource> open_model_directory(const std::filesystem::p
 
 // Whether a resolved path names a GGUF file (throws when it names one that does not exist).
 bool is_gguf_path(const std::filesystem::path& path);
+
+// The model's tokenizer: a GGUF file's tokenizer.ggml.* arrays, or a directory's
+// tokenizer.json with its tokenizer_config.json (an Error naming the file when it is absent).
+Tokenizer load_tokenizer(const ModelSource& src);
 
 // Model::load over the source, after refusing a context longer than the model's limit.
 Model load_model(const ModelSource& src, const ModelOptions& options);

@@ -4,25 +4,29 @@
 #include "engine/model_source.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "tokenizer/tokenizer_gguf.h"
 
 namespace nanoinfer {
 
 OpenedModel open_model(std::string_view path, const OpenOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  const std::unique_ptr<const ModelSource> src = open_model_source(resolve_model_path(path));
-  const std::filesystem::path tokenizer_json = src->files.dir / "tokenizer.json";
-  if (!src->gguf && !std::filesystem::exists(tokenizer_json)) {
+  const std::unique_ptr<const ModelSource> src = open_model_source(path);
+  const std::filesystem::path tokenizer_json = src->path_of("tokenizer.json");
+  if (!src->gguf && !src->has("tokenizer.json")) {
     fail("{}: not found; generation needs the model's tokenizer (scripts/download-qwen2.5-0.5b.sh "
          "fetches it; for a `nanoinfer synth` model copy Qwen2.5's tokenizer.json into the directory)",
          tokenizer_json.string());
   }
   Model model = load_model(*src, options.model);
   // A GGUF file carries the tokenizer and its eos id; a directory has its own files for them.
-  Tokenizer tokenizer = src->gguf ? tokenizer_from_gguf(src->gguf->layout()) : Tokenizer::load(src->files.dir);
-  GenerationConfig generation = src->gguf ? GenerationConfig{} : GenerationConfig::load_from_dir(src->files.dir);
+  Tokenizer tokenizer = load_tokenizer(*src);
+  GenerationConfig generation;
   if (src->gguf) {
     if (const auto eos = tokenizer.eos_token_id()) generation.eos_token_ids.push_back(*eos);
+  } else if (const auto text = src->read_text("generation_config.json", kMaxConfigFileBytes)) {
+    // Absent is fine (Hugging Face defaults); present but unreadable is an error.
+    generation = GenerationConfig::parse(*text, src->path_of("generation_config.json").string());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (static_cast<size_t>(tokenizer.vocab_size()) > model.vocab_size()) {
@@ -34,13 +38,14 @@ OpenedModel open_model(std::string_view path, const OpenOptions& options) {
 }
 
 Model open_model_alone(const std::filesystem::path& path, const ModelOptions& options) {
-  return load_model(*open_model_source(resolve_model_path(path.string())), options);
+  return load_model(*open_model_source(path), options);
 }
 
 Tokenizer open_tokenizer(std::string_view path) {
-  const std::filesystem::path resolved = resolve_model_path(path);
-  if (is_gguf_path(resolved)) return tokenizer_from_gguf(GgufFile::open(resolved).layout());
-  return Tokenizer::load(resolved);
+  // The embedded model's weights header is parsed in memory, nothing read: as cheap as the rest.
+  if (path.empty()) return load_tokenizer(*open_model_source(path));
+  if (is_gguf_path(path)) return tokenizer_from_gguf(GgufFile::open(path).layout());
+  return Tokenizer::load(path);
 }
 
 }  // namespace nanoinfer

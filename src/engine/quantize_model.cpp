@@ -61,7 +61,7 @@ namespace {
 // cut forward to the next line start, as tools/train/train_tokenizer.py splits it. Never any
 // of the held-out part.
 std::string default_calibration_text(std::filesystem::path* source) {
-  const std::filesystem::path path = default_model_dir().parent_path() / "tinyshakespeare.txt";
+  const std::filesystem::path path = std::filesystem::path(NANOINFER_SOURCE_DIR_LIB) / "data" / "tinyshakespeare.txt";
   if (!path_exists(path)) {
     fail("{}: not found; the default calibration text is its training part (pass --calib FILE)", path.string());
   }
@@ -112,21 +112,25 @@ ScratchDir staging_dir(const fs::path& target) {
   return ScratchDir::beside(target);
 }
 
-nlohmann::ordered_json read_json(const fs::path& path) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(read_file(path, kMaxConfigFileBytes), nullptr, false);
-  if (!j.is_object()) fail("{}: not a JSON object", path.string());
+// The source's config.json as it is (it is copied into the output).
+nlohmann::ordered_json read_config_json(const ModelSource& src) {
+  const std::optional<std::string> text = src.read_text("config.json", kMaxConfigFileBytes);
+  if (!text) fail("{}: not found", src.files.config.string());
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(*text, nullptr, false);
+  if (!j.is_object()) fail("{}: not a JSON object", src.files.config.string());
   return j;
 }
 
 // The files copied beside the weights, checked as the commands that load the output will check
 // them (a generation_config.json nested 100,000 deep once made an output `generate` refused).
-void check_copied_files(const ModelFiles& files) {
-  GenerationConfig::load_from_dir(files.dir);
-  if (path_exists(files.dir / "tokenizer.json")) {
-    Tokenizer::load(files.dir);  // tokenizer.json with its tokenizer_config.json
-  } else if (path_exists(files.dir / "tokenizer_config.json")) {
-    const fs::path path = files.dir / "tokenizer_config.json";
-    parse_json_object(read_file(path, kMaxConfigFileBytes), path.string());
+void check_copied_files(const ModelSource& src) {
+  if (const auto text = src.read_text("generation_config.json", kMaxConfigFileBytes)) {
+    GenerationConfig::parse(*text, src.path_of("generation_config.json").string());
+  }
+  if (src.has("tokenizer.json")) {
+    load_tokenizer(src);  // tokenizer.json with its tokenizer_config.json
+  } else if (const auto text = src.read_text("tokenizer_config.json", kMaxConfigFileBytes)) {
+    parse_json_object(*text, src.path_of("tokenizer_config.json").string());
   }
 }
 
@@ -190,7 +194,7 @@ CalibrationRun run_calibration(const ModelSource& src, const QuantizeOptions& o,
   const size_t ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(kDefaultCalibCtx, limit);
   if (ctx > limit) fail("--calib-ctx {} exceeds the model's limit of {} positions", ctx, limit);
   const size_t windows = o.calib_windows > 0 ? o.calib_windows : default_calib_windows(cfg, ctx);
-  const Tokenizer tokenizer = Tokenizer::load(src.files.dir);
+  const Tokenizer tokenizer = load_tokenizer(src);
   std::vector<int32_t> tokens;
   if (o.calibration.empty()) {
     tokens = tokenizer.encode(default_calibration_text(&run.file));
@@ -241,21 +245,21 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
   result.method = o.method.value_or(QuantMethod::Gptq);
   result.threads = o.threads;
 
-  const std::unique_ptr<const ModelSource> opened = open_model_directory(resolve_model_path(model_path));
+  const std::unique_ptr<const ModelSource> opened = open_model_directory(model_path);
   const ModelFiles& files = opened->files;
   const ModelConfig& cfg = opened->config;
   const SafetensorsFile& in = *opened->safetensors;
-  nlohmann::ordered_json config_json = read_json(files.config);  // copied into the output as it is
+  nlohmann::ordered_json config_json = read_config_json(*opened);  // copied into the output as it is
   refuse_quantized(config_json, files.config, in);
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   if (const auto problems = manifest_problems(manifest, in.tensors()); !problems.empty()) {
     fail("{}: {}", files.weights.string(), problems.front());
   }
-  if (result.method != QuantMethod::Rtn && !fs::exists(files.dir / "tokenizer.json")) {
+  if (result.method != QuantMethod::Rtn && !opened->has("tokenizer.json")) {
     fail("{}: not found; calibration ({}) tokenizes text (use --method rtn for a model without a tokenizer)",
-         (files.dir / "tokenizer.json").string(), quant_method_name(result.method));
+         opened->path_of("tokenizer.json").string(), quant_method_name(result.method));
   }
-  check_copied_files(files);
+  check_copied_files(*opened);
   if (result.method != QuantMethod::Rtn && !o.calibration.empty()) {
     try {  // a FIFO, a device or a directory is refused before any work, never opened
       require_regular_file(o.calibration);
@@ -347,10 +351,8 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
     // Through the atomic writer like every output: a failure (a full disk) names the output and
     // the reason, and nothing half-copied stays.
     for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
-      const fs::path from = files.dir / name;
-      if (!path_exists(from)) continue;
       const uint64_t cap = std::string_view(name) == "tokenizer.json" ? kMaxTokenizerFileBytes : kMaxConfigFileBytes;
-      write_file_atomically(staging.path() / name, read_file(from, cap));
+      if (const auto text = opened->read_text(name, cap)) write_file_atomically(staging.path() / name, *text);
     }
     staging.commit(out_dir);
   } catch (const Error& e) {

@@ -52,9 +52,22 @@ MappedFile MappedFile::open(const std::filesystem::path& path) {
   return m;
 }
 
+MappedFile MappedFile::borrow(std::span<const std::byte> bytes, const std::filesystem::path& name) {
+  if (bytes.empty()) fail("{}: file is empty", name.string());
+  MappedFile m;
+  m.data_ = bytes.data();
+  m.size_ = bytes.size();
+  m.path_ = name;
+  return m;
+}
+
 void MappedFile::read_at(uint64_t offset, std::span<std::byte> dst) const {
   if (offset > size_ || dst.size() > size_ - offset) {
     fail("{}: read of {} bytes at offset {} is past the end ({} bytes)", path_.string(), dst.size(), offset, size_);
+  }
+  if (fd_ < 0) {  // borrowed bytes: already in memory
+    std::memcpy(dst.data(), data_ + offset, dst.size());
+    return;
   }
   size_t done = 0;
   while (done < dst.size()) {
@@ -68,8 +81,10 @@ void MappedFile::read_at(uint64_t offset, std::span<std::byte> dst) const {
 }
 
 void MappedFile::release() noexcept {
-  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {  // a mapping of our own; borrowed bytes are not ours to unmap
+    ::munmap(const_cast<std::byte*>(data_), size_);
+    ::close(fd_);
+  }
   data_ = nullptr;
   size_ = 0;
   fd_ = -1;

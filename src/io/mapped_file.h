@@ -1,5 +1,6 @@
 // A read-only memory mapping of a whole regular file; model readers hand out zero-copy views
-// into it.
+// into it. The same type can also stand for bytes that are already in memory (the default
+// model built into the executable), so the readers over it need no second path.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,9 @@ namespace nanoinfer {
 class MappedFile {
  public:
   static MappedFile open(const std::filesystem::path& path);  // throws Error
+  // A view of bytes that outlive it (static data of the executable): nothing is mapped or
+  // copied, read_at copies from memory, and `name` stands for the path in messages.
+  static MappedFile borrow(std::span<const std::byte> bytes, const std::filesystem::path& name);
   MappedFile() = default;
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;
@@ -30,7 +34,7 @@ class MappedFile {
   void release() noexcept;
   const std::byte* data_ = nullptr;
   size_t size_ = 0;
-  int fd_ = -1;
+  int fd_ = -1;  // >= 0 exactly when this object mapped a file (and so unmaps it)
   std::filesystem::path path_;
 };
 

@@ -179,9 +179,17 @@ SafetensorsLayout parse_safetensors(std::span<const std::byte> file, std::string
 // ---- SafetensorsFile ----------------------------------------------------------------------
 
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
+  return over_mapping(MappedFile::open(path), path);
+}
+
+SafetensorsFile SafetensorsFile::over(std::span<const std::byte> bytes, const std::filesystem::path& name) {
+  return over_mapping(MappedFile::borrow(bytes, name), name);
+}
+
+SafetensorsFile SafetensorsFile::over_mapping(MappedFile map, const std::filesystem::path& path) {
   SafetensorsFile f;
   f.path_ = path;
-  f.map_ = MappedFile::open(path);
+  f.map_ = std::move(map);
   f.layout_ = parse_safetensors(f.map_.bytes(), path.string());
   for (size_t i = 0; i < f.layout_.tensors.size(); ++i)
     f.index_.emplace(f.layout_.tensors[i].name, i);

@@ -57,6 +57,9 @@ struct TensorView {
 class SafetensorsFile {
  public:
   static SafetensorsFile open(const std::filesystem::path& path);  // throws Error
+  // The same over a file's bytes already in memory (see MappedFile::borrow), validated the
+  // same way; `name` stands for the path. The bytes must outlive the object.
+  static SafetensorsFile over(std::span<const std::byte> bytes, const std::filesystem::path& name);
 
   const std::filesystem::path& path() const { return path_; }
   const SafetensorsLayout& layout() const { return layout_; }
@@ -72,6 +75,7 @@ class SafetensorsFile {
   void read(const TensorInfo& info, uint64_t offset, std::span<std::byte> dst) const;
 
  private:
+  static SafetensorsFile over_mapping(MappedFile map, const std::filesystem::path& path);
   std::filesystem::path path_;
   MappedFile map_;
   SafetensorsLayout layout_;

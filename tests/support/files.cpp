@@ -56,6 +56,8 @@ std::string read_text(const std::filesystem::path& path) {
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
+std::filesystem::path default_model_dir() { return std::filesystem::path(NANOINFER_SOURCE_DIR) / "data/default-model"; }
+
 std::filesystem::path qwen25_config_path() {
   return std::filesystem::path(NANOINFER_SOURCE_DIR) / "data/qwen2.5-0.5b-instruct/config.json";
 }

@@ -33,6 +33,10 @@ void write_text(const std::filesystem::path& path, std::string_view text);
 std::vector<std::byte> read_bytes(const std::filesystem::path& path);
 std::string read_text(const std::filesystem::path& path);
 
+// data/default-model in the checkout: the files the binary embeds, read from disk (the tests
+// compare the two, and tools read the directory).
+std::filesystem::path default_model_dir();
+
 // The committed config.json of Qwen2.5-0.5B-Instruct (data/qwen2.5-0.5b-instruct/).
 std::filesystem::path qwen25_config_path();
 

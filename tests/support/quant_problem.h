@@ -13,6 +13,8 @@
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 #include "nanoinfer/isa.h"
+#include "nanoinfer/weight_type.h"
+#include "support/guarded.h"
 #include "support/random.h"
 
 namespace nanoinfer::test {
@@ -62,9 +64,11 @@ struct QProblem {
     quantized_product(k, type, w.data(), b, x.data(), y, rows, cols, n_tokens, row_begin, row_end);
   }
   std::vector<float> run(const Kernels& k, bool with_bias = true) const {
-    std::vector<float> y(n_tokens * rows, std::nanf(""));
-    run(k, with_bias ? bias.data() : nullptr, y.data(), 0, rows);
-    return y;
+    Guarded<float> out(n_tokens * rows, std::nanf(""));
+    run(k, with_bias ? bias.data() : nullptr, out.data(), 0, rows);
+    EXPECT_TRUE(out.intact()) << isa_name(k.isa) << " " << weight_type_name(type) << " " << rows << "x" << cols
+                              << " tokens " << n_tokens;
+    return out.values();
   }
 };
 

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -51,6 +52,20 @@ CliProcess run_cli_process(const std::vector<std::string>& args, const CliOption
   std::vector<char*> argv;
   for (std::string& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The environment, built before fork: this process's, with options.env's names replaced.
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    const bool replaced = std::any_of(options.env.begin(), options.env.end(), [&](const std::string& o) {
+      return std::string_view(o).substr(0, o.find('=')) == name;
+    });
+    if (!replaced) env_storage.emplace_back(entry);
+  }
+  env_storage.insert(env_storage.end(), options.env.begin(), options.env.end());
+  std::vector<char*> envp;
+  for (std::string& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   const pid_t child = ::fork();
   if (child < 0) throw std::runtime_error("fork failed");
@@ -66,7 +81,7 @@ CliProcess run_cli_process(const std::vector<std::string>& args, const CliOption
     // SIGINT and SIGTERM as a terminal would deliver them, whatever the test runner set.
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   CliProcess r;

@@ -21,6 +21,7 @@ struct CliOptions {
   std::string stdin_path;    // ... unless this names a file to use instead (e.g. /dev/zero)
   std::string stdout_path;   // stdout goes here if set (e.g. /dev/full), else it is captured
   int timeout_seconds = 60;  // then the process is killed and reported as hung
+  std::vector<std::string> env;  // "NAME=VALUE" set (or replaced) in the child's environment
 };
 
 struct CliProcess {
