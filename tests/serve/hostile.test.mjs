@@ -285,6 +285,14 @@ test('--api-key "" is an error, not a server without authentication', () => {
   assert.match(r.stderr, /^nanoinfer: error: --api-key is empty[^\n]*\n$/);
 });
 
+test('--prefill-chunk out of range is a one-line error', () => {
+  for (const v of ['0', '-1', '1048577']) {
+    const r = spawnSync(args.nanoinfer, ['serve', '--port', '0', '--prefill-chunk', v], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 1, v);
+    assert.match(r.stderr, /^nanoinfer: error: --prefill-chunk must be in 1\.\.1048576, got -?\d+\n$/, v);
+  }
+});
+
 test('a non-loopback address without --api-key is served with a warning', async () => {
   const s = await startServer(['--host', '0.0.0.0']);
   try {
