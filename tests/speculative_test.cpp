@@ -15,6 +15,7 @@
 #include "nanoinfer/speculative.h"
 #include "support/files.h"
 #include "support/generation_model.h"
+#include "support/sanitized.h"
 
 namespace nanoinfer {
 namespace {
@@ -47,11 +48,7 @@ const std::vector<std::string>& prompts() {
 // prompt take two of them: the first (with its full-context case) and the copy-heavy one,
 // and generate half as many tokens per run (the full-context case still runs until the
 // context is full). The release run covers all four prompts at full length.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+using test::kSanitized;
 std::vector<std::string> looped_prompts() {
   if (!kSanitized) return prompts();
   return {prompts()[0], prompts()[2]};
