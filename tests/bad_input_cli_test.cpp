@@ -30,7 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-struct Case {
+struct BadInputCase {
   std::string name;                            // the test's name
   std::function<void(const fs::path&)> setup;  // builds the case's files in its directory
   std::vector<std::string> args;               // "{d}" stands for the case's directory
@@ -41,7 +41,7 @@ struct Case {
   std::string must_not_exist = "";  // relative to the case's directory
 };
 
-std::ostream& operator<<(std::ostream& os, const Case& c) {
+std::ostream& operator<<(std::ostream& os, const BadInputCase& c) {
   return os << c.name;
 }
 
@@ -187,7 +187,7 @@ std::vector<std::string> generate_with(std::vector<std::string> extra) {
   return args;
 }
 
-const std::vector<Case> kCases = {
+const std::vector<BadInputCase> kBadInputCases = {
     // ---- JSON nesting and size (each crashed with SIGSEGV before) ----
     {"SafetensorsShapeNested100000Deep",
      safetensors_bytes([](std::vector<std::byte>& b) {
@@ -456,7 +456,7 @@ const std::vector<Case> kCases = {
 // at load and reported by inspect (the expected substrings guess the loader's wording), and
 // generate checks its streamed writes (today the failure is found only by main's final flush,
 // after generate has printed its statistics to stderr: three lines).
-const std::vector<Case> kLeadCases = {
+const std::vector<BadInputCase> kLeadCases = {
     {"GenerateToDevFull", tiny, kGenerate, "cannot write to standard output", "", "", "/dev/full"},
     {"NanWeightAtLoad",
      [](const fs::path& d) {
@@ -483,10 +483,10 @@ std::vector<std::string> temporary_files(const fs::path& dir) {
   return found;
 }
 
-class BadInput : public ::testing::TestWithParam<Case> {};
+class BadInput : public ::testing::TestWithParam<BadInputCase> {};
 
 TEST_P(BadInput, OneLineExitOneNoSignalNoLeftovers) {
-  const Case& c = GetParam();
+  const BadInputCase& c = GetParam();
   test::TempDir dir;
   c.setup(dir.path());
   std::vector<std::string> args = c.args;
@@ -511,16 +511,16 @@ TEST_P(BadInput, OneLineExitOneNoSignalNoLeftovers) {
   EXPECT_EQ(temporary_files(dir.path()), std::vector<std::string>{});
 }
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+std::string case_name(const ::testing::TestParamInfo<BadInputCase>& info) {
   return info.param.name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, BadInput, ::testing::ValuesIn(kCases), case_name);
+INSTANTIATE_TEST_SUITE_P(Cases, BadInput, ::testing::ValuesIn(kBadInputCases), case_name);
 INSTANTIATE_TEST_SUITE_P(LoaderCases, BadInput, ::testing::ValuesIn(kLeadCases),
                          case_name);
 
 TEST(BadInputTable, HasAtLeastFortyCases) {
-  EXPECT_GE(kCases.size(), 40u);
+  EXPECT_GE(kBadInputCases.size(), 40u);
 }
 
 // -t above the CPU count is clamped with a warning (the loader calls ThreadPool::clamp_threads);

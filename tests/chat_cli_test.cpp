@@ -25,7 +25,7 @@ class ChatSessionTest : public ::testing::Test {
 };
 
 // Greedy, with the test model's end-of-turn id, as `nanoinfer chat --temp 0` runs it.
-const SamplerParams kGreedy{.temperature = 0.0, .repetition_penalty = 1.1};
+const SamplerParams kGreedyWithPenalty{.temperature = 0.0, .repetition_penalty = 1.1};
 
 std::string collect(ChatSession& chat, std::string_view user, int64_t n, GenerationStats* stats = nullptr) {
   std::string out;
@@ -38,7 +38,7 @@ std::string collect(ChatSession& chat, std::string_view user, int64_t n, Generat
 TEST_F(ChatSessionTest, SecondTurnPrefillsOnlyItsNewTokens) {
   Model model = open_model_alone(dir_.path(), {.threads = 1});
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyWithPenalty);
   ChatSession chat(gen, tok, "Be brief.");
 
   GenerationStats s1;
@@ -69,7 +69,7 @@ TEST_F(ChatSessionTest, SecondTurnPrefillsOnlyItsNewTokens) {
 TEST_F(ChatSessionTest, ResetStartsOverWithTheSameReply) {
   Model model = open_model_alone(dir_.path(), {.threads = 1});
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyWithPenalty);
   ChatSession chat(gen, tok, "");
   const std::string a = collect(chat, "what is it", 6);
   collect(chat, "more", 3);
@@ -82,7 +82,7 @@ TEST_F(ChatSessionTest, ResetStartsOverWithTheSameReply) {
 TEST_F(ChatSessionTest, TurnThatDoesNotFitLeavesTheConversationUnchanged) {
   Model model = open_model_alone(dir_.path(), {.threads = 1, .max_context = 64});
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyWithPenalty);
   ChatSession chat(gen, tok, "x");
   collect(chat, "hi", 2);
   const std::vector<ChatMessage> before = chat.messages();
@@ -156,7 +156,7 @@ TEST_F(ChatSessionTest, InterruptStopsTheReplyAndKeepsWhatItSaid) {
 TEST_F(ChatSessionTest, CliHelpIsNotSentAndABackslashContinuesTheMessage) {
   Model model = open_model_alone(dir_.path(), {.threads = 1});
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyWithPenalty);
   ChatSession chat(gen, tok, "");
   const std::string r1 = collect(chat, "hello\nthere", 6);
   const auto r = test::run_cli({"chat", "-m", dir_.path().string(), "--temp", "0", "-n", "6", "-t", "1"},
@@ -188,7 +188,7 @@ TEST_F(ChatSessionTest, CliOnATerminalEditsAndKeepsHistory) {
 TEST_F(ChatSessionTest, CliFromAPipePrintsRepliesOnly) {
   Model model = open_model_alone(dir_.path(), {.threads = 1});
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyWithPenalty);
   ChatSession chat(gen, tok, "");
   const std::string r1 = collect(chat, "hello", 6);
   const std::string r2 = collect(chat, "how are you", 6);

@@ -13,22 +13,15 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/generation_config.h"
 #include "nanoinfer/tokenizer.h"
+#include "support/checks.h"
 #include "support/files.h"
 
 namespace nanoinfer {
 namespace {
 
-using ::testing::HasSubstr;
+using test::error_of;
 
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::testing::HasSubstr;
 
 TEST(ReadFile, ReadsARegularFileWithinTheCap) {
   test::TempDir dir;

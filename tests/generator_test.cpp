@@ -37,7 +37,7 @@ class GeneratorTest : public ::testing::Test {
   test::TempDir dir_;
 };
 
-const SamplerParams kGreedy{.temperature = 0.0};
+const SamplerParams kGreedyParams{.temperature = 0.0};
 
 TEST_F(GeneratorTest, TokenizerRoundTripsOnTheTestModel) {
   const Tokenizer tok = Tokenizer::load(dir_.path());
@@ -50,7 +50,7 @@ TEST_F(GeneratorTest, TokenizerRoundTripsOnTheTestModel) {
 TEST_F(GeneratorTest, PushesPromptPlusAllButTheLastToken) {
   Model model = load();
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyParams);
   const std::vector<int32_t> prompt = tok.encode("Once upon a time");
   Collected out;
   const GenerationStats s = gen.generate(prompt, {.max_new_tokens = 9}, out.sink());
@@ -70,7 +70,7 @@ TEST_F(GeneratorTest, PushesPromptPlusAllButTheLastToken) {
 TEST_F(GeneratorTest, ContinuationPrefillsOnlyWhatTheCacheLacks) {
   Model model = load();
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyParams);
   Collected out;
   const std::vector<int32_t> first = tok.encode("and so");
   gen.generate(first, {.max_new_tokens = 4}, out.sink());
@@ -84,7 +84,7 @@ TEST_F(GeneratorTest, ContinuationPrefillsOnlyWhatTheCacheLacks) {
 
   // The continued sequence equals generating the same tokens in one fresh sequence.
   Model fresh_model = load();
-  Generator fresh(fresh_model, tok, kGreedy);
+  Generator fresh(fresh_model, tok, kGreedyParams);
   std::vector<int32_t> prefix(gen.tokens().begin(), gen.tokens().end() - 3);
   fresh.generate(prefix, {.max_new_tokens = 3}, Collected{}.sink());
   EXPECT_TRUE(std::equal(gen.tokens().begin(), gen.tokens().end(), fresh.tokens().begin(),
@@ -95,7 +95,7 @@ TEST_F(GeneratorTest, StopsAtAnEosIdWithoutEmittingIt) {
   Model model = load();
   const Tokenizer tok = Tokenizer::load(dir_.path());
   const std::vector<int32_t> prompt = tok.encode("the king");
-  Generator probe(model, tok, kGreedy);
+  Generator probe(model, tok, kGreedyParams);
   probe.generate(prompt, {.max_new_tokens = 12}, Collected{}.sink());
   const std::vector<int32_t> greedy(probe.tokens().begin() + static_cast<ptrdiff_t>(prompt.size()),
                                     probe.tokens().end());
@@ -107,7 +107,7 @@ TEST_F(GeneratorTest, StopsAtAnEosIdWithoutEmittingIt) {
   }
   ASSERT_LT(k, greedy.size()) << "greedy output repeats one token; pick another prompt";
 
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyParams);
   Collected out;
   const GenerationStats s =
       gen.generate(prompt, {.max_new_tokens = 12, .eos_ids = {999, greedy[k]}}, out.sink());
@@ -120,7 +120,7 @@ TEST_F(GeneratorTest, StopStringEndsGenerationAndIsNotEmitted) {
   Model model = load();
   const Tokenizer tok = Tokenizer::load(dir_.path());
   const std::vector<int32_t> prompt = tok.encode("to be or not");
-  Generator probe(model, tok, kGreedy);
+  Generator probe(model, tok, kGreedyParams);
   Collected full;
   probe.generate(prompt, {.max_new_tokens = 24}, full.sink());
   ASSERT_GE(full.text.size(), 8u);
@@ -132,7 +132,7 @@ TEST_F(GeneratorTest, StopStringEndsGenerationAndIsNotEmitted) {
   const std::string stop = full.text.substr(at, end - at + 1);
   const size_t first = full.text.find(stop);
 
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyParams);
   Collected out;
   const GenerationStats s =
       gen.generate(prompt, {.max_new_tokens = 24, .stop_strings = {stop}}, out.sink());
@@ -144,7 +144,7 @@ TEST_F(GeneratorTest, StopStringEndsGenerationAndIsNotEmitted) {
 TEST_F(GeneratorTest, StopsWhenTheContextIsFull) {
   Model model = load(16);
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyParams);
   const std::vector<int32_t> prompt(10, 'a');
   const GenerationStats s = gen.generate(prompt, {.max_new_tokens = 100}, Collected{}.sink());
   // 10 prompt positions + 6 decode steps fill 16; the 7th token is sampled from the last.
@@ -157,7 +157,7 @@ TEST_F(GeneratorTest, StopsWhenTheContextIsFull) {
 TEST_F(GeneratorTest, PromptLongerThanContextFailsBeforeAnyWork) {
   Model model = load(16);
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyParams);
   const std::vector<int32_t> prompt(17, 'a');
   try {
     gen.generate(prompt, {.max_new_tokens = 1}, Collected{}.sink());
@@ -173,7 +173,7 @@ TEST_F(GeneratorTest, PromptLongerThanContextFailsBeforeAnyWork) {
 TEST_F(GeneratorTest, ZeroTokensOnlyPrefills) {
   Model model = load();
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  Generator gen(model, tok, kGreedy);
+  Generator gen(model, tok, kGreedyParams);
   const GenerationStats s = gen.generate(tok.encode("abc"), {.max_new_tokens = 0}, Collected{}.sink());
   EXPECT_EQ(s.generated_tokens, 0u);
   EXPECT_EQ(model.positions_pushed(), 3u);
@@ -199,7 +199,7 @@ TEST_F(GeneratorTest, NonFiniteLogitsAreAnErrorNamingTheStep) {
   Model model = load();
   const Tokenizer tok = Tokenizer::load(dir_.path());
   for (const SamplerParams& params :
-       {kGreedy, SamplerParams{.temperature = 1.0, .top_k = 5, .seed = 3}}) {
+       {kGreedyParams, SamplerParams{.temperature = 1.0, .top_k = 5, .seed = 3}}) {
     Generator gen(model, tok, params);
     Collected out;
     try {

@@ -14,6 +14,7 @@
 #include "kernels/kernels.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/isa.h"
+#include "support/checks.h"
 #include "support/files.h"
 #include "support/generation_model.h"
 #include "support/run_cli.h"
@@ -21,16 +22,9 @@
 namespace nanoinfer {
 namespace {
 
-using F = CpuFeature;
+using test::error_of;
 
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using F = CpuFeature;
 
 TEST(Isa, EveryTierIsRefusedWithExactlyTheFeatureItLacks) {
   const std::vector<Isa> isas = all_isas();

@@ -13,26 +13,18 @@
 #include "nanoinfer/generation_config.h"
 #include "nanoinfer/json_limits.h"
 #include "nanoinfer/tokenizer.h"
+#include "support/checks.h"
 #include "support/files.h"
 
 namespace nanoinfer {
 namespace {
 
+using test::error_of;
+
 using ::testing::HasSubstr;
 
 std::string nested(size_t depth, std::string_view inner = "") {
   return std::string(depth, '[') + std::string(inner) + std::string(depth, ']');
-}
-
-// The message of the Error fn throws ("" if none).
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(JsonDepth, LimitIsExactAndCountsObjectsAndArrays) {

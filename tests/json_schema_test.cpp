@@ -18,7 +18,7 @@ bool matches(const Grammar& g, std::string_view text) {
   return s.advance(text) && s.complete();
 }
 
-std::string error_of(const std::string& schema) {
+std::string schema_error(const std::string& schema) {
   try {
     compile(schema);
   } catch (const Error& e) {
@@ -176,7 +176,7 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
       {R"({"type":"object","properties":{"a":{"type":"string"}}, "if":{}})", "'if'"},
   };
   for (const auto& [schema, needle] : cases) {
-    const std::string e = error_of(schema);
+    const std::string e = schema_error(schema);
     EXPECT_NE(e.find(needle), std::string::npos) << schema << " gave: '" << e << "'";
   }
 }

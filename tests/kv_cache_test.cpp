@@ -7,18 +7,12 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/kv_cache.h"
+#include "support/checks.h"
 
 namespace nanoinfer {
 namespace {
 
-std::string error_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // Appends rows of value `x` to the open step of `layer`.
 void append(KvCache& cache, size_t layer, float x = 0.0f) {

@@ -18,11 +18,14 @@
 #include "nanoinfer/model.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "support/checks.h"
 #include "support/files.h"
 #include "support/isa.h"
 
 namespace nanoinfer {
 namespace {
+
+using test::argmax;
 
 namespace fs = std::filesystem;
 // How a test asks for the matrices to be held: the file's type, or a conversion at load.
@@ -92,10 +95,6 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float m = 0.0f;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(a[i] - b[i]));
   return m;
-}
-
-int32_t argmax(std::span<const float> v) {  // ties go to the lowest id, as in the reference
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
 // Prompt then n greedy tokens decoded one at a time through the cache.

@@ -15,23 +15,16 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/interrupt.h"
+#include "support/checks.h"
 #include "support/files.h"
 
 namespace nanoinfer {
 namespace {
 
+using test::error_of;
+
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Runs `body` in a child process and returns its wait status.
 int in_child(const std::function<void()>& body) {

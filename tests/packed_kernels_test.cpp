@@ -25,9 +25,6 @@ using test::QShape;
 using test::same_bits;
 using test::supported_isas;
 
-const std::vector<WeightType> kTypes = test::quant_types();
-std::string name(WeightType t) { return std::string(weight_type_name(t)); }
-
 std::vector<Isa> isas_with_packed_products(WeightType t) {
   std::vector<Isa> isas;
   for (Isa isa : supported_isas())
@@ -51,23 +48,23 @@ uint8_t held_byte(WeightType t, uint8_t q) {
     case WeightType::F32:
     case WeightType::BF16: break;
   }
-  ADD_FAILURE() << name(t) << " has no packed layout";
+  ADD_FAILURE() << weight_type_name(t) << " has no packed layout";
   return q;
 }
 
 TEST(PackedLayout, EveryRowUnpacksToItselfAndAPartialGroupIsUntouched) {
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const size_t rows = 2 * kPackRows + 5, cols = 96, rb = weight_row_bytes(t, cols), bb = rb / 3;
     const std::vector<std::byte> raw = random_bytes(rows * rb, 5);
     std::vector<std::byte> packed = raw;
     pack_quantized(t, packed.data(), rows, cols);
     // The partial last group keeps its bytes; the whole groups are rewritten.
-    EXPECT_EQ(std::memcmp(packed.data() + 2 * kPackRows * rb, raw.data() + 2 * kPackRows * rb, 5 * rb), 0) << name(t);
-    EXPECT_NE(std::memcmp(packed.data(), raw.data(), 2 * kPackRows * rb), 0) << name(t);
+    EXPECT_EQ(std::memcmp(packed.data() + 2 * kPackRows * rb, raw.data() + 2 * kPackRows * rb, 5 * rb), 0) << weight_type_name(t);
+    EXPECT_NE(std::memcmp(packed.data(), raw.data(), 2 * kPackRows * rb), 0) << weight_type_name(t);
     std::vector<std::byte> scratch(rb);
     for (size_t r = 0; r < rows; ++r) {
       const std::byte* row = packed_row(t, packed.data(), rows, cols, r, scratch.data());
-      ASSERT_EQ(std::memcmp(row, raw.data() + r * rb, rb), 0) << name(t) << " row " << r;
+      ASSERT_EQ(std::memcmp(row, raw.data() + r * rb, rb), 0) << weight_type_name(t) << " row " << r;
     }
     // Spot checks of the layout itself: group 1, block 2 starts with the 16 scales, then
     // word k of row j at 32 + 64k + 4j (Q8_0 words offset by 128).
@@ -77,7 +74,7 @@ TEST(PackedLayout, EveryRowUnpacksToItselfAndAPartialGroupIsUntouched) {
       EXPECT_EQ(std::memcmp(blk + 2 * j, src, 2), 0);
       const auto q = std::to_integer<uint8_t>(src[2 + 4 * 3 + 1]);
       const auto held = std::to_integer<uint8_t>(blk[32 + 64 * 3 + 4 * j + 1]);
-      EXPECT_EQ(held, held_byte(t, q)) << name(t) << " row " << j;
+      EXPECT_EQ(held, held_byte(t, q)) << weight_type_name(t) << " row " << j;
     }
   }
   std::vector<std::byte> f(16 * 32 * 4);
@@ -94,7 +91,7 @@ TEST(PackedMatmul, EveryTierWithAPackedProductIsBitwiseTheReference) {
       {15, 64, {1, 5}},       {896, 896, {1, 9}}, {160, 4864, {1, 4}},
   };
   size_t compared = 0;
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const std::vector<Isa> isas = isas_with_packed_products(t);
     for (const QShape& s : shapes) {
       for (size_t n : s.tokens) {
@@ -115,7 +112,7 @@ TEST(PackedMatmul, EveryTierWithAPackedProductIsBitwiseTheReference) {
             const std::vector<float> y = test::run_row_ranges(n, s.rows, cuts, [&](float* out, size_t b, size_t e) {
               table(isa).matmul_packed_for(t)(packed.data(), s.rows, bias, xq, out, s.rows, b, e);
             });
-            ASSERT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << name(t) << " " << s.rows << "x" << s.cols
+            ASSERT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << weight_type_name(t) << " " << s.rows << "x" << s.cols
                                            << " tokens " << n << " bias " << with_bias << describe_difference(y, ref, s.rows);
             ++compared;
           }
@@ -124,7 +121,7 @@ TEST(PackedMatmul, EveryTierWithAPackedProductIsBitwiseTheReference) {
     }
     size_t cases = 0;
     for (const QShape& s : shapes) cases += s.tokens.size() * 2;
-    EXPECT_EQ(compared, cases * isas.size()) << name(t);
+    EXPECT_EQ(compared, cases * isas.size()) << weight_type_name(t);
     compared = 0;
   }
   if (isas_with_packed_products(WeightType::Q8_0).empty())
@@ -137,7 +134,7 @@ TEST(PackedMatmul, EveryTierWithAPackedProductIsBitwiseTheReference) {
 TEST(PackedMatmul, ArbitraryBlockBytesMatchTheReference) {
   const size_t rows = 48, cols = 256, nb = cols / kQuantBlock;
   size_t compared = 0;
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const size_t bb = weight_type_info(t).block_bytes;
     std::vector<std::byte> w = random_bytes(rows * nb * bb, 23);
     const uint16_t scales[] = {0x0001, 0x83ff, 0x0000, 0x3c00, 0xb800, 0x2e66, 0x0400, 0x7bff};
@@ -153,9 +150,9 @@ TEST(PackedMatmul, ArbitraryBlockBytesMatchTheReference) {
       for (Isa isa : isas_with_packed_products(t)) {
         test::Guarded<float> out(n * rows, std::nanf(""));
         table(isa).matmul_packed_for(t)(packed.data(), rows, nullptr, xq, out.data(), rows, 0, rows);
-        EXPECT_TRUE(out.intact()) << isa_name(isa) << " " << name(t) << " tokens " << n;
+        EXPECT_TRUE(out.intact()) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
         const std::vector<float> y = out.values();
-        EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << name(t) << " tokens " << n << " first difference at "
+        EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n << " first difference at "
                                        << first_difference(y, ref);
         ++compared;
       }

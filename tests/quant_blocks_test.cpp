@@ -23,7 +23,6 @@ namespace nanoinfer {
 namespace {
 
 // The quantized types, from the weight-type table.
-const std::vector<WeightType> kTypes = test::quant_types();
 
 std::vector<std::byte> rtn(WeightType t, const std::vector<float>& w) {
   std::vector<std::byte> row(weight_row_bytes(t, w.size()));
@@ -51,7 +50,7 @@ uint16_t scale_of(WeightType t, const std::vector<std::byte>& row, size_t block)
 
 TEST(QuantBlocks, AllZeroBlocksStayZero) {
   const std::vector<float> w(64, 0.0f);
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     for (const auto& row : {rtn(t, w), search(t, w)}) {
       for (float v : back(t, row, w.size())) EXPECT_EQ(v, 0.0f) << weight_type_name(t);
       EXPECT_EQ(f16_to_f32(scale_of(t, row, 0)), 0.0f) << weight_type_name(t);  // +0 or -0 (Q4_0: 0 / -8)
@@ -74,7 +73,7 @@ TEST(QuantBlocks, PlusMinusMax) {
   }
   const auto q4 = back(WeightType::Q4_0, rtn(WeightType::Q4_0, w), 32);
   for (size_t i = 0; i < 32; ++i) EXPECT_EQ(q4[i], i % 2 == 0 ? 1.0f : -0.875f) << i;
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     EXPECT_LE(weighted_row_error(t, w.data(), nullptr, search(t, w).data(), 32),
               weighted_row_error(t, w.data(), nullptr, rtn(t, w).data(), 32));
   }
@@ -95,7 +94,7 @@ TEST(QuantBlocks, SingleOutlier) {
   EXPECT_EQ(q4[40], -3.0f);
   EXPECT_NEAR(q8[5], 100.0f, 100.0f * std::ldexp(1.0f, -11));
   EXPECT_NEAR(q8[40], -3.0f, 3.0f * std::ldexp(1.0f, -11));
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const auto s = back(t, search(t, w), 64);
     for (size_t i = 0; i < 64; ++i)
       if (i != 5 && i != 40) {
@@ -109,7 +108,7 @@ TEST(QuantBlocks, SingleOutlier) {
 // step plus the scale's rounding (at most 2^-25 per step, times |q| <= 127) of the weight.
 // Weights so small that the scale rounds to zero dequantize to zero.
 TEST(QuantBlocks, SubnormalScales) {
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const float qmax = static_cast<float>(std::max(-weight_type_info(t).q_min, weight_type_info(t).q_max));
     for (float magnitude : {1.0e-4f, 2.0e-5f, 3.0e-6f}) {
       std::vector<float> w = test::random_floats(64, 11);
@@ -140,7 +139,7 @@ TEST(QuantBlocks, SubnormalScales) {
 // The search includes round-to-nearest as a candidate, so under the weighting it is given it
 // is never worse, row by row; on random rows it is clearly better.
 TEST(QuantSearch, NeverWorseThanRoundToNearest) {
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     double total_rtn = 0, total_search = 0;
     for (uint32_t seed = 0; seed < 100; ++seed) {
       const std::vector<float> w = test::random_floats(256, seed);
@@ -479,7 +478,7 @@ TEST(Gptq, FactoredSweepIsThePapersSequentialSweep) {
   const auto output_error = [&](WeightType t, const std::vector<std::byte>& q) {
     return gptq_output_error(t, q, w, x, n, rows, cols);
   };
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const size_t rb = weight_row_bytes(t, cols);
     std::vector<std::byte> got(rows * rb), got3(rows * rb);
     gptq_quantize_rows(t, w.data(), rows, cols, f, diag.data(), got.data());
@@ -508,7 +507,7 @@ TEST(Gptq, DiagonalGramIsTheSearch) {
   for (size_t i = 0; i < cols; ++i) h[gram_at(i, i)] = 4.0f;
   const GptqFactor f = gptq_factor(h.data(), cols, pool);
   const std::vector<float> importance(cols, 4.0f);
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const std::vector<float> w = test::random_floats(rows * cols, 21);
     std::vector<std::byte> got(rows * weight_row_bytes(t, cols));
     gptq_quantize_rows(t, w.data(), rows, cols, f, importance.data(), got.data());
@@ -544,7 +543,7 @@ TEST(Gptq, LowersTheOutputErrorOnCorrelatedInputs) {
   const auto output_error = [&](WeightType t, const std::vector<std::byte>& q) {
     return gptq_output_error(t, q, w, x, n, rows, cols);
   };
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const size_t rb = weight_row_bytes(t, cols);
     std::vector<std::byte> q_rtn(rows * rb), q_search(rows * rb), q_gptq(rows * rb);
     for (size_t r = 0; r < rows; ++r) {

@@ -30,10 +30,7 @@ using test::random_floats;
 using test::same_bits;
 using test::supported_isas;
 
-const std::vector<WeightType> kTypes = test::quant_types();
 constexpr double kU = 0x1p-24;  // f32 unit roundoff
-
-std::string name(WeightType t) { return std::string(weight_type_name(t)); }
 
 // IEEE half precision decoded independently of nanoinfer's f16_to_f32.
 double f16_value(uint16_t h) {
@@ -58,7 +55,7 @@ int quant_value(WeightType t, const std::vector<std::byte>& row, size_t b, size_
     case WeightType::F32:
     case WeightType::BF16: break;
   }
-  ADD_FAILURE() << name(t) << " has no blocks";
+  ADD_FAILURE() << weight_type_name(t) << " has no blocks";
   return 0;
 }
 
@@ -82,7 +79,7 @@ TEST(QuantBlocks, DequantizationIsExactForEveryScaleAndInteger) {
   // normal, negative.
   std::mt19937 rng(5);
   const uint16_t scales[] = {0x0000, 0x8000, 0x0001, 0x03ff, 0x8200, 0x0400, 0x3c00, 0xbc00, 0x7bff, 0x1234};
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const size_t bb = weight_type_info(t).block_bytes, nb = std::size(scales);
     std::vector<std::byte> row(nb * bb);
     for (auto& byte : row) byte = static_cast<std::byte>(rng());
@@ -92,7 +89,7 @@ TEST(QuantBlocks, DequantizationIsExactForEveryScaleAndInteger) {
       for (size_t i = 0; i < kQuantBlock; ++i) {
         // f16 (11 significant bits) times an integer below 2^8 fits f32's 24 bits: exact.
         const double exact = f16_value(scales[b]) * quant_value(t, row, b, i);
-        ASSERT_EQ(out[b * kQuantBlock + i], static_cast<float>(exact)) << name(t) << " block " << b << " element " << i;
+        ASSERT_EQ(out[b * kQuantBlock + i], static_cast<float>(exact)) << weight_type_name(t) << " block " << b << " element " << i;
         ASSERT_EQ(static_cast<double>(out[b * kQuantBlock + i]), exact);
       }
     }
@@ -127,7 +124,7 @@ void expect_round_trip(WeightType t, const std::vector<float>& x, const std::str
         break;
       }
       case WeightType::F32:
-      case WeightType::BF16: FAIL() << name(t) << " has no blocks";
+      case WeightType::BF16: FAIL() << weight_type_name(t) << " has no blocks";
     }
     const double d16 = f16_value(scale_bits(t, row, b));
     for (size_t i = 0; i < kQuantBlock; ++i) {
@@ -138,7 +135,7 @@ void expect_round_trip(WeightType t, const std::vector<float>& x, const std::str
       const double excess = t == WeightType::Q4_0 && ratio > 7.5 ? ratio - 7 : 0.5;
       const double bound = std::abs(d) * (excess + 1e-4) + std::abs(q) * std::abs(d - d16);
       ASSERT_LE(std::abs(static_cast<double>(xb[i]) - got), bound)
-          << name(t) << " " << what << " block " << b << " element " << i << " x " << xb[i] << " q " << q;
+          << weight_type_name(t) << " " << what << " block " << b << " element " << i << " x " << xb[i] << " q " << q;
     }
   }
 }
@@ -146,10 +143,10 @@ void expect_round_trip(WeightType t, const std::vector<float>& x, const std::str
 std::vector<float> block_of(float v) { return std::vector<float>(kQuantBlock, v); }
 
 TEST(QuantBlocks, RoundTripOfAllZeroBlocks) {
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const std::vector<std::byte> row = quantize(t, block_of(0.0f));
     EXPECT_EQ(f16_value(scale_bits(t, row, 0)), 0.0);  // Q4_0: -0 (0 / -8)
-    for (size_t i = 0; i < kQuantBlock; ++i) EXPECT_EQ(quant_value(t, row, 0, i), 0) << name(t);
+    for (size_t i = 0; i < kQuantBlock; ++i) EXPECT_EQ(quant_value(t, row, 0, i), 0) << weight_type_name(t);
     for (float v : dequantize(t, row, kQuantBlock)) EXPECT_EQ(v, 0.0f);
     // Negative zeros too.
     for (float v : dequantize(t, quantize(t, block_of(-0.0f)), kQuantBlock)) EXPECT_EQ(v, 0.0f);
@@ -171,12 +168,12 @@ TEST(QuantBlocks, RoundTripOfPlusMinusMax) {
     EXPECT_EQ(quant_value(WeightType::Q4_0, q4, 0, 3), -8);
     EXPECT_EQ(quant_value(WeightType::Q4_0, q4, 0, 20), 7);
     EXPECT_LT(f16_value(scale_bits(WeightType::Q4_0, q4, 0)), 0.0);
-    for (WeightType t : kTypes) expect_round_trip(t, x, "max " + std::to_string(m));
+    for (WeightType t : test::quant_types()) expect_round_trip(t, x, "max " + std::to_string(m));
   }
 }
 
 TEST(QuantBlocks, RoundTripOfASingleOutlier) {
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     std::vector<float> x = random_floats(2 * kQuantBlock, 11);
     for (float& v : x) v *= 1e-3f;
     x[37] = -250.0f;  // block 1; block 0 stays small and keeps its own fine scale
@@ -189,7 +186,7 @@ TEST(QuantBlocks, RoundTripOfASingleOutlier) {
 }
 
 TEST(QuantBlocks, RoundTripWithSubnormalF16Scales) {
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     // Scales m / 127 (Q8_0) or m / 8 (Q4_0) between the smallest f16 subnormal, 2^-24, and
     // the smallest normal, 2^-14.
     const std::vector<float> ms = t == WeightType::Q8_0 ? std::vector<float>{1e-3f, 1e-4f, 2e-5f}
@@ -200,15 +197,15 @@ TEST(QuantBlocks, RoundTripWithSubnormalF16Scales) {
       x[0] = m;
       const std::vector<std::byte> row = quantize(t, x);
       const uint16_t d = scale_bits(t, row, 0);
-      EXPECT_EQ(d & 0x7c00, 0) << name(t) << " m " << m << ": scale is not subnormal";
-      EXPECT_NE(d & 0x03ff, 0) << name(t) << " m " << m << ": scale is zero";
+      EXPECT_EQ(d & 0x7c00, 0) << weight_type_name(t) << " m " << m << ": scale is not subnormal";
+      EXPECT_NE(d & 0x03ff, 0) << weight_type_name(t) << " m " << m << ": scale is zero";
       expect_round_trip(t, x, "subnormal scale, m " + std::to_string(m));
     }
   }
 }
 
 TEST(QuantBlocks, RoundTripOfRandomRowsIsNanFreeAndBounded) {
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     for (uint32_t seed = 0; seed < 20; ++seed) {
       std::vector<float> x = random_floats(896, seed);
       const float scale = std::ldexp(1.0f, static_cast<int>(seed) - 10);
@@ -219,16 +216,16 @@ TEST(QuantBlocks, RoundTripOfRandomRowsIsNanFreeAndBounded) {
 }
 
 TEST(QuantBlocks, NonFiniteWeightsAndScaleOverflowAreErrors) {
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     std::vector<std::byte> row(weight_row_bytes(t, kQuantBlock));
     for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
       std::vector<float> x = block_of(1.0f);
       x[7] = bad;
-      EXPECT_THROW(quantize_row(t, x.data(), row.data(), kQuantBlock), Error) << name(t) << " " << bad;
+      EXPECT_THROW(quantize_row(t, x.data(), row.data(), kQuantBlock), Error) << weight_type_name(t) << " " << bad;
     }
     // The largest f16 is 65504: a scale beyond it cannot be stored.
     const std::vector<float> huge = block_of(1e9f);
-    EXPECT_THROW(quantize_row(t, huge.data(), row.data(), kQuantBlock), Error) << name(t);
+    EXPECT_THROW(quantize_row(t, huge.data(), row.data(), kQuantBlock), Error) << weight_type_name(t);
   }
 }
 
@@ -275,10 +272,6 @@ TEST(QuantActivations, ZeroAndTinyBlocksBecomeZero) {
 
 // ---- matrix products --------------------------------------------------------------------------
 
-
-
-
-
 TEST(QuantMatmul, EveryIsaIsBitwiseTheScalarReference) {
   const std::vector<size_t> all = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   // Rows: 1, odd, below / at / above every group (8, 16 lanes; 2 and 4 rows in prefill);
@@ -289,7 +282,7 @@ TEST(QuantMatmul, EveryIsaIsBitwiseTheScalarReference) {
       {896, 4864, {1, 4}}, {2, 0, {1, 3}},
   };
   size_t compared = 0;
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     for (const QShape& s : shapes) {
       for (size_t n : s.tokens) {
         const QProblem p(t, s.rows, s.cols, n, static_cast<uint32_t>(s.rows * 7 + s.cols + n));
@@ -297,7 +290,7 @@ TEST(QuantMatmul, EveryIsaIsBitwiseTheScalarReference) {
           const std::vector<float> ref = p.run(scalar_table(), with_bias);
           for (Isa isa : supported_isas()) {
             const std::vector<float> y = p.run(table(isa), with_bias);
-            ASSERT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << name(t) << " " << s.rows << "x" << s.cols
+            ASSERT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << weight_type_name(t) << " " << s.rows << "x" << s.cols
                                            << " tokens " << n << " bias " << with_bias << describe_difference(y, ref, s.rows);
             ++compared;
           }
@@ -311,7 +304,7 @@ TEST(QuantMatmul, EveryIsaIsBitwiseTheScalarReference) {
 }
 
 TEST(QuantMatmul, RowRangesThatSplitGroupsAreBitwiseTheWhole) {
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     for (size_t n : {size_t{1}, size_t{6}, size_t{70}}) {
       const QProblem p(t, 53, 192, n, 3);
       for (Isa isa : supported_isas()) {
@@ -321,8 +314,8 @@ TEST(QuantMatmul, RowRangesThatSplitGroupsAreBitwiseTheWhole) {
         const std::vector<float> pieces = test::run_row_ranges(
             n, p.rows, {0, 1, 6, 19, 20, 37, 50, 53},
             [&](float* y, size_t begin, size_t end) { p.run(k, p.bias.data(), y, begin, end); });
-        EXPECT_TRUE(same_bits(whole, pieces)) << isa_name(isa) << " " << name(t) << " tokens " << n;
-        EXPECT_TRUE(same_bits(whole, p.run(scalar_table()))) << isa_name(isa) << " " << name(t) << " tokens " << n;
+        EXPECT_TRUE(same_bits(whole, pieces)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
+        EXPECT_TRUE(same_bits(whole, p.run(scalar_table()))) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
       }
     }
   }
@@ -341,7 +334,7 @@ TEST(QuantMatmul, ArbitraryBlockBytesAndAwkwardActivationsMatchTheReference) {
     x[2 * cols + i] = static_cast<float>(i) - 15.5f;  // token 2, block 0: halves
   }
   x[2 * cols] = 127.0f;
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     const size_t bb = weight_type_info(t).block_bytes;
     std::vector<std::byte> w(rows * nb * bb);
     for (auto& byte : w) byte = static_cast<std::byte>(rng());
@@ -353,9 +346,9 @@ TEST(QuantMatmul, ArbitraryBlockBytesAndAwkwardActivationsMatchTheReference) {
       for (Isa isa : supported_isas()) {
         test::Guarded<float> out(n * rows, std::nanf(""));
         quantized_product(table(isa), t, w.data(), nullptr, x.data(), out.data(), rows, cols, n, 0, rows);
-        EXPECT_TRUE(out.intact()) << isa_name(isa) << " " << name(t) << " tokens " << n;
+        EXPECT_TRUE(out.intact()) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
         const std::vector<float> y = out.values();
-        EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << name(t) << " tokens " << n << " first difference at "
+        EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n << " first difference at "
                                        << first_difference(y, ref);
         for (float v : y) EXPECT_TRUE(std::isfinite(v));
       }
@@ -375,7 +368,7 @@ TEST(QuantMatmul, ArbitraryBlockBytesAndAwkwardActivationsMatchTheReference) {
 // is exact integer arithmetic.
 TEST(QuantMatmul, ReferenceIsWithinTheDerivedBoundOfFloat64) {
   size_t checked = 0, caught = 0;
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     for (const QShape& s : {QShape{37, 896, {1, 3}}, QShape{19, 4864, {2}}, QShape{64, 4864, {1}}}) {
       for (size_t n : s.tokens) {
         const QProblem p(t, s.rows, s.cols, n, static_cast<uint32_t>(s.cols + n));
@@ -401,7 +394,7 @@ TEST(QuantMatmul, ReferenceIsWithinTheDerivedBoundOfFloat64) {
             const double m = static_cast<double>(nb + 2) * kU;
             const double bound = m / (1 - m) * magnitude;
             const double err = std::abs(y[tok * s.rows + r] - exact);
-            ASSERT_LE(err, bound) << name(t) << " " << s.rows << "x" << s.cols << " [" << tok << "][" << r << "]";
+            ASSERT_LE(err, bound) << weight_type_name(t) << " " << s.rows << "x" << s.cols << " [" << tok << "][" << r << "]";
             ++checked;
             // The bound is tight enough to notice one block left out.
             caught += std::abs(last_block) > bound;
@@ -414,9 +407,7 @@ TEST(QuantMatmul, ReferenceIsWithinTheDerivedBoundOfFloat64) {
   EXPECT_GE(caught, checked * 9 / 10);
 }
 
-
 // ---- activations quantized once, shared ----------------------------------------------------
-
 
 // The scalar quantize_activations is quantize_activation_block per block in the documented
 // layout (padding tokens zero), and every ISA's is bitwise the scalar one.
@@ -471,7 +462,7 @@ TEST(QuantActivations, SharedLayoutAndEveryIsaBitwiseTheScalar) {
 // by pieces of their row ranges, is bitwise the scalar reference on each matrix alone.
 TEST(QuantMatmul, SharedQuantizedActivationsGiveBitwiseTheReference) {
   size_t compared = 0;
-  for (WeightType t : kTypes) {
+  for (WeightType t : test::quant_types()) {
     for (size_t n : {size_t{1}, size_t{3}, size_t{9}, size_t{70}}) {
       const size_t cols = 256;
       const QProblem a(t, 53, cols, n, 41), b(t, 16, cols, n, 42);
@@ -491,8 +482,8 @@ TEST(QuantMatmul, SharedQuantizedActivationsGiveBitwiseTheReference) {
           k.matmul_quantized_for(t)(b.w.data(), nullptr, xq, y, b.rows, begin, end);
         });
         EXPECT_TRUE(same_bits(ya, ref_a))
-            << isa_name(isa) << " " << name(t) << " tokens " << n << " first difference at " << first_difference(ya, ref_a);
-        EXPECT_TRUE(same_bits(yb, ref_b)) << isa_name(isa) << " " << name(t) << " tokens " << n;
+            << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n << " first difference at " << first_difference(ya, ref_a);
+        EXPECT_TRUE(same_bits(yb, ref_b)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
         ++compared;
       }
     }

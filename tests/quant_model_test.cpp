@@ -14,6 +14,7 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/quantize.h"
+#include "support/checks.h"
 #include "support/files.h"
 
 #include <fmt/format.h>
@@ -21,6 +22,8 @@
 
 namespace nanoinfer {
 namespace {
+
+using test::argmax;
 
 namespace fs = std::filesystem;
 
@@ -60,10 +63,6 @@ std::vector<float> all_logits(const Model& model, const std::vector<int32_t>& to
   Sequence seq = model.new_sequence();
   const auto out = model.forward(tokens, seq, true);
   return {out.begin(), out.end()};
-}
-
-int32_t argmax(std::span<const float> v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
 // The greedy continuation forced along `want` (the reference's): returns the steps where the

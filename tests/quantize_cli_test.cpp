@@ -22,12 +22,15 @@
 #include "nanoinfer/interrupt.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/quantize.h"
+#include "support/checks.h"
 #include "support/files.h"
 #include "support/generation_model.h"
 #include "support/run_cli.h"
 
 namespace nanoinfer {
 namespace {
+
+using test::entries;
 
 namespace fs = std::filesystem;
 using test::run_cli;
@@ -48,13 +51,6 @@ void expect_one_line_error(const test::CliResult& r, std::string_view needle) {
 }
 
 // Entries of `dir` (names), sorted: to see that nothing was left behind.
-std::vector<std::string> entries(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // A safetensors file's bytes with its header JSON replaced by edit(header) (data unchanged).
 std::vector<std::byte> edit_header(const std::vector<std::byte>& bytes, const std::function<void(Json&)>& edit) {
   const SafetensorsLayout layout = parse_safetensors(bytes, "file");

@@ -14,6 +14,7 @@
 #include "model/gguf_config.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "support/checks.h"
 #include "support/files.h"
 #include "support/generation_model.h"
 #include "support/run_cli.h"
@@ -21,15 +22,10 @@
 namespace nanoinfer {
 namespace {
 
+using test::entries;
+
 namespace fs = std::filesystem;
 using test::run_cli;
-
-std::vector<std::string> entries(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 std::vector<float> logits_of(const fs::path& model, const std::string& text) {
   OpenOptions opts;

@@ -14,9 +14,12 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/sampler.h"
+#include "support/checks.h"
 
 namespace nanoinfer {
 namespace {
+
+using test::error_of;
 
 struct Kept {
   std::vector<int32_t> ids;
@@ -210,17 +213,6 @@ std::vector<int32_t> sample_sequence(uint64_t seed, int n) {
     history.push_back(sampler.sample(logits, history));
   }
   return history;
-}
-
-// The message of the Error fn throws ("" if none).
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // NaN and infinite logits (a broken model) are an error naming the token in every mode; before,

@@ -13,20 +13,16 @@
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
+#include "support/checks.h"
 
 namespace nanoinfer {
 namespace {
 
+using test::argmax;
+
 namespace fs = std::filesystem;
 
 fs::path tiny(const char* name) { return fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models" / name; }
-
-int32_t argmax(std::span<const float> v) {
-  size_t best = 0;
-  for (size_t i = 1; i < v.size(); ++i)
-    if (v[i] > v[best]) best = i;
-  return static_cast<int32_t>(best);
-}
 
 // A prefill of `prompt`, then `steps` greedy decode steps: the logits of every call, in order.
 struct StepLog {

@@ -23,7 +23,7 @@ struct Drained {
   std::vector<int32_t> ids;
 };
 
-Drained drain(Channel& channel) {
+Drained drain_with_logprobs(Channel& channel) {
   Drained d;
   for (Channel::Piece p = channel.next();; p = channel.next()) {
     d.text += p.text;
@@ -63,7 +63,7 @@ TEST_F(ServeLogprobs, EqualTheLogSoftmaxOfAnIndependentForwardPass) {
   job.sampling = SamplerParams{.temperature = 1.0, .seed = 42};
   job.eos_ids = stop_token_ids(m_->generation, tok, false);
   job.top_logprobs = 5;
-  const Drained d = drain(*scheduler.submit(job));
+  const Drained d = drain_with_logprobs(*scheduler.submit(job));
   ASSERT_EQ(d.logprobs.size(), d.ids.size());
   ASSERT_GT(d.ids.size(), 0u);
 
@@ -109,7 +109,7 @@ TEST_F(ServeLogprobs, GrammarJobsEndOnlyOnCompleteSentences) {
   }
   int ended = 0;
   for (auto& c : channels) {
-    const Drained d = drain(*c);
+    const Drained d = drain_with_logprobs(*c);
     if (d.finish != FinishReason::Stop) continue;
     ++ended;
     const nlohmann::json v = nlohmann::json::parse(d.text);

@@ -20,12 +20,15 @@
 #include <nlohmann/json.hpp>
 
 #include "nanoinfer/engine.h"
+#include "support/checks.h"
 #include "support/files.h"
 #include "support/run_cli.h"
 #include "support/viz_trace.h"
 
 namespace nanoinfer {
 namespace {
+
+using test::entries;
 
 namespace fs = std::filesystem;
 using test::run_cli;
@@ -35,13 +38,6 @@ void expect_one_line_error(const test::CliResult& r, std::string_view needle) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_EQ(r.err.rfind("nanoinfer: error: ", 0), 0u) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-}
-
-std::vector<std::string> entries(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 std::vector<int32_t> chosen_ids(const nlohmann::json& trace) {

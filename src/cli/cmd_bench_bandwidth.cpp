@@ -48,7 +48,7 @@ void bench_bandwidth(const BandwidthArgs& args) {
   fmt::print("appended to {}\n", args.output);
 }
 
-const bool registered = register_command({
+const bool registered_bench_bandwidth = register_command({
     "bench",
     "bandwidth",
     "Read bandwidth (GB/s) of a multi-threaded sequential read: the decode roofline",

@@ -490,7 +490,7 @@ void run(const BenchFlags& f) {
   if (!results.empty()) fmt::print(stderr, "nanoinfer: {} records appended to {}\n", records.size(), results);
 }
 
-void setup(CLI::App& app) {
+void setup_bench_generate(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   add_model_flags(app, f->model);
   // -t takes a list here, as llama-bench's.
@@ -522,10 +522,10 @@ void setup(CLI::App& app) {
   app.callback([f] { run(*f); });
 }
 
-const bool registered = register_command(
+const bool registered_bench_generate = register_command(
     {"bench", "generate",
      "Prefill/decode tokens per second, time to first token, peak RSS; bytes and barriers per token, % of the read roofline",
-     setup});
+     setup_bench_generate});
 
 }  // namespace
 }  // namespace nanoinfer::cli

@@ -71,7 +71,7 @@ void bench_load(const LoadArgs& args) {
   fmt::print("appended to {}\n", args.output);
 }
 
-const bool registered = register_command({
+const bool registered_bench_load = register_command({
     "bench",
     "load",
     "Time opening a model the way the engine does (pread into the weight arena); peak memory",

@@ -182,7 +182,7 @@ void run(const QuantBenchFlags& f) {
   fmt::print("\nappended {} record(s) to {}\n", rows.size(), f.output);
 }
 
-const bool registered = register_command({
+const bool registered_bench_quant = register_command({
     "bench",
     "quant",
     "Quantization sweep: size, bits per weight, PPL, KL divergence and top-1 against the base, per level",

@@ -113,7 +113,7 @@ void run(const BenchTokenizeArgs& args) {
   append_bench_record(record, args.results);
 }
 
-const bool registered = register_command({
+const bool registered_bench_tokenize = register_command({
     "bench", "tokenize", "Tokenizer load time and encode speed (cold and warm cache) on one thread",
     [](CLI::App& sub) {
       auto args = std::make_shared<BenchTokenizeArgs>();

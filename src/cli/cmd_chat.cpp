@@ -40,12 +40,6 @@ struct ChatFlags {
   bool verbose = false;
 };
 
-// Replies stream as they are generated, so each piece is flushed (and checked) at once.
-void write_stdout(std::string_view text) {
-  write_out(text);
-  flush_out();
-}
-
 // SIGINT while a reply is generated stops the reply (the generation step reads the flag);
 // otherwise it ends the process as usual. Only lock-free atomics and async-signal-safe calls.
 std::atomic<bool> replying{false};
@@ -165,7 +159,7 @@ void run(const ChatFlags& f) {
   if (failed_turns > 0) throw CLI::RuntimeError(1);
 }
 
-void setup(CLI::App& app) {
+void setup_chat(CLI::App& app) {
   auto f = std::make_shared<ChatFlags>();
   add_model_flags(app, f->model);
   add_sampling_flags(app, f->sampling);
@@ -181,8 +175,8 @@ void setup(CLI::App& app) {
   app.callback([f] { run(*f); });
 }
 
-const bool registered = register_command(
-    {"", "chat", "Interactive multi-turn chat (reads stdin; works from a pipe)", setup});
+const bool registered_chat = register_command(
+    {"", "chat", "Interactive multi-turn chat (reads stdin; works from a pipe)", setup_chat});
 
 }  // namespace
 }  // namespace nanoinfer::cli

@@ -24,11 +24,6 @@ struct GenerateFlags : PromptFlags {
   bool verbose = false;
 };
 
-void write_stdout(std::string_view text) {
-  write_out(text);
-  flush_out();  // streamed: each piece is checked, so a failed write ends the run at once
-}
-
 void run(const GenerateFlags& f) {
   require_non_negative(f.n_predict, "-n");
   for (const std::string& s : f.stops) {
@@ -73,7 +68,7 @@ void run(const GenerateFlags& f) {
   if (speculation.enabled()) fmt::print(stderr, "{}\n", speculation.stats_line(s));
 }
 
-void setup(CLI::App& app) {
+void setup_generate(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   add_prompt_flags(app, *f, 256, "Maximum tokens to generate");
   app.add_option("--stop", f->stops, "Stop when this text appears (not printed); repeatable");
@@ -83,8 +78,8 @@ void setup(CLI::App& app) {
   app.callback([f] { run(*f); });
 }
 
-const bool registered = register_command(
-    {"", "generate", "Generate text from a prompt, streamed to stdout", setup});
+const bool registered_generate = register_command(
+    {"", "generate", "Generate text from a prompt, streamed to stdout", setup_generate});
 
 }  // namespace
 }  // namespace nanoinfer::cli

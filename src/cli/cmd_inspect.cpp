@@ -126,7 +126,7 @@ void inspect(const std::filesystem::path& path) {
   fmt::print("verdict: OK, all {} tensors match the manifest of this config\n", r.tensors.size());
 }
 
-const bool registered = register_command({
+const bool registered_inspect = register_command({
     "",
     "inspect",
     "Check a model's tensors (directory or .gguf file) against its config; print shapes, counts and a verdict",

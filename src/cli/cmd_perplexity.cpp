@@ -173,7 +173,7 @@ void run(const PerplexityFlags& f) {
             seconds, static_cast<double>(r.tokens) / seconds);
 }
 
-void setup(CLI::App& app) {
+void setup_perplexity(CLI::App& app) {
   auto f = std::make_shared<PerplexityFlags>();
   add_model_flags(app, f->model);
   app.add_option("-f,--file", f->file, "Text file to score")->required();
@@ -193,8 +193,8 @@ void setup(CLI::App& app) {
   app.callback([f] { run(*f); });
 }
 
-const bool registered = register_command(
-    {"", "perplexity", "Perplexity of a text file under a model (+- standard error)", setup});
+const bool registered_perplexity = register_command(
+    {"", "perplexity", "Perplexity of a text file under a model (+- standard error)", setup_perplexity});
 
 }  // namespace
 }  // namespace nanoinfer::cli

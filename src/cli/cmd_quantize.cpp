@@ -172,7 +172,7 @@ void run(const QuantizeFlags& f) {
   fmt::print("  {:.2f} s on {} threads\n", r.seconds, r.threads);
 }
 
-void setup(CLI::App& app) {
+void setup_quantize(CLI::App& app) {
   auto f = std::make_shared<QuantizeFlags>();
   app.add_option("-m,--model", f->model_dir, "Float model directory (default: the model built into this binary, data/default-model)");
   app.add_option("--type", f->type,
@@ -203,8 +203,8 @@ void setup(CLI::App& app) {
   app.callback([f] { run(*f); });
 }
 
-const bool registered =
-    register_command({"", "quantize", "Write an int8 or int4 copy of a model (a directory or GGUF), or a GGUF f32/bf16 conversion", setup});
+const bool registered_quantize =
+    register_command({"", "quantize", "Write an int8 or int4 copy of a model (a directory or GGUF), or a GGUF f32/bf16 conversion", setup_quantize});
 
 }  // namespace
 }  // namespace nanoinfer::cli

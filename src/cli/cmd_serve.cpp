@@ -107,7 +107,7 @@ void run(const ServeFlags& f) {
   server.stop();
 }
 
-void setup(CLI::App& app) {
+void setup_serve(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   add_model_flags(app, f->model);
   CLI::Option* ctx = app.get_option("--ctx-size");
@@ -137,8 +137,8 @@ void setup(CLI::App& app) {
   app.callback([f] { run(*f); });
 }
 
-const bool registered = register_command(
-    {"", "serve", "Serve the model over an OpenAI-compatible HTTP API", setup});
+const bool registered_serve = register_command(
+    {"", "serve", "Serve the model over an OpenAI-compatible HTTP API", setup_serve});
 
 }  // namespace
 }  // namespace nanoinfer::cli

@@ -65,7 +65,7 @@ void synth(const SynthArgs& args) {
              args.out, static_cast<double>(bytes) / (1 << 20), args.dtype, args.seed, seconds);
 }
 
-const bool registered = register_command({
+const bool registered_synth = register_command({
     "",
     "synth",
     "Write a model directory with seeded random weights shaped by a config.json",

@@ -106,7 +106,7 @@ void run(const TokenizeArgs& args) {
   if (args.show_count) print_out("Total number of tokens: {}\n", ids.size());
 }
 
-const bool registered = register_command({
+const bool registered_tokenize = register_command({
     "", "tokenize", "Show how a text is tokenized (or tokenize a JSONL data set with --jsonl)",
     [](CLI::App& sub) {
       auto args = std::make_shared<TokenizeArgs>();

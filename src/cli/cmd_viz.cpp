@@ -64,7 +64,7 @@ void run(const VizFlags& f, bool port_given) {
       f.max_requests);
 }
 
-void setup(CLI::App& app) {
+void setup_viz(CLI::App& app) {
   auto f = std::make_shared<VizFlags>();
   add_prompt_flags(app, *f, 32, "Maximum tokens to generate and trace");
   app.add_option("--out", f->out, "Write the page to this HTML file (self-contained) instead of serving it");
@@ -74,8 +74,8 @@ void setup(CLI::App& app) {
   app.callback([f, port] { run(*f, port->count() > 0); });
 }
 
-const bool registered = register_command(
-    {"", "viz", "Trace a generation and show candidates, attention and the cache race in the browser", setup});
+const bool registered_viz = register_command(
+    {"", "viz", "Trace a generation and show candidates, attention and the cache race in the browser", setup_viz});
 
 }  // namespace
 }  // namespace nanoinfer::cli

@@ -27,4 +27,9 @@ void flush_out(std::FILE* stream) {
   if (std::fflush(stream) != 0 || std::ferror(stream)) output_failed(stream, errno);
 }
 
+void write_stdout(std::string_view text) {
+  write_out(text);
+  flush_out();
+}
+
 }  // namespace nanoinfer::cli

@@ -29,4 +29,8 @@ void print_out(fmt::format_string<Args...> format, Args&&... args) {
 // at the end for stdout, which catches unchecked writes anywhere in a command.
 void flush_out(std::FILE* stream = stdout);
 
+// A streamed piece of generated text: written to stdout and flushed at once, so a failed write
+// ends the run at that piece (generate and chat hand it to the generation step).
+void write_stdout(std::string_view text);
+
 }  // namespace nanoinfer::cli

@@ -10,7 +10,7 @@ namespace nanoinfer {
 namespace {
 
 // Pieces pushed at once, as in perplexity(): each model holds [128][vocab] logits.
-constexpr size_t kPiece = 128;
+constexpr size_t kKlPiece = 128;
 
 // max and log(sum exp(x - max)) of one row, with the arithmetic of log_softmax_at (a float
 // max, the sum in double), so the NLLs here equal perplexity()'s bit for bit.
@@ -83,8 +83,8 @@ KlDivergenceResult kl_divergence(const Model& model, const Model& base, std::spa
     const std::span<const int32_t> window = tokens.subspan(w.begin, w.size);
     seq.cache().clear();
     seq_base.cache().clear();
-    for (size_t p = 0; p < window.size(); p += kPiece) {
-      const size_t count = std::min(kPiece, window.size() - p);
+    for (size_t p = 0; p < window.size(); p += kKlPiece) {
+      const size_t count = std::min(kKlPiece, window.size() - p);
       const std::span<const float> lq = model.forward(window.subspan(p, count), seq, true);
       const std::span<const float> lb = base.forward(window.subspan(p, count), seq_base, true);
       for (size_t i = 0; i < count; ++i) {

@@ -14,8 +14,12 @@ namespace nanoinfer {
 
 namespace {
 
+std::string code_point(uint32_t cp) { return cp < 0x10000 ? fmt::format("\\u{:04X}", cp) : fmt::format("\\U{:08X}", cp); }
+
+}  // namespace
+
 // A GBNF literal matching exactly `bytes`.
-std::string lit(std::string_view bytes) {
+std::string gbnf_literal(std::string_view bytes) {
   std::string out = "\"";
   for (char ch : bytes) {
     const unsigned char c = static_cast<unsigned char>(ch);
@@ -32,9 +36,7 @@ std::string lit(std::string_view bytes) {
   return out + "\"";
 }
 
-std::string code_point(uint32_t cp) { return cp < 0x10000 ? fmt::format("\\u{:04X}", cp) : fmt::format("\\U{:08X}", cp); }
-
-std::string char_class(const std::vector<CodeRange>& ranges) {
+std::string gbnf_class(const std::vector<CodeRange>& ranges) {
   std::string out = "[";
   for (CodeRange r : ranges) {
     out += code_point(r.lo);
@@ -42,6 +44,8 @@ std::string char_class(const std::vector<CodeRange>& ranges) {
   }
   return out + "]";
 }
+
+namespace {
 
 bool contains(const std::vector<CodeRange>& set, uint32_t cp) {
   return std::any_of(set.begin(), set.end(), [&](CodeRange r) { return r.lo <= cp && cp <= r.hi; });
@@ -59,18 +63,18 @@ std::string json_chars(const std::vector<CodeRange>& set_in, const std::string& 
   const std::vector<CodeRange> set = normalize_ranges(set_in);
   std::vector<std::string> alts;
   const std::vector<CodeRange> plain = subtract(set, {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}, {0xD800, 0xDFFF}});
-  if (!plain.empty()) alts.push_back(char_class(plain));
-  if (contains(set, '"')) alts.push_back(lit("\\\""));
-  if (contains(set, '\\')) alts.push_back(lit("\\\\"));
+  if (!plain.empty()) alts.push_back(gbnf_class(plain));
+  if (contains(set, '"')) alts.push_back(gbnf_literal("\\\""));
+  if (contains(set, '\\')) alts.push_back(gbnf_literal("\\\\"));
   for (uint32_t c = 0; c < 0x20; ++c) {
     if (!contains(set, c)) continue;
     switch (c) {
-      case '\n': alts.push_back(lit("\\n")); break;
-      case '\r': alts.push_back(lit("\\r")); break;
-      case '\t': alts.push_back(lit("\\t")); break;
-      case '\b': alts.push_back(lit("\\b")); break;
-      case '\f': alts.push_back(lit("\\f")); break;
-      default: alts.push_back(lit(fmt::format("\\u{:04x}", c)));
+      case '\n': alts.push_back(gbnf_literal("\\n")); break;
+      case '\r': alts.push_back(gbnf_literal("\\r")); break;
+      case '\t': alts.push_back(gbnf_literal("\\t")); break;
+      case '\b': alts.push_back(gbnf_literal("\\b")); break;
+      case '\f': alts.push_back(gbnf_literal("\\f")); break;
+      default: alts.push_back(gbnf_literal(fmt::format("\\u{:04x}", c)));
     }
   }
   if (alts.empty()) fail("JSON Schema: 'pattern' at {}: a character class that matches nothing", where);
@@ -312,11 +316,8 @@ class Regex {
   }
 };
 
-
 }  // namespace
 
-std::string gbnf_literal(std::string_view bytes) { return lit(bytes); }
-std::string gbnf_class(const std::vector<CodeRange>& ranges) { return char_class(ranges); }
 std::string pattern_to_gbnf(std::string_view pattern, const std::string& where) { return Regex(pattern, where).translate(); }
 
 // Decimal strings of the same length: every number from lo to hi.
@@ -326,16 +327,16 @@ std::string same_length(const std::string& lo, const std::string& hi) {
   if (lo == std::string(n, '0') && hi == std::string(n, '9')) return fmt::format("[0-9]{{{}}}", n);
   if (lo[0] == hi[0]) {
     const std::string rest = same_length(lo.substr(1), hi.substr(1));
-    return lit(lo.substr(0, 1)) + (rest.empty() ? "" : " " + rest);
+    return gbnf_literal(lo.substr(0, 1)) + (rest.empty() ? "" : " " + rest);
   }
   std::vector<std::string> parts;
   const auto with = [](std::string head, const std::string& rest) { return rest.empty() ? head : head + " " + rest; };
-  parts.push_back(with(lit(lo.substr(0, 1)), same_length(lo.substr(1), std::string(n - 1, '9'))));
+  parts.push_back(with(gbnf_literal(lo.substr(0, 1)), same_length(lo.substr(1), std::string(n - 1, '9'))));
   if (hi[0] - lo[0] > 1) {
     parts.push_back(with(fmt::format("[{}-{}]", static_cast<char>(lo[0] + 1), static_cast<char>(hi[0] - 1)),
                          n > 1 ? fmt::format("[0-9]{{{}}}", n - 1) : ""));
   }
-  parts.push_back(with(lit(hi.substr(0, 1)), same_length(std::string(n - 1, '0'), hi.substr(1))));
+  parts.push_back(with(gbnf_literal(hi.substr(0, 1)), same_length(std::string(n - 1, '0'), hi.substr(1))));
   std::string out = "(";
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? " | " : "") + parts[i];
   return out + ")";
@@ -355,6 +356,5 @@ std::string non_negative(int64_t a, int64_t b) {
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? " | " : "") + parts[i];
   return out + ")";
 }
-
 
 }  // namespace nanoinfer

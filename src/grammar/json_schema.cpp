@@ -39,9 +39,6 @@ int-part ::= "0" | [1-9] [0-9]{0,14}
 integer ::= "-"? int-part
 )";
 
-std::string lit(std::string_view bytes) { return gbnf_literal(bytes); }
-std::string char_class(const std::vector<CodeRange>& ranges) { return gbnf_class(ranges); }
-
 class Gen {
  public:
   // `prefix`: the rules are named for a larger grammar (json_schema_to_gbnf_rules).
@@ -170,7 +167,7 @@ class Gen {
       if (s.contains("enum") && std::find(s.at("enum").begin(), s.at("enum").end(), c) == s.at("enum").end()) {
         fail("JSON Schema: 'const' at {} is not in its 'enum'", where);
       }
-      return lit(c.dump());
+      return gbnf_literal(c.dump());
     }
     if (s.contains("enum")) {
       const json& e = s.at("enum");
@@ -178,7 +175,7 @@ class Gen {
       std::string out;
       for (const json& v : e) {
         if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& t) { return type_matches(v, t); })) continue;
-        out += (out.empty() ? "(" : " | ") + lit(v.dump());
+        out += (out.empty() ? "(" : " | ") + gbnf_literal(v.dump());
       }
       if (out.empty()) fail("JSON Schema: no value of 'enum' at {} has the schema's type", where);
       return out + ")";
@@ -198,8 +195,8 @@ class Gen {
     return out + ")";
   }
   std::string type_body(const std::string& t, const json& s, const std::string& where) {
-    if (t == "null") return lit("null");
-    if (t == "boolean") return "(" + lit("true") + " | " + lit("false") + ")";
+    if (t == "null") return gbnf_literal("null");
+    if (t == "boolean") return "(" + gbnf_literal("true") + " | " + gbnf_literal("false") + ")";
     if (t == "string") return string_body(s, where);
     if (t == "integer") return integer_body(s, where);
     if (t == "number") {
@@ -213,7 +210,7 @@ class Gen {
   }
 
   std::string string_body(const json& s, const std::string& where) {
-    const std::string quote = lit("\"");
+    const std::string quote = gbnf_literal("\"");
     if (s.contains("pattern")) {
       if (s.contains("minLength") || s.contains("maxLength")) unsupported("'pattern' together with minLength/maxLength", where);
       if (!s.at("pattern").is_string()) fail("JSON Schema: 'pattern' at {} must be a string", where);
@@ -253,7 +250,7 @@ class Gen {
     if (!bounded) return "integer";
     if (lo > hi) fail("JSON Schema: no integer at {} is within its bounds", where);
     std::vector<std::string> parts;
-    if (lo < 0) parts.push_back(lit("-") + " " + non_negative(std::max<int64_t>(1, -hi), -lo));
+    if (lo < 0) parts.push_back(gbnf_literal("-") + " " + non_negative(std::max<int64_t>(1, -hi), -lo));
     if (hi >= 0) parts.push_back(non_negative(std::max<int64_t>(0, lo), hi));
     std::string out = "(";
     for (size_t i = 0; i < parts.size(); ++i) out += (i ? " | " : "") + parts[i];
@@ -276,7 +273,7 @@ class Gen {
       rules_.emplace_back(key_char(), R"([^"\\\x00-\x1F])");
       key_char_ = true;
     }
-    return lit("\"") + " " + key_rest("", names, where);
+    return gbnf_literal("\"") + " " + key_rest("", names, where);
   }
   std::string key_rest(const std::string& prefix, const std::vector<std::string>& names, const std::string& where) {
     std::set<unsigned char> next;
@@ -286,11 +283,11 @@ class Gen {
       else if (n.size() > prefix.size() && n.compare(0, prefix.size(), prefix) == 0) next.insert(static_cast<unsigned char>(n[prefix.size()]));
     }
     std::vector<std::string> alts;
-    if (!is_name) alts.push_back(lit("\""));
-    for (unsigned char c : next) alts.push_back(lit(std::string(1, static_cast<char>(c))) + " " + key_rest(prefix + static_cast<char>(c), names, where));
+    if (!is_name) alts.push_back(gbnf_literal("\""));
+    for (unsigned char c : next) alts.push_back(gbnf_literal(std::string(1, static_cast<char>(c))) + " " + key_rest(prefix + static_cast<char>(c), names, where));
     std::vector<CodeRange> other = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
     for (unsigned char c : next) other.push_back({c, c});
-    alts.push_back(char_class(complement(other)) + " " + key_char() + "* " + lit("\""));
+    alts.push_back(gbnf_class(complement(other)) + " " + key_char() + "* " + gbnf_literal("\""));
     std::string body;
     for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
     return rule("key", body);
@@ -336,16 +333,16 @@ class Gen {
     std::string a_next, b_next;  // rules after the last listed property, nothing / something emitted
     if (extra) {
       const std::string key = names.empty() ? "string" : key_not_in(names, where);
-      const std::string kv = rule("extra-kv", key + " " + lit(":") + " " + schema(*extra, where + "/additionalProperties"));
-      a_next = rule("extra-a", "( " + kv + " ( " + lit(",") + " " + kv + " )* )?");
-      b_next = rule("extra-b", "( " + lit(",") + " " + kv + " )*");
+      const std::string kv = rule("extra-kv", key + " " + gbnf_literal(":") + " " + schema(*extra, where + "/additionalProperties"));
+      a_next = rule("extra-a", "( " + kv + " ( " + gbnf_literal(",") + " " + kv + " )* )?");
+      b_next = rule("extra-b", "( " + gbnf_literal(",") + " " + kv + " )*");
     }
     for (size_t i = order.size(); i-- > 0;) {
       const auto& [name, ps, req] = order[i];
       const std::string value = schema(ps, where + "/properties/" + name);
-      const std::string kv = lit(json(name).dump()) + " " + lit(":") + " " + value;
+      const std::string kv = gbnf_literal(json(name).dump()) + " " + gbnf_literal(":") + " " + value;
       const std::string then = b_next.empty() ? "" : " " + b_next;
-      std::string a_body = kv + then, b_body = lit(",") + " " + kv + then;
+      std::string a_body = kv + then, b_body = gbnf_literal(",") + " " + kv + then;
       if (!req) {
         a_body += " | " + a_next;
         b_body += " | " + b_next;
@@ -354,7 +351,7 @@ class Gen {
       a_next = rule(hint + "-a", a_body);
       b_next = rule(hint + "-b", b_body);
     }
-    return "(" + lit("{") + " " + a_next + " " + lit("}") + ")";
+    return "(" + gbnf_literal("{") + " " + a_next + " " + gbnf_literal("}") + ")";
   }
 
   // ---- arrays ----
@@ -386,26 +383,26 @@ class Gen {
     // After the explicit positions: more items of `rest`, up to maxItems.
     std::string tail;
     if (!rest_expr.empty() && (!hi || *hi > explicit_n)) {
-      const std::string more = "( " + lit(",") + " " + rest_expr + " )";
+      const std::string more = "( " + gbnf_literal(",") + " " + rest_expr + " )";
       tail = hi ? fmt::format("{}{{0,{}}}", more, *hi - explicit_n) : more + "*";
     }
     std::string body;
     if (explicit_n == 0) {
       if (!rest_expr.empty() && (!hi || *hi > 0)) {
-        const std::string more = "( " + lit(",") + " " + rest_expr + " )";
+        const std::string more = "( " + gbnf_literal(",") + " " + rest_expr + " )";
         body = "( " + rest_expr + " " + (hi ? fmt::format("{}{{0,{}}}", more, *hi - 1) : more + "*") + " )?";
       }
     } else {
       std::string chain = tail;  // after position explicit_n - 1
       for (int64_t i = explicit_n - 1; i >= 1; --i) {
-        const std::string item = lit(",") + " " + elem(i) + (chain.empty() ? "" : " " + chain);
+        const std::string item = gbnf_literal(",") + " " + elem(i) + (chain.empty() ? "" : " " + chain);
         chain = i < lo ? item : "( " + item + " )?";
         chain = rule("items", chain);
       }
       body = elem(0) + (chain.empty() ? "" : " " + chain);
       if (lo == 0) body = "( " + body + " )?";
     }
-    return "(" + lit("[") + (body.empty() ? "" : " " + body) + " " + lit("]") + ")";
+    return "(" + gbnf_literal("[") + (body.empty() ? "" : " " + body) + " " + gbnf_literal("]") + ")";
   }
 };
 

@@ -14,7 +14,7 @@ namespace {
 
 // Fill callbacks produce data in chunks of about this many bytes, so memory stays flat no
 // matter how large a tensor is.
-constexpr size_t kChunkBytes = size_t{8} << 20;
+constexpr size_t kGgufChunkBytes = size_t{8} << 20;
 
 // llama.cpp keeps tensor names in a 64-byte buffer with a terminator; longer names are valid
 // GGUF but would not load there.
@@ -168,7 +168,7 @@ void GgufWriter::write(const Progress& progress) const {
   file.write_all(out.bytes.data(), out.bytes.size());
   file.write_zeros(padding(out.bytes.size(), alignment_));
 
-  std::vector<std::byte> chunk;  // reused across tensors: [min(kChunkBytes, nbytes)]
+  std::vector<std::byte> chunk;  // reused across tensors: [min(kGgufChunkBytes, nbytes)]
   uint64_t done = 0;
   for (const auto& e : entries_) {
     if (!e.fill) {
@@ -177,7 +177,7 @@ void GgufWriter::write(const Progress& progress) const {
       if (progress) progress(done, data_bytes_);
     } else {
       const size_t block = ggml_type_info(e.type).block_bytes;
-      const size_t step = std::max<size_t>(kChunkBytes / block, 1) * block;
+      const size_t step = std::max<size_t>(kGgufChunkBytes / block, 1) * block;
       for (uint64_t pos = 0; pos < e.nbytes; pos += step) {
         const size_t n = static_cast<size_t>(std::min<uint64_t>(step, e.nbytes - pos));
         chunk.resize(n);

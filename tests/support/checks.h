@@ -1,0 +1,41 @@
+// Small helpers many test files use: the message of an expected error, a greedy pick, the
+// names in a directory. One copy here (the tests compile as a unity build, where two files'
+// private copies of the same helper collide).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nanoinfer/error.h"
+
+namespace nanoinfer::test {
+
+// The message of the Error fn throws ("" if it throws none).
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The index of the largest value; ties go to the lowest index, as in the reference.
+inline int32_t argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// The names of a directory's entries, sorted.
+inline std::vector<std::string> entries(const std::filesystem::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace nanoinfer::test
