@@ -90,9 +90,10 @@ TEST(GgufConfig, RejectsOtherArchitecturesAndBadValues) {
     return std::string();
   };
   EXPECT_THAT(
-      error([](GgufWriter& w) { w.set_string("general.architecture", "llama"); }),
+      error([](GgufWriter& w) { w.set_string("general.architecture", "gemma3"); }),
       HasSubstr(
-          "m.gguf: general.architecture 'llama' is not supported (nanoinfer supports 'qwen2'"));
+          "m.gguf: general.architecture 'gemma3' is not supported (nanoinfer supports 'qwen2' (Qwen2 / Qwen2.5), "
+          "'qwen3' (Qwen3, dense), 'llama' (Llama 3.x))"));
   EXPECT_THAT(error([](GgufWriter& w) { w.set_u32("qwen2.attention.head_count_kv", 3); }),
               HasSubstr("qwen2.attention.head_count 14 is not divisible by qwen2.attention.head_count_kv 3"));
   EXPECT_THAT(
@@ -291,10 +292,10 @@ TEST(GgufTokenizer, RejectsWhatItDoesNotReproduce) {
     }
     return std::string();
   };
-  TokenizerVocab llama3 = v;
-  llama3.pre = "llama-bpe";
-  EXPECT_EQ(error(llama3),
-            "tokenizer 'tiny': pre-tokenizer 'llama-bpe' is not supported (supported: qwen2)");
+  TokenizerVocab gpt4o = v;
+  gpt4o.pre = "gpt-4o";
+  EXPECT_EQ(error(gpt4o),
+            "tokenizer 'tiny': pre-tokenizer 'gpt-4o' is not supported (supported: qwen2, llama-bpe)");
   std::vector<std::string> bad_merges = {"a  b"};
   TokenizerVocab merge = v;
   merge.merges = bad_merges;

@@ -215,6 +215,13 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token_content) const
 
 std::optional<int32_t> Tokenizer::eos_token_id() const { return impl_->eos_id; }
 std::optional<int32_t> Tokenizer::pad_token_id() const { return impl_->pad_id; }
+ChatFormat Tokenizer::chat_format() const { return impl_->chat_format; }
+
+ChatFormat chat_format_of(std::string_view chat_template) {
+  if (chat_template.find("<|start_header_id|>") != std::string_view::npos) return ChatFormat::Llama3;
+  if (chat_template.find("<think>") != std::string_view::npos) return ChatFormat::Qwen3;
+  return ChatFormat::ChatML;
+}
 
 size_t Tokenizer::cache_entries() const { return impl_->bpe->cache_entries(); }
 void Tokenizer::clear_cache() const { impl_->bpe->clear_cache(); }

@@ -354,6 +354,9 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
     impl->clean_up_tokenization_spaces = r.flag(config, "clean_up_tokenization_spaces", false, "tokenizer_config.json");
     impl->eos_id = config_token(r, config, "eos_token", *impl);
     impl->pad_id = config_token(r, config, "pad_token", *impl);
+    // A string, or (newer files) a list of named templates of which "default" is the one used.
+    if (auto t = r.field(config, "chat_template"); t && t->type() == element_type::STRING)
+      impl->chat_format = chat_format_of(r.str(*t, "tokenizer_config.json chat_template"));
   }
   return Tokenizer(std::move(impl));
 }
