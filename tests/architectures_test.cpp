@@ -22,6 +22,7 @@
 #include "nanoinfer/config.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/tokenizer.h"
 #include "support/files.h"
 
 namespace nanoinfer {
@@ -133,6 +134,16 @@ TEST(Architectures, RefusesWhatTheForwardDoesNotImplement) {
   EXPECT_THAT(parse_error(ll, [](auto& j) { j["rope_scaling"]["high_freq_factor"] = 1.0; }),
               HasSubstr("expected factor in [1, 1024], 1 <= low_freq_factor < high_freq_factor <= 1024"));
   EXPECT_THAT(parse_error(ll, [](auto& j) { j["mlp_bias"] = true; }), HasSubstr("mlp_bias=true is not supported"));
+}
+
+// Llama 3's tokenizer_config.json has model_max_length = int(1e30), an integer beyond 64 bits;
+// it is read (as a double, unused) and the rest of the file applies.
+TEST(Architectures, TokenizerConfigWithABigIntegerLoads) {
+  const std::string json = test::read_text(test::default_model_dir() / "tokenizer.json");
+  const Tokenizer tok = Tokenizer::from_json(
+      json, R"({"model_max_length": 1000000000000000019884624838656, "f": 0.12345678901234567890123,
+               "e": 1.5e-3, "chat_template": "{{ '<|start_header_id|>' }}", "s": "12345678901234567890123"})", "t");
+  EXPECT_EQ(tok.chat_format(), ChatFormat::Llama3);
 }
 
 // ---- the differences matter: wrong variants are caught against the float64 reference -------

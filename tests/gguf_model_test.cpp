@@ -148,13 +148,16 @@ TEST(GgufNames, MapBothWays) {
       {"blk.1.ffn_gate.weight", "model.layers.1.mlp.gate_proj.weight"},
       {"blk.1.ffn_up.weight", "model.layers.1.mlp.up_proj.weight"},
       {"blk.1.ffn_down.weight", "model.layers.1.mlp.down_proj.weight"},
+      {"blk.3.attn_q_norm.weight", "model.layers.3.self_attn.q_norm.weight"},  // Qwen3
+      {"blk.3.attn_k_norm.weight", "model.layers.3.self_attn.k_norm.weight"},
+      {"rope_freqs.weight", "rope_freqs.weight"},  // Llama 3's RoPE divisors: GGUF only, one name
   };
   for (const auto& [gguf, hf] : pairs) {
     EXPECT_EQ(hf_name_from_gguf(gguf), hf);
     EXPECT_EQ(gguf_name_from_hf(hf), gguf);
   }
   for (const char* bad : {"blk.01.attn_q.weight", "blk..attn_q.weight", "blk.x.attn_q.weight",
-                          "blk.1.attn_o.weight", "rope_freqs.weight", "blk.1"})
+                          "blk.1.attn_o.weight", "rope_freqs.bias", "blk.1"})
     EXPECT_EQ(hf_name_from_gguf(bad), std::nullopt) << bad;
   EXPECT_EQ(gguf_name_from_hf("model.layers.1.self_attn.rotary_emb.inv_freq"), std::nullopt);
 }

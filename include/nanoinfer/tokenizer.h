@@ -117,6 +117,7 @@ class Tokenizer {
   std::optional<int32_t> eos_token_id() const;
   std::optional<int32_t> pad_token_id() const;
   ChatFormat chat_format() const;  // of the chat template that came with it
+  bool cleans_up_spaces() const;   // tokenizer_config.json's clean_up_tokenization_spaces
 
   // The per-piece BPE cache: number of entries, and clearing it (for cold-cache benches).
   size_t cache_entries() const;
@@ -140,8 +141,14 @@ class StreamDecoder {
   std::string flush();           // what is left, an incomplete tail rendered as U+FFFD
 
  private:
+  // With clean_up_tokenization_spaces (Llama 3), text from the last run of spaces on is held
+  // back (its cleanup depends on what follows) and the rest is emitted cleaned: every cleanup
+  // pattern starts with a space, so none spans the cut (see release()).
+  std::string release(std::string text, bool final);
+
   const Tokenizer* tok_;
   std::string pending_;  // at most 3 bytes: a valid but incomplete UTF-8 sequence
+  std::string held_;     // cleanup only: decoded text not yet emitted
 };
 
 }  // namespace nanoinfer
