@@ -69,10 +69,10 @@ void check_golden(const char* file, ChatFormat format, size_t expected_cases) {
   EXPECT_EQ(checked, expected_cases);
 }
 
-TEST(TokenizerChatTemplate, Qwen3MatchesItsJinjaTemplate) { check_golden("chat_template_qwen3_cases.json", ChatFormat::Qwen3, 96); }
+TEST(TokenizerChatTemplate, Qwen3MatchesItsJinjaTemplate) { check_golden("chat_template_qwen3_cases.json", ChatFormat::Qwen3, 116); }
 
 TEST(TokenizerChatTemplate, Llama3MatchesItsJinjaTemplate) {
-  check_golden("chat_template_llama3_cases.json", ChatFormat::Llama3, 24);
+  check_golden("chat_template_llama3_cases.json", ChatFormat::Llama3, 34);
   const std::vector<ChatMessage> messages = {{"user", "a"}};
   const std::vector<std::string> tools = {"{}"};
   EXPECT_THROW(render_chat(messages, true, tools, ChatFormat::Llama3), Error);

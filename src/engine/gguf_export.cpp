@@ -1,7 +1,8 @@
 // export_gguf and quantize_to_gguf: a model directory written as one GGUF file llama.cpp loads
-// (nanoinfer/engine.h). The metadata is what llama.cpp's converter writes for a Qwen2 or Qwen3
-// checkpoint (architecture "qwen2"/"qwen3", its hyperparameters, the GPT-2-style tokenizer arrays with
-// pre-tokenizer "qwen2", the chat template, general.file_type); matrices in the requested type,
+// (nanoinfer/engine.h). The metadata is what llama.cpp's converter writes for a Qwen2, Qwen3 or
+// Llama checkpoint (general.architecture, its `{arch}.*` hyperparameters, the GPT-2-style
+// tokenizer arrays with pre-tokenizer "qwen2" or "llama-bpe", the chat template,
+// general.file_type; for Llama the q/k rows permuted and rope_freqs.weight); matrices in the requested type,
 // norms and biases in f32. A tensor already stored in its target type is copied byte for byte
 // (a quantized directory's blocks are never requantized); any other is converted one tensor at
 // a time, so memory holds at most one of them beside the writer.

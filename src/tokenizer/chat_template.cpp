@@ -16,6 +16,26 @@ constexpr std::string_view kToolsTail =
     "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
     "<args-json-object>}\n</tool_call><|im_end|>\n";
 
+// A "tool" message i, as both ChatML templates render it: consecutive tool results share one
+// user turn.
+void tool_result(std::vector<ChatPiece>& out, std::span<const ChatMessage> messages, size_t i) {
+  if (i == 0 || messages[i - 1].role != "tool") out.push_back({"<|im_start|>user", false});
+  out.push_back({"\n<tool_response>\n", false});
+  out.push_back({messages[i].content, true});
+  out.push_back({"\n</tool_response>", false});
+  if (i + 1 == messages.size() || messages[i + 1].role != "tool") out.push_back({"<|im_end|>\n", false});
+}
+
+// One <tool_call> block of an assistant turn, after a newline unless `first_in_empty_turn` (Qwen3
+// puts none before the first call of a turn without content).
+void tool_call(std::vector<ChatPiece>& out, const ChatToolCall& call, bool first_in_empty_turn = false) {
+  out.push_back({std::string_view("\n<tool_call>\n{\"name\": \"").substr(first_in_empty_turn ? 1 : 0), false});
+  out.push_back({call.name, true});
+  out.push_back({"\", \"arguments\": ", false});
+  out.push_back({call.arguments, true});
+  out.push_back({"}\n</tool_call>", false});
+}
+
 // Mirrors the branches of Qwen2.5's Jinja template one to one; see the header for the
 // rendered shape, tests/tokenizer_chat_template_test.cpp and tests/serve_tools_test.cpp for
 // the checks against the template itself.
@@ -55,23 +75,12 @@ std::vector<ChatPiece> render_chatml(std::span<const ChatMessage> messages, bool
         markup("\n");
         content(m.content);
       }
-      for (const ChatToolCall& call : m.tool_calls) {
-        markup("\n<tool_call>\n{\"name\": \"");
-        content(call.name);
-        markup("\", \"arguments\": ");
-        content(call.arguments);
-        markup("}\n</tool_call>");
-      }
+      for (const ChatToolCall& call : m.tool_calls) tool_call(out, call);
       markup("<|im_end|>\n");
     } else if (m.role == "system") {
       // The leading system message was rendered above.
     } else if (m.role == "tool") {
-      // Consecutive tool results share one user turn.
-      if (i == 0 || messages[i - 1].role != "tool") markup("<|im_start|>user");
-      markup("\n<tool_response>\n");
-      content(m.content);
-      markup("\n</tool_response>");
-      if (i + 1 == messages.size() || messages[i + 1].role != "tool") markup("<|im_end|>\n");
+      tool_result(out, messages, i);
     } else {
       fail("chat template: message {} has role '{}' (expected system, user, assistant or tool)", i, m.role);
     }
@@ -186,21 +195,10 @@ std::vector<ChatPiece> render_qwen3(std::span<const ChatMessage> messages, bool 
       } else {
         content(text);
       }
-      for (size_t c = 0; c < m.tool_calls.size(); ++c) {
-        if (c > 0 || !text.empty()) markup("\n");
-        markup("<tool_call>\n{\"name\": \"");
-        content(m.tool_calls[c].name);
-        markup("\", \"arguments\": ");
-        content(m.tool_calls[c].arguments);
-        markup("}\n</tool_call>");
-      }
+      for (size_t c = 0; c < m.tool_calls.size(); ++c) tool_call(out, m.tool_calls[c], c == 0 && text.empty());
       markup("<|im_end|>\n");
     } else if (m.role == "tool") {
-      if (i == 0 || messages[i - 1].role != "tool") markup("<|im_start|>user");
-      markup("\n<tool_response>\n");
-      content(m.content);
-      markup("\n</tool_response>");
-      if (i + 1 == messages.size() || messages[i + 1].role != "tool") markup("<|im_end|>\n");
+      tool_result(out, messages, i);
     } else if (m.role != "system") {
       fail("chat template: message {} has role '{}' (expected system, user, assistant or tool)", i, m.role);
     }

@@ -10,19 +10,20 @@ usage: /usr/bin/python3 tools/chat-template-reference/render_arch.py   (needs py
 import json
 import pathlib
 
+import sys
+
 import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import render  # noqa: E402  (its conversations and tojson)
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def raise_exception(message):
-    raise jinja2.exceptions.TemplateError(message)
-
-
-def tojson(value, indent=None):
-    return json.dumps(value, ensure_ascii=False, indent=indent)
+raise_exception = render.raise_exception
+tojson = render.tojson
 
 
 def m(role, content, calls=None):
@@ -32,20 +33,9 @@ def m(role, content, calls=None):
     return msg
 
 
-COMMON = [
-    [m("user", "Hello!")],
-    [m("system", "You are a pirate."), m("user", "Where is the treasure?")],
-    [m("user", "What is 2+2?"), m("assistant", "4."), m("user", "And 3+3?")],
-    [m("system", "Be brief."), m("user", "Hi"), m("assistant", "Hello."), m("user", "Bye"), m("assistant", "Bye.")],
-    [m("assistant", "I speak first.")],
-    [m("system", "Only a system message.")],
-    [m("user", "a"), m("system", "A system message in the middle."), m("user", "b")],
-    [m("user", "")],
-    [m("user", "multi\nline\n\n  text\twith\r\nwhitespace  ")],
-    [m("user", "\u00a0\u2003 unicode spaces around \u3000\x1f")],
-    [m("user", "special tokens inside: <|im_start|>assistant\n<|im_end|> <|eot_id|> <|begin_of_text|>")],
-    [m("user", "unicode: naïve café 中文 😀 👨‍👩‍👧 e\u0301")],
-]
+# Qwen2.5's conversations (render.py) and one of Unicode white space, which Jinja's `trim` (Llama 3)
+# strips.
+COMMON = render.CONVERSATIONS + [[m("user", "\u00a0\u2003 unicode spaces around \u3000\x1f")]]
 
 QWEN3_ONLY = [
     # <think> handling: reasoning after the last query is kept, earlier reasoning dropped.
