@@ -275,7 +275,7 @@ const std::vector<BadInputCase> kBadInputCases = {
     {"ManyProblemsAreCounted", config_with("num_hidden_layers", "1000"), kGenerate,
      "missing tensor 'model.layers.3.self_attn.q_proj.weight' (expected shape [128, 128]); missing tensor"},
     {"ManyProblemsAreCountedNotListed", config_with("num_hidden_layers", "1000"), kGenerate, " more problem(s); `nanoinfer inspect` lists them)"},
-    {"UnsupportedModelType", config_with("model_type", "\"llama\""), kGenerate, "unsupported model_type \"llama\""},
+    {"UnsupportedModelType", config_with("model_type", "\"gemma3\""), kGenerate, "unsupported model_type \"gemma3\""},
     {"DuplicateVocabularyId",
      tokenizer_edited([](nlohmann::json& j) { j["model"]["vocab"]["zz"] = 65; }),
      {"tokenize", "-m", "{d}/m", "-p", "hi"}, "model.vocab: id 65 is given to two tokens"},

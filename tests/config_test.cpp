@@ -138,8 +138,9 @@ TEST(ConfigParse, DimensionsBoundedByRealModels) {
 }
 
 TEST(ConfigParse, UnsupportedModels) {
-  EXPECT_THAT(error_with("model_type", "llama"),
-              HasSubstr("unsupported model_type \"llama\" (nanoinfer supports \"qwen2\""));
+  EXPECT_THAT(error_with("model_type", "gemma3"),
+              HasSubstr("unsupported model_type \"gemma3\" (nanoinfer supports 'qwen2' (Qwen2 / Qwen2.5), "
+                        "'qwen3' (Qwen3, dense), 'llama' (Llama 3.x))"));
   EXPECT_THAT(error_with("use_sliding_window", true),
               HasSubstr("use_sliding_window=true is not supported"));
   EXPECT_THAT(error_with("hidden_act", "gelu"), HasSubstr("unsupported hidden_act \"gelu\""));

@@ -28,6 +28,21 @@ TEST(GenerationConfigParse, ReadsQwenFile) {
   EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{151645, 151643}));
 }
 
+// The other architectures' published defaults (data/qwen3-0.6b, data/llama-3.2-1b): what a
+// synthetic model made from those directories samples with unless flags say otherwise.
+TEST(GenerationConfigParse, ReadsQwen3AndLlamaFiles) {
+  const GenerationConfig q3 = GenerationConfig::load_from_dir(NANOINFER_SOURCE_DIR "/data/qwen3-0.6b");
+  EXPECT_EQ(q3.temperature, 0.6);
+  EXPECT_EQ(q3.top_k, 20);
+  EXPECT_EQ(q3.top_p, 0.95);
+  EXPECT_EQ(q3.eos_token_ids, (std::vector<int32_t>{151645, 151643}));
+  const GenerationConfig ll = GenerationConfig::load_from_dir(NANOINFER_SOURCE_DIR "/data/llama-3.2-1b");
+  EXPECT_EQ(ll.temperature, 0.6);
+  EXPECT_EQ(ll.top_p, 0.9);
+  EXPECT_FALSE(ll.top_k.has_value());
+  EXPECT_EQ(ll.eos_token_ids, (std::vector<int32_t>{128001, 128008, 128009}));
+}
+
 TEST(GenerationConfigParse, EosMayBeASingleIdOrAbsent) {
   EXPECT_EQ(GenerationConfig::parse(R"({"eos_token_id": 7})", "t").eos_token_ids,
             (std::vector<int32_t>{7}));

@@ -90,9 +90,10 @@ TEST(GgufConfig, RejectsOtherArchitecturesAndBadValues) {
     return std::string();
   };
   EXPECT_THAT(
-      error([](GgufWriter& w) { w.set_string("general.architecture", "llama"); }),
+      error([](GgufWriter& w) { w.set_string("general.architecture", "gemma3"); }),
       HasSubstr(
-          "m.gguf: general.architecture 'llama' is not supported (nanoinfer supports 'qwen2'"));
+          "m.gguf: general.architecture 'gemma3' is not supported (nanoinfer supports 'qwen2' (Qwen2 / Qwen2.5), "
+          "'qwen3' (Qwen3, dense), 'llama' (Llama 3.x))"));
   EXPECT_THAT(error([](GgufWriter& w) { w.set_u32("qwen2.attention.head_count_kv", 3); }),
               HasSubstr("qwen2.attention.head_count 14 is not divisible by qwen2.attention.head_count_kv 3"));
   EXPECT_THAT(
@@ -147,13 +148,16 @@ TEST(GgufNames, MapBothWays) {
       {"blk.1.ffn_gate.weight", "model.layers.1.mlp.gate_proj.weight"},
       {"blk.1.ffn_up.weight", "model.layers.1.mlp.up_proj.weight"},
       {"blk.1.ffn_down.weight", "model.layers.1.mlp.down_proj.weight"},
+      {"blk.3.attn_q_norm.weight", "model.layers.3.self_attn.q_norm.weight"},  // Qwen3
+      {"blk.3.attn_k_norm.weight", "model.layers.3.self_attn.k_norm.weight"},
+      {"rope_freqs.weight", "rope_freqs.weight"},  // Llama 3's RoPE divisors: GGUF only, one name
   };
   for (const auto& [gguf, hf] : pairs) {
     EXPECT_EQ(hf_name_from_gguf(gguf), hf);
     EXPECT_EQ(gguf_name_from_hf(hf), gguf);
   }
   for (const char* bad : {"blk.01.attn_q.weight", "blk..attn_q.weight", "blk.x.attn_q.weight",
-                          "blk.1.attn_o.weight", "rope_freqs.weight", "blk.1"})
+                          "blk.1.attn_o.weight", "rope_freqs.bias", "blk.1"})
     EXPECT_EQ(hf_name_from_gguf(bad), std::nullopt) << bad;
   EXPECT_EQ(gguf_name_from_hf("model.layers.1.self_attn.rotary_emb.inv_freq"), std::nullopt);
 }
@@ -291,10 +295,10 @@ TEST(GgufTokenizer, RejectsWhatItDoesNotReproduce) {
     }
     return std::string();
   };
-  TokenizerVocab llama3 = v;
-  llama3.pre = "llama-bpe";
-  EXPECT_EQ(error(llama3),
-            "tokenizer 'tiny': pre-tokenizer 'llama-bpe' is not supported (supported: qwen2)");
+  TokenizerVocab gpt4o = v;
+  gpt4o.pre = "gpt-4o";
+  EXPECT_EQ(error(gpt4o),
+            "tokenizer 'tiny': pre-tokenizer 'gpt-4o' is not supported (supported: qwen2, llama-bpe)");
   std::vector<std::string> bad_merges = {"a  b"};
   TokenizerVocab merge = v;
   merge.merges = bad_merges;

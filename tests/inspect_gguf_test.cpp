@@ -336,7 +336,7 @@ TEST_F(InspectGguf, MissingUnexpectedAndMisShapedTensorsAreNamedAsInTheFile) {
                 "tensor 'blk.0.ffn_down.weight' (model.layers.0.mlp.down_proj.weight): expected shape [128, 256], "
                 "found [256, 128]",
                 "missing tensor 'blk.1.ffn_up.weight' (model.layers.1.mlp.up_proj.weight) (expected shape [256, 128])",
-                "unexpected tensor 'model.norm.weight' (shape [128]): not a tensor of a qwen2 model"}));
+                "unexpected tensor 'model.norm.weight' (shape [128]): not a tensor of any supported architecture"}));
   EXPECT_EQ(r.tensors.size(), kTinyTensors);  // one dropped, one added
   const test::CliResult c = inspect_fails(tmp_ / "bad2.gguf");
   EXPECT_THAT(c.err, HasSubstr("bad2.gguf: tensor 'blk.0.ffn_down.weight' (model.layers.0.mlp.down_proj.weight): "
@@ -366,10 +366,11 @@ TEST_F(InspectGguf, UnreadableFilesAreOneLineErrors) {
   EXPECT_THAT(inspect_fails(tmp_ / "empty.gguf").err, HasSubstr("empty.gguf: file is empty"));
   EXPECT_THAT(inspect_fails(tmp_ / "absent.gguf").err, HasSubstr("absent.gguf: no such GGUF file"));
 
-  rewrite(GgufFile::open(path("f32.gguf")), tmp_ / "llama.gguf", {},
-          [](GgufWriter& w) { w.set_string("general.architecture", "llama"); });
-  EXPECT_THAT(inspect_fails(tmp_ / "llama.gguf").err,
-              HasSubstr("llama.gguf: general.architecture 'llama' is not supported (nanoinfer supports 'qwen2'"));
+  rewrite(GgufFile::open(path("f32.gguf")), tmp_ / "gemma3.gguf", {},
+          [](GgufWriter& w) { w.set_string("general.architecture", "gemma3"); });
+  EXPECT_THAT(inspect_fails(tmp_ / "gemma3.gguf").err,
+              HasSubstr("gemma3.gguf: general.architecture 'gemma3' is not supported (nanoinfer supports 'qwen2' "
+                        "(Qwen2 / Qwen2.5), 'qwen3' (Qwen3, dense), 'llama' (Llama 3.x))\n"));
 }
 
 // A GGUF file's hyper-parameters pass the same range checks as config.json's (issue 19 item 12:

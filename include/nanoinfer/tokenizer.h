@@ -35,6 +35,12 @@
 
 namespace nanoinfer {
 
+// Which chat template a model's tokenizer_config.json (or GGUF tokenizer.chat_template) carries,
+// recognised by its markup (nanoinfer/chat_template.h renders each): Qwen2.5's ChatML (also
+// the default, when there is none), Qwen3's ChatML with <think> blocks, Llama 3's headers.
+enum class ChatFormat { ChatML, Qwen3, Llama3 };
+ChatFormat chat_format_of(std::string_view chat_template);
+
 // A byte-level BPE vocabulary as GGUF files carry it (tokenizer.ggml.*), for
 // Tokenizer::from_vocab. Spans: the caller keeps the data alive during the call only.
 struct TokenizerVocab {
@@ -48,6 +54,7 @@ struct TokenizerVocab {
   std::string_view pre;                 // the pre-tokenizer by name; "qwen2"
   std::optional<int32_t> eos_id;
   std::optional<int32_t> pad_id;
+  std::string_view chat_template;       // tokenizer.chat_template, or empty
 };
 
 // Whether encode() turns the text of a special added token ("<|im_end|>", "special": true in
@@ -109,6 +116,8 @@ class Tokenizer {
   // From tokenizer_config.json, when given there and known to the vocabulary.
   std::optional<int32_t> eos_token_id() const;
   std::optional<int32_t> pad_token_id() const;
+  ChatFormat chat_format() const;  // of the chat template that came with it
+  bool cleans_up_spaces() const;   // tokenizer_config.json's clean_up_tokenization_spaces
 
   // The per-piece BPE cache: number of entries, and clearing it (for cold-cache benches).
   size_t cache_entries() const;
@@ -132,8 +141,14 @@ class StreamDecoder {
   std::string flush();           // what is left, an incomplete tail rendered as U+FFFD
 
  private:
+  // With clean_up_tokenization_spaces (Llama 3), text from the last run of spaces on is held
+  // back (its cleanup depends on what follows) and the rest is emitted cleaned: every cleanup
+  // pattern starts with a space, so none spans the cut (see release()).
+  std::string release(std::string text, bool final);
+
   const Tokenizer* tok_;
   std::string pending_;  // at most 3 bytes: a valid but incomplete UTF-8 sequence
+  std::string held_;     // cleanup only: decoded text not yet emitted
 };
 
 }  // namespace nanoinfer

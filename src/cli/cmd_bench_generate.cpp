@@ -287,7 +287,7 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   base["type_v"] = kv_type_name(m.model.options().kv_type);
   base["kv_bytes_per_position"] = kv_bytes_per_position;
   base["model_filename"] = m.dir.string();
-  base["model_type"] = fmt::format("qwen2 {:.1f}M {}", static_cast<double>(n_params) / 1e6, dtype);
+  base["model_type"] = fmt::format("{} {:.1f}M {}", m.model.config().model_type, static_cast<double>(n_params) / 1e6, dtype);
   base["model_size"] = m.model.weight_bytes();
   base["model_n_params"] = n_params;
   base["dtype"] = dtype;

@@ -1,7 +1,8 @@
 // export_gguf and quantize_to_gguf: a model directory written as one GGUF file llama.cpp loads
-// (nanoinfer/engine.h). The metadata is what llama.cpp's converter writes for a Qwen2
-// checkpoint (architecture "qwen2", its hyperparameters, the GPT-2-style tokenizer arrays with
-// pre-tokenizer "qwen2", the chat template, general.file_type); matrices in the requested type,
+// (nanoinfer/engine.h). The metadata is what llama.cpp's converter writes for a Qwen2, Qwen3 or
+// Llama checkpoint (general.architecture, its `{arch}.*` hyperparameters, the GPT-2-style
+// tokenizer arrays with pre-tokenizer "qwen2" or "llama-bpe", the chat template,
+// general.file_type; for Llama the q/k rows permuted and rope_freqs.weight); matrices in the requested type,
 // norms and biases in f32. A tensor already stored in its target type is copied byte for byte
 // (a quantized directory's blocks are never requantized); any other is converted one tensor at
 // a time, so memory holds at most one of them beside the writer.
@@ -20,6 +21,7 @@
 #include "model/gguf_config.h"
 #include "model/linear.h"
 #include "model/manifest.h"
+#include "model/ops.h"
 #include "model/quant_scheme.h"
 #include "model/weight_source.h"
 #include "nanoinfer/engine.h"
@@ -46,7 +48,7 @@ nlohmann::json read_json_object(const ModelSource& src, std::string_view name) {
 // with "[PADn]" (type 5, unused), vocabulary tokens normal (1), added tokens control (3) when
 // special or spelled <|...|>, user-defined (4) otherwise; merges as "left right".
 void set_tokenizer(GgufWriter& w, const ModelSource& src, std::string_view tokenizer_json, size_t padded_vocab,
-                   const Tokenizer& tok) {
+                   const Tokenizer& tok, bool llama) {
   const fs::path path = src.path_of("tokenizer.json");
   const auto j = nlohmann::json::parse(tokenizer_json, nullptr, false);
   if (j.is_discarded()) fail("{}: not valid JSON", path.string());
@@ -71,7 +73,7 @@ void set_tokenizer(GgufWriter& w, const ModelSource& src, std::string_view token
     merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
   }
   w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", "qwen2");
+  w.set_string("tokenizer.ggml.pre", llama ? "llama-bpe" : "qwen2");
   w.set_array("tokenizer.ggml.tokens", {std::move(tokens)});
   w.set_array("tokenizer.ggml.token_type", {std::move(types)});
   w.set_array("tokenizer.ggml.merges", {std::move(merges)});
@@ -84,7 +86,7 @@ void set_tokenizer(GgufWriter& w, const ModelSource& src, std::string_view token
                                                     bos->get<uint64_t>() < padded_vocab) {
     w.set_u32("tokenizer.ggml.bos_token_id", bos->get<uint32_t>());
   }
-  w.set_bool("tokenizer.ggml.add_bos_token", false);
+  w.set_bool("tokenizer.ggml.add_bos_token", llama);  // Llama 3 starts with <|begin_of_text|>
   const auto tok_config = read_json_object(src, "tokenizer_config.json");
   if (const auto t = tok_config.find("chat_template"); t != tok_config.end() && t->is_string()) {
     w.set_string("tokenizer.chat_template", t->get<std::string>());
@@ -127,18 +129,28 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
   }
 
   GgufWriter w(out);
-  w.set_string("general.architecture", "qwen2");
+  // Llama: llama.cpp rotates adjacent pairs, so q and k rows are stored permuted (the loader
+  // undoes it), and RoPE scaling travels as rope_freqs.weight.
+  const bool llama = cfg.architecture == Architecture::Llama;
+  const std::string_view arch = cfg.model_type;
+  const auto key = [&](std::string_view suffix) { return fmt::format("{}.{}", arch, suffix); };
+  w.set_string("general.architecture", std::string(arch));
   w.set_string("general.name", name);
   w.set_u32("general.file_type", 0);  // set below, once the matrices' types are known
-  w.set_u32("qwen2.block_count", static_cast<uint32_t>(cfg.num_hidden_layers));
-  w.set_u32("qwen2.context_length", static_cast<uint32_t>(cfg.max_position_embeddings));
-  w.set_u32("qwen2.embedding_length", static_cast<uint32_t>(cfg.hidden_size));
-  w.set_u32("qwen2.feed_forward_length", static_cast<uint32_t>(cfg.intermediate_size));
-  w.set_u32("qwen2.attention.head_count", static_cast<uint32_t>(cfg.num_attention_heads));
-  w.set_u32("qwen2.attention.head_count_kv", static_cast<uint32_t>(cfg.num_key_value_heads));
-  w.set_f32("qwen2.rope.freq_base", static_cast<float>(cfg.rope_theta));
-  w.set_f32("qwen2.attention.layer_norm_rms_epsilon", static_cast<float>(cfg.rms_norm_eps));
-  set_tokenizer(w, *opened, tokenizer_json, static_cast<size_t>(cfg.vocab_size), tok);
+  w.set_u32(key("block_count"), static_cast<uint32_t>(cfg.num_hidden_layers));
+  w.set_u32(key("context_length"), static_cast<uint32_t>(cfg.max_position_embeddings));
+  w.set_u32(key("embedding_length"), static_cast<uint32_t>(cfg.hidden_size));
+  w.set_u32(key("feed_forward_length"), static_cast<uint32_t>(cfg.intermediate_size));
+  w.set_u32(key("attention.head_count"), static_cast<uint32_t>(cfg.num_attention_heads));
+  w.set_u32(key("attention.head_count_kv"), static_cast<uint32_t>(cfg.num_key_value_heads));
+  if (cfg.explicit_head_dim != 0) {
+    w.set_u32(key("attention.key_length"), static_cast<uint32_t>(cfg.head_dim()));
+    w.set_u32(key("attention.value_length"), static_cast<uint32_t>(cfg.head_dim()));
+  }
+  w.set_f32(key("rope.freq_base"), static_cast<float>(cfg.rope_theta));
+  w.set_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(cfg.rms_norm_eps));
+  w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(cfg.head_dim()));
+  set_tokenizer(w, *opened, tokenizer_json, static_cast<size_t>(cfg.vocab_size), tok, llama);
   // A quantized directory's record of how it was made travels with the weights.
   if (!src.quantization.empty()) w.set_string("nanoinfer.quantization", src.quantization);
 
@@ -162,7 +174,11 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
     const StoredTensor* stored = t;
     const WeightSource* source = &src;
     auto pos = std::make_shared<size_t>(0);
-    if (t->exact == to && t->row_bytes == row_bytes) {
+    // The Hugging Face row that file row r holds: r itself, or for Llama's q and k the one
+    // llama.cpp's permutation puts there (row t d/2 + j of a head at row 2j + t).
+    const size_t d = llama && (spec.slot == TensorSlot::Q || spec.slot == TensorSlot::K) ? static_cast<size_t>(cfg.head_dim()) : 0;
+    const auto source_row = [d](size_t r) { return d == 0 ? r : r - r % d + (r % d % 2) * (d / 2) + r % d / 2; };
+    if (t->exact == to && t->row_bytes == row_bytes && d == 0) {
       // Stored as written: the bytes pass through unchanged, chunk by chunk.
       w.add(spec.gguf_name, ggml_type_of(to), std::move(dims), [=](std::span<std::byte> chunk) {
         source->read(*stored, *pos, chunk);
@@ -178,7 +194,7 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
         std::vector<std::byte> staged(stored->row_bytes);
         std::vector<float> row(cols);
         for (size_t r = 0; r < rows; ++r) {
-          source->read(*stored, r * stored->row_bytes, staged);
+          source->read(*stored, source_row(r) * stored->row_bytes, staged);
           stored->widen_row(staged.data(), row.data(), cols);
           encode_row(to, row.data(), converted->data() + r * row_bytes, cols);
         }
@@ -186,6 +202,18 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
       std::copy_n(converted->data() + *pos, chunk.size(), chunk.data());
       *pos += chunk.size();
       if (*pos == converted->size()) std::vector<std::byte>().swap(*converted);
+    });
+  }
+  if (llama && cfg.rope_scaling) {
+    // llama.cpp's divisors: each plain frequency over its scaled one.
+    const auto plain = rope_inv_freq(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, std::nullopt);
+    const auto scaled = rope_inv_freq(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, cfg.rope_scaling);
+    auto freqs = std::make_shared<std::vector<float>>(plain.size());
+    for (size_t i = 0; i < plain.size(); ++i) (*freqs)[i] = static_cast<float>(plain[i] / scaled[i]);
+    auto at = std::make_shared<size_t>(0);
+    w.add("rope_freqs.weight", GgmlType::F32, {freqs->size()}, [freqs, at](std::span<std::byte> chunk) {
+      std::memcpy(chunk.data(), reinterpret_cast<const std::byte*>(freqs->data()) + *at, chunk.size());
+      *at += chunk.size();
     });
   }
   // The file type names what most matrices hold (a q4_0 file keeps its logits matrix q8_0, as

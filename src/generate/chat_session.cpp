@@ -21,7 +21,7 @@ void ChatSession::reset() {
 
 size_t ChatSession::rendered_tokens(std::span<const ChatMessage> messages) const {
   std::vector<int32_t> ids;
-  tokenizer_.encode_pieces_append(chat_text_pieces(render_chat_pieces(messages, true), 0, content_), ids);
+  tokenizer_.encode_pieces_append(chat_text_pieces(render_chat_pieces(messages, true, {}, tokenizer_.chat_format()), 0, content_), ids);
   return ids.size();
 }
 
@@ -38,7 +38,7 @@ GenerationStats ChatSession::send(std::string_view user_text, const StopRules& o
   if (messages_.size() - first > 1) {
     std::vector<int32_t> fresh;
     tokenizer_.encode_pieces_append(
-        chat_text_pieces(render_chat_pieces(messages_, true), sequence_text_.size(), content_), fresh);
+        chat_text_pieces(render_chat_pieces(messages_, true, {}, tokenizer_.chat_format()), sequence_text_.size(), content_), fresh);
     if (generator_.tokens().size() + fresh.size() + reserve > context) {
       std::vector<ChatMessage> kept(messages_);
       size_t drops = 0;
@@ -57,12 +57,15 @@ GenerationStats ChatSession::send(std::string_view user_text, const StopRules& o
       }
     }
   }
-  const std::vector<ChatPiece> pieces = render_chat_pieces(messages_, /*add_generation_prompt=*/true);
+  const std::vector<ChatPiece> pieces =
+      render_chat_pieces(messages_, /*add_generation_prompt=*/true, {}, tokenizer_.chat_format());
   std::string rendered;
   for (const ChatPiece& piece : pieces) rendered += piece.text;
   if (!rendered.starts_with(sequence_text_)) {
-    messages_.pop_back();
-    fail("chat: the rendered conversation no longer extends the cached one; /reset");
+    // Qwen3's template drops the <think> block of a reply once a new query follows it: the
+    // cached text is no longer a prefix, so the conversation is prefilled again.
+    generator_.reset();
+    sequence_text_.clear();
   }
   // Only what the cache lacks is encoded: the text past sequence_text_, which starts at the
   // "<|im_end|>" closing the last reply, so the cut is on a token boundary.

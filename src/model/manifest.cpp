@@ -13,11 +13,14 @@ namespace nanoinfer {
 namespace {
 
 // A dimension of the config, as the table below names shapes.
-enum class Dim { None, Hidden, KvDim, Inter, Vocab };
+enum class Dim { None, Hidden, QDim, KvDim, HeadDim, HalfHeadDim, Inter, Vocab };
+
+// Which architectures hold a tensor (a bit per Architecture).
+enum ArchMask : unsigned { Qwen2 = 1u << 0, Qwen3 = 1u << 1, Llama = 1u << 2, All = Qwen2 | Qwen3 | Llama };
 
 // One row of the tensor list: its Hugging Face name and its GGUF (llama.cpp) name — for a layer
 // tensor, what follows "model.layers.N." and "blk.N." — its shape [rows][cols] (cols None for
-// a vector), role and slot.
+// a vector), role, slot and the architectures that have it.
 struct TensorRow {
   std::string_view hf;
   std::string_view gguf;
@@ -25,21 +28,25 @@ struct TensorRow {
   Dim cols;
   TensorRole role;
   TensorSlot slot;
+  unsigned archs = All;
 };
 
 using R = TensorRole;
 using S = TensorSlot;
 
-// Per layer, in file order: norm, attention (Qwen2 carries biases on q, k and v only), norm, MLP.
-constexpr std::array<TensorRow, 12> kLayerTensors{{
+// Per layer, in file order: norm, attention (Qwen2 carries biases on q, k and v only; Qwen3 a
+// per-head RMSNorm weight for q and for k), norm, MLP. Llama is Qwen2 without the biases.
+constexpr std::array<TensorRow, 14> kLayerTensors{{
     {"input_layernorm.weight", "attn_norm.weight", Dim::Hidden, Dim::None, R::Norm, S::AttnNorm},
-    {"self_attn.q_proj.weight", "attn_q.weight", Dim::Hidden, Dim::Hidden, R::Attention, S::Q},
-    {"self_attn.q_proj.bias", "attn_q.bias", Dim::Hidden, Dim::None, R::Attention, S::QBias},
+    {"self_attn.q_proj.weight", "attn_q.weight", Dim::QDim, Dim::Hidden, R::Attention, S::Q},
+    {"self_attn.q_proj.bias", "attn_q.bias", Dim::QDim, Dim::None, R::Attention, S::QBias, Qwen2},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight", Dim::HeadDim, Dim::None, R::Norm, S::QNorm, Qwen3},
     {"self_attn.k_proj.weight", "attn_k.weight", Dim::KvDim, Dim::Hidden, R::Attention, S::K},
-    {"self_attn.k_proj.bias", "attn_k.bias", Dim::KvDim, Dim::None, R::Attention, S::KBias},
+    {"self_attn.k_proj.bias", "attn_k.bias", Dim::KvDim, Dim::None, R::Attention, S::KBias, Qwen2},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight", Dim::HeadDim, Dim::None, R::Norm, S::KNorm, Qwen3},
     {"self_attn.v_proj.weight", "attn_v.weight", Dim::KvDim, Dim::Hidden, R::Attention, S::V},
-    {"self_attn.v_proj.bias", "attn_v.bias", Dim::KvDim, Dim::None, R::Attention, S::VBias},
-    {"self_attn.o_proj.weight", "attn_output.weight", Dim::Hidden, Dim::Hidden, R::Attention, S::O},
+    {"self_attn.v_proj.bias", "attn_v.bias", Dim::KvDim, Dim::None, R::Attention, S::VBias, Qwen2},
+    {"self_attn.o_proj.weight", "attn_output.weight", Dim::Hidden, Dim::QDim, R::Attention, S::O},
     {"post_attention_layernorm.weight", "ffn_norm.weight", Dim::Hidden, Dim::None, R::Norm, S::FfnNorm},
     {"mlp.gate_proj.weight", "ffn_gate.weight", Dim::Inter, Dim::Hidden, R::Mlp, S::Gate},
     {"mlp.up_proj.weight", "ffn_up.weight", Dim::Inter, Dim::Hidden, R::Mlp, S::Up},
@@ -56,7 +63,12 @@ constexpr std::array<TensorRow, 2> kOutputTensors{{
     {"lm_head.weight", "output.weight", Dim::Vocab, Dim::Hidden, R::Output, S::LmHead},
 }};
 
-constexpr std::array<TensorRow, 3> kGlobalTensors{kEmbedding, kOutputTensors[0], kOutputTensors[1]};
+// A Llama 3 GGUF file carries its RoPE scaling as a divisor per frequency (llama.cpp computes it
+// from the config's rope_scaling when converting); a Hugging Face directory has no such tensor.
+constexpr TensorRow kRopeFreqs{"rope_freqs.weight", "rope_freqs.weight", Dim::HalfHeadDim, Dim::None, R::Rope,
+                               S::RopeFreqs, Llama};
+
+constexpr std::array<TensorRow, 4> kGlobalTensors{kEmbedding, kRopeFreqs, kOutputTensors[0], kOutputTensors[1]};
 
 constexpr std::string_view kHfLayerPrefix = "model.layers.";
 constexpr std::string_view kGgufLayerPrefix = "blk.";
@@ -92,6 +104,9 @@ std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg) {
     switch (d) {
       case Dim::None: return 0;
       case Dim::Hidden: return static_cast<uint64_t>(cfg.hidden_size);
+      case Dim::QDim: return static_cast<uint64_t>(cfg.q_dim());
+      case Dim::HeadDim: return static_cast<uint64_t>(cfg.head_dim());
+      case Dim::HalfHeadDim: return static_cast<uint64_t>(cfg.head_dim() / 2);
       case Dim::KvDim: return static_cast<uint64_t>(cfg.kv_dim());
       case Dim::Inter: return static_cast<uint64_t>(cfg.intermediate_size);
       case Dim::Vocab: return static_cast<uint64_t>(cfg.vocab_size);
@@ -99,14 +114,17 @@ std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg) {
     return 0;
   };
   std::vector<TensorSpec> m;
+  const unsigned arch_bit = 1u << static_cast<unsigned>(cfg.architecture);
   const auto add = [&](const TensorRow& r, const std::string& hf_prefix, const std::string& gguf_prefix, int layer) {
+    if ((r.archs & arch_bit) == 0) return;
     std::vector<uint64_t> shape{size(r.rows)};
     if (r.cols != Dim::None) shape.push_back(size(r.cols));
-    const bool required = r.slot != S::LmHead || !cfg.tie_word_embeddings;
+    const bool required = (r.slot != S::LmHead || !cfg.tie_word_embeddings) && r.slot != S::RopeFreqs;
     m.push_back({hf_prefix + std::string(r.hf), std::move(shape), required, r.role, r.slot, layer,
                  gguf_prefix + std::string(r.gguf)});
   };
   add(kEmbedding, "", "", -1);
+  add(kRopeFreqs, "", "", -1);
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const int il = static_cast<int>(l);
     for (const TensorRow& r : kLayerTensors)
@@ -143,6 +161,8 @@ std::string_view tensor_role_name(TensorRole role) {
       return "norm";
     case TensorRole::Output:
       return "output";
+    case TensorRole::Rope:
+      return "rope";
   }
   return "?";
 }

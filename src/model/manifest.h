@@ -1,4 +1,4 @@
-// The tensor manifest: every tensor a Qwen2 checkpoint holds, derived from its config alone.
+// The tensor manifest: every tensor a checkpoint holds (Qwen2, Qwen3, Llama), derived from its config alone.
 // Loading, `inspect`, synthesis and quantization all walk this one list, so a tensor is
 // added in exactly one place.
 #pragma once
@@ -16,15 +16,17 @@
 
 namespace nanoinfer {
 
-enum class TensorRole { Embedding, Attention, Mlp, Norm, Output };
+enum class TensorRole { Embedding, Attention, Mlp, Norm, Output, Rope };
 
 // Which field of the loaded model a tensor fills (src/model/weights.h).
-enum class TensorSlot { Embed, AttnNorm, Q, QBias, K, KBias, V, VBias, O, FfnNorm, Gate, Up, Down, FinalNorm, LmHead };
+enum class TensorSlot { Embed, AttnNorm, Q, QBias, QNorm, K, KBias, KNorm, V, VBias, O, FfnNorm, Gate, Up, Down, FinalNorm, LmHead,
+                        RopeFreqs };
 
 struct TensorSpec {
   std::string name;             // Hugging Face's: "model.layers.3.self_attn.q_proj.weight"
   std::vector<uint64_t> shape;  // row-major, as stored: [out_features, in_features] for weights
-  bool required;                // false only for lm_head.weight when the embeddings are tied
+  bool required;                // false for lm_head.weight when the embeddings are tied, and for
+                                // Llama's rope_freqs.weight (GGUF only: Llama 3's scaling as factors)
   TensorRole role;
   TensorSlot slot;
   int layer = -1;               // -1 outside the layers
@@ -38,7 +40,7 @@ std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg);
 
 // A name in one naming to the other, through the same table, for any layer number:
 // "blk.3.attn_q.weight" <-> "model.layers.3.self_attn.q_proj.weight"; nullopt for a name that
-// is not part of a Qwen2 model.
+// is not part of any supported architecture's model.
 std::optional<std::string> hf_name_from_gguf(std::string_view gguf_name);
 std::optional<std::string> gguf_name_from_hf(std::string_view hf_name);
 

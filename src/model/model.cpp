@@ -1,11 +1,18 @@
-// The Qwen2 forward pass, in one file (the weights are loaded by weights.cpp).
+// The forward pass of every supported architecture, in one file (the weights are loaded by
+// weights.cpp). The three are one decoder and differ only where marked:
 //
 //   x = embed[tokens]
-//   per layer:  h = rmsnorm(x);  q, k, v = h Wq + bq, h Wk + bk, h Wv + bv
-//               rope(q), rope(k) (k enters the cache rotated);  a = attention(q, cache)
-//               x += a Wo
+//   per layer:  h = rmsnorm(x);  q, k, v = h Wq + bq, h Wk + bk, h Wv + bv   [biases: Qwen2 only]
+//               q, k = rmsnorm_per_head(q), rmsnorm_per_head(k)             [Qwen3 only]
+//               rope(q), rope(k) (k enters the cache rotated)              [Llama 3: scaled frequencies]
+//               a = attention(q, cache);  x += a Wo
 //               h = rmsnorm(x);  x += (silu(h Wgate) * h Wup) Wdown
 //   logits = rmsnorm(x) Wlm   (Wlm = embed when the embeddings are tied)
+//
+// What each architecture has is its row of the table in model/config.cpp (ArchitectureInfo)
+// and its rows of the tensor manifest (model/manifest.cpp); the forward asks the weights
+// (a layer without q_norm skips that step, a q/k/v product without bias adds none) and the
+// RoPE table (rope_inv_freq), never the architecture's name.
 //
 // Every matrix product goes through `linear`, which dispatches on the weight's type; the
 // forward never branches on it. Products that read the same input are one call each: q, k
@@ -114,7 +121,7 @@ struct Model::Impl {
   Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads) {}
 
   size_t hidden() const { return static_cast<size_t>(cfg.hidden_size); }
-  size_t q_dim() const { return static_cast<size_t>(cfg.num_attention_heads * cfg.head_dim()); }
+  size_t q_dim() const { return static_cast<size_t>(cfg.q_dim()); }
   size_t kv_dim() const { return static_cast<size_t>(cfg.kv_dim()); }
   size_t inter() const { return static_cast<size_t>(cfg.intermediate_size); }
   size_t vocab() const { return static_cast<size_t>(cfg.vocab_size); }
@@ -209,7 +216,8 @@ struct Model::Impl {
   // f32 k and v buffers), k is rotated there, once, and both are rounded into the cache's new
   // rows (the cache holds keys ready for every later query); its q rows are rotated into q and
   // attend over the cache into att. qkv: [n][q_dim + 2 kv_dim]; q, att: [n][q_dim] (only the
-  // part's rows are touched).
+  // part's rows are touched). Qwen3 normalizes each head of q and k (RMSNorm over head_dim)
+  // before they are rotated.
   void attend(Activations& a, const StepPart& p, size_t l, const float* qkv, float* q, float* att) const {
     const size_t Q = q_dim(), KV = kv_dim();
     const AttentionShape shape = attention_shape();
@@ -222,6 +230,12 @@ struct Model::Impl {
     float* pv = a.v.data() + p.row * KV;
 
     split_qkv(qkv + p.row * (Q + 2 * KV), p.n, Q, KV, pq, pk, pv);
+    const LayerWeights& L = w.layers[l];
+    if (L.q_norm != nullptr) {
+      const float eps = static_cast<float>(cfg.rms_norm_eps);
+      rmsnorm(pq, L.q_norm, eps, pq, p.n * shape.n_heads, shape.head_dim);
+      rmsnorm(pk, L.k_norm, eps, pk, p.n * shape.n_kv_heads, shape.head_dim);
+    }
     rope.apply(pq, p.n, shape.n_heads, p.pos);
     rope.apply(pk, p.n, shape.n_kv_heads, p.pos);
     cache.append(l, pk, pv);
@@ -271,7 +285,16 @@ Model Model::load(const ModelConfig& cfg, const WeightSource& weights, const Mod
   impl->compute = Compute{&impl->pool, &table};
   impl->w = load_weights(weights, impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
                          resolved.pack_weights ? &table : nullptr);
-  impl->rope = Rope(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, resolved.max_context);
+  // RoPE's frequencies: the plain rule, scaled by the config's rope_scaling (Llama 3) or, in a
+  // Llama GGUF file, divided by its rope_freqs tensor (the same scaling, as llama.cpp stores it).
+  const auto* freqs = impl->w.rope_freqs;
+  std::vector<double> inv_freq =
+      rope_inv_freq(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, freqs != nullptr ? std::nullopt : cfg.rope_scaling);
+  for (size_t i = 0; freqs != nullptr && i < inv_freq.size(); ++i) {
+    if (!(freqs[i] > 0.0f)) fail("tensor 'rope_freqs.weight': element {} is {}, expected a positive divisor", i, freqs[i]);
+    inv_freq[i] /= static_cast<double>(freqs[i]);
+  }
+  impl->rope = Rope(inv_freq, resolved.max_context);
   return Model(std::move(impl));
 }
 

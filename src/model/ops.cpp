@@ -5,6 +5,7 @@
 #include <vector>
 #include <cassert>
 #include <cmath>
+#include <numbers>
 #include <cstring>
 
 #include "kernels/kernels.h"
@@ -47,15 +48,37 @@ void silu_mul(const float* gate, const float* up, float* out, size_t count) {
   }
 }
 
-Rope::Rope(size_t head_dim, double theta, size_t max_positions)
-    : half_(head_dim / 2), max_positions_(max_positions) {
+std::vector<double> rope_inv_freq(size_t head_dim, double theta, const std::optional<RopeScaling>& scaling) {
   if (head_dim == 0 || head_dim % 2 != 0) fail("rope: head_dim must be even and positive, got {}", head_dim);
+  std::vector<double> f(head_dim / 2);
+  for (size_t i = 0; i < f.size(); ++i) {
+    f[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    if (!scaling) continue;
+    const RopeScaling& r = *scaling;
+    const double context = static_cast<double>(r.original_max_position_embeddings);
+    const double wavelength = 2.0 * std::numbers::pi / f[i];
+    if (wavelength > context / r.low_freq_factor) {
+      f[i] /= r.factor;
+    } else if (wavelength >= context / r.high_freq_factor) {
+      const double s = (context / wavelength - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+      f[i] = (1.0 - s) * f[i] / r.factor + s * f[i];
+    }
+  }
+  return f;
+}
+
+Rope::Rope(size_t head_dim, double theta, size_t max_positions)
+    : Rope(rope_inv_freq(head_dim, theta, std::nullopt), max_positions) {}
+
+Rope::Rope(const std::vector<double>& inv_freq, size_t max_positions)
+    : half_(inv_freq.size()), max_positions_(max_positions) {
+  if (half_ == 0) fail("rope: no frequencies");
   cos_.resize(max_positions * half_);
   sin_.resize(max_positions * half_);
   for (size_t i = 0; i < half_; ++i) {
-    const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    const double inv_freq_i = inv_freq[i];
     for (size_t p = 0; p < max_positions; ++p) {
-      const double angle = static_cast<double>(p) * inv_freq;
+      const double angle = static_cast<double>(p) * inv_freq_i;
       cos_[p * half_ + i] = static_cast<float>(std::cos(angle));
       sin_[p * half_ + i] = static_cast<float>(std::sin(angle));
     }

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "model/linear.h"
+#include "nanoinfer/config.h"
 #include "nanoinfer/dtype.h"
 
 namespace nanoinfer {
@@ -30,11 +32,14 @@ void silu_mul(const float* gate, const float* up, float* out, size_t count);
 
 // Rotary position embedding in the half-split convention of Hugging Face's Qwen2: within each
 // head, element i pairs with element i + head_dim/2 and the pair is rotated by the angle
-// pos * theta^(-2i/head_dim). Angles are computed in double and rounded once.
+// pos * inv_freq[i], inv_freq[i] = theta^(-2i/head_dim) (rope_inv_freq: Llama 3's scaling
+// changes the low frequencies). Angles are computed in double and rounded once.
 class Rope {
  public:
   Rope() = default;
   Rope(size_t head_dim, double theta, size_t max_positions);
+  // inv_freq: [head_dim / 2] angular frequencies, as rope_inv_freq makes them.
+  Rope(const std::vector<double>& inv_freq, size_t max_positions);
 
   // x: [n][n_heads][head_dim], rows at positions pos0 .. pos0+n-1.
   void apply(float* x, size_t n, size_t n_heads, size_t pos0) const;
@@ -46,6 +51,13 @@ class Rope {
   std::vector<float> cos_;  // [max_positions][head_dim/2]
   std::vector<float> sin_;  // [max_positions][head_dim/2]
 };
+
+// The frequencies of RoPE for a head of head_dim: theta^(-2i/head_dim) for i < head_dim / 2;
+// with Llama 3's scaling (nanoinfer/config.h), by each frequency's wavelength 2 pi / f against
+// the original context L: above L / low_freq_factor divided by factor, below
+// L / high_freq_factor kept, between them blended: (1 - s) f / factor + s f with
+// s = (L / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor).
+std::vector<double> rope_inv_freq(size_t head_dim, double theta, const std::optional<RopeScaling>& scaling);
 
 struct AttentionShape {
   size_t n_heads;

@@ -55,7 +55,7 @@ std::vector<std::string> WeightSource::problems(const std::vector<TensorSpec>& m
     // Kept away from the manifest check: a GGUF tensor spelled like a Hugging Face one is still
     // not one the loader maps.
     if (t.name.empty())
-      out.push_back(fmt::format("unexpected tensor '{}' (shape [{}]): not a tensor of a qwen2 model", t.file_name,
+      out.push_back(fmt::format("unexpected tensor '{}' (shape [{}]): not a tensor of any supported architecture", t.file_name,
                                 fmt::join(t.shape, ", ")));
   }
   return out;

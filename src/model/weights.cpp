@@ -77,6 +77,9 @@ class Loader {
   Loader(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target, bool fuse,
          const kernels::Kernels* pack_for, ThreadPool& pool, ModelWeights& out)
       : src_(src), cfg_(cfg), fuse_(fuse), pack_for_(pack_for), target_(target), pool_(pool), out_(out) {
+    // llama.cpp's converter permutes a Llama checkpoint's q and k rows for its adjacent-pair
+    // RoPE; the forward rotates Hugging Face's half-split pairs, so they are put back.
+    if (src.gguf_names && cfg.architecture == Architecture::Llama) permuted_head_dim_ = static_cast<size_t>(cfg.head_dim());
     for (const StoredTensor& t : src.tensors)
       if (!t.exact || weight_type_info(*t.exact).quantized) quantized_file_ = true;
   }
@@ -123,7 +126,7 @@ class Loader {
     const size_t rows = static_cast<size_t>(t.shape[0]), cols = static_cast<size_t>(t.shape[1]);
     Weight w{to, nullptr, rows, cols, weight_row_bytes(to, cols)};
     std::byte* dst = out_.arena.take(w.bytes());
-    read_rows(spec, to, dst, RowPlacement{rows});
+    read_rows(spec, to, dst, placement(spec));
     w.data = dst;
     if (for_products) pack(w, dst);
     return w;
@@ -141,9 +144,8 @@ class Loader {
   }
 
   // q, k and v (`mats`) with their biases: stacked into one matrix when they share a type and
-  // fusing is on, else three matrices; the biases concatenated either way.
-  StackedWeight stacked(std::initializer_list<const TensorSpec*> mats,
-                        std::initializer_list<const TensorSpec*> biases) {
+  // fusing is on, else three matrices; the biases concatenated either way (none: no bias).
+  StackedWeight stacked(std::initializer_list<const TensorSpec*> mats, std::vector<const TensorSpec*> biases) {
     StackedWeight s;
     const TensorSpec& first = **mats.begin();
     const WeightType type = held_type(first);
@@ -158,7 +160,7 @@ class Loader {
       std::byte* dst = out_.arena.take(w.bytes());
       size_t at = 0;
       for (const TensorSpec* m : mats) {
-        read_rows(*m, type, dst + at * w.row_bytes, RowPlacement{static_cast<size_t>(m->shape[0])});
+        read_rows(*m, type, dst + at * w.row_bytes, placement(*m));
         at += static_cast<size_t>(m->shape[0]);
       }
       w.data = dst;
@@ -167,6 +169,7 @@ class Loader {
     } else {
       for (const TensorSpec* m : mats) s.parts.push_back(matrix(*m));
     }
+    if (biases.empty()) return s;
     auto* bias = reinterpret_cast<float*>(out_.arena.take(s.rows * sizeof(float)));
     size_t at = 0;
     for (const TensorSpec* b : biases) at += vector_into(*b, bias + at);
@@ -195,10 +198,11 @@ class Loader {
     return g;
   }
 
-  const float* vector(const TensorSpec& spec) {
+  // `as_weight`: rounded to bf16 with a bf16 target like every weight (RoPE's divisors are not).
+  const float* vector(const TensorSpec& spec, bool as_weight = true) {
     const StoredTensor& t = checked(spec.name);
     auto* dst = reinterpret_cast<float*>(out_.arena.take(static_cast<size_t>(t.shape[0]) * sizeof(float)));
-    vector_into(spec, dst);
+    vector_into(spec, dst, as_weight);
     return dst;
   }
 
@@ -206,13 +210,30 @@ class Loader {
   // Where a matrix's rows land in memory: row r at row at(r) of the destination, and rows
   // r .. r + run(r) - 1 consecutively. In order, or interleaved as gate (up = false) or up
   // rows of the fused gate/up matrix (model/linear.h).
+  // Or, with head_dim set, stored row 2j + t of each head (llama.cpp's permuted q/k) to row
+  // t * head_dim / 2 + j of the head, one row at a time.
   struct RowPlacement {
     size_t rows;
     size_t block = 0;  // 0: in order; else kGateUpBlock
     bool up = false;
-    size_t at(size_t r) const { return block == 0 ? r : gate_up_row(r, rows, up); }
-    size_t run(size_t r) const { return block == 0 ? rows - r : std::min(block - r % block, rows - r); }
+    size_t head_dim = 0;
+    size_t at(size_t r) const {
+      if (head_dim != 0) {
+        const size_t in_head = r % head_dim;
+        return r - in_head + (in_head % 2) * (head_dim / 2) + in_head / 2;
+      }
+      return block == 0 ? r : gate_up_row(r, rows, up);
+    }
+    size_t run(size_t r) const {
+      if (head_dim != 0) return 1;
+      return block == 0 ? rows - r : std::min(block - r % block, rows - r);
+    }
   };
+
+  RowPlacement placement(const TensorSpec& spec) const {
+    const bool permuted = spec.slot == TensorSlot::Q || spec.slot == TensorSlot::K;
+    return {.rows = static_cast<size_t>(spec.shape[0]), .head_dim = permuted ? permuted_head_dim_ : 0};
+  }
 
   // Reads the rows of `spec`, held as `to`, to their places under dst.
   void read_rows(const TensorSpec& spec, WeightType to, std::byte* dst, const RowPlacement& place) {
@@ -266,14 +287,14 @@ class Loader {
   }
 
   // A norm weight or bias, widened to f32, into dst; returns its length.
-  size_t vector_into(const TensorSpec& spec, float* dst) {
+  size_t vector_into(const TensorSpec& spec, float* dst, bool as_weight = true) {
     const StoredTensor& t = checked(spec.name);
     const size_t count = static_cast<size_t>(t.shape[0]);
     std::vector<std::byte> staged(t.nbytes);
     src_.read(t, 0, staged);
     t.widen_row(staged.data(), dst, count);
     if (!rows_finite(WeightType::F32, reinterpret_cast<const std::byte*>(dst), count)) not_finite(spec.name, 0);
-    if (target_ == WeightType::BF16)
+    if (as_weight && target_ == WeightType::BF16)
       for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(f32_to_bf16(dst[i]));
     out_.weight_bytes += count * sizeof(float);
     return count;
@@ -296,6 +317,7 @@ class Loader {
   bool fuse_;
   const kernels::Kernels* pack_for_;
   bool quantized_file_ = false;
+  size_t permuted_head_dim_ = 0;
   std::optional<WeightType> target_;
   ThreadPool& pool_;
   ModelWeights& out_;
@@ -306,7 +328,8 @@ class Loader {
 ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::optional<WeightType> target,
                           ThreadPool& pool, bool fuse, const kernels::Kernels* pack_for) {
   for (const StoredTensor& t : src.tensors)
-    if (t.name.empty()) fail("{}: tensor '{}' is not part of a qwen2 model", src.path.string(), t.file_name);
+    if (t.name.empty())
+      fail("{}: tensor '{}' is not part of a {} model", src.path.string(), t.file_name, cfg.model_type);
   const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
   const std::vector<std::string> problems = manifest_problems(manifest, src.manifest_infos, src.declared_blocks);
   // One line names the first few problems and counts the rest (a config claiming 100,000
@@ -340,15 +363,25 @@ ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::
     LayerWeights* L = spec->layer >= 0 ? &w.layers[static_cast<size_t>(spec->layer)] : nullptr;
     // Another matrix of this layer (all of them are required: the manifest check passed).
     const auto other = [&](S slot) { return by_slot[static_cast<size_t>(spec->layer)].at(slot); };
+    // The biases of q, k and v, where the architecture has them.
+    const auto biases = [&] {
+      const auto& slots = by_slot[static_cast<size_t>(spec->layer)];
+      std::vector<const TensorSpec*> b;
+      for (S slot : {S::QBias, S::KBias, S::VBias})
+        if (slots.contains(slot)) b.push_back(slots.at(slot));
+      return b;
+    };
     switch (spec->slot) {
       case S::Embed: w.embed = load.matrix(*spec, cfg.tie_word_embeddings); break;
       case S::LmHead: w.lm_head = load.matrix(*spec); break;
       case S::FinalNorm: w.final_norm = load.vector(*spec); break;
+      case S::RopeFreqs: w.rope_freqs = load.vector(*spec, false); break;
       case S::AttnNorm: L->attn_norm = load.vector(*spec); break;
       case S::Q:
-        L->qkv = load.stacked({other(S::Q), other(S::K), other(S::V)},
-                              {other(S::QBias), other(S::KBias), other(S::VBias)});
+        L->qkv = load.stacked({other(S::Q), other(S::K), other(S::V)}, biases());
         break;
+      case S::QNorm: L->q_norm = load.vector(*spec); break;
+      case S::KNorm: L->k_norm = load.vector(*spec); break;
       case S::QBias: case S::K: case S::KBias: case S::V: case S::VBias: break;  // with Q
       case S::O: L->o = load.matrix(*spec); break;
       case S::FfnNorm: L->ffn_norm = load.vector(*spec); break;

@@ -1,4 +1,4 @@
-// A Qwen2 checkpoint's weights in the form the forward pass reads them, and the memory that
+// A checkpoint's weights in the form the forward pass reads them, and the memory that
 // holds them.
 //
 // Every matrix is read (pread, never through the mapping, so the file does not count towards
@@ -53,7 +53,9 @@ class WeightArena {
 
 struct LayerWeights {
   const float* attn_norm;  // [hidden]
-  StackedWeight qkv;       // [q_dim + 2 kv_dim][hidden]: q, k, v rows; bias [q_dim + 2 kv_dim]
+  StackedWeight qkv;       // [q_dim + 2 kv_dim][hidden]: q, k, v rows; bias [q_dim + 2 kv_dim] or none
+  const float* q_norm = nullptr;  // [head_dim], per-head RMSNorm of q before RoPE (Qwen3), or none
+  const float* k_norm = nullptr;  // [head_dim], the same for k
   Weight o;                // [hidden][q_dim]
   const float* ffn_norm;   // [hidden]
   GateUpWeight gate_up;    // [2 inter][hidden]: gate and up rows interleaved in blocks of 16
@@ -65,6 +67,7 @@ struct ModelWeights {
   Weight embed;             // [vocab][hidden]
   Weight lm_head;           // [vocab][hidden]; the same memory as embed when tied
   const float* final_norm;  // [hidden]
+  const float* rope_freqs = nullptr;  // [head_dim / 2]: a Llama GGUF file's RoPE divisors, or none
   std::vector<LayerWeights> layers;
   size_t weight_bytes = 0;     // all weights as held
   size_t bytes_per_token = 0;  // read by one decode step: all but the embedding table, one row of it

@@ -215,6 +215,14 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token_content) const
 
 std::optional<int32_t> Tokenizer::eos_token_id() const { return impl_->eos_id; }
 std::optional<int32_t> Tokenizer::pad_token_id() const { return impl_->pad_id; }
+ChatFormat Tokenizer::chat_format() const { return impl_->chat_format; }
+bool Tokenizer::cleans_up_spaces() const { return impl_->clean_up_tokenization_spaces; }
+
+ChatFormat chat_format_of(std::string_view chat_template) {
+  if (chat_template.find("<|start_header_id|>") != std::string_view::npos) return ChatFormat::Llama3;
+  if (chat_template.find("<think>") != std::string_view::npos) return ChatFormat::Qwen3;
+  return ChatFormat::ChatML;
+}
 
 size_t Tokenizer::cache_entries() const { return impl_->bpe->cache_entries(); }
 void Tokenizer::clear_cache() const { impl_->bpe->clear_cache(); }
@@ -228,19 +236,44 @@ std::string StreamDecoder::push(int32_t id) {
     utf8::append_lossy(pending_, out);  // an added token ends any pending sequence
     pending_.clear();
     out += bytes;
-    return out;
+    return release(std::move(out), false);
   }
   pending_ += bytes;
   const size_t hold = utf8::incomplete_tail(pending_);
   utf8::append_lossy(std::string_view(pending_).substr(0, pending_.size() - hold), out);
   pending_.erase(0, pending_.size() - hold);
-  return out;
+  return release(std::move(out), false);
 }
 
 std::string StreamDecoder::flush() {
   std::string out;
   utf8::append_lossy(pending_, out);
   pending_.clear();
+  return release(std::move(out), true);
+}
+
+// Every cleanup pattern is a space and then non-space characters, but for " ' ", whose third
+// character is a space too. The cut goes before the last run of spaces (and before a " '"
+// that ends at it): a pattern that starts before the cut ends before it, one that starts after
+// lies wholly in the held text, and a replacement only removes a pattern's leading space, so it
+// cannot join text across the cut either. The emitted pieces, cleaned apart, are thus the
+// cleanup of the whole text.
+std::string StreamDecoder::release(std::string text, bool final) {
+  if (!tok_->cleans_up_spaces()) return text;
+  held_ += text;
+  size_t cut = final ? held_.size() : held_.rfind(' ');
+  if (cut == std::string::npos) cut = held_.size();
+  while (!final && cut > 0) {
+    if (held_[cut - 1] == ' ') {
+      --cut;
+    } else if (cut >= 2 && held_[cut - 1] == '\'' && held_[cut - 2] == ' ') {
+      cut -= 2;
+    } else {
+      break;
+    }
+  }
+  std::string out = clean_up_tokenization(held_.substr(0, cut));
+  held_.erase(0, cut);
   return out;
 }
 

@@ -10,7 +10,7 @@ Tokenizer tokenizer_from_gguf(const GgufLayout& layout) {
     fail("{}: tokenizer.ggml.model '{}' is not supported (supported: gpt2, byte-level BPE)",
          layout.origin, model);
   if (layout.find("tokenizer.ggml.pre") == nullptr)
-    fail("{}: metadata 'tokenizer.ggml.pre' is missing (supported: qwen2)", layout.origin);
+    fail("{}: metadata 'tokenizer.ggml.pre' is missing (supported: qwen2, llama-bpe)", layout.origin);
   auto optional_id = [&](std::string_view key) -> std::optional<int32_t> {
     if (layout.find(key) == nullptr) return std::nullopt;
     const uint32_t id = layout.get_u32(key);
@@ -25,6 +25,8 @@ Tokenizer tokenizer_from_gguf(const GgufLayout& layout) {
   v.pre = layout.get_string("tokenizer.ggml.pre");
   v.eos_id = optional_id("tokenizer.ggml.eos_token_id");
   v.pad_id = optional_id("tokenizer.ggml.padding_token_id");
+  if (const GgufValue* t = layout.find("tokenizer.chat_template"))
+    if (const auto* s = std::get_if<std::string>(&t->value)) v.chat_template = *s;
   return Tokenizer::from_vocab(v, layout.origin);
 }
 

@@ -63,6 +63,7 @@ struct Tokenizer::Impl {
   bool clean_up_tokenization_spaces = false;
   std::optional<int32_t> eos_id;
   std::optional<int32_t> pad_id;
+  ChatFormat chat_format = ChatFormat::ChatML;
 };
 
 }  // namespace nanoinfer

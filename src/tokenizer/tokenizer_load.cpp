@@ -324,6 +324,43 @@ element parse_json(simdjson::dom::parser& parser, std::string_view text, const R
   return root;
 }
 
+// Hugging Face writes an unbounded model_max_length as int(1e30), a 31-digit integer (Llama 3's
+// tokenizer_config.json has one), which simdjson's DOM refuses: integers beyond 64 bits are not
+// numbers it can hold. Such a literal outside strings gets ".0" appended, making it a double
+// (no field read here is one).
+std::string widen_big_integers(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) out += text[++i];
+      else if (c == '"') in_string = false;
+      ++i;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c < '0' || c > '9') {
+      out += c;
+      ++i;
+      continue;
+    }
+    // A whole integer literal: not digits of a fraction or an exponent, not followed by one.
+    const char before = out.empty() ? ' ' : out.back();
+    const bool exponent_sign = (before == '-' || before == '+') && out.size() >= 2 &&
+                               (out[out.size() - 2] == 'e' || out[out.size() - 2] == 'E');
+    const bool inside = before == '.' || before == 'e' || before == 'E' || exponent_sign;
+    const size_t end = std::min(text.find_first_not_of("0123456789", i), text.size());
+    out.append(text.substr(i, end - i));
+    const bool fraction = end < text.size() && (text[end] == '.' || text[end] == 'e' || text[end] == 'E');
+    if (end - i > 19 && !fraction && !inside) out += ".0";
+    i = end;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string nfc_normalize(std::string_view text);  // tokenizer.cpp
@@ -349,11 +386,14 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
 
   if (!tokenizer_config_json.empty()) {
     simdjson::dom::parser config_parser;
-    const object config =
-        r.obj(parse_json(config_parser, tokenizer_config_json, r, "tokenizer_config.json"), "tokenizer_config.json");
+    const std::string config_text = widen_big_integers(tokenizer_config_json);
+    const object config = r.obj(parse_json(config_parser, config_text, r, "tokenizer_config.json"), "tokenizer_config.json");
     impl->clean_up_tokenization_spaces = r.flag(config, "clean_up_tokenization_spaces", false, "tokenizer_config.json");
     impl->eos_id = config_token(r, config, "eos_token", *impl);
     impl->pad_id = config_token(r, config, "pad_token", *impl);
+    // A string, or (newer files) a list of named templates of which "default" is the one used.
+    if (auto t = r.field(config, "chat_template"); t && t->type() == element_type::STRING)
+      impl->chat_format = chat_format_of(r.str(*t, "tokenizer_config.json chat_template"));
   }
   return Tokenizer(std::move(impl));
 }

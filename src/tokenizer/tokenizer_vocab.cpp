@@ -11,9 +11,23 @@ namespace nanoinfer {
 
 namespace {
 
-// Qwen2's Split regex, as its tokenizer.json spells it (the pattern SplitPattern reproduces).
-constexpr std::string_view kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// The pre-tokenizers GGUF names (tokenizer.ggml.pre), as their tokenizer.json files spell the
+// Split regex (the patterns SplitPattern reproduces): Qwen2's (Qwen2.5 and Qwen3, after NFC)
+// and Llama 3's (digits in runs of up to 3, no normalizer; whole vocabulary words bypass the
+// merges, its tokenizer.json's ignore_merges).
+struct PreTokenizer {
+  std::string_view name;
+  std::string_view regex;
+  bool nfc;
+  bool ignore_merges;
+};
+constexpr std::array<PreTokenizer, 2> kPreTokenizers{{
+    {"qwen2", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     true, false},
+    {"llama-bpe",
+     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     false, true},
+}};
 
 // GGUF token types (llama.cpp's numbering).
 constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
@@ -27,10 +41,13 @@ constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
 Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin) {
   auto impl = std::make_shared<Impl>();
   impl->origin = origin;
-  if (v.pre != "qwen2")
-    bad(*impl, fmt::format("pre-tokenizer '{}' is not supported (supported: qwen2)", v.pre));
-  impl->nfc = true;
-  impl->split = SplitPattern::from_regex(kQwen2Regex);
+  const PreTokenizer* pre = nullptr;
+  for (const PreTokenizer& p : kPreTokenizers)
+    if (p.name == v.pre) pre = &p;
+  if (pre == nullptr) bad(*impl, fmt::format("pre-tokenizer '{}' is not supported (supported: qwen2, llama-bpe)", v.pre));
+  impl->nfc = pre->nfc;
+  impl->split = SplitPattern::from_regex(pre->regex);
+  StringTable whole_tokens;  // bytes -> id, for ignore_merges
   if (v.tokens.size() != v.token_types.size())
     bad(*impl, fmt::format("{} tokens but {} token types", v.tokens.size(), v.token_types.size()));
   if (v.tokens.size() >= (size_t{1} << 24))
@@ -71,6 +88,7 @@ Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin
     }
     if (bytes.empty()) bad(*impl, fmt::format("token {} is empty", id));
     if (bytes.size() == 1) byte_ids[static_cast<uint8_t>(bytes[0])] = static_cast<int32_t>(id);
+    if (pre->ignore_merges) whole_tokens.insert(bytes, static_cast<uint32_t>(id));
     set_token(id, std::move(bytes), Impl::Kind::kVocab);
     if (!impl->content_to_id.insert(spelling, static_cast<uint32_t>(id)))
       bad(*impl, fmt::format("token '{}' appears twice", spelling));
@@ -109,7 +127,7 @@ Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin
     }
     merges.push_back({ids[0], ids[1], ids[2]});
   }
-  impl->bpe.emplace(byte_ids, merges, false, StringTable());
+  impl->bpe.emplace(byte_ids, merges, pre->ignore_merges, std::move(whole_tokens));
 
   for (const auto& [name, id] : {std::pair{"eos", v.eos_id}, std::pair{"padding", v.pad_id}}) {
     if (id && (*id < 0 || static_cast<size_t>(*id) >= impl->kind.size() ||
@@ -118,6 +136,7 @@ Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin
   }
   impl->eos_id = v.eos_id;
   impl->pad_id = v.pad_id;
+  impl->chat_format = chat_format_of(v.chat_template);
   return Tokenizer(std::move(impl));
 }
 

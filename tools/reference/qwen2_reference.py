@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""Independent float64 reference of the Qwen2 forward pass (dev-only; numpy).
+"""Independent float64 reference of the Qwen2, Qwen3 and Llama 3 forward passes (dev-only; numpy).
 
 Written from the math, not from any library's code:
   x = embed[tokens]
   per layer:  h = rmsnorm(x, w_in)
-              q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv
-              rope(q), rope(k)  (half-split pairs i, i + d/2; angle p * theta^(-2i/d))
+              q, k, v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv   (biases: qwen2 only)
+              q, k = rmsnorm(q_head, w_qn), rmsnorm(k_head, w_kn) per head of head_dim (qwen3 only)
+              rope(q), rope(k)  (half-split pairs i, i + d/2; angle p * theta^(-2i/d); llama3
+                                 rope_scaling changes the low frequencies, see rope_inv_freq)
               grouped-query attention: KV head h serves query heads h*g .. h*g+g-1,
               causal (j <= i), softmax(q.k / sqrt(d))
               x = x + o_proj(attn)
@@ -40,6 +42,12 @@ import safetensors_io as st  # noqa: E402
 
 class Config:
     def __init__(self, d):
+        self.arch = d["model_type"]
+        assert self.arch in ("qwen2", "qwen3", "llama"), self.arch
+        self.bias = self.arch == "qwen2"
+        self.qk_norm = self.arch == "qwen3"
+        self.scaling = d.get("rope_scaling")
+        assert self.scaling is None or self.scaling["rope_type"] == "llama3"
         self.hidden = d["hidden_size"]
         self.inter = d["intermediate_size"]
         self.n_layers = d["num_hidden_layers"]
@@ -49,24 +57,30 @@ class Config:
         self.theta = float(d["rope_theta"])
         self.eps = float(d["rms_norm_eps"])
         self.tied = bool(d["tie_word_embeddings"])
-        assert self.hidden % self.n_heads == 0 and self.n_heads % self.n_kv == 0
-        self.head_dim = self.hidden // self.n_heads
+        assert self.n_heads % self.n_kv == 0
+        self.head_dim = d.get("head_dim") or self.hidden // self.n_heads
+        assert self.arch != "qwen2" or self.head_dim * self.n_heads == self.hidden
+        self.q_dim = self.n_heads * self.head_dim
         self.group = self.n_heads // self.n_kv
 
 
 def tensor_names(cfg):
-    """The HF Qwen2 tensor manifest: name -> shape."""
-    H, I, V, d = cfg.hidden, cfg.inter, cfg.vocab, cfg.head_dim
+    """The HF tensor manifest (Qwen2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM): name -> shape."""
+    H, I, V, d, Q = cfg.hidden, cfg.inter, cfg.vocab, cfg.head_dim, cfg.q_dim
     kv = cfg.n_kv * d
     shapes = {"model.embed_tokens.weight": [V, H], "model.norm.weight": [H]}
     for L in range(cfg.n_layers):
         p = f"model.layers.{L}."
+        # The insertion order is the order random_weights draws in: kept as it was for qwen2.
+        shapes[p + "input_layernorm.weight"] = [H]
+        for name, rows, cols in (("q", Q, H), ("k", kv, H), ("v", kv, H)):
+            shapes[p + f"self_attn.{name}_proj.weight"] = [rows, cols]
+            if cfg.bias:
+                shapes[p + f"self_attn.{name}_proj.bias"] = [rows]
+            if cfg.qk_norm and name != "v":
+                shapes[p + f"self_attn.{name}_norm.weight"] = [d]
         shapes.update({
-            p + "input_layernorm.weight": [H],
-            p + "self_attn.q_proj.weight": [H, H], p + "self_attn.q_proj.bias": [H],
-            p + "self_attn.k_proj.weight": [kv, H], p + "self_attn.k_proj.bias": [kv],
-            p + "self_attn.v_proj.weight": [kv, H], p + "self_attn.v_proj.bias": [kv],
-            p + "self_attn.o_proj.weight": [H, H],
+            p + "self_attn.o_proj.weight": [H, Q],
             p + "post_attention_layernorm.weight": [H],
             p + "mlp.gate_proj.weight": [I, H], p + "mlp.up_proj.weight": [I, H],
             p + "mlp.down_proj.weight": [H, I],
@@ -102,10 +116,26 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def rope(x, positions, theta):
-    """x: [T, n_heads, d]; rotates pairs (i, i + d/2) by angle p * theta^(-2i/d)."""
+def rope_inv_freq(d, theta, scaling):
+    """theta^(-2i/d), i < d/2. With Llama 3's rope_scaling (factor, low_freq_factor,
+    high_freq_factor, original_max_position_embeddings = L), by wavelength w = 2 pi / f:
+    w > L / low_freq_factor: f / factor; w < L / high_freq_factor: f; otherwise the blend
+    (1 - s) f / factor + s f with s = (L / w - low_freq_factor) / (high_freq_factor - low_freq_factor)."""
+    f = theta ** (-2.0 * np.arange(d // 2, dtype=np.float64) / d)
+    if scaling is None:
+        return f
+    L, lo, hi, factor = (float(scaling["original_max_position_embeddings"]), scaling["low_freq_factor"],
+                         scaling["high_freq_factor"], scaling["factor"])
+    w = 2 * np.pi / f
+    s = (L / w - lo) / (hi - lo)
+    blended = (1 - s) * f / factor + s * f
+    return np.where(w > L / lo, f / factor, np.where(w < L / hi, f, blended))
+
+
+def rope(x, positions, theta, scaling=None):
+    """x: [T, n_heads, d]; rotates pairs (i, i + d/2) by angle p * inv_freq[i]."""
     d = x.shape[-1]
-    inv_freq = theta ** (-2.0 * np.arange(d // 2, dtype=np.float64) / d)  # [d/2]
+    inv_freq = rope_inv_freq(d, theta, scaling)  # [d/2]
     ang = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]  # [T, d/2]
     cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
@@ -148,11 +178,15 @@ def forward(cfg, W, tokens, cache=None, act_quant=False, margins=None):
     for L in range(cfg.n_layers):
         p = f"model.layers.{L}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], cfg.eps)
-        q = linear_q(h, W[p + "self_attn.q_proj.weight"], W[p + "self_attn.q_proj.bias"])
-        k = linear_q(h, W[p + "self_attn.k_proj.weight"], W[p + "self_attn.k_proj.bias"])
-        v = linear_q(h, W[p + "self_attn.v_proj.weight"], W[p + "self_attn.v_proj.bias"])
-        q = rope(q.reshape(T, cfg.n_heads, d), positions, cfg.theta)
-        k = rope(k.reshape(T, cfg.n_kv, d), positions, cfg.theta)
+        q = linear_q(h, W[p + "self_attn.q_proj.weight"], W.get(p + "self_attn.q_proj.bias"))
+        k = linear_q(h, W[p + "self_attn.k_proj.weight"], W.get(p + "self_attn.k_proj.bias"))
+        v = linear_q(h, W[p + "self_attn.v_proj.weight"], W.get(p + "self_attn.v_proj.bias"))
+        q, k = q.reshape(T, cfg.n_heads, d), k.reshape(T, cfg.n_kv, d)
+        if cfg.qk_norm:  # each head's d values normalized on their own
+            q = rms_norm(q, W[p + "self_attn.q_norm.weight"], cfg.eps)
+            k = rms_norm(k, W[p + "self_attn.k_norm.weight"], cfg.eps)
+        q = rope(q, positions, cfg.theta, cfg.scaling)
+        k = rope(k, positions, cfg.theta, cfg.scaling)
         cache.k[L] = np.concatenate([cache.k[L], k])  # [start + T, n_kv, d]
         cache.v[L] = np.concatenate([cache.v[L], v.reshape(T, cfg.n_kv, d)])
         S = start + T
@@ -165,7 +199,7 @@ def forward(cfg, W, tokens, cache=None, act_quant=False, margins=None):
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             probs = scores / scores.sum(axis=-1, keepdims=True)
             out[:, qh, :] = probs @ cache.v[L][:, kh, :]
-        x = x + linear_q(out.reshape(T, cfg.hidden), W[p + "self_attn.o_proj.weight"])
+        x = x + linear_q(out.reshape(T, cfg.q_dim), W[p + "self_attn.o_proj.weight"])
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], cfg.eps)
         gate = linear_q(h, W[p + "mlp.gate_proj.weight"])
         up = linear_q(h, W[p + "mlp.up_proj.weight"])
@@ -245,6 +279,18 @@ TINY = {
                            num_hidden_layers=2, intermediate_size=192, vocab_size=256,
                            tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6),
                   "BF16"),
+    # Qwen3: head_dim 32 is not hidden / heads (16), untied head, per-head q/k norms.
+    "tiny-qwen3": (17, dict(model_type="qwen3", hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                            head_dim=32, num_hidden_layers=2, intermediate_size=128, vocab_size=256,
+                            tie_word_embeddings=False, rope_theta=1000000.0, rms_norm_eps=1e-6),
+                   "F32"),
+    # Llama 3.2: GQA 4:1, tied, Llama 3.2's rope scaling (factor 32) and theta.
+    "tiny-llama": (19, dict(model_type="llama", hidden_size=128, num_attention_heads=4, num_key_value_heads=1,
+                            num_hidden_layers=2, intermediate_size=192, vocab_size=300,
+                            tie_word_embeddings=True, rope_theta=500000.0, rms_norm_eps=1e-5,
+                            rope_scaling={"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                          "original_max_position_embeddings": 8192, "rope_type": "llama3"}),
+                   "F32"),
 }
 
 MAX_POS = 256
@@ -252,23 +298,33 @@ MIN_MARGIN = 1e-3  # longest reference sequence is 64 + 8 greedy tokens
 
 
 def qwen2_config(overrides, dtype):
+    """config.json with every field the architecture's real configs have."""
     V = overrides["vocab_size"]
+    arch = overrides.get("model_type", "qwen2")
     cfg = {
-        "architectures": ["Qwen2ForCausalLM"],
+        "architectures": [{"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                           "llama": "LlamaForCausalLM"}[arch]],
         "attention_dropout": 0.0,
         "bos_token_id": V - 2,
         "eos_token_id": V - 1,
         "hidden_act": "silu",
         "initializer_range": 0.02,
         "max_position_embeddings": MAX_POS,
-        "max_window_layers": overrides["num_hidden_layers"],
-        "model_type": "qwen2",
-        "sliding_window": MAX_POS,
+        "model_type": arch,
         "torch_dtype": {"F32": "float32", "BF16": "bfloat16"}[dtype],
         "transformers_version": "4.43.1",
         "use_cache": True,
-        "use_sliding_window": False,
     }
+    if arch in ("qwen2", "qwen3"):
+        cfg.update({"max_window_layers": overrides["num_hidden_layers"], "use_sliding_window": False,
+                    "sliding_window": MAX_POS if arch == "qwen2" else None})
+    if arch in ("qwen3", "llama"):
+        cfg.update({"attention_bias": False, "head_dim": overrides.get("head_dim", overrides["hidden_size"] //
+                                                                       overrides["num_attention_heads"])})
+    if arch == "qwen3":
+        cfg.update({"rope_scaling": None, "transformers_version": "4.51.0"})
+    if arch == "llama":
+        cfg.update({"mlp_bias": False, "pretraining_tp": 1, "transformers_version": "4.45.0"})
     cfg.update(overrides)
     return dict(sorted(cfg.items()))
 
@@ -360,6 +416,8 @@ def write_json(path, obj):
 
 def cmd_tiny(args):
     for name, (seed, overrides, dtype) in TINY.items():
+        if args.only and name not in args.only:
+            continue
         d = os.path.join(args.out, name)
         os.makedirs(d, exist_ok=True)
         config = qwen2_config(overrides, dtype)
@@ -422,6 +480,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("tiny", help="write tiny random models and their reference files")
     a.add_argument("--out", default="tests/data/models")
+    a.add_argument("--only", nargs="*", help="these models only (default: all)")
     a.set_defaults(fn=cmd_tiny)
     a = sub.add_parser("export", help="reference logits of an existing model dir")
     a.add_argument("--model", required=True)
