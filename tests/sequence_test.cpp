@@ -133,6 +133,54 @@ TEST(Sequences, BatchedDecodeMatchesAloneBitwise) {
   }
 }
 
+// Speculative verification in a batch: each sequence pushes several rows (its pending token
+// and drafts) in one step, and every row is bitwise the logits of pushing that token alone
+// after the ones before it.
+TEST(Sequences, BatchedDecodeOfSeveralRowsPerSequenceMatchesSingleStepsBitwise) {
+  for (const char* name : {"tiny-gqa7", "tiny-bf16"}) {
+    const Model model = open_model_alone(tiny(name), {.threads = 2});
+    const size_t V = model.vocab_size();
+    const std::vector<std::vector<int32_t>> prompts = {kPromptA, kPromptB, {7}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+    const std::vector<std::vector<int32_t>> rows = {{11, 12, 13}, {14}, {15, 16, 17, 18, 19}, {20, 21}};
+    std::vector<Sequence> seqs;
+    std::vector<Sequence*> batch;
+    std::vector<int32_t> tokens;
+    std::vector<size_t> counts;
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      seqs.push_back(model.new_sequence());
+      model.forward(prompts[b], seqs.back());
+      tokens.insert(tokens.end(), rows[b].begin(), rows[b].end());
+      counts.push_back(rows[b].size());
+    }
+    for (auto& s : seqs) batch.push_back(&s);
+    const uint64_t before = model.positions_pushed();
+    model.decode(batch, tokens, counts);
+    EXPECT_EQ(model.positions_pushed() - before, tokens.size());
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      Sequence single = model.new_sequence();
+      model.forward(prompts[b], single);
+      const std::span<const float> got = seqs[b].logits();
+      ASSERT_EQ(got.size(), rows[b].size() * V) << name << " seq " << b;
+      EXPECT_EQ(seqs[b].length(), prompts[b].size() + rows[b].size());
+      for (size_t r = 0; r < rows[b].size(); ++r) {
+        const std::span<const float> want = model.forward({&rows[b][r], 1}, single);
+        EXPECT_TRUE(same_bits(std::vector<float>(want.begin(), want.end()),
+                              std::vector<float>(got.begin() + static_cast<ptrdiff_t>(r * V),
+                                                 got.begin() + static_cast<ptrdiff_t>((r + 1) * V))))
+            << name << " seq " << b << " row " << r;
+      }
+    }
+    // Bad counts are refused before any work.
+    const std::vector<size_t> short_counts = {1, 1, 1};
+    EXPECT_THROW(model.decode(batch, tokens, short_counts), Error);  // 4 sequences, 3 counts
+    const std::vector<size_t> zero = {3, 0, 5, 3};
+    EXPECT_THROW(model.decode(batch, tokens, zero), Error);
+    const std::vector<size_t> too_many = {3, 1, 5, 3};
+    EXPECT_THROW(model.decode(batch, tokens, too_many), Error);  // 12 counted, 11 tokens
+    EXPECT_EQ(seqs[1].length(), prompts[1].size() + 1);
+  }
+}
+
 // One named intermediate as a tap saw it, its floats copied.
 struct TapRecord {
   std::string name;
@@ -219,6 +267,10 @@ TEST(Sequences, BatchedDecodeRefusesBadBatchesBeforeAnyWork) {
   const int32_t bad[1] = {-1};
   EXPECT_THROW(model.decode(one, bad), Error);
   EXPECT_THROW(model.decode(one, t2), Error);  // 1 sequence, 2 tokens
+  const size_t three[1] = {3};
+  const int32_t t3[3] = {1, 2, 3};
+  Sequence* full_one[1] = {&full};
+  EXPECT_THROW(model.decode(full_one, t3, three), Error);  // no room for 3 rows
   EXPECT_EQ(a.length(), 0u);
   EXPECT_EQ(full.length(), 2u);
 }

@@ -1,4 +1,4 @@
-// `nanoinfer generate` and `chat` with speculative decoding on the embedded default model: the
+// `nanoinfer generate`, `chat` (and `serve`'s flags) with speculative decoding on the embedded default model: the
 // text is byte for byte plain greedy decoding's with every kind of draft (prompt lookup, the
 // model itself, a `quantize --method rtn` copy, the model quantized at load), the statistics
 // line is printed, and every bad flag is a one-line error.
@@ -87,7 +87,9 @@ TEST(SpeculativeCli, EveryDraftGivesThePlainGreedyText) {
 }
 
 // Whatever the step does with a row — a grammar mask, a stop string, sampling — it does the
-// same under speculation, because it sees the same rows.
+// same under speculation, because it sees the same rows. (Sampled, a draft model samples its
+// drafts and they go through rejection sampling: the same distribution, other tokens for the
+// seed; prompt lookup's drafts are point masses, so even the tokens are plain sampling's.)
 TEST(SpeculativeCli, GrammarStopStringsAndSamplingAreUnchanged) {
   const std::vector<std::vector<std::string>> modes = {
       {"--json"}, {"--stop", "\n\n"}, {"--stop", "the"}, {"--temp", "0.8", "--seed", "7"}};
@@ -101,6 +103,10 @@ TEST(SpeculativeCli, GrammarStopStringsAndSamplingAreUnchanged) {
       args.insert(args.end(), extra.begin(), extra.end());
       const auto spec = run_cli(args);
       ASSERT_EQ(spec.status, 0) << spec.err;
+      if (mode[0] == "--temp" && extra[0] == "--draft-self") {
+        EXPECT_EQ(spec.out, run_cli(args).out) << "a seed still fixes the tokens";
+        continue;
+      }
       EXPECT_EQ(spec.out, plain.out) << mode[0] << " " << extra[0];
     }
   }
@@ -137,6 +143,13 @@ TEST(SpeculativeCli, BadFlagsAreOneLineErrors) {
                         "vocabulary has 300 tokens but the target's has 2048");
   expect_one_line_error(run_cli(generate_args("a", {"--draft", (tiny.path() / "nothing").string()})), "--draft ");
   expect_one_line_error(run_cli(generate_args("a", {"--lookup", "x"})), "--lookup");
+  // serve checks them before it loads or listens.
+  expect_one_line_error(run_cli({"serve", "--port", "0", "--lookup", "0"}), "--lookup must be 1 to 64");
+  expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-max", "3"}),
+                        "--draft-max needs --lookup, --draft or --draft-self");
+  expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-self", "int2"}), "--draft-self must be int8 or int4");
+  expect_one_line_error(run_cli({"serve", "--port", "0", "--draft", tiny.path().string()}),
+                        "vocabulary has 300 tokens but the target's has 2048");
 }
 
 // bench generate's speculative A/B: plain and speculative decoding of a text prompt, identical
@@ -208,10 +221,12 @@ TEST(SpeculativeCli, BenchOracleDraftsAcceptAtTheGivenRate) {
 }
 
 TEST(SpeculativeCli, HelpNamesTheFlags) {
-  const auto r = run_cli({"generate", "--help"});
-  ASSERT_EQ(r.status, 0);
-  for (const char* flag : {"--lookup", "--draft ", "--draft-self", "--draft-max"}) {
-    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  for (const char* command : {"generate", "chat", "serve"}) {
+    const auto r = run_cli({command, "--help"});
+    ASSERT_EQ(r.status, 0);
+    for (const char* flag : {"--lookup", "--draft ", "--draft-self", "--draft-max"}) {
+      EXPECT_NE(r.out.find(flag), std::string::npos) << command << " " << flag;
+    }
   }
 }
 

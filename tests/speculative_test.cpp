@@ -141,55 +141,89 @@ TEST(Speculative, PromptLookupDraftsTheLatestLongestMatch) {
   EXPECT_THROW(PromptLookupDrafter(PromptLookupDrafter::kMaxNgram + 1), Error);
 }
 
-TEST(Speculative, AdaptiveLengthGrowsOnAcceptanceAndBacksOffToPlainSteps) {
+// The adaptive length's argmax by hand: with c = 0.15, a pass of k at acceptance a yields
+// (1 + a + .. + a^k) / (1 + 0.15 k) tokens per step; at a = 0.7 that is 1.478, 1.587, 1.600,
+// 1.581 for k = 1..4 (k = 3); a plain step's 1 beats every k only below a ~ 0.15 (c itself).
+TEST(Speculative, AdaptiveLengthIsTheArgmaxOfTokensPerCost) {
+  EXPECT_EQ(DraftLength::best(0.7, 0.15, 16), 3u);
+  EXPECT_EQ(DraftLength::best(0.7, 0.15, 2), 2u);   // capped
+  EXPECT_EQ(DraftLength::best(0.9, 0.15, 16), 8u);
+  EXPECT_EQ(DraftLength::best(0.99, 0.15, 16), 16u);
+  EXPECT_EQ(DraftLength::best(0.2, 0.15, 16), 1u);  // 1.2 / 1.15 = 1.04
+  EXPECT_EQ(DraftLength::best(0.1, 0.15, 16), 0u);  // 1.1 / 1.15 < 1
+  EXPECT_EQ(DraftLength::best(0.9, 0.5, 16), 3u);   // an expensive row: fewer
+  EXPECT_EQ(DraftLength::best(0.99, 1.0, 16), 0u);  // a row as dear as a step never pays
+  EXPECT_EQ(DraftLength::best(1.0, 0.0, 16), 16u);
+}
+
+TEST(Speculative, AdaptiveLengthFollowsTheAcceptanceAndBacksOffToPlainSteps) {
+  // Untimed, c = 0.15, up to 8. The estimate a starts at 0.7 (k = 3); each kept draft moves it
+  // 20% of the way to 1, the first rejected one 20% of the way to 0.
   DraftLength d = DraftLength::adaptive(8);
-  EXPECT_EQ(d.next(), 4u);
-  d.passed(4, 4);
+  EXPECT_EQ(d.next(), 3u);
+  d.passed(3, 3);  // a = 0.8464
+  EXPECT_NEAR(d.acceptance(), 0.8464, 1e-12);
   EXPECT_EQ(d.next(), 6u);
-  d.passed(6, 6);
-  d.passed(8, 8);
+  d.passed(6, 6);  // a = 0.9597
   EXPECT_EQ(d.next(), 8u);  // capped
-  d.passed(8, 3);
-  EXPECT_EQ(d.next(), 3u);  // a rejection: what was accepted
-  d.passed(3, 0);
-  EXPECT_EQ(d.next(), 0u);  // nothing accepted: one plain step, then a probe of 1
+  d.passed(8, 8);  // 0.9932
+  d.passed(8, 8);  // 0.9989
+  d.passed(8, 2);  // 0.9993 after the two kept, 0.7994 after the rejection
+  EXPECT_NEAR(d.acceptance(), 0.7994, 1e-4);
+  EXPECT_EQ(d.next(), 5u);
+  // Drafts that are never kept: a falls by a fifth per pass, 0.6395, 0.5116, 0.4093,
+  // 0.3274, 0.2620, 0.2096, 0.1677 (k = 3, 2, 1, 1, 1, 1, 1), then 0.1341: no k pays.
+  const std::vector<size_t> ks = {3, 2, 1, 1, 1, 1, 1};
+  d.passed(5, 0);
+  for (size_t i = 0; i < ks.size(); ++i) {
+    EXPECT_EQ(d.next(), ks[i]) << i;
+    d.passed(d.next(), 0);
+  }
+  EXPECT_NEAR(d.acceptance(), 0.1341, 1e-4);
+  EXPECT_EQ(d.next(), 0u);  // one plain step, then a probe of 1
   d.plain_step();
   EXPECT_EQ(d.next(), 1u);
-  d.passed(1, 0);  // a failed probe doubles the wait
+  d.passed(1, 0);  // a probe that leaves k at 0 doubles the wait
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(d.next(), 0u);
     d.plain_step();
   }
   EXPECT_EQ(d.next(), 1u);
-  d.passed(1, 1);  // an accepted probe grows again
-  EXPECT_EQ(d.next(), 3u);
-  // Timed: plain steps first, to know what a token costs (1 s here); a pass slower per
-  // token than that backs off like a rejection, a faster one goes on.
+  d.passed(1, 1);  // an accepted probe: a = 0.1073 -> 0.2858, k = 1 again, and the wait resets
+  EXPECT_EQ(d.next(), 1u);
+  // Timed: plain steps first, to know what a step costs (1 s here: the fastest); each pass
+  // then measures c = (seconds / 1 s - 1) / k, the first one taken as it is, the next ones
+  // averaged in with weight 1/4.
   DraftLength t = DraftLength::adaptive(8, /*timed=*/true);
   for (size_t i = 0; i < DraftLength::kTimedStart; ++i) {
     EXPECT_EQ(t.next(), 0u);
     t.plain_step(i == 0 ? 1.0 : 3.0);  // slower steps do not count: the fastest does
   }
-  EXPECT_EQ(t.next(), 4u);
-  t.passed(4, 4, 2.0);  // 5 tokens in 2 s
-  EXPECT_EQ(t.next(), 6u);
-  t.passed(6, 6, 14.0);  // 7 tokens in 14 s: on average 1.2 s per token, slower than plain
-  EXPECT_EQ(t.next(), 0u);
-  t.plain_step(1.0);
-  EXPECT_EQ(t.next(), 1u);
-  t.passed(1, 1, 3.0);  // all accepted, but 1.5 s per token: the wait doubles
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(t.next(), 0u);
-    t.plain_step(1.0);
-  }
-  t.passed(1, 1, 1.0);  // 0.5 s per token
   EXPECT_EQ(t.next(), 3u);
-  for (size_t i = 2; i < DraftLength::kRetime; ++i) t.passed(3, 3, 1.0);  // passes 2 .. kRetime - 1
+  t.passed(3, 3, 1.3);  // c = 0.1, a = 0.8464
+  EXPECT_NEAR(t.row_cost(), 0.1, 1e-12);
+  EXPECT_EQ(t.next(), 7u);
+  t.passed(7, 7, 1.7);  // c = 0.1, a = 0.9678
   EXPECT_EQ(t.next(), 8u);
-  t.passed(8, 8, 1.0);  // the kRetime-th pass since the last plain step: time one again
-  EXPECT_EQ(t.next(), 0u);
-  t.plain_step(1.0);
+  t.passed(8, 8, 9.0);  // this pass's c = 1: c = 0.1 + (1 - 0.1) / 4 = 0.325, still 8
+  EXPECT_NEAR(t.row_cost(), 0.325, 1e-12);
   EXPECT_EQ(t.next(), 8u);
+  t.passed(8, 8, 25.0);  // c = 3: 0.325 + 2.675 / 4 = 0.994, a = 0.9991: k = 3
+  EXPECT_EQ(t.next(), 3u);
+  // Passes far slower than plain steps (every draft kept, 100 s each): c grows past 1, where
+  // no k pays, and the length backs off to plain steps (probing now and then).
+  size_t plain = 0;
+  for (int i = 0; i < 10; ++i) {
+    if (t.next() == 0) {
+      t.plain_step(1.0);
+      ++plain;
+      continue;
+    }
+    t.passed(t.next(), t.next(), 100.0);
+  }
+  EXPECT_GT(t.row_cost(), 1.0);
+  EXPECT_EQ(DraftLength::best(t.acceptance(), t.row_cost(), 8), 0u);
+  EXPECT_EQ(plain, 7u);  // waits of 1, 2 and 4 steps between the passes
   DraftLength f = DraftLength::fixed(5);
   f.passed(5, 0);
   EXPECT_EQ(f.next(), 5u);
@@ -335,10 +369,11 @@ TEST(Speculative, CountsPassesExactly) {
   EXPECT_EQ(useless.cache_length, p + 9);
 }
 
-// The adaptive length bounds what useless drafts cost: 4 drafts, then probes of 1 after waits of
-// 1, 2, 4 .. 64 plain steps. Over 150 tokens (the prefill's and 149 passes of one token each)
-// the probes come after tokens 2, 5, 10, 19, 36, 69 and 134: 11 rows drafted in all, 7% more
-// positions than plain decoding pushes.
+// The adaptive length bounds what useless drafts cost: passes of 3, 2, 2 and then 1 draft
+// while the acceptance estimate falls (after tokens 1 to 7), then probes of 1 after waits of
+// 1, 2, 4 .. 64 plain steps (after tokens 9, 12, 17, 26, 43, 76 and 141). Over 150 tokens
+// (the prefill's and 149 passes of one token each) that is 18 rows drafted in 14 passes, 12%
+// more positions than plain decoding pushes.
 TEST(Speculative, AdaptiveLengthBoundsTheCostOfUselessDrafts) {
   const OpenedModel& m = target();
   const std::string prompt = prompts()[0];
@@ -350,10 +385,10 @@ TEST(Speculative, AdaptiveLengthBoundsTheCostOfUselessDrafts) {
   const Outcome useless = generate(prompt, 150, kGreedy, std::make_unique<OracleDrafter>(truth, 0));
   EXPECT_EQ(useless.tokens, plain.tokens);
   EXPECT_EQ(useless.stats.accepted_tokens, 0u);
-  EXPECT_EQ(useless.stats.verify_passes, 8u);
-  EXPECT_EQ(useless.stats.drafted_tokens, 4u + 7);
+  EXPECT_EQ(useless.stats.verify_passes, 14u);
+  EXPECT_EQ(useless.stats.drafted_tokens, 3u + 2 + 2 + 11);
   EXPECT_EQ(useless.stats.decode_steps, 149u);
-  EXPECT_EQ(useless.pushed, p + 149 + 11);
+  EXPECT_EQ(useless.pushed, p + 149 + 18);
   EXPECT_EQ(plain.pushed, p + 149);
 }
 

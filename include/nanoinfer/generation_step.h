@@ -132,8 +132,17 @@ class GenerationStep {
   // appends it to `history` and streams its text. Returns why generation ended, or nullopt
   // when the caller should push history.back() through the model and call again. Called
   // with a budget of 0 tokens, it ends at once without sampling.
+  //
+  // Speculative verification (nanoinfer/speculative.h) passes the draft this row's logits are
+  // to check: with its distribution `q` (a sampled draft) and temperature > 0 the step chooses
+  // by rejection sampling (Sampler::choose_draft), which keeps the draft with probability
+  // min(1, p/q); otherwise (greedy, or a deterministic draft: q null) it chooses exactly as
+  // without a draft, and the caller keeps the draft when the choice equals it, which for a
+  // point-mass draft is rejection sampling too (kept with probability p(draft); otherwise a
+  // token drawn from p without the draft). Either way the draft was kept iff the token
+  // appended to `history` is `draft`.
   std::optional<StopReason> next(std::span<const float> logits, std::vector<int32_t>& history, size_t room,
-                                 const TextSink& on_text);
+                                 const TextSink& on_text, int32_t draft = -1, const DraftDistribution* q = nullptr);
 
   // Emits the text still held back (an incomplete UTF-8 tail, a possible stop-string start),
   // once generation has ended other than by a stop string; nothing after a stop string.

@@ -65,8 +65,11 @@ class Generator {
                            const StepObserver& observer = {});
 
   // Decodes speculatively from now on (nanoinfer/speculative.h): each step drafts up to
-  // length.next() tokens with `drafter` and verifies them in one forward pass of the model; the
-  // tokens generated are bitwise those of plain decoding. A null drafter decodes plainly.
+  // length.next() tokens with `drafter` and verifies them in one forward pass of the model.
+  // Greedy, and sampled with deterministic drafts (prompt lookup, greedy draft models), the
+  // tokens are bitwise those of plain decoding with the same seed; with sampled drafts they
+  // are chosen by rejection sampling, distributed as plain sampling's. A null drafter decodes
+  // plainly.
   void set_drafter(std::unique_ptr<Drafter> drafter, DraftLength length);
 
   // Adds a logit processor to the sequence's step (restarted with each generate() call).
@@ -94,6 +97,7 @@ class Generator {
   DraftLength draft_length_ = DraftLength::fixed(0);
   DraftLength draft_length_start_ = DraftLength::fixed(0);
   std::vector<int32_t> drafts_;
+  std::span<const DraftDistribution> dists_;  // the drafter's, of drafts_ (empty: point masses)
 };
 
 }  // namespace nanoinfer

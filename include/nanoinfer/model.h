@@ -104,7 +104,8 @@ class Sequence {
   size_t length() const { return cache().length(); }  // positions in the cache
   uint64_t positions_pushed() const;                    // work counter: positions through the model
   uint64_t kv_rows_read() const;                        // work counter: K/V rows attention read
-  // The logits of the last decode() step: [vocab]. (forward() returns its own span.)
+  // The logits of the last decode() step: [rows][vocab], one row per token the sequence pushed
+  // in it. (forward() returns its own span.)
   std::span<const float> logits() const;
 
   // Installs (or, with an empty function, removes) a debug tap called with every named
@@ -159,6 +160,12 @@ class Model {
   // [batch] rows of them); each sequence's tap sees its own row. Throws Error before any work
   // if a sequence is full, repeated or from another model.
   void decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) const;
+  // The same step with counts[i] >= 1 tokens for *seqs[i] (speculative verification: a
+  // sequence's pending token and its drafts), the next counts[i] of `tokens` in order: every
+  // weight matrix is still streamed once for all rows, and each sequence's logits
+  // (Sequence::logits, [counts[i]][vocab]) are bitwise those forward(its tokens, *seqs[i],
+  // true) gives, which are those of pushing its tokens one at a time.
+  void decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, std::span<const size_t> counts) const;
 
   uint64_t positions_pushed() const;  // work counter: positions through the model, all sequences
   size_t bytes_per_token() const;     // weight bytes read per decode step (for GB/s)
@@ -170,6 +177,7 @@ class Model {
 
  private:
   std::span<const float> push(std::span<const int32_t> tokens, Sequence& seq, bool all_logits, bool head) const;
+  void decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, const size_t* counts) const;
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

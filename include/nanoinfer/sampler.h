@@ -65,6 +65,15 @@ struct Candidates {
   std::span<const double> probs;
 };
 
+// The distribution a speculative draft token was drawn from (a drafter's own candidates):
+// ids ascending, probabilities summing to 1.
+struct DraftDistribution {
+  std::vector<int32_t> ids;
+  std::vector<double> probs;
+  void assign(const Candidates& c);
+  double prob_of(int32_t id) const;  // 0 for an id not among the candidates
+};
+
 class Sampler {
  public:
   Sampler(int64_t vocab_size, const SamplerParams& params);
@@ -91,6 +100,15 @@ class Sampler {
   // Inverse CDF: the first candidate (in the order given) whose cumulative probability
   // exceeds u * total. `u` in [0, 1). Throws for an empty set or a sum that is not positive.
   static int32_t draw(const Candidates& candidates, double u);
+
+  // Speculative rejection sampling (Leviathan et al. 2023, Chen et al. 2023) of `draft`, drawn
+  // by a drafter from `q`, against p = select() (the distribution choose() would draw from):
+  // accepts the draft with probability min(1, p(draft) / q(draft)) (one number of the seeded
+  // stream), else draws from normalize(max(0, p - q)) (a second number). The token returned
+  // is then distributed exactly as p, whatever q is: a rejection returns another token
+  // (max(0, p - q) is 0 at a rejected draft, whose p < q). Greedy (temperature 0) is choose().
+  // Call after load() and the processors, in place of choose().
+  int32_t choose_draft(int32_t draft, const DraftDistribution& q);
 
   // filter, then draw as choose() does.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);

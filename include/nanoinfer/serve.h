@@ -14,11 +14,14 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "nanoinfer/engine.h"
+#include "nanoinfer/speculative.h"
 
 namespace nanoinfer {
 
@@ -37,6 +40,11 @@ struct ServeOptions {
   // Origins allowed to call the API from a browser (CORS): "*" or exact origins such as
   // "http://localhost:3000". Empty: no CORS headers, preflights get 404.
   std::vector<std::string> cors_origins;
+  // Speculative decoding (nanoinfer/speculative.h), per sequence inside the batched steps:
+  // makes the drafter of each of the `parallel` sequences, once (null: plain decoding), and
+  // the tokens drafted per pass (unset: adaptive).
+  std::function<std::unique_ptr<Drafter>()> make_drafter;
+  std::optional<size_t> draft_max;
 };
 
 class Server {

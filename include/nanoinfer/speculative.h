@@ -33,6 +33,7 @@
 
 #include "nanoinfer/logit_processor.h"
 #include "nanoinfer/model.h"
+#include "nanoinfer/sampler.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer {
@@ -49,6 +50,12 @@ class Drafter {
   virtual void prefill(std::span<const int32_t> context) { (void)context; }
   // The sequence was forgotten (Generator::reset): drop what was kept for it.
   virtual void reset() {}
+  // Drafts for a sequence sampled with `params` from now on (a server's sequence serves
+  // requests with settings of their own); a drafter that samples or penalises uses them.
+  virtual void set_sampling(const SamplerParams& params) { (void)params; }
+  // The distributions the last draft()'s tokens were drawn from, one per token, for
+  // rejection sampling; empty when they were chosen deterministically (a point mass each).
+  virtual std::span<const DraftDistribution> distributions() const { return {}; }
   virtual std::string_view name() const = 0;
 };
 
@@ -64,20 +71,29 @@ class PromptLookupDrafter final : public Drafter {
   size_t max_ngram_;
 };
 
-// Greedy drafts of a second model (argmax over ids [0, sample_vocab), ties to the lower id),
-// after the target's repetition penalty over the context and the drafts before (a draft that
-// ignored it would be refused wherever the penalty changes the target's choice). Its sequence follows the context: before each draft it keeps the cached positions the
-// context still starts with (KvCache::truncate drops the rest, e.g. rejected drafts) and
-// prefills what it lacks. `draft` must outlive the drafter; it may be the target model itself
-// (then every draft is accepted: a test of the mechanism).
+// Drafts of a second model on its own sequence, chosen by the target's sampling `params`
+// over ids [0, sample_vocab): greedy (argmax, ties to the lower id) at temperature 0, else
+// drawn from the drafter's own distribution q (the same chain: repetition penalty over the
+// context and the drafts before, temperature, top-k, top-p, min-p) with a stream seeded from
+// params.seed, and q kept for rejection sampling (distributions()). A draft that ignored the
+// penalty would be refused wherever it changes the target's choice. Its sequence follows the
+// context: before each draft it keeps the cached positions the context still starts with
+// (KvCache::truncate drops the rest, e.g. rejected drafts) and prefills what it lacks.
+// `draft` must outlive the drafter; it may be the target model itself (then every draft is
+// accepted, greedy or sampled with the target's params: q is p bitwise; a test of the
+// mechanism).
 class ModelDrafter final : public Drafter {
  public:
+  ModelDrafter(const Model& draft, int64_t sample_vocab, const SamplerParams& params);
+  // Greedy drafts under a repetition penalty.
   ModelDrafter(const Model& draft, int64_t sample_vocab, double repetition_penalty = 1.0);
   void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) override;
   void prefill(std::span<const int32_t> context) override;
   void reset() override;  // empties its sequence: the next draft prefills the whole context
   std::string_view name() const override { return "draft model"; }
   const Sequence& sequence() const { return seq_; }
+  std::span<const DraftDistribution> distributions() const override;
+  void set_sampling(const SamplerParams& params) override;
 
  private:
   const Model& model_;
@@ -88,8 +104,12 @@ class ModelDrafter final : public Drafter {
   std::span<const float> push(std::span<const int32_t> context, bool last);
 
   std::vector<int32_t> cached_;  // the tokens seq_'s cache holds
-  std::optional<RepetitionPenalty> penalty_;
+  std::optional<RepetitionPenalty> penalty_;  // greedy, with a penalty
   std::vector<double> scores_;   // [vocab_] with the penalty
+  std::optional<Sampler> sampler_;  // sampled drafts (temperature > 0)
+  Rng rng_;
+  std::vector<DraftDistribution> dists_;  // of the last draft's tokens (sampled)
+  size_t drafted_ = 0;                    // tokens of the last draft
 };
 
 // A draft model must speak the target's vocabulary: the same size and the same bytes for
@@ -98,24 +118,35 @@ void require_same_vocabulary(const Tokenizer& target, const Tokenizer& draft);
 
 // How many tokens to draft for the next verification pass.
 //   fixed(k):     always k (0: never speculate).
-//   adaptive(max): starts at 4 (at most max); a pass whose drafts were all accepted adds 2, a
-//                 rejection sets k to the number accepted. At 0 the sequence decodes plainly
-//                 and probes again with k = 1 after a wait that doubles with each failed probe
-//                 (1, 2, 4 .. 64 steps) and resets when a probe is accepted, so a useless draft
-//                 costs at most one extra row every so often.
-//   adaptive(max, timed = true): also weighs time. It starts with kTimedStart plain steps, and every
-//                 kRetime passes takes another, to know what a plain token costs (the fastest
-//                 plain step so far); a pass whose seconds per token (drafting included,
-//                 averaged with the passes before since the last back-off) exceed that backs
-//                 off as a rejection would. On a machine where verifying k tokens costs nearly k steps, or with a
-//                 draft nearly as slow as the target, speculation thus falls back to plain
-//                 decoding. The tokens are the same either way; only the counts depend on
-//                 timing, so tests use the untimed form.
+//   adaptive(max): the k that maximizes the expected tokens per unit of cost. With a per-draft
+//                 acceptance a (drafts are kept in order, so a pass of k yields
+//                 (1 - a^(k+1)) / (1 - a) tokens on average) and a cost of 1 + c k plain steps
+//                 (c: what one more row costs, drafting and verifying), k is the argmax over
+//                 0..max of (1 - a^(k+1)) / ((1 - a)(1 + c k)); 0 when no k beats a plain step.
+//                 a is estimated from the passes: a moving average (weight kAlphaWeight) over
+//                 each accepted draft (1) and the first rejected one (0), starting at
+//                 kPriorAcceptance; drafts after a rejection say nothing and do not count.
+//                 c is kDefaultRowCost. At k = 0 the sequence decodes plainly and probes again
+//                 with k = 1 after a wait that doubles with each probe that leaves k at 0
+//                 (1, 2, 4 .. 64 steps) and resets when a pass leaves k above 0, so a useless
+//                 draft costs at most one extra row every so often.
+//   adaptive(max, timed = true): c is measured instead. It starts with kTimedStart plain
+//                 steps, and every kRetime passes takes another, to know what a plain step
+//                 costs (the fastest so far); each pass then gives c = (its seconds, drafting
+//                 included, / the plain step - 1) / k, averaged over the passes (weight
+//                 kCostWeight). Where verifying k tokens costs nearly k steps, or the draft is
+//                 nearly as slow as the target, no k beats a plain step and speculation falls
+//                 back to plain decoding. The tokens are the same either way; only the counts
+//                 depend on timing, so tests use the untimed form.
 class DraftLength {
  public:
   static constexpr size_t kDefaultMax = 16;
   static constexpr size_t kRetime = 16;
   static constexpr size_t kTimedStart = 4;  // plain steps timed before the first draft
+  static constexpr double kPriorAcceptance = 0.7;
+  static constexpr double kAlphaWeight = 0.2;
+  static constexpr double kDefaultRowCost = 0.15;
+  static constexpr double kCostWeight = 0.25;
   static DraftLength fixed(size_t k);
   static DraftLength adaptive(size_t max = kDefaultMax, bool timed = false);
 
@@ -128,6 +159,10 @@ class DraftLength {
   void passed(size_t drafted, size_t accepted, double seconds = 0);
   // After a plain decode step (next() was 0, or nothing was drafted) of `seconds`.
   void plain_step(double seconds = 0);
+  double acceptance() const { return alpha_; }  // the current estimate of a
+  double row_cost() const { return row_cost_; }  // the current c
+  // The argmax of the class comment for acceptance a and row cost c, k in 0..max.
+  static size_t best(double a, double c, size_t max);
 
  private:
   DraftLength(size_t k, size_t max, bool adaptive, bool timed)
@@ -139,9 +174,11 @@ class DraftLength {
   bool adaptive_;
   bool timed_;
   size_t wait_ = 0;     // plain steps left before the next probe
-  size_t backoff_ = 1;  // the wait after the next failed probe
+  size_t backoff_ = 1;  // the wait after the next probe that leaves k at 0
+  double alpha_ = kPriorAcceptance;
+  double row_cost_ = kDefaultRowCost;
+  bool cost_measured_ = false;  // row_cost_ comes from a timed pass
   double plain_spt_ = 0;  // seconds of the fastest plain step (0: none yet)
-  double spec_spt_ = 0;   // of speculative passes since the last back-off
   size_t passes_ = 0;     // since the last plain step
 };
 

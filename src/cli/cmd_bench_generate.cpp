@@ -148,7 +148,7 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
   Generator spec(m.model, m.tokenizer, {.temperature = 0.0});
   const StopRules rules{.max_new_tokens = static_cast<int64_t>(n_gen) + 1};
   const TextSink discard = [](std::string_view) {};
-  std::string described = speculation.describe();
+  std::string described = speculation.describe(/*timed=*/true);
   if (f.oracle_rate) {
     plain.generate(prompt, rules, discard);
     const std::vector<int32_t> truth(plain.tokens().begin(), plain.tokens().end());
@@ -160,7 +160,7 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
                             k ? fmt::format("k = {}", *k)
                               : fmt::format("adaptive timed k <= {}", DraftLength::kDefaultMax));
   } else {
-    speculation.attach(spec, m, 1.0);
+    speculation.attach(spec, m, {.temperature = 0.0});
   }
   std::vector<double> plain_ts, spec_ts, draft_share;
   GenerationStats last;
@@ -185,6 +185,10 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
   record["speculation"] = described;
   record["plain_median_ts"] = a.median;
   record["speculative_median_ts"] = b.median;
+  record["plain_min_ts"] = a.min;
+  record["plain_max_ts"] = a.max;
+  record["speculative_min_ts"] = b.min;
+  record["speculative_max_ts"] = b.max;
   record["speedup"] = a.median > 0 ? b.median / a.median : 0.0;
   record["drafted"] = last.drafted_tokens;
   record["accepted"] = last.accepted_tokens;

@@ -76,7 +76,7 @@ void run(const ChatFlags& f) {
   Generator generator(m.model, m.tokenizer, sampling.params());
   // Each reply is constrained on its own: the grammar restarts with every turn.
   if (auto g = grammar_processor(f.grammar, m.tokenizer, options.eos_ids)) generator.add_processor(std::move(g));
-  speculation.attach(generator, m, sampling.params().repetition_penalty);
+  speculation.attach(generator, m, sampling.params());
   ChatSession session(generator, m.tokenizer, f.system,
                       f.special ? SpecialTokens::Parse : SpecialTokens::AsText);
   const bool interactive = ::isatty(STDIN_FILENO) != 0;

@@ -45,14 +45,16 @@ void run(const GenerateFlags& f) {
                weight_type_name(m.model.weight_type()), m.model.options().threads, m.model.max_context(),
                isa_name(m.model.isa()));
     fmt::print(stderr, "{}", sampling.describe());
-    if (speculation.enabled()) fmt::print(stderr, "speculative decoding: {}\n", speculation.describe());
+    if (speculation.enabled()) {
+      fmt::print(stderr, "speculative decoding: {}\n", speculation.describe(speculation.timed(sampling.params())));
+    }
     fmt::print(stderr, "eos ids: {}\nprompt: {} tokens: {}\n", fmt::join(options.eos_ids, ", "), tokens.size(),
                fmt::join(tokens, " "));
   }
 
   Generator generator(m.model, m.tokenizer, sampling.params());
   if (auto g = grammar_processor(f.grammar, m.tokenizer, options.eos_ids)) generator.add_processor(std::move(g));
-  speculation.attach(generator, m, sampling.params().repetition_penalty);
+  speculation.attach(generator, m, sampling.params());
   const GenerationStats s = generator.generate(tokens, options, write_stdout);
   write_stdout("\n");
   if (f.verbose) fmt::print(stderr, "generated ids: {}\n", fmt::join(generator.tokens().subspan(tokens.size()), " "));

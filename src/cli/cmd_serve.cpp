@@ -14,6 +14,7 @@
 #include "common_options.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/serve.h"
+#include "speculation_options.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -31,6 +32,7 @@ struct ServeFlags {
   bool quiet = false;
   bool no_web_page = false;
   std::vector<std::string> cors;
+  SpeculationFlags speculation;
 };
 
 // 127.0.0.0/8 and ::1 (also as an IPv4-mapped address).
@@ -67,8 +69,15 @@ void run(const ServeFlags& f) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  Speculation speculation(f.speculation);
   OpenedModel m = load_model(f.model);
+  speculation.load(f.model, m);
   ServeOptions options;
+  if (speculation.enabled()) {
+    // Each sequence's drafter; its sampling follows each request (Drafter::set_sampling).
+    options.make_drafter = [&speculation, &m] { return speculation.make_drafter(m, {.temperature = 0.0}); };
+    options.draft_max = speculation.draft_max();
+  }
   options.host = f.host;
   options.port = f.port;
   options.parallel = static_cast<size_t>(f.parallel);
@@ -97,6 +106,7 @@ void run(const ServeFlags& f) {
   fmt::print(stderr, "nanoinfer: serving '{}' ({}, context {}, {} parallel, queue {}; load {:.2f} s)\n",
              server.model_id(), m.dir.string(), m.model.max_context(), options.parallel, options.queue,
              m.load_seconds);
+  if (speculation.enabled()) fmt::print(stderr, "nanoinfer: speculative decoding: {}\n", speculation.describe(/*timed=*/false));
   const bool ipv6 = f.host.find(':') != std::string::npos;
   fmt::print("http://{}{}{}:{}/v1\n", ipv6 ? "[" : "", f.host, ipv6 ? "]" : "", server.port());
   std::fflush(stdout);
@@ -128,6 +138,7 @@ void setup_serve(CLI::App& app) {
                  "Connections open at once, 1..900; more are answered 503 and closed (default 512)");
   app.add_option("--model-id", f->model_id, "Model name reported by /v1/models (default: the directory name)");
   app.add_flag("--no-webui", f->no_web_page, "Do not serve the chat page at / (the API only)");
+  add_speculation_flags(app, f->speculation);
   app.add_flag("-q,--quiet", f->quiet, "No access log (by default one line per request on stderr: client, method, "
                "path, status, prompt+completion tokens, seconds)");
   app.add_option("--cors", f->cors,

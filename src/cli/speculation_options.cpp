@@ -19,7 +19,8 @@ void add_speculation_flags(CLI::App& app, SpeculationFlags& flags) {
       ->type_name("N");
   app.add_option("--draft", flags.draft,
                  "Speculative decoding with this draft model (a directory or .gguf with the same tokenizer): it "
-                 "drafts greedily, the model verifies all drafts in one pass; the output is unchanged")
+                 "drafts with the same sampling settings, the model verifies all drafts in one pass (greedy: the "
+                 "output is unchanged; sampled: rejection sampling, the output distribution is unchanged)")
       ->type_name("MODEL");
   app.add_option("--draft-self", flags.draft_self,
                  "Speculative decoding with the model's own weights quantized at load as the draft: int8 or int4")
@@ -75,21 +76,38 @@ void Speculation::load(const ModelFlags& target_flags, const OpenedModel& target
   }
 }
 
-void Speculation::attach(Generator& generator, const OpenedModel& target, double repetition_penalty) const {
-  if (kind_ == Kind::None) return;
-  const DraftLength length = flags_.draft_max ? DraftLength::fixed(static_cast<size_t>(*flags_.draft_max))
-                                              : DraftLength::adaptive(DraftLength::kDefaultMax, /*timed=*/true);
-  if (kind_ == Kind::Lookup) {
-    generator.set_drafter(std::make_unique<PromptLookupDrafter>(static_cast<size_t>(*flags_.lookup)), length);
-  } else {
-    if (!draft_) fail("internal error: the draft model was not loaded");
-    generator.set_drafter(std::make_unique<ModelDrafter>(draft_->model, target.tokenizer.vocab_size(), repetition_penalty), length);
+std::unique_ptr<Drafter> Speculation::make_drafter(const OpenedModel& target, const SamplerParams& sampling) const {
+  switch (kind_) {
+    case Kind::None: return nullptr;
+    case Kind::Lookup: return std::make_unique<PromptLookupDrafter>(static_cast<size_t>(*flags_.lookup));
+    case Kind::Draft:
+    case Kind::DraftSelf:
+      if (!draft_) fail("internal error: the draft model was not loaded");
+      return std::make_unique<ModelDrafter>(draft_->model, target.tokenizer.vocab_size(), sampling);
   }
+  return nullptr;
 }
 
-std::string Speculation::describe() const {
+std::optional<size_t> Speculation::draft_max() const {
+  if (!flags_.draft_max) return std::nullopt;
+  return static_cast<size_t>(*flags_.draft_max);
+}
+
+bool Speculation::timed(const SamplerParams& sampling) const {
+  return !(sampling.temperature > 0 && (kind_ == Kind::Draft || kind_ == Kind::DraftSelf));
+}
+
+void Speculation::attach(Generator& generator, const OpenedModel& target, const SamplerParams& sampling) const {
+  if (kind_ == Kind::None) return;
+  attached_timed_ = timed(sampling);
+  const DraftLength length = flags_.draft_max ? DraftLength::fixed(static_cast<size_t>(*flags_.draft_max))
+                                              : DraftLength::adaptive(DraftLength::kDefaultMax, attached_timed_);
+  generator.set_drafter(make_drafter(target, sampling), length);
+}
+
+std::string Speculation::describe(bool timed) const {
   const std::string k = flags_.draft_max ? fmt::format("k = {}", *flags_.draft_max)
-                                         : fmt::format("adaptive timed k <= {}", DraftLength::kDefaultMax);
+                                         : fmt::format("adaptive{} k <= {}", timed ? " timed" : "", DraftLength::kDefaultMax);
   switch (kind_) {
     case Kind::None: return "off";
     case Kind::Lookup: return fmt::format("prompt lookup (n-grams up to {}), {}", *flags_.lookup, k);
@@ -102,7 +120,7 @@ std::string Speculation::describe() const {
 std::string Speculation::stats_line(const GenerationStats& s) const {
   return fmt::format("speculation: {} | drafted {}, accepted {} ({:.1f}%) | {} verification passes, {:.2f} tokens "
                      "per pass | {} target passes for {} tokens",
-                     describe(), s.drafted_tokens, s.accepted_tokens, 100.0 * s.acceptance_rate(), s.verify_passes,
+                     describe(attached_timed_), s.drafted_tokens, s.accepted_tokens, 100.0 * s.acceptance_rate(), s.verify_passes,
                      s.tokens_per_verify_pass(), s.decode_steps, s.decode_tokens);
 }
 

@@ -1,4 +1,4 @@
-// Speculative decoding flags (generate, chat): --lookup N, --draft MODEL, --draft-self TYPE and
+// Speculative decoding flags (generate, chat, serve, bench generate): --lookup N, --draft MODEL, --draft-self TYPE and
 // --draft-max K; the draft model they load, and the stderr line of acceptance statistics.
 #pragma once
 
@@ -33,11 +33,20 @@ class Speculation {
   bool enabled() const { return kind_ != Kind::None; }
   void load(const ModelFlags& target_flags, const OpenedModel& target);
   // Makes `generator` decode speculatively as asked (nothing when not enabled); a draft model
-  // applies the generator's repetition penalty too.
-  void attach(Generator& generator, const OpenedModel& target, double repetition_penalty) const;
+  // drafts with the generator's sampling params (greedy, or sampled for rejection sampling).
+  void attach(Generator& generator, const OpenedModel& target, const SamplerParams& sampling) const;
+  // A drafter as asked (null when not enabled): prompt lookup, or the draft model drafting
+  // with `sampling` (serve: one per sequence, set_sampling per request).
+  std::unique_ptr<Drafter> make_drafter(const OpenedModel& target, const SamplerParams& sampling) const;
+  std::optional<size_t> draft_max() const;  // --draft-max: fixed tokens per pass; unset: adaptive
   // "prompt lookup (n-grams up to 3), adaptive k <= 16" and the like.
-  std::string describe() const;
-  // One line for stderr: drafted, accepted (rate), verification passes, tokens per pass.
+  std::string describe(bool timed) const;
+  // Whether attach() times the adaptive length: not when a draft model samples its drafts
+  // (temperature > 0), whose tokens then depend on how many are drafted, so a timed k would
+  // make a seed's output vary from run to run; untimed, k follows the tokens alone.
+  bool timed(const SamplerParams& sampling) const;
+  // One line for stderr: drafted, accepted (rate), verification passes, tokens per pass (as
+  // the last attach() set it up).
   std::string stats_line(const GenerationStats& s) const;
 
  private:
@@ -46,6 +55,7 @@ class Speculation {
   Kind kind_ = Kind::None;
   std::optional<WeightType> self_type_;
   std::unique_ptr<OpenedModel> draft_;
+  mutable bool attached_timed_ = true;
 };
 
 }  // namespace nanoinfer::cli

@@ -140,7 +140,8 @@ void GenerationStep::add_processor(std::unique_ptr<LogitProcessor> processor) {
 }
 
 std::optional<StopReason> GenerationStep::next(std::span<const float> logits, std::vector<int32_t>& history,
-                                               size_t room, const TextSink& on_text) {
+                                               size_t room, const TextSink& on_text, int32_t draft,
+                                               const DraftDistribution* q) {
   if (finished_) fail("internal error: a generation step was called after its generation ended");
   if (generated_ >= static_cast<size_t>(rules_.max_new_tokens)) {
     finished_ = true;
@@ -157,7 +158,7 @@ std::optional<StopReason> GenerationStep::next(std::span<const float> logits, st
   try {
     const std::span<double> scores = sampler_.load(sampled);
     for (const auto& p : processors_) p->process(scores, history);
-    id = sampler_.choose();
+    id = q != nullptr && draft >= 0 ? sampler_.choose_draft(draft, *q) : sampler_.choose();
     for (const auto& p : processors_) p->accept(id);
     if (observer_) observer_({generated_, id, sampled, scores});
   } catch (const Error& e) {

@@ -103,7 +103,9 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
     size_t accepted = 0;
     for (size_t r = 0; r < rows; ++r) {
       const size_t before = step_.generated();
-      end = step_.next(logits.subspan(r * vocab, vocab), history_, capacity - (first + r + 1), on_text);
+      const bool verifying = r < drafted;
+      end = step_.next(logits.subspan(r * vocab, vocab), history_, capacity - (first + r + 1), on_text,
+                       verifying ? drafts_[r] : -1, verifying && r < dists_.size() ? &dists_[r] : nullptr);
       const bool kept = step_.generated() > before;
       const bool chose = kept || end == StopReason::Eos;
       if (decode_pass && chose) ++stats.decode_tokens;
@@ -134,6 +136,7 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
     // The step's last token is pending (not in the cache). Draft what may follow it, at most
     // what the context and the token budget leave room for besides the step's own token.
     drafts_.clear();
+    dists_ = {};
     pass_start = Clock::now();
     if (drafter_) {
       const size_t k = std::min({draft_length_.next(), capacity - seq_.cache().length() - 1,
@@ -143,6 +146,7 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
         stats.draft_seconds += seconds_since(pass_start);
       }
       if (drafts_.size() > k) drafts_.resize(k);
+      if (!drafts_.empty()) dists_ = drafter_->distributions();
     }
     to_push_.assign(1, history_.back());
     to_push_.insert(to_push_.end(), drafts_.begin(), drafts_.end());

@@ -285,6 +285,46 @@ int32_t Sampler::choose() {
   return draw(c, rng_.next_double());
 }
 
+void DraftDistribution::assign(const Candidates& c) {
+  ids.assign(c.ids.begin(), c.ids.end());
+  probs.assign(c.probs.begin(), c.probs.end());
+}
+
+double DraftDistribution::prob_of(int32_t id) const {
+  const auto it = std::lower_bound(ids.begin(), ids.end(), id);
+  return it != ids.end() && *it == id ? probs[static_cast<size_t>(it - ids.begin())] : 0.0;
+}
+
+int32_t Sampler::choose_draft(int32_t draft, const DraftDistribution& q) {
+  if (params_.temperature == 0.0) return choose();
+  const Candidates p = select();
+  const double q_draft = q.prob_of(draft);
+  if (!(q_draft > 0.0)) fail("internal error: draft token {} is not in the distribution it was drawn from", draft);
+  const auto at = std::lower_bound(p.ids.begin(), p.ids.end(), draft);
+  const double p_draft = at != p.ids.end() && *at == draft ? p.probs[static_cast<size_t>(at - p.ids.begin())] : 0.0;
+  // Accept with probability min(1, p/q): u < p/q, written without the division.
+  if (rng_.next_double() * q_draft < p_draft) return draft;
+  // The residual max(0, p - q) over p's candidates (q's ids and p's are both ascending), in
+  // place of p, keeping only the positive entries so that no rounding can draw a zero.
+  const size_t n = p.ids.size();
+  int32_t* ids = kept_ids_.data();
+  double* probs = kept_probs_.data();
+  size_t kept = 0, j = 0;
+  for (size_t i = 0; i < n; ++i) {
+    while (j < q.ids.size() && q.ids[j] < ids[i]) ++j;
+    const double qi = j < q.ids.size() && q.ids[j] == ids[i] ? q.probs[j] : 0.0;
+    const double r = probs[i] - qi;
+    if (r > 0.0) {
+      ids[kept] = ids[i];
+      probs[kept++] = r;
+    }
+  }
+  // Nothing left: p <= q everywhere, so p == q up to rounding (both sum to 1) and the
+  // rejection itself was rounding: the draft stands, as it would in exact arithmetic.
+  if (kept == 0) return draft;
+  return draw({{ids, kept}, {probs, kept}}, rng_.next_double());
+}
+
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   penalty_.process(load(logits), history);
   return choose();

@@ -34,11 +34,31 @@ void PromptLookupDrafter::draft(std::span<const int32_t> context, size_t k, std:
 
 // ---- ModelDrafter -----------------------------------------------------------------------------
 
-ModelDrafter::ModelDrafter(const Model& draft, int64_t sample_vocab, double repetition_penalty)
+ModelDrafter::ModelDrafter(const Model& draft, int64_t sample_vocab, const SamplerParams& params)
     : model_(draft),
       vocab_(std::min(static_cast<size_t>(std::max<int64_t>(sample_vocab, 1)), draft.vocab_size())),
-      seq_(draft.new_sequence()) {
-  if (repetition_penalty != 1.0) penalty_.emplace(static_cast<int64_t>(vocab_), repetition_penalty);
+      seq_(draft.new_sequence()),
+      rng_(0) {
+  set_sampling(params);
+}
+
+void ModelDrafter::set_sampling(const SamplerParams& params) {
+  sampler_.reset();
+  penalty_.reset();
+  rng_ = Rng(params.seed ^ 0x6a09e667f3bcc908ull);  // a stream apart from the target's
+  if (params.temperature > 0.0) {
+    sampler_.emplace(static_cast<int64_t>(vocab_), params);
+  } else if (params.repetition_penalty != 1.0) {
+    penalty_.emplace(static_cast<int64_t>(vocab_), params.repetition_penalty);
+  }
+}
+
+ModelDrafter::ModelDrafter(const Model& draft, int64_t sample_vocab, double repetition_penalty)
+    : ModelDrafter(draft, sample_vocab, SamplerParams{.temperature = 0.0, .repetition_penalty = repetition_penalty}) {}
+
+std::span<const DraftDistribution> ModelDrafter::distributions() const {
+  if (!sampler_) return {};
+  return std::span<const DraftDistribution>(dists_).first(drafted_);
 }
 
 std::span<const float> ModelDrafter::push(std::span<const int32_t> context, bool last) {
@@ -60,6 +80,7 @@ void ModelDrafter::prefill(std::span<const int32_t> context) {
 
 void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) {
   out.clear();
+  drafted_ = 0;
   if (context.empty() || k == 0) return;
   const size_t capacity = seq_.cache().capacity();
   // Pushing the context and all drafts but the last must fit in the draft's own context.
@@ -71,7 +92,12 @@ void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector
   // cached_ is the context and then the drafts so far: the penalty's context.
   while (true) {
     int32_t best = 0;  // max_element: the first of ties
-    if (penalty_) {
+    if (sampler_) {
+      const Candidates q = sampler_->filter(logits.first(vocab_), cached_);
+      if (dists_.size() <= drafted_) dists_.resize(drafted_ + 1);
+      dists_[drafted_].assign(q);
+      best = Sampler::draw(q, rng_.next_double());
+    } else if (penalty_) {
       scores_.assign(logits.begin(), logits.begin() + static_cast<ptrdiff_t>(vocab_));
       penalty_->process(scores_, cached_);
       best = static_cast<int32_t>(std::max_element(scores_.begin(), scores_.end()) - scores_.begin());
@@ -80,6 +106,7 @@ void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector
                                   logits.begin());
     }
     out.push_back(best);
+    drafted_ = out.size();
     if (out.size() == k) return;
     logits = model_.forward({&out.back(), 1}, seq_);
     cached_.push_back(out.back());
@@ -116,31 +143,51 @@ DraftLength DraftLength::fixed(size_t k) { return DraftLength(k, k, false, false
 
 DraftLength DraftLength::adaptive(size_t max, bool timed) {
   if (max == 0) fail("the adaptive draft length needs a maximum of at least 1");
-  return DraftLength(std::min<size_t>(4, max), max, true, timed);
+  DraftLength d(0, max, true, timed);
+  d.k_ = best(d.alpha_, d.row_cost_, max);
+  return d;
+}
+
+size_t DraftLength::best(double a, double c, size_t max) {
+  a = std::clamp(a, 0.0, 0.999);
+  size_t k_best = 0;
+  double value_best = 1.0;  // a plain step: one token for one step
+  double tokens = 1.0, power = 1.0;  // (1 - a^(k+1)) / (1 - a) = 1 + a + .. + a^k
+  for (size_t k = 1; k <= max; ++k) {
+    power *= a;
+    tokens += power;
+    const double value = tokens / (1.0 + c * static_cast<double>(k));
+    if (value > value_best) {
+      value_best = value;
+      k_best = k;
+    }
+  }
+  return k_best;
 }
 
 void DraftLength::back_off() {
   wait_ = backoff_;
   backoff_ = std::min(kMaxWait, 2 * backoff_);
   k_ = 1;  // the probe after the wait
-  spec_spt_ = 0;
 }
 
 void DraftLength::passed(size_t drafted, size_t accepted, double seconds) {
   if (!adaptive_ || drafted == 0) return;
-  k_ = accepted >= drafted ? std::min(max_, k_ + 2) : accepted;
-  bool slower = false;
+  // Trials: each accepted draft, then the first rejected one; later drafts were never tried.
+  for (size_t i = 0; i < accepted; ++i) alpha_ += kAlphaWeight * (1.0 - alpha_);
+  if (accepted < drafted) alpha_ -= kAlphaWeight * alpha_;
   if (timed_ && seconds > 0 && plain_spt_ > 0) {
-    const double spt = seconds / static_cast<double>(accepted + 1);
-    spec_spt_ = spec_spt_ > 0 ? 0.5 * (spec_spt_ + spt) : spt;
-    slower = spec_spt_ > plain_spt_;
+    const double c = std::max(0.0, (seconds / plain_spt_ - 1.0) / static_cast<double>(drafted));
+    row_cost_ = cost_measured_ ? row_cost_ + kCostWeight * (c - row_cost_) : c;
+    cost_measured_ = true;
   }
-  if (accepted > 0 && !slower) backoff_ = 1;
-  if (k_ == 0 || slower) {
+  k_ = best(alpha_, row_cost_, max_);
+  if (k_ == 0) {
     back_off();
-  } else if (timed_ && ++passes_ >= kRetime) {
-    wait_ = 1;  // time a plain step again
+    return;
   }
+  backoff_ = 1;
+  if (timed_ && ++passes_ >= kRetime) wait_ = 1;  // time a plain step again
 }
 
 void DraftLength::plain_step(double seconds) {

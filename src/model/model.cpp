@@ -21,7 +21,8 @@
 //
 // The layer loop is written once, for a step of n rows that belong to one or more sequences
 // (StepPart): a prefill chunk is n rows of one sequence (longer inputs are pushed through in
-// chunks of up to max_batch tokens), a batched decode step one row of each of n sequences.
+// chunks of up to max_batch tokens), a batched decode step one row of each of n sequences (or
+// several: a speculative verification pass's pending token and drafts).
 // Only attention tells the sequences apart: each part attends over its own cache. A step's
 // activations are buffers of its sequence (of the first one, for a batched step), grown to the
 // largest step run in them; the Model itself holds nothing that a step writes.
@@ -66,7 +67,7 @@ struct Activations {
 struct Sequence::State {
   // One sequence's rows in a step: rows [row, row + n) of the activations are its tokens at
   // positions pos .. pos + n - 1. A prefill chunk is one part of n rows; a batched decode step
-  // is one part of one row per sequence.
+  // is one part of one row (or, verifying drafts, a few rows) per sequence.
   struct Part {
     State* seq;
     size_t row;
@@ -83,6 +84,7 @@ struct Sequence::State {
   // [rows][vocab]: one row, or every position of the largest all_logits request (or batched
   // step it came first in) so far: the caller asked for that much output; grown, never per token.
   std::vector<float> logits;
+  size_t rows = 1;             // logits rows of the last decode step (Sequence::logits)
   uint64_t positions_pushed = 0;
   AttentionWork attention;    // attention's scratch (sized for decode at creation) and K/V rows read
   Tap tap;
@@ -370,40 +372,68 @@ std::span<const float> Model::push(std::span<const int32_t> tokens, Sequence& se
 }
 
 void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) const {
+  if (seqs.size() != tokens.size()) fail("decode: {} sequences but {} tokens", seqs.size(), tokens.size());
+  decode_rows(seqs, tokens, nullptr);
+}
+
+void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
+                   std::span<const size_t> counts) const {
+  if (seqs.size() != counts.size()) fail("decode: {} sequences but {} token counts", seqs.size(), counts.size());
+  size_t total = 0;
+  for (size_t b = 0; b < counts.size(); ++b) {
+    if (counts[b] == 0) fail("decode: sequence {} has no tokens", b);
+    total += counts[b];
+  }
+  if (total != tokens.size()) fail("decode: the counts add up to {} tokens but {} were given", total, tokens.size());
+  decode_rows(seqs, tokens, counts.data());
+}
+
+// counts: the tokens of each sequence, or null for one each.
+void Model::decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, const size_t* counts) const {
   const Impl& m = *impl_;
-  const size_t B = seqs.size(), V = m.vocab();
-  if (B != tokens.size()) fail("decode: {} sequences but {} tokens", B, tokens.size());
+  const size_t B = seqs.size(), V = m.vocab(), n = tokens.size();
   if (B == 0) return;
+  const auto count = [&](size_t b) -> size_t { return counts ? counts[b] : 1; };
   for (size_t b = 0; b < B; ++b) {
     const Sequence::State& s = *seqs[b]->state_;
     if (s.owner != &m) fail("decode: sequence {} belongs to a different model", b);
     if (s.cache.step_open()) fail("decode: sequence {} has an uncommitted step", b);
-    if (s.cache.length() == s.cache.capacity()) fail("decode: sequence {} is full ({} positions)", b, s.cache.capacity());
-    if (tokens[b] < 0 || static_cast<size_t>(tokens[b]) >= V) {
-      fail("decode: token id {} of sequence {} is out of range for a vocabulary of {}", tokens[b], b, V);
+    if (count(b) > s.cache.capacity() - s.cache.length()) {
+      fail("decode: {} tokens do not fit in sequence {} ({} of {} positions in use)", count(b), b, s.cache.length(),
+           s.cache.capacity());
     }
     for (size_t c = 0; c < b; ++c)
       if (seqs[c] == seqs[b]) fail("decode: sequence {} appears twice in the batch", b);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= V) {
+      fail("decode: token id {} at index {} is out of range for a vocabulary of {}", tokens[i], i, V);
+    }
   }
 
   // The step runs in the first sequence's buffers, grown to the batch (then reused), and its
   // logits rows land there; the other sequences' rows are copied to them.
   const std::lock_guard<std::mutex> lock(m.pool_busy);
   Sequence::State& first = *seqs[0]->state_;
-  m.reserve(first.act, B);
-  if (first.logits.size() < B * V) first.logits.resize(B * V);
+  m.reserve(first.act, n);
+  if (first.logits.size() < n * V) first.logits.resize(n * V);
   std::vector<Sequence::State::Part>& parts = first.batch;
   parts.clear();
-  for (size_t b = 0; b < B; ++b) {
+  for (size_t b = 0, row = 0; b < B; row += count(b), ++b) {
     Sequence::State& s = *seqs[b]->state_;
-    parts.push_back({&s, b, 1, s.cache.length()});
+    parts.push_back({&s, row, count(b), s.cache.length()});
   }
-  m.step(first.act, parts, tokens.data(), B, B, first.logits.data());
-  for (size_t b = 1; b < B; ++b) std::memcpy(seqs[b]->state_->logits.data(), first.logits.data() + b * V, V * sizeof(float));
+  m.step(first.act, parts, tokens.data(), n, n, first.logits.data());
+  for (const Sequence::State::Part& p : parts) {
+    p.seq->rows = p.n;
+    if (p.row == 0) continue;
+    if (p.seq->logits.size() < p.n * V) p.seq->logits.resize(p.n * V);
+    std::memcpy(p.seq->logits.data(), first.logits.data() + p.row * V, p.n * V * sizeof(float));
+  }
 }
 
 std::span<const float> Sequence::logits() const {
-  return {state_->logits.data(), state_->vocab};
+  return {state_->logits.data(), state_->rows * state_->vocab};
 }
 
 }  // namespace nanoinfer

@@ -40,6 +40,12 @@ void Metrics::add_tokens(size_t prompt, size_t completion) {
   completion_tokens_ += completion;
 }
 
+void Metrics::add_drafts(size_t drafted, size_t accepted) {
+  std::lock_guard lock(mutex_);
+  drafted_tokens_ += drafted;
+  accepted_tokens_ += accepted;
+}
+
 void Metrics::time_to_first_token(double seconds) {
   std::lock_guard lock(mutex_);
   ttft_.observe(seconds);
@@ -64,6 +70,12 @@ std::string Metrics::render(size_t queue_depth, size_t active_sequences) const {
       "# HELP nanoinfer_completion_tokens_total Tokens generated.\n"
       "# TYPE nanoinfer_completion_tokens_total counter\nnanoinfer_completion_tokens_total {}\n",
       prompt_tokens_, completion_tokens_);
+  out += fmt::format(
+      "# HELP nanoinfer_draft_tokens_total Tokens drafted for speculative verification.\n"
+      "# TYPE nanoinfer_draft_tokens_total counter\nnanoinfer_draft_tokens_total {}\n"
+      "# HELP nanoinfer_draft_accepted_tokens_total Drafted tokens kept.\n"
+      "# TYPE nanoinfer_draft_accepted_tokens_total counter\nnanoinfer_draft_accepted_tokens_total {}\n",
+      drafted_tokens_, accepted_tokens_);
   out += ttft_.render("nanoinfer_time_to_first_token_seconds",
                       "Submission to the first sampled token: queue wait and prefill included.");
   out += token_latency_.render("nanoinfer_time_per_output_token_seconds",

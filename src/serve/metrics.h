@@ -30,6 +30,7 @@ class Metrics {
   Metrics();
   void count_request(int status);
   void add_tokens(size_t prompt, size_t completion);
+  void add_drafts(size_t drafted, size_t accepted);  // speculative decoding
   void time_to_first_token(double seconds);
   void time_per_token(double seconds);
   // The gauges are read from the scheduler when rendering.
@@ -40,6 +41,8 @@ class Metrics {
   std::map<int, uint64_t> requests_;  // by HTTP status
   uint64_t prompt_tokens_ = 0;
   uint64_t completion_tokens_ = 0;
+  uint64_t drafted_tokens_ = 0;
+  uint64_t accepted_tokens_ = 0;
   Histogram ttft_;
   Histogram token_latency_;
 };

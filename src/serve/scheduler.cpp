@@ -76,6 +76,10 @@ struct Scheduler::Slot {
   std::shared_ptr<Channel> channel;
   Job job;
   std::optional<GenerationStep> step;  // while busy
+  std::unique_ptr<Drafter> drafter;    // SchedulerOptions::make_drafter's, for every request
+  DraftLength length = DraftLength::fixed(0);
+  std::vector<int32_t> drafts;         // of the pass being verified
+  std::span<const DraftDistribution> dists;  // the drafter's, of `drafts` (empty: point masses)
   Clock::time_point submitted, last_token;
 };
 
@@ -92,6 +96,7 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, const Sched
   for (size_t i = 0; i < options_.parallel; ++i) {
     auto slot = std::make_unique<Slot>();
     slot->seq = model_.new_sequence();
+    if (options_.make_drafter) slot->drafter = options_.make_drafter();
     slots_.push_back(std::move(slot));
   }
   thread_ = std::thread([this] { loop(); });
@@ -145,6 +150,7 @@ void Scheduler::loop() {
   std::vector<Queued> admitted;
   std::vector<Sequence*> seqs;
   std::vector<int32_t> tokens;
+  std::vector<size_t> counts;
   std::vector<Slot*> stepping;
   while (true) {
     admitted.clear();
@@ -205,23 +211,27 @@ void Scheduler::loop() {
       if (s->prefilled < s->job.prompt.size()) prefill(*s);
     }
 
+    // Every decoding sequence's pending token, then its drafts, as rows of one step.
     seqs.clear();
     tokens.clear();
+    counts.clear();
     stepping.clear();
     for (const auto& s : slots_) {
-      if (!s->busy || s->prefilled < s->job.prompt.size()) continue;
+      if (!s->busy || s->prefilled < s->job.prompt.size() || !draft(*s)) continue;
       seqs.push_back(&s->seq);
       tokens.push_back(s->history.back());
+      tokens.insert(tokens.end(), s->drafts.begin(), s->drafts.end());
+      counts.push_back(1 + s->drafts.size());
       stepping.push_back(s.get());
     }
     if (stepping.empty()) continue;
     try {
-      model_.decode(seqs, tokens);
+      model_.decode(seqs, tokens, counts);
     } catch (const std::exception& e) {
       for (Slot* s : stepping) finish(*s, Outcome::Failed, FinishReason::Stop, e.what());
       continue;
     }
-    for (Slot* s : stepping) accept_token(*s, s->seq.logits());
+    for (Slot* s : stepping) accept_tokens(*s, s->seq.logits(), /*decoding=*/true);
   }
 
   // Shutting down: nothing more runs; every waiting handler is released.
@@ -283,6 +293,12 @@ void Scheduler::start(Slot& slot, Queued q) {
   slot.seq.cache().truncate(keep);
   slot.history = prompt;
   slot.prefilled = keep;  // the loop prefills the rest, a chunk per step
+  slot.drafts.clear();
+  slot.dists = {};
+  if (slot.drafter) {
+    slot.drafter->set_sampling(slot.job.sampling);
+    slot.length = options_.draft_max ? DraftLength::fixed(*options_.draft_max) : DraftLength::adaptive();
+  }
 }
 
 void Scheduler::prefill(Slot& slot) {
@@ -299,30 +315,83 @@ void Scheduler::prefill(Slot& slot) {
   }
   slot.prefilled += n;
   ++slot.channel->chunks_;
-  if (slot.prefilled == prompt.size()) accept_token(slot, logits);
+  if (slot.prefilled < prompt.size()) return;
+  accept_tokens(slot, logits, /*decoding=*/false);
+  // A draft model prefills the prompt now, not in its first draft. (Finished: a failure, or
+  // a request that ended with its first token, leaves it for the slot's next request.)
+  if (slot.drafter && slot.busy) {
+    try {
+      slot.drafter->prefill(prompt);
+    } catch (const std::exception& e) {
+      finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
+    }
+  }
 }
 
-// After each forward pass of a slot's sequence: its generation step chooses the next token,
-// streams its text to the channel and says whether the generation ended.
-void Scheduler::accept_token(Slot& slot, std::span<const float> logits) {
-  Channel& channel = *slot.channel;
-  const size_t before = slot.step->generated();
-  std::optional<StopReason> end;
+// Up to k drafts for the token after the pending one, as many as the context and the token
+// budget leave room for besides the step's own token (as Generator drafts).
+bool Scheduler::draft(Slot& slot) {
+  slot.drafts.clear();
+  slot.dists = {};
+  if (!slot.drafter) return true;
+  const size_t room = slot.seq.cache().capacity() - slot.seq.length() - 1;
+  const size_t budget = static_cast<size_t>(slot.job.max_tokens) - slot.step->generated() - 1;
+  const size_t k = std::min({slot.length.next(), room, budget});
+  if (k == 0) return true;
   try {
-    end = slot.step->next(logits, slot.history, slot.seq.cache().capacity() - slot.seq.length(),
-                          [&](std::string_view t) { channel.append(t); });
+    slot.drafter->draft(slot.history, k, slot.drafts);
   } catch (const std::exception& e) {
     finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
-    return;
+    return false;
   }
-  if (slot.step->generated() > before || end == StopReason::Eos) {
-    const Clock::time_point now = Clock::now();
-    if (before == 0) {
-      metrics_.time_to_first_token(std::chrono::duration<double>(now - slot.submitted).count());
-    } else {
-      metrics_.time_per_token(std::chrono::duration<double>(now - slot.last_token).count());
+  if (slot.drafts.size() > k) slot.drafts.resize(k);
+  if (!slot.drafts.empty()) slot.dists = slot.drafter->distributions();
+  return true;
+}
+
+// After each forward pass of a slot's sequence: its generation step chooses the next token
+// from each row in turn, streams its text to the channel and says whether the generation
+// ended; rows after a rejected draft are dropped, from the cache too.
+void Scheduler::accept_tokens(Slot& slot, std::span<const float> logits, bool decoding) {
+  Channel& channel = *slot.channel;
+  const size_t vocab = model_.vocab_size();
+  const size_t rows = logits.size() / vocab, drafted = rows - 1;
+  const size_t first = slot.seq.length() - rows;  // the position of row 0
+  size_t accepted = 0;
+  std::optional<StopReason> end;
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t before = slot.step->generated();
+    const bool verifying = r < drafted;
+    try {
+      end = slot.step->next(logits.subspan(r * vocab, vocab), slot.history,
+                            slot.seq.cache().capacity() - (first + r + 1), [&](std::string_view t) { channel.append(t); },
+                            verifying ? slot.drafts[r] : -1, verifying && r < slot.dists.size() ? &slot.dists[r] : nullptr);
+    } catch (const std::exception& e) {
+      finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
+      return;
     }
-    slot.last_token = now;
+    const bool kept = slot.step->generated() > before;
+    if (kept || end == StopReason::Eos) {
+      const Clock::time_point now = Clock::now();
+      if (before == 0) {
+        metrics_.time_to_first_token(std::chrono::duration<double>(now - slot.submitted).count());
+      } else {
+        metrics_.time_per_token(std::chrono::duration<double>(now - slot.last_token).count());
+      }
+      slot.last_token = now;
+    }
+    const bool match = kept && verifying && slot.history.back() == slot.drafts[r];
+    if (match) ++accepted;
+    if (end || !match) break;
+  }
+  if (drafted > 0) {
+    slot.length.passed(drafted, accepted);
+    channel.drafted_ += drafted;
+    channel.accepted_ += accepted;
+    metrics_.add_drafts(drafted, accepted);
+    slot.seq.cache().truncate(first + 1 + accepted);  // the pending token and the drafts kept
+  } else if (decoding && slot.drafter) {
+    slot.length.plain_step();
   }
   if (!end) return;
   const bool length = *end == StopReason::MaxTokens || *end == StopReason::ContextFull;

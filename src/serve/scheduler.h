@@ -10,6 +10,14 @@
 // prefill and batched decoding are bitwise what each sequence would compute alone, so a
 // request's output does not depend on what else is running.
 //
+// With a drafter (SchedulerOptions::make_drafter: prompt lookup or a draft model, one per slot,
+// kept across requests), each decoding sequence drafts up to k tokens before the step and
+// pushes its pending token and drafts as rows of the same batched Model::decode call, which
+// computes every row bitwise as the sequence alone would; its GenerationStep then verifies the
+// rows in order exactly as Generator does (nanoinfer/speculative.h: greedy output unchanged,
+// sampled drafts by rejection sampling) and the cache drops the rejected rows. k is fixed, or
+// adaptive per sequence without timing (a batched step's time is not one sequence's).
+//
 // A free slot keeps the tokens its cache holds: a request that starts with them (a
 // conversation that continues) is given that slot and prefills only the rest.
 //
@@ -22,6 +30,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +43,7 @@
 #include "nanoinfer/grammar.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/sampler.h"
+#include "nanoinfer/speculative.h"
 #include "nanoinfer/tokenizer.h"
 #include "serve/api.h"
 #include "serve/metrics.h"
@@ -80,6 +90,9 @@ class Channel {
   const std::string& error() const { return error_; }
   size_t cached_prompt_tokens() const { return cached_; }  // prompt tokens reused from a cache
   size_t prefill_chunks() const { return chunks_; }  // forward passes its prompt took, once done
+  // Speculative decoding, once done: tokens drafted for its verification rows, and kept.
+  size_t drafted_tokens() const { return drafted_; }
+  size_t accepted_tokens() const { return accepted_; }
   // The tokens generated and kept (an end-of-sequence id is not), once done.
   const std::vector<int32_t>& completion_ids() const { return completion_ids_; }
 
@@ -103,6 +116,7 @@ class Channel {
   std::string error_;
   size_t cached_ = 0;
   size_t chunks_ = 0;
+  size_t drafted_ = 0, accepted_ = 0;
   std::vector<int32_t> completion_ids_;
 };
 
@@ -110,6 +124,10 @@ struct SchedulerOptions {
   size_t parallel = 4;  // sequences generated together (>= 1)
   size_t queue = 64;    // requests waiting for a slot; more are refused
   size_t prefill_chunk = 512;  // prompt tokens prefilled per step, between decode steps (>= 1)
+  // Speculative decoding: makes each slot's drafter, once (null: plain decoding), and the
+  // tokens drafted per pass (unset: DraftLength::adaptive(), untimed).
+  std::function<std::unique_ptr<Drafter>()> make_drafter;
+  std::optional<size_t> draft_max;
 };
 
 class Scheduler {
@@ -140,7 +158,10 @@ class Scheduler {
   void loop();
   void start(Slot& slot, Queued q);
   void prefill(Slot& slot);  // the next chunk of its prompt
-  void accept_token(Slot& slot, std::span<const float> logits);
+  // Its next token from each row of `logits` (one, or a verification pass's: see the top),
+  // after a decode step (`decoding`) or its prompt's last chunk.
+  void accept_tokens(Slot& slot, std::span<const float> logits, bool decoding);
+  bool draft(Slot& slot);  // fills slot.drafts; false when the drafter failed (slot finished)
   void add_request_features(GenerationStep& step, const Job& job, const std::shared_ptr<Channel>& channel);
   void finish(Slot& slot, Outcome outcome, FinishReason finish, std::string error = {});
   void release();  // one request of holding_ is done

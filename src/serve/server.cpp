@@ -136,7 +136,8 @@ struct Server::Impl {
     chat_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
     trie = VocabTrie::of(m.tokenizer);
     scheduler = std::make_unique<serve::Scheduler>(
-        m.model, m.tokenizer, serve::SchedulerOptions{options.parallel, options.queue, options.prefill_chunk}, metrics);
+        m.model, m.tokenizer, serve::SchedulerOptions{options.parallel, options.queue, options.prefill_chunk, options.make_drafter,
+                                                      options.draft_max}, metrics);
     routes();
   }
 
