@@ -14,14 +14,14 @@
 namespace nanoinfer::serve {
 namespace {
 
-struct Result {
+struct SpecResult {
   std::string text;
   std::vector<int32_t> ids;
   size_t drafted = 0, accepted = 0;
 };
 
-Result drain(Channel& channel) {
-  Result r;
+SpecResult drain_counting(Channel& channel) {
+  SpecResult r;
   for (Channel::Piece p = channel.next();; p = channel.next()) {
     r.text += p.text;
     if (p.done) break;
@@ -54,10 +54,10 @@ class ServeSpeculative : public ::testing::Test {
     return j;
   }
   // A Generator alone on the same job, with a drafter or none.
-  Result alone(const Job& j, std::unique_ptr<Drafter> drafter = nullptr, DraftLength length = DraftLength::adaptive()) const {
+  SpecResult alone(const Job& j, std::unique_ptr<Drafter> drafter = nullptr, DraftLength length = DraftLength::adaptive()) const {
     Generator gen(*model_, *tok_, j.sampling);
     if (drafter) gen.set_drafter(std::move(drafter), length);
-    Result r;
+    SpecResult r;
     const GenerationStats s = gen.generate(j.prompt, {.max_new_tokens = j.max_tokens, .eos_ids = j.eos_ids},
                                            [&](std::string_view t) { r.text += t; });
     r.ids.assign(gen.tokens().begin() + static_cast<ptrdiff_t>(j.prompt.size()), gen.tokens().end());
@@ -65,14 +65,14 @@ class ServeSpeculative : public ::testing::Test {
     r.accepted = s.accepted_tokens;
     return r;
   }
-  std::vector<Result> serve(const std::vector<Job>& jobs, SchedulerOptions options) {
+  std::vector<SpecResult> serve(const std::vector<Job>& jobs, SchedulerOptions options) {
     Scheduler scheduler(*model_, *tok_, options, metrics_);
     std::vector<std::shared_ptr<Channel>> channels;
     for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
-    std::vector<Result> results;
+    std::vector<SpecResult> results;
     for (const auto& c : channels) {
       EXPECT_TRUE(c);
-      if (c) results.push_back(drain(*c));
+      if (c) results.push_back(drain_counting(*c));
     }
     return results;
   }
@@ -91,7 +91,7 @@ std::vector<std::string> prompts() {
 TEST_F(ServeSpeculative, GreedyOutputIsPlainOutputWithEveryDrafter) {
   std::vector<Job> jobs;
   for (const std::string& p : prompts()) jobs.push_back(job(p, 40, {.temperature = 0.0}));
-  std::vector<Result> plain;
+  std::vector<SpecResult> plain;
   for (const Job& j : jobs) plain.push_back(alone(j));
   const int64_t vocab = tok_->vocab_size();
   struct Case {
@@ -106,7 +106,7 @@ TEST_F(ServeSpeculative, GreedyOutputIsPlainOutputWithEveryDrafter) {
       {"int4", [&] { return std::make_unique<ModelDrafter>(*int4_, vocab); }, std::nullopt},
   };
   for (const Case& c : cases) {
-    const std::vector<Result> got = serve(jobs, {.parallel = 3, .queue = 8, .make_drafter = c.make, .draft_max = c.k});
+    const std::vector<SpecResult> got = serve(jobs, {.parallel = 3, .queue = 8, .make_drafter = c.make, .draft_max = c.k});
     ASSERT_EQ(got.size(), jobs.size());
     size_t drafted = 0, accepted = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -143,12 +143,12 @@ TEST_F(ServeSpeculative, SeededSampledOutputIsThatOfAGeneratorWithTheSameDrafter
       if (lookup) return std::make_unique<PromptLookupDrafter>(2);
       return std::make_unique<ModelDrafter>(*int4_, vocab, SamplerParams{.temperature = 0.0});
     };
-    const std::vector<Result> got = serve(jobs, {.parallel = 2, .queue = 8, .make_drafter = make, .draft_max = 3});
+    const std::vector<SpecResult> got = serve(jobs, {.parallel = 2, .queue = 8, .make_drafter = make, .draft_max = 3});
     ASSERT_EQ(got.size(), jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
       std::unique_ptr<Drafter> d = make();
       d->set_sampling(jobs[i].sampling);
-      const Result want = alone(jobs[i], std::move(d), DraftLength::fixed(3));
+      const SpecResult want = alone(jobs[i], std::move(d), DraftLength::fixed(3));
       EXPECT_EQ(got[i].ids, want.ids) << (lookup ? "lookup" : "int4") << ", request " << i;
       EXPECT_EQ(got[i].drafted, want.drafted);
       EXPECT_EQ(got[i].accepted, want.accepted);

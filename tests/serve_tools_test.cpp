@@ -183,7 +183,7 @@ CompletionRequest chat_with(const std::string& extra) {
   return parse_request(body, Endpoint::Chat);
 }
 
-std::string refusal(const std::string& body) {
+std::string tool_refusal(const std::string& body) {
   try {
     parse_request(body, Endpoint::Chat);
   } catch (const ApiError& e) {
@@ -213,45 +213,45 @@ TEST(ServeTools, ToolChoiceSetsTheGrammar) {
 
 TEST(ServeTools, BadToolRequestsAre400sNamingTheProblem) {
   const std::string user = R"({"messages": [{"role": "user", "content": "hi"}], )";
-  EXPECT_NE(refusal(user + R"("tools": [{"type": "function", "function": {"description": "x"}}]})").find("tools[0].function.name"), std::string::npos);
-  EXPECT_NE(refusal(user + R"("tools": [{"type": "function"}]})").find("tools[0].function"), std::string::npos);
-  EXPECT_NE(refusal(user + R"("tools": [{"type": "retrieval", "function": {"name": "f"}}]})").find("tools[0].type"), std::string::npos);
-  EXPECT_NE(refusal(user + R"("tools": [{"type": "function", "function": {"name": "bad name!"}}]})").find("tools[0].function.name"), std::string::npos);
-  EXPECT_NE(refusal(user + R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]})").find("'f'"), std::string::npos);
-  EXPECT_NE(refusal(user + R"("tools": {"name": "f"}})").find("'tools'"), std::string::npos);
-  EXPECT_NE(refusal(user + R"("tool_choice": "required"})").find("'tool_choice'"), std::string::npos);
-  EXPECT_NE(refusal(user + R"("tool_choice": "sometimes", "tools": [{"type": "function", "function": {"name": "f"}}]})").find("'tool_choice'"), std::string::npos);
-  EXPECT_NE(refusal(user + R"("tool_choice": {"type": "function", "function": {"name": "g"}}, "tools": [{"type": "function", "function": {"name": "f"}}]})").find("'g'"), std::string::npos);
-  EXPECT_NE(refusal(user + R"("parallel_tool_calls": "yes"})").find("'parallel_tool_calls'"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function", "function": {"description": "x"}}]})").find("tools[0].function.name"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function"}]})").find("tools[0].function"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "retrieval", "function": {"name": "f"}}]})").find("tools[0].type"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function", "function": {"name": "bad name!"}}]})").find("tools[0].function.name"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]})").find("'f'"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tools": {"name": "f"}})").find("'tools'"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tool_choice": "required"})").find("'tool_choice'"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tool_choice": "sometimes", "tools": [{"type": "function", "function": {"name": "f"}}]})").find("'tool_choice'"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tool_choice": {"type": "function", "function": {"name": "g"}}, "tools": [{"type": "function", "function": {"name": "f"}}]})").find("'g'"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("parallel_tool_calls": "yes"})").find("'parallel_tool_calls'"), std::string::npos);
   // A parameters schema the grammar cannot enforce, under required: named, never loosened.
-  const std::string not_schema = refusal(user + R"("tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f", "parameters": {"not": {"type": "null"}}}}]})");
+  const std::string not_schema = tool_refusal(user + R"("tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f", "parameters": {"not": {"type": "null"}}}}]})");
   EXPECT_NE(not_schema.find("'not'"), std::string::npos) << not_schema;
   EXPECT_NE(not_schema.find("'f'"), std::string::npos) << not_schema;
-  EXPECT_NE(refusal(user + R"("tool_choice": "required", "response_format": {"type": "json_object"}, "tools": [{"type": "function", "function": {"name": "f"}}]})").find("response_format"), std::string::npos);
-  EXPECT_NE(refusal(R"({"messages": [{"role": "tool", "content": "21"}]})").find("tool_call_id"), std::string::npos);
-  EXPECT_NE(refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]})").find("arguments"), std::string::npos);
-  EXPECT_NE(refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"arguments": "{}"}}]}]})").find("tool_calls[0].function.name"), std::string::npos);
-  EXPECT_NE(refusal(R"({"messages": [{"role": "assistant", "content": null}]})").find("messages[0].content"), std::string::npos);
-  EXPECT_NE(refusal(user + R"("functions": [{"name": "f"}]})").find("'functions'"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tool_choice": "required", "response_format": {"type": "json_object"}, "tools": [{"type": "function", "function": {"name": "f"}}]})").find("response_format"), std::string::npos);
+  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "tool", "content": "21"}]})").find("tool_call_id"), std::string::npos);
+  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]})").find("arguments"), std::string::npos);
+  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"arguments": "{}"}}]}]})").find("tool_calls[0].function.name"), std::string::npos);
+  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "assistant", "content": null}]})").find("messages[0].content"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("functions": [{"name": "f"}]})").find("'functions'"), std::string::npos);
   // Nesting deep enough to overflow a recursive writer: a 400, not a crash.
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  EXPECT_NE(refusal(user + R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"default": )" + deep + "}}}]}").find("deeper"), std::string::npos);
-  EXPECT_NE(refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": ")" + deep + R"("}}]}]})").find("deeper"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"default": )" + deep + "}}}]}").find("deeper"), std::string::npos);
+  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": ")" + deep + R"("}}]}]})").find("deeper"), std::string::npos);
 }
 
 TEST(ServeTools, DeeplyNestedResponseFormatSchemaIsA400) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
+  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
       "json_schema": {"name": "x", "schema": {"type": "object", "default": )" + deep + "}}}}").find("deeper"), std::string::npos);
 }
 
 TEST(ServeTools, DeeplyNestedGbnfGroupsAreA400) {
   const std::string body = R"({"messages": [{"role": "user", "content": "hi"}], "grammar": "root ::= )" +
                            std::string(100000, '(') + R"( \"a\" )" + std::string(100000, ')') + "\"}";
-  EXPECT_NE(refusal(body).find("nested deeper"), std::string::npos);
+  EXPECT_NE(tool_refusal(body).find("nested deeper"), std::string::npos);
   const std::string stars = R"({"messages": [{"role": "user", "content": "hi"}], "grammar": "root ::= \"a\")" +
                             std::string(100000, '*') + "\"}";
-  EXPECT_NE(refusal(stars).find("repetition operators"), std::string::npos);
+  EXPECT_NE(tool_refusal(stars).find("repetition operators"), std::string::npos);
   // 64 levels are fine.
   const std::string ok = R"({"messages": [{"role": "user", "content": "hi"}], "grammar": "root ::= )" +
                          std::string(64, '(') + R"( \"a\" )" + std::string(64, ')') + "\"}";

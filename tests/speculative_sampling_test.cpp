@@ -28,15 +28,10 @@
 #include "nanoinfer/speculative.h"
 #include "support/files.h"
 #include "support/generation_model.h"
+#include "support/sanitized.h"
 
 namespace nanoinfer {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // The chi-square quantile of upper tail 1e-6 (z = 4.753) for `dof` degrees of freedom.
 double chi_square_bound(size_t dof) {
@@ -99,7 +94,7 @@ TEST(SpeculativeSampling, ChooseDraftEmitsThePlainDistribution) {
   q.probs = {0.05, 0.30, 0.25, 0.05, 0.15, 0.20};  // p keeps 3 0 7 4 1: 2, 5 and 6 it excludes
   Sampler sampler(8, params);
   Rng drafts(99);
-  const size_t n = kSanitized ? 40000 : 200000;
+  const size_t n = test::kSanitized ? 40000 : 200000;
   std::map<int32_t, size_t> observed;
   size_t kept = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -173,7 +168,7 @@ TEST(SpeculativeSampling, DraftModelOutputFollowsThePlainDistribution) {
     context.pop_back();
   }
 
-  const size_t n = kSanitized ? 1500 : 4000;
+  const size_t n = test::kSanitized ? 1500 : 4000;
   std::map<Triple, size_t> observed;
   size_t drafted = 0, accepted = 0;
   for (uint64_t seed = 0; seed < n; ++seed) {
