@@ -187,7 +187,10 @@ TEST(SpeculativeSampling, DraftModelOutputFollowsThePlainDistribution) {
   std::printf("draft model: chi-square %.2f, %zu dof, bound %.2f; %zu of %zu drafts accepted\n", c.statistic, c.dof,
               chi_square_bound(c.dof), accepted, drafted);
   EXPECT_LT(c.statistic, chi_square_bound(c.dof));
-  EXPECT_GE(c.dof, 20u);  // enough outcomes are likely for the test to see a distortion
+  // Enough outcomes are likely for the test to see a distortion. Under the sanitizers the run
+  // is there for the code paths (1,500 seeds leave 8 pooled outcomes); the release run, with
+  // 4,000 seeds and over 100 outcomes, is the statistical verdict.
+  EXPECT_GE(c.dof, test::kSanitized ? 8u : 20u);
   EXPECT_GT(accepted, drafted / 10);
   EXPECT_LT(accepted, drafted - drafted / 10);  // rejections (the residual) ran too
 }
