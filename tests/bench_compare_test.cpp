@@ -7,6 +7,7 @@
 
 #include "cli/bench_compare.h"
 #include "nanoinfer/error.h"
+#include "support/checks.h"
 #include "support/files.h"
 
 namespace nanoinfer::cli {
@@ -126,14 +127,7 @@ TEST(BenchCompare, DiscardRewritesTheNamedLinesOnly) {
   EXPECT_FALSE(records[0].contains("discarded"));
   EXPECT_EQ(records[1]["discarded"], "host busy");
   EXPECT_EQ(records[1]["median_ts"], 2);
-  auto message = [](auto&& fn) -> std::string {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  };
+  const auto message = [](auto&& fn) { return test::error_of(fn); };
   EXPECT_EQ(message([&] { discard_bench_records(file, {3}, "x"); }), file + ": no line 3 (the file has 2 lines)");
   EXPECT_EQ(message([&] { discard_bench_records(file, {2}, "again"); }),
             file + ":2: already discarded (\"host busy\")");
