@@ -63,7 +63,10 @@ Commit git_commit_in(const std::string& dir) {
   const std::string git = "git -C '" + dir + "' ";
   Commit c{run_first_line(git + "rev-parse --short HEAD 2>/dev/null")};
   if (c.hash.empty()) return c;
-  c.dirty = !run_first_line(git + "status --porcelain --untracked-files=no 2>/dev/null | head -1").empty();
+  // The records themselves (bench/*.jsonl) do not count: appending one must not make the next
+  // run of the same code look dirty.
+  c.dirty = !run_first_line(git + "status --porcelain --untracked-files=no -- . ':(exclude)bench/*.jsonl' "
+                                  "2>/dev/null | head -1").empty();
   return c;
 }
 

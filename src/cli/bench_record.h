@@ -18,7 +18,8 @@ namespace nanoinfer {
 // subcommand, and tools/serve-bench.mjs through `bench record`):
 //   "commit"        `git rev-parse --short HEAD` of the source checkout (or of the working
 //                   directory), "unknown" outside a checkout;
-//   "dirty"         whether tracked files differ from that commit (null when unknown);
+//   "dirty"         whether tracked files differ from that commit, the records bench/*.jsonl
+//                   aside (null when unknown);
 //   "cpu"           /proc/cpuinfo's model name; "cpu_flags": the features detection saw
 //                   (CPUID + OS state, minus NANOINFER_CPU_DISABLE), cpu_feature_name spellings;
 //   "isa"           the kernel tier the run used; "threads": its thread count;
