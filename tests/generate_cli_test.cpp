@@ -226,6 +226,17 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   EXPECT_NE(r.out.find("barriers per token; read bandwidth"), std::string::npos) << r.out;
   EXPECT_EQ(records[2]["bench"], "generate-cache-ab");
   EXPECT_EQ(records[2]["identical_output"], true);
+  // The work of each path, counted: -p 8 -n 4 pushes 8 + 3 positions cached, 8 + 9 + 10 + 11
+  // recomputed; a TTFT and a per-step time for both, a sample per run.
+  EXPECT_EQ(records[2]["cached_positions"], 11);
+  EXPECT_EQ(records[2]["uncached_positions"], 38);
+  for (const char* path : {"cached", "uncached"}) {
+    const std::string p = path;
+    EXPECT_EQ(records[2][p + "_samples_ts"].size(), 2u);
+    EXPECT_GT(records[2][p + "_ttft_ms_median"].get<double>(), 0.0);
+    EXPECT_GT(records[2][p + "_step_ms_median"].get<double>(), 0.0);
+    EXPECT_GE(records[2][p + "_max_ts"].get<double>(), records[2][p + "_min_ts"].get<double>());
+  }
   expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-r", "0"}), "-r must be >= 1");
   expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "--probe-mib", "-1"}), "--probe-mib must be >= 0");
   expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "250", "-n", "10"}),
