@@ -27,8 +27,9 @@ void add_inplace(float* x, const float* y, size_t count);
 // q: [n][q_dim], k: [n][kv_dim], v: [n][kv_dim] (attention and the cache read them dense).
 void split_qkv(const float* qkv, size_t n, size_t q_dim, size_t kv_dim, float* q, float* k, float* v);
 
-// out = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)). out may be gate.
-void silu_mul(const float* gate, const float* up, float* out, size_t count);
+// out = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)), on the kernel table's
+// vector exp (relative error <= 2^-21, kernels/kernels.h). out may be gate.
+void silu_mul(const Compute& c, const float* gate, const float* up, float* out, size_t count);
 
 // Rotary position embedding in the half-split convention of Hugging Face's Qwen2: within each
 // head, element i pairs with element i + head_dim/2 and the pair is rotated by the angle
