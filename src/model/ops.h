@@ -104,6 +104,7 @@ size_t attention_query_block(const AttentionShape& shape);
 struct AttentionWork {
   std::vector<float> scratch;  // one kernels::attention_scratch_floats region per pool chunk
   uint64_t kv_rows_read = 0;   // work counter
+  uint64_t nanoseconds = 0;    // wall time in attention, for `bench generate` (the model times it)
 };
 size_t attention_scratch_size(const Compute& c, const AttentionShape& shape, size_t n, size_t pos0);
 void attention(const Compute& c, const AttentionShape& shape, const float* q, const KvView& kv, float* out, size_t n,
