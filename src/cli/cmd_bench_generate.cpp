@@ -249,18 +249,28 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
 
   // Barriers per decoded token: n_gen steps after the same prompt (attention may join only
   // from some context length on, so this is the mean over the positions the runs decoded).
+  // The same pass gives attention's share of the prefill's and the decode steps' wall time.
   double barriers_per_token = 0;
   size_t kv_bytes_per_position = 0;
+  double attention_share_prefill = 0, attention_share_decode = 0;
   {
+    using Clock = std::chrono::steady_clock;
+    const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     Sequence seq = m.model.new_sequence();
     kv_bytes_per_position = seq.cache().bytes_per_position();
+    const auto t0 = Clock::now();
     m.model.forward(prompt, seq);
+    const auto t1 = Clock::now();
+    const double prefill_attention = seq.attention_seconds();
     const uint64_t before = m.model.barriers();
     for (size_t i = 0; i < n_gen; ++i) {
       const int32_t token = prompt[i % n_prompt];
       m.model.forward({&token, 1}, seq);
     }
+    const auto t2 = Clock::now();
     barriers_per_token = static_cast<double>(m.model.barriers() - before) / static_cast<double>(n_gen);
+    attention_share_prefill = prefill_attention / std::max(seconds(t1 - t0), 1e-9);
+    attention_share_decode = (seq.attention_seconds() - prefill_attention) / std::max(seconds(t2 - t1), 1e-9);
   }
   const double roofline_pct = bandwidth.median > 0 ? 100.0 * gbps / bandwidth.median : 0.0;
 
@@ -271,10 +281,12 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
 
   std::string note = fmt::format(
       "pp{} tg{} t{}: time to first token {:.1f} ms (median of {}), decode {:.1f} GB/s effective ({} per token), "
-      "peak RSS {}; KV cache {}, {} bytes per position; decode work: {} bytes and {:.1f} barriers per token",
+      "peak RSS {}; KV cache {}, {} bytes per position; attention {:.1f}% of the prefill's time, {:.1f}% of the "
+      "decode steps' (one extra pass); decode work: {} bytes and {:.1f} barriers per token",
       n_prompt, n_gen, threads, ttfts.median * 1e3, f.repetitions, gbps,
       format_bytes(static_cast<double>(m.model.bytes_per_token())), format_bytes(static_cast<double>(peak_rss)),
-      kv_type_name(m.model.options().kv_type), kv_bytes_per_position, m.model.bytes_per_token(), barriers_per_token);
+      kv_type_name(m.model.options().kv_type), kv_bytes_per_position, 100.0 * attention_share_prefill,
+      100.0 * attention_share_decode, m.model.bytes_per_token(), barriers_per_token);
   if (f.probe_mib > 0) {
     note += fmt::format("; read bandwidth {:.1f} GB/s median ({:.1f} min, {} MiB, {} threads): {:.1f}% of the roofline",
                         bandwidth.median, bandwidth.min, f.probe_mib, threads, roofline_pct);
@@ -292,6 +304,8 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   base["type_k"] = kv_type_name(m.model.options().kv_type);
   base["type_v"] = kv_type_name(m.model.options().kv_type);
   base["kv_bytes_per_position"] = kv_bytes_per_position;
+  base["attention_share_prefill"] = attention_share_prefill;
+  base["attention_share_decode"] = attention_share_decode;
   base["model_filename"] = m.dir.string();
   base["model_type"] = fmt::format("{} {:.1f}M {}", m.model.config().model_type, static_cast<double>(n_params) / 1e6, dtype);
   base["model_size"] = m.model.weight_bytes();
