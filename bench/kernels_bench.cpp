@@ -4,9 +4,12 @@
 //           compare with the machine's read bandwidth; int8 streams 34 bytes per 32 weights,
 //           int4 18).
 //   prefill (n_tokens = 64): GFLOP/s, 2 * rows * cols * tokens per call.
+// layout 1: int8/int4 in the packed layout (kernels/quant_blocks.h), which a model opened on
+// a tier with a packed product (avx512-vnni and up) runs; layout 0 the plain row layout.
 // Run: nanoinfer_microbench --benchmark_filter=Linear --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true
 //      (one weight type: --benchmark_filter='Linear/.*/type:2/' for int8)
+// tools/bench/kernel-tiers runs it for every tier and records the ratios (bench/kernels.jsonl).
 // Decode must stream weights from DRAM as the model does (its ~1 GB of weights never fit in
 // cache), so each benchmark cycles through enough copies of its matrix to exceed any
 // last-level cache (>= 256 MB in total).
@@ -54,14 +57,15 @@ void add_min(benchmark::internal::Benchmark* b) {
 struct WeightCopies {
   int64_t shape = -1;
   WeightType type = WeightType::F32;
+  bool packed = false;
   std::vector<std::byte> bytes;
   std::vector<Weight> weights;
 };
 
-const WeightCopies& weight_copies(int64_t shape_index, WeightType type) {
+const WeightCopies& weight_copies(int64_t shape_index, WeightType type, bool packed) {
   static WeightCopies cache;
-  if (cache.shape == shape_index && cache.type == type) return cache;
-  cache = WeightCopies{shape_index, type};
+  if (cache.shape == shape_index && cache.type == type && cache.packed == packed) return cache;
+  cache = WeightCopies{shape_index, type, packed};
   const Shape& shape = kShapes[shape_index];
   const size_t row_bytes = weight_row_bytes(type, shape.cols), bytes = shape.rows * row_bytes;
   constexpr size_t kMinTotalBytes = size_t{256} << 20;
@@ -74,29 +78,35 @@ const WeightCopies& weight_copies(int64_t shape_index, WeightType type) {
     for (float& v : row) v = dist(rng);
     quantize_row(type, row.data(), cache.bytes.data() + r * row_bytes, shape.cols);
   }
+  if (packed) kernels::pack_quantized(type, cache.bytes.data(), shape.rows, shape.cols);
   for (size_t c = 1; c < copies; ++c)
     std::copy_n(cache.bytes.begin(), bytes, cache.bytes.begin() + static_cast<ptrdiff_t>(c * bytes));
   for (size_t c = 0; c < copies; ++c)
-    cache.weights.push_back({type, cache.bytes.data() + c * bytes, shape.rows, shape.cols, row_bytes});
+    cache.weights.push_back({type, cache.bytes.data() + c * bytes, shape.rows, shape.cols, row_bytes, packed});
   return cache;
 }
 
-// args: shape index, isa (index in all_isas()), weight type, threads, n_tokens
+// args: shape index, isa (index in all_isas()), weight type, threads, n_tokens, layout
 void BM_Linear(benchmark::State& state) {
   const Shape& shape = kShapes[state.range(0)];
   const Isa isa = all_isas().at(static_cast<size_t>(state.range(1)));
   const auto type = static_cast<WeightType>(state.range(2));
   const int threads = static_cast<int>(state.range(3));
   const size_t n_tokens = static_cast<size_t>(state.range(4));
+  const bool packed = state.range(5) == 1;
   if (!isa_supported(isa)) {
     state.SkipWithError("ISA not supported here");
     return;
   }
   const kernels::Kernels& table = kernels::table(isa);
+  if (packed && table.matmul_packed_for(type) == nullptr) {
+    state.SkipWithError("no packed product for this type on this ISA");
+    return;
+  }
 
   const size_t n = shape.rows * shape.cols;
   const size_t bytes_per_copy = shape.rows * weight_row_bytes(type, shape.cols);
-  const WeightCopies& copies = weight_copies(state.range(0), type);
+  const WeightCopies& copies = weight_copies(state.range(0), type, packed);
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> x(n_tokens * shape.cols), bias(shape.rows), y(n_tokens * shape.rows);
@@ -118,7 +128,7 @@ void BM_Linear(benchmark::State& state) {
       2e-9 * static_cast<double>(n * n_tokens) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(shape.name) + " " + std::string(isa_name(isa)) + " " +
                  std::string(weight_type_name(type)) + " t" + std::to_string(threads) + " tok" +
-                 std::to_string(n_tokens));
+                 std::to_string(n_tokens) + (packed ? " packed" : ""));
 }
 
 void linear_args(benchmark::internal::Benchmark* b) {
@@ -128,12 +138,14 @@ void linear_args(benchmark::internal::Benchmark* b) {
     for (int64_t type : {1, 0, 2, 3})  // bf16, f32, int8, int4
       for (int64_t isa = 0; isa < n_isas; ++isa)
         for (int64_t threads : {1, 2})
-          for (int64_t tokens : {1, 64}) {
-            if (tokens == 64 && shape == 4) continue;  // prefill never multiplies the logits by 64 tokens
-            if (isa == 0 && (tokens == 64 || shape == 4)) continue;  // the scalar reference: decode, small shapes
-            b->Args({shape, isa, type, threads, tokens});
-          }
-  b->ArgNames({"shape", "isa", "type", "threads", "tokens"});
+          for (int64_t tokens : {1, 64})
+            for (int64_t layout : {0, 1}) {
+              if (tokens == 64 && shape == 4) continue;  // prefill never multiplies the logits by 64 tokens
+              if (isa == 0 && (tokens == 64 || shape == 4)) continue;  // the scalar reference: decode, small shapes
+              if (layout == 1 && type < 2) continue;                  // only int8 and int4 are packed
+              b->Args({shape, isa, type, threads, tokens, layout});
+            }
+  b->ArgNames({"shape", "isa", "type", "threads", "tokens", "layout"});
   b->UseRealTime();
   b->MinTime(0.3);
   add_min(b);

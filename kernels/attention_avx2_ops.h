@@ -26,6 +26,7 @@ struct Avx2AttnOps {
   static vec mul(vec a, vec b) { return _mm256_mul_ps(a, b); }
   static vec add(vec a, vec b) { return _mm256_add_ps(a, b); }
   static vec sub(vec a, vec b) { return _mm256_sub_ps(a, b); }
+  static vec div(vec a, vec b) { return _mm256_div_ps(a, b); }
   static vec max(vec a, vec b) { return _mm256_max_ps(a, b); }
   static vec min(vec a, vec b) { return _mm256_min_ps(a, b); }
   static vec lt(vec a, vec b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }

@@ -34,6 +34,7 @@ struct Avx512AttnOps {
   static vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
   static vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
   static vec sub(vec a, vec b) { return _mm512_sub_ps(a, b); }
+  static vec div(vec a, vec b) { return _mm512_div_ps(a, b); }
   static vec max(vec a, vec b) { return _mm512_max_ps(a, b); }
   static vec min(vec a, vec b) { return _mm512_min_ps(a, b); }
   static mask lt(vec a, vec b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
@@ -81,6 +82,9 @@ uint64_t attention_f32(const AttentionTile& a) { return attention_avx512<float>(
 uint64_t attention_bf16(const AttentionTile& a) { return attention_avx512<Bf16>(a); }
 uint64_t attention_f16(const AttentionTile& a) { return attention_avx512<F16>(a); }
 void exp_f32(const float* x, float* y, size_t n) { exp_rows<Avx512AttnOps>(x, y, n); }
+void silu_mul_f32(const float* gate, const float* up, float* out, size_t n) {
+  silu_mul_rows<Avx512AttnOps>(gate, up, out, n);
+}
 
 }  // namespace avx512
 }  // namespace nanoinfer::kernels

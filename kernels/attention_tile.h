@@ -11,6 +11,7 @@
 //   vec load(const float*); void store(float*, vec); vec set1(float); vec zero();
 //   vec fma(vec a, vec b, vec c)  (a*b+c; one rounding on FMA tiers, two on the scalar one)
 //   vec mul(vec, vec); vec add(vec, vec); vec sub(vec, vec); vec max(vec, vec)
+//   vec div(vec, vec)   (SiLU's only)
 //   vec lt(vec a, vec b) -> mask;  vec select(mask, vec if_true, vec if_false)
 //   float hmax(vec); float hsum(vec)   (fixed lane order)
 //   vec exp(vec)   (the vector exp below, exp_impl)
@@ -94,6 +95,36 @@ void exp_rows(const float* x, float* y, size_t n) {
   for (; i < n; ++i) y[i] = Ops::first(exp_impl<Ops>(Ops::set1(x[i])));
 }
 
+// ---- SiLU ------------------------------------------------------------------------------------
+// out = g / (1 + e^-g) * up, as the exact formula reads, with e^-g from exp_impl: four
+// roundings after the exp (its error E), each within u = 2^-24 relative.
+// Error bound, relative to the exact g up / (1 + e^-g), for -kExpHi <= g (derivation):
+//   exp          e' = e^-g (1 + d), |d| <= kExpRelError = 4 u (derived above)
+//   1 + e'       (1 + e^-g) (1 + d e^-g / (1 + e^-g)): relative error <= |d| (the weight
+//                e^-g / (1 + e^-g) is below 1), then one rounding:              <= 4 u + u
+//   g / (..)     a relative error x of the divisor is one of x / (1 - x) in the quotient
+//                (5 u + O(u^2)), then one rounding                                   + u
+//   * up         one rounding                                                        + u
+// Total <= 7 u + O(u^2) < kSiluRelError = 8 u = 2^-21 where the quotient and the result are
+// normal floats (a subnormal one is rounded to an absolute 2^-150 instead, times |up| for the
+// quotient's), the bound tests/attention_test.cpp holds every ISA to against float64.
+// Outside: g < -kExpHi makes e' = +inf and the result a zero of sign(g up) (the exact one is
+// below 88.4 e^-88.37 |up| < 4e-37 |up| in magnitude); g > -kExpLo makes e' = 0 and the result
+// fl(g * up), exact to u; NaN stays NaN (as g = -inf does, as with std::exp: -inf / inf).
+template <class Ops>
+inline typename Ops::vec silu_mul_impl(typename Ops::vec g, typename Ops::vec up) {
+  const typename Ops::vec e = exp_impl<Ops>(Ops::sub(Ops::zero(), g));
+  return Ops::mul(Ops::div(g, Ops::add(Ops::set1(1.0f), e)), up);
+}
+
+template <class Ops>
+void silu_mul_rows(const float* gate, const float* up, float* out, size_t n) {
+  constexpr size_t W = Ops::width;
+  size_t i = 0;
+  for (; i + W <= n; i += W) Ops::store(out + i, silu_mul_impl<Ops>(Ops::load(gate + i), Ops::load(up + i)));
+  for (; i < n; ++i) out[i] = Ops::first(silu_mul_impl<Ops>(Ops::set1(gate[i]), Ops::set1(up[i])));
+}
+
 // ---- attention ---------------------------------------------------------------------------------
 
 // The cache's element types, as distinct types over the same bits.
@@ -123,6 +154,7 @@ struct ScalarOps {
   static float mul(float a, float b) { return a * b; }
   static float add(float a, float b) { return a + b; }
   static float sub(float a, float b) { return a - b; }
+  static float div(float a, float b) { return a / b; }
   static float max(float a, float b) { return a > b ? a : b; }
   static float min(float a, float b) { return a < b ? a : b; }
   static bool lt(float a, float b) { return a < b; }

@@ -212,6 +212,7 @@ constexpr Kernels kScalar{
     .axpy_rows_f32 = scalar::axpy_rows_f32,
     .attention = {.f32 = scalar::attention_f32, .bf16 = scalar::attention_bf16, .f16 = scalar::attention_f16},
     .exp_f32 = scalar::exp_f32,
+    .silu_mul_f32 = scalar::silu_mul_f32,
     .score_block = score_block,
     .refit_block = refit_block,
 };
@@ -225,6 +226,7 @@ constexpr Kernels kAvx2{
     .axpy_rows_f32 = avx2::axpy_rows_f32,
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
+    .silu_mul_f32 = avx2::silu_mul_f32,
     .score_block = avx2::score_block,
     .refit_block = avx2::refit_block,
 };
@@ -238,6 +240,7 @@ constexpr Kernels kAvx2Vnni{
     .axpy_rows_f32 = avx2::axpy_rows_f32,
     .attention = kAvx2Attention,
     .exp_f32 = avx2::exp_f32,
+    .silu_mul_f32 = avx2::silu_mul_f32,
     .score_block = avx2::score_block,
     .refit_block = avx2::refit_block,
 };
@@ -253,6 +256,7 @@ constexpr Kernels kAvx512{
     .axpy_rows_f32 = avx512::axpy_rows_f32,
     .attention = kAvx512Attention,
     .exp_f32 = avx512::exp_f32,
+    .silu_mul_f32 = avx512::silu_mul_f32,
     .score_block = avx2::score_block,
     .refit_block = avx2::refit_block,
 };
@@ -268,6 +272,7 @@ constexpr Kernels kAvx512Vnni{
     .axpy_rows_f32 = avx512::axpy_rows_f32,
     .attention = kAvx512Attention,
     .exp_f32 = avx512::exp_f32,
+    .silu_mul_f32 = avx512::silu_mul_f32,
     .score_block = avx2::score_block,
     .refit_block = avx2::refit_block,
 };
@@ -287,6 +292,7 @@ constexpr Kernels kAvx512Bf16{
     .axpy_rows_f32 = avx512::axpy_rows_f32,
     .attention = kAvx512Attention,
     .exp_f32 = avx512::exp_f32,
+    .silu_mul_f32 = avx512::silu_mul_f32,
     .score_block = avx2::score_block,
     .refit_block = avx2::refit_block,
 };

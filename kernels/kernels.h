@@ -145,6 +145,10 @@ struct ByKvType {
 // y[i] = e^x[i] for i < n, the vector exp of kernels/attention_tile.h (relative error <= 2^-22
 // for -87.34 <= x <= 88.37; 0 below, -inf included; +inf above; NaN stays NaN).
 using ExpRowsFn = void (*)(const float* x, float* y, size_t n);
+// out[i] = gate[i] / (1 + e^-gate[i]) * up[i] for i < n (SwiGLU's product; out may be gate),
+// on the same exp: relative error <= 2^-21 for gate >= -88.37 and a normal result (derived in
+// kernels/attention_tile.h); a zero below.
+using SiluMulFn = void (*)(const float* gate, const float* up, float* out, size_t n);
 
 // One candidate of the block scale search (quant/quantize_search.cpp), for a block of 32
 // weights w with importances a and the scale d as stored (id = 1 / d, or 0): q[i] = w[i] * id
@@ -188,6 +192,8 @@ struct Kernels {
   // Tiled attention per cache element type, and the exp it uses (exposed for tests).
   ByKvType attention;
   ExpRowsFn exp_f32 = nullptr;
+  // SwiGLU's elementwise silu(gate) * up, on that exp.
+  SiluMulFn silu_mul_f32 = nullptr;
   // The quantizer's block search step (quantization, not inference).
   ScoreBlockFn score_block = nullptr;
   RefitBlockFn refit_block = nullptr;
@@ -234,6 +240,7 @@ using AxpyRowsSig = void(const float* alphas, float mult, const float* rows, siz
                          float* y);
 using AttentionTileSig = uint64_t(const AttentionTile& a);
 using ExpRowsSig = void(const float* x, float* y, size_t n);
+using SiluMulSig = void(const float* gate, const float* up, float* out, size_t n);
 using ScoreBlockSig = float(const float* w, const float* a, float d, float id, int lo, int hi, int8_t* q);
 using RefitBlockSig = void(const float* w, const float* a, const int8_t* q, double* sums);
 
@@ -268,6 +275,7 @@ DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
 AttentionTileSig attention_f32, attention_bf16, attention_f16;
 ExpRowsSig exp_f32;
+SiluMulSig silu_mul_f32;
 }  // namespace scalar
 namespace avx2 {         // kernels/*_avx2.cpp
 MatmulSig matmul_f32, matmul_bf16;
@@ -279,6 +287,7 @@ DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
 AttentionTileSig attention_f32, attention_bf16, attention_f16;
 ExpRowsSig exp_f32;
+SiluMulSig silu_mul_f32;
 }  // namespace avx2
 namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
@@ -289,6 +298,7 @@ DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
 AttentionTileSig attention_f32, attention_bf16, attention_f16;
 ExpRowsSig exp_f32;
+SiluMulSig silu_mul_f32;
 }  // namespace avx512
 namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;

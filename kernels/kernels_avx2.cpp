@@ -57,6 +57,9 @@ uint64_t attention_f32(const AttentionTile& a) { return attention_avx2<float>(a)
 uint64_t attention_bf16(const AttentionTile& a) { return attention_avx2<Bf16>(a); }
 uint64_t attention_f16(const AttentionTile& a) { return attention_avx2<F16>(a); }
 void exp_f32(const float* x, float* y, size_t n) { exp_rows<Avx2AttnOps>(x, y, n); }
+void silu_mul_f32(const float* gate, const float* up, float* out, size_t n) {
+  silu_mul_rows<Avx2AttnOps>(gate, up, out, n);
+}
 
 
 void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,

@@ -65,6 +65,7 @@ uint64_t attention_f32(const AttentionTile& a) { return attention_tile<ScalarOps
 uint64_t attention_bf16(const AttentionTile& a) { return attention_tile<ScalarOps, Bf16>(a); }
 uint64_t attention_f16(const AttentionTile& a) { return attention_tile<ScalarOps, F16>(a); }
 void exp_f32(const float* x, float* y, size_t n) { exp_rows<ScalarOps>(x, y, n); }
+void silu_mul_f32(const float* gate, const float* up, float* out, size_t n) { silu_mul_rows<ScalarOps>(gate, up, out, n); }
 
 }  // namespace scalar
 

@@ -17,6 +17,7 @@
 #include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
 #include "support/random.h"
+#include "support/sanitized.h"
 
 namespace nanoinfer {
 namespace {
@@ -87,6 +88,87 @@ TEST(VectorExp, UnderflowsToZeroOverflowsToInfinityKeepsNan) {
         EXPECT_LT(std::exp(static_cast<double>(x[i])), static_cast<double>(std::numeric_limits<float>::min()));
       } else {
         EXPECT_EQ(y[i], inf) << isa_name(isa) << " x = " << x[i];
+      }
+    }
+  }
+}
+
+// ---- SiLU ----------------------------------------------------------------------------------
+
+constexpr double kSiluRelError = 0x1p-21;  // 8 u, derived in kernels/attention_tile.h
+
+// silu(g) * up against float64 for every 997th float g of [-kExpHi, -kExpLo] (every 9,973rd
+// under the sanitizers), both signs in bit-pattern order, with up cycling through exact values of
+// both signs and several binades, at lengths that leave a tail for the one-lane path; then
+// the same bits in place (out = gate). The relative bound holds where the quotient and the
+// result are normal floats (|g| >= 2^-100, |result| >= FLT_MIN); elsewhere a subnormal
+// rounding adds an absolute 2^-150 at most, times |up| for the quotient's.
+TEST(VectorSilu, WithinItsBoundOfFloat64OverTheWholeRange) {
+  const uint32_t step = test::kSanitized ? 9973 : 997;
+  std::vector<float> g;
+  const uint32_t neg_end = std::bit_cast<uint32_t>(-kExpHi), pos_end = std::bit_cast<uint32_t>(-kExpLo);
+  for (uint32_t b = 0x80000000u; b <= neg_end; b += step) g.push_back(std::bit_cast<float>(b));
+  for (uint32_t b = 0; b <= pos_end; b += step) g.push_back(std::bit_cast<float>(b));
+  g.push_back(-kExpHi);
+  g.push_back(-kExpLo);
+  g.push_back(1.0f);
+  const float ups[] = {1.0f, -0.75f, 3.5f, -1e-3f, 65504.0f, 0.0f, -2.0f};
+  std::vector<float> up(g.size());
+  for (size_t i = 0; i < up.size(); ++i) up[i] = ups[i % std::size(ups)];
+  std::vector<double> exact(g.size());
+  for (size_t i = 0; i < g.size(); ++i) exact[i] = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * double(up[i]);
+  const double flt_min = std::numeric_limits<float>::min();
+  for (Isa isa : supported_isas()) {
+    const kernels::Kernels& k = kernels::table(isa);
+    std::vector<float> y(g.size());
+    k.silu_mul_f32(g.data(), up.data(), y.data(), g.size());
+    std::vector<float> in_place = g;
+    k.silu_mul_f32(in_place.data(), up.data(), in_place.data(), g.size());
+    EXPECT_EQ(std::memcmp(in_place.data(), y.data(), y.size() * sizeof(float)), 0) << isa_name(isa);
+    double worst = 0;
+    float worst_g = 0;
+    size_t relative = 0, absolute = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double err = std::abs(double(y[i]) - exact[i]);
+      if (std::abs(g[i]) >= 0x1p-100 && std::abs(exact[i]) >= flt_min) {
+        const double rel = err / std::abs(exact[i]);
+        if (rel > worst) {
+          worst = rel;
+          worst_g = g[i];
+        }
+        ++relative;
+      } else {
+        EXPECT_LE(err, kSiluRelError * std::abs(exact[i]) + 0x1p-150 * (std::abs(up[i]) + 1))
+            << isa_name(isa) << " g = " << g[i] << " up = " << up[i];
+        ++absolute;
+      }
+    }
+    EXPECT_LE(worst, kSiluRelError) << isa_name(isa) << " at g = " << worst_g;
+    EXPECT_GT(relative, g.size() / 2);  // most inputs are held to the relative bound
+    std::printf("silu %s: max relative error %.3g (%.2f u) at g = %.9g over %zu inputs (%zu near zero)\n",
+                std::string(isa_name(isa)).c_str(), worst, worst / kU, worst_g, relative, absolute);
+  }
+}
+
+TEST(VectorSilu, OutsideTheRangeGivesZeroOrTheProductAndKeepsNan) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // Below -kExpHi: a zero of sign(g up), whose exact value is below 4e-37 |up|.
+  std::vector<float> g = {std::nextafter(-kExpHi, -inf), -88.7f, -89.0f, -1000.0f, -1e30f,
+                          std::nextafter(-kExpLo, inf), 88.0f, 1000.0f, 1e30f, inf,
+                          std::numeric_limits<float>::quiet_NaN()};
+  for (int i = 0; i < 19; ++i) g.push_back(-88.4f - 0.731f * static_cast<float>(i));  // the vector body
+  std::vector<float> up(g.size(), -3.0f);
+  for (Isa isa : supported_isas()) {
+    std::vector<float> y(g.size());
+    kernels::table(isa).silu_mul_f32(g.data(), up.data(), y.data(), g.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (std::isnan(g[i])) {
+        EXPECT_TRUE(std::isnan(y[i])) << isa_name(isa);
+      } else if (g[i] < -kExpHi) {
+        EXPECT_EQ(std::bit_cast<uint32_t>(y[i]), 0u) << isa_name(isa) << " g = " << g[i];  // +0: g < 0, up < 0
+        EXPECT_LT(std::abs(double(g[i]) * std::exp(double(g[i])) * up[i]), 4e-37 * 3) << g[i];
+      } else {
+        EXPECT_EQ(y[i], g[i] * up[i]) << isa_name(isa) << " g = " << g[i];  // e^-g = 0: fl(g up)
       }
     }
   }

@@ -6,7 +6,10 @@
 #include <csignal>
 
 #include <cstring>
+#include <algorithm>
 #include <memory>
+#include <string>
+#include <vector>
 #include <sstream>
 
 #include "cli/bench_record.h"
@@ -16,17 +19,45 @@
 namespace nanoinfer {
 namespace {
 
-TEST(BenchRecord, ContextHasMachineThreadsAndCommit) {
-  const auto ctx = bench_context(3);
+TEST(BenchRecord, ContextCarriesEveryProvenanceField) {
+  const auto ctx = bench_context(3, Isa::Avx2);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : ctx.items()) keys.push_back(key);
+  std::vector<std::string> expected = provenance_fields();
+  std::sort(keys.begin(), keys.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(keys, expected);  // no more, no fewer
   EXPECT_EQ(ctx.at("threads"), 3);
+  EXPECT_EQ(ctx.at("isa"), "avx2");
   EXPECT_GE(ctx.at("logical_cores").get<int>(), 1);
   EXPECT_FALSE(ctx.at("cpu").get<std::string>().empty());
-  EXPECT_FALSE(ctx.at("commit").get<std::string>().empty());
+  // The flags are detection's: exactly the host features, in the table's spelling.
+  std::vector<std::string> flags;
+  for (size_t i = 0; i < kCpuFeatureCount; ++i) {
+    const auto f = static_cast<CpuFeature>(i);
+    if (host_cpu_features().has(f)) flags.emplace_back(cpu_feature_name(f));
+  }
+  EXPECT_EQ(ctx.at("cpu_flags").get<std::vector<std::string>>(), flags);
+  // A short hash and whether the tree is dirty; outside a checkout (a source tarball), "unknown" and null.
+  const std::string commit = ctx.at("commit");
+  if (commit == "unknown") {
+    EXPECT_TRUE(ctx.at("dirty").is_null());
+  } else {
+    EXPECT_TRUE(commit.size() >= 7 && commit.find_first_not_of("0123456789abcdef") == std::string::npos) << commit;
+    EXPECT_TRUE(ctx.at("dirty").is_boolean());
+  }
   EXPECT_EQ(ctx.at("nanoinfer_version"), NANOINFER_VERSION);
   const std::string ts = ctx.at("timestamp");
   ASSERT_EQ(ts.size(), 20u);  // 2026-01-02T03:04:05Z
   EXPECT_EQ(ts[10], 'T');
   EXPECT_EQ(ts.back(), 'Z');
+  // The command line is this process's: the test binary's path comes first.
+  const std::string line = ctx.at("command_line");
+  EXPECT_NE(line.find("nanoinfer_tests"), std::string::npos) << line;
+  EXPECT_EQ(bench_context(1, Isa::Scalar, "node x.mjs 'a b'").at("command_line"), "node x.mjs 'a b'");
+  // One run id per process.
+  EXPECT_EQ(bench_context(1, Isa::Scalar).at("run"), ctx.at("run"));
+  EXPECT_FALSE(ctx.at("run").get<std::string>().empty());
 }
 
 TEST(BenchRecord, AppendsOneLinePerRecordAndNeverCreatesDirectories) {

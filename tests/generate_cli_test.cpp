@@ -224,8 +224,27 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   EXPECT_DOUBLE_EQ(records[1]["roofline_pct"].get<double>(),
                    100.0 * records[1]["effective_gbps"].get<double>() / records[1]["read_bandwidth_gbps"].get<double>());
   EXPECT_NE(r.out.find("barriers per token; read bandwidth"), std::string::npos) << r.out;
+  // KV bytes per position: K and V of 3 layers of kv_dim 64 in the default f16 cache; and the
+  // wall-time share attention took of the prefill and of the decode steps (a fraction).
+  EXPECT_EQ(records[1]["kv_bytes_per_position"], 2 * 3 * 64 * 2);
+  for (const char* key : {"attention_share_prefill", "attention_share_decode"}) {
+    EXPECT_GT(records[1][key].get<double>(), 0.0) << key;
+    EXPECT_LE(records[1][key].get<double>(), 1.0) << key;
+  }
+  EXPECT_NE(r.out.find("% of the prefill's time"), std::string::npos) << r.out;
   EXPECT_EQ(records[2]["bench"], "generate-cache-ab");
   EXPECT_EQ(records[2]["identical_output"], true);
+  // The work of each path, counted: -p 8 -n 4 pushes 8 + 3 positions cached, 8 + 9 + 10 + 11
+  // recomputed; a TTFT and a per-step time for both, a sample per run.
+  EXPECT_EQ(records[2]["cached_positions"], 11);
+  EXPECT_EQ(records[2]["uncached_positions"], 38);
+  for (const char* path : {"cached", "uncached"}) {
+    const std::string p = path;
+    EXPECT_EQ(records[2][p + "_samples_ts"].size(), 2u);
+    EXPECT_GT(records[2][p + "_ttft_ms_median"].get<double>(), 0.0);
+    EXPECT_GT(records[2][p + "_step_ms_median"].get<double>(), 0.0);
+    EXPECT_GE(records[2][p + "_max_ts"].get<double>(), records[2][p + "_min_ts"].get<double>());
+  }
   expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-r", "0"}), "-r must be >= 1");
   expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "--probe-mib", "-1"}), "--probe-mib must be >= 0");
   expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "250", "-n", "10"}),

@@ -17,14 +17,12 @@
 #include "nanoinfer/tokenizer.h"
 #include "support/files.h"
 #include "support/sanitized.h"
+#include "support/grammar_match.h"
 
 namespace nanoinfer {
 namespace {
 
-bool matches(const Grammar& g, std::string_view text) {
-  GrammarState s(g);
-  return s.advance(text) && s.complete();
-}
+using test::matches;
 
 bool prefix_ok(const Grammar& g, std::string_view text) {
   GrammarState s(g);

@@ -226,9 +226,11 @@ TEST_F(InspectGguf, CliPrintsTheDirectorysSummary) {
 
   const test::CliResult both = run_cli({"inspect", path("m").string(), "-m", path("f32.gguf").string()});
   EXPECT_NE(both.status, 0);
+  // Neither: the model built into the binary, read in place.
   const test::CliResult none = run_cli({"inspect"});
-  EXPECT_EQ(none.status, 1);
-  EXPECT_THAT(none.err, HasSubstr("inspect needs a model: MODEL or -m MODEL"));
+  EXPECT_EQ(none.status, 0) << none.err;
+  EXPECT_THAT(none.out, HasSubstr("model:  (embedded)/default-model\n"));
+  EXPECT_THAT(none.out, HasSubstr("verdict: OK, all "));
 }
 
 // A quantized directory and the GGUF file of it (its blocks copied unchanged) report the same

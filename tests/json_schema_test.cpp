@@ -7,16 +7,14 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/grammar.h"
+#include "support/grammar_match.h"
 
 namespace nanoinfer {
 namespace {
 
 Grammar compile(const std::string& schema) { return Grammar::from_gbnf(json_schema_to_gbnf(schema)); }
 
-bool matches(const Grammar& g, std::string_view text) {
-  GrammarState s(g);
-  return s.advance(text) && s.complete();
-}
+using test::matches;
 
 std::string schema_error(const std::string& schema) {
   try {

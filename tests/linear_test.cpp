@@ -380,7 +380,7 @@ TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
           std::vector<float> g(tokens * sh.inter), u(tokens * sh.inter), expected(tokens * sh.inter);
           linear({&p2, &kernels::table(isa)}, gate.w, nullptr, x.data(), g.data(), tokens);
           linear({&p2, &kernels::table(isa)}, up.w, nullptr, x.data(), u.data(), tokens);
-          silu_mul(g.data(), u.data(), expected.data(), expected.size());
+          silu_mul({&p2, &kernels::table(isa)}, g.data(), u.data(), expected.data(), expected.size());
           for (ThreadPool* pool : {&p1, &p2, &p3}) {
             test::Guarded<float> scratch(tokens * 2 * sh.inter, std::nanf("")), out(tokens * sh.inter, std::nanf(""));
             linear_swiglu({pool, &kernels::table(isa)}, gu, x.data(), scratch.data(), out.data(), tokens);

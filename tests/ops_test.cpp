@@ -6,7 +6,10 @@
 #include <random>
 #include <vector>
 
+#include "kernels/kernels.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/isa.h"
+#include "nanoinfer/thread_pool.h"
 #include "model/ops.h"
 
 namespace nanoinfer {
@@ -41,15 +44,22 @@ TEST(Ops, RmsnormMatchesTheFormula) {
   EXPECT_EQ(0, std::memcmp(z.data(), y.data(), y.size() * sizeof(float)));
 }
 
+// In place (out = gate), every ISA, within kernels.h's 2^-21 of float64 (the dense sweep is
+// tests/attention_test.cpp's).
 TEST(Ops, SiluMulAndAdd) {
-  std::vector<float> g = {-20.0f, -1.0f, 0.0f, 0.5f, 3.0f}, u = {2.0f, 3.0f, 4.0f, -1.0f, 0.5f};
-  const std::vector<float> g0 = g;
-  silu_mul(g.data(), u.data(), g.data(), g.size());
-  for (size_t i = 0; i < g.size(); ++i) {
-    EXPECT_NEAR(g[i], g0[i] / (1.0 + std::exp(-double(g0[i]))) * u[i], 1e-6) << i;
+  ThreadPool threads(1);
+  for (Isa isa : all_isas()) {
+    if (!isa_supported(isa)) continue;
+    std::vector<float> g = {-20.0f, -1.0f, 0.0f, 0.5f, 3.0f}, u = {2.0f, 3.0f, 4.0f, -1.0f, 0.5f};
+    const std::vector<float> g0 = g;
+    silu_mul({&threads, &kernels::table(isa)}, g.data(), u.data(), g.data(), g.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double exact = g0[i] / (1.0 + std::exp(-double(g0[i]))) * u[i];
+      EXPECT_LE(std::abs(g[i] - exact), 0x1p-21 * std::abs(exact)) << isa_name(isa) << " " << i;
+    }
+    add_inplace(g.data(), u.data(), g.size());
+    EXPECT_EQ(g[2], 4.0f) << isa_name(isa);  // silu(0) * 4 = 0 exactly, then + 4
   }
-  add_inplace(g.data(), u.data(), g.size());
-  EXPECT_NEAR(g[2], 4.0f, 1e-7);
 }
 
 // Half-split pairing: element i of a head rotates with element i + head_dim/2, by the angle

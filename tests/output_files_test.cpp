@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <functional>
 
+#include "io/atomic_file.h"
 #include "io/safetensors_writer.h"
+#include "nanoinfer/atomic_write.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/interrupt.h"
@@ -176,6 +178,55 @@ TEST(SafetensorsWriterSignals, TotalSizeOverflowIsRejected) {
               writer.add("b", DType::U8, {uint64_t{1} << 63}, [](std::span<std::byte>) {});
             }),
             "x.safetensors: tensor 'b': the file's size overflows 64 bits");
+}
+
+// The attack on 402a10c's writer: it wrote to the predictable "<target>.tmp<pid>" through a
+// stream that follows links, so a link planted there sent the page into any file the user
+// can write. Links planted at that name, and at a stale-looking temporary name of our own
+// naming (a dead process's, which the writer tidies), are neither followed nor written
+// through: the victims keep their bytes, the target gets the data.
+TEST(AtomicFile, LinksPlantedAtTemporaryNamesAreNeverFollowed) {
+  namespace fs = std::filesystem;
+  test::TempDir dir;
+  test::TempDir victims;
+  test::write_text(victims / "file", "victim");
+  fs::create_directory(victims / "dir");
+  test::write_text(victims / "dir" / "inside", "victim");
+  const fs::path target = dir / "page.html";
+  const fs::path old_name = dir / ("page.html.tmp" + std::to_string(::getpid()));
+  fs::create_symlink(victims / "file", old_name);
+  // pid 2^22+1 is above Linux's pid_max limit, so no process has it: the name is stale.
+  const fs::path stale = dir / ".page.html.tmp.4194305.AbCdEf";
+  fs::create_symlink(victims / "dir", stale);
+
+  write_file_atomically(target, "the page");
+
+  EXPECT_EQ(test::read_text(target), "the page");
+  EXPECT_FALSE(fs::is_symlink(target));
+  EXPECT_EQ(test::read_text(victims / "file"), "victim");
+  EXPECT_EQ(test::read_text(victims / "dir" / "inside"), "victim");
+  EXPECT_TRUE(fs::is_symlink(old_name));       // not ours: left alone
+  EXPECT_FALSE(fs::exists(fs::symlink_status(stale)));  // ours, stale: the link removed, not its target
+  EXPECT_EQ(names_in(victims.path()).size(), 2u);
+}
+
+// write_file_atomically's temporary file while the bytes go in: SIGINT, SIGTERM and SIGHUP
+// each remove it and still end the process by that signal; the target never appears.
+TEST(AtomicFile, EachSignalDuringAWriteLeavesNoTemporaryFile) {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    test::TempDir dir;
+    const auto target = dir / "page.html";
+    const int status = in_child([&] {
+      AtomicFile file(target);
+      file.write_all("part of the page", 16);
+      if (names_in(dir.path()).size() != 1) ::_exit(3);  // the temporary file exists by now
+      ::raise(sig);
+      ::_exit(4);
+    });
+    ASSERT_TRUE(WIFSIGNALED(status)) << "signal " << sig << ", exit " << WEXITSTATUS(status);
+    EXPECT_EQ(WTERMSIG(status), sig);
+    EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{}) << "signal " << sig;
+  }
 }
 
 }  // namespace

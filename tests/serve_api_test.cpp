@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/api.h"
+#include "serve/secret.h"
 
 namespace nanoinfer::serve {
 namespace {
@@ -191,6 +192,41 @@ TEST(ServeApi, CompletionResponseAndModels) {
   const json models = json::parse(models_json("default-model", 5));
   EXPECT_EQ(models["data"][0]["id"], "default-model");
   EXPECT_EQ(models["object"], "list");
+}
+
+// Bytes that count how often they are read: the key compare's work, counted exactly.
+struct CountedBytes {
+  std::string_view text;
+  size_t* reads;
+  size_t size() const { return text.size(); }
+  char operator[](size_t i) const {
+    ++*reads;
+    return text[i];
+  }
+};
+
+// The API key compare reads every byte of both keys whatever the first difference (an early
+// exit would let a client time how much of its guess is right): the number of reads depends
+// only on the lengths. Verdicts are exact.
+TEST(ServeApi, KeyCompareReadsEveryByteWhateverTheFirstDifference) {
+  const std::string key = "sk-0123456789abcdef0123456789abcdef";
+  struct Case {
+    std::string given;
+    bool same;
+  };
+  std::string first = key, middle = key, last = key;
+  first[0] = 'X';
+  middle[key.size() / 2] = 'X';
+  last.back() = 'X';
+  for (const Case& c : {Case{key, true}, Case{first, false}, Case{middle, false}, Case{last, false},
+                        Case{key.substr(0, 1), false}, Case{key + "0", false}, Case{"", false}}) {
+    size_t given_reads = 0, key_reads = 0;
+    EXPECT_EQ(same_secret(CountedBytes{c.given, &given_reads}, CountedBytes{key, &key_reads}), c.same) << c.given;
+    EXPECT_EQ(given_reads, c.given.size()) << c.given;
+    EXPECT_EQ(key_reads, key.size()) << c.given;
+  }
+  EXPECT_FALSE(same_secret(std::string_view(""), std::string_view("k")));
+  EXPECT_TRUE(same_secret(std::string_view(""), std::string_view("")));
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
 #include <thread>
 
 #include "nanoinfer/engine.h"
@@ -155,6 +157,84 @@ TEST_F(ServeScheduler, AContinuedConversationReusesItsPrefix) {
   ASSERT_GT(common, 1u);
   EXPECT_EQ(b.cached, common);
   expect_same(b, alone(second), "continued");
+}
+
+// A drafter that drafts nothing (plain decoding, output unchanged) and holds the scheduler
+// thread in its first draft until released: requests submitted meanwhile are admitted together
+// at the next step, with the first request's slot busy.
+struct GateDrafter final : Drafter {
+  struct Gate {
+    std::promise<void> entered, release;
+    std::atomic<bool> first{true};
+  };
+  explicit GateDrafter(std::shared_ptr<Gate> g) : gate(std::move(g)) {}
+  void draft(std::span<const int32_t>, size_t, std::vector<int32_t>& out) override {
+    out.clear();
+    if (gate->first.exchange(false)) {
+      gate->entered.set_value();
+      gate->release.get_future().wait();
+    }
+  }
+  std::string_view name() const override { return "gate"; }
+  std::shared_ptr<Gate> gate;
+};
+
+// Requests that start with the same long system prompt: it is prefilled once. The first
+// request computes all of its prompt; every other one copies the shared rows from a slot that
+// holds them (or waits a step for the slot computing them) and pushes only its own question, in
+// ceil(rest / chunk) passes; every output is what a Generator makes alone.
+TEST_F(ServeScheduler, ASharedSystemPromptIsPrefilledOnceAcrossSlots) {
+  const std::string system = "Once upon a time there was a cat that sat on the mat and looked at a dog. ";
+  const std::vector<Job> jobs = {job(system + "the cat", 30, kGreedy), job(system + "a dog ran", 12, kGreedy),
+                                 job(system + "Once the", 8, {.temperature = 0.9, .seed = 3})};
+  size_t common = jobs[0].prompt.size();
+  for (const Job& j : jobs) {
+    size_t same = 0;
+    while (same < std::min(common, j.prompt.size()) && j.prompt[same] == jobs[0].prompt[same]) ++same;
+    common = same;
+  }
+  ASSERT_GT(common, 12u);
+  for (size_t a = 1; a < jobs.size(); ++a)
+    for (size_t b = 0; b < a; ++b) ASSERT_NE(jobs[a].prompt[common], jobs[b].prompt[common]) << "questions differ";
+  const std::vector<Result> want = {alone(jobs[0]), alone(jobs[1]), alone(jobs[2])};
+  ASSERT_GT(want[0].usage.completion_tokens, 1u) << "the first request must still decode when the others come";
+  const auto check = [&](const std::vector<std::shared_ptr<Channel>>& channels, size_t chunk, bool copied) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      ASSERT_TRUE(channels[i]);
+      const Result got = drain(*channels[i]);
+      const std::string what = fmt::format("chunk {}, request {}", chunk, i);
+      expect_same(got, want[i], what);
+      const size_t cached = i == 0 ? 0 : common;
+      EXPECT_EQ(got.cached, cached) << what;
+      // Arriving together, a request may also land on a finished request's slot and reuse
+      // its cache there; with the first slot held busy, the rows can only have been copied.
+      if (copied) {
+        EXPECT_EQ(channels[i]->shared_prompt_tokens(), cached) << what;
+      }
+      EXPECT_LE(channels[i]->shared_prompt_tokens(), cached) << what;
+      EXPECT_EQ(channels[i]->prefill_chunks(), (jobs[i].prompt.size() - cached + chunk - 1) / chunk) << what;
+    }
+  };
+  // Arriving together, in chunks of 1, 4 and the whole prompt: the later ones wait for the
+  // first's chunks rather than compute them.
+  for (size_t chunk : {size_t{1}, size_t{4}, size_t{512}}) {
+    Scheduler scheduler(*model_, *tok_, {.parallel = 3, .queue = 4, .prefill_chunk = chunk}, metrics_);
+    std::vector<std::shared_ptr<Channel>> channels;
+    for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
+    check(channels, chunk, false);
+  }
+  // The first decoding when the others arrive: they copy its rows.
+  auto gate = std::make_shared<GateDrafter::Gate>();
+  Scheduler scheduler(*model_, *tok_,
+                      {.parallel = 3, .queue = 4, .prefill_chunk = 4,
+                       .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); }, .draft_max = 1},
+                      metrics_);
+  std::vector<std::shared_ptr<Channel>> channels = {scheduler.submit(jobs[0])};
+  gate->entered.get_future().wait();
+  channels.push_back(scheduler.submit(jobs[1]));
+  channels.push_back(scheduler.submit(jobs[2]));
+  gate->release.set_value();
+  check(channels, 4, true);
 }
 
 TEST_F(ServeScheduler, ZeroTokensAndContextFullEndAsLength) {

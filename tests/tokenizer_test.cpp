@@ -240,8 +240,8 @@ TEST(TokenizerLoad, RejectsWhatItDoesNotReproduceNamingIt) {
   j["decoder"] = {{"type", "Metaspace"}};
   expect_rejected(j, "'Metaspace'");
   j = tiny_tokenizer({});
-  j["post_processor"] = {{"type", "TemplateProcessing"}};
-  expect_rejected(j, "'TemplateProcessing'");
+  j["post_processor"] = {{"type", "RobertaProcessing"}};
+  expect_rejected(j, "'RobertaProcessing'");
   j = tiny_tokenizer({});
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = R"(\w+|\s+)";
   expect_rejected(j, "regex '\\w+|\\s+' is not supported");

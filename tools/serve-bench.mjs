@@ -4,13 +4,17 @@
 // the aggregate generated tokens per second (all completion tokens / wall time from the first
 // request to the last answer) and the time to first token (request sent -> first text chunk)
 // as median / min / max over all requests. One JSON line per run goes to stdout after the table
-// when --json is given.
+// when --json is given. With --record FILE the rows are appended to FILE through
+// `nanoinfer bench record`, which adds the provenance every bench record carries (commit, dirty,
+// CPU model and flags, ISA, threads, time, command line): give it the server's -t and --isa
+// (--threads, --isa; default: the server's defaults on this machine) and the binary (--nanoinfer).
 //
 //   node tools/serve-bench.mjs --url http://127.0.0.1:8080 --clients 1,4,8 --requests 4 \
-//        --prompt "ROMEO:" --max-tokens 64
+//        --prompt "ROMEO:" --max-tokens 64 --record bench/serve-bench.jsonl
 //
 // Node 18+ only (global fetch); no packages.
 
+import { spawnSync } from "node:child_process";
 import { parseArgs } from "node:util";
 
 const { values: opt } = parseArgs({
@@ -21,12 +25,17 @@ const { values: opt } = parseArgs({
     prompt: { type: "string", default: "ROMEO:" },
     "max-tokens": { type: "string", default: "64" },
     json: { type: "boolean", default: false },
+    record: { type: "string" },
+    nanoinfer: { type: "string", default: "build/release/nanoinfer" },
+    threads: { type: "string" },
+    isa: { type: "string" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
 if (opt.help) {
   console.log("usage: node tools/serve-bench.mjs [--url URL] [--clients 1,4,8] [--requests R] " +
-              "[--prompt TEXT] [--max-tokens N] [--json]");
+              "[--prompt TEXT] [--max-tokens N] [--json]\n" +
+              "       [--record FILE [--nanoinfer BIN] [--threads N] [--isa NAME]]");
   process.exit(0);
 }
 
@@ -95,6 +104,18 @@ async function run(clients) {
   };
 }
 
+// The rows through `nanoinfer bench record`, the one writer of the provenance fields.
+function record(lines) {
+  const quote = (a) => (/^[A-Za-z0-9_.\/=:,+@%-]+$/.test(a) ? a : `'${a.replaceAll("'", "'\\''")}'`);
+  const args = ["bench", "record", "-o", opt.record,
+                "--command-line", ["node", ...process.argv.slice(1)].map(quote).join(" ")];
+  if (opt.threads !== undefined) args.push("-t", opt.threads);
+  if (opt.isa !== undefined) args.push("--isa", opt.isa);
+  const r = spawnSync(opt.nanoinfer, args, { input: lines.join("\n") + "\n", stdio: ["pipe", "inherit", "inherit"] });
+  if (r.error) throw new Error(`cannot run ${opt.nanoinfer}: ${r.error.message}`);
+  if (r.status !== 0) throw new Error(`${opt.nanoinfer} bench record failed (exit ${r.status})`);
+}
+
 try {
   await oneRequest();  // warm-up: page in the weights, start the workers
   const rows = [];
@@ -105,7 +126,9 @@ try {
                 `${String(r.completion_tokens).padStart(6)}  ${r.seconds.toFixed(2).padStart(7)}  ` +
                 `${r.tokens_per_s.toFixed(1).padStart(17)}  ${r.ttft_ms_median} [${r.ttft_ms_min}, ${r.ttft_ms_max}]`);
   }
-  if (opt.json) for (const r of rows) console.log(JSON.stringify({ url: opt.url, prompt: opt.prompt, ...r }));
+  const lines = rows.map((r) => JSON.stringify({ bench: "serve", url: opt.url, prompt: opt.prompt, ...r }));
+  if (opt.json) for (const l of lines) console.log(l);
+  if (opt.record !== undefined) record(lines);
 } catch (e) {
   console.error(`serve-bench: error: ${e.cause?.message ?? e.message}`);
   process.exit(1);

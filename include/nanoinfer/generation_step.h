@@ -60,7 +60,8 @@ std::vector<int32_t> stop_token_ids(const GenerationConfig& generation, const To
 
 // How every front end turns what a user typed into the prompt's tokens. A raw prompt is the
 // user's whole text: special-token text in it ("<|im_start|>") is parsed, so a user can write
-// the template by hand, as in llama.cpp. A chat prompt renders the conversation through the
+// the template by hand, as in llama.cpp. A raw prompt starts with the tokenizer's prompt_prefix()
+// (Llama 3's BOS; once, if the text spells it too). A chat prompt renders the conversation through the
 // chat template with the generation prompt, and special-token text inside message content
 // stays plain text, so no message can close its turn or forge another.
 std::vector<int32_t> encode_raw_prompt(const Tokenizer& tok, std::string_view text);

@@ -60,6 +60,12 @@ class KvCache {
   void clear();
   // Keeps the first n positions (n <= length()); for reusing a common prefix.
   void truncate(size_t n);
+  // Copies positions [length(), n) of `src` (a cache of the same shape and type, n <=
+  // src.length()) into this one, committing memory for them; length() becomes n. For a prefix
+  // both sequences share: the rows of a position depend only on the tokens up to it, so the
+  // copies are bitwise what a forward pass would write. Throws Error on a shape mismatch, an
+  // open step, or memory that is not available (this cache unchanged).
+  void extend_from(const KvCache& src, size_t n);
 
   // Opens a step of n positions, committing memory for them if needed. Throws Error if a
   // step is already open, the positions do not fit (length() + n > capacity()), or the memory

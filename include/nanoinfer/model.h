@@ -104,6 +104,7 @@ class Sequence {
   size_t length() const { return cache().length(); }  // positions in the cache
   uint64_t positions_pushed() const;                    // work counter: positions through the model
   uint64_t kv_rows_read() const;                        // work counter: K/V rows attention read
+  double attention_seconds() const;                     // wall time its attention took (a timing, not a count)
   // The logits of the last decode() step: [rows][vocab], one row per token the sequence pushed
   // in it. (forward() returns its own span.)
   std::span<const float> logits() const;

@@ -54,6 +54,8 @@ struct TokenizerVocab {
   std::string_view pre;                 // the pre-tokenizer by name; "qwen2"
   std::optional<int32_t> eos_id;
   std::optional<int32_t> pad_id;
+  std::optional<int32_t> bos_id;        // tokenizer.ggml.bos_token_id
+  bool add_bos = false;                 // tokenizer.ggml.add_bos_token: a plain prompt starts with bos_id
   std::string_view chat_template;       // tokenizer.chat_template, or empty
 };
 
@@ -116,6 +118,10 @@ class Tokenizer {
   // From tokenizer_config.json, when given there and known to the vocabulary.
   std::optional<int32_t> eos_token_id() const;
   std::optional<int32_t> pad_token_id() const;
+  // The special tokens a plain text (not a chat) is encoded after, as the model was trained:
+  // Llama 3's <|begin_of_text|>, from tokenizer.json's TemplateProcessing post-processor or a
+  // GGUF file's add_bos_token; empty for Qwen. encode() never adds them: encode_raw_prompt does.
+  std::span<const int32_t> prompt_prefix() const;
   ChatFormat chat_format() const;  // of the chat template that came with it
   bool cleans_up_spaces() const;   // tokenizer_config.json's clean_up_tokenization_spaces
 

@@ -20,6 +20,8 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "nanoinfer/error.h"
 
 #if defined(__SSE2__)
@@ -52,19 +54,54 @@ std::string run_first_line(const std::string& command) {
   return line;
 }
 
-std::string git_commit_in(const std::string& dir) {
+struct Commit {
+  std::string hash;  // "" when not in a checkout
+  bool dirty = false;
+};
+
+Commit git_commit_in(const std::string& dir) {
   const std::string git = "git -C '" + dir + "' ";
-  const std::string commit = run_first_line(git + "rev-parse --short HEAD 2>/dev/null");
-  if (commit.empty()) return "";
-  const std::string dirty =
-      run_first_line(git + "status --porcelain --untracked-files=no 2>/dev/null | head -1");
-  return dirty.empty() ? commit : commit + "-dirty";
+  Commit c{run_first_line(git + "rev-parse --short HEAD 2>/dev/null")};
+  if (c.hash.empty()) return c;
+  // The records themselves (bench/*.jsonl) do not count: appending one must not make the next
+  // run of the same code look dirty.
+  c.dirty = !run_first_line(git + "status --porcelain --untracked-files=no -- . ':(exclude)bench/*.jsonl' "
+                                  "2>/dev/null | head -1").empty();
+  return c;
 }
 
-std::string git_commit() {
-  std::string c = git_commit_in(NANOINFER_SOURCE_DIR_LIB);
-  if (c.empty()) c = git_commit_in(".");
-  return c.empty() ? "unknown" : c;
+Commit git_commit() {
+  Commit c = git_commit_in(NANOINFER_SOURCE_DIR_LIB);
+  if (c.hash.empty()) c = git_commit_in(".");
+  return c;
+}
+
+// An argument as a POSIX shell would need it: bare when it holds only safe characters, else
+// in single quotes (a quote inside written '\'').
+std::string shell_quoted(const std::string& arg) {
+  const bool safe = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                          "0123456789-_./=:,+@%") == std::string::npos;
+  if (safe) return arg;
+  std::string q = "'";
+  for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string own_command_line() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string line, arg;
+  while (std::getline(f, arg, '\0')) line += (line.empty() ? "" : " ") + shell_quoted(arg);
+  return line;
+}
+
+nlohmann::json cpu_flags() {
+  nlohmann::json flags = nlohmann::json::array();
+  const CpuFeatures& cpu = host_cpu_features();
+  for (size_t i = 0; i < kCpuFeatureCount; ++i) {
+    const auto f = static_cast<CpuFeature>(i);
+    if (cpu.has(f)) flags.push_back(std::string(cpu_feature_name(f)));
+  }
+  return flags;
 }
 
 std::string cpu_model() {
@@ -124,14 +161,31 @@ std::string utc_timestamp() {
 
 }  // namespace
 
-nlohmann::json bench_context(int threads) {
-  return {{"cpu", cpu_model()},
-          {"logical_cores", ::sysconf(_SC_NPROCESSORS_ONLN)},
-          {"threads", threads},
-          {"commit", git_commit()},
-          {"build_type", NANOINFER_BUILD_TYPE},
-          {"timestamp", utc_timestamp()},
-          {"nanoinfer_version", NANOINFER_VERSION}};
+const std::vector<std::string>& provenance_fields() {
+  static const std::vector<std::string> fields = {
+      "commit", "dirty", "cpu", "cpu_flags", "isa", "threads", "logical_cores", "build_type",
+      "nanoinfer_version", "timestamp", "command_line", "run"};
+  return fields;
+}
+
+nlohmann::json bench_context(int threads, Isa isa, const std::string& command_line) {
+  // The commit and the run id are the process's: read once.
+  static const Commit commit = git_commit();
+  static const std::string run = fmt::format("{}-{}", utc_timestamp(), ::getpid());
+  nlohmann::json j;
+  j["commit"] = commit.hash.empty() ? "unknown" : commit.hash;
+  j["dirty"] = commit.hash.empty() ? nlohmann::json(nullptr) : nlohmann::json(commit.dirty);
+  j["cpu"] = cpu_model();
+  j["cpu_flags"] = cpu_flags();
+  j["isa"] = std::string(isa_name(isa));
+  j["threads"] = threads;
+  j["logical_cores"] = ::sysconf(_SC_NPROCESSORS_ONLN);
+  j["build_type"] = NANOINFER_BUILD_TYPE;
+  j["nanoinfer_version"] = NANOINFER_VERSION;
+  j["timestamp"] = utc_timestamp();
+  j["command_line"] = command_line.empty() ? own_command_line() : command_line;
+  j["run"] = run;
+  return j;
 }
 
 void check_bench_results_path(const std::filesystem::path& file) {

@@ -5,17 +5,34 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer {
 
-// {"cpu", "logical_cores", "threads", "commit", "build_type", "timestamp" (UTC, ISO 8601),
-//  "nanoinfer_version"}. The commit is `git rev-parse --short HEAD` of the source checkout
-// (or of the working directory), with "-dirty" when tracked files have changes, or "unknown".
-nlohmann::json bench_context(int threads);
+// The provenance every bench record carries, written here and nowhere else (every `bench`
+// subcommand, and tools/serve-bench.mjs through `bench record`):
+//   "commit"        `git rev-parse --short HEAD` of the source checkout (or of the working
+//                   directory), "unknown" outside a checkout;
+//   "dirty"         whether tracked files differ from that commit, the records bench/*.jsonl
+//                   aside (null when unknown);
+//   "cpu"           /proc/cpuinfo's model name; "cpu_flags": the features detection saw
+//                   (CPUID + OS state, minus NANOINFER_CPU_DISABLE), cpu_feature_name spellings;
+//   "isa"           the kernel tier the run used; "threads": its thread count;
+//   "logical_cores", "build_type", "nanoinfer_version";
+//   "timestamp"     UTC, ISO 8601, when the record was made;
+//   "command_line"  the process's arguments (/proc/self/cmdline), shell-quoted where needed;
+//   "run"           one id per process, so `bench compare` can tell which records one run made.
+// `command_line` replaces the process's own arguments when not empty (`bench record` passes
+// the script's).
+nlohmann::json bench_context(int threads, Isa isa, const std::string& command_line = "");
+
+// The fields bench_context writes, in its order.
+const std::vector<std::string>& provenance_fields();
 
 // Checks, before a benchmark runs, that its record can be appended to `file`: its directory
 // exists (it is not created, so a mistyped --results fails instead of growing a tree) and

@@ -35,7 +35,7 @@ void bench_bandwidth(const BandwidthArgs& args) {
              "min {:.1f} GB/s, max {:.1f} GB/s\n",
              args.size_mib, pool.size(), args.runs, s.median, s.min, s.max);
 
-  nlohmann::json record = bench_context(pool.size());
+  nlohmann::json record = bench_context(pool.size(), best_isa());
   record["bench"] = "bandwidth";
   record["bytes"] = bytes;
   record["runs"] = args.runs;

@@ -14,7 +14,8 @@
 // bytes per token x median decode tokens/s / median probe GB/s.
 //
 // --cache-ab adds the KV cache A/B: the same greedy decode once with the cache and once by
-// recomputing the whole sequence for every token, alternating, asserting identical tokens.
+// recomputing the whole sequence for every token, alternating, asserting identical tokens and
+// the positions each path pushed; tokens/s, time to first token and ms per later step per path.
 //
 // --lookup / --draft / --draft-self (as generate's) add the speculative A/B: plain and
 // speculative greedy decoding alternating, identical tokens asserted, with the acceptance rate,
@@ -33,6 +34,7 @@
 #include "common_options.h"
 #include "nanoinfer/viz_trace.h"
 #include "bench_constrained.h"
+#include "bench_compare.h"
 #include "bench_record.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
@@ -54,6 +56,7 @@ struct BenchFlags {
   std::vector<int64_t> threads;  // empty: NANOINFER_THREADS (a list too), else {0}
   int64_t repetitions = 5;
   bool cache_ab = false;
+  bool compare = false;
   int64_t probe_mib = 1024;
   std::string format = "md";
   std::string results;  // empty: bench/results.jsonl if ./bench exists, else none
@@ -246,33 +249,44 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
 
   // Barriers per decoded token: n_gen steps after the same prompt (attention may join only
   // from some context length on, so this is the mean over the positions the runs decoded).
+  // The same pass gives attention's share of the prefill's and the decode steps' wall time.
   double barriers_per_token = 0;
   size_t kv_bytes_per_position = 0;
+  double attention_share_prefill = 0, attention_share_decode = 0;
   {
+    using Clock = std::chrono::steady_clock;
+    const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     Sequence seq = m.model.new_sequence();
     kv_bytes_per_position = seq.cache().bytes_per_position();
+    const auto t0 = Clock::now();
     m.model.forward(prompt, seq);
+    const auto t1 = Clock::now();
+    const double prefill_attention = seq.attention_seconds();
     const uint64_t before = m.model.barriers();
     for (size_t i = 0; i < n_gen; ++i) {
       const int32_t token = prompt[i % n_prompt];
       m.model.forward({&token, 1}, seq);
     }
+    const auto t2 = Clock::now();
     barriers_per_token = static_cast<double>(m.model.barriers() - before) / static_cast<double>(n_gen);
+    attention_share_prefill = prefill_attention / std::max(seconds(t1 - t0), 1e-9);
+    attention_share_decode = (seq.attention_seconds() - prefill_attention) / std::max(seconds(t2 - t1), 1e-9);
   }
   const double roofline_pct = bandwidth.median > 0 ? 100.0 * gbps / bandwidth.median : 0.0;
 
   const ModelConfig& cfg = m.model.config();
   const uint64_t n_params = cfg.parameter_count();
   const std::string dtype(weight_type_name(m.model.weight_type()));
-  const std::string isa(isa_name(m.model.isa()));
   const int threads = m.model.options().threads;
 
   std::string note = fmt::format(
       "pp{} tg{} t{}: time to first token {:.1f} ms (median of {}), decode {:.1f} GB/s effective ({} per token), "
-      "peak RSS {}; KV cache {}, {} bytes per position; decode work: {} bytes and {:.1f} barriers per token",
+      "peak RSS {}; KV cache {}, {} bytes per position; attention {:.1f}% of the prefill's time, {:.1f}% of the "
+      "decode steps' (one extra pass); decode work: {} bytes and {:.1f} barriers per token",
       n_prompt, n_gen, threads, ttfts.median * 1e3, f.repetitions, gbps,
       format_bytes(static_cast<double>(m.model.bytes_per_token())), format_bytes(static_cast<double>(peak_rss)),
-      kv_type_name(m.model.options().kv_type), kv_bytes_per_position, m.model.bytes_per_token(), barriers_per_token);
+      kv_type_name(m.model.options().kv_type), kv_bytes_per_position, 100.0 * attention_share_prefill,
+      100.0 * attention_share_decode, m.model.bytes_per_token(), barriers_per_token);
   if (f.probe_mib > 0) {
     note += fmt::format("; read bandwidth {:.1f} GB/s median ({:.1f} min, {} MiB, {} threads): {:.1f}% of the roofline",
                         bandwidth.median, bandwidth.min, f.probe_mib, threads, roofline_pct);
@@ -281,7 +295,7 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   }
   out.notes.push_back(std::move(note));
 
-  nlohmann::json base = bench_context(threads);
+  nlohmann::json base = bench_context(threads, m.model.isa());
   base["cpu_info"] = base["cpu"];
   base["build_commit"] = base["commit"];
   base["test_time"] = base["timestamp"];
@@ -290,12 +304,13 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   base["type_k"] = kv_type_name(m.model.options().kv_type);
   base["type_v"] = kv_type_name(m.model.options().kv_type);
   base["kv_bytes_per_position"] = kv_bytes_per_position;
+  base["attention_share_prefill"] = attention_share_prefill;
+  base["attention_share_decode"] = attention_share_decode;
   base["model_filename"] = m.dir.string();
   base["model_type"] = fmt::format("{} {:.1f}M {}", m.model.config().model_type, static_cast<double>(n_params) / 1e6, dtype);
   base["model_size"] = m.model.weight_bytes();
   base["model_n_params"] = n_params;
   base["dtype"] = dtype;
-  base["isa"] = isa;
   base["bench"] = "generate";
   base["peak_rss_bytes"] = peak_rss;
   base["bytes_per_token"] = m.model.bytes_per_token();
@@ -328,38 +343,76 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   out.records.push_back(std::move(tg_record));
 
   if (f.cache_ab) {
-    // Alternate cached and uncached runs so drift in machine load hits both alike.
-    std::vector<double> cached_ts, uncached_ts;
+    // The same harness times both paths (run_timed_steps, as viz's race): step 0 pushes the
+    // prompt, each later step either one position (cached) or the whole context again from an
+    // empty cache (recomputed). Alternated so drift in machine load hits both alike; the
+    // tokens must agree and the positions pushed are counted, not assumed.
+    struct Path {
+      const char* name;
+      bool cached;
+      std::vector<double> ts, ttft_ms, step_ms;
+      uint64_t positions = 0;
+    };
+    Path paths[2] = {{"cached", true, {}, {}, {}}, {"uncached", false, {}, {}, {}}};
     for (int64_t r = 0; r < f.repetitions; ++r) {
-      generator.reset();
-      const GenerationStats s = generator.generate(prompt, {.max_new_tokens = static_cast<int64_t>(n_gen)}, discard);
-      const std::vector<int32_t> cached(generator.tokens().begin() + static_cast<ptrdiff_t>(n_prompt),
-                                        generator.tokens().end());
-      // Greedy with every step recomputing the whole context from an empty cache.
-      double seconds = 0;
-      std::vector<int32_t> uncached;
-      for (const TimedStep& step : run_timed_steps(m.model, m.tokenizer, prompt, n_gen, {.temperature = 0.0}, false)) {
-        uncached.push_back(step.token);
-        seconds += step.seconds;
+      std::vector<int32_t> tokens[2];
+      for (int i = 0; i < 2; ++i) {
+        Path& path = paths[i];
+        const std::vector<TimedStep> steps =
+            run_timed_steps(m.model, m.tokenizer, prompt, n_gen, {.temperature = 0.0}, path.cached);
+        if (steps.size() != n_gen) fail("cache A/B: expected {} steps, ran {}", n_gen, steps.size());
+        double seconds = 0, later = 0;
+        path.positions = 0;
+        for (size_t k = 0; k < steps.size(); ++k) {
+          tokens[i].push_back(steps[k].token);
+          seconds += steps[k].seconds;
+          if (k > 0) later += steps[k].seconds;
+          path.positions += steps[k].positions;
+        }
+        path.ts.push_back(static_cast<double>(n_gen) / seconds);
+        path.ttft_ms.push_back(steps[0].seconds * 1e3);
+        if (n_gen > 1) path.step_ms.push_back(later * 1e3 / static_cast<double>(n_gen - 1));
       }
-      if (cached != uncached) {
+      if (tokens[0] != tokens[1]) {
         fail("cache A/B: cached and uncached greedy decoding differ (run {}); the KV cache is wrong", r);
       }
-      // The cached run's n_gen tokens: the prefill's plus n_gen - 1 decode steps.
-      cached_ts.push_back(static_cast<double>(n_gen) / (s.prefill_seconds + s.decode_seconds));
-      uncached_ts.push_back(static_cast<double>(n_gen) / seconds);
     }
-    const Summary c = summarize(cached_ts), u = summarize(uncached_ts);
-    out.notes.push_back(fmt::format("cache A/B ({} runs, {} tokens after a {}-token prompt, identical tokens): "
-                                    "cached {:.2f} tok/s, uncached {:.2f} tok/s (x{:.1f})",
-                                    f.repetitions, n_gen, n_prompt, c.median, u.median, c.median / u.median));
+    // The work each path must have done: the prompt, then one position per step (cached) or
+    // the whole context per step (recomputed: n_prompt + k positions at step k).
+    const uint64_t want_cached = n_prompt + (n_gen - 1);
+    const uint64_t want_uncached = n_gen * n_prompt + n_gen * (n_gen - 1) / 2;
+    if (paths[0].positions != want_cached || paths[1].positions != want_uncached) {
+      fail("cache A/B: pushed {} (cached) and {} (uncached) positions, expected {} and {}", paths[0].positions,
+           paths[1].positions, want_cached, want_uncached);
+    }
     nlohmann::json ab = base;
     ab["bench"] = "generate-cache-ab";
     ab["n_prompt"] = n_prompt;
     ab["n_gen"] = n_gen;
-    ab["cached_median_ts"] = c.median;
-    ab["uncached_median_ts"] = u.median;
     ab["identical_output"] = true;
+    std::string parts;
+    for (const Path& path : paths) {
+      const Summary t = summarize(path.ts), first = summarize(path.ttft_ms);
+      const std::string p = path.name;
+      ab[p + "_samples_ts"] = path.ts;
+      ab[p + "_median_ts"] = t.median;
+      ab[p + "_min_ts"] = t.min;
+      ab[p + "_max_ts"] = t.max;
+      ab[p + "_ttft_ms_median"] = first.median;
+      ab[p + "_positions"] = path.positions;
+      parts += fmt::format("{}{} {:.2f} tok/s, TTFT {:.1f} ms", parts.empty() ? "" : "; ", p, t.median, first.median);
+      if (!path.step_ms.empty()) {
+        const Summary step = summarize(path.step_ms);
+        ab[p + "_step_ms_median"] = step.median;
+        ab[p + "_step_ms_min"] = step.min;
+        parts += fmt::format(", {:.2f} ms per later step", step.median);
+      }
+      parts += fmt::format(", {} positions pushed", path.positions);
+    }
+    const double speedup = summarize(paths[0].ts).median / summarize(paths[1].ts).median;
+    out.notes.push_back(fmt::format("cache A/B ({} runs alternated, {} tokens after a {}-token prompt, identical "
+                                    "tokens): {} (cached x{:.2f})",
+                                    f.repetitions, n_gen, n_prompt, parts, speedup));
     out.records.push_back(std::move(ab));
   }
   if (grammar_requested(f.grammar)) {
@@ -418,6 +471,10 @@ void run(const BenchFlags& f) {
   std::string results = f.results;
   if (results.empty() && std::filesystem::is_directory("bench")) results = "bench/results.jsonl";
   if (!results.empty()) check_bench_results_path(results);  // before the runs, not after them
+  if (f.compare && results.empty()) fail("--compare needs a results file (--results FILE, or ./bench)");
+  // The history the run is compared with: the file as it was before this run's records.
+  std::vector<nlohmann::json> history;
+  if (f.compare && std::filesystem::exists(results)) history = read_bench_records(results);
 
   // --draft-max also sets the oracle's k (Speculation refuses it without a drafter of its own).
   SpeculationFlags own = f.speculation;
@@ -492,6 +549,13 @@ void run(const BenchFlags& f) {
       break;
   }
   if (!results.empty()) fmt::print(stderr, "nanoinfer: {} records appended to {}\n", records.size(), results);
+  if (f.compare) {
+    const std::vector<FigureVerdict> verdicts = compare_records(history, records);
+    fmt::print(stderr, "{}", format_verdicts(verdicts));
+    for (const FigureVerdict& v : verdicts) {
+      if (v.regression) throw CLI::RuntimeError(3);  // as bench compare's exit status
+    }
+  }
 }
 
 void setup_bench_generate(CLI::App& app) {
@@ -520,6 +584,9 @@ void setup_bench_generate(CLI::App& app) {
   app.add_option("--prompt-file", f->prompt_file,
                  "Take the prompt's first -p tokens from this text file (default: pseudo-random token ids)");
   app.add_option("-o,--output", f->format, "What stdout shows: md (default), csv, json or jsonl, as llama-bench's -o");
+  app.add_flag("--compare", f->compare,
+               "Compare this run's records with the results file's earlier ones of this machine and test (as "
+               "bench compare; the report on stderr); exit 3 on a regression");
   app.add_option("--results", f->results,
                  "JSON-lines file the records are appended to (default: bench/results.jsonl when ./bench exists, "
                  "else none)");

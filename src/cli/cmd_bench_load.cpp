@@ -36,6 +36,7 @@ void bench_load(const LoadArgs& args) {
   std::vector<double> seconds;
   size_t weight_bytes = 0;
   int threads = 0;
+  Isa isa = Isa::Scalar;
   std::string type;
   for (int64_t r = 0; r < args.runs; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -43,6 +44,7 @@ void bench_load(const LoadArgs& args) {
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     weight_bytes = model.weight_bytes();
     threads = model.threads();
+    isa = model.isa();
     type = std::string(weight_type_name(model.weight_type()));
   }
   const size_t rss = peak_rss_bytes();
@@ -56,7 +58,7 @@ void bench_load(const LoadArgs& args) {
              t.max, static_cast<double>(weight_bytes) / median / 1e9);
   fmt::print("  memory peak resident {} = {:.3f} x the weight bytes\n", format_bytes(static_cast<double>(rss)), ratio);
 
-  nlohmann::json record = bench_context(threads);
+  nlohmann::json record = bench_context(threads, isa);
   record["bench"] = "load";
   record["model"] = name;
   record["weight_type"] = type;

@@ -101,7 +101,7 @@ void run(const QuantBenchFlags& f) {
   for (const Level& level : levels) {
     Row row;
     row.level = level.name;
-    nlohmann::json record = bench_context(base.model.threads());
+    nlohmann::json record = bench_context(base.model.threads(), base.model.isa());
     record["bench"] = "quant";
     record["model"] = base.dir.string();
     record["file"] = f.file;

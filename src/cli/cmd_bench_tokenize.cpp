@@ -92,7 +92,7 @@ void run(const BenchTokenizeArgs& args) {
   print_out("(MB/s and tok/s from the median wall time; MB/s cpu from the median thread CPU time)\n");
 
   flush_out();  // a failed report fails the run before the record is appended
-  nlohmann::json record = bench_context(1);
+  nlohmann::json record = bench_context(1, best_isa());
   record["bench"] = "tokenize";
   record["model"] = args.model_dir;
   record["input"] = args.file;

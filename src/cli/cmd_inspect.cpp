@@ -1,5 +1,6 @@
-// `nanoinfer inspect MODEL` (or `-m MODEL`): every tensor of a model directory or GGUF file
-// checked against the manifest its config implies, with a parameter breakdown and a verdict.
+// `nanoinfer inspect [MODEL]` (or `-m MODEL`; neither: the model built into the binary): every
+// tensor of a model directory or GGUF file checked against the manifest its config implies,
+// with a parameter breakdown and a verdict.
 // Exits non-zero, naming the tensor, on any missing, unexpected or mis-shaped tensor, or one
 // holding a NaN or infinity.
 #include <fmt/format.h>
@@ -52,7 +53,7 @@ void inspect(const std::filesystem::path& path) {
   const ModelConfig& cfg = r.config;
   const bool gguf = r.gguf.has_value();
 
-  fmt::print("model:  {}\n", path.string());
+  fmt::print("model:  {}\n", path.empty() ? embedded_model_label().string() : path.string());
   fmt::print(
       "config: {}, {} layers, hidden {}, heads {} (kv {}, head dim {}), intermediate {}, "
       "vocab {}, {} embeddings\n",
@@ -133,12 +134,12 @@ const bool registered_inspect = register_command({
     [](CLI::App& sub) {
       auto positional = std::make_shared<std::string>();
       auto flag = std::make_shared<std::string>();
-      const char* help = "Model directory (config.json + model.safetensors) or a .gguf file";
+      const char* help =
+          "Model directory (config.json + model.safetensors) or a .gguf file (default: the model built into the binary)";
       CLI::Option* pos = sub.add_option("MODEL", *positional, help);
       sub.add_option("-m,--model", *flag, help)->excludes(pos);
       sub.callback([positional, flag] {
-        if (positional->empty() && flag->empty()) fail("inspect needs a model: MODEL or -m MODEL (a directory or a .gguf file)");
-        inspect(positional->empty() ? *flag : *positional);
+        inspect(positional->empty() ? *flag : *positional);  // both empty: the embedded model
       });
     },
 });

@@ -79,14 +79,19 @@ void set_tokenizer(GgufWriter& w, const ModelSource& src, std::string_view token
   w.set_array("tokenizer.ggml.merges", {std::move(merges)});
   if (const auto eos = tok.eos_token_id()) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*eos));
   if (const auto pad = tok.pad_token_id()) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
-  // The converter takes the BOS id from the checkpoint (Qwen2.5: <|endoftext|>); without it
-  // llama.cpp assumes GPT-2's id 11. Qwen2 never prepends it.
+  // The BOS id: the one a tokenizer starts plain prompts with (Llama 3's tokenizer.json
+  // post-processor), which llama.cpp then adds too; else the checkpoint's (Qwen2.5:
+  // <|endoftext|>, never prepended), as the converter does. Without one llama.cpp assumes
+  // GPT-2's id 11.
+  const std::span<const int32_t> prefix = tok.prompt_prefix();
   const auto config = read_json_object(src, "config.json");
-  if (const auto bos = config.find("bos_token_id"); bos != config.end() && bos->is_number_unsigned() &&
-                                                    bos->get<uint64_t>() < padded_vocab) {
+  if (prefix.size() == 1) {
+    w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(prefix[0]));
+  } else if (const auto bos = config.find("bos_token_id");
+             bos != config.end() && bos->is_number_unsigned() && bos->get<uint64_t>() < padded_vocab) {
     w.set_u32("tokenizer.ggml.bos_token_id", bos->get<uint32_t>());
   }
-  w.set_bool("tokenizer.ggml.add_bos_token", llama);  // Llama 3 starts with <|begin_of_text|>
+  w.set_bool("tokenizer.ggml.add_bos_token", prefix.size() == 1);
   const auto tok_config = read_json_object(src, "tokenizer_config.json");
   if (const auto t = tok_config.find("chat_template"); t != tok_config.end() && t->is_string()) {
     w.set_string("tokenizer.chat_template", t->get<std::string>());

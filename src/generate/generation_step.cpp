@@ -30,7 +30,14 @@ std::vector<int32_t> stop_token_ids(const GenerationConfig& generation, const To
 }
 
 std::vector<int32_t> encode_raw_prompt(const Tokenizer& tok, std::string_view text) {
-  return tok.encode(text, SpecialTokens::Parse);
+  const std::span<const int32_t> prefix = tok.prompt_prefix();
+  std::vector<int32_t> ids(prefix.begin(), prefix.end());
+  tok.encode_append(text, ids, SpecialTokens::Parse);
+  // A prompt that spells the prefix itself ("<|begin_of_text|>Hello") gets it once.
+  if (!prefix.empty() && ids.size() >= 2 * prefix.size() &&
+      std::equal(prefix.begin(), prefix.end(), ids.begin() + static_cast<ptrdiff_t>(prefix.size())))
+    ids.erase(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(prefix.size()));
+  return ids;
 }
 
 std::vector<int32_t> encode_chat_prompt(const Tokenizer& tok, std::span<const ChatMessage> messages) {

@@ -176,6 +176,24 @@ void KvCache::truncate(size_t n) {
   abort_step();
 }
 
+void KvCache::extend_from(const KvCache& src, size_t n) {
+  if (src.n_layers_ != n_layers_ || src.kv_dim_ != kv_dim_ || src.type_ != type_) {
+    fail("kv cache: cannot copy rows from a cache of {} layers x {} {} into one of {} layers x {} {}", src.n_layers_,
+         src.kv_dim_, kv_type_name(src.type_), n_layers_, kv_dim_, kv_type_name(type_));
+  }
+  if (step_open_ || src.step_open_) fail("kv cache: cannot copy rows while a step is open");
+  if (n > src.length_ || n > capacity_) {
+    fail("kv cache: cannot copy {} positions: the source holds {}, the capacity is {}", n, src.length_, capacity_);
+  }
+  if (n <= length_) return;
+  if (n > committed_) grow(n);
+  const size_t row = kv_dim_ * dtype_size(type_);
+  for (size_t i = 0; i < 2 * n_layers_; ++i) {
+    std::memcpy(region(i) + length_ * row, src.region(i) + length_ * row, (n - length_) * row);
+  }
+  length_ = n;
+}
+
 void KvCache::begin_step(size_t n) {
   if (step_open_) fail("kv cache: a step of {} positions is already open", step_n_);
   if (n == 0) fail("kv cache: a step needs at least one position");

@@ -129,7 +129,7 @@ void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, floa
     };
     run(w.gate, gate);
     run(w.up, up);
-    silu_mul(gate, up, act, n_tokens * inter);
+    silu_mul(c, gate, up, act, n_tokens * inter);
     return;
   }
   const Weight& m = w.fused;  // [2 * inter][cols], interleaved (linear.h)
@@ -149,7 +149,7 @@ void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, floa
         for (size_t p = c0; p < c1; p += pair) {
           const size_t i0 = p / 2, len = std::min(kGateUpBlock, inter - i0);
           const float* g = gate_up + t * rows + p;
-          silu_mul(g, g + len, act + t * inter + i0, len);
+          silu_mul(c, g, g + len, act + t * inter + i0, len);
         }
       }
     }

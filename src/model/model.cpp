@@ -29,6 +29,7 @@
 #include "nanoinfer/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -102,6 +103,7 @@ KvCache& Sequence::cache() { return state_->cache; }
 const KvCache& Sequence::cache() const { return state_->cache; }
 uint64_t Sequence::positions_pushed() const { return state_->positions_pushed; }
 uint64_t Sequence::kv_rows_read() const { return state_->attention.kv_rows_read; }
+double Sequence::attention_seconds() const { return static_cast<double>(state_->attention.nanoseconds) * 1e-9; }
 void Sequence::set_tap(Tap tap) { state_->tap = std::move(tap); }
 
 // ---- the model ------------------------------------------------------------------------------
@@ -245,7 +247,10 @@ struct Model::Impl {
     s.emit("k", il, p.pos, p.n, KV, pk);
     s.emit("v", il, p.pos, p.n, KV, pv);
     const KvView view{cache.keys(l), cache.values(l), cache.type(), KV};
+    const auto started = std::chrono::steady_clock::now();
     attention(compute, shape, pq, view, patt, p.n, p.pos, &s.attention);
+    s.attention.nanoseconds += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
     if (s.tap) {  // the weights are computed only for a tap: no cost otherwise
       const size_t keys = p.pos + p.n;
       s.probs.resize(p.n * shape.n_heads * keys);

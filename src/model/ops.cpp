@@ -41,11 +41,8 @@ void split_qkv(const float* qkv, size_t n, size_t q_dim, size_t kv_dim, float* q
   }
 }
 
-void silu_mul(const float* gate, const float* up, float* out, size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+void silu_mul(const Compute& c, const float* gate, const float* up, float* out, size_t count) {
+  c.k->silu_mul_f32(gate, up, out, count);
 }
 
 std::vector<double> rope_inv_freq(size_t head_dim, double theta, const std::optional<RopeScaling>& scaling) {

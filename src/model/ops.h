@@ -27,8 +27,9 @@ void add_inplace(float* x, const float* y, size_t count);
 // q: [n][q_dim], k: [n][kv_dim], v: [n][kv_dim] (attention and the cache read them dense).
 void split_qkv(const float* qkv, size_t n, size_t q_dim, size_t kv_dim, float* q, float* k, float* v);
 
-// out = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)). out may be gate.
-void silu_mul(const float* gate, const float* up, float* out, size_t count);
+// out = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)), on the kernel table's
+// vector exp (relative error <= 2^-21, kernels/kernels.h). out may be gate.
+void silu_mul(const Compute& c, const float* gate, const float* up, float* out, size_t count);
 
 // Rotary position embedding in the half-split convention of Hugging Face's Qwen2: within each
 // head, element i pairs with element i + head_dim/2 and the pair is rotated by the angle
@@ -103,6 +104,7 @@ size_t attention_query_block(const AttentionShape& shape);
 struct AttentionWork {
   std::vector<float> scratch;  // one kernels::attention_scratch_floats region per pool chunk
   uint64_t kv_rows_read = 0;   // work counter
+  uint64_t nanoseconds = 0;    // wall time in attention, for `bench generate` (the model times it)
 };
 size_t attention_scratch_size(const Compute& c, const AttentionShape& shape, size_t n, size_t pos0);
 void attention(const Compute& c, const AttentionShape& shape, const float* q, const KvView& kv, float* out, size_t n,

@@ -301,7 +301,62 @@ void Scheduler::start(Slot& slot, Queued q) {
   }
 }
 
+namespace {
+
+// How many leading tokens of `prompt` (at most `limit`) are the first of `tokens`, of which
+// only the first `available` count.
+size_t common_prefix(const std::vector<int32_t>& tokens, size_t available, const std::vector<int32_t>& prompt,
+                     size_t limit) {
+  const size_t n = std::min({available, tokens.size(), limit});
+  size_t same = 0;
+  while (same < n && tokens[same] == prompt[same]) ++same;
+  return same;
+}
+
+}  // namespace
+
+bool Scheduler::share_prefix(Slot& slot) {
+  const std::vector<int32_t>& prompt = slot.job.prompt;
+  const size_t limit = prompt.size() - 1;  // the last prompt token is always pushed, for its logits
+  // The rows another slot's cache already holds for the prompt's next positions are copied.
+  Slot* donor = nullptr;
+  size_t best = slot.prefilled;
+  for (const auto& s : slots_) {
+    if (s.get() == &slot) continue;
+    const size_t same = common_prefix(s->history, s->seq.length(), prompt, limit);
+    if (same > best) {
+      best = same;
+      donor = s.get();
+    }
+  }
+  if (donor) {
+    try {
+      slot.seq.cache().extend_from(donor->seq.cache(), best);
+      slot.channel->cached_ += best - slot.prefilled;
+      slot.channel->shared_ += best - slot.prefilled;
+      slot.prefilled = best;
+    } catch (const std::exception&) {
+      // No memory for the copy: the slot computes its rows itself, and fails there if it must.
+    }
+  }
+  // A slot ahead in the same prompt (or as far, and earlier in the list) computes our next
+  // positions in its own next chunk: wait for it and copy them rather than compute them twice.
+  // The order is strict, so the slot ahead of every other never waits.
+  bool earlier = true;
+  for (const auto& s : slots_) {
+    if (s.get() == &slot) {
+      earlier = false;
+      continue;
+    }
+    if (!s->busy || s->prefilled >= s->job.prompt.size()) continue;
+    if (s->prefilled < slot.prefilled || (s->prefilled == slot.prefilled && !earlier)) continue;
+    if (common_prefix(s->job.prompt, s->job.prompt.size(), prompt, limit) > slot.prefilled) return true;
+  }
+  return false;
+}
+
 void Scheduler::prefill(Slot& slot) {
+  if (share_prefix(slot)) return;
   const std::vector<int32_t>& prompt = slot.job.prompt;
   const size_t n = std::min(options_.prefill_chunk, prompt.size() - slot.prefilled);
   std::span<const float> logits;

@@ -19,7 +19,12 @@
 // adaptive per sequence without timing (a batched step's time is not one sequence's).
 //
 // A free slot keeps the tokens its cache holds: a request that starts with them (a
-// conversation that continues) is given that slot and prefills only the rest.
+// conversation that continues) is given that slot and prefills only the rest. The caches are
+// also one prefix cache shared across slots: before each chunk a prompt copies the K/V rows of
+// its next positions from any slot, busy or free, whose tokens start the same way (a long
+// system prompt is prefilled once for every request that starts with it), and a prompt whose
+// next positions another slot is prefilling right now waits for them instead of computing
+// them twice. The copies are bitwise what the forward pass writes, so outputs do not change.
 //
 // Text flows to the HTTP handler through a Channel per request; cancelling the channel (the
 // client went away) ends the generation at the next step.
@@ -89,6 +94,7 @@ class Channel {
   Usage usage() const { return usage_; }
   const std::string& error() const { return error_; }
   size_t cached_prompt_tokens() const { return cached_; }  // prompt tokens reused from a cache
+  size_t shared_prompt_tokens() const { return shared_; }  // of those, copied from other slots
   size_t prefill_chunks() const { return chunks_; }  // forward passes its prompt took, once done
   // Speculative decoding, once done: tokens drafted for its verification rows, and kept.
   size_t drafted_tokens() const { return drafted_; }
@@ -115,6 +121,7 @@ class Channel {
   Usage usage_;
   std::string error_;
   size_t cached_ = 0;
+  size_t shared_ = 0;
   size_t chunks_ = 0;
   size_t drafted_ = 0, accepted_ = 0;
   std::vector<int32_t> completion_ids_;
@@ -158,6 +165,10 @@ class Scheduler {
   void loop();
   void start(Slot& slot, Queued q);
   void prefill(Slot& slot);  // the next chunk of its prompt
+  // Before a chunk: copies the rows of the prompt's next positions that other slots' caches
+  // hold; true when another slot prefilling the same prompt will compute the next ones (this
+  // slot then waits a step instead of computing them too).
+  bool share_prefix(Slot& slot);
   // Its next token from each row of `logits` (one, or a verification pass's: see the top),
   // after a decode step (`decoding`) or its prompt's last chunk.
   void accept_tokens(Slot& slot, std::span<const float> logits, bool decoding);

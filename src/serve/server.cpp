@@ -25,6 +25,7 @@
 #include "serve/front.h"
 #include "serve/metrics.h"
 #include "serve/scheduler.h"
+#include "serve/secret.h"
 
 namespace nanoinfer {
 
@@ -48,18 +49,6 @@ int64_t unix_now() {
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(serve::error_json(e), "application/json");
-}
-
-// Compares every byte whatever the first difference (no early exit for a timing oracle).
-bool same_secret(std::string_view given, std::string_view expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  const size_t n = std::max(given.size(), expected.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char a = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
-    const unsigned char b = i < expected.size() ? static_cast<unsigned char>(expected[i]) : 0;
-    diff = static_cast<unsigned char>(diff | (a ^ b));
-  }
-  return diff == 0;
 }
 
 // A Host header (without its port) that names this machine by address: an IP literal or
@@ -397,7 +386,7 @@ struct Server::Impl {
       if (req.method == "OPTIONS" && !options.cors_origins.empty()) return R::Unhandled;
       if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return R::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
-      if (auth.rfind("Bearer ", 0) == 0 && same_secret(std::string_view(auth).substr(7), options.api_key)) {
+      if (auth.rfind("Bearer ", 0) == 0 && same_secret(std::string_view(auth).substr(7), std::string_view(options.api_key))) {
         return R::Unhandled;
       }
       send_error(res, ApiError(401, "authentication_error", "invalid_api_key",

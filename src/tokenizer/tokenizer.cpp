@@ -215,6 +215,7 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token_content) const
 
 std::optional<int32_t> Tokenizer::eos_token_id() const { return impl_->eos_id; }
 std::optional<int32_t> Tokenizer::pad_token_id() const { return impl_->pad_id; }
+std::span<const int32_t> Tokenizer::prompt_prefix() const { return impl_->prompt_prefix; }
 ChatFormat Tokenizer::chat_format() const { return impl_->chat_format; }
 bool Tokenizer::cleans_up_spaces() const { return impl_->clean_up_tokenization_spaces; }
 

@@ -63,6 +63,7 @@ struct Tokenizer::Impl {
   bool clean_up_tokenization_spaces = false;
   std::optional<int32_t> eos_id;
   std::optional<int32_t> pad_id;
+  std::vector<int32_t> prompt_prefix;  // tokens a plain text is encoded after (Llama 3: BOS)
   ChatFormat chat_format = ChatFormat::ChatML;
 };
 

@@ -149,7 +149,49 @@ void load_pre_tokenizer(const Reader& r, std::optional<element> e, Tokenizer::Im
   if (!byte_level) r.bad("pre_tokenizer", "a ByteLevel step is required");
 }
 
-void load_decoder_and_post_processor(const Reader& r, object root) {
+// One post-processor step: ByteLevel (adds nothing), or TemplateProcessing whose "single"
+// template is special tokens, then the text ($A), and nothing after it (Llama 3's
+// "<|begin_of_text|> $A"). Its special tokens' ids are appended to `prefix`.
+void load_post_step(const Reader& r, object p, std::vector<int32_t>& prefix) {
+  const std::string_view type = r.type_of(p, "post_processor");
+  if (type == "ByteLevel") {
+    r.known_fields(p, {"type", "add_prefix_space", "trim_offsets", "use_regex"}, "post_processor");
+    return;
+  }
+  if (type != "TemplateProcessing") {
+    r.bad("post_processor", fmt::format("type '{}' is not supported (supported: ByteLevel, TemplateProcessing, Sequence)",
+                                        excerpt(type)));
+  }
+  constexpr std::string_view where = "post_processor TemplateProcessing";
+  r.known_fields(p, {"type", "single", "pair", "special_tokens"}, where);
+  const object specials = r.obj(r.required(p, "special_tokens", where), where);
+  bool text_seen = false;
+  for (element piece : r.arr(r.required(p, "single", where), where)) {
+    const object o = r.obj(piece, where);
+    if (auto seq = r.field(o, "Sequence")) {
+      if (r.str(r.required(r.obj(*seq, where), "id", where), where) != "A" || text_seen)
+        r.bad(where, "the single template must hold the text ($A) once");
+      text_seen = true;
+      continue;
+    }
+    const auto special = r.field(o, "SpecialToken");
+    if (!special) r.bad(where, "a single-template piece is neither Sequence nor SpecialToken");
+    if (text_seen) r.bad(where, "special tokens after the text are not supported");
+    const std::string_view name = r.str(r.required(r.obj(*special, where), "id", where), where);
+    const auto entry = r.field(specials, name);
+    if (!entry) r.bad(where, fmt::format("special token '{}' is not in special_tokens", excerpt(name)));
+    for (element id : r.arr(r.required(r.obj(*entry, where), "ids", where), where)) {
+      int64_t v;
+      if (id.get(v) != simdjson::SUCCESS || v < 0 || v >= (int64_t{1} << 24))
+        r.bad(where, "expected a non-negative integer id below 2^24");
+      if (prefix.size() >= 8) r.bad(where, "more than 8 tokens before the text");
+      prefix.push_back(static_cast<int32_t>(v));
+    }
+  }
+  if (!text_seen) r.bad(where, "the single template must hold the text ($A) once");
+}
+
+void load_decoder_and_post_processor(const Reader& r, object root, Tokenizer::Impl& impl) {
   auto decoder = r.field(root, "decoder");
   if (r.is_null(decoder)) r.bad("decoder", "null is not supported (expected ByteLevel)");
   const object d = r.obj(*decoder, "decoder");
@@ -162,10 +204,10 @@ void load_decoder_and_post_processor(const Reader& r, object root) {
   auto post = r.field(root, "post_processor");
   if (r.is_null(post)) return;
   const object p = r.obj(*post, "post_processor");
-  if (auto type = r.type_of(p, "post_processor"); type != "ByteLevel") {
-    r.bad("post_processor", fmt::format("type '{}' is not supported (supported: ByteLevel, which adds no tokens)", excerpt(type)));
-  }
-  r.known_fields(p, {"type", "add_prefix_space", "trim_offsets", "use_regex"}, "post_processor");
+  if (r.type_of(p, "post_processor") != "Sequence") return load_post_step(r, p, impl.prompt_prefix);
+  r.known_fields(p, {"type", "processors"}, "post_processor");
+  for (element step : r.arr(r.required(p, "processors", "post_processor"), "post_processor"))
+    load_post_step(r, r.obj(step, "post_processor"), impl.prompt_prefix);
 }
 
 void set_token(Tokenizer::Impl& impl, int32_t id, std::string bytes, Tokenizer::Impl::Kind kind) {
@@ -380,9 +422,13 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   }
   load_normalizer(r, r.field(root, "normalizer"), *impl);
   load_pre_tokenizer(r, r.field(root, "pre_tokenizer"), *impl);
-  load_decoder_and_post_processor(r, root);
+  load_decoder_and_post_processor(r, root, *impl);
   load_model(r, root, *impl);
   load_added_tokens(r, root, *impl, &nfc_normalize);
+  for (const int32_t id : impl->prompt_prefix) {
+    if (static_cast<size_t>(id) >= impl->kind.size() || impl->kind[id] == Tokenizer::Impl::Kind::kNone)
+      r.bad("post_processor", fmt::format("token id {} is not in the vocabulary", id));
+  }
 
   if (!tokenizer_config_json.empty()) {
     simdjson::dom::parser config_parser;

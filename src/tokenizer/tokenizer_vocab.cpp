@@ -129,13 +129,15 @@ Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin
   }
   impl->bpe.emplace(byte_ids, merges, pre->ignore_merges, std::move(whole_tokens));
 
-  for (const auto& [name, id] : {std::pair{"eos", v.eos_id}, std::pair{"padding", v.pad_id}}) {
+  for (const auto& [name, id] : {std::pair{"eos", v.eos_id}, std::pair{"padding", v.pad_id},
+                                 std::pair{"bos", v.add_bos ? v.bos_id : std::nullopt}}) {
     if (id && (*id < 0 || static_cast<size_t>(*id) >= impl->kind.size() ||
                impl->kind[*id] == Impl::Kind::kNone))
       bad(*impl, fmt::format("{} token id {} is not a token", name, *id));
   }
   impl->eos_id = v.eos_id;
   impl->pad_id = v.pad_id;
+  if (v.add_bos && v.bos_id) impl->prompt_prefix = {*v.bos_id};
   impl->chat_format = chat_format_of(v.chat_template);
   return Tokenizer(std::move(impl));
 }

@@ -1,0 +1,263 @@
+#include "bench_compare.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+// A figure of a bench kind: the field, which way is better, and where its spread is read
+// (a field holding the samples, and fields holding extremes such as min/max).
+struct Figure {
+  const char* field;
+  bool higher_is_better;
+  const char* samples;                // "" when the record keeps no samples
+  std::vector<const char*> extremes;  // fields bounding the samples (min, max, best)
+};
+
+struct Kind {
+  const char* bench;
+  std::vector<const char*> key;  // the fields naming the test (beside the machine's)
+  std::vector<Figure> figures;
+};
+
+// Every bench kind compare knows. A new kind of record is one row here.
+const std::vector<Kind>& kinds() {
+  static const std::vector<Kind> table = {
+      {"generate",
+       {"model_filename", "dtype", "type_k", "n_prompt", "n_gen", "n_depth"},
+       {{"median_ts", true, "samples_ts", {"min_ts", "max_ts"}}}},
+      {"generate-cache-ab",
+       {"model_filename", "dtype", "type_k", "n_prompt", "n_gen"},
+       {{"cached_median_ts", true, "cached_samples_ts", {"cached_min_ts", "cached_max_ts"}},
+        {"uncached_median_ts", true, "uncached_samples_ts", {"uncached_min_ts", "uncached_max_ts"}}}},
+      {"generate-constrained",
+       {"model_filename", "dtype", "grammar", "n_prompt", "n_gen"},
+       {{"constrained_median_ts", true, "", {"constrained_min_ts"}},
+        {"mask_ms_per_token_median", false, "", {"mask_ms_per_token_min"}}}},
+      {"generate-speculative",
+       {"model_filename", "dtype", "speculation", "n_prompt", "n_gen"},
+       {{"speculative_median_ts", true, "", {"speculative_min_ts", "speculative_max_ts"}}}},
+      {"bandwidth", {"bytes"}, {{"median_gbps", true, "samples_gbps", {"min_gbps", "max_gbps"}}}},
+      {"compute", {"shape", "weight_type"}, {{"median_gflops", true, "samples_gflops", {}}}},
+      {"load", {"model", "weight_type"}, {{"load_seconds_median", false, "load_seconds", {"load_seconds_min"}}}},
+      {"tokenize",
+       {"model", "input"},
+       {{"warm_mb_per_s_median", true, "", {"warm_mb_per_s_best"}},
+        {"cold_mb_per_s_median", true, "", {"cold_mb_per_s_best"}}}},
+      {"sampler", {"op", "vocab", "top_k", "top_p"}, {{"ms_median", false, "samples_ms", {}}}},
+      {"kernels",
+       {"kernel", "weight_type", "rows", "cols", "batch", "layout"},
+       {{"median_gflops", true, "samples_gflops", {}}}},
+      {"serve", {"prompt", "clients", "requests", "max_tokens"}, {{"tokens_per_s", true, "", {}}}},
+  };
+  return table;
+}
+
+const Kind* kind_of(const nlohmann::json& r) {
+  if (!r.is_object() || !r.contains("bench") || !r["bench"].is_string()) return nullptr;
+  const std::string& name = r["bench"].get_ref<const std::string&>();
+  for (const Kind& k : kinds()) {
+    if (name == k.bench) return &k;
+  }
+  return nullptr;
+}
+
+bool discarded(const nlohmann::json& r) { return r.contains("discarded") && !r["discarded"].is_null(); }
+
+// A field's value or null (a missing field matches only a missing field).
+nlohmann::json field(const nlohmann::json& r, const char* name) {
+  const auto it = r.find(name);
+  return it == r.end() ? nlohmann::json(nullptr) : *it;
+}
+
+bool same_test(const Kind& k, const nlohmann::json& a, const nlohmann::json& b) {
+  for (const char* f : {"cpu", "isa", "threads"}) {
+    if (field(a, f) != field(b, f)) return false;
+  }
+  for (const char* f : k.key) {
+    if (field(a, f) != field(b, f)) return false;
+  }
+  return true;
+}
+
+std::optional<double> number(const nlohmann::json& r, const char* name) {
+  const nlohmann::json v = field(r, name);
+  if (!v.is_number()) return std::nullopt;
+  const double x = v.get<double>();
+  if (!std::isfinite(x)) return std::nullopt;
+  return x;
+}
+
+// (max - min) / value over the value, its samples and its extremes; 0 with nothing beside it.
+double relative_spread(const Figure& f, const nlohmann::json& r, double value) {
+  double lo = value, hi = value;
+  auto see = [&](double x) { lo = std::min(lo, x), hi = std::max(hi, x); };
+  if (*f.samples != '\0') {
+    const nlohmann::json s = field(r, f.samples);
+    if (s.is_array()) {
+      for (const nlohmann::json& x : s) {
+        if (x.is_number() && std::isfinite(x.get<double>())) see(x.get<double>());
+      }
+    }
+  }
+  for (const char* e : f.extremes) {
+    if (const auto x = number(r, e)) see(*x);
+  }
+  return value > 0 ? (hi - lo) / value : 0.0;
+}
+
+// Above 1 means `value` is the better of the two.
+double speed_ratio(const Figure& f, double value, double reference) {
+  if (value <= 0 || reference <= 0) return 0.0;
+  return f.higher_is_better ? value / reference : reference / value;
+}
+
+std::string test_name(const Kind& k, const nlohmann::json& r) {
+  std::string name = fmt::format("isa={} threads={}", field(r, "isa").dump(), field(r, "threads").dump());
+  for (const char* f : k.key) {
+    const nlohmann::json v = field(r, f);
+    if (v.is_null()) continue;
+    name += fmt::format(" {}={}", f, v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  return name;
+}
+
+}  // namespace
+
+std::vector<FigureVerdict> compare_records(const std::vector<nlohmann::json>& history,
+                                           const std::vector<nlohmann::json>& candidates,
+                                           const CompareOptions& options) {
+  std::vector<FigureVerdict> out;
+  for (const nlohmann::json& c : candidates) {
+    const Kind* k = kind_of(c);
+    if (k == nullptr || discarded(c)) continue;
+    for (const Figure& f : k->figures) {
+      const std::optional<double> value = number(c, f.field);
+      if (!value) continue;
+      FigureVerdict v;
+      v.bench = k->bench;
+      v.test = test_name(*k, c);
+      v.figure = f.field;
+      v.value = *value;
+      const nlohmann::json* last = nullptr;
+      for (const nlohmann::json& h : history) {
+        if (kind_of(h) != k || discarded(h) || !same_test(*k, c, h)) continue;
+        const std::optional<double> x = number(h, f.field);
+        if (!x || *x <= 0) continue;
+        if (v.earlier == 0 || speed_ratio(f, *x, v.best) > 1) v.best = *x;
+        v.last = *x;
+        last = &h;
+        ++v.earlier;
+      }
+      if (last != nullptr) {
+        v.ratio_best = speed_ratio(f, v.value, v.best);
+        v.ratio_last = speed_ratio(f, v.value, v.last);
+        v.noise = std::max({options.min_noise, relative_spread(f, c, v.value), relative_spread(f, *last, v.last)});
+        v.regression = v.ratio_last < 1.0 - v.noise;
+      }
+      out.push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
+std::vector<nlohmann::json> read_bench_records(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) fail("{}: cannot open the bench records", file);
+  std::vector<nlohmann::json> records;
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    check_json_depth(line, fmt::format("{}:{}", file, n));
+    nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!r.is_object()) fail("{}:{}: not a JSON object (one bench record per line)", file, n);
+    records.push_back(std::move(r));
+  }
+  if (in.bad()) fail("{}: read error", file);
+  return records;
+}
+
+std::pair<std::vector<nlohmann::json>, std::vector<nlohmann::json>> split_last_run(std::vector<nlohmann::json> records) {
+  if (records.empty()) return {};
+  const nlohmann::json run = field(records.back(), "run");
+  size_t first = records.size() - 1;
+  if (!run.is_null()) {
+    while (first > 0 && field(records[first - 1], "run") == run) --first;
+  }
+  std::vector<nlohmann::json> candidates(std::make_move_iterator(records.begin() + static_cast<ptrdiff_t>(first)),
+                                         std::make_move_iterator(records.end()));
+  records.resize(first);
+  return {std::move(records), std::move(candidates)};
+}
+
+std::string format_verdicts(const std::vector<FigureVerdict>& verdicts) {
+  std::string out;
+  size_t regressions = 0, compared = 0;
+  for (const FigureVerdict& v : verdicts) {
+    out += fmt::format("{} [{}] {} = {:.6g}: ", v.bench, v.test, v.figure, v.value);
+    if (v.earlier == 0) {
+      out += "new (no earlier record of this machine and test)\n";
+      continue;
+    }
+    ++compared;
+    regressions += v.regression ? 1 : 0;
+    out += fmt::format("x{:.3f} of the best ({:.6g}), x{:.3f} of the last ({:.6g}) of {} earlier; noise {:.1f}%: {}\n",
+                       v.ratio_best, v.best, v.ratio_last, v.last, v.earlier, 100.0 * v.noise,
+                       v.regression ? "REGRESSION" : "ok");
+  }
+  out += fmt::format("{} figure(s) compared, {} without a baseline, {} regression(s)\n", compared,
+                     verdicts.size() - compared, regressions);
+  return out;
+}
+
+void discard_bench_records(const std::string& file, const std::vector<size_t>& lines, const std::string& reason) {
+  if (reason.find_first_not_of(" \t") == std::string::npos) fail("bench discard: --reason must say why");
+  if (lines.empty()) fail("bench discard: no --line given");
+  std::ifstream in(file);
+  if (!in) fail("{}: cannot open the bench records", file);
+  std::vector<std::string> text;
+  for (std::string line; std::getline(in, line);) text.push_back(std::move(line));
+  if (in.bad()) fail("{}: read error", file);
+  in.close();
+  for (size_t n : lines) {
+    if (n < 1 || n > text.size()) fail("{}: no line {} (the file has {} lines)", file, n, text.size());
+    check_json_depth(text[n - 1], fmt::format("{}:{}", file, n));
+    nlohmann::json r = nlohmann::json::parse(text[n - 1], nullptr, /*allow_exceptions=*/false);
+    if (!r.is_object()) fail("{}:{}: not a JSON object (one bench record per line)", file, n);
+    if (discarded(r)) fail("{}:{}: already discarded ({})", file, n, r["discarded"].dump());
+    r["discarded"] = reason;
+    text[n - 1] = r.dump();
+  }
+  // Written beside the file, then renamed over it: a failed write leaves the file as it was.
+  const std::filesystem::path path(file);
+  const std::filesystem::path tmp = path.string() + fmt::format(".discard-{}.tmp", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (const std::string& line : text) out << line << '\n';
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      fail("{}: cannot write the rewritten records", tmp.string());
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    fail("{}: cannot replace it with the rewritten records", file);
+  }
+}
+
+}  // namespace nanoinfer::cli

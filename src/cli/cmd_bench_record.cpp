@@ -1,0 +1,80 @@
+// `nanoinfer bench record -o FILE [-t N] [--isa NAME] [--command-line TEXT]`: appends the JSON
+// objects read from stdin, one per line, to FILE with the provenance fields of every bench
+// record added (bench_context, the one writer of them). It is how a benchmark written outside
+// the binary records its results: tools/serve-bench.mjs pipes its rows through it, with the
+// server's -t and --isa and its own command line.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_record.h"
+#include "command.h"
+#include "common_options.h"
+#include "nanoinfer/error.h"
+#include "nanoinfer/isa.h"
+#include "nanoinfer/json_limits.h"
+#include "nanoinfer/thread_pool.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+struct RecordArgs {
+  std::string output;
+  std::optional<int> threads;
+  std::string isa = "auto";
+  std::string command_line;
+};
+
+void bench_record(const RecordArgs& args) {
+  check_bench_results_path(args.output);
+  Isa isa = best_isa();
+  if (args.isa != "auto") {
+    const std::optional<Isa> named = parse_isa(args.isa);
+    if (!named) fail("--isa must be auto or an ISA name (scalar, avx2, ...), got '{}'", args.isa);
+    isa = *named;
+  }
+  const int threads = ThreadPool::clamp_threads(resolve_threads(args.threads));
+  // Every line is read and checked before the first is appended, so bad input appends nothing.
+  std::vector<nlohmann::json> records;
+  std::string line;
+  for (size_t n = 1; std::getline(std::cin, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    check_json_depth(line, fmt::format("bench record: stdin line {}", n));
+    nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!r.is_object()) fail("bench record: stdin line {} is not a JSON object", n);
+    if (!r.contains("bench") || !r["bench"].is_string())
+      fail("bench record: stdin line {} has no \"bench\" name (a string)", n);
+    for (const std::string& field : provenance_fields()) {
+      if (r.contains(field)) fail("bench record: stdin line {} sets \"{}\", a provenance field this command writes", n, field);
+    }
+    nlohmann::json full = bench_context(threads, isa, args.command_line);
+    full.update(r);
+    records.push_back(std::move(full));
+  }
+  if (records.empty()) fail("bench record: no record on stdin");
+  for (const nlohmann::json& r : records) append_bench_record(r, args.output);
+  fmt::print(stderr, "nanoinfer: {} record(s) appended to {}\n", records.size(), args.output);
+}
+
+const bool registered_bench_record = register_command({
+    "bench",
+    "record",
+    "Append JSON objects from stdin (one per line) to a results file with the provenance fields added",
+    [](CLI::App& sub) {
+      auto args = std::make_shared<RecordArgs>();
+      sub.add_option("-o,--output", args->output, "JSON-lines file to append to")->required();
+      sub.add_option("-t,--threads", args->threads, std::string(kThreadsHelp) + "; the measured program's count");
+      sub.add_option("--isa", args->isa, "The ISA the measured program ran (default: this machine's best)")
+          ->capture_default_str();
+      sub.add_option("--command-line", args->command_line,
+                     "The measured program's command line (default: this process's)");
+      sub.callback([args] { bench_record(*args); });
+    },
+});
+
+}  // namespace
+}  // namespace nanoinfer::cli

@@ -1,0 +1,142 @@
+// bench compare on crafted records: which records are comparable, the ratios, the noise and
+// the verdicts, exactly; bench discard's rewrite.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli/bench_compare.h"
+#include "nanoinfer/error.h"
+#include "support/checks.h"
+#include "support/files.h"
+
+namespace nanoinfer::cli {
+namespace {
+
+using nlohmann::json;
+
+// A `bench generate` decode row of one machine and test, with its samples.
+json generate_row(double median, std::vector<double> samples, std::string run = "r") {
+  return {{"bench", "generate"}, {"cpu", "AMD EPYC"}, {"isa", "avx512-bf16"}, {"threads", 2},
+          {"model_filename", "m"}, {"dtype", "int4"}, {"type_k", "f16"}, {"n_prompt", 0},
+          {"n_gen", 32}, {"n_depth", 64}, {"median_ts", median}, {"samples_ts", samples}, {"run", run}};
+}
+
+TEST(BenchCompare, RatiosToBestAndLastAndAVerdictBeyondTheSpread) {
+  const std::vector<json> history = {generate_row(100, {98, 100, 102}), generate_row(110, {108, 110, 111}),
+                                     generate_row(105, {104, 105, 106})};
+  // 100 against the last (105, spread 2/105) and itself (spread 4/100): noise 4%, ratio 0.952.
+  const auto slow = compare_records(history, {generate_row(100, {98, 100, 102})});
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0].figure, "median_ts");
+  EXPECT_EQ(slow[0].earlier, 3u);
+  EXPECT_DOUBLE_EQ(slow[0].best, 110);
+  EXPECT_DOUBLE_EQ(slow[0].last, 105);
+  EXPECT_DOUBLE_EQ(slow[0].ratio_best, 100.0 / 110);
+  EXPECT_DOUBLE_EQ(slow[0].ratio_last, 100.0 / 105);
+  EXPECT_DOUBLE_EQ(slow[0].noise, 0.04);
+  EXPECT_TRUE(slow[0].regression);  // 0.952 < 0.96
+  // The same median with a wider scatter (10%) is within the noise.
+  const auto noisy = compare_records(history, {generate_row(100, {95, 100, 105})});
+  EXPECT_DOUBLE_EQ(noisy[0].noise, 0.10);
+  EXPECT_FALSE(noisy[0].regression);
+  // Faster than the last: ratios above 1, no regression.
+  const auto fast = compare_records(history, {generate_row(115, {115})});
+  EXPECT_DOUBLE_EQ(fast[0].ratio_last, 115.0 / 105);
+  EXPECT_FALSE(fast[0].regression);
+}
+
+TEST(BenchCompare, SingleSampleRecordsGetTheMinimumNoise) {
+  const std::vector<json> history = {generate_row(100, {100})};
+  EXPECT_FALSE(compare_records(history, {generate_row(97.5, {97.5})})[0].regression);  // 0.975 >= 0.97
+  EXPECT_TRUE(compare_records(history, {generate_row(96.5, {96.5})})[0].regression);
+  EXPECT_FALSE(compare_records(history, {generate_row(96.5, {96.5})}, {.min_noise = 0.05})[0].regression);
+}
+
+TEST(BenchCompare, OnlyTheSameMachineAndTestAndNothingDiscarded) {
+  json other_isa = generate_row(200, {200});
+  other_isa["isa"] = "avx2";
+  json other_threads = generate_row(200, {200});
+  other_threads["threads"] = 1;
+  json other_cpu = generate_row(200, {200});
+  other_cpu["cpu"] = "Intel Xeon";
+  json other_shape = generate_row(200, {200});
+  other_shape["n_gen"] = 64;
+  json no_dtype = generate_row(200, {200});
+  no_dtype.erase("dtype");
+  json thrown_out = generate_row(200, {200});
+  thrown_out["discarded"] = "host busy";
+  json other_bench = generate_row(200, {200});
+  other_bench["bench"] = "generate-cache-ab";
+  const std::vector<json> history = {generate_row(100, {100}), other_isa, other_threads, other_cpu,
+                                     other_shape, no_dtype,        thrown_out, other_bench};
+  const auto v = compare_records(history, {generate_row(100, {100})});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].earlier, 1u);
+  EXPECT_DOUBLE_EQ(v[0].best, 100);
+  EXPECT_FALSE(v[0].regression);
+  // A candidate with no comparable record has no baseline; a discarded candidate is skipped.
+  json lonely = generate_row(50, {50});
+  lonely["threads"] = 7;
+  const auto n = compare_records(history, {lonely, thrown_out});
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0].earlier, 0u);
+  EXPECT_FALSE(n[0].regression);
+  EXPECT_NE(format_verdicts(n).find("new (no earlier record"), std::string::npos);
+}
+
+TEST(BenchCompare, LowerIsBetterFiguresAndMinMaxSpreads) {
+  auto load = [](double median, double min) {
+    return json{{"bench", "load"}, {"cpu", "c"}, {"isa", "scalar"}, {"threads", 1}, {"model", "m"},
+                {"weight_type", "bf16"}, {"load_seconds_median", median}, {"load_seconds_min", min}};
+  };
+  // Twice as slow to load: speed ratio 0.5, noise from the min fields (0.2 / 2 = 10%).
+  const auto v = compare_records({load(1.0, 0.9), load(0.8, 0.8)}, {load(2.0, 1.8)});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_DOUBLE_EQ(v[0].best, 0.8);
+  EXPECT_DOUBLE_EQ(v[0].last, 0.8);
+  EXPECT_DOUBLE_EQ(v[0].ratio_best, 0.4);
+  EXPECT_NEAR(v[0].noise, 0.1, 1e-12);
+  EXPECT_TRUE(v[0].regression);
+  EXPECT_NE(format_verdicts(v).find("REGRESSION"), std::string::npos);
+  EXPECT_NE(format_verdicts(v).find("1 regression(s)"), std::string::npos);
+}
+
+TEST(BenchCompare, TheLastRunIsTheTrailingRecordsOfOneRunId) {
+  const std::vector<json> records = {generate_row(1, {1}, "a"), generate_row(2, {2}, "b"), generate_row(3, {3}, "c"),
+                                     generate_row(4, {4}, "c")};
+  const auto [history, run] = split_last_run(records);
+  ASSERT_EQ(history.size(), 2u);
+  ASSERT_EQ(run.size(), 2u);
+  EXPECT_EQ(run[0]["median_ts"], 3);
+  json no_run = generate_row(5, {5});
+  no_run.erase("run");
+  std::vector<json> legacy = records;
+  legacy.push_back(no_run);
+  EXPECT_EQ(split_last_run(legacy).second.size(), 1u);
+  EXPECT_TRUE(split_last_run({}).second.empty());
+}
+
+TEST(BenchCompare, DiscardRewritesTheNamedLinesOnly) {
+  test::TempDir dir;
+  const auto file = (dir / "r.jsonl").string();
+  test::write_text(file, generate_row(1, {1}).dump() + "\n" + generate_row(2, {2}).dump() + "\n");
+  discard_bench_records(file, {2}, "host busy");
+  const auto records = read_bench_records(file);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_FALSE(records[0].contains("discarded"));
+  EXPECT_EQ(records[1]["discarded"], "host busy");
+  EXPECT_EQ(records[1]["median_ts"], 2);
+  const auto message = [](auto&& fn) { return test::error_of(fn); };
+  EXPECT_EQ(message([&] { discard_bench_records(file, {3}, "x"); }), file + ": no line 3 (the file has 2 lines)");
+  EXPECT_EQ(message([&] { discard_bench_records(file, {2}, "again"); }),
+            file + ":2: already discarded (\"host busy\")");
+  EXPECT_EQ(message([&] { discard_bench_records(file, {1}, " "); }), "bench discard: --reason must say why");
+  test::write_text(file, "{\"bench\":\"generate\"}\n[1]\n");
+  EXPECT_EQ(message([&] { read_bench_records(file); }), file + ":2: not a JSON object (one bench record per line)");
+  EXPECT_EQ(message([&] { read_bench_records((dir / "none.jsonl").string()); }),
+            (dir / "none.jsonl").string() + ": cannot open the bench records");
+}
+
+}  // namespace
+}  // namespace nanoinfer::cli
