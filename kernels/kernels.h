@@ -280,6 +280,7 @@ SiluMulSig silu_mul_f32;
 namespace avx2 {         // kernels/*_avx2.cpp
 MatmulSig matmul_f32, matmul_bf16;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
+MatmulPackedSig matmul_packed_q4_k, matmul_packed_q6_k;
 QuantizeActivationsSig quantize_activations;
 ScoreBlockSig score_block;
 RefitBlockSig refit_block;
@@ -291,6 +292,7 @@ SiluMulSig silu_mul_f32;
 }  // namespace avx2
 namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
+MatmulPackedSig matmul_packed_q4_k, matmul_packed_q6_k;
 }  // namespace avx2_vnni
 namespace avx512 {       // kernels/*_avx512.cpp
 MatmulSig matmul_f32, matmul_bf16;

@@ -136,8 +136,8 @@ TEST(WeightTypeTable, ScalarReferencesAgreeWithEachOther) {
 }
 
 // Every ISA's table has a product for every type: the float types' from float activations,
-// the quantized types' from quantized activations, and a packed product either for every
-// quantized type or for none.
+// the quantized types' from quantized activations, and a packed product: the K types' on every
+// SIMD tier, Q8_0's and Q4_0's on the avx512-vnni tiers (none on the scalar reference).
 TEST(WeightTypeTable, EveryKernelTableHasAnEntryForEveryType) {
   std::vector<const kernels::Kernels*> tables = {&kernels::scalar_table()};
   for (Isa isa : test::supported_isas()) tables.push_back(&kernels::table(isa));
@@ -150,11 +150,13 @@ TEST(WeightTypeTable, EveryKernelTableHasAnEntryForEveryType) {
     EXPECT_NE(k->attention.bf16, nullptr) << isa;
     EXPECT_NE(k->attention.f16, nullptr) << isa;
     EXPECT_NE(k->exp_f32, nullptr) << isa;
-    const bool packs = k->matmul_packed_for(WeightType::Q8_0) != nullptr;
+    const bool simd = k->isa != Isa::Scalar, vnni512 = k->isa == Isa::Avx512Vnni || k->isa == Isa::Avx512Bf16;
     for (const WeightTypeInfo& t : all_weight_types()) {
+      const bool k_type = t.type == WeightType::Q4_K || t.type == WeightType::Q6_K;
       EXPECT_EQ(k->matmul_for(t.type) != nullptr, !t.quantized) << isa << " " << name(t);
       EXPECT_EQ(k->matmul_quantized_for(t.type) != nullptr, t.quantized) << isa << " " << name(t);
-      EXPECT_EQ(k->matmul_packed_for(t.type) != nullptr, t.quantized && packs) << isa << " " << name(t);
+      EXPECT_EQ(k->matmul_packed_for(t.type) != nullptr, t.quantized && (k_type ? simd : vnni512))
+          << isa << " " << name(t);
     }
   }
 }
