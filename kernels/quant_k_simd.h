@@ -51,6 +51,8 @@ void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
   const __m128i m6 = _mm_set1_epi8(63), m4 = _mm_set1_epi8(0x0f), m2 = _mm_set1_epi8(0x30);
   for (size_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = g + sb * kQ4kGroupBytes;
+    if (part == 0)
+      for (size_t line = 0; line < 256; line += 64) prefetch(blk + line + kPrefetchAhead);
     const F d = P::f16(blk + 2 * L * part), dmin = P::f16(blk + 32 + 2 * L * part);
     const auto plane = [blk, part](size_t p) { return P::bytes(blk + 64 + 16 * p + L * part); };
     // k_scale_min on the slice's rows at once (src/base/weight_blocks.h).
@@ -74,6 +76,7 @@ void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
       const size_t b_lo = 8 * sb + 2 * c;  // activation blocks of sub-blocks 2c and 2c + 1
 #pragma GCC unroll 8
       for (size_t k = 0; k < 8; ++k) {
+        if (part == 0) prefetch(blk + 256 + 64 * (8 * c + k) + kPrefetchAhead);
         const V v = P::load(blk + 256 + 64 * (8 * c + k) + 4 * L * part);
         const V wl = P::and_(v, low), wh = P::and_(P::template srl16<4>(v), low);
 #pragma GCC unroll 16
@@ -108,6 +111,8 @@ void q6_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
   for (size_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = g + sb * kQ6kGroupBytes;
     const F dw = P::f16(blk + 2 * L * part);
+    if (part == 0)
+      for (size_t line = 0; line < 320; line += 64) prefetch(blk + line + kPrefetchAhead);
     for (size_t h = 0; h < 2; ++h) {
 #pragma GCC unroll 4
       for (size_t i = 0; i < 4; ++i) {  // activation block b: elements 32i.. of half h
@@ -118,6 +123,8 @@ void q6_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
 #pragma GCC unroll 8
         for (size_t k = 0; k < 8; ++k) {
           const uint8_t* base = blk + 288 + 64 * 3 * (8 * h + k) + 4 * L * part;
+          if (i == 0 && part == 0)
+            for (size_t v = 0; v < 3; ++v) prefetch(blk + 288 + 64 * (3 * (8 * h + k) + v) + kPrefetchAhead);
           const V ql = P::load(base + 64 * (i % 2));  // ql[l] (i even) or ql[l + 32]
           const V qh = P::load(base + 128);
           // Low 4 bits from the nibble, bits 4-5 from qh bits 2i, 2i + 1.

@@ -28,13 +28,6 @@
 namespace nanoinfer::kernels {
 namespace {
 
-template <class Block>
-Block k_block(const std::byte* row, size_t i) {
-  Block b;
-  std::memcpy(&b, row + i * sizeof(Block), sizeof b);
-  return b;
-}
-
 // Element e (0..255) of a Q4_K super-block, unsigned 4-bit.
 int q4_k_quant(const BlockQ4_K& b, size_t e) {
   const uint8_t byte = b.qs[32 * (e / 64) + e % 32];
@@ -59,7 +52,7 @@ void matmul_quantized_q4_k(const std::byte* w, const float* bias, const Quantize
     for (size_t r = row_begin; r < row_end; ++r) {
       float acc = 0.0f;
       for (size_t sb = 0; sb < nsb; ++sb) {
-        const auto blk = k_block<BlockQ4_K>(w + r * row_bytes, sb);
+        const auto blk = load_k_block<BlockQ4_K>(w + r * row_bytes, sb);
         const float d = f16_to_f32(blk.d), dmin = f16_to_f32(blk.dmin);
         for (size_t j = 0; j < 8; ++j) {
           const size_t b = 8 * sb + j;
@@ -84,7 +77,7 @@ void matmul_quantized_q6_k(const std::byte* w, const float* bias, const Quantize
     for (size_t r = row_begin; r < row_end; ++r) {
       float acc = 0.0f;
       for (size_t sb = 0; sb < nsb; ++sb) {
-        const auto blk = k_block<BlockQ6_K>(w + r * row_bytes, sb);
+        const auto blk = load_k_block<BlockQ6_K>(w + r * row_bytes, sb);
         const float d = f16_to_f32(blk.d);
         for (size_t j = 0; j < 8; ++j) {
           const size_t b = 8 * sb + j;

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace nanoinfer {
 
@@ -79,6 +80,14 @@ struct ScaleMin {
   uint8_t min;
 };
 ScaleMin k_scale_min(const uint8_t (&scales)[12], int j);
+
+// Super-block i of a row of K-quant blocks, copied out (a row's bytes need no alignment).
+template <class Block>
+Block load_k_block(const std::byte* row, size_t i) {
+  Block b;
+  std::memcpy(&b, row + i * sizeof(Block), sizeof b);
+  return b;
+}
 // Its inverse: sc and m (each < 64) of the 8 sub-blocks -> the 12 bytes.
 void k_pack_scale_min(const uint8_t* sc, const uint8_t* m, uint8_t (&scales)[12]);
 

@@ -14,13 +14,6 @@
 namespace nanoinfer {
 namespace {
 
-template <class Block>
-Block load_k_block(const std::byte* row, size_t i) {
-  Block b;
-  std::memcpy(&b, row + i * sizeof(Block), sizeof b);
-  return b;
-}
-
 void require_finite_k(const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) fail("quantize: weight {} of the row is {}", i, x[i]);
