@@ -39,6 +39,7 @@ using MatmulFn = void (*)(const std::byte* w, const float* bias, const float* x,
 // quantize_activation_block. Quantized once per input, they serve every thread and every
 // matrix that reads that input.
 //   q: [tokens][cols] int8;  d: [nb][tokens] block scales;  s: [nb][tokens] sum of each block's q
+//   s16: [2 nb][tokens] the sums of each half block's q (Q6_K's sub-blocks are 16 long)
 // `tokens` is n rounded up to a whole prefill token group (kQuantTokenGroup), or 1 when n is
 // 1; the padding tokens are all zero. Grown, never shrunk, so steady-state calls do not
 // allocate.
@@ -47,7 +48,7 @@ struct QuantizedActivations {
   size_t cols = 0, nb = 0, n = 0, tokens = 0;
   std::vector<int8_t> q;
   std::vector<float> d;
-  std::vector<int32_t> s;
+  std::vector<int32_t> s, s16;
 
   // The layout for n tokens of `cols` (the one place its sizes are computed): every
   // quantize_activations starts here, then fills q, d and s.
@@ -59,6 +60,7 @@ struct QuantizedActivations {
     q.resize(tokens * cols);
     d.resize(nb * tokens);
     s.resize(nb * tokens);
+    s16.resize(2 * nb * tokens);
   }
 };
 // x: [n][cols], cols a multiple of 32 -> out.
@@ -92,13 +94,15 @@ using MatmulRoundedFn = void (*)(const std::byte* w, const float* bias, const ui
 // every type that needs one.
 template <class Fn>
 struct ByType {
-  Fn f32 = nullptr, bf16 = nullptr, q8_0 = nullptr, q4_0 = nullptr;
+  Fn f32 = nullptr, bf16 = nullptr, q8_0 = nullptr, q4_0 = nullptr, q4_k = nullptr, q6_k = nullptr;
   constexpr Fn operator[](WeightType type) const {
     switch (type) {
       case WeightType::F32: return f32;
       case WeightType::BF16: return bf16;
       case WeightType::Q8_0: return q8_0;
       case WeightType::Q4_0: return q4_0;
+      case WeightType::Q4_K: return q4_k;
+      case WeightType::Q6_K: return q6_k;
     }
     return nullptr;
   }
@@ -207,8 +211,8 @@ const Kernels& table(Isa isa);
 const Kernels& table(Isa isa, const CpuFeatures& cpu);
 const Kernels& scalar_table();
 
-// The packed layout of Q8_0 / Q4_0 matrices (kernels/quant_blocks.h), rows in groups of
-// kPackRows. ISA-independent.
+// The packed layout of Q8_0 / Q4_0 / Q4_K / Q6_K matrices (kernels/quant_blocks.h), rows in
+// groups of kPackRows. ISA-independent.
 inline constexpr size_t kPackRows = 16;
 // Rewrites every whole group of 16 rows of w ([rows] rows of weight_row_bytes(type, cols))
 // in place; a last partial group is left as it is.
@@ -217,6 +221,10 @@ void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols);
 // last group, else the row unpacked into `scratch` (weight_row_bytes(type, cols) bytes).
 const std::byte* packed_row(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
                             std::byte* scratch);
+// The K types' halves of those two (kernels/scalar_quant_k.cpp).
+void pack_quantized_k(WeightType type, std::byte* w, size_t rows, size_t cols);
+const std::byte* packed_row_k(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
+                              std::byte* scratch);
 
 // The signatures, to declare the kernels each tier defines (a function type, not a pointer).
 using MatmulSig = void(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
@@ -239,6 +247,8 @@ using RefitBlockSig = void(const float* w, const float* a, const int8_t* q, doub
 // The scalar reference products of the quantized types (kernels/scalar_quant.cpp, which
 // states the exact accumulation rule every ISA reproduces bitwise).
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
+// The K types' (kernels/scalar_quant_k.cpp, which states their rule).
+MatmulQuantizedSig matmul_quantized_q4_k, matmul_quantized_q6_k;
 // The activation side of those products: 32 floats -> 32 int8 (round half to even) and the
 // returned scale d = max|x| / 127, or d = 0 and all-zero q when that d is below FLT_MIN.
 float quantize_activation_block(const float* x, int8_t* q);
@@ -270,6 +280,7 @@ SiluMulSig silu_mul_f32;
 namespace avx2 {         // kernels/*_avx2.cpp
 MatmulSig matmul_f32, matmul_bf16;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
+MatmulPackedSig matmul_packed_q4_k, matmul_packed_q6_k;
 QuantizeActivationsSig quantize_activations;
 ScoreBlockSig score_block;
 RefitBlockSig refit_block;
@@ -281,6 +292,7 @@ SiluMulSig silu_mul_f32;
 }  // namespace avx2
 namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
+MatmulPackedSig matmul_packed_q4_k, matmul_packed_q6_k;
 }  // namespace avx2_vnni
 namespace avx512 {       // kernels/*_avx512.cpp
 MatmulSig matmul_f32, matmul_bf16;
@@ -292,7 +304,7 @@ SiluMulSig silu_mul_f32;
 }  // namespace avx512
 namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-MatmulPackedSig matmul_packed_q8_0, matmul_packed_q4_0;
+MatmulPackedSig matmul_packed_q8_0, matmul_packed_q4_0, matmul_packed_q4_k, matmul_packed_q6_k;
 }  // namespace avx512_vnni
 namespace avx512_bf16 {  // kernels/*_avx512_bf16.cpp
 MatmulSig matmul_bf16;

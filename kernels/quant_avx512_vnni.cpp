@@ -17,6 +17,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include "kernels/packed_driver.h"
 #include "kernels/quant_simd.h"
 
 namespace nanoinfer::kernels {
@@ -246,53 +247,22 @@ void packed_group(const uint8_t* g, size_t nb, const int8_t* const* xq, const fl
   }
 }
 
-// The packed product (MatmulPackedFn): whole groups here, rows of a partial last group by the
-// ordinary kernel.
+// The packed product (MatmulPackedFn): whole groups here (kernels/packed_driver.h), rows of a
+// partial last group by the ordinary kernel.
 template <WeightType kType>
 void matmul_packed(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& a, float* y,
                    size_t stride, size_t row_begin, size_t row_end) {
-  if (row_begin >= row_end || a.n == 0) return;
-  const size_t row_bytes = a.nb * kBlockBytes<kType>;
-  const size_t packed_end = w_rows / kPackRows * kPackRows;
-  const size_t group_end = std::min(row_end, packed_end);
-  // A group's 16 sums for token t, stored for the rows of the range.
-  const auto store = [&](size_t r0, size_t t, __m512 sums) {
-    alignas(64) float out[kPackRows];
-    _mm512_store_ps(out, sums);
-    const size_t j0 = std::max(r0, row_begin) - r0, j1 = std::min(r0 + kPackRows, group_end) - r0;
-    for (size_t j = j0; j < j1; ++j) y[t * stride + r0 + j] = bias ? bias[r0 + j] + out[j] : out[j];
-  };
-  const size_t first_group = row_begin / kPackRows * kPackRows;
-  if (a.n == 1) {
-    const int8_t* xq = a.q.data();
-    for (size_t r0 = first_group; r0 < group_end; r0 += kPackRows) {
-      __m512 acc = _mm512_setzero_ps();
-      packed_group<kType, 1>(reinterpret_cast<const uint8_t*>(w + r0 * row_bytes), a.nb, &xq, a.d.data(), a.s.data(),
-                             1, &acc);
-      store(r0, 0, acc);
-    }
-  } else {
-    constexpr size_t TG = kPrefillGroupTokens;
-    for (size_t tb = 0; tb < a.tokens; tb += kTokenBlock) {
-      const size_t te = std::min(tb + kTokenBlock, a.tokens);
-      for (size_t r0 = first_group; r0 < group_end; r0 += kPackRows) {
-        for (size_t t0 = tb; t0 < te; t0 += TG) {
-          const int8_t* xq[TG];
-          __m512 acc[TG];
+  const auto group = [&](auto tg, const uint8_t* g, size_t, size_t t0, __m512* acc) {
+    constexpr size_t TG = decltype(tg)::value;
+    const int8_t* xq[TG];
 #pragma GCC unroll 16
-          for (size_t t = 0; t < TG; ++t) {
-            xq[t] = a.q.data() + (t0 + t) * a.cols;
-            acc[t] = _mm512_setzero_ps();
-          }
-          packed_group<kType, TG>(reinterpret_cast<const uint8_t*>(w + r0 * row_bytes), a.nb, xq, a.d.data() + t0,
-                                  a.s.data() + t0, a.tokens, acc);
-          for (size_t t = 0; t < TG && t0 + t < a.n; ++t) store(r0, t0 + t, acc[t]);
-        }
-      }
-    }
-  }
-  if (row_end > packed_end)
-    matmul_quantized<ZmmVnni, kType>(w, bias, a, y, stride, std::max(row_begin, packed_end), row_end);
+    for (size_t t = 0; t < TG; ++t) xq[t] = a.q.data() + (t0 + t) * a.cols;
+    packed_group<kType, TG>(g, a.nb, xq, a.d.data() + t0, a.s.data() + t0, a.tokens, acc);
+  };
+  const auto rest = [&](size_t begin, size_t end) {
+    matmul_quantized<ZmmVnni, kType>(w, bias, a, y, stride, begin, end);
+  };
+  packed_product<PackedZmm>(w, a.nb * kBlockBytes<kType>, w_rows, bias, a, y, stride, row_begin, row_end, group, rest);
 }
 
 }  // namespace

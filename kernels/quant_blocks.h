@@ -23,5 +23,19 @@ namespace nanoinfer::kernels {
 // broadcast word of activations, and the 16 row sums land in 16 lanes: no horizontal sums.
 // A group is 16 rows' bytes (group g starts where row 16g starts), so the rows of a last,
 // partial group stay as they were.
+//
+// The K types are packed the same way per super-block (kernels/scalar_quant_k.cpp holds the
+// byte map): super-block s of a group is 16 x block_bytes bytes,
+//
+//   Q4_K (2304 bytes): d[16] f16 (32 bytes), dmin[16] f16 (32), then the 12 scale bytes as 12
+//     planes of 16 rows (byte p of row r at 64 + 16p + r; 192 bytes), then for chunk c = 0..3
+//     and word k = 0..7, 64 bytes: row r's qs[32c + 4k .. 32c + 4k + 3] at 4r (low nibbles:
+//     elements 4k.. of sub-block 2c, high nibbles: of sub-block 2c + 1)
+//   Q6_K (3360 bytes): d[16] f16 (32 bytes), the 16 scales as 16 planes of 16 rows (256 bytes),
+//     then for half h = 0..1 and word k = 0..7 three 64-byte vectors: row r's ql[64h + 4k ..],
+//     ql[64h + 32 + 4k ..] and qh[32h + 4k ..] words at 4r
+//
+// so one 512-bit load again holds one word of each of 16 rows, and the per-row scales of a
+// sub-block are one 16-byte load.
 
 }  // namespace nanoinfer::kernels

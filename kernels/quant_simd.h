@@ -42,6 +42,8 @@ constexpr size_t simd_block_bytes(WeightType type) {
   switch (type) {
     case WeightType::Q8_0: return sizeof(BlockQ8_0);
     case WeightType::Q4_0: return sizeof(BlockQ4_0);
+    case WeightType::Q4_K:
+    case WeightType::Q6_K:  // their own kernels: kernels/quant_k_*.cpp
     case WeightType::F32:
     case WeightType::BF16: break;
   }
@@ -53,8 +55,9 @@ constexpr size_t kBlockBytes = simd_block_bytes(kType);
 // quantize_activation_block, bitwise: the same max (max is exact in any order; NaN is
 // skipped because the running maximum is vmaxps's second operand), the same divisions, and
 // vcvtps2dq rounds half to even like nearbyint; out-of-range or NaN saturate to -128 in the
-// packs as in the reference. Also writes the block's sum of q.
-inline void quantize_block(const float* x, int8_t* q, float* d_out, int32_t* s_out) {
+// packs as in the reference. Also writes the block's sum of q and its two halves' sums.
+inline void quantize_block(const float* x, int8_t* q, float* d_out, int32_t* s_out, int32_t* s16_lo,
+                           int32_t* s16_hi) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 v[4];
   __m256 m = _mm256_setzero_ps();
@@ -71,6 +74,7 @@ inline void quantize_block(const float* x, int8_t* q, float* d_out, int32_t* s_o
     std::memset(q, 0, kQuantBlock);
     *d_out = 0.0f;
     *s_out = 0;
+    *s16_lo = *s16_hi = 0;
     return;
   }
   const __m256 id = _mm256_set1_ps(1.0f / d);
@@ -81,10 +85,13 @@ inline void quantize_block(const float* x, int8_t* q, float* d_out, int32_t* s_o
   const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
   const __m256i qv = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), qv);
-  // sum(q) = sum(q + 128) - 32 * 128, the former by vpsadbw against zero.
+  // sum(q) = sum(q + 128) - 32 * 128, the former by vpsadbw against zero (one 64-bit sum per
+  // 8 bytes: elements 0-15 in the low 128 bits, 16-31 in the high).
   const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(qv, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
-  const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
-  *s_out = static_cast<int32_t>(_mm_cvtsi128_si64(_mm_add_epi64(s2, _mm_unpackhi_epi64(s2, s2)))) - 32 * 128;
+  const __m128i lo = _mm256_castsi256_si128(sad), hi = _mm256_extracti128_si256(sad, 1);
+  *s16_lo = static_cast<int32_t>(_mm_cvtsi128_si64(_mm_add_epi64(lo, _mm_unpackhi_epi64(lo, lo)))) - 16 * 128;
+  *s16_hi = static_cast<int32_t>(_mm_cvtsi128_si64(_mm_add_epi64(hi, _mm_unpackhi_epi64(hi, hi)))) - 16 * 128;
+  *s_out = *s16_lo + *s16_hi;
   *d_out = d;
 }
 
@@ -96,12 +103,14 @@ inline void quantize_all(const float* x, size_t cols, size_t n, QuantizedActivat
       int8_t* q = a.q.data() + t * cols + b * kQuantBlock;
       float* d = a.d.data() + b * a.tokens + t;
       int32_t* s = a.s.data() + b * a.tokens + t;
+      int32_t* lo = a.s16.data() + 2 * b * a.tokens + t;
+      int32_t* hi = lo + a.tokens;
       if (t < n) {
-        quantize_block(x + t * cols + b * kQuantBlock, q, d, s);
+        quantize_block(x + t * cols + b * kQuantBlock, q, d, s, lo, hi);
       } else {
         std::memset(q, 0, kQuantBlock);
         *d = 0.0f;
-        *s = 0;
+        *s = *lo = *hi = 0;
       }
     }
   }

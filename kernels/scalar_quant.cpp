@@ -88,10 +88,12 @@ void quantize_activations(const float* x, size_t cols, size_t n, QuantizedActiva
       float d = 0.0f;
       if (t < n) d = quantize_activation_block(x + t * cols + b * kQuantBlock, q);
       else std::memset(q, 0, kQuantBlock);
-      int32_t sum = 0;
-      for (size_t i = 0; i < kQuantBlock; ++i) sum += q[i];
+      int32_t half[2] = {0, 0};
+      for (size_t i = 0; i < kQuantBlock; ++i) half[i / 16] += q[i];
       a.d[b * a.tokens + t] = d;
-      a.s[b * a.tokens + t] = sum;
+      a.s[b * a.tokens + t] = half[0] + half[1];
+      a.s16[2 * b * a.tokens + t] = half[0];
+      a.s16[(2 * b + 1) * a.tokens + t] = half[1];
     }
   }
 }
@@ -161,6 +163,8 @@ PackedLayout packed_layout(WeightType type) {
   switch (type) {
     case WeightType::Q8_0: return {8, 0x80u};
     case WeightType::Q4_0: return {4, 0x00u};
+    case WeightType::Q4_K:
+    case WeightType::Q6_K:  // pack_quantized_k
     case WeightType::F32:
     case WeightType::BF16: break;
   }
@@ -170,6 +174,7 @@ PackedLayout packed_layout(WeightType type) {
 }  // namespace
 
 void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols) {
+  if (type == WeightType::Q4_K || type == WeightType::Q6_K) return pack_quantized_k(type, w, rows, cols);
   const PackedLayout layout = packed_layout(type);
   const size_t row_bytes = weight_row_bytes(type, cols), nb = cols / kQuantBlock;
   const size_t bb = row_bytes / nb, words = layout.words;
@@ -193,6 +198,7 @@ void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols) {
 
 const std::byte* packed_row(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
                             std::byte* scratch) {
+  if (type == WeightType::Q4_K || type == WeightType::Q6_K) return packed_row_k(type, w, rows, cols, r, scratch);
   const PackedLayout layout = packed_layout(type);
   const size_t row_bytes = weight_row_bytes(type, cols);
   if (r >= rows / kPackRows * kPackRows) return w + r * row_bytes;

@@ -55,6 +55,16 @@ std::vector<float> logits(const Model& model) {
   return out;
 }
 
+// Whether a model's matrices are whole blocks of a type (the K types' 256 fit none of the tiny
+// models; data/default-model, hidden 256 and intermediate 512, fits them).
+bool fits(const fs::path& dir, WeightType type) {
+  const ModelConfig cfg = ModelConfig::load(dir / "config.json");
+  const size_t be = weight_type_info(type).block_elems;
+  return static_cast<size_t>(cfg.hidden_size) % be == 0 && static_cast<size_t>(cfg.intermediate_size) % be == 0 &&
+         static_cast<size_t>(cfg.num_attention_heads * cfg.head_dim()) % be == 0;
+}
+fs::path default_model_dir() { return fs::path(NANOINFER_SOURCE_DIR) / "data/default-model"; }
+
 std::vector<fs::path> tiny_model_dirs() {
   std::vector<fs::path> dirs;
   for (const auto& entry : fs::directory_iterator(fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models"))
@@ -67,9 +77,11 @@ std::vector<fs::path> tiny_model_dirs() {
 TEST(FusedProducts, LogitsBitwiseEqualToSeparateProductsForEveryTypeAndIsa) {
   const std::vector<fs::path> dirs = tiny_model_dirs();
   ASSERT_EQ(dirs.size(), 5u);  // three Qwen2, tiny-qwen3, tiny-llama
-  size_t compared = 0;
+  size_t compared = 0, runs = 0;
   for (const fs::path& dir : dirs) {
     for (const WeightTypeInfo& mode : all_weight_types()) {
+      if (!fits(dir, mode.type)) continue;
+      ++runs;
       for (Isa isa : supported_isas()) {
         const std::vector<float> apart = logits(load(dir, mode.type, isa, false));
         // The fused model at one and at three threads: ranges of whole gate/up pairs either way.
@@ -82,7 +94,21 @@ TEST(FusedProducts, LogitsBitwiseEqualToSeparateProductsForEveryTypeAndIsa) {
       }
     }
   }
-  EXPECT_EQ(compared, 5 * all_weight_types().size() * supported_isas().size() * 2);
+  // The K types on the default model (whose matrices are whole super-blocks).
+  for (WeightType t : test::k_quant_types()) {
+    ASSERT_TRUE(fits(default_model_dir(), t));
+    ++runs;
+    for (Isa isa : supported_isas()) {
+      const std::vector<float> apart = logits(load(default_model_dir(), t, isa, false));
+      for (int threads : {1, 3}) {
+        EXPECT_TRUE(same_bits(logits(load(default_model_dir(), t, isa, true, threads)), apart))
+            << "default model " << weight_type_name(t) << " " << isa_name(isa) << " threads " << threads;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(runs, 5 * (all_weight_types().size() - 2) + 2);
+  EXPECT_EQ(compared, runs * supported_isas().size() * 2);
 }
 
 // An intermediate size that 16 does not divide (200 = 12 * 16 + 8): the last gate/up pair is
@@ -192,6 +218,7 @@ TEST(FusedProducts, MixedTypeGroupsStayApartAndGiveBitwiseTheSameLogits) {
 TEST(FusedProducts, WeightBytesAreTheSameFusedOrApart) {
   const fs::path dir = fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models/tiny-untied";
   for (const WeightTypeInfo& mode : all_weight_types()) {
+    if (!fits(dir, mode.type)) continue;
     const Model fused = load(dir, mode.type, Isa::Scalar, true), apart = load(dir, mode.type, Isa::Scalar, false);
     EXPECT_EQ(fused.weight_bytes(), apart.weight_bytes()) << mode.name;
     EXPECT_EQ(fused.bytes_per_token(), apart.bytes_per_token()) << mode.name;
@@ -210,13 +237,17 @@ namespace {
 // loader packs exactly where the ISA has a packed product, embedding lookups of a packed
 // (tied) table included.
 TEST(PackedWeights, LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasAProduct) {
-  const std::vector<fs::path> dirs = tiny_model_dirs();
-  size_t compared = 0, packed_models = 0;
+  std::vector<fs::path> dirs = tiny_model_dirs();
+  dirs.push_back(default_model_dir());  // the K types fit only this one
+  size_t compared = 0, packed_models = 0, runs = 0;
   for (const fs::path& dir : dirs) {
     const ModelConfig cfg = ModelConfig::load(dir / "config.json");
     const SafetensorsFile file = SafetensorsFile::open(dir / "model.safetensors");
     for (const WeightTypeInfo& info : all_weight_types()) {
-      if (!info.quantized) continue;
+      if (!info.quantized || !fits(dir, info.type)) continue;
+      // The default model for the K types only (the tiny ones cover int8 and int4).
+      if (dir == default_model_dir() && info.scaled_blocks()) continue;
+      ++runs;
       const WeightType type = info.type;
       for (Isa isa : supported_isas()) {
         ModelOptions o;
@@ -249,7 +280,8 @@ TEST(PackedWeights, LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasAProduct)
       }
     }
   }
-  EXPECT_EQ(compared, dirs.size() * test::quant_types().size() * supported_isas().size() * 2);
+  EXPECT_EQ(runs, (dirs.size() - 1) * test::quant_types().size() + test::k_quant_types().size());
+  EXPECT_EQ(compared, runs * supported_isas().size() * 2);
   if (packed_models == 0) GTEST_SKIP() << "no instruction set of this CPU has a packed product (avx512-vnni and up do)";
 }
 

@@ -52,6 +52,8 @@ int quant_value(WeightType t, const std::vector<std::byte>& row, size_t b, size_
   switch (t) {
     case WeightType::Q8_0: return static_cast<int8_t>(blk[i]);
     case WeightType::Q4_0: return (i < 16 ? blk[i] & 0x0f : blk[i % 16] >> 4) - 8;
+    case WeightType::Q4_K:
+    case WeightType::Q6_K:  // tests/k_quant_test.cpp
     case WeightType::F32:
     case WeightType::BF16: break;
   }
@@ -123,8 +125,10 @@ void expect_round_trip(WeightType t, const std::vector<float>& x, const std::str
         d = m / -8.0f;
         break;
       }
+      case WeightType::Q4_K:
+      case WeightType::Q6_K:
       case WeightType::F32:
-      case WeightType::BF16: FAIL() << weight_type_name(t) << " has no blocks";
+      case WeightType::BF16: FAIL() << weight_type_name(t) << " has no 32-blocks";
     }
     const double d16 = f16_value(scale_bits(t, row, b));
     for (size_t i = 0; i < kQuantBlock; ++i) {

@@ -26,8 +26,13 @@ enum class WeightType : uint8_t {
   BF16,  // 2 bytes per weight, the top half of an f32
   Q8_0,  // "int8": blocks of 32, one f16 scale d, value = d * q, q in [-127, 127] (GGUF Q8_0)
   Q4_0,  // "int4": blocks of 32, one f16 scale d, value = d * (q - 8), q in [0, 15] (GGUF Q4_0)
+  // The K-quants of llama.cpp's files (GGUF Q4_K, Q6_K): super-blocks of 256 with sub-block
+  // scales (src/base/weight_blocks.h). They have no ScaledBlock codec (unpack_block and
+  // pack_block are nullptr), so the quantizer's search and GPTQ do not make them.
+  Q4_K,  // "q4_k": 8 sub-blocks of 32, value = (d * sc) * q - (dmin * m), q in [0, 15]
+  Q6_K,  // "q6_k": 16 sub-blocks of 16, value = (d * sc) * (q - 32), q in [0, 63]
 };
-inline constexpr size_t kWeightTypeCount = 4;
+inline constexpr size_t kWeightTypeCount = 6;
 
 struct ScaledBlock;  // src/base/weight_blocks.h
 
@@ -50,10 +55,12 @@ struct WeightTypeInfo {
   void (*quantize_row)(const float* in, std::byte* row, size_t cols);
   // Every weight (float types) or every block scale is finite.
   bool (*finite_row)(const std::byte* row, size_t cols);
-  // Quantized types (nullptr otherwise): one block <-> its scale and integers, exactly.
+  // The 32-block scaled-integer types (nullptr otherwise, the K types included): one block
+  // <-> its scale and integers, exactly.
   void (*unpack_block)(const std::byte* block, ScaledBlock& out);
   void (*pack_block)(const ScaledBlock& in, std::byte* block);
 
+  bool scaled_blocks() const { return unpack_block != nullptr; }
   double bits_per_weight() const { return 8.0 * static_cast<double>(block_bytes) / static_cast<double>(block_elems); }
 };
 
@@ -66,9 +73,10 @@ std::optional<WeightType> weight_type_from_name(std::string_view name);
 // The type with this GGUF type id, or nullopt (a GGUF type the engine does not compute with).
 std::optional<WeightType> weight_type_from_gguf(uint32_t gguf_type);
 // The names of the types of one kind, joined for help and error text: "f32, bf16, int8 or
-// int4" (All), "int8 or int4" (Quantized), "f32 or bf16" (Float); `gguf`: their GGUF
-// spellings ("Q8_0 or Q4_0").
-enum class WeightTypeKind : uint8_t { All, Float, Quantized };
+// int4, q4_k or q6_k" (All), "int8, int4, q4_k or q6_k" (Quantized), "int8 or int4" (Scaled:
+// the 32-block types `quantize` makes), "f32 or bf16" (Float); `gguf`: their GGUF spellings
+// ("Q8_0 or Q4_0").
+enum class WeightTypeKind : uint8_t { All, Float, Quantized, Scaled };
 std::string weight_type_names(WeightTypeKind kind = WeightTypeKind::All, bool gguf = false);
 // Bytes of one row of `cols` weights; throws Error when cols is not a whole number of blocks.
 size_t weight_row_bytes(WeightType type, size_t cols);

@@ -11,13 +11,17 @@
 //                  byte j holds element j in its low nibble and element j + 16 in its high one;
 //                  w[i] = d * (nibble[i] - 8)
 //
-// A row of `cols` weights is cols / 32 consecutive blocks. The scale is stored as raw f16
+// and the two K-quant types llama.cpp's Q4_K_M / Q6_K files are made of, byte-for-byte GGUF's
+// super-blocks of 256 weights (layouts below, BlockQ4_K and BlockQ6_K).
+//
+// A row of `cols` weights is cols / 32 consecutive blocks (cols / 256 for the K types). The scale is stored as raw f16
 // bits; packed structs keep the 2-byte alignment GGUF's layout implies (rows are not padded),
 // and every function here reads and writes rows at any alignment.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace nanoinfer {
 
@@ -35,6 +39,57 @@ struct BlockQ4_0 {
 #pragma pack(pop)
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
+
+// ---- the K-quants: super-blocks of 256 weights -----------------------------------------------
+inline constexpr size_t kSuperBlock = 256;
+
+// Q4_K ("q4_k"): 256 weights in 144 bytes, 8 sub-blocks of 32. Sub-block j has a 6-bit scale
+// sc[j] and a 6-bit min m[j] packed into `scales` (see k_scale_min); weight = (d * sc[j]) * q -
+// (dmin * m[j]), q unsigned 4-bit. The quants come in 4 chunks of 32 bytes: chunk c holds
+// sub-block 2c in its low nibbles and sub-block 2c + 1 in its high nibbles (byte l of the chunk
+// -> element l of each).
+struct BlockQ4_K {
+  uint16_t d;     // f16 scale of the scales
+  uint16_t dmin;  // f16 scale of the mins
+  uint8_t scales[12];
+  uint8_t qs[kSuperBlock / 2];
+};
+// Q6_K ("q6_k"): 256 weights in 210 bytes, 16 sub-blocks of 16 with signed 8-bit scales;
+// weight = (d * sc) * (q - 32), q unsigned 6-bit. Two halves of 128 elements; half h uses
+// ql[64h..], qh[32h..]. Within a half, for l in [0, 32):
+//   element l      = low nibble of ql[l]       | qh[l] bits 0-1 << 4,
+//   element l + 32 = low nibble of ql[l + 32]  | qh[l] bits 2-3 << 4,
+//   element l + 64 = high nibble of ql[l]      | qh[l] bits 4-5 << 4,
+//   element l + 96 = high nibble of ql[l + 32] | qh[l] bits 6-7 << 4.
+// Element e of the block uses scale scales[e / 16].
+struct BlockQ6_K {
+  uint8_t ql[kSuperBlock / 2];
+  uint8_t qh[kSuperBlock / 4];
+  int8_t scales[kSuperBlock / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block. Bytes 0-3 hold the
+// scales of sub-blocks 0-3 in their low 6 bits, bytes 4-7 the mins of sub-blocks 0-3; for
+// sub-blocks 4-7 byte 8 + (j - 4) holds the low 4 bits of the scale (low nibble) and of the
+// min (high nibble), and the top 2 bits come from bits 6-7 of bytes j - 4 (scale) and j (min).
+struct ScaleMin {
+  uint8_t scale;
+  uint8_t min;
+};
+ScaleMin k_scale_min(const uint8_t (&scales)[12], int j);
+
+// Super-block i of a row of K-quant blocks, copied out (a row's bytes need no alignment).
+template <class Block>
+Block load_k_block(const std::byte* row, size_t i) {
+  Block b;
+  std::memcpy(&b, row + i * sizeof(Block), sizeof b);
+  return b;
+}
+// Its inverse: sc and m (each < 64) of the 8 sub-blocks -> the 12 bytes.
+void k_pack_scale_min(const uint8_t* sc, const uint8_t* m, uint8_t (&scales)[12]);
 
 // A block of a scaled-integer type (one f16 scale, 32 integers; weight i = d * q[i]) as its
 // scale bits and its integers, whatever their packing: what the quantizer chooses and what
@@ -69,5 +124,17 @@ void quantize_row_q4_0(const float* in, std::byte* row, size_t cols);
 bool finite_row_q4_0(const std::byte* row, size_t cols);
 void unpack_block_q4_0(const std::byte* block, ScaledBlock& out);
 void pack_block_q4_0(const ScaledBlock& in, std::byte* block);
+
+// The K types (src/base/weight_blocks_k.cpp) have no ScaledBlock codec (a super-block has
+// sub-block scales, and Q4_K mins): their rows carry no unpack / pack, and the quantizer's
+// block search and GPTQ do not produce them. quantize is a plain round-to-nearest reference
+// (sub-block scale and min from the range, super-block scales from the largest of those).
+void dequantize_row_q4_k(const std::byte* row, float* out, size_t cols);
+void quantize_row_q4_k(const float* in, std::byte* row, size_t cols);
+bool finite_row_q4_k(const std::byte* row, size_t cols);
+
+void dequantize_row_q6_k(const std::byte* row, float* out, size_t cols);
+void quantize_row_q6_k(const float* in, std::byte* row, size_t cols);
+bool finite_row_q6_k(const std::byte* row, size_t cols);
 
 }  // namespace nanoinfer

@@ -72,6 +72,36 @@ constexpr std::array<WeightTypeInfo, kWeightTypeCount> kTypes{{
      .finite_row = finite_row_q4_0,
      .unpack_block = unpack_block_q4_0,
      .pack_block = pack_block_q4_0},
+    {.type = WeightType::Q4_K,
+     .name = "q4_k",
+     .gguf_name = "Q4_K",
+     .gguf_type = 12,
+     .gguf_file_type = 15,  // Q4_K_M
+     .block_elems = kSuperBlock,
+     .block_bytes = sizeof(BlockQ4_K),
+     .quantized = true,
+     .q_min = 0,
+     .q_max = 15,
+     .dequantize_row = dequantize_row_q4_k,
+     .quantize_row = quantize_row_q4_k,
+     .finite_row = finite_row_q4_k,
+     .unpack_block = nullptr,
+     .pack_block = nullptr},
+    {.type = WeightType::Q6_K,
+     .name = "q6_k",
+     .gguf_name = "Q6_K",
+     .gguf_type = 14,
+     .gguf_file_type = 18,
+     .block_elems = kSuperBlock,
+     .block_bytes = sizeof(BlockQ6_K),
+     .quantized = true,
+     .q_min = -32,
+     .q_max = 31,
+     .dequantize_row = dequantize_row_q6_k,
+     .quantize_row = quantize_row_q6_k,
+     .finite_row = finite_row_q6_k,
+     .unpack_block = nullptr,
+     .pack_block = nullptr},
 }};
 
 constexpr bool rows_in_enum_order() {
@@ -102,7 +132,9 @@ std::optional<WeightType> weight_type_from_gguf(uint32_t gguf_type) {
 std::string weight_type_names(WeightTypeKind kind, bool gguf) {
   std::vector<std::string_view> names;
   for (const WeightTypeInfo& info : kTypes) {
-    const bool wanted = kind == WeightTypeKind::All || (kind == WeightTypeKind::Quantized) == info.quantized;
+    const bool wanted = kind == WeightTypeKind::All || (kind == WeightTypeKind::Scaled && info.scaled_blocks()) ||
+                        (kind == WeightTypeKind::Quantized && info.quantized) ||
+                        (kind == WeightTypeKind::Float && !info.quantized);
     if (wanted) names.push_back(gguf ? info.gguf_name : info.name);
   }
   std::string out;

@@ -54,7 +54,7 @@ std::vector<Level> parse_levels(const std::string& list) {
       const size_t dash = name.find('-');
       const std::string type = name.substr(0, dash);
       const std::optional<WeightType> t = weight_type_from_name(type);
-      if (!t || !weight_type_info(*t).quantized) {
+      if (!t || !weight_type_info(*t).scaled_blocks()) {
         fail("--levels: '{}' is not base or int8|int4[-rtn|-imatrix|-gptq]", name);
       }
       level.options.type = *t;

@@ -62,7 +62,7 @@ void check_format(const QuantizeFlags& f, WeightType type) {
       {f.calib_ctx_flag != nullptr && f.calib_ctx_flag->count() > 0, "--calib-ctx"}};
   for (const auto& [given, flag] : quantizer_flags) {
     if (given) {
-      fail("{} applies to --type {} only, not {}", flag, weight_type_names(WeightTypeKind::Quantized),
+      fail("{} applies to --type {} only, not {}", flag, weight_type_names(WeightTypeKind::Scaled),
            weight_type_name(type));
     }
   }
@@ -71,8 +71,8 @@ void check_format(const QuantizeFlags& f, WeightType type) {
 QuantizeOptions options_from(const QuantizeFlags& f) {
   QuantizeOptions o;
   const std::optional<WeightType> type = weight_type_from_name(f.type);
-  if (!type) {
-    fail("--type must be {} (or {} with --format gguf), got '{}'", weight_type_names(WeightTypeKind::Quantized),
+  if (!type || (weight_type_info(*type).quantized && !weight_type_info(*type).scaled_blocks())) {
+    fail("--type must be {} (or {} with --format gguf), got '{}'", weight_type_names(WeightTypeKind::Scaled),
          weight_type_names(WeightTypeKind::Float), f.type);
   }
   check_format(f, *type);

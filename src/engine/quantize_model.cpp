@@ -236,8 +236,8 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
   QuantizeOptions o = options;
   std::string clamped;
   o.threads = ThreadPool::clamp_threads(options.threads, &clamped);
-  if (!weight_type_info(o.type).quantized) {
-    fail("quantize: the type must be {}, got {}", weight_type_names(WeightTypeKind::Quantized), weight_type_name(o.type));
+  if (!weight_type_info(o.type).scaled_blocks()) {
+    fail("quantize: the type must be {}, got {}", weight_type_names(WeightTypeKind::Scaled), weight_type_name(o.type));
   }
   QuantizeResult result;
   result.out = out_dir;

@@ -13,14 +13,12 @@ namespace nanoinfer {
 namespace {
 
 // The file-only types; the weight types' rows come from the weight-type table.
-constexpr std::array<GgmlTypeInfo, 7> kFileTypes{{
+constexpr std::array<GgmlTypeInfo, 5> kFileTypes{{
     {GgmlType::F16, "F16", 1, 2},
     {GgmlType::Q4_1, "Q4_1", kQK, sizeof(BlockQ4_1)},
     {GgmlType::Q5_0, "Q5_0", kQK, sizeof(BlockQ5_0)},
     {GgmlType::Q5_1, "Q5_1", kQK, sizeof(BlockQ5_1)},
-    {GgmlType::Q4_K, "Q4_K", kQK_K, sizeof(BlockQ4_K)},
     {GgmlType::Q5_K, "Q5_K", kQK_K, sizeof(BlockQ5_K)},
-    {GgmlType::Q6_K, "Q6_K", kQK_K, sizeof(BlockQ6_K)},
 }};
 
 // Every id ggml has assigned, indexed by id; "" marks ids that were retired.
@@ -82,12 +80,6 @@ size_t ggml_row_bytes(GgmlType type, uint64_t n) {
   return static_cast<size_t>(n / info.block_elems * info.block_bytes);
 }
 
-ScaleMin k_scale_min(const uint8_t (&q)[12], int j) {
-  if (j < 4) return {static_cast<uint8_t>(q[j] & 63), static_cast<uint8_t>(q[j + 4] & 63)};
-  return {static_cast<uint8_t>((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4)),
-          static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4))};
-}
-
 void dequantize_row_f16(const std::byte* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(src + 2 * i));
 }
@@ -136,24 +128,6 @@ void dequantize_row_q5_1(const std::byte* src, float* dst, size_t n) {
   }
 }
 
-void dequantize_row_q4_K(const std::byte* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n / kQK_K; ++i) {
-    const auto b = load_block<BlockQ4_K>(src, i);
-    const float d = f16_to_f32(b.d);
-    const float dmin = f16_to_f32(b.dmin);
-    float* y = dst + i * kQK_K;
-    for (int c = 0; c < 4; ++c) {  // chunk c: sub-blocks 2c (low nibbles), 2c + 1 (high)
-      const uint8_t* q = b.qs + 32 * c;
-      const ScaleMin lo = k_scale_min(b.scales, 2 * c);
-      const ScaleMin hi = k_scale_min(b.scales, 2 * c + 1);
-      const float d_lo = d * static_cast<float>(lo.scale), m_lo = dmin * static_cast<float>(lo.min);
-      const float d_hi = d * static_cast<float>(hi.scale), m_hi = dmin * static_cast<float>(hi.min);
-      for (int l = 0; l < 32; ++l) y[64 * c + l] = d_lo * static_cast<float>(q[l] & 0x0F) - m_lo;
-      for (int l = 0; l < 32; ++l) y[64 * c + 32 + l] = d_hi * static_cast<float>(q[l] >> 4) - m_hi;
-    }
-  }
-}
-
 void dequantize_row_q5_K(const std::byte* src, float* dst, size_t n) {
   for (size_t i = 0; i < n / kQK_K; ++i) {
     const auto b = load_block<BlockQ5_K>(src, i);
@@ -178,32 +152,6 @@ void dequantize_row_q5_K(const std::byte* src, float* dst, size_t n) {
   }
 }
 
-void dequantize_row_q6_K(const std::byte* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n / kQK_K; ++i) {
-    const auto b = load_block<BlockQ6_K>(src, i);
-    const float d = f16_to_f32(b.d);
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = b.ql + 64 * h;
-      const uint8_t* qh = b.qh + 32 * h;
-      float* y = dst + i * kQK_K + 128 * h;
-      // q[e] for the 128 elements of this half, then scaled by sub-block (16 elements each).
-      for (int l = 0; l < 32; ++l) {
-        const int q[4] = {
-            (ql[l] & 0x0F) | ((qh[l] >> 0) & 3) << 4,
-            (ql[l + 32] & 0x0F) | ((qh[l] >> 2) & 3) << 4,
-            (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4,
-            (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4,
-        };
-        for (int k = 0; k < 4; ++k) {
-          const int e = 32 * k + l;  // element within the half
-          const float scale = d * static_cast<float>(b.scales[8 * h + e / 16]);
-          y[e] = scale * static_cast<float>(q[k] - 32);
-        }
-      }
-    }
-  }
-}
-
 void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
   (void)ggml_row_bytes(type, n);  // rejects partial blocks
   if (const std::optional<WeightType> w = weight_type_from_gguf(static_cast<uint32_t>(type)))
@@ -213,6 +161,8 @@ void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
     case GgmlType::BF16:
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
       break;  // weight types, above
     case GgmlType::F16:
       return dequantize_row_f16(src, dst, n);
@@ -222,12 +172,8 @@ void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
       return dequantize_row_q5_0(src, dst, n);
     case GgmlType::Q5_1:
       return dequantize_row_q5_1(src, dst, n);
-    case GgmlType::Q4_K:
-      return dequantize_row_q4_K(src, dst, n);
     case GgmlType::Q5_K:
       return dequantize_row_q5_K(src, dst, n);
-    case GgmlType::Q6_K:
-      return dequantize_row_q6_K(src, dst, n);
   }
   fail("ggml type id {} is not supported", static_cast<uint32_t>(type));
 }

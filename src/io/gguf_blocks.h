@@ -1,8 +1,8 @@
 // ggml tensor types as stored in GGUF files: the type ids, their block geometry, the packed
 // block layouts, and a scalar dequantize-to-f32 reference for each type we read. The types the
-// engine computes with (F32, BF16, Q8_0, Q4_0) are rows of the weight-type table
+// engine computes with (F32, BF16, Q8_0, Q4_0, Q4_K, Q6_K) are rows of the weight-type table
 // (nanoinfer/weight_type.h): their geometry, block layouts and dequantizers are taken from
-// there, and only the file-only types (F16, Q4_1, Q5_x, the K-quants) are described here.
+// there, and only the file-only types (F16, Q4_1, Q5_x, Q5_K) are described here.
 //
 // Every quantized type stores a row as consecutive blocks; a block covers `block_elems`
 // consecutive elements of one row (a row is always a whole number of blocks) and takes
@@ -60,7 +60,7 @@ std::string_view ggml_supported_type_names();
 // so a row of blocks can be read as an array of them when the base is 2-byte aligned.
 
 inline constexpr int kQK = 32;     // elements per block of the 32-element types (kQuantBlock)
-inline constexpr int kQK_K = 256;  // elements per super-block of the K types
+inline constexpr int kQK_K = static_cast<int>(kSuperBlock);  // elements per super-block of the K types
 
 // Q8_0 and Q4_0: BlockQ8_0, BlockQ4_0 in src/base/weight_blocks.h.
 
@@ -90,17 +90,7 @@ struct BlockQ5_1 {
 };
 static_assert(sizeof(BlockQ5_1) == 24);
 
-// Q4_K: 256 elements in 8 sub-blocks of 32. Sub-block j has a 6-bit scale sc[j] and a 6-bit
-// min m[j] packed into `scales` (see k_scale_min); x = (d * sc[j]) * q - (dmin * m[j]).
-// The quants come in 4 chunks of 32 bytes: chunk c holds sub-block 2c in its low nibbles and
-// sub-block 2c + 1 in its high nibbles (byte l of the chunk -> element l of each).
-struct BlockQ4_K {
-  uint16_t d;
-  uint16_t dmin;
-  uint8_t scales[12];
-  uint8_t qs[kQK_K / 2];
-};
-static_assert(sizeof(BlockQ4_K) == 144);
+// Q4_K, Q6_K: BlockQ4_K, BlockQ6_K in src/base/weight_blocks.h (weight types).
 
 // Q5_K: as Q4_K with a fifth bit per element: for element l of sub-block j, bit j of qh[l].
 struct BlockQ5_K {
@@ -112,31 +102,6 @@ struct BlockQ5_K {
 };
 static_assert(sizeof(BlockQ5_K) == 176);
 
-// Q6_K: 256 elements in 16 sub-blocks of 16 with signed 8-bit scales; x = (d * sc) * (q - 32),
-// q unsigned 6-bit. Two halves of 128 elements; half h uses ql[64h..], qh[32h..]. Within a
-// half, for l in [0, 32): element l     = low nibble of ql[l]      | qh[l] bits 0-1 << 4,
-//                          element l+32  = low nibble of ql[l + 32] | qh[l] bits 2-3 << 4,
-//                          element l+64  = high nibble of ql[l]     | qh[l] bits 4-5 << 4,
-//                          element l+96  = high nibble of ql[l + 32]| qh[l] bits 6-7 << 4.
-// Element e of the block uses scale scales[e / 16].
-struct BlockQ6_K {
-  uint8_t ql[kQK_K / 2];
-  uint8_t qh[kQK_K / 4];
-  int8_t scales[kQK_K / 16];
-  uint16_t d;
-};
-static_assert(sizeof(BlockQ6_K) == 210);
-
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block. Bytes 0-3 hold the
-// scales of sub-blocks 0-3 in their low 6 bits, bytes 4-7 the mins of sub-blocks 0-3; for
-// sub-blocks 4-7 byte 8 + (j - 4) holds the low 4 bits of the scale (low nibble) and of the
-// min (high nibble), and the top 2 bits come from bits 6-7 of bytes j - 4 (scale) and j (min).
-struct ScaleMin {
-  uint8_t scale;
-  uint8_t min;
-};
-ScaleMin k_scale_min(const uint8_t (&scales)[12], int j);
-
 // ---- scalar references ---------------------------------------------------------------------
 // Each converts `n` consecutive elements (a multiple of the type's block_elems) starting at
 // `src` to f32. `src` may have any alignment. n = 0 writes nothing. (The weight types' own are
@@ -145,9 +110,7 @@ void dequantize_row_f16(const std::byte* src, float* dst, size_t n);
 void dequantize_row_q4_1(const std::byte* src, float* dst, size_t n);
 void dequantize_row_q5_0(const std::byte* src, float* dst, size_t n);
 void dequantize_row_q5_1(const std::byte* src, float* dst, size_t n);
-void dequantize_row_q4_K(const std::byte* src, float* dst, size_t n);
 void dequantize_row_q5_K(const std::byte* src, float* dst, size_t n);
-void dequantize_row_q6_K(const std::byte* src, float* dst, size_t n);
 
 // Dispatches on the type; throws nanoinfer::Error if n is not a whole number of blocks.
 void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n);

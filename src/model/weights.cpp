@@ -85,7 +85,7 @@ class Loader {
   }
 
   // The type a matrix is stored in when the engine has it: f16 widens to f32, and block
-  // types without kernels (GGUF's K-quants, Q4_1, Q5_x) are requantized to int8, the closest
+  // types without kernels (GGUF's Q4_1, Q5_0, Q5_1, Q5_K) are requantized to int8, the closest
   // type the kernels run.
   static WeightType stored_type(const StoredTensor& t) {
     if (t.exact) return *t.exact;

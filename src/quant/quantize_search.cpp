@@ -135,7 +135,7 @@ void search_block(WeightType type, const float* w, const float* a, std::byte* bl
 
 QuantRange range_of(WeightType type) {
   const WeightTypeInfo& info = weight_type_info(type);
-  if (!info.quantized) fail("quantize: {} is not a block type", info.name);
+  if (!info.scaled_blocks()) fail("quantize: {} is not a 32-block scaled-integer type", info.name);
   return {info.q_min, info.q_max};
 }
 

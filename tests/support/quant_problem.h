@@ -21,12 +21,20 @@ namespace nanoinfer::test {
 
 using kernels::Kernels;
 
-// The quantized types, read from the weight-type table: a new type joins every test that
-// iterates these by existing.
+// The 32-block scaled-integer types (Q8_0, Q4_0), read from the weight-type table: a new
+// such type joins every test that iterates these by existing.
 inline std::vector<WeightType> quant_types() {
   std::vector<WeightType> types;
   for (const WeightTypeInfo& info : all_weight_types())
-    if (info.quantized) types.push_back(info.type);
+    if (info.scaled_blocks()) types.push_back(info.type);
+  return types;
+}
+
+// The K-quant types (super-blocks of 256, no ScaledBlock codec): tests/k_quant_test.cpp.
+inline std::vector<WeightType> k_quant_types() {
+  std::vector<WeightType> types;
+  for (const WeightTypeInfo& info : all_weight_types())
+    if (info.quantized && !info.scaled_blocks()) types.push_back(info.type);
   return types;
 }
 

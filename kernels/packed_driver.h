@@ -1,0 +1,196 @@
+// The driver of every packed product (kernels/quant_blocks.h: whole groups of kPackRows = 16
+// rows interleaved block by block), and the vector policies its kernels are written against.
+// Include only from *_avx2*.cpp / *_avx512*.cpp files: everything here has internal linkage
+// (see simd_kernels.h for why).
+//
+// A policy P supplies the vector types and operations of one ISA family:
+//   V (int32 lanes), F (float lanes); lanes: the rows one vector covers; parts = 16 / lanes:
+//   a 16-row group is computed as `parts` slices of `lanes` rows (AVX2: two slices of 8 rows,
+//   the low and high 32 bytes of each 64-byte vector of the layout); prefill_tokens: tokens
+//   per kernel call in prefill (a divisor of kQuantTokenGroup, so the padded token count is a
+//   multiple of it).
+// Each lane is one (row, token) pair and runs the scalar reference's steps, so a slice's
+// width, the split into slices and the order of slices never change a result's bits.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
+
+namespace nanoinfer::kernels {
+namespace {
+
+#ifdef __AVX512F__
+// 16 lanes: a whole group per vector. vpdpbusd needs AVX512-VNNI (the *_avx512_vnni.cpp files).
+struct PackedZmm {
+  using V = __m512i;
+  using F = __m512;
+  static constexpr size_t lanes = 16, parts = 1, prefill_tokens = kQuantTokenGroup;
+
+  static V zero() { return _mm512_setzero_si512(); }
+  static F zero_f() { return _mm512_setzero_ps(); }
+  static V load(const uint8_t* p) { return _mm512_loadu_si512(p); }  // 4 bytes per lane
+  static V set8(char v) { return _mm512_set1_epi8(v); }
+  static V set32(int32_t v) { return _mm512_set1_epi32(v); }
+  static V word(const int8_t* x) {  // one activation word broadcast to every lane
+    int32_t v;
+    std::memcpy(&v, x, sizeof v);
+    return _mm512_set1_epi32(v);
+  }
+  static V and_(V a, V b) { return _mm512_and_si512(a, b); }
+  static V or_(V a, V b) { return _mm512_or_si512(a, b); }
+  template <int n>
+  static V srl16(V a) { return _mm512_srli_epi16(a, n); }
+  template <int n>
+  static V sll16(V a) { return _mm512_slli_epi16(a, n); }
+  static V add(V a, V b) { return _mm512_add_epi32(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_epi32(a, b); }
+  static V mullo(V a, V b) { return _mm512_mullo_epi32(a, b); }
+#ifdef __AVX512VNNI__
+  // acc + the sums of 4 products u8 x s8 per lane, exact.
+  static V dot(V acc, V u, V s) { return _mm512_dpbusd_epi32(acc, u, s); }
+#endif
+  static F cvt(V a) { return _mm512_cvtepi32_ps(a); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F set(float v) { return _mm512_set1_ps(v); }
+  static F f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m128i bytes(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+  static F u8f(__m128i b) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)); }
+  static V i8(__m128i b) { return _mm512_cvtepi8_epi32(b); }
+  static void store(float* out, F v) { _mm512_storeu_ps(out, v); }
+};
+#endif
+
+#ifdef __AVX2__
+// 8 lanes: a group is two slices (rows 0-7, rows 8-15). With kVnni, AVX-VNNI's 256-bit
+// vpdpbusd (the *_avx2_vnni.cpp files); without, vpmaddubsw + vpmaddwd, exact whenever a pair
+// of products fits int16: the K kernels' unsigned weights are at most 63 and |x| <= 128, so a
+// pair is at most 2 * 63 * 128 = 16128.
+template <bool kVnni>
+struct PackedYmm {
+  using V = __m256i;
+  using F = __m256;
+  static constexpr size_t lanes = 8, parts = 2, prefill_tokens = 2;
+
+  static V zero() { return _mm256_setzero_si256(); }
+  static F zero_f() { return _mm256_setzero_ps(); }
+  static V load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static V set8(char v) { return _mm256_set1_epi8(v); }
+  static V set32(int32_t v) { return _mm256_set1_epi32(v); }
+  static V word(const int8_t* x) {
+    int32_t v;
+    std::memcpy(&v, x, sizeof v);
+    return _mm256_set1_epi32(v);
+  }
+  static V and_(V a, V b) { return _mm256_and_si256(a, b); }
+  static V or_(V a, V b) { return _mm256_or_si256(a, b); }
+  template <int n>
+  static V srl16(V a) { return _mm256_srli_epi16(a, n); }
+  template <int n>
+  static V sll16(V a) { return _mm256_slli_epi16(a, n); }
+  static V add(V a, V b) { return _mm256_add_epi32(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_epi32(a, b); }
+  static V mullo(V a, V b) { return _mm256_mullo_epi32(a, b); }
+  static V dot(V acc, V u, V s) {
+    if constexpr (kVnni) {
+#ifdef __AVXVNNI__
+      return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+      static_assert(!kVnni, "the VNNI policy needs a file compiled with -mavxvnni (*_avx2_vnni.cpp)");
+      return acc;
+#endif
+    } else {
+      return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+    }
+  }
+  static F cvt(V a) { return _mm256_cvtepi32_ps(a); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F set(float v) { return _mm256_set1_ps(v); }
+  static F f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static __m128i bytes(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
+  static F u8f(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)); }
+  static V i8(__m128i b) { return _mm256_cvtepi8_epi32(b); }
+  static void store(float* out, F v) { _mm256_storeu_ps(out, v); }
+};
+#endif
+
+// How far ahead of its loads a packed kernel asks for the weights' cache lines (bytes). A
+// decode step streams each group once; the prefetch keeps more lines in flight than the
+// hardware prefetcher alone does while the core is busy with the products.
+constexpr size_t kPrefetchAhead = 2048;
+inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+
+// Token blocks bound the activations re-read for every row group, so they stay in L2 while
+// the weights stream from memory once per block.
+constexpr size_t kPackedTokenBlock = 64;
+
+// The packed product (MatmulPackedFn) over rows [row_begin, row_end): whole groups by
+// `group`, the rows of a partial last group (left as they were, kernels/quant_blocks.h) by
+// `rest(begin, end)`. group(std::integral_constant<size_t, TG>, g, part, t0, acc) adds to
+// acc[t] (t < TG) the sums of slice `part` of the group at g for token t0 + t.
+template <class P, class Group, class Rest>
+void packed_product(const std::byte* w, size_t row_bytes, size_t w_rows, const float* bias,
+                    const QuantizedActivations& a, float* y, size_t stride, size_t row_begin, size_t row_end,
+                    const Group& group, const Rest& rest) {
+  static_assert(P::lanes * P::parts == kPackRows && kQuantTokenGroup % P::prefill_tokens == 0);
+  static_assert(kPackedTokenBlock % kQuantTokenGroup == 0);
+  if (row_begin >= row_end || a.n == 0) return;
+  const size_t packed_end = w_rows / kPackRows * kPackRows;
+  const size_t group_end = std::min(row_end, packed_end);
+  // The slice's sums for token t, stored for the rows of the range.
+  const auto store = [&](size_t r0, size_t t, typename P::F sums) {
+    alignas(64) float out[P::lanes];
+    P::store(out, sums);
+    for (size_t j = 0; j < P::lanes; ++j) {
+      const size_t r = r0 + j;
+      if (r >= row_begin && r < group_end) y[t * stride + r] = bias ? bias[r] + out[j] : out[j];
+    }
+  };
+  // Whether slice `part` of the group at r0 has a row in the range.
+  const auto wanted = [&](size_t r0, size_t part) {
+    return r0 + P::lanes * part < group_end && r0 + P::lanes * (part + 1) > row_begin;
+  };
+  const size_t first_group = row_begin / kPackRows * kPackRows;
+  if (a.n == 1) {
+    for (size_t r0 = first_group; r0 < group_end; r0 += kPackRows) {
+      const auto* g = reinterpret_cast<const uint8_t*>(w + r0 * row_bytes);
+      for (size_t part = 0; part < P::parts; ++part) {
+        if (!wanted(r0, part)) continue;
+        typename P::F acc = P::zero_f();
+        group(std::integral_constant<size_t, 1>{}, g, part, 0, &acc);
+        store(r0 + P::lanes * part, 0, acc);
+      }
+    }
+  } else {
+    constexpr size_t TG = P::prefill_tokens;
+    for (size_t tb = 0; tb < a.tokens; tb += kPackedTokenBlock) {
+      const size_t te = std::min(tb + kPackedTokenBlock, a.tokens);
+      for (size_t r0 = first_group; r0 < group_end; r0 += kPackRows) {
+        const auto* g = reinterpret_cast<const uint8_t*>(w + r0 * row_bytes);
+        for (size_t part = 0; part < P::parts; ++part) {
+          if (!wanted(r0, part)) continue;
+          for (size_t t0 = tb; t0 < te && t0 < a.n; t0 += TG) {
+            typename P::F acc[TG];
+#pragma GCC unroll 16
+            for (size_t t = 0; t < TG; ++t) acc[t] = P::zero_f();
+            group(std::integral_constant<size_t, TG>{}, g, part, t0, acc);
+            for (size_t t = 0; t < TG && t0 + t < a.n; ++t) store(r0 + P::lanes * part, t0 + t, acc[t]);
+          }
+        }
+      }
+    }
+  }
+  if (row_end > packed_end) rest(std::max(row_begin, packed_end), row_end);
+}
+
+}  // namespace
+}  // namespace nanoinfer::kernels

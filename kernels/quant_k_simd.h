@@ -1,0 +1,181 @@
+// Q4_K / Q6_K products over the packed layout (kernels/quant_blocks.h), written once against a
+// vector policy of kernels/packed_driver.h: PackedZmm with vpdpbusd (quant_k_avx512_vnni.cpp:
+// the avx512-vnni and avx512-bf16 tiers), PackedYmm<true> with AVX-VNNI (quant_k_avx2_vnni.cpp)
+// and PackedYmm<false> with vpmaddubsw + vpmaddwd (quant_k_avx2.cpp: the avx2 and avx512 tiers).
+// Include only from *_avx2*.cpp / *_avx512*.cpp files (internal linkage, simd_kernels.h).
+//
+// Lane j is row j of a slice of a 16-row group. Per super-block, each vector load holds one
+// 4-byte word of quants of the slice's rows; the dot product against the token's activation
+// word broadcast to every lane leaves each row's integer sum of a sub-block in its own lane, and
+// the per-row scales of a sub-block are one load of the slice's bytes widened to its lanes.
+// Then, per 32-element activation block, the reference's float steps
+// (kernels/scalar_quant_k.cpp) on the lanes, in block order: bitwise the scalar product.
+//
+// Q4_K's quants are nibbles (unsigned, as vpdpbusd wants them) and its min term uses the
+// activation block's sum s[b]. Q6_K's are 6-bit unsigned q = value + 32: the kernel sums q * x
+// and subtracts 32 * (sum of the 16 activations of the sub-block), QuantizedActivations::s16,
+// which gives the reference's exact sum of (q - 32) * x.
+#pragma once
+
+#include "kernels/packed_driver.h"
+
+namespace nanoinfer::kernels {
+namespace {
+
+constexpr size_t kQ4kGroupBytes = kPackRows * sizeof(BlockQ4_K);
+constexpr size_t kQ6kGroupBytes = kPackRows * sizeof(BlockQ6_K);
+
+// The activations of TG tokens from t0: xq[t] their quantized rows; d, s, s16 the per-block
+// arrays at t0, `stride` tokens per block (QuantizedActivations).
+template <size_t TG>
+struct KTokens {
+  const int8_t* xq[TG];
+  const float* d;
+  const int32_t* s;
+  const int32_t* s16;
+  size_t stride;
+
+  KTokens(const QuantizedActivations& a, size_t t0)
+      : d(a.d.data() + t0), s(a.s.data() + t0), s16(a.s16.data() + t0), stride(a.tokens) {
+    for (size_t t = 0; t < TG; ++t) xq[t] = a.q.data() + (t0 + t) * a.cols;
+  }
+};
+
+// acc[t] += slice `part`'s Q4_K products for token t over every super-block of the group at g.
+template <class P, size_t TG>
+void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x, typename P::F* acc) {
+  using V = typename P::V;
+  using F = typename P::F;
+  constexpr size_t L = P::lanes;
+  const V low = P::set8(0x0f);
+  const __m128i m6 = _mm_set1_epi8(63), m4 = _mm_set1_epi8(0x0f), m2 = _mm_set1_epi8(0x30);
+  for (size_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = g + sb * kQ4kGroupBytes;
+    if (part == 0)
+      for (size_t line = 0; line < 256; line += 64) prefetch(blk + line + kPrefetchAhead);
+    const F d = P::f16(blk + 2 * L * part), dmin = P::f16(blk + 32 + 2 * L * part);
+    const auto plane = [blk, part](size_t p) { return P::bytes(blk + 64 + 16 * p + L * part); };
+    // k_scale_min on the slice's rows at once (src/base/weight_blocks.h).
+    const auto scale_min = [&](size_t j, F& ds, F& dm) {
+      __m128i sc, m;
+      if (j < 4) {
+        sc = _mm_and_si128(plane(j), m6);
+        m = _mm_and_si128(plane(j + 4), m6);
+      } else {
+        const __m128i p8 = plane(j + 4);
+        sc = _mm_or_si128(_mm_and_si128(p8, m4), _mm_and_si128(_mm_srli_epi16(plane(j - 4), 2), m2));
+        m = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(p8, 4), m4), _mm_and_si128(_mm_srli_epi16(plane(j), 2), m2));
+      }
+      ds = P::mul(d, P::u8f(sc));
+      dm = P::mul(dmin, P::u8f(m));
+    };
+    for (size_t c = 0; c < 4; ++c) {
+      V ilo[TG], ihi[TG];
+#pragma GCC unroll 16
+      for (size_t t = 0; t < TG; ++t) ilo[t] = ihi[t] = P::zero();
+      const size_t b_lo = 8 * sb + 2 * c;  // activation blocks of sub-blocks 2c and 2c + 1
+#pragma GCC unroll 8
+      for (size_t k = 0; k < 8; ++k) {
+        if (part == 0) prefetch(blk + 256 + 64 * (8 * c + k) + kPrefetchAhead);
+        const V v = P::load(blk + 256 + 64 * (8 * c + k) + 4 * L * part);
+        const V wl = P::and_(v, low), wh = P::and_(P::template srl16<4>(v), low);
+#pragma GCC unroll 16
+        for (size_t t = 0; t < TG; ++t) {
+          ilo[t] = P::dot(ilo[t], wl, P::word(x.xq[t] + kQuantBlock * b_lo + 4 * k));
+          ihi[t] = P::dot(ihi[t], wh, P::word(x.xq[t] + kQuantBlock * (b_lo + 1) + 4 * k));
+        }
+      }
+#pragma GCC unroll 2
+      for (size_t half = 0; half < 2; ++half) {
+        const size_t b = b_lo + half;
+        F ds, dm;
+        scale_min(2 * c + half, ds, dm);
+#pragma GCC unroll 16
+        for (size_t t = 0; t < TG; ++t) {
+          const V isum = half == 0 ? ilo[t] : ihi[t];
+          const F inner = P::sub(P::mul(ds, P::cvt(isum)), P::mul(dm, P::set(static_cast<float>(x.s[b * x.stride + t]))));
+          acc[t] = P::add(acc[t], P::mul(P::set(x.d[b * x.stride + t]), inner));
+        }
+      }
+    }
+  }
+}
+
+// acc[t] += slice `part`'s Q6_K products for token t over every super-block of the group at g.
+template <class P, size_t TG>
+void q6_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x, typename P::F* acc) {
+  using V = typename P::V;
+  using F = typename P::F;
+  constexpr size_t L = P::lanes;
+  const V low = P::set8(0x0f), top = P::set8(0x30);
+  for (size_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* blk = g + sb * kQ6kGroupBytes;
+    const F dw = P::f16(blk + 2 * L * part);
+    if (part == 0)
+      for (size_t line = 0; line < 320; line += 64) prefetch(blk + line + kPrefetchAhead);
+    for (size_t h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+      for (size_t i = 0; i < 4; ++i) {  // activation block b: elements 32i.. of half h
+        const size_t b = 8 * sb + 4 * h + i;
+        V ua[TG], ub[TG];
+#pragma GCC unroll 16
+        for (size_t t = 0; t < TG; ++t) ua[t] = ub[t] = P::zero();
+#pragma GCC unroll 8
+        for (size_t k = 0; k < 8; ++k) {
+          const uint8_t* base = blk + 288 + 64 * 3 * (8 * h + k) + 4 * L * part;
+          if (i == 0 && part == 0)
+            for (size_t v = 0; v < 3; ++v) prefetch(blk + 288 + 64 * (3 * (8 * h + k) + v) + kPrefetchAhead);
+          const V ql = P::load(base + 64 * (i % 2));  // ql[l] (i even) or ql[l + 32]
+          const V qh = P::load(base + 128);
+          // Low 4 bits from the nibble, bits 4-5 from qh bits 2i, 2i + 1.
+          const V lo4 = i < 2 ? P::and_(ql, low) : P::and_(P::template srl16<4>(ql), low);
+          V hi2;
+          if (i == 0) hi2 = P::template sll16<4>(qh);
+          else if (i == 1) hi2 = P::template sll16<2>(qh);
+          else if (i == 2) hi2 = qh;
+          else hi2 = P::template srl16<2>(qh);
+          const V w = P::or_(lo4, P::and_(hi2, top));
+#pragma GCC unroll 16
+          for (size_t t = 0; t < TG; ++t) {
+            const V xw = P::word(x.xq[t] + kQuantBlock * b + 4 * k);
+            if (k < 4) ua[t] = P::dot(ua[t], w, xw);
+            else ub[t] = P::dot(ub[t], w, xw);
+          }
+        }
+        const size_t sub = 8 * h + 2 * i;  // the scales of elements 0-15 and 16-31 of block b
+        const V sa = P::i8(P::bytes(blk + 32 + 16 * sub + L * part));
+        const V sc = P::i8(P::bytes(blk + 32 + 16 * (sub + 1) + L * part));
+#pragma GCC unroll 16
+        for (size_t t = 0; t < TG; ++t) {
+          const V ia = P::sub(ua[t], P::set32(32 * x.s16[2 * b * x.stride + t]));
+          const V ib = P::sub(ub[t], P::set32(32 * x.s16[(2 * b + 1) * x.stride + t]));
+          const V isum = P::add(P::mullo(sa, ia), P::mullo(sc, ib));
+          const F scale = P::mul(dw, P::set(x.d[b * x.stride + t]));
+          acc[t] = P::add(acc[t], P::mul(scale, P::cvt(isum)));
+        }
+      }
+    }
+  }
+}
+
+// The K types' packed product (MatmulPackedFn) on policy P: whole groups by the kernels above,
+// the rows of a partial last group by the scalar reference (bitwise the same).
+template <class P, WeightType kType>
+void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& a, float* y,
+                     size_t stride, size_t row_begin, size_t row_end) {
+  const size_t nsb = a.cols / kSuperBlock, row_bytes = nsb * weight_type_info(kType).block_bytes;
+  const auto group = [&](auto tg, const uint8_t* g, size_t part, size_t t0, typename P::F* acc) {
+    constexpr size_t TG = decltype(tg)::value;
+    const KTokens<TG> x(a, t0);
+    if constexpr (kType == WeightType::Q4_K) q4_k_group<P, TG>(g, part, nsb, x, acc);
+    else q6_k_group<P, TG>(g, part, nsb, x, acc);
+  };
+  const auto rest = [&](size_t begin, size_t end) {
+    const auto scalar = kType == WeightType::Q4_K ? matmul_quantized_q4_k : matmul_quantized_q6_k;
+    scalar(w, bias, a, y, stride, begin, end);
+  };
+  packed_product<P>(w, row_bytes, w_rows, bias, a, y, stride, row_begin, row_end, group, rest);
+}
+
+}  // namespace
+}  // namespace nanoinfer::kernels
