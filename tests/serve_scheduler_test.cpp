@@ -83,6 +83,9 @@ class ServeScheduler : public ::testing::Test {
 };
 
 const SamplerParams kGreedy{.temperature = 0.0};
+// For the tests of chunking alone: no row budget beside decoding sequences, so every step
+// carries a whole --prefill-chunk of each prompt (the budget has its own test below).
+constexpr size_t kNoRowBudget = size_t{1} << 20;
 
 TEST_F(ServeScheduler, ConcurrentGreedyRequestsEqualSingleOnes) {
   const std::vector<Job> jobs = {job("the cat", 40, kGreedy), job("Once upon a time", 40, kGreedy)};
@@ -97,15 +100,15 @@ TEST_F(ServeScheduler, ConcurrentGreedyRequestsEqualSingleOnes) {
   }
 }
 
-// Prompts are prefilled a chunk per step, interleaved with the running sequences' decode
-// steps: whatever the chunk size, each request's output is what it makes alone, and its prompt
+// Prompts are prefilled a chunk per step, riding in the running sequences' decode steps:
+// whatever the chunk size, each request's output is what it makes alone, and its prompt
 // took exactly ceil(uncached tokens / chunk) forward passes.
 TEST_F(ServeScheduler, ChunkedPrefillEqualsAloneAndTakesCeilPromptOverChunkPasses) {
   const std::vector<Job> jobs = {job("Once upon a time there was a cat that sat on the mat and looked", 30, kGreedy),
                                  job("the cat", 30, kGreedy), job("a dog ran", 12, {.temperature = 0.9, .seed = 7})};
   ASSERT_GT(jobs[0].prompt.size(), 12u);
   for (size_t chunk : {size_t{1}, size_t{3}, size_t{7}, size_t{512}}) {
-    Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 4, .prefill_chunk = chunk}, metrics_);
+    Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 4, .prefill_chunk = chunk, .step_tokens = kNoRowBudget}, metrics_);
     std::vector<std::shared_ptr<Channel>> channels;
     for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -218,7 +221,7 @@ TEST_F(ServeScheduler, ASharedSystemPromptIsPrefilledOnceAcrossSlots) {
   // Arriving together, in chunks of 1, 4 and the whole prompt: the later ones wait for the
   // first's chunks rather than compute them.
   for (size_t chunk : {size_t{1}, size_t{4}, size_t{512}}) {
-    Scheduler scheduler(*model_, *tok_, {.parallel = 3, .queue = 4, .prefill_chunk = chunk}, metrics_);
+    Scheduler scheduler(*model_, *tok_, {.parallel = 3, .queue = 4, .prefill_chunk = chunk, .step_tokens = kNoRowBudget}, metrics_);
     std::vector<std::shared_ptr<Channel>> channels;
     for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
     check(channels, chunk, false);
@@ -226,7 +229,7 @@ TEST_F(ServeScheduler, ASharedSystemPromptIsPrefilledOnceAcrossSlots) {
   // The first decoding when the others arrive: they copy its rows.
   auto gate = std::make_shared<GateDrafter::Gate>();
   Scheduler scheduler(*model_, *tok_,
-                      {.parallel = 3, .queue = 4, .prefill_chunk = 4,
+                      {.parallel = 3, .queue = 4, .prefill_chunk = 4, .step_tokens = kNoRowBudget,
                        .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); }, .draft_max = 1},
                       metrics_);
   std::vector<std::shared_ptr<Channel>> channels = {scheduler.submit(jobs[0])};

@@ -26,7 +26,7 @@ struct ServeFlags {
   int64_t parallel = 4;
   int64_t queue = 64;
   int64_t prefill_chunk = 512;
-  int64_t step_tokens = 32;
+  int64_t step_tokens = 8;
   std::optional<std::string> api_key;
   std::string model_id;
   int64_t max_connections = 512;
@@ -133,7 +133,7 @@ void setup_serve(CLI::App& app) {
   app.add_option("--prefill-chunk", f->prefill_chunk,
                  "Prompt tokens prefilled per scheduler step while no sequence decodes (default 512)");
   app.add_option("--step-tokens", f->step_tokens,
-                 "Rows per scheduler step while sequences decode (default 32): each step is one forward pass "
+                 "Rows per scheduler step while sequences decode (default 8): each step is one forward pass "
                  "holding every decoding sequence's token and, up to this count, the next chunk of a prompt "
                  "being prefilled; smaller keeps the running streams' token rate steadier while a long prompt "
                  "arrives, larger prefills it sooner");

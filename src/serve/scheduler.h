@@ -139,7 +139,7 @@ struct SchedulerOptions {
   // prompt rows up to this count, at least one. Each step is one forward pass, so this bounds
   // what a prompt arriving adds to the running streams' inter-token time (README, "serve:
   // running streams while a 16,384-token prompt arrives").
-  size_t step_tokens = 32;
+  size_t step_tokens = 8;
   // Speculative decoding: makes each slot's drafter, once (null: plain decoding), and the
   // tokens drafted per pass (unset: DraftLength::adaptive(), untimed).
   std::function<std::unique_ptr<Drafter>()> make_drafter;
