@@ -393,14 +393,7 @@ void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tok
 
 void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
                    std::span<const size_t> counts) const {
-  if (seqs.size() != counts.size()) fail("decode: {} sequences but {} token counts", seqs.size(), counts.size());
-  size_t total = 0;
-  for (size_t b = 0; b < counts.size(); ++b) {
-    if (counts[b] == 0) fail("decode: sequence {} has no tokens", b);
-    total += counts[b];
-  }
-  if (total != tokens.size()) fail("decode: the counts add up to {} tokens but {} were given", total, tokens.size());
-  decode_rows(seqs, tokens, counts.data(), nullptr);
+  decode(seqs, tokens, counts, counts);  // every row's logits
 }
 
 void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, std::span<const size_t> counts,
