@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <tuple>
 #include <span>
 #include <string>
 #include <thread>
@@ -179,6 +181,127 @@ TEST(Sequences, BatchedDecodeOfSeveralRowsPerSequenceMatchesSingleStepsBitwise) 
     EXPECT_THROW(model.decode(batch, tokens, too_many), Error);  // 12 counted, 11 tokens
     EXPECT_EQ(seqs[1].length(), prompts[1].size() + 1);
   }
+}
+
+// serve's mixed steps: prompts prefilled a chunk at a time ride in the decode steps of running
+// sequences, every step one forward pass. The decoding sequences' logits are bitwise those of
+// decoding alone, a prompt's last chunk gives bitwise the logits of its forward alone (its
+// other chunks none), and the sequence then decodes on bitwise as after that forward.
+TEST(Sequences, MixedStepsOfPromptChunksAndDecodeRowsMatchAloneBitwise) {
+  struct Case {
+    const char* name;
+    std::optional<WeightType> weights;
+  };
+  for (const Case& c : {Case{"tiny-gqa7", std::nullopt}, Case{"tiny-bf16", std::nullopt},
+                        Case{"tiny-gqa7", WeightType::Q8_0}}) {
+    const Model model = open_model_alone(tiny(c.name), {.weights = c.weights, .threads = 2});
+    const size_t V = model.vocab_size();
+    const std::vector<std::vector<int32_t>> decoders = {kPromptA, {7}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+    std::vector<int32_t> long_prompt;  // 23 tokens: chunks of 5, 5, 5, 5, 3
+    for (int32_t t = 0; t < 23; ++t) long_prompt.push_back((t * 37 + 11) % 90 + 1);
+    std::vector<int32_t> late_prompt = kPromptB;  // joins at the third step, chunks of 2
+    std::vector<StepLog> expected;
+    for (const auto& p : decoders) expected.push_back(alone(model, p));
+
+    std::vector<Sequence> seqs;
+    std::vector<StepLog> got(decoders.size());
+    for (size_t i = 0; i < decoders.size(); ++i) {
+      seqs.push_back(model.new_sequence());
+      step(model, seqs[i], decoders[i], got[i]);
+    }
+    Sequence longer = model.new_sequence(), late = model.new_sequence();
+    size_t long_done = 0, late_done = 0, steps = 0, rows = 0;
+    const uint64_t passes_before = model.passes(), pushed_before = model.positions_pushed();
+    std::vector<float> long_last, late_last;
+    for (int i = 0; i < kSteps; ++i) {
+      std::vector<Sequence*> batch;
+      std::vector<int32_t> tokens;
+      std::vector<size_t> counts, outputs;
+      for (size_t b = 0; b < seqs.size(); ++b) {
+        batch.push_back(&seqs[b]);
+        tokens.push_back(got[b].next.back());
+        counts.push_back(1);
+        outputs.push_back(1);
+      }
+      // A prompt chunk goes first in some steps (the step then runs in its buffers), last in others.
+      const auto add_chunk = [&](Sequence& s, const std::vector<int32_t>& p, size_t& done, size_t chunk, bool front) {
+        const size_t n = std::min(chunk, p.size() - done);
+        if (n == 0) return;
+        const auto at = front ? 0 : batch.size();
+        const size_t row = front ? 0 : tokens.size();
+        batch.insert(batch.begin() + static_cast<ptrdiff_t>(at), &s);
+        tokens.insert(tokens.begin() + static_cast<ptrdiff_t>(row), p.begin() + static_cast<ptrdiff_t>(done),
+                      p.begin() + static_cast<ptrdiff_t>(done + n));
+        counts.insert(counts.begin() + static_cast<ptrdiff_t>(at), n);
+        outputs.insert(outputs.begin() + static_cast<ptrdiff_t>(at), done + n == p.size() ? 1 : 0);
+        done += n;
+      };
+      const size_t long_before = long_done, late_before = late_done;
+      add_chunk(longer, long_prompt, long_done, 5, i % 2 == 0);
+      if (i >= 2) add_chunk(late, late_prompt, late_done, 2, false);
+      model.decode(batch, tokens, counts, outputs);
+      ++steps;
+      rows += tokens.size();
+      for (size_t b = 0; b < seqs.size(); ++b) {
+        const auto out = seqs[b].logits();
+        ASSERT_EQ(out.size(), V);
+        got[b].logits.emplace_back(out.begin(), out.end());
+        got[b].next.push_back(argmax(out));
+      }
+      // Chunks before the last ask for no logits; the last for one row.
+      if (long_done > long_before) {
+        EXPECT_EQ(longer.logits().size(), long_done == long_prompt.size() ? V : 0u) << c.name << " step " << i;
+        if (long_done == long_prompt.size()) long_last.assign(longer.logits().begin(), longer.logits().end());
+      }
+      if (late_done > late_before && late_done == late_prompt.size()) {
+        ASSERT_EQ(late.logits().size(), V);
+        late_last.assign(late.logits().begin(), late.logits().end());
+      }
+    }
+    // Work: one pass per step, every row pushed once.
+    EXPECT_EQ(model.passes() - passes_before, steps);
+    EXPECT_EQ(model.positions_pushed() - pushed_before, rows);
+    EXPECT_EQ(rows, decoders.size() * kSteps + long_prompt.size() + late_prompt.size());
+    ASSERT_EQ(long_done, long_prompt.size());
+    ASSERT_EQ(late_done, late_prompt.size());
+    for (size_t b = 0; b < decoders.size(); ++b) {
+      ASSERT_EQ(got[b].logits.size(), expected[b].logits.size());
+      for (size_t i = 0; i < got[b].logits.size(); ++i) {
+        EXPECT_TRUE(same_bits(got[b].logits[i], expected[b].logits[i])) << c.name << " seq " << b << " step " << i;
+      }
+    }
+    // The prompts' last logits, and a decode step after them, as alone.
+    for (auto [seq, prompt, last] : {std::tuple{&longer, &long_prompt, &long_last}, std::tuple{&late, &late_prompt, &late_last}}) {
+      Sequence single = model.new_sequence();
+      const auto want = model.forward(*prompt, single);
+      EXPECT_TRUE(same_bits(*last, std::vector<float>(want.begin(), want.end()))) << c.name << " prompt of " << prompt->size();
+      const auto next = static_cast<int32_t>(argmax(want));
+      const auto a = model.forward({&next, 1}, *seq);
+      const std::vector<float> after(a.begin(), a.end());
+      const auto b = model.forward({&next, 1}, single);
+      EXPECT_TRUE(same_bits(after, std::vector<float>(b.begin(), b.end()))) << c.name << " after the prompt of " << prompt->size();
+    }
+  }
+}
+
+TEST(Sequences, MixedStepsRefuseBadOutputCounts) {
+  const Model model = open_model_alone(tiny("tiny-gqa7"), {.threads = 1});
+  Sequence a = model.new_sequence(), b = model.new_sequence();
+  Sequence* batch[2] = {&a, &b};
+  const int32_t tokens[4] = {1, 2, 3, 4};
+  const size_t counts[2] = {1, 3};
+  const size_t too_many[2] = {1, 4}, too_few[1] = {1};
+  EXPECT_THROW(model.decode(batch, tokens, counts, too_many), Error);  // 4 logits rows of 3 tokens
+  EXPECT_THROW(model.decode(batch, tokens, counts, too_few), Error);   // 2 sequences, 1 output count
+  EXPECT_EQ(a.length() + b.length(), 0u);
+  const uint64_t passes = model.passes();
+  const size_t none[2] = {0, 0};
+  model.decode(batch, tokens, counts, none);  // a step may ask for no logits at all
+  EXPECT_EQ(model.passes(), passes + 1);
+  EXPECT_EQ(a.length(), 1u);
+  EXPECT_EQ(b.length(), 3u);
+  EXPECT_TRUE(a.logits().empty());
+  EXPECT_TRUE(b.logits().empty());
 }
 
 // One named intermediate as a tap saw it, its floats copied.

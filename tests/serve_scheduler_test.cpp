@@ -83,6 +83,9 @@ class ServeScheduler : public ::testing::Test {
 };
 
 const SamplerParams kGreedy{.temperature = 0.0};
+// For the tests of chunking alone: no row budget beside decoding sequences, so every step
+// carries a whole --prefill-chunk of each prompt (the budget has its own test below).
+constexpr size_t kNoRowBudget = size_t{1} << 20;
 
 TEST_F(ServeScheduler, ConcurrentGreedyRequestsEqualSingleOnes) {
   const std::vector<Job> jobs = {job("the cat", 40, kGreedy), job("Once upon a time", 40, kGreedy)};
@@ -97,15 +100,15 @@ TEST_F(ServeScheduler, ConcurrentGreedyRequestsEqualSingleOnes) {
   }
 }
 
-// Prompts are prefilled a chunk per step, interleaved with the running sequences' decode
-// steps: whatever the chunk size, each request's output is what it makes alone, and its prompt
+// Prompts are prefilled a chunk per step, riding in the running sequences' decode steps:
+// whatever the chunk size, each request's output is what it makes alone, and its prompt
 // took exactly ceil(uncached tokens / chunk) forward passes.
 TEST_F(ServeScheduler, ChunkedPrefillEqualsAloneAndTakesCeilPromptOverChunkPasses) {
   const std::vector<Job> jobs = {job("Once upon a time there was a cat that sat on the mat and looked", 30, kGreedy),
                                  job("the cat", 30, kGreedy), job("a dog ran", 12, {.temperature = 0.9, .seed = 7})};
   ASSERT_GT(jobs[0].prompt.size(), 12u);
   for (size_t chunk : {size_t{1}, size_t{3}, size_t{7}, size_t{512}}) {
-    Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 4, .prefill_chunk = chunk}, metrics_);
+    Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 4, .prefill_chunk = chunk, .step_tokens = kNoRowBudget}, metrics_);
     std::vector<std::shared_ptr<Channel>> channels;
     for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -218,7 +221,7 @@ TEST_F(ServeScheduler, ASharedSystemPromptIsPrefilledOnceAcrossSlots) {
   // Arriving together, in chunks of 1, 4 and the whole prompt: the later ones wait for the
   // first's chunks rather than compute them.
   for (size_t chunk : {size_t{1}, size_t{4}, size_t{512}}) {
-    Scheduler scheduler(*model_, *tok_, {.parallel = 3, .queue = 4, .prefill_chunk = chunk}, metrics_);
+    Scheduler scheduler(*model_, *tok_, {.parallel = 3, .queue = 4, .prefill_chunk = chunk, .step_tokens = kNoRowBudget}, metrics_);
     std::vector<std::shared_ptr<Channel>> channels;
     for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
     check(channels, chunk, false);
@@ -226,7 +229,7 @@ TEST_F(ServeScheduler, ASharedSystemPromptIsPrefilledOnceAcrossSlots) {
   // The first decoding when the others arrive: they copy its rows.
   auto gate = std::make_shared<GateDrafter::Gate>();
   Scheduler scheduler(*model_, *tok_,
-                      {.parallel = 3, .queue = 4, .prefill_chunk = 4,
+                      {.parallel = 3, .queue = 4, .prefill_chunk = 4, .step_tokens = kNoRowBudget,
                        .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); }, .draft_max = 1},
                       metrics_);
   std::vector<std::shared_ptr<Channel>> channels = {scheduler.submit(jobs[0])};
@@ -235,6 +238,56 @@ TEST_F(ServeScheduler, ASharedSystemPromptIsPrefilledOnceAcrossSlots) {
   channels.push_back(scheduler.submit(jobs[2]));
   gate->release.set_value();
   check(channels, 4, true);
+}
+
+// Each step is one forward pass holding the decoding sequences' rows and a chunk of the prompt
+// being prefilled: a long prompt arriving while two sequences decode rides in their steps, at
+// most step_tokens rows each, and every request still gets what it gets alone. Counted: one
+// model pass per step, and every row a step carried is a prompt token or a decode token.
+TEST_F(ServeScheduler, APromptArrivingRidesInTheDecodeStepsWithinTheRowBudget) {
+  std::vector<Job> jobs = {
+      job("the cat", 84, kGreedy), job("a dog ran", 84, {.temperature = 0.9, .seed = 5}),
+      job("Once upon a time there was a cat that sat on the mat and looked at a dog that ran after a bird", 6,
+          kGreedy)};
+  jobs[0].eos_ids.clear();  // the streams run to max_tokens
+  jobs[1].eos_ids.clear();
+  ASSERT_GT(jobs[2].prompt.size(), 20u);
+  std::vector<Result> want;
+  for (const Job& j : jobs) want.push_back(alone(j));
+  for (size_t i = 0; i < 2; ++i) ASSERT_GT(want[i].usage.completion_tokens, jobs[2].prompt.size() + 2) << "the streams must outlast the prompt";
+  for (size_t step_tokens : {size_t{3}, size_t{4}, size_t{9}}) {
+    const uint64_t passes = model_->passes(), pushed = model_->positions_pushed();
+    // The gate holds the scheduler in the first decode step's draft (nothing is drafted): the
+    // long prompt comes while both sequences decode.
+    auto gate = std::make_shared<GateDrafter::Gate>();
+    Scheduler scheduler(*model_, *tok_,
+                        {.parallel = 3, .queue = 4, .step_tokens = step_tokens,
+                         .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); }, .draft_max = 1},
+                        metrics_);
+    std::vector<std::shared_ptr<Channel>> channels = {scheduler.submit(jobs[0]), scheduler.submit(jobs[1])};
+    gate->entered.get_future().wait();
+    channels.push_back(scheduler.submit(jobs[2]));
+    gate->release.set_value();
+    for (const auto& c : channels) ASSERT_TRUE(c);
+    uint64_t expected_rows = 0;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Result got = drain(*channels[i]);
+      expect_same(got, want[i], fmt::format("step_tokens {}, request {}", step_tokens, i));
+      // Prompt rows, then one decode row per token after the first (and one for an end of sequence).
+      expected_rows += jobs[i].prompt.size() - got.cached + got.usage.completion_tokens - 1 +
+                       (got.finish == FinishReason::Stop ? 1 : 0);
+    }
+    const std::string what = fmt::format("step_tokens {}", step_tokens);
+    EXPECT_EQ(model_->passes() - passes, scheduler.steps()) << what;
+    EXPECT_EQ(model_->positions_pushed() - pushed, scheduler.rows()) << what;
+    EXPECT_EQ(scheduler.rows(), expected_rows) << what;
+    EXPECT_GE(scheduler.mixed_steps(), 1u) << what;
+    EXPECT_LE(scheduler.max_mixed_rows(), step_tokens) << what;
+    // Two decode rows leave step_tokens - 2 prompt rows per step (at least 1): the prompt took
+    // at least that many passes.
+    const size_t per_step = step_tokens > 2 ? step_tokens - 2 : 1;
+    EXPECT_GE(channels[2]->prefill_chunks(), (jobs[2].prompt.size() + per_step - 1) / per_step) << what;
+  }
 }
 
 TEST_F(ServeScheduler, ZeroTokensAndContextFullEndAsLength) {

@@ -167,8 +167,20 @@ class Model {
   // (Sequence::logits, [counts[i]][vocab]) are bitwise those forward(its tokens, *seqs[i],
   // true) gives, which are those of pushing its tokens one at a time.
   void decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, std::span<const size_t> counts) const;
+  // The general step, of which both are cases: counts[i] >= 1 tokens for *seqs[i], and only the
+  // last outputs[i] <= counts[i] of its rows get logits (Sequence::logits: [outputs[i]][vocab],
+  // empty for 0). A prompt chunk rides in a decode step this way (serve's mixed steps): its
+  // rows go through every weight matrix in the same pass as the decoding sequences' rows (the
+  // weights are streamed once for all), it attends over its own cache, and it asks for no
+  // logits, or for its last row's when it ends the prompt. Each sequence's logits and cache
+  // rows are bitwise what forward() of its tokens alone gives, whatever else rides in the step.
+  void decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, std::span<const size_t> counts,
+              std::span<const size_t> outputs) const;
 
   uint64_t positions_pushed() const;  // work counter: positions through the model, all sequences
+  // Work counter: forward passes so far (each streams every weight matrix once): one per
+  // decode() call, one per chunk of max_batch positions of a forward().
+  uint64_t passes() const;
   size_t bytes_per_token() const;     // weight bytes read per decode step (for GB/s)
   // Work counter: thread-pool fork-joins (barriers) so far, loading included; the difference
   // across a decode step is its barrier count (ThreadPool::joins()).
@@ -178,7 +190,8 @@ class Model {
 
  private:
   std::span<const float> push(std::span<const int32_t> tokens, Sequence& seq, bool all_logits, bool head) const;
-  void decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, const size_t* counts) const;
+  void decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, const size_t* counts,
+                   const size_t* outputs) const;
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -30,7 +30,8 @@ struct ServeOptions {
   int port = 8080;               // 0 = any free port (see Server::port)
   size_t parallel = 4;           // sequences decoded together
   size_t queue = 64;             // requests waiting beyond those; more get 503
-  size_t prefill_chunk = 512;    // prompt tokens prefilled per step between the decode steps
+  size_t prefill_chunk = 512;    // prompt tokens per step while no sequence decodes
+  size_t step_tokens = 8;       // rows per step (decode rows + prompt rows) while sequences decode
   std::string api_key;           // non-empty: /v1/* needs "Authorization: Bearer <key>"
   size_t max_body_bytes = 4 << 20;  // larger bodies get 413
   size_t max_connections = 512;   // open at once; more are answered 503 and closed

@@ -34,6 +34,7 @@
 #include "common_options.h"
 #include "nanoinfer/viz_trace.h"
 #include "bench_constrained.h"
+#include "bench_step_curve.h"
 #include "bench_compare.h"
 #include "bench_record.h"
 #include "nanoinfer/error.h"
@@ -64,6 +65,7 @@ struct BenchFlags {
   std::optional<double> oracle_rate;  // --draft-oracle
   std::string prompt_file;  // empty: pseudo-random prompt ids
   GrammarFlags grammar;     // --json, --json-schema, --grammar: the constrained A/B
+  int64_t step_curve = 0;   // --step-curve B: serve's mixed step cost curve with B decoders
 };
 
 // Drafts that know the answer, for --draft-oracle: the plain greedy continuation, except that
@@ -420,6 +422,11 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
     out.records.push_back(std::move(c_record));
     out.notes.push_back(std::move(c_note));
   }
+  if (f.step_curve > 0) {
+    auto [step_record, step_note] = measure_step_curve(m, prompt, static_cast<size_t>(f.step_curve), f.repetitions, base);
+    out.records.push_back(std::move(step_record));
+    out.notes.push_back(std::move(step_note));
+  }
   if (speculation.enabled() || f.oracle_rate) {
     auto [spec_record, spec_note] = measure_speculation(f, speculation, m, prompt, n_gen, base);
     out.records.push_back(std::move(spec_record));
@@ -464,6 +471,7 @@ void run(const BenchFlags& f) {
     if (thread_counts.empty()) thread_counts.push_back(0);
   }
   if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
+  if (f.step_curve < 0 || f.step_curve > 64) fail("--step-curve takes 1..64 decoding sequences, got {}", f.step_curve);
   if (f.probe_mib < 0) fail("--probe-mib must be >= 0 (0 = no bandwidth probe), got {}", f.probe_mib);
   (void)grammar_requested(f.grammar);  // --json, --json-schema, --grammar: at most one, before any run
   // Inside the repository the records go to bench/results.jsonl unless told otherwise; outside
@@ -570,6 +578,9 @@ void setup_bench_generate(CLI::App& app) {
   app.add_option("-p,--n-prompt", f->n_prompt, "Prompt lengths to prefill, comma-separated (default 64)")->delimiter(',');
   app.add_option("-n,--n-gen", f->n_gen, "Tokens to decode after the prompt, comma-separated (default 32)")->delimiter(',');
   app.add_option("-r,--repetitions", f->repetitions, "Measured runs after one warm-up (default 5)");
+  app.add_option("--step-curve", f->step_curve,
+                 "Also time serve's mixed step: B sequences decoding plus 0..64 rows of a prompt at depth -p, in one "
+                 "pass, alternated (what serve --step-tokens trades)");
   app.add_flag("--cache-ab", f->cache_ab,
                "Also time cached against uncached (full recompute) decoding, asserting equal tokens");
   app.add_option("--probe-mib", f->probe_mib,

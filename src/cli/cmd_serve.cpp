@@ -26,6 +26,7 @@ struct ServeFlags {
   int64_t parallel = 4;
   int64_t queue = 64;
   int64_t prefill_chunk = 512;
+  int64_t step_tokens = 8;
   std::optional<std::string> api_key;
   std::string model_id;
   int64_t max_connections = 512;
@@ -53,6 +54,7 @@ void run(const ServeFlags& f) {
   if (f.prefill_chunk < 1 || f.prefill_chunk > 1 << 20) {
     fail("--prefill-chunk must be in 1..1048576, got {}", f.prefill_chunk);
   }
+  if (f.step_tokens < 1 || f.step_tokens > 1 << 20) fail("--step-tokens must be in 1..1048576, got {}", f.step_tokens);
   // cpp-httplib answers 500 on a descriptor >= FD_SETSIZE (1024): stay well below it.
   if (f.max_connections < 1 || f.max_connections > 900) {
     fail("--max-connections must be in 1..900, got {}", f.max_connections);
@@ -83,6 +85,7 @@ void run(const ServeFlags& f) {
   options.parallel = static_cast<size_t>(f.parallel);
   options.queue = static_cast<size_t>(f.queue);
   options.prefill_chunk = static_cast<size_t>(f.prefill_chunk);
+  options.step_tokens = static_cast<size_t>(f.step_tokens);
   options.api_key = f.api_key.value_or("");
   options.max_connections = static_cast<size_t>(f.max_connections);
   options.model_id = f.model_id;
@@ -128,9 +131,12 @@ void setup_serve(CLI::App& app) {
   app.add_option("--parallel", f->parallel, "Sequences generated together (default 4)");
   app.add_option("--queue", f->queue, "Requests that may wait for a free sequence; more get 503 (default 64)");
   app.add_option("--prefill-chunk", f->prefill_chunk,
-                 "Prompt tokens prefilled per scheduler step (default 512): a long prompt is prefilled a chunk at a "
-                 "time, each running sequence decoding one token between chunks; smaller chunks keep their "
-                 "token rate steadier while a long prompt arrives, larger ones prefill it sooner");
+                 "Prompt tokens prefilled per scheduler step while no sequence decodes (default 512)");
+  app.add_option("--step-tokens", f->step_tokens,
+                 "Rows per scheduler step while sequences decode (default 8): each step is one forward pass "
+                 "holding every decoding sequence's token and, up to this count, the next chunk of a prompt "
+                 "being prefilled; smaller keeps the running streams' token rate steadier while a long prompt "
+                 "arrives, larger prefills it sooner");
   app.add_option("--api-key", f->api_key,
                  "Require 'Authorization: Bearer KEY' on /v1/* (without it, only requests whose Host is an "
                  "IP address or localhost are answered)");

@@ -67,13 +67,16 @@ struct Activations {
 
 struct Sequence::State {
   // One sequence's rows in a step: rows [row, row + n) of the activations are its tokens at
-  // positions pos .. pos + n - 1. A prefill chunk is one part of n rows; a batched decode step
-  // is one part of one row (or, verifying drafts, a few rows) per sequence.
+  // positions pos .. pos + n - 1, and its last `out` rows (0 .. n) get logits. A prefill chunk
+  // is one part of n rows; a batched decode step is one part of one row (or, verifying
+  // drafts, a few rows) per sequence; a mixed step (serve) adds prompt chunks as parts whose
+  // out is 0, or 1 for a prompt's last chunk.
   struct Part {
     State* seq;
     size_t row;
     size_t n;
     size_t pos;
+    size_t out;
   };
 
   const void* owner = nullptr;  // the Model::Impl this sequence belongs to
@@ -121,6 +124,7 @@ struct Model::Impl {
   // the model are serialized here. Everything else a step writes belongs to its sequences.
   mutable std::mutex pool_busy;
   mutable std::atomic<uint64_t> positions_pushed{0};
+  mutable std::atomic<uint64_t> passes{0};
 
   Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads) {}
 
@@ -159,14 +163,13 @@ struct Model::Impl {
   }
 
   // One step of n tokens in `a` (n <= a.rows), split into the parts' sequences: a prefill chunk
-  // of one sequence, or one decode token of each of many. Every matrix is streamed once for all
-  // n rows; attention runs per part over its own sequence's cache. Each row meets the same
-  // operations whichever step it is in (the kernels are bitwise independent of batching), so a
-  // sequence gets bitwise the logits it would get alone. Writes the logits of the last
-  // `out_rows` rows (0, 1 or n) to `out`: [out_rows][vocab]. On an exception every part's
-  // cache step is discarded.
-  void step(Activations& a, std::span<const StepPart> parts, const int32_t* tokens, size_t n, size_t out_rows,
-            float* out) const {
+  // of one sequence, one decode token of each of many, or both. Every matrix is streamed once
+  // for all n rows; attention runs per part over its own sequence's cache. Each row meets the
+  // same operations whichever step it is in (the kernels are bitwise independent of batching),
+  // so a sequence gets bitwise the logits it would get alone. Writes the logits of each part's
+  // last `out` rows to `out`, part after part: [sum of out][vocab]. On an exception every
+  // part's cache step is discarded.
+  void step(Activations& a, std::span<const StepPart> parts, const int32_t* tokens, size_t n, float* out) const {
     try {
       for (const StepPart& p : parts) p.seq->cache.begin_step(p.n);
       layers(a, parts, tokens, n);
@@ -175,7 +178,8 @@ struct Model::Impl {
         p.seq->positions_pushed += p.n;
       }
       positions_pushed.fetch_add(n, std::memory_order_relaxed);
-      logits(a, parts, n, out_rows, out);
+      passes.fetch_add(1, std::memory_order_relaxed);
+      logits(a, parts, out);
     } catch (...) {
       for (const StepPart& p : parts) p.seq->cache.abort_step();
       throw;
@@ -260,15 +264,22 @@ struct Model::Impl {
     s.emit("attn_out", il, p.pos, p.n, Q, patt);
   }
 
-  // Only the rows whose logits are wanted go through the final norm and the head (for
-  // Qwen2.5-0.5B the head is a quarter of the weights).
+  // Only the rows whose logits are wanted (each part's last `out`) go through the final norm,
+  // packed part after part into the first rows of xb, and then through the head in one
+  // product (for Qwen2.5-0.5B the head is a quarter of the weights; a prompt chunk riding in
+  // a decode step wants at most its last row's).
   // out == nullptr: the final norm only (shown to a tap), no head.
-  void logits(Activations& a, std::span<const StepPart> parts, size_t n, size_t out_rows, float* out) const {
-    if (out_rows == 0) return;
-    const size_t H = hidden(), first = n - out_rows;
-    rmsnorm(a.x.data() + first * H, w.final_norm, static_cast<float>(cfg.rms_norm_eps), a.xb.data(), out_rows, H);
-    emit_rows(parts, "final_norm", -1, H, a.xb.data(), first);
-    if (out != nullptr) linear(compute, w.lm_head, nullptr, a.xb.data(), out, out_rows);
+  void logits(Activations& a, std::span<const StepPart> parts, float* out) const {
+    const size_t H = hidden();
+    size_t m = 0;
+    for (const StepPart& p : parts) {
+      if (p.out == 0) continue;
+      const size_t first = p.row + p.n - p.out;  // >= m: rows are packed toward the front only
+      rmsnorm(a.x.data() + first * H, w.final_norm, static_cast<float>(cfg.rms_norm_eps), a.xb.data() + m * H, p.out, H);
+      p.seq->emit("final_norm", -1, p.pos + (p.n - p.out), p.out, H, a.xb.data() + m * H);
+      m += p.out;
+    }
+    if (m > 0 && out != nullptr) linear(compute, w.lm_head, nullptr, a.xb.data(), out, m);
   }
 };
 
@@ -368,9 +379,8 @@ std::span<const float> Model::push(std::span<const int32_t> tokens, Sequence& se
     const bool last = begin + count == n;
     // Intermediate chunks produce logits only when all of them were asked for.
     const size_t rows = all_logits ? count : (last ? 1 : 0);
-    const Sequence::State::Part chunk{&s, 0, count, cache.length()};
-    m.step(s.act, {&chunk, 1}, tokens.data() + begin, count, rows,
-           head ? s.logits.data() + (all_logits ? begin * V : 0) : nullptr);
+    const Sequence::State::Part chunk{&s, 0, count, cache.length(), rows};
+    m.step(s.act, {&chunk, 1}, tokens.data() + begin, count, head ? s.logits.data() + (all_logits ? begin * V : 0) : nullptr);
   }
   if (!head) return {};
   return {s.logits.data(), out_rows * V};
@@ -378,11 +388,20 @@ std::span<const float> Model::push(std::span<const int32_t> tokens, Sequence& se
 
 void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) const {
   if (seqs.size() != tokens.size()) fail("decode: {} sequences but {} tokens", seqs.size(), tokens.size());
-  decode_rows(seqs, tokens, nullptr);
+  decode_rows(seqs, tokens, nullptr, nullptr);
 }
 
 void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
                    std::span<const size_t> counts) const {
+  decode(seqs, tokens, counts, counts);  // every row's logits
+}
+
+void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, std::span<const size_t> counts,
+                   std::span<const size_t> outputs) const {
+  if (outputs.size() != counts.size()) fail("decode: {} token counts but {} output counts", counts.size(), outputs.size());
+  for (size_t b = 0; b < outputs.size(); ++b) {
+    if (outputs[b] > counts[b]) fail("decode: sequence {} asks for {} logits rows of its {} tokens", b, outputs[b], counts[b]);
+  }
   if (seqs.size() != counts.size()) fail("decode: {} sequences but {} token counts", seqs.size(), counts.size());
   size_t total = 0;
   for (size_t b = 0; b < counts.size(); ++b) {
@@ -390,15 +409,20 @@ void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tok
     total += counts[b];
   }
   if (total != tokens.size()) fail("decode: the counts add up to {} tokens but {} were given", total, tokens.size());
-  decode_rows(seqs, tokens, counts.data());
+  decode_rows(seqs, tokens, counts.data(), outputs.data());
 }
 
-// counts: the tokens of each sequence, or null for one each.
-void Model::decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, const size_t* counts) const {
+uint64_t Model::passes() const { return impl_->passes.load(std::memory_order_relaxed); }
+
+// counts: the tokens of each sequence, or null for one each; outputs: the logits rows of each
+// (its last), or null for all of its rows.
+void Model::decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, const size_t* counts,
+                        const size_t* outputs) const {
   const Impl& m = *impl_;
   const size_t B = seqs.size(), V = m.vocab(), n = tokens.size();
   if (B == 0) return;
   const auto count = [&](size_t b) -> size_t { return counts ? counts[b] : 1; };
+  const auto output = [&](size_t b) -> size_t { return outputs ? outputs[b] : count(b); };
   for (size_t b = 0; b < B; ++b) {
     const Sequence::State& s = *seqs[b]->state_;
     if (s.owner != &m) fail("decode: sequence {} belongs to a different model", b);
@@ -417,23 +441,29 @@ void Model::decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t
   }
 
   // The step runs in the first sequence's buffers, grown to the batch (then reused), and its
-  // logits rows land there; the other sequences' rows are copied to them.
+  // logits rows land there, packed part after part; the other sequences' rows are copied to
+  // them.
   const std::lock_guard<std::mutex> lock(m.pool_busy);
   Sequence::State& first = *seqs[0]->state_;
   m.reserve(first.act, n);
-  if (first.logits.size() < n * V) first.logits.resize(n * V);
+  size_t out_rows = 0;
+  for (size_t b = 0; b < B; ++b) out_rows += output(b);
+  if (first.logits.size() < out_rows * V) first.logits.resize(out_rows * V);
   std::vector<Sequence::State::Part>& parts = first.batch;
   parts.clear();
   for (size_t b = 0, row = 0; b < B; row += count(b), ++b) {
     Sequence::State& s = *seqs[b]->state_;
-    parts.push_back({&s, row, count(b), s.cache.length()});
+    parts.push_back({&s, row, count(b), s.cache.length(), output(b)});
   }
-  m.step(first.act, parts, tokens.data(), n, n, first.logits.data());
+  m.step(first.act, parts, tokens.data(), n, first.logits.data());
+  size_t packed = 0;  // the logits row of the part's first output
   for (const Sequence::State::Part& p : parts) {
-    p.seq->rows = p.n;
-    if (p.row == 0) continue;
-    if (p.seq->logits.size() < p.n * V) p.seq->logits.resize(p.n * V);
-    std::memcpy(p.seq->logits.data(), first.logits.data() + p.row * V, p.n * V * sizeof(float));
+    p.seq->rows = p.out;
+    if (p.seq != &first && p.out > 0) {
+      if (p.seq->logits.size() < p.out * V) p.seq->logits.resize(p.out * V);
+      std::memcpy(p.seq->logits.data(), first.logits.data() + packed * V, p.out * V * sizeof(float));
+    }
+    packed += p.out;
   }
 }
 

@@ -1,6 +1,7 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "nanoinfer/error.h"
@@ -93,6 +94,7 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, const Sched
       sample_vocab_(std::min<int64_t>(static_cast<int64_t>(model.vocab_size()), tokenizer.vocab_size())) {
   if (options_.parallel == 0) fail("--parallel must be >= 1");
   if (options_.prefill_chunk == 0) fail("--prefill-chunk must be >= 1");
+  if (options_.step_tokens == 0) fail("--step-tokens must be >= 1");
   for (size_t i = 0; i < options_.parallel; ++i) {
     auto slot = std::make_unique<Slot>();
     slot->seq = model_.new_sequence();
@@ -151,7 +153,8 @@ void Scheduler::loop() {
   std::vector<Sequence*> seqs;
   std::vector<int32_t> tokens;
   std::vector<size_t> counts;
-  std::vector<Slot*> stepping;
+  std::vector<size_t> outputs;
+  std::vector<Slot*> stepping, prefilling;
   while (true) {
     admitted.clear();
     {
@@ -200,38 +203,66 @@ void Scheduler::loop() {
       start(*best, std::move(q));
     }
 
-    // One chunk of each prompt being prefilled; a prompt's last chunk gives its first token,
-    // and the sequence joins this step's decode.
     for (const auto& s : slots_) {
-      if (!s->busy) continue;
-      if (s->channel->cancelled()) {
-        finish(*s, Outcome::Cancelled, FinishReason::Stop);
-        continue;
-      }
-      if (s->prefilled < s->job.prompt.size()) prefill(*s);
+      if (s->busy && s->channel->cancelled()) finish(*s, Outcome::Cancelled, FinishReason::Stop);
     }
 
-    // Every decoding sequence's pending token, then its drafts, as rows of one step.
+    // One forward pass per step: every decoding sequence's pending token (and its drafts),
+    // then the next chunk of each prompt being prefilled (at most prefill_chunk tokens each),
+    // as rows of one Model::decode call, so the weights are streamed once for both. While any
+    // sequence decodes, the prompt rows together are held to what step_tokens leaves beside
+    // the decode rows (at least one), which keeps the step near a plain decode step's time.
     seqs.clear();
     tokens.clear();
     counts.clear();
+    outputs.clear();
     stepping.clear();
+    prefilling.clear();
     for (const auto& s : slots_) {
       if (!s->busy || s->prefilled < s->job.prompt.size() || !draft(*s)) continue;
       seqs.push_back(&s->seq);
       tokens.push_back(s->history.back());
       tokens.insert(tokens.end(), s->drafts.begin(), s->drafts.end());
       counts.push_back(1 + s->drafts.size());
+      outputs.push_back(counts.back());
       stepping.push_back(s.get());
     }
-    if (stepping.empty()) continue;
+    const size_t decode_rows = tokens.size();
+    size_t budget = SIZE_MAX;  // prompt rows left for this step
+    if (decode_rows > 0) budget = options_.step_tokens > decode_rows ? options_.step_tokens - decode_rows : 1;
+    for (const auto& s : slots_) {
+      if (budget == 0) break;
+      if (!s->busy || s->prefilled >= s->job.prompt.size() || share_prefix(*s)) continue;
+      const std::vector<int32_t>& prompt = s->job.prompt;
+      const size_t n = std::min({options_.prefill_chunk, budget, prompt.size() - s->prefilled});
+      budget -= n;
+      seqs.push_back(&s->seq);
+      tokens.insert(tokens.end(), prompt.begin() + static_cast<ptrdiff_t>(s->prefilled),
+                    prompt.begin() + static_cast<ptrdiff_t>(s->prefilled + n));
+      counts.push_back(n);
+      outputs.push_back(s->prefilled + n == prompt.size() ? 1 : 0);  // the last chunk: its first token
+      prefilling.push_back(s.get());
+    }
+    if (seqs.empty()) continue;
     try {
-      model_.decode(seqs, tokens, counts);
+      model_.decode(seqs, tokens, counts, outputs);
     } catch (const std::exception& e) {
       for (Slot* s : stepping) finish(*s, Outcome::Failed, FinishReason::Stop, e.what());
+      for (Slot* s : prefilling) {
+        s->seq.cache().clear();
+        s->prefilled = 0;
+        finish(*s, Outcome::Failed, FinishReason::Stop, e.what());
+      }
       continue;
     }
+    steps_.fetch_add(1, std::memory_order_relaxed);
+    rows_.fetch_add(tokens.size(), std::memory_order_relaxed);
+    if (decode_rows > 0 && !prefilling.empty()) {
+      mixed_steps_.fetch_add(1, std::memory_order_relaxed);
+      if (tokens.size() > max_mixed_rows_.load(std::memory_order_relaxed)) max_mixed_rows_.store(tokens.size());
+    }
     for (Slot* s : stepping) accept_tokens(*s, s->seq.logits(), /*decoding=*/true);
+    for (size_t i = 0; i < prefilling.size(); ++i) prefilled(*prefilling[i], counts[stepping.size() + i]);
   }
 
   // Shutting down: nothing more runs; every waiting handler is released.
@@ -355,23 +386,12 @@ bool Scheduler::share_prefix(Slot& slot) {
   return false;
 }
 
-void Scheduler::prefill(Slot& slot) {
-  if (share_prefix(slot)) return;
+void Scheduler::prefilled(Slot& slot, size_t n) {
   const std::vector<int32_t>& prompt = slot.job.prompt;
-  const size_t n = std::min(options_.prefill_chunk, prompt.size() - slot.prefilled);
-  std::span<const float> logits;
-  try {
-    logits = model_.forward(std::span(prompt).subspan(slot.prefilled, n), slot.seq);
-  } catch (const std::exception& e) {
-    slot.seq.cache().clear();
-    slot.prefilled = 0;
-    finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
-    return;
-  }
   slot.prefilled += n;
   ++slot.channel->chunks_;
   if (slot.prefilled < prompt.size()) return;
-  accept_tokens(slot, logits, /*decoding=*/false);
+  accept_tokens(slot, slot.seq.logits(), /*decoding=*/false);
   // A draft model prefills the prompt now, not in its first draft. (Finished: a failure, or
   // a request that ended with its first token, leaves it for the slot's next request.)
   if (slot.drafter && slot.busy) {

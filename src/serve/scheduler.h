@@ -2,13 +2,15 @@
 //
 // Requests wait in a bounded queue. Up to `parallel` of them hold a slot (a Sequence of the
 // shared Model, with its own GenerationStep: the per-token step every front end runs, so a
-// request samples, stops and streams exactly as `generate` would). A new request's prompt is
-// prefilled in chunks of at most `prefill_chunk` tokens, one chunk per scheduler step, so a
-// long prompt delays the running sequences by one chunk per token instead of by its whole
-// prefill; every sequence done with its prompt advances by one token per step through one
-// Model::decode call (continuous batching: requests join and leave between steps). Chunked
-// prefill and batched decoding are bitwise what each sequence would compute alone, so a
-// request's output does not depend on what else is running.
+// request samples, stops and streams exactly as `generate` would). Each scheduler step is one
+// forward pass (one Model::decode call, which streams the weights once): every sequence done
+// with its prompt advances by one token (continuous batching: requests join and leave between
+// steps), and a new request's prompt rides in the same pass, a chunk per step. The chunk is at
+// most `prefill_chunk` tokens, and while sequences decode the step holds at most `step_tokens`
+// rows (decode rows first, then prompt rows, at least one), so a long prompt arriving slows
+// the running streams by a few rows' compute per token instead of stalling them for its
+// prefill. Chunked prefill and batched decoding are bitwise what each sequence would compute
+// alone, so a request's output does not depend on what else is running.
 //
 // With a drafter (SchedulerOptions::make_drafter: prompt lookup or a draft model, one per slot,
 // kept across requests), each decoding sequence drafts up to k tokens before the step and
@@ -130,7 +132,14 @@ class Channel {
 struct SchedulerOptions {
   size_t parallel = 4;  // sequences generated together (>= 1)
   size_t queue = 64;    // requests waiting for a slot; more are refused
-  size_t prefill_chunk = 512;  // prompt tokens prefilled per step, between decode steps (>= 1)
+  // Prompt tokens of one prompt a step carries (>= 1): with no sequence decoding, a prompt is
+  // prefilled in chunks this long.
+  size_t prefill_chunk = 512;
+  // Rows one step carries while sequences decode (>= 1): their decode rows (and drafts), then
+  // prompt rows up to this count, at least one. Each step is one forward pass, so this bounds
+  // what a prompt arriving adds to the running streams' inter-token time (README, "serve:
+  // running streams while a 16,384-token prompt arrives").
+  size_t step_tokens = 8;
   // Speculative decoding: makes each slot's drafter, once (null: plain decoding), and the
   // tokens drafted per pass (unset: DraftLength::adaptive(), untimed).
   std::function<std::unique_ptr<Drafter>()> make_drafter;
@@ -155,6 +164,13 @@ class Scheduler {
   // parallel + queue, the bound submit() keeps.
   size_t holding() const;
 
+  // Work counters: steps run (each one forward pass), rows they carried, steps that carried
+  // both decode rows and prompt rows, and the most rows such a step carried.
+  uint64_t steps() const { return steps_; }
+  uint64_t rows() const { return rows_; }
+  uint64_t mixed_steps() const { return mixed_steps_; }
+  size_t max_mixed_rows() const { return max_mixed_rows_; }
+
  private:
   struct Slot;
   struct Queued {
@@ -164,7 +180,9 @@ class Scheduler {
   };
   void loop();
   void start(Slot& slot, Queued q);
-  void prefill(Slot& slot);  // the next chunk of its prompt
+  // After a step that carried n more tokens of its prompt; the last chunk's logits give the
+  // first token.
+  void prefilled(Slot& slot, size_t n);
   // Before a chunk: copies the rows of the prompt's next positions that other slots' caches
   // hold; true when another slot prefilling the same prompt will compute the next ones (this
   // slot then waits a step instead of computing them too).
@@ -190,6 +208,8 @@ class Scheduler {
   size_t holding_ = 0;  // see holding(); under mutex_
   bool stopping_ = false;
   std::atomic<size_t> active_{0};
+  std::atomic<uint64_t> steps_{0}, rows_{0}, mixed_steps_{0};
+  std::atomic<size_t> max_mixed_rows_{0};
   std::thread thread_;
 };
 

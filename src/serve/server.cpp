@@ -125,8 +125,13 @@ struct Server::Impl {
     chat_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
     trie = VocabTrie::of(m.tokenizer);
     scheduler = std::make_unique<serve::Scheduler>(
-        m.model, m.tokenizer, serve::SchedulerOptions{options.parallel, options.queue, options.prefill_chunk, options.make_drafter,
-                                                      options.draft_max}, metrics);
+        m.model, m.tokenizer, serve::SchedulerOptions{.parallel = options.parallel,
+                                                      .queue = options.queue,
+                                                      .prefill_chunk = options.prefill_chunk,
+                                                      .step_tokens = options.step_tokens,
+                                                      .make_drafter = options.make_drafter,
+                                                      .draft_max = options.draft_max},
+        metrics);
     routes();
   }
 

@@ -293,6 +293,14 @@ test('--prefill-chunk out of range is a one-line error', () => {
   }
 });
 
+test('--step-tokens out of range is a one-line error', () => {
+  for (const v of ['0', '-1', '1048577']) {
+    const r = spawnSync(args.nanoinfer, ['serve', '--port', '0', '--step-tokens', v], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 1, v);
+    assert.match(r.stderr, /^nanoinfer: error: --step-tokens must be in 1\.\.1048576, got -?\d+\n$/, v);
+  }
+});
+
 test('a non-loopback address without --api-key is served with a warning', async () => {
   const s = await startServer(['--host', '0.0.0.0']);
   try {
