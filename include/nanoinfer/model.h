@@ -25,11 +25,13 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "nanoinfer/config.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/kv_cache.h"
+#include "nanoinfer/tuning.h"
 #include "nanoinfer/weight_type.h"
 
 namespace nanoinfer {
@@ -63,6 +65,10 @@ struct ModelOptions {
   // has one (16 rows interleaved block by block; kernels/quant_blocks.h): the same bytes in
   // another order, bitwise the same logits; false keeps the file's row order (for A/B runs).
   bool pack_weights = true;
+  // How each product shape is split across the pool (nanoinfer/tuning.h: what `bench tune`
+  // measured on this machine, read from its cache by open_model). nullptr: the defaults. Only
+  // the split changes, never a result: the logits are bitwise those of the defaults.
+  std::shared_ptr<const Tuning> tuning;
 };
 
 // One named intermediate of the forward pass, handed to a debug tap. Names, in order:
@@ -173,8 +179,16 @@ class Model {
   // Work counter: thread-pool fork-joins (barriers) so far, loading included; the difference
   // across a decode step is its barrier count (ThreadPool::joins()).
   uint64_t barriers() const;
+  // Work counter: the chunks those fork-joins were cut into (ThreadPool::chunks()).
+  uint64_t pool_chunks() const;
   size_t weight_bytes() const;        // bytes of all weights as held in memory
   int threads() const;
+
+  // Measures, per product shape of this model (q/k/v, o, gate/up, down, logits; decode and
+  // prefill), which split of the work across its pool is fastest (nanoinfer/tuning.h). Runs
+  // the products on random inputs with the model's own weights; the rules the model was
+  // opened with are not used and not changed. Calls into the model wait meanwhile.
+  std::vector<TunedShape> tune(const TuneOptions& options) const;
 
  private:
   std::span<const float> push(std::span<const int32_t> tokens, Sequence& seq, bool all_logits, bool head) const;

@@ -314,6 +314,13 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   base["bench"] = "generate";
   base["peak_rss_bytes"] = peak_rss;
   base["bytes_per_token"] = m.model.bytes_per_token();
+  // Present only when the products ran under the tuning cache's rules (not with --no-tune, nor
+  // without a cache), so `bench compare` sets tuned runs against tuned runs only.
+  if (m.tuning.tuning != nullptr) {
+    base["tuned"] = true;
+    base["tuned_rules"] = m.tuning.tuning->rules.size();
+    base["tuning_file"] = m.tuning.file.string();
+  }
   auto record = [&](size_t prompt_n, size_t gen_n, size_t depth, const std::vector<double>& ts, const Summary& s) {
     nlohmann::json j = base;
     j["n_prompt"] = prompt_n;

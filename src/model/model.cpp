@@ -39,6 +39,7 @@
 #include "kernels/kernels.h"
 #include "model/linear.h"
 #include "model/ops.h"
+#include "model/tune.h"
 #include "model/weights.h"
 #include "nanoinfer/error.h"
 
@@ -289,7 +290,7 @@ Model Model::load(const ModelConfig& cfg, const WeightSource& weights, const Mod
   resolved.max_batch = std::min(resolved.max_batch, resolved.max_context);
   auto impl = std::make_unique<Impl>(cfg, resolved);
   impl->opts.threads = static_cast<int>(impl->pool.size());
-  impl->compute = Compute{&impl->pool, &table};
+  impl->compute = Compute{&impl->pool, &table, impl->opts.tuning.get()};
   impl->w = load_weights(weights, impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
                          resolved.pack_weights ? &table : nullptr);
   // RoPE's frequencies: the plain rule, scaled by the config's rope_scaling (Llama 3) or, in a
@@ -316,8 +317,14 @@ WeightType Model::embedding_type() const { return impl_->w.embed.type; }
 uint64_t Model::positions_pushed() const { return impl_->positions_pushed.load(std::memory_order_relaxed); }
 size_t Model::bytes_per_token() const { return impl_->w.bytes_per_token; }
 uint64_t Model::barriers() const { return impl_->pool.joins(); }
+uint64_t Model::pool_chunks() const { return impl_->pool.chunks(); }
 size_t Model::weight_bytes() const { return impl_->w.weight_bytes; }
 int Model::threads() const { return impl_->opts.threads; }
+
+std::vector<TunedShape> Model::tune(const TuneOptions& options) const {
+  const std::lock_guard<std::mutex> lock(impl_->pool_busy);
+  return tune_products(impl_->compute, impl_->w, options);
+}
 
 Sequence Model::new_sequence(size_t max_seq) const {
   const Impl& m = *impl_;
