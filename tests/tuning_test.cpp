@@ -160,11 +160,11 @@ TEST(Tuning, RulesMatchTypeShapeAndPass) {
 TEST(Tuning, CandidatesStartWithTheDefaultAndSkipItsTwin) {
   EXPECT_TRUE(split_candidates(1, true, true).empty());
   const std::vector<SplitRule> c = split_candidates(2, true, false);
-  ASSERT_EQ(c.size(), 6u);  // default, never, always at 1, 2, 8, 16
+  ASSERT_EQ(c.size(), 7u);  // default, never, always at 1, 2, 8, 16, 32
   EXPECT_EQ(c[0], SplitRule{});
   for (size_t i = 1; i < c.size(); ++i) EXPECT_FALSE(c[i] == (SplitRule{Split::Always, 4, 0}));
-  EXPECT_EQ(split_candidates(2, false, false).size(), 7u);  // always at 4 is not the default
-  EXPECT_EQ(split_candidates(2, true, true).size(), 12u);   // and 6 epilogue variants
+  EXPECT_EQ(split_candidates(2, false, false).size(), 8u);  // always at 4 is not the default
+  EXPECT_EQ(split_candidates(2, true, true).size(), 13u);   // and 6 epilogue variants
 }
 
 // The search itself on a real pool: every candidate timed every round, the default first, and
@@ -187,11 +187,11 @@ TEST(Tuning, TheSearchTimesEveryCandidateOfEveryShape) {
   // prefill: the first four (the prefill pass's logits are one row: a decode shape).
   ASSERT_EQ(shapes.size(), 9u);
   for (const TunedShape& t : shapes) {
-    // default, never, always at 1, 2, 8, 16 and at 4 unless that is what the default does (at
+    // default, never, always at 1, 2, 8, 16, 32 and at 4 unless that is what the default does (at
     // prefill 8 every product but o has kMinParallelLinearWork multiply-adds); gate/up 6 more.
     const bool default_splits = t.shape.rows * t.shape.cols * (t.shape.prefill ? 8 : 1) >= kMinParallelLinearWork;
     EXPECT_EQ(default_splits, t.shape.prefill && t.name != "o") << t.name;
-    EXPECT_EQ(t.candidates.size(), (default_splits ? 6u : 7u) + (t.name == "gate_up" ? 6u : 0u)) << t.name;
+    EXPECT_EQ(t.candidates.size(), (default_splits ? 7u : 8u) + (t.name == "gate_up" ? 6u : 0u)) << t.name;
     EXPECT_EQ(t.candidates[0].rule, SplitRule{});
     for (const TuneCandidate& c : t.candidates) {
       EXPECT_GT(c.median_us, 0);

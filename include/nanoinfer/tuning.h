@@ -76,7 +76,7 @@ struct TuneOptions {
   int rounds = 7;              // timed rounds; every candidate runs once per round, alternating
   // Calls per candidate per round: a decode call cycles through every layer's matrix of the
   // shape (so the weights stream from memory, as in a decode step); prefill likewise.
-  int decode_calls = 0;   // 0: one per layer (at least 8)
+  int decode_calls = 0;   // 0: four per layer (at least 8)
   int prefill_calls = 0;  // 0: one per layer, at most 8 (at least 2)
   // A candidate is kept only when its median is faster than the default's by more than the
   // larger relative spread ((max - min) / median) of the two, and at least by this.

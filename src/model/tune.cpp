@@ -69,7 +69,7 @@ std::vector<SplitRule> split_candidates(int threads, bool default_splits, bool g
   if (threads <= 1) return out;
   out.push_back({});
   out.push_back({S::Never, 0, 0});
-  for (uint32_t cpt : {1u, 2u, 4u, 8u, 16u}) {
+  for (uint32_t cpt : {1u, 2u, 4u, 8u, 16u, 32u}) {
     if (cpt == 4 && default_splits) continue;  // what the default does
     out.push_back({S::Always, cpt, 0});
   }
@@ -110,7 +110,7 @@ std::vector<TunedShape> tune_products(const Compute& c, const ModelWeights& w, c
       y.resize(n * p.out_floats);
       scratch.resize(p.name == "gate_up" ? n * p.out_floats : 0);
       const int default_calls = static_cast<int>(
-          prefill ? std::clamp<size_t>(p.layers, 2, 8) : std::max<size_t>(p.layers, 8));
+          prefill ? std::clamp<size_t>(p.layers, 2, 8) : std::max<size_t>(4 * p.layers, 8));
       const int calls = (prefill ? options.prefill_calls : options.decode_calls) > 0
                             ? (prefill ? options.prefill_calls : options.decode_calls)
                             : default_calls;

@@ -12,7 +12,7 @@
 namespace nanoinfer {
 
 // The candidate rules for a product (the default first): never split; split always, at 1, 2,
-// 4, 8 and 16 chunks per thread (the default's own behaviour skipped); for the fused gate/up
+// 4, 8, 16 and 32 chunks per thread (the default's own behaviour skipped); for the fused gate/up
 // product also the epilogue at 16 and 256 KiB. Empty with one thread: there is nothing to split.
 std::vector<SplitRule> split_candidates(int threads, bool default_splits, bool gate_up);
 
