@@ -168,7 +168,7 @@ TEST(Tuning, CandidatesStartWithTheDefaultAndSkipItsTwin) {
 }
 
 // The search itself on a real pool: every candidate timed every round, the default first, and
-// a rule kept only past the spread. (What it finds is timing; what is counted is the plan.)
+// a rule kept only past the sign test. (What it finds is timing; what is counted is the plan.)
 TEST(Tuning, TheSearchTimesEveryCandidateOfEveryShape) {
   test::TempDir dir;
   test::write_text(dir / "config.json", kTuneConfig);
@@ -198,18 +198,30 @@ TEST(Tuning, TheSearchTimesEveryCandidateOfEveryShape) {
       EXPECT_LE(c.min_us, c.median_us);
       EXPECT_LE(c.median_us, c.max_us);
     }
-    EXPECT_GE(t.noise, options.min_gain);
-    if (t.kept) {
-      EXPECT_LT(t.candidates[t.best].median_us, t.candidates[0].median_us * (1 - t.noise));
+    for (const TuneCandidate& c : t.candidates) {
+      EXPECT_EQ(c.rounds, 3);
+      EXPECT_LE(c.gain_min, c.gain_median);
+      EXPECT_LE(c.gain_median, c.gain_max);
     }
-    if (t.best == 0) {
-      EXPECT_FALSE(t.kept);
-    }
+    EXPECT_EQ(t.candidates[0].wins, 0);  // the default against itself: equal, never faster
+    EXPECT_EQ(t.candidates[0].gain_median, 1.0);
+    // Three rounds cannot pass a sign test at 1% (3 of 3 is p = 0.25): nothing is kept.
+    EXPECT_FALSE(t.kept);
   }
   EXPECT_EQ(shapes[4].name, "logits");
   EXPECT_EQ(shapes[4].shape.type, WeightType::Q8_0);
   options.rounds = 0;
   EXPECT_THROW(model.tune(options), Error);
+}
+
+TEST(Tuning, SignTestByHand) {
+  EXPECT_DOUBLE_EQ(sign_test_p(3, 3), 0.25);          // 2 x 1/8
+  EXPECT_DOUBLE_EQ(sign_test_p(0, 3), 0.25);
+  EXPECT_DOUBLE_EQ(sign_test_p(6, 6), 0.03125);       // 2 x 1/64
+  EXPECT_DOUBLE_EQ(sign_test_p(10, 11), 24.0 / 2048);  // 2 x (1 + 11) / 2^11
+  EXPECT_DOUBLE_EQ(sign_test_p(13, 15), 2.0 * (1 + 15 + 105) / 32768);
+  EXPECT_DOUBLE_EQ(sign_test_p(2, 4), 1.0);
+  EXPECT_DOUBLE_EQ(sign_test_p(0, 0), 1.0);
 }
 
 // ---- the cache file ------------------------------------------------------------------------

@@ -110,6 +110,7 @@ class Sequence {
   size_t length() const { return cache().length(); }  // positions in the cache
   uint64_t positions_pushed() const;                    // work counter: positions through the model
   uint64_t kv_rows_read() const;                        // work counter: K/V rows attention read
+  uint64_t attention_flops() const;                     // work counter: 4 head_dim per causal (query head, key) pair
   double attention_seconds() const;                     // wall time its attention took (a timing, not a count)
   // The logits of the last decode() step: [rows][vocab], one row per token the sequence pushed
   // in it. (forward() returns its own span.)
@@ -181,6 +182,11 @@ class Model {
   uint64_t barriers() const;
   // Work counter: the chunks those fork-joins were cut into (ThreadPool::chunks()).
   uint64_t pool_chunks() const;
+  // Work counters of the matrix products, all sequences (loading and tune() excluded): FLOPs,
+  // 2 per weight per token through it, and activation bytes, the f32 rows each product reads
+  // (its input) and writes (its output: q|k|v, o, gate|up's 2 x intermediate, down, logits).
+  uint64_t product_flops() const;
+  uint64_t activation_bytes() const;
   size_t weight_bytes() const;        // bytes of all weights as held in memory
   int threads() const;
 

@@ -78,30 +78,37 @@ struct TuneOptions {
   // shape (so the weights stream from memory, as in a decode step); prefill likewise.
   int decode_calls = 0;   // 0: four per layer (at least 8)
   int prefill_calls = 0;  // 0: one per layer, at most 8 (at least 2)
-  // A candidate is kept only when its median is faster than the default's by more than the
-  // larger relative spread ((max - min) / median) of the two, and at least by this.
+  // A candidate is kept only when it was faster than the default in enough of the rounds
+  // (each round times them back to back: a paired comparison, so drift in the machine's load
+  // cancels) that the two-sided sign test puts chance at or below max_p, and its median gain
+  // over the rounds is at least min_gain. (Not the range of the samples, which only widens
+  // with more rounds on a shared machine.)
   double min_gain = 0.03;
+  double max_p = 0.01;
   // Candidates as the search visits them (name, shape, rule), for progress output.
   void (*progress)(void* context, const std::string& line) = nullptr;
   void* progress_context = nullptr;
 };
 
-// One product shape's search: every candidate's times, the best, and whether it was kept.
+// One candidate of a product shape's search: its time per call over the rounds, and its gain
+// against the default in each round (default time / its time, > 1 = faster).
 struct TuneCandidate {
   SplitRule rule;
-  double median_us = 0, min_us = 0, max_us = 0;  // per call
-  double spread() const { return median_us > 0 ? (max_us - min_us) / median_us : 0; }
+  double median_us = 0, min_us = 0, max_us = 0;        // per call
+  double gain_median = 1, gain_min = 1, gain_max = 1;  // paired, per round
+  int wins = 0, rounds = 0;                            // rounds it was faster than the default
+  double p_value = 1;                                  // two-sided sign test of those wins
 };
 struct TunedShape {
   std::string name;  // "qkv", "o", "gate_up", "down", "logits"
   ProductShape shape;
   std::vector<TuneCandidate> candidates;  // [0] is the default rule
-  size_t best = 0;                        // index of the fastest median
-  bool kept = false;                      // best beat the default beyond the spread
-  double gain() const {                   // default median / best median
-    return candidates[best].median_us > 0 ? candidates[0].median_us / candidates[best].median_us : 1;
-  }
-  double noise = 0;  // the relative gain best had to beat: max(the two spreads, min_gain)
+  size_t best = 0;                        // the largest median gain (0: none beat the default)
+  bool kept = false;                      // best passed the sign test and min_gain
+  double gain() const { return candidates[best].gain_median; }
 };
+
+// The two-sided sign test: the chance of `wins` or more (or as few) of `n` fair coin flips.
+double sign_test_p(int wins, int n);
 
 }  // namespace nanoinfer

@@ -94,6 +94,7 @@ void for_rows(const Compute& c, const SplitRule& rule, size_t rows, size_t cols,
 
 void linear(const Compute& c, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens) {
   if (n_tokens == 0 || w.rows == 0) return;
+  if (c.work != nullptr) c.work->add(w.rows, w.cols, n_tokens);
   const Input in = prepare(c, w.type, x, w.cols, n_tokens);
   for_rows(c, rule_for(c, w.type, w.rows, w.cols, n_tokens), w.rows, w.cols, n_tokens, kRowGrain,
            [&](size_t begin, size_t end) { product(c, w, bias, in, y, w.rows, begin, end); });
@@ -102,6 +103,7 @@ void linear(const Compute& c, const Weight& w, const float* bias, const float* x
 void linear(const Compute& c, const StackedWeight& w, const float* x, float* y, size_t n_tokens) {
   if (n_tokens == 0 || w.rows == 0) return;
   const size_t cols = w.parts.front().cols;
+  if (c.work != nullptr) c.work->add(w.rows, cols, n_tokens);
   Needs needs;
   for (const Weight& p : w.parts) needs.add(p.type);
   const Input in = prepare(c, needs, x, cols, n_tokens);
@@ -121,6 +123,7 @@ void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, floa
                    size_t n_tokens) {
   const size_t inter = w.inter;
   if (n_tokens == 0 || inter == 0) return;
+  if (c.work != nullptr) c.work->add(2 * inter, w.fused.data != nullptr ? w.fused.cols : w.gate.cols, n_tokens);
   if (w.fused.data == nullptr) {
     // Apart: gate then up into the two halves of the scratch, one quantization of x for both.
     const size_t cols = w.gate.cols;

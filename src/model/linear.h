@@ -81,10 +81,25 @@ inline constexpr size_t kMinParallelLinearWork = size_t{3} << 18;  // 786,432
 // Where arithmetic runs: the pool of one model, the kernel table of its ISA, and how the
 // products are split across the pool (nullptr or no rule for a shape: the defaults,
 // kMinParallelLinearWork and ThreadPool::kChunksPerThread; nanoinfer/tuning.h).
+struct ProductWork;
 struct Compute {
   ThreadPool* pool;
   const kernels::Kernels* k;
   const Tuning* tuning = nullptr;
+  ProductWork* work = nullptr;  // counted into when set (by the calling thread, once per call)
+};
+
+// Work counters of the products (a model's, Model::product_flops / activation_bytes): per call
+// of n tokens through a matrix of `rows` x `cols` (a stacked or gate/up matrix as one),
+// 2 n rows cols FLOPs (a multiply and an add per weight and token) and 4 n (cols + rows)
+// activation bytes (its f32 input rows read and output rows written).
+struct ProductWork {
+  uint64_t flops = 0;
+  uint64_t activation_bytes = 0;
+  void add(size_t rows, size_t cols, size_t n_tokens) {
+    flops += 2 * static_cast<uint64_t>(rows) * cols * n_tokens;
+    activation_bytes += 4 * static_cast<uint64_t>(n_tokens) * (cols + rows);
+  }
 };
 
 // The gate/up outputs computed before their SwiGLU is applied, by default: 64 KiB, well

@@ -57,6 +57,11 @@ std::vector<Product> products_of(const ModelWeights& w) {
   return out;
 }
 
+double median_of_sorted(const std::vector<double>& s) {
+  const size_t m = s.size();
+  return m % 2 == 1 ? s[m / 2] : (s[m / 2 - 1] + s[m / 2]) / 2;
+}
+
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -86,6 +91,7 @@ std::vector<SplitRule> split_candidates(int threads, bool default_splits, bool g
 std::vector<TunedShape> tune_products(const Compute& c, const ModelWeights& w, const TuneOptions& options) {
   if (options.rounds < 1) fail("tune: rounds must be >= 1, got {}", options.rounds);
   if (!(options.min_gain >= 0 && options.min_gain < 1)) fail("tune: min_gain must be in [0, 1), got {}", options.min_gain);
+  if (!(options.max_p > 0 && options.max_p <= 1)) fail("tune: max_p must be in (0, 1], got {}", options.max_p);
   const int threads = c.pool->size();
   std::vector<TunedShape> results;
   std::vector<Product> products = products_of(w);
@@ -139,17 +145,30 @@ std::vector<TunedShape> tune_products(const Compute& c, const ModelWeights& w, c
         }
       }
       for (size_t i = 0; i < rules.size(); ++i) {
-        std::vector<double>& s = samples[i];
+        TuneCandidate cand;
+        cand.rule = rules[i];
+        std::vector<double> gains;
+        for (size_t r = 0; r < samples[i].size(); ++r) {
+          gains.push_back(samples[0][r] / samples[i][r]);
+          cand.wins += samples[i][r] < samples[0][r] ? 1 : 0;
+        }
+        cand.rounds = static_cast<int>(gains.size());
+        cand.p_value = i == 0 ? 1.0 : sign_test_p(cand.wins, cand.rounds);  // the default: no test
+        std::sort(gains.begin(), gains.end());
+        std::vector<double> s = samples[i];
         std::sort(s.begin(), s.end());
-        const size_t m = s.size();
-        const double median = m % 2 == 1 ? s[m / 2] : (s[m / 2 - 1] + s[m / 2]) / 2;
-        t.candidates.push_back({rules[i], median, s.front(), s.back()});
-        if (median < t.candidates[t.best].median_us) t.best = i;
+        cand.median_us = median_of_sorted(s);
+        cand.min_us = s.front();
+        cand.max_us = s.back();
+        cand.gain_median = median_of_sorted(gains);
+        cand.gain_min = gains.front();
+        cand.gain_max = gains.back();
+        t.candidates.push_back(cand);
+        if (i > 0 && cand.gain_median > t.candidates[t.best].gain_median) t.best = i;
       }
       const TuneCandidate& d = t.candidates[0];
       const TuneCandidate& b = t.candidates[t.best];
-      t.noise = std::max({d.spread(), b.spread(), options.min_gain});
-      t.kept = t.best != 0 && b.median_us < d.median_us * (1 - t.noise);
+      t.kept = t.best != 0 && b.p_value <= options.max_p && b.gain_median >= 1 + options.min_gain;
       if (options.progress != nullptr) {
         options.progress(options.progress_context,
                          fmt::format("{} {} {}x{} {}: best {} ({:.1f} us vs {:.1f}), {}", p.name,

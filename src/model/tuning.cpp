@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace nanoinfer {
 
 const char* split_name(SplitRule::Split split) {
@@ -32,6 +35,18 @@ std::string describe(const SplitRule& rule) {
   s += fmt::format(", {} chunks/thread", rule.chunks_per_thread != 0 ? rule.chunks_per_thread : 4);
   if (rule.epilogue_kib != 0) s += fmt::format(", epilogue {} KiB", rule.epilogue_kib);
   return s;
+}
+
+double sign_test_p(int wins, int n) {
+  if (n <= 0) return 1;
+  const int k = std::max(wins, n - wins);
+  // P(X >= k) for X ~ Binomial(n, 1/2), doubled.
+  double tail = 0, c = 1;  // c = C(n, j), built up from j = 0
+  for (int j = 0; j <= n; ++j) {
+    if (j >= k) tail += c;
+    c = c * (n - j) / (j + 1);
+  }
+  return std::min(1.0, 2 * tail / std::pow(2.0, n));
 }
 
 const SplitRule* Tuning::find(WeightType type, size_t rows, size_t cols, size_t n_tokens) const {
