@@ -223,7 +223,20 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   EXPECT_GE(records[1]["read_bandwidth_gbps"].get<double>(), records[1]["read_bandwidth_min_gbps"].get<double>());
   EXPECT_DOUBLE_EQ(records[1]["roofline_pct"].get<double>(),
                    100.0 * records[1]["effective_gbps"].get<double>() / records[1]["read_bandwidth_gbps"].get<double>());
-  EXPECT_NE(r.out.find("barriers per token; read bandwidth"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("barriers per token, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; read bandwidth"), std::string::npos) << r.out;
+  // FLOPs and activation bytes per token (model/linear.h, model/ops.h): 2 per matrix weight;
+  // per layer the products read and write q|k|v 128 + 256, o 128 + 128, gate|up 128 + 512,
+  // down 256 + 128 floats, the logits 128 + 300; attention 4 x q_dim (128) per key and layer,
+  // the 4 steps at depths 8..11 seeing 9..12 keys (a mean of 10.5).
+  EXPECT_EQ(records[1]["product_flops_per_token"], 2.0 * static_cast<double>(matrices));
+  EXPECT_EQ(records[1]["activation_bytes_per_token"], 4.0 * (3 * (384 + 256 + 640 + 384) + 428));
+  EXPECT_EQ(records[1]["attention_flops_per_token"], 3 * 4 * 128 * 10.5);
+  // The prompt: 8 rows through every layer product, the logits of the last only, 36 causal pairs.
+  const double layer_flops = 2.0 * (2 * 128 * 128 + 2 * 64 * 128 + 3 * 128 * 256);
+  EXPECT_DOUBLE_EQ(records[0]["flops_per_prompt_token"].get<double>(),
+                   (8 * 3 * layer_flops + 2.0 * 300 * 128 + 3 * 4 * 128 * 36) / 8);
+  EXPECT_GT(records[0]["prefill_gflops"].get<double>(), 0.0);
   // KV bytes per position: K and V of 3 layers of kv_dim 64 in the default f16 cache; and the
   // wall-time share attention took of the prefill and of the decode steps (a fraction).
   EXPECT_EQ(records[1]["kv_bytes_per_position"], 2 * 3 * 64 * 2);

@@ -369,8 +369,8 @@ TEST_F(QuantizeCli, LoaderChecksTheDeclarations) {
 
 TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
   const auto r = run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "-c", "64", "-t", "2", "--levels",
-                          "base,int8-rtn,int4-rtn,int4-imatrix", "--calib", path("text.txt"), "--calib-windows", "2",
-                          "-o", path("out.jsonl")});
+                          "base,int8-rtn,int4-rtn,int4-imatrix,int4-rtn:head=int4", "--calib", path("text.txt"),
+                          "--calib-windows", "2", "-o", path("out.jsonl")});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("| level | type | method | logits matrix | bytes | bits/weight | PPL | ΔPPL % | KLD mean | top-1 % | "
                        "weight rel. error |"),
@@ -379,9 +379,9 @@ TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
   std::stringstream lines(test::read_text(dir_ / "out.jsonl"));
   std::vector<Json> records;
   for (std::string line; std::getline(lines, line);) records.push_back(Json::parse(line));
-  ASSERT_EQ(records.size(), 4u);
-  const char* levels[] = {"base", "int8-rtn", "int4-rtn", "int4-imatrix"};
-  for (size_t i = 0; i < 4; ++i) {
+  ASSERT_EQ(records.size(), 5u);
+  const char* levels[] = {"base", "int8-rtn", "int4-rtn", "int4-imatrix", "int4-rtn:head=int4"};
+  for (size_t i = 0; i < 5; ++i) {
     EXPECT_EQ(records[i].at("bench"), "quant");
     EXPECT_EQ(records[i].at("level"), levels[i]);
     for (const char* field : {"bytes", "bits_per_weight", "ppl", "ppl_base", "delta_ppl_pct", "kld_mean", "top1_agreement",
@@ -397,9 +397,21 @@ TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
   EXPECT_LT(records[1].at("kld_mean").get<double>(), records[2].at("kld_mean").get<double>());
   EXPECT_LT(records[1].at("weight_relative_error").get<double>(), records[2].at("weight_relative_error").get<double>());
   EXPECT_EQ(records[0].at("ppl"), records[1].at("ppl_base"));
+  // The logits-matrix axis: the scheme's int8 by default, int4 when asked; a smaller file.
+  EXPECT_EQ(records[2].at("head_type"), "int8");
+  EXPECT_EQ(records[4].at("head_type"), "int4");
+  EXPECT_EQ(records[4].at("method"), "rtn");
+  EXPECT_LT(records[4].at("bytes").get<uint64_t>(), records[2].at("bytes").get<uint64_t>());
+  for (size_t i = 1; i < 5; ++i) EXPECT_EQ(records[i].at("group_size"), 32) << levels[i];
 
   expect_one_line_error(run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int5"}),
                         "--levels: 'int5' is not base or int8|int4");
+  expect_one_line_error(
+      run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:head=int3"}),
+      "--levels: 'int4-rtn:head=int3' is not base or int8|int4[-rtn|-imatrix|-gptq][:head=");
+  expect_one_line_error(
+      run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:group=128"}),
+      "--levels: 'int4-rtn:group=128' is not");
 }
 
 }  // namespace

@@ -107,6 +107,26 @@ TEST(ThreadPool, ChunksAreAboutFourPerThreadInWholeGrains) {
   EXPECT_EQ(ThreadPool::chunk_size(5, 64, 3), 64u);
 }
 
+// A tuned product's chunks per thread (nanoinfer/tuning.h), 0 meaning the default.
+TEST(ThreadPool, ChunksPerThreadCutsFinerOrCoarser) {
+  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 0), 112u);
+  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 4), 112u);
+  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 1), 448u);   // 56 grains over 2 chunks
+  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 8), 64u);    // over 16 chunks: 3.5 -> 4 grains
+  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 64), 16u);   // more chunks wanted than grains: one each
+  // The pool cuts its calls accordingly, and counts the chunks.
+  ThreadPool pool(2);
+  std::atomic<size_t> calls{0};
+  const auto count = [&](size_t, size_t) { calls.fetch_add(1); };
+  pool.parallel_for(896, 16, count, 1);
+  EXPECT_EQ(calls.load(), 2u);
+  EXPECT_EQ(pool.chunks(), 2u);
+  pool.parallel_for(896, 16, count, 8);
+  EXPECT_EQ(calls.load(), 2u + 14u);  // ceil(896 / 64)
+  EXPECT_EQ(pool.chunks(), 16u);
+  EXPECT_EQ(pool.joins(), 2u);
+}
+
 TEST(ThreadPool, JoinsCountCallsCutIntoChunksOnly) {
   ThreadPool pool(2);
   EXPECT_EQ(pool.joins(), 0u);

@@ -224,6 +224,60 @@ TEST(WorkCounts, BarriersPerDecodeStepFollowTheLayerStructure) {
   EXPECT_EQ(single.model.barriers(), 0u);
 }
 
+// ---- FLOPs and activation bytes per token --------------------------------------------------
+// Derived by hand from kSplitConfig: H = 1024, q_dim = 8 x 128 = 1024, KV = 2 x 128 = 256,
+// I = 1536, V = 512, L = 2. Per token each layer runs q|k|v (H + 2 KV = 1536 rows x H),
+// o (H x q_dim), gate|up (2 I = 3072 rows x H) and down (H x I); the logits product (V x H)
+// runs for the rows whose logits are asked for. A product costs 2 rows cols FLOPs per token,
+// and reads its f32 input row (cols) and writes its output row (rows): 4 (cols + rows) bytes.
+// Attention costs 4 head_dim FLOPs per (query head, visible key) pair.
+TEST(WorkCounts, FlopsAndActivationBytesPerTokenFromTheConfig) {
+  SplitModel m(2);
+  constexpr uint64_t H = 1024, Q = 1024, KV = 256, I = 1536, V = 512, L = 2, heads = 8, hd = 128;
+  constexpr uint64_t layer_flops = 2 * ((H + 2 * KV) * H + H * Q + 2 * I * H + H * I);
+  static_assert(layer_flops == 2 * (1536 * 1024 + 1024 * 1024 + 3072 * 1024 + 1024 * 1536));
+  constexpr uint64_t logits_flops = 2 * V * H;
+  constexpr uint64_t layer_bytes = 4 * ((H + (H + 2 * KV)) + (Q + H) + (H + 2 * I) + (I + H));
+  constexpr uint64_t logits_bytes = 4 * (H + V);
+  const auto attention_flops = [&](uint64_t pairs) { return L * 4 * heads * hd * pairs; };
+
+  // A prompt of 8: every product over 8 rows but the logits (the last row only); query t sees
+  // t + 1 keys, 36 pairs per head.
+  Sequence seq = m.model.new_sequence();
+  std::vector<int32_t> ids(8);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i * 11 + 1);
+  uint64_t flops = m.model.product_flops(), bytes = m.model.activation_bytes();
+  ASSERT_EQ(flops, 0u);  // loading multiplies nothing
+  m.model.forward(ids, seq);
+  EXPECT_EQ(m.model.product_flops() - flops, 8 * L * layer_flops + logits_flops);
+  EXPECT_EQ(m.model.activation_bytes() - bytes, 8 * L * layer_bytes + logits_bytes);
+  EXPECT_EQ(seq.attention_flops(), attention_flops(36));
+
+  // One decode step at depth 8: one row everywhere, 9 keys.
+  flops = m.model.product_flops(), bytes = m.model.activation_bytes();
+  uint64_t att = seq.attention_flops();
+  const int32_t next = 5;
+  m.model.forward({&next, 1}, seq);
+  EXPECT_EQ(m.model.product_flops() - flops, L * layer_flops + logits_flops);
+  EXPECT_EQ(m.model.product_flops() - flops, 30'408'704u);  // the same, multiplied out
+  EXPECT_EQ(m.model.activation_bytes() - bytes, L * layer_bytes + logits_bytes);
+  EXPECT_EQ(m.model.activation_bytes() - bytes, 96'256u);
+  EXPECT_EQ(seq.attention_flops() - att, attention_flops(9));
+
+  // A batched step of two sequences: products twice, attention each over its own keys.
+  Sequence other = m.model.new_sequence();
+  m.model.forward({&next, 1}, other);  // depth 1
+  Sequence* both[] = {&seq, &other};
+  flops = m.model.product_flops(), bytes = m.model.activation_bytes();
+  att = seq.attention_flops();
+  const uint64_t att_other = other.attention_flops();
+  m.model.decode(both, std::vector<int32_t>{6, 7});
+  EXPECT_EQ(m.model.product_flops() - flops, 2 * (L * layer_flops + logits_flops));
+  EXPECT_EQ(m.model.activation_bytes() - bytes, 2 * (L * layer_bytes + logits_bytes));
+  EXPECT_EQ(seq.attention_flops() - att, attention_flops(10));
+  EXPECT_EQ(other.attention_flops() - att_other, attention_flops(2));
+}
+
 // The default model's 256-wide products are below the threshold: decoding it joins nothing.
 TEST(WorkCounts, TheDefaultModelIsNotSplit) {
   const Model model = open_model_alone(fs::path(NANOINFER_SOURCE_DIR) / "data/default-model", {.threads = 2});

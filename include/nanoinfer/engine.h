@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 #include "nanoinfer/model.h"
 #include "nanoinfer/quantize.h"
 #include "nanoinfer/tokenizer.h"
+#include "nanoinfer/tuning.h"
 
 namespace nanoinfer {
 
@@ -41,8 +43,31 @@ ModelFiles locate_model(const std::filesystem::path& dir);
 // never read from disk.
 std::filesystem::path embedded_model_label();
 
+// The tuning cache: what `bench tune` measured (nanoinfer/tuning.h), one small JSON file per
+// ISA and thread count, $XDG_CACHE_HOME/nanoinfer/tune-ISA-tN.json (else ~/.cache/nanoinfer/;
+// empty when neither variable is an absolute path), holding the CPU model it was measured on.
+std::filesystem::path tuning_cache_path(Isa isa, int threads);
+// /proc/cpuinfo's model name ("unknown" when there is none): the cache's key, and the "cpu"
+// of bench records.
+std::string cpu_model_name();
+struct TuningCache {
+  std::filesystem::path file;
+  std::shared_ptr<const Tuning> tuning;  // nullptr: no file, or one that was ignored
+  std::string note;                      // one line when the file was ignored, and why
+};
+// A missing file is no tuning and no note. A file that is not a tuning file (corrupt,
+// truncated, another format or version, a value out of range) or was measured on another CPU,
+// ISA or thread count is ignored: no tuning, and `note` says why in one line.
+TuningCache read_tuning_cache(const std::filesystem::path& file, std::string_view cpu, Isa isa, int threads);
+// Writes it atomically (a temporary file beside it, renamed over it), creating its directory.
+void write_tuning_cache(const std::filesystem::path& file, const Tuning& tuning, std::string_view cpu, Isa isa,
+                        int threads);
+
 struct OpenOptions {
   ModelOptions model;
+  // Read the tuning cache of the ISA and thread count the model runs with (the commands do,
+  // unless --no-tune); ignored when model.tuning is already set.
+  bool use_tuning_cache = false;
 };
 
 struct OpenedModel {
@@ -51,6 +76,7 @@ struct OpenedModel {
   Tokenizer tokenizer;
   GenerationConfig generation;
   double load_seconds = 0;  // config + weights + tokenizer
+  TuningCache tuning;       // what use_tuning_cache found (file, rules, or why it was ignored)
 };
 
 // Opens `path` (a directory, a file ending in .gguf, or empty for the embedded model), checks the

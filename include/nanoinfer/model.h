@@ -25,11 +25,13 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "nanoinfer/config.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/kv_cache.h"
+#include "nanoinfer/tuning.h"
 #include "nanoinfer/weight_type.h"
 
 namespace nanoinfer {
@@ -63,6 +65,10 @@ struct ModelOptions {
   // has one (16 rows interleaved block by block; kernels/quant_blocks.h): the same bytes in
   // another order, bitwise the same logits; false keeps the file's row order (for A/B runs).
   bool pack_weights = true;
+  // How each product shape is split across the pool (nanoinfer/tuning.h: what `bench tune`
+  // measured on this machine, read from its cache by open_model). nullptr: the defaults. Only
+  // the split changes, never a result: the logits are bitwise those of the defaults.
+  std::shared_ptr<const Tuning> tuning;
 };
 
 // One named intermediate of the forward pass, handed to a debug tap. Names, in order:
@@ -104,6 +110,7 @@ class Sequence {
   size_t length() const { return cache().length(); }  // positions in the cache
   uint64_t positions_pushed() const;                    // work counter: positions through the model
   uint64_t kv_rows_read() const;                        // work counter: K/V rows attention read
+  uint64_t attention_flops() const;                     // work counter: 4 head_dim per causal (query head, key) pair
   double attention_seconds() const;                     // wall time its attention took (a timing, not a count)
   // The logits of the last decode() step: [rows][vocab], one row per token the sequence pushed
   // in it. (forward() returns its own span.)
@@ -185,8 +192,21 @@ class Model {
   // Work counter: thread-pool fork-joins (barriers) so far, loading included; the difference
   // across a decode step is its barrier count (ThreadPool::joins()).
   uint64_t barriers() const;
+  // Work counter: the chunks those fork-joins were cut into (ThreadPool::chunks()).
+  uint64_t pool_chunks() const;
+  // Work counters of the matrix products, all sequences (loading and tune() excluded): FLOPs,
+  // 2 per weight per token through it, and activation bytes, the f32 rows each product reads
+  // (its input) and writes (its output: q|k|v, o, gate|up's 2 x intermediate, down, logits).
+  uint64_t product_flops() const;
+  uint64_t activation_bytes() const;
   size_t weight_bytes() const;        // bytes of all weights as held in memory
   int threads() const;
+
+  // Measures, per product shape of this model (q/k/v, o, gate/up, down, logits; decode and
+  // prefill), which split of the work across its pool is fastest (nanoinfer/tuning.h). Runs
+  // the products on random inputs with the model's own weights; the rules the model was
+  // opened with are not used and not changed. Calls into the model wait meanwhile.
+  std::vector<TunedShape> tune(const TuneOptions& options) const;
 
  private:
   std::span<const float> push(std::span<const int32_t> tokens, Sequence& seq, bool all_logits, bool head) const;

@@ -66,7 +66,7 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Cuts [0, n) into chunks of chunk_size(n, grain, size()) elements, a whole number of
+  // Cuts [0, n) into chunks of chunk_size(n, grain, size(), chunks_per_thread) elements, a whole number of
   // grains (the last chunk ends at n and takes the remainder), and calls fn(begin, end) once
   // per chunk. Chunks are claimed in increasing order by whichever thread asks first: the
   // caller claims until none is left, a worker that wakes in time claims alongside it, and a
@@ -78,19 +78,25 @@ class ThreadPool {
   // usable. When there is only one chunk, the pool has one thread, or the call is nested (made
   // from inside fn), fn(0, n) runs once on the calling thread, no join is counted, and an
   // exception propagates at once. Calls from several outside threads are serialised.
-  void parallel_for(size_t n, size_t grain, RangeFn fn);
+  // chunks_per_thread (0: kChunksPerThread) is how finely the work is cut: a tuned product
+  // passes its own (nanoinfer/tuning.h).
+  void parallel_for(size_t n, size_t grain, RangeFn fn, size_t chunks_per_thread = 0);
 
   // Fork-joins so far: parallel_for calls cut into several chunks, whether or not contention
   // made the caller run them alone (so the count does not depend on timing); a call run
   // whole on the caller counts nothing. Cheap to read from any thread; for work counts such
   // as barriers per decoded token.
   uint64_t joins() const { return joins_.load(std::memory_order_relaxed); }
+  // The chunks those calls were cut into, summed (how finely the work was split, a count that
+  // does not depend on timing either).
+  uint64_t chunks() const { return chunks_.load(std::memory_order_relaxed); }
 
   // The chunk length parallel_for uses for n elements in grains of `grain` on `threads`
-  // threads: about kChunksPerThread chunks per thread, whole grains each, at least one grain.
-  // More chunks than threads let a thread that is on time take the share of one that is not.
+  // threads: about chunks_per_thread (0: kChunksPerThread) chunks per thread, whole grains
+  // each, at least one grain. More chunks than threads let a thread that is on time take the
+  // share of one that is not.
   static constexpr size_t kChunksPerThread = 4;
-  static size_t chunk_size(size_t n, size_t grain, int threads);
+  static size_t chunk_size(size_t n, size_t grain, int threads, size_t chunks_per_thread = 0);
 
   // Distinct (package, core) pairs among the CPUs this process may run on; at least 1.
   static int physical_cores();
@@ -146,6 +152,7 @@ class ThreadPool {
   alignas(64) std::atomic<int> sleepers_{0};         // workers blocked (or about to block) on wake_
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> joins_{0};                   // written by the caller only
+  std::atomic<uint64_t> chunks_{0};                  // likewise
   std::atomic<int64_t> last_publish_ns_{0};          // steady clock of the last job, for spinners
 
   alignas(64) std::mutex sleep_mutex_;

@@ -106,10 +106,11 @@ void ThreadPool::stop_workers() noexcept {
   workers_.clear();
 }
 
-size_t ThreadPool::chunk_size(size_t n, size_t grain, int threads) {
+size_t ThreadPool::chunk_size(size_t n, size_t grain, int threads, size_t chunks_per_thread) {
   if (grain == 0) grain = 1;
+  if (chunks_per_thread == 0) chunks_per_thread = kChunksPerThread;
   const size_t grains = n / grain + (n % grain != 0);
-  const size_t wanted = static_cast<size_t>(threads > 1 ? threads : 1) * kChunksPerThread;
+  const size_t wanted = static_cast<size_t>(threads > 1 ? threads : 1) * chunks_per_thread;
   const size_t per_chunk = grains <= wanted ? 1 : grains / wanted + (grains % wanted != 0);
   return per_chunk * grain;
 }
@@ -184,10 +185,10 @@ void ThreadPool::wait_for_workers(size_t target) {
   }
 }
 
-void ThreadPool::parallel_for(size_t n, size_t grain, RangeFn fn) {
+void ThreadPool::parallel_for(size_t n, size_t grain, RangeFn fn, size_t chunks_per_thread) {
   if (grain == 0) grain = 1;
   if (n == 0) return;
-  const size_t chunk = chunk_size(n, grain, n_threads_);
+  const size_t chunk = chunk_size(n, grain, n_threads_, chunks_per_thread);
   // One chunk, one thread, or a call from inside a chunk (whose workers are busy with the
   // parent): run it all here, at once.
   if (n_threads_ == 1 || n <= chunk || tls_running_pool == this) {
@@ -198,6 +199,7 @@ void ThreadPool::parallel_for(size_t n, size_t grain, RangeFn fn) {
   std::lock_guard call_lock(call_mutex_);
   joins_.store(joins_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const size_t chunks = n / chunk + (n % chunk != 0);
+  chunks_.store(chunks_.load(std::memory_order_relaxed) + chunks, std::memory_order_relaxed);
   job_ = Job{n, chunk, chunks, &fn};
   error_ = nullptr;
   const int64_t start = now_ns();

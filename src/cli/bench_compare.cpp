@@ -35,7 +35,7 @@ struct Kind {
 const std::vector<Kind>& kinds() {
   static const std::vector<Kind> table = {
       {"generate",
-       {"model_filename", "dtype", "type_k", "n_prompt", "n_gen", "n_depth"},
+       {"model_filename", "dtype", "type_k", "n_prompt", "n_gen", "n_depth", "tuned"},
        {{"median_ts", true, "samples_ts", {"min_ts", "max_ts"}}}},
       {"generate-cache-ab",
        {"model_filename", "dtype", "type_k", "n_prompt", "n_gen"},

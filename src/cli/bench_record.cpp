@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 
 #if defined(__SSE2__)
@@ -104,20 +105,6 @@ nlohmann::json cpu_flags() {
   return flags;
 }
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        const auto start = line.find_first_not_of(" \t", colon + 1);
-        return start == std::string::npos ? "" : line.substr(start);
-      }
-    }
-  }
-  return "unknown";
-}
 
 // Sums the 64-bit words of [p, p + bytes), bytes a multiple of 64, p 64-byte aligned: a pure
 // streaming read (SSE2, which every x86-64 has, is far from limiting the ~30 GB/s a core
@@ -175,7 +162,7 @@ nlohmann::json bench_context(int threads, Isa isa, const std::string& command_li
   nlohmann::json j;
   j["commit"] = commit.hash.empty() ? "unknown" : commit.hash;
   j["dirty"] = commit.hash.empty() ? nlohmann::json(nullptr) : nlohmann::json(commit.dirty);
-  j["cpu"] = cpu_model();
+  j["cpu"] = cpu_model_name();
   j["cpu_flags"] = cpu_flags();
   j["isa"] = std::string(isa_name(isa));
   j["threads"] = threads;

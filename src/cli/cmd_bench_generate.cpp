@@ -59,6 +59,7 @@ struct BenchFlags {
   bool cache_ab = false;
   bool compare = false;
   int64_t probe_mib = 1024;
+  double compute_gflops = 0;  // the compute probe's figure, for prefill's share of it (0: none)
   std::string format = "md";
   std::string results;  // empty: bench/results.jsonl if ./bench exists, else none
   SpeculationFlags speculation;
@@ -255,26 +256,40 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   double barriers_per_token = 0;
   size_t kv_bytes_per_position = 0;
   double attention_share_prefill = 0, attention_share_decode = 0;
+  // Work beyond the weights, counted in the same pass: the prompt's FLOPs (products and
+  // attention) and the decode steps' per token (attention's grows with the depth: a mean),
+  // and the activation bytes the products read and write per token.
+  double prefill_flops = 0, decode_product_flops = 0, decode_attention_flops = 0, decode_activation_bytes = 0;
   {
     using Clock = std::chrono::steady_clock;
     const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     Sequence seq = m.model.new_sequence();
     kv_bytes_per_position = seq.cache().bytes_per_position();
+    const uint64_t flops0 = m.model.product_flops();
     const auto t0 = Clock::now();
     m.model.forward(prompt, seq);
     const auto t1 = Clock::now();
     const double prefill_attention = seq.attention_seconds();
     const uint64_t before = m.model.barriers();
+    const uint64_t flops1 = m.model.product_flops(), bytes1 = m.model.activation_bytes();
+    const uint64_t attention1 = seq.attention_flops();
+    prefill_flops = static_cast<double>(flops1 - flops0 + attention1);
     for (size_t i = 0; i < n_gen; ++i) {
       const int32_t token = prompt[i % n_prompt];
       m.model.forward({&token, 1}, seq);
     }
     const auto t2 = Clock::now();
     barriers_per_token = static_cast<double>(m.model.barriers() - before) / static_cast<double>(n_gen);
+    const double steps = static_cast<double>(n_gen);
+    decode_product_flops = static_cast<double>(m.model.product_flops() - flops1) / steps;
+    decode_attention_flops = static_cast<double>(seq.attention_flops() - attention1) / steps;
+    decode_activation_bytes = static_cast<double>(m.model.activation_bytes() - bytes1) / steps;
     attention_share_prefill = prefill_attention / std::max(seconds(t1 - t0), 1e-9);
     attention_share_decode = (seq.attention_seconds() - prefill_attention) / std::max(seconds(t2 - t1), 1e-9);
   }
   const double roofline_pct = bandwidth.median > 0 ? 100.0 * gbps / bandwidth.median : 0.0;
+  // Prefill's arithmetic rate: the prompt's FLOPs at the median prefill speed.
+  const double prefill_gflops = prefill_flops / static_cast<double>(n_prompt) * pps.median / 1e9;
 
   const ModelConfig& cfg = m.model.config();
   const uint64_t n_params = cfg.parameter_count();
@@ -284,11 +299,19 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   std::string note = fmt::format(
       "pp{} tg{} t{}: time to first token {:.1f} ms (median of {}), decode {:.1f} GB/s effective ({} per token), "
       "peak RSS {}; KV cache {}, {} bytes per position; attention {:.1f}% of the prefill's time, {:.1f}% of the "
-      "decode steps' (one extra pass); decode work: {} bytes and {:.1f} barriers per token",
+      "decode steps' (one extra pass); decode work: {} bytes and {:.1f} barriers per token, {:.2f} MFLOP in the "
+      "products + {:.2f} MFLOP in attention (mean over depths {}..{}), {:.1f} KiB of activations read and written by "
+      "the products; prefill: {:.2f} MFLOP per prompt token, {:.1f} GFLOP/s at the median",
       n_prompt, n_gen, threads, ttfts.median * 1e3, f.repetitions, gbps,
       format_bytes(static_cast<double>(m.model.bytes_per_token())), format_bytes(static_cast<double>(peak_rss)),
       kv_type_name(m.model.options().kv_type), kv_bytes_per_position, 100.0 * attention_share_prefill,
-      100.0 * attention_share_decode, m.model.bytes_per_token(), barriers_per_token);
+      100.0 * attention_share_decode, m.model.bytes_per_token(), barriers_per_token, decode_product_flops / 1e6,
+      decode_attention_flops / 1e6, n_prompt, n_prompt + n_gen - 1, decode_activation_bytes / 1024,
+      prefill_flops / static_cast<double>(n_prompt) / 1e6, prefill_gflops);
+  if (f.compute_gflops > 0) {
+    note += fmt::format(" = {:.1f}% of the compute roofline ({:.1f} GFLOP/s, --compute-gflops)",
+                        100.0 * prefill_gflops / f.compute_gflops, f.compute_gflops);
+  }
   if (f.probe_mib > 0) {
     note += fmt::format("; read bandwidth {:.1f} GB/s median ({:.1f} min, {} MiB, {} threads): {:.1f}% of the roofline",
                         bandwidth.median, bandwidth.min, f.probe_mib, threads, roofline_pct);
@@ -316,6 +339,13 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   base["bench"] = "generate";
   base["peak_rss_bytes"] = peak_rss;
   base["bytes_per_token"] = m.model.bytes_per_token();
+  // Present only when the products ran under the tuning cache's rules (not with --no-tune, nor
+  // without a cache), so `bench compare` sets tuned runs against tuned runs only.
+  if (m.tuning.tuning != nullptr) {
+    base["tuned"] = true;
+    base["tuned_rules"] = m.tuning.tuning->rules.size();
+    base["tuning_file"] = m.tuning.file.string();
+  }
   auto record = [&](size_t prompt_n, size_t gen_n, size_t depth, const std::vector<double>& ts, const Summary& s) {
     nlohmann::json j = base;
     j["n_prompt"] = prompt_n;
@@ -331,10 +361,19 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   };
   nlohmann::json pp_record = record(n_prompt, 0, 0, pp, pps);
   pp_record["ttft_ms_median"] = ttfts.median * 1e3;
+  pp_record["flops_per_prompt_token"] = prefill_flops / static_cast<double>(n_prompt);
+  pp_record["prefill_gflops"] = prefill_gflops;
+  if (f.compute_gflops > 0) {
+    pp_record["compute_gflops"] = f.compute_gflops;
+    pp_record["compute_roofline_pct"] = 100.0 * prefill_gflops / f.compute_gflops;
+  }
   // Decoding after the prompt: llama-bench's "tg n_gen @ d n_prompt".
   nlohmann::json tg_record = record(0, n_gen, n_prompt, tg, tgs);
   tg_record["effective_gbps"] = gbps;
   tg_record["barriers_per_token"] = barriers_per_token;
+  tg_record["product_flops_per_token"] = decode_product_flops;
+  tg_record["attention_flops_per_token"] = decode_attention_flops;
+  tg_record["activation_bytes_per_token"] = decode_activation_bytes;
   if (f.probe_mib > 0) {
     tg_record["read_bandwidth_gbps"] = bandwidth.median;
     tg_record["read_bandwidth_min_gbps"] = bandwidth.min;
@@ -473,6 +512,7 @@ void run(const BenchFlags& f) {
   if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
   if (f.step_curve < 0 || f.step_curve > 64) fail("--step-curve takes 1..64 decoding sequences, got {}", f.step_curve);
   if (f.probe_mib < 0) fail("--probe-mib must be >= 0 (0 = no bandwidth probe), got {}", f.probe_mib);
+  if (!(f.compute_gflops >= 0)) fail("--compute-gflops must be >= 0 (0 = none), got {}", f.compute_gflops);
   (void)grammar_requested(f.grammar);  // --json, --json-schema, --grammar: at most one, before any run
   // Inside the repository the records go to bench/results.jsonl unless told otherwise; outside
   // it (no ./bench) nowhere but stdout.
@@ -583,6 +623,9 @@ void setup_bench_generate(CLI::App& app) {
                  "pass, alternated (what serve --step-tokens trades)");
   app.add_flag("--cache-ab", f->cache_ab,
                "Also time cached against uncached (full recompute) decoding, asserting equal tokens");
+  app.add_option("--compute-gflops", f->compute_gflops,
+                 "The compute roofline in GFLOP/s (the compute probe of tools/bench/kernel-tiers, a \"compute\" "
+                 "record of bench/kernels.jsonl): prefill's FLOP rate is also printed as a share of it");
   app.add_option("--probe-mib", f->probe_mib,
                  "Buffer of the read-bandwidth probe the roofline share is computed from, in MiB "
                  "(default 1024; 0 = no probe)");

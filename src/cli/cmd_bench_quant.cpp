@@ -43,7 +43,10 @@ struct Level {
   QuantizeOptions options;
 };
 
+// A level's name: "base", or "<type>[-<method>][:head=<type>]", the suffix setting the type of the
+// matrix that computes the logits (default: the quantization scheme's, int8).
 std::vector<Level> parse_levels(const std::string& list) {
+  constexpr const char* kForm = "base or int8|int4[-rtn|-imatrix|-gptq][:head=f32|bf16|int8|int4]";
   std::vector<Level> levels;
   std::stringstream in(list);
   for (std::string name; std::getline(in, name, ',');) {
@@ -51,16 +54,22 @@ std::vector<Level> parse_levels(const std::string& list) {
     if (name == "base") {
       level.base = true;
     } else {
-      const size_t dash = name.find('-');
-      const std::string type = name.substr(0, dash);
-      const std::optional<WeightType> t = weight_type_from_name(type);
-      if (!t || !weight_type_info(*t).scaled_blocks()) {
-        fail("--levels: '{}' is not base or int8|int4[-rtn|-imatrix|-gptq]", name);
+      std::string spec = name;
+      if (const size_t colon = spec.find(':'); colon != std::string::npos) {
+        const std::string suffix = spec.substr(colon + 1);
+        spec.resize(colon);
+        if (suffix.rfind("head=", 0) != 0) fail("--levels: '{}' is not {}", name, kForm);
+        level.options.head_type = weight_type_from_name(suffix.substr(5));
+        if (!level.options.head_type) fail("--levels: '{}' is not {}", name, kForm);
       }
+      const size_t dash = spec.find('-');
+      const std::string type = spec.substr(0, dash);
+      const std::optional<WeightType> t = weight_type_from_name(type);
+      if (!t || !weight_type_info(*t).scaled_blocks()) fail("--levels: '{}' is not {}", name, kForm);
       level.options.type = *t;
       if (dash != std::string::npos) {
-        level.options.method = quant_method_from_name(name.substr(dash + 1));
-        if (!level.options.method) fail("--levels: '{}' is not base or int8|int4[-rtn|-imatrix|-gptq]", name);
+        level.options.method = quant_method_from_name(spec.substr(dash + 1));
+        if (!level.options.method) fail("--levels: '{}' is not {}", name, kForm);
       }
     }
     levels.push_back(level);
@@ -146,6 +155,9 @@ void run(const QuantBenchFlags& f) {
       record["weight_type"] = row.type;
       record["method"] = row.method;
       record["head_type"] = row.head;
+      // Weights per scale: the block of the type (GGUF Q8_0 / Q4_0 blocks of 32, the only
+      // group size the formats have; 128 would need a new weight type).
+      record["group_size"] = weight_type_info(level.options.type).block_elems;
       record["file_bytes"] = q.file_bytes;
       record["matrix_bits_per_weight"] = q.matrix_bits_per_weight();
       record["calib_tokens"] = q.calib_tokens;
@@ -191,7 +203,10 @@ const bool registered_bench_quant = register_command({
       add_model_flags(sub, f->model);
       sub.add_option("-f,--file", f->file, "Text file to score (e.g. data/default-model/heldout.txt)")->required();
       sub.add_option("--levels", f->levels,
-                     "Comma-separated levels: base, or int8|int4 with -rtn, -imatrix or -gptq (default method gptq)")
+                     "Comma-separated levels: base, or int8|int4 with -rtn, -imatrix or -gptq (default method gptq), "
+                     "optionally :head=TYPE for the logits matrix (f32, bf16, int8, int4; default int8), e.g. "
+                     "int4-rtn:head=int4. The group size is the type's block, 32 weights per scale (the only one "
+                     "Q8_0 and Q4_0 have)")
           ->capture_default_str();
       sub.add_option("--calib", f->calib, "Calibration text (default: the training part of data/tinyshakespeare.txt)");
       sub.add_option("--calib-windows", f->calib_windows, "Calibration windows (0 = quantize's default: 64, fewer for a large model)")->capture_default_str();

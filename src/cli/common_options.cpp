@@ -38,6 +38,10 @@ void add_model_flags(CLI::App& app, ModelFlags& flags) {
   app.add_option("--kv-type", flags.kv_type,
                  "KV cache element type: f16 (default: half of f32's bytes), bf16 (half, coarser) or f32 "
                  "(exact, for comparisons)");
+  app.add_flag("--no-tune", flags.no_tune,
+               "Split every product across the threads by the built-in defaults, ignoring what `nanoinfer bench "
+               "tune` measured on this machine (its cache, $XDG_CACHE_HOME/nanoinfer/tune-ISA-tN.json); the "
+               "output is bitwise the same either way, only the speed differs");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingOverrides& o) {
@@ -113,10 +117,15 @@ OpenOptions open_options(const ModelFlags& flags) {
   options.model.kv_type = *kv;
   options.model.threads = ThreadPool::clamp_threads(threads);
   options.model.max_context = static_cast<size_t>(flags.context);
+  options.use_tuning_cache = !flags.no_tune;
   return options;
 }
 
-OpenedModel load_model(const ModelFlags& flags) { return open_model(flags.model_dir, open_options(flags)); }
+OpenedModel load_model(const ModelFlags& flags) {
+  OpenedModel m = open_model(flags.model_dir, open_options(flags));
+  if (!m.tuning.note.empty()) fmt::print(stderr, "{}\n", m.tuning.note);
+  return m;
+}
 
 void add_prompt_flags(CLI::App& app, PromptFlags& flags, int64_t default_n, std::string_view n_help) {
   add_model_flags(app, flags.model);

@@ -28,6 +28,7 @@ struct ModelFlags {
   std::string isa = "auto";
   std::string dtype = "as-stored";
   std::string kv_type = "f16";
+  bool no_tune = false;        // --no-tune: the default split of every product, not the cache's
 };
 
 void add_model_flags(CLI::App& app, ModelFlags& flags);
@@ -45,7 +46,7 @@ int resolve_threads(const std::optional<int>& flag);
 
 // Validates the flags and turns them into the engine's options (one-line errors).
 OpenOptions open_options(const ModelFlags& flags);
-// open_options + open_model.
+// open_options + open_model; prints the tuning cache's note (a file ignored, and why) to stderr.
 OpenedModel load_model(const ModelFlags& flags);
 
 // Sampling flags (--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed); unset flags

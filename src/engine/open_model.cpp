@@ -5,6 +5,7 @@
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/thread_pool.h"
 #include "tokenizer/tokenizer_gguf.h"
 
 namespace nanoinfer {
@@ -18,7 +19,16 @@ OpenedModel open_model(std::string_view path, const OpenOptions& options) {
          "fetches it; for a `nanoinfer synth` model copy Qwen2.5's tokenizer.json into the directory)",
          tokenizer_json.string());
   }
-  Model model = load_model(*src, options.model);
+  TuningCache tuning;
+  ModelOptions model_options = options.model;
+  if (options.use_tuning_cache && model_options.tuning == nullptr) {
+    // The ISA and thread count the model will resolve to (Model::load refuses an unsupported ISA).
+    const Isa isa = model_options.isa.value_or(best_isa());
+    const int threads = model_options.threads > 0 ? model_options.threads : ThreadPool::physical_cores();
+    tuning = read_tuning_cache(tuning_cache_path(isa, threads), cpu_model_name(), isa, threads);
+    model_options.tuning = tuning.tuning;
+  }
+  Model model = load_model(*src, model_options);
   // A GGUF file carries the tokenizer and its eos id; a directory has its own files for them.
   Tokenizer tokenizer = load_tokenizer(*src);
   GenerationConfig generation;
@@ -34,7 +44,7 @@ OpenedModel open_model(std::string_view path, const OpenOptions& options) {
          src->gguf ? src->files.weights.string() : tokenizer_json.string(), tokenizer.vocab_size(), model.vocab_size());
   }
   return {src->gguf ? src->files.weights : src->files.dir, std::move(model), std::move(tokenizer),
-          std::move(generation), seconds};
+          std::move(generation), seconds, std::move(tuning)};
 }
 
 Model open_model_alone(const std::filesystem::path& path, const ModelOptions& options) {

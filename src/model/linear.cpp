@@ -9,8 +9,6 @@ namespace {
 // tile (results would be identical anyway; this only keeps tiles full).
 constexpr size_t kRowGrain = 16;
 static_assert(kGateUpBlock % kRowGrain == 0, "gate/up blocks keep kernel tiles full");
-// Gate/up outputs computed before their SwiGLU is applied: 64 KiB, well inside L2.
-constexpr size_t kEpilogueFloats = size_t{1} << 14;
 
 bool quantized(WeightType type) { return weight_type_info(type).quantized; }
 
@@ -73,14 +71,22 @@ void product(const Compute& c, const Weight& w, const float* bias, const Input& 
   }
 }
 
+// The tuned rule for a product of this shape, or the defaults.
+SplitRule rule_for(const Compute& c, WeightType type, size_t rows, size_t cols, size_t n_tokens) {
+  const SplitRule* r = c.tuning != nullptr ? c.tuning->find(type, rows, cols, n_tokens) : nullptr;
+  return r != nullptr ? *r : SplitRule{};
+}
+
 // fn over [0, rows) in ranges of whole grains across the pool, or in one call on this thread
-// when the product is too small to be worth waking the workers.
-void for_rows(const Compute& c, size_t rows, size_t cols, size_t n_tokens, size_t grain,
+// when the product is too small to be worth waking the workers (or its rule says never).
+void for_rows(const Compute& c, const SplitRule& rule, size_t rows, size_t cols, size_t n_tokens, size_t grain,
               ThreadPool::RangeFn fn) {
-  if (rows * cols * n_tokens < kMinParallelLinearWork) {
+  const bool split = rule.split == SplitRule::Split::Auto ? rows * cols * n_tokens >= kMinParallelLinearWork
+                                                          : rule.split == SplitRule::Split::Always;
+  if (!split) {
     fn(0, rows);
   } else {
-    c.pool->parallel_for(rows, grain, fn);
+    c.pool->parallel_for(rows, grain, fn, rule.chunks_per_thread);
   }
 }
 
@@ -88,18 +94,21 @@ void for_rows(const Compute& c, size_t rows, size_t cols, size_t n_tokens, size_
 
 void linear(const Compute& c, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens) {
   if (n_tokens == 0 || w.rows == 0) return;
+  if (c.work != nullptr) c.work->add(w.rows, w.cols, n_tokens);
   const Input in = prepare(c, w.type, x, w.cols, n_tokens);
-  for_rows(c, w.rows, w.cols, n_tokens, kRowGrain,
+  for_rows(c, rule_for(c, w.type, w.rows, w.cols, n_tokens), w.rows, w.cols, n_tokens, kRowGrain,
            [&](size_t begin, size_t end) { product(c, w, bias, in, y, w.rows, begin, end); });
 }
 
 void linear(const Compute& c, const StackedWeight& w, const float* x, float* y, size_t n_tokens) {
   if (n_tokens == 0 || w.rows == 0) return;
   const size_t cols = w.parts.front().cols;
+  if (c.work != nullptr) c.work->add(w.rows, cols, n_tokens);
   Needs needs;
   for (const Weight& p : w.parts) needs.add(p.type);
   const Input in = prepare(c, needs, x, cols, n_tokens);
-  for_rows(c, w.rows, cols, n_tokens, kRowGrain, [&](size_t begin, size_t end) {
+  const SplitRule rule = rule_for(c, w.parts.front().type, w.rows, cols, n_tokens);
+  for_rows(c, rule, w.rows, cols, n_tokens, kRowGrain, [&](size_t begin, size_t end) {
     // The part covering rows [first, first + p.rows) of the stack writes columns from `first`.
     size_t first = 0;
     for (const Weight& p : w.parts) {
@@ -114,6 +123,7 @@ void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, floa
                    size_t n_tokens) {
   const size_t inter = w.inter;
   if (n_tokens == 0 || inter == 0) return;
+  if (c.work != nullptr) c.work->add(2 * inter, w.fused.data != nullptr ? w.fused.cols : w.gate.cols, n_tokens);
   if (w.fused.data == nullptr) {
     // Apart: gate then up into the two halves of the scratch, one quantization of x for both.
     const size_t cols = w.gate.cols;
@@ -124,7 +134,7 @@ void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, floa
     float* gate = gate_up;
     float* up = gate_up + n_tokens * inter;
     const auto run = [&](const Weight& m, float* y) {
-      for_rows(c, inter, cols, n_tokens, kRowGrain,
+      for_rows(c, rule_for(c, m.type, inter, cols, n_tokens), inter, cols, n_tokens, kRowGrain,
                [&](size_t begin, size_t end) { product(c, m, nullptr, in, y, inter, begin, end); });
     };
     run(w.gate, gate);
@@ -135,11 +145,13 @@ void linear_swiglu(const Compute& c, const GateUpWeight& w, const float* x, floa
   const Weight& m = w.fused;  // [2 * inter][cols], interleaved (linear.h)
   const size_t rows = m.rows, pair = 2 * kGateUpBlock;
   const Input in = prepare(c, m.type, x, m.cols, n_tokens);
+  const SplitRule rule = rule_for(c, m.type, rows, m.cols, n_tokens);
   // A range is computed in chunks whose outputs fit in L2 ([n_tokens][chunk] floats), each
   // chunk's SwiGLU applied right after it, while those outputs are still cached. A chunk
   // boundary changes no result (the kernels are bitwise independent of row ranges).
-  const size_t chunk = std::max(pair, kEpilogueFloats / n_tokens / pair * pair);
-  for_rows(c, rows, m.cols, n_tokens, pair, [&](size_t begin, size_t end) {
+  const size_t epilogue_floats = (rule.epilogue_kib != 0 ? rule.epilogue_kib : kEpilogueKib) * 1024 / sizeof(float);
+  const size_t chunk = std::max(pair, epilogue_floats / n_tokens / pair * pair);
+  for_rows(c, rule, rows, m.cols, n_tokens, pair, [&](size_t begin, size_t end) {
     for (size_t c0 = begin; c0 < end; c0 += chunk) {
       const size_t c1 = std::min(end, c0 + chunk);
       product(c, m, nullptr, in, gate_up, rows, c0, c1);

@@ -16,6 +16,7 @@
 
 #include "kernels/kernels.h"
 #include "nanoinfer/thread_pool.h"
+#include "nanoinfer/tuning.h"
 #include "nanoinfer/weight_type.h"
 
 namespace nanoinfer {
@@ -77,18 +78,42 @@ constexpr size_t gate_up_row(size_t r, size_t inter, bool up) {
 // Qwen2.5-0.5B's smallest shared product, 896 x 896 (q and o), is above it.
 inline constexpr size_t kMinParallelLinearWork = size_t{3} << 18;  // 786,432
 
-// Where arithmetic runs: the pool of one model and the kernel table of its ISA.
+// Where arithmetic runs: the pool of one model, the kernel table of its ISA, and how the
+// products are split across the pool (nullptr or no rule for a shape: the defaults,
+// kMinParallelLinearWork and ThreadPool::kChunksPerThread; nanoinfer/tuning.h).
+struct ProductWork;
 struct Compute {
   ThreadPool* pool;
   const kernels::Kernels* k;
+  const Tuning* tuning = nullptr;
+  ProductWork* work = nullptr;  // counted into when set (by the calling thread, once per call)
 };
+
+// Work counters of the products (a model's, Model::product_flops / activation_bytes): per call
+// of n tokens through a matrix of `rows` x `cols` (a stacked or gate/up matrix as one),
+// 2 n rows cols FLOPs (a multiply and an add per weight and token) and 4 n (cols + rows)
+// activation bytes (its f32 input rows read and output rows written).
+struct ProductWork {
+  uint64_t flops = 0;
+  uint64_t activation_bytes = 0;
+  void add(size_t rows, size_t cols, size_t n_tokens) {
+    flops += 2 * static_cast<uint64_t>(rows) * cols * n_tokens;
+    activation_bytes += 4 * static_cast<uint64_t>(n_tokens) * (cols + rows);
+  }
+};
+
+// The gate/up outputs computed before their SwiGLU is applied, by default: 64 KiB, well
+// inside L2 (SplitRule::epilogue_kib overrides it).
+inline constexpr size_t kEpilogueKib = 64;
 
 // y[t][r] = bias[r] + sum_c w[r][c] * x[t][c] for t < n_tokens.
 // x: [n_tokens][cols], y: [n_tokens][rows], bias: [rows] or nullptr. y must not overlap x.
 // n_tokens == 1 is decode (a matrix-vector product, memory-bound); n_tokens > 1 is prefill
 // (a matrix product in token tiles, each weight tile read once per tile of tokens).
 // Rows are split across the pool in grain-aligned chunks when the product has at least
-// kMinParallelLinearWork multiply-adds, else it runs on the calling thread. Results are
+// kMinParallelLinearWork multiply-adds, else it runs on the calling thread (unless c.tuning
+// has a rule for the product's shape: it may split always or never, and into more or fewer
+// chunks). Results are
 // bitwise identical for any pool size and for a batch versus one call per token (see
 // kernels/kernels.h).
 void linear(const Compute& c, const Weight& w, const float* bias, const float* x, float* y, size_t n_tokens);

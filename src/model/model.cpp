@@ -39,6 +39,7 @@
 #include "kernels/kernels.h"
 #include "model/linear.h"
 #include "model/ops.h"
+#include "model/tune.h"
 #include "model/weights.h"
 #include "nanoinfer/error.h"
 
@@ -106,6 +107,7 @@ KvCache& Sequence::cache() { return state_->cache; }
 const KvCache& Sequence::cache() const { return state_->cache; }
 uint64_t Sequence::positions_pushed() const { return state_->positions_pushed; }
 uint64_t Sequence::kv_rows_read() const { return state_->attention.kv_rows_read; }
+uint64_t Sequence::attention_flops() const { return state_->attention.flops; }
 double Sequence::attention_seconds() const { return static_cast<double>(state_->attention.nanoseconds) * 1e-9; }
 void Sequence::set_tap(Tap tap) { state_->tap = std::move(tap); }
 
@@ -125,6 +127,7 @@ struct Model::Impl {
   mutable std::mutex pool_busy;
   mutable std::atomic<uint64_t> positions_pushed{0};
   mutable std::atomic<uint64_t> passes{0};
+  mutable ProductWork product_work;  // counted by linear() on the calling thread, under pool_busy
 
   Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads) {}
 
@@ -300,9 +303,10 @@ Model Model::load(const ModelConfig& cfg, const WeightSource& weights, const Mod
   resolved.max_batch = std::min(resolved.max_batch, resolved.max_context);
   auto impl = std::make_unique<Impl>(cfg, resolved);
   impl->opts.threads = static_cast<int>(impl->pool.size());
-  impl->compute = Compute{&impl->pool, &table};
+  impl->compute = Compute{&impl->pool, &table, impl->opts.tuning.get(), nullptr};
   impl->w = load_weights(weights, impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
                          resolved.pack_weights ? &table : nullptr);
+  impl->compute.work = &impl->product_work;  // the forward's products count from here on
   // RoPE's frequencies: the plain rule, scaled by the config's rope_scaling (Llama 3) or, in a
   // Llama GGUF file, divided by its rope_freqs tensor (the same scaling, as llama.cpp stores it).
   const auto* freqs = impl->w.rope_freqs;
@@ -327,8 +331,22 @@ WeightType Model::embedding_type() const { return impl_->w.embed.type; }
 uint64_t Model::positions_pushed() const { return impl_->positions_pushed.load(std::memory_order_relaxed); }
 size_t Model::bytes_per_token() const { return impl_->w.bytes_per_token; }
 uint64_t Model::barriers() const { return impl_->pool.joins(); }
+uint64_t Model::pool_chunks() const { return impl_->pool.chunks(); }
+uint64_t Model::product_flops() const {
+  const std::lock_guard<std::mutex> lock(impl_->pool_busy);
+  return impl_->product_work.flops;
+}
+uint64_t Model::activation_bytes() const {
+  const std::lock_guard<std::mutex> lock(impl_->pool_busy);
+  return impl_->product_work.activation_bytes;
+}
 size_t Model::weight_bytes() const { return impl_->w.weight_bytes; }
 int Model::threads() const { return impl_->opts.threads; }
+
+std::vector<TunedShape> Model::tune(const TuneOptions& options) const {
+  const std::lock_guard<std::mutex> lock(impl_->pool_busy);
+  return tune_products(impl_->compute, impl_->w, options);
+}
 
 Sequence Model::new_sequence(size_t max_seq) const {
   const Impl& m = *impl_;

@@ -185,6 +185,8 @@ void attention(const Compute& c, const AttentionShape& shape, const float* q, co
     c.pool->parallel_for(plan.units, 1, run);  // cut into chunks of plan.chunk units
   }
   w.kv_rows_read += rows_read.load(std::memory_order_relaxed);
+  const uint64_t pairs = static_cast<uint64_t>(n) * pos0 + static_cast<uint64_t>(n) * (n + 1) / 2;
+  w.flops += 4 * static_cast<uint64_t>(hd) * shape.n_heads * pairs;
 }
 
 void attention_weights(const Compute& c, const AttentionShape& shape, const float* q, const KvView& kv, size_t n,
