@@ -16,6 +16,7 @@
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
+#include "support/naive_attention.h"
 #include "support/random.h"
 #include "support/sanitized.h"
 
@@ -176,30 +177,7 @@ TEST(VectorSilu, OutsideTheRangeGivesZeroOrTheProductAndKeepsNan) {
 
 // ---- attention -----------------------------------------------------------------------------
 
-// Causal GQA attention in double (the same function tests/ops_test.cpp checks the exact path
-// with): query head h reads KV head h / group; query t (position pos0 + t) sees keys <= pos0+t.
-std::vector<double> naive_attention(const AttentionShape& s, const std::vector<float>& q, const std::vector<float>& k,
-                                    const std::vector<float>& v, size_t n, size_t pos0) {
-  const size_t hd = s.head_dim, qd = s.n_heads * hd, kvd = s.n_kv_heads * hd, g = s.n_heads / s.n_kv_heads;
-  std::vector<double> out(n * qd, 0.0);
-  for (size_t t = 0; t < n; ++t) {
-    for (size_t h = 0; h < s.n_heads; ++h) {
-      const size_t kh = h / g;
-      std::vector<double> w(pos0 + t + 1);
-      double max = -1e300, sum = 0;
-      for (size_t j = 0; j < w.size(); ++j) {
-        double d = 0;
-        for (size_t i = 0; i < hd; ++i) d += double(q[t * qd + h * hd + i]) * k[j * kvd + kh * hd + i];
-        w[j] = d / std::sqrt(double(hd));
-        max = std::max(max, w[j]);
-      }
-      for (double& x : w) sum += (x = std::exp(x - max));
-      for (size_t j = 0; j < w.size(); ++j)
-        for (size_t i = 0; i < hd; ++i) out[t * qd + h * hd + i] += w[j] / sum * v[j * kvd + kh * hd + i];
-    }
-  }
-  return out;
-}
+using test::naive_attention;
 
 // The bound on |tiled - exact| for one problem, from the error sources of the tiled kernel
 // (kernels/attention_tile.h) with u = 2^-24, n keys in B = ceil(n / 64) blocks:
