@@ -167,6 +167,13 @@ TEST_F(QuantizeCli, Refusals) {
                         "--type must be int8 or int4");
   expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "awq", "--out", path("x")}),
                         "--method must be rtn, imatrix or gptq");
+  // The K-quants are read and run, not written: neither as the weights' type nor the logits matrix's.
+  expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "q4_k", "--out", path("x")}),
+                        "--type must be int8 or int4");
+  expect_one_line_error(
+      run_cli({"quantize", "-m", path("m"), "--type", "int4", "--head-type", "q6_k", "--method", "rtn", "--out",
+               path("x")}),
+      "quantize: the logits matrix's type must be f32 or bf16 or int8 or int4, got q6_k");
   expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--calib", path("none.txt"), "--out",
                                  path("x")}),
                         "cannot read calibration text");
@@ -409,6 +416,9 @@ TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
   expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:head=int3"}),
       "--levels: 'int4-rtn:head=int3' is not base or int8|int4[-rtn|-imatrix|-gptq][:head=");
+  expect_one_line_error(
+      run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "q4_k-rtn"}),
+      "--levels: 'q4_k-rtn' is not base or int8|int4");
   expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:group=128"}),
       "--levels: 'int4-rtn:group=128' is not");
