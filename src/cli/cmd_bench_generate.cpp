@@ -34,6 +34,7 @@
 #include "common_options.h"
 #include "nanoinfer/viz_trace.h"
 #include "bench_constrained.h"
+#include "bench_speculation.h"
 #include "bench_step_curve.h"
 #include "bench_compare.h"
 #include "bench_record.h"
@@ -69,30 +70,6 @@ struct BenchFlags {
   int64_t step_curve = 0;   // --step-curve B: serve's mixed step cost curve with B decoders
 };
 
-// Drafts that know the answer, for --draft-oracle: the plain greedy continuation, except that
-// the draft for a position is wrong (the right id + 1) unless a fixed pseudo-random number of
-// that position is below `rate`. What verification costs at a chosen acceptance, with drafts
-// that cost nothing: the most any drafter could gain at that rate.
-class OracleDrafter final : public Drafter {
- public:
-  OracleDrafter(std::vector<int32_t> truth, double rate, int32_t vocab)
-      : truth_(std::move(truth)), rate_(rate), vocab_(vocab) {}
-  void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) override {
-    out.clear();
-    for (size_t i = context.size(); i < truth_.size() && out.size() < k; ++i) {
-      SplitMix64 mix{i};
-      const bool right = static_cast<double>(mix.next() >> 11) * 0x1.0p-53 < rate_;
-      out.push_back(right ? truth_[i] : (truth_[i] + 1) % vocab_);
-    }
-  }
-  std::string_view name() const override { return "oracle"; }
-
- private:
-  std::vector<int32_t> truth_;
-  double rate_;
-  int32_t vocab_;
-};
-
 // What stdout shows, as llama-bench's -o.
 enum class Format { Md, Csv, Json, Jsonl };
 Format format_of(const std::string& name) {
@@ -120,31 +97,6 @@ std::vector<int32_t> bench_prompt(size_t n, const Tokenizer& tok, const std::str
   return ids;
 }
 
-// What a verification pass costs: the median time of one forward pass of 1 .. kMaxRows tokens
-// (all logits, as verification runs it) after the prompt, each rolled back again, relative to
-// the 1-token pass (a decode step). The rows alternate inside each round so drift hits all.
-constexpr size_t kMaxRows = 9;
-std::vector<double> pass_cost_curve(const OpenedModel& m, const std::vector<int32_t>& prompt, int64_t rounds) {
-  Sequence seq = m.model.new_sequence();
-  m.model.forward(prompt, seq);
-  // The pass's tokens are the prompt's first ones (any tokens cost the same).
-  const size_t rows_max = std::min({kMaxRows, seq.cache().capacity() - seq.length(), prompt.size()});
-  std::vector<std::vector<double>> seconds(rows_max);
-  for (int64_t r = -1; r < rounds * 4; ++r) {  // r = -1 is the warm-up
-    for (size_t rows = 1; rows <= rows_max; ++rows) {
-      const Clock::time_point start = Clock::now();
-      m.model.forward(std::span(prompt).first(rows), seq, /*all_logits=*/true);
-      const double t = std::chrono::duration<double>(Clock::now() - start).count();
-      seq.cache().truncate(prompt.size());
-      if (r >= 0) seconds[rows - 1].push_back(t);
-    }
-  }
-  std::vector<double> relative;
-  const double one = summarize(seconds[0]).median;
-  for (const auto& s : seconds) relative.push_back(one > 0 ? summarize(s).median / one : 0.0);
-  return relative;
-}
-
 // Plain and speculative greedy decoding of the same prompt, alternating so drift in machine
 // load hits both alike; the tokens must be identical. Returns the record and its note.
 std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, const Speculation& speculation,
@@ -159,7 +111,7 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
     plain.generate(prompt, rules, discard);
     const std::vector<int32_t> truth(plain.tokens().begin(), plain.tokens().end());
     const std::optional<int64_t> k = f.speculation.draft_max;
-    spec.set_drafter(std::make_unique<OracleDrafter>(truth, *f.oracle_rate, m.tokenizer.vocab_size()),
+    spec.set_drafter(make_oracle_drafter(truth, *f.oracle_rate, m.tokenizer.vocab_size()),
                      k ? DraftLength::fixed(static_cast<size_t>(*k))
                        : DraftLength::adaptive(DraftLength::kDefaultMax, /*timed=*/true));
     described = fmt::format("oracle drafts right with p = {:.2f}, {}", *f.oracle_rate,
