@@ -116,7 +116,17 @@ function record(lines) {
   if (r.status !== 0) throw new Error(`${opt.nanoinfer} bench record failed (exit ${r.status})`);
 }
 
+// The served model's id (`/v1/models`), so a record says what was measured.
+async function servedModel() {
+  const res = await fetch(`${opt.url}/v1/models`);
+  if (!res.ok) throw new Error(`GET /v1/models: HTTP ${res.status}`);
+  const id = (await res.json()).data?.[0]?.id;
+  if (typeof id !== "string") throw new Error("GET /v1/models named no model");
+  return id;
+}
+
 try {
+  const model = await servedModel();
   await oneRequest();  // warm-up: page in the weights, start the workers
   const rows = [];
   for (const c of clientCounts) rows.push(await run(c));
@@ -126,7 +136,7 @@ try {
                 `${String(r.completion_tokens).padStart(6)}  ${r.seconds.toFixed(2).padStart(7)}  ` +
                 `${r.tokens_per_s.toFixed(1).padStart(17)}  ${r.ttft_ms_median} [${r.ttft_ms_min}, ${r.ttft_ms_max}]`);
   }
-  const lines = rows.map((r) => JSON.stringify({ bench: "serve", url: opt.url, prompt: opt.prompt, ...r }));
+  const lines = rows.map((r) => JSON.stringify({ bench: "serve", url: opt.url, model, prompt: opt.prompt, ...r }));
   if (opt.json) for (const l of lines) console.log(l);
   if (opt.record !== undefined) record(lines);
 } catch (e) {

@@ -67,7 +67,8 @@ test('every bench subcommand and serve-bench write the same provenance fields', 
   for (const argv of Object.values(commands)) ok(argv);
 
   // serve-bench.mjs against a server with -t 1, its rows through `bench record`.
-  const server = await startServe(bin, ['-t', '1']);
+  const served = 'records-test-model';
+  const server = await startServe(bin, ['-t', '1', '--model-id', served]);
   try {
     const script = path.join(root, 'tools/serve-bench.mjs');
     const r = spawnSync(process.execPath, [script, '--url', server.base, '--clients', '1', '--requests', '1',
@@ -102,6 +103,7 @@ test('every bench subcommand and serve-bench write the same provenance fields', 
       assert.equal(r.run, records[0].run, `${name}: one run id per process`);
       if (name === 'serve') {
         assert.match(r.command_line, /^node \S*serve-bench\.mjs --url /);
+        assert.equal(r.model, served, 'serve-bench names the served model (/v1/models)');
       } else {
         assert.ok(r.command_line.startsWith(`${bin} ${commands[name].slice(0, 2).join(' ')} `), r.command_line);
       }
