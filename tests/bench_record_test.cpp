@@ -133,7 +133,9 @@ TEST(BenchRecord, FailedAppendLeavesNoHalfLine) {
 // whether it had changes (records under bench/ excepted), and is not rewritten when nothing
 // changed (so an unchanged build recompiles nothing).
 TEST(BuildCommit, HeaderNamesTheCommitAndDirtyStateTheBuildSaw) {
-  TempDir dir;
+  using test::read_text;
+  using test::write_text;
+  test::TempDir dir;
   const auto repo = dir / "repo";
   const auto out = dir / "build_commit.h";
   std::filesystem::create_directories(repo / "bench");
