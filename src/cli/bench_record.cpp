@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "build_commit.h"
+
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 
@@ -29,9 +30,6 @@
 #include <emmintrin.h>
 #endif
 
-#ifndef NANOINFER_SOURCE_DIR_LIB
-#define NANOINFER_SOURCE_DIR_LIB "."
-#endif
 #ifndef NANOINFER_BUILD_TYPE
 #define NANOINFER_BUILD_TYPE "unknown"
 #endif
@@ -40,42 +38,15 @@ namespace nanoinfer {
 
 namespace {
 
-// First line of a shell command's stdout, or "" if it fails.
-std::string run_first_line(const std::string& command) {
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::array<char, 256> buf{};
-  std::string line;
-  if (std::fgets(buf.data(), buf.size(), pipe) != nullptr) line = buf.data();
-  while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
-  }  // drain before closing
-  const int status = ::pclose(pipe);
-  if (status != 0) return "";
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-  return line;
-}
-
+// The commit this binary was built from and whether its tree had uncommitted changes then
+// (generated at every build by cmake/build_commit.cmake). Read from the build, not from the
+// checkout at run time: a binary kept for an A/B run names its own code.
 struct Commit {
-  std::string hash;  // "" when not in a checkout
+  std::string hash;  // "" when built outside a checkout
   bool dirty = false;
 };
 
-Commit git_commit_in(const std::string& dir) {
-  const std::string git = "git -C '" + dir + "' ";
-  Commit c{run_first_line(git + "rev-parse --short HEAD 2>/dev/null")};
-  if (c.hash.empty()) return c;
-  // The records themselves (bench/*.jsonl) do not count: appending one must not make the next
-  // run of the same code look dirty.
-  c.dirty = !run_first_line(git + "status --porcelain --untracked-files=no -- . ':(exclude)bench/*.jsonl' "
-                                  "2>/dev/null | head -1").empty();
-  return c;
-}
-
-Commit git_commit() {
-  Commit c = git_commit_in(NANOINFER_SOURCE_DIR_LIB);
-  if (c.hash.empty()) c = git_commit_in(".");
-  return c;
-}
+Commit build_commit() { return Commit{NANOINFER_BUILD_COMMIT, NANOINFER_BUILD_DIRTY != 0}; }
 
 // An argument as a POSIX shell would need it: bare when it holds only safe characters, else
 // in single quotes (a quote inside written '\'').
@@ -157,7 +128,7 @@ const std::vector<std::string>& provenance_fields() {
 
 nlohmann::json bench_context(int threads, Isa isa, const std::string& command_line) {
   // The commit and the run id are the process's: read once.
-  static const Commit commit = git_commit();
+  static const Commit commit = build_commit();
   static const std::string run = fmt::format("{}-{}", utc_timestamp(), ::getpid());
   nlohmann::json j;
   j["commit"] = commit.hash.empty() ? "unknown" : commit.hash;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -296,6 +297,11 @@ void Front::accept_all() {
       return;  // EAGAIN, or out of descriptors (the poller backs off)
     }
     ++open_;
+    // Streamed answers are many small writes (an SSE event per token): with Nagle's algorithm
+    // each waits for the client's delayed ACK of the one before (tens of ms), so a stream's
+    // first tokens arrived ~25 ms late. Every write here is a whole event: send it now.
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     Conn c;
     c.fd = fd;
     c.deadline = Clock::now() + options_.head_timeout;
