@@ -85,6 +85,21 @@ TEST(BenchCompare, OnlyTheSameMachineAndTestAndNothingDiscarded) {
   EXPECT_NE(format_verdicts(n).find("new (no earlier record"), std::string::npos);
 }
 
+// serve-bench rows compare only with rows of the same served model (and load).
+TEST(BenchCompare, ServeRowsOfAnotherModelAreNotComparable) {
+  auto serve = [](std::string model, double tps) {
+    return json{{"bench", "serve"}, {"cpu", "c"}, {"isa", "avx512-bf16"}, {"threads", 2}, {"model", model},
+                {"prompt", "ROMEO:"}, {"clients", 1}, {"requests", 4}, {"max_tokens", 64}, {"tokens_per_s", tps}};
+  };
+  const std::vector<json> history = {serve("default-model", 4800), serve("synth-int8.gguf", 90)};
+  const auto v = compare_records(history, {serve("synth-int8.gguf", 89)});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].earlier, 1u);
+  EXPECT_DOUBLE_EQ(v[0].best, 90);
+  EXPECT_FALSE(v[0].regression);
+  EXPECT_TRUE(compare_records(history, {serve("synth-int8.gguf", 80)})[0].regression);
+}
+
 TEST(BenchCompare, LowerIsBetterFiguresAndMinMaxSpreads) {
   auto load = [](double median, double min) {
     return json{{"bench", "load"}, {"cpu", "c"}, {"isa", "scalar"}, {"threads", 1}, {"model", "m"},

@@ -59,7 +59,7 @@ const std::vector<Kind>& kinds() {
       {"kernels",
        {"kernel", "weight_type", "rows", "cols", "batch", "layout"},
        {{"median_gflops", true, "samples_gflops", {}}}},
-      {"serve", {"prompt", "clients", "requests", "max_tokens"}, {{"tokens_per_s", true, "", {}}}},
+      {"serve", {"model", "prompt", "clients", "requests", "max_tokens"}, {{"tokens_per_s", true, "", {}}}},
   };
   return table;
 }
