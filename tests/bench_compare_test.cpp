@@ -98,6 +98,20 @@ TEST(BenchCompare, ServeRowsOfAnotherModelAreNotComparable) {
   EXPECT_DOUBLE_EQ(v[0].best, 90);
   EXPECT_FALSE(v[0].regression);
   EXPECT_TRUE(compare_records(history, {serve("synth-int8.gguf", 80)})[0].regression);
+  // serve-itl: the gap while a long prompt prefills, and its ratio to the gap before, lower is better.
+  auto itl = [](std::string model, double during, double ratio) {
+    return json{{"bench", "serve-itl"}, {"cpu", "c"}, {"isa", "avx512-bf16"}, {"threads", 2}, {"model", model},
+                {"streams", 4}, {"long_tokens", 16384}, {"during_median_s", during}, {"ratio_median", ratio}};
+  };
+  const std::vector<json> itl_history = {itl("a.gguf", 0.080, 2.8), itl("b.gguf", 0.010, 1.1)};
+  const auto worse = compare_records(itl_history, {itl("a.gguf", 0.090, 3.1)});
+  ASSERT_EQ(worse.size(), 2u);
+  EXPECT_EQ(worse[0].earlier, 1u);
+  EXPECT_TRUE(worse[0].regression);
+  EXPECT_TRUE(worse[1].regression);
+  const auto better = compare_records(itl_history, {itl("a.gguf", 0.060, 2.0)});
+  EXPECT_FALSE(better[0].regression);
+  EXPECT_FALSE(better[1].regression);
 }
 
 TEST(BenchCompare, LowerIsBetterFiguresAndMinMaxSpreads) {

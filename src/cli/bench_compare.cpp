@@ -60,6 +60,9 @@ const std::vector<Kind>& kinds() {
        {"kernel", "weight_type", "rows", "cols", "batch", "layout"},
        {{"median_gflops", true, "samples_gflops", {}}}},
       {"serve", {"model", "prompt", "clients", "requests", "max_tokens"}, {{"tokens_per_s", true, "", {}}}},
+      {"serve-itl",
+       {"model", "streams", "long_tokens"},
+       {{"during_median_s", false, "", {}}, {"ratio_median", false, "", {}}}},
   };
   return table;
 }
