@@ -413,6 +413,47 @@ TEST(Speculative, DraftModelCachePrefillsOnceAndFollowsTheContext) {
   }
 }
 
+// bench generate --draft-oracle with a draft model: the draft model does its usual work, and
+// the override decides the tokens; the cache then holds the tokens it drafted (the overridden
+// ones), as it would hold accepted drafts.
+TEST(Speculative, OverriddenDraftChoicesKeepTheDraftModelsWork) {
+  const OpenedModel& m = target();
+  const std::vector<int32_t> context = encode_raw_prompt(m.tokenizer, prompts()[1]);
+  const int64_t vocab = m.tokenizer.vocab_size();
+  ModelDrafter own(m.model, vocab);
+  ModelDrafter forced(m.model, vocab);
+  std::vector<std::pair<size_t, int32_t>> seen;
+  forced.override_choices([&](size_t position, int32_t drafted) {
+    seen.emplace_back(position, drafted);
+    return static_cast<int32_t>((drafted + 1 + position) % static_cast<size_t>(vocab));
+  });
+  std::vector<int32_t> a, b;
+  own.draft(context, 4, a);
+  forced.draft(context, 4, b);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  ASSERT_EQ(seen.size(), 4u);
+  // The same work: the context and three drafts pushed through the draft model.
+  EXPECT_EQ(forced.sequence().positions_pushed(), context.size() + 3);
+  EXPECT_EQ(own.sequence().positions_pushed(), context.size() + 3);
+  // The first choice is the model's own (the same logits); each token is the override's.
+  EXPECT_EQ(seen[0].second, a[0]);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(seen[i].first, context.size() + i);
+    EXPECT_EQ(b[i], static_cast<int32_t>((seen[i].second + 1 + seen[i].first) % static_cast<size_t>(vocab)));
+  }
+  EXPECT_NE(b, a);
+  // The overridden tokens are what its cache holds: accepting all four pushes only the last.
+  std::vector<int32_t> accepted = context;
+  accepted.insert(accepted.end(), b.begin(), b.end());
+  std::vector<int32_t> c;
+  forced.draft(accepted, 1, c);
+  EXPECT_EQ(forced.sequence().positions_pushed(), context.size() + 3 + 1);
+  // Sampled drafts cannot be overridden.
+  ModelDrafter sampled(m.model, vocab, SamplerParams{.temperature = 0.8});
+  EXPECT_THROW(sampled.override_choices([](size_t, int32_t t) { return t; }), Error);
+}
+
 // Prompt lookup on a copy-heavy prompt, counted against a simulation of the scheme over the
 // plain output: each pass drafts lookup(context, k) for the k the budget allows, keeps the
 // longest prefix that matches the plain tokens, plus one.

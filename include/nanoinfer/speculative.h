@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -95,6 +96,13 @@ class ModelDrafter final : public Drafter {
   std::span<const DraftDistribution> distributions() const override;
   void set_sampling(const SamplerParams& params) override;
 
+  // A measuring hook (bench generate --draft-oracle with --draft or --draft-self): the draft
+  // model does all its work as usual, and the token it drafts for context position `position`
+  // becomes choose(position, the token it chose). The time is the draft model's; which drafts
+  // are right is the override's. Greedy drafts only (refused once sampling is set).
+  using ChoiceOverride = std::function<int32_t(size_t position, int32_t drafted)>;
+  void override_choices(ChoiceOverride choose);
+
  private:
   const Model& model_;
   size_t vocab_;
@@ -110,6 +118,7 @@ class ModelDrafter final : public Drafter {
   Rng rng_;
   std::vector<DraftDistribution> dists_;  // of the last draft's tokens (sampled)
   size_t drafted_ = 0;                    // tokens of the last draft
+  ChoiceOverride choose_;                 // override_choices()
 };
 
 // A draft model must speak the target's vocabulary: the same size and the same bytes for

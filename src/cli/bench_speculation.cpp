@@ -18,9 +18,7 @@ class OracleDrafter final : public Drafter {
   void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) override {
     out.clear();
     for (size_t i = context.size(); i < truth_.size() && out.size() < k; ++i) {
-      SplitMix64 mix{i};
-      const bool right = static_cast<double>(mix.next() >> 11) * 0x1.0p-53 < rate_;
-      out.push_back(right ? truth_[i] : (truth_[i] + 1) % vocab_);
+      out.push_back(oracle_choice(truth_, rate_, vocab_, i, 0));
     }
   }
   std::string_view name() const override { return "oracle"; }
@@ -32,6 +30,13 @@ class OracleDrafter final : public Drafter {
 };
 
 }  // namespace
+
+int32_t oracle_choice(const std::vector<int32_t>& truth, double rate, int32_t vocab, size_t i, int32_t otherwise) {
+  if (i >= truth.size()) return otherwise;
+  SplitMix64 mix{i};
+  const bool right = static_cast<double>(mix.next() >> 11) * 0x1.0p-53 < rate;
+  return right ? truth[i] : (truth[i] + 1) % vocab;
+}
 
 std::unique_ptr<Drafter> make_oracle_drafter(std::vector<int32_t> truth, double rate, int32_t vocab) {
   return std::make_unique<OracleDrafter>(std::move(truth), rate, vocab);

@@ -17,6 +17,12 @@ namespace nanoinfer::cli {
 // acceptance, with drafts that cost nothing: the most any drafter could gain at that rate.
 std::unique_ptr<Drafter> make_oracle_drafter(std::vector<int32_t> truth, double rate, int32_t vocab);
 
+// The oracle's draft for context position `i` by the same rule: truth[i] with probability
+// `rate` (a fixed pseudo-random number per position), else truth[i] + 1; `otherwise` past the
+// end of truth. With --draft or --draft-self it overrides a draft model's choices
+// (ModelDrafter::override_choices), so the drafts cost what the draft model costs.
+int32_t oracle_choice(const std::vector<int32_t>& truth, double rate, int32_t vocab, size_t i, int32_t otherwise);
+
 // What a verification pass costs: the median time of one forward pass of 1 .. kMaxPassRows
 // tokens (all logits, as verification runs it) after `prompt`, each rolled back again,
 // relative to the 1-token pass (a decode step). The rows alternate inside each of 4 x

@@ -107,7 +107,18 @@ std::pair<nlohmann::json, std::string> measure_speculation(const BenchFlags& f, 
   const StopRules rules{.max_new_tokens = static_cast<int64_t>(n_gen) + 1};
   const TextSink discard = [](std::string_view) {};
   std::string described = speculation.describe(/*timed=*/true);
-  if (f.oracle_rate) {
+  if (f.oracle_rate && speculation.enabled()) {
+    // The draft model works as usual; the oracle decides which of its drafts are right.
+    plain.generate(prompt, rules, discard);
+    std::vector<int32_t> truth(plain.tokens().begin(), plain.tokens().end());
+    const double rate = *f.oracle_rate;
+    const int32_t vocab = m.tokenizer.vocab_size();
+    speculation.attach(spec, m, {.temperature = 0.0}, [truth = std::move(truth), rate, vocab](size_t i, int32_t drafted) {
+      return oracle_choice(truth, rate, vocab, i, drafted);
+    });
+    described = fmt::format("{}; its drafts right with p = {:.2f} (the oracle's choice, the draft model's cost)",
+                            described, rate);
+  } else if (f.oracle_rate) {
     plain.generate(prompt, rules, discard);
     const std::vector<int32_t> truth(plain.tokens().begin(), plain.tokens().end());
     const std::optional<int64_t> k = f.speculation.draft_max;
@@ -477,15 +488,17 @@ void run(const BenchFlags& f) {
   if (f.compare && std::filesystem::exists(results)) history = read_bench_records(results);
 
   // --draft-max also sets the oracle's k (Speculation refuses it without a drafter of its own).
+  const bool oracle_alone = f.oracle_rate && f.speculation.lookup == std::nullopt && f.speculation.draft.empty() &&
+                            f.speculation.draft_self.empty();
   SpeculationFlags own = f.speculation;
-  if (f.oracle_rate) own.draft_max.reset();
+  if (oracle_alone) own.draft_max.reset();
   Speculation speculation(own);
   if (f.oracle_rate) {
     if (f.speculation.draft_max && (*f.speculation.draft_max < 0 || *f.speculation.draft_max > 64)) {
       fail("--draft-max must be 0 to 64, got {}", *f.speculation.draft_max);
     }
     if (!(*f.oracle_rate >= 0 && *f.oracle_rate <= 1)) fail("--draft-oracle must be 0 to 1, got {}", *f.oracle_rate);
-    if (speculation.enabled()) fail("--draft-oracle excludes --lookup, --draft and --draft-self");
+    if (f.speculation.lookup) fail("--draft-oracle excludes --lookup (it overrides a draft model's choices, with --draft or --draft-self)");
   }
   std::vector<nlohmann::json> records;
   std::vector<std::string> notes;
@@ -584,7 +597,9 @@ void setup_bench_generate(CLI::App& app) {
   add_speculation_flags(app, f->speculation);
   app.add_option("--draft-oracle", f->oracle_rate,
                  "Speculative A/B with drafts that know the plain greedy continuation, each position's draft "
-                 "right with probability P (0 to 1): what verification costs at that acceptance, drafting for free")
+                 "right with probability P (0 to 1): what verification costs at that acceptance, drafting for free; "
+                 "with --draft or --draft-self the draft model drafts as usual (its cost) and the oracle overrides "
+                 "which of its tokens are right")
       ->type_name("P");
   add_grammar_flags(app, f->grammar);  // the constrained A/B: mask and compile costs too
   app.add_option("--prompt-file", f->prompt_file,

@@ -97,12 +97,19 @@ bool Speculation::timed(const SamplerParams& sampling) const {
   return !(sampling.temperature > 0 && (kind_ == Kind::Draft || kind_ == Kind::DraftSelf));
 }
 
-void Speculation::attach(Generator& generator, const OpenedModel& target, const SamplerParams& sampling) const {
+void Speculation::attach(Generator& generator, const OpenedModel& target, const SamplerParams& sampling,
+                         ModelDrafter::ChoiceOverride choose) const {
   if (kind_ == Kind::None) return;
   attached_timed_ = timed(sampling);
   const DraftLength length = flags_.draft_max ? DraftLength::fixed(static_cast<size_t>(*flags_.draft_max))
                                               : DraftLength::adaptive(DraftLength::kDefaultMax, attached_timed_);
-  generator.set_drafter(make_drafter(target, sampling), length);
+  std::unique_ptr<Drafter> drafter = make_drafter(target, sampling);
+  if (choose) {
+    auto* model_drafter = dynamic_cast<ModelDrafter*>(drafter.get());
+    if (model_drafter == nullptr) fail("internal error: only a draft model's choices can be overridden");
+    model_drafter->override_choices(std::move(choose));
+  }
+  generator.set_drafter(std::move(drafter), length);
 }
 
 std::string Speculation::describe(bool timed) const {

@@ -34,7 +34,10 @@ class Speculation {
   void load(const ModelFlags& target_flags, const OpenedModel& target);
   // Makes `generator` decode speculatively as asked (nothing when not enabled); a draft model
   // drafts with the generator's sampling params (greedy, or sampled for rejection sampling).
-  void attach(Generator& generator, const OpenedModel& target, const SamplerParams& sampling) const;
+  // `choose`, for bench generate's --draft-oracle with a draft model: its drafts' tokens are
+  // overridden (ModelDrafter::override_choices), their cost kept.
+  void attach(Generator& generator, const OpenedModel& target, const SamplerParams& sampling,
+              ModelDrafter::ChoiceOverride choose = {}) const;
   // A drafter as asked (null when not enabled): prompt lookup, or the draft model drafting
   // with `sampling` (serve: one per sequence, set_sampling per request).
   std::unique_ptr<Drafter> make_drafter(const OpenedModel& target, const SamplerParams& sampling) const;

@@ -42,7 +42,13 @@ ModelDrafter::ModelDrafter(const Model& draft, int64_t sample_vocab, const Sampl
   set_sampling(params);
 }
 
+void ModelDrafter::override_choices(ChoiceOverride choose) {
+  if (sampler_ && choose) fail("internal error: a draft model's choices can be overridden only when it drafts greedily");
+  choose_ = std::move(choose);
+}
+
 void ModelDrafter::set_sampling(const SamplerParams& params) {
+  if (choose_ && params.temperature > 0.0) fail("internal error: a draft model with overridden choices cannot sample");
   sampler_.reset();
   penalty_.reset();
   rng_ = Rng(params.seed ^ 0x6a09e667f3bcc908ull);  // a stream apart from the target's
@@ -105,6 +111,7 @@ void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector
       best = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + static_cast<ptrdiff_t>(vocab_)) -
                                   logits.begin());
     }
+    if (choose_) best = choose_(context.size() + out.size(), best);
     out.push_back(best);
     drafted_ = out.size();
     if (out.size() == k) return;
