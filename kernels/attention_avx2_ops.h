@@ -16,6 +16,7 @@ struct Avx2AttnOps {
   using vec = __m256;
   static constexpr size_t width = 8;
   static constexpr size_t row_tile = 2;  // query rows per register tile: 2 x 4 accumulators
+  static constexpr size_t vec_tile = 4;
   static vec load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, vec v) { _mm256_storeu_ps(p, v); }
   static vec set1(float v) { return _mm256_set1_ps(v); }
@@ -55,6 +56,10 @@ struct Avx2AttnOps {
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   static vec widen8(const F16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  template <class KvT>
+  static vec load_kv(const KvT* p) {
+    return widen8(p);
+  }
   template <class KvT>
   static void to_f32(const KvT* src, float* dst, size_t n) {  // n is a multiple of 8
     for (size_t i = 0; i < n; i += 8) _mm256_storeu_ps(dst + i, widen8(src + i));

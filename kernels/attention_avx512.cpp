@@ -2,7 +2,8 @@
 // (this file gets the avx512 tier's flags from CMake by its name). Key blocks are widened and
 // transposed with the eight-lane code of the AVX2 tier (the [head_dim][kKeyBlock] layout does
 // not depend on the width); scores, the online softmax and the weighted sums of values run on
-// zmm registers, four query rows per register tile (16 of the 32 registers accumulate).
+// zmm registers, eight query rows x two vectors per register tile (16 of the 32 registers
+// accumulate).
 // GCC 12's unmasked AVX-512 intrinsics start from _mm512_undefined_*(), which it flags with a
 // false -Wmaybe-uninitialized once inlined (GCC bug 105593, fixed in GCC 13); clang would
 // reject the pragma under -Werror.
@@ -23,7 +24,11 @@ struct Avx512AttnOps {
   using vec = __m512;
   using mask = __mmask16;
   static constexpr size_t width = 16;
-  static constexpr size_t row_tile = 4;
+  // 8 query rows x 2 vectors: a decode step's 7 rows of one KV head (Qwen2.5's group) are one
+  // tile, so each key block's kt row (and each widened V row) is loaded once for all of them,
+  // beside 7 broadcasts, for 14 FMAs; 4 x 4 loaded it twice (a 4-row and a 3-row tile).
+  static constexpr size_t row_tile = 8;
+  static constexpr size_t vec_tile = 2;
   static vec load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, vec v) { _mm512_storeu_ps(p, v); }
   static vec set1(float v) { return _mm512_set1_ps(v); }
@@ -55,6 +60,10 @@ struct Avx512AttnOps {
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
   static vec widen16(const F16* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  template <class KvT>
+  static vec load_kv(const KvT* p) {
+    return widen16(p);
+  }
   template <class KvT>
   static void to_f32(const KvT* src, float* dst, size_t n) {  // n is a multiple of 16
     for (size_t i = 0; i < n; i += 16) _mm512_storeu_ps(dst + i, widen16(src + i));

@@ -7,7 +7,8 @@
 // internal linkage.
 //
 // Ops must provide (on top of what the exp needs):
-//   using vec;  static constexpr size_t width, row_tile (query rows per register tile);
+//   using vec;  static constexpr size_t width, row_tile (query rows per register tile),
+//   vec_tile (vectors of keys, or of head_dim elements, per register tile row);
 //   vec load(const float*); void store(float*, vec); vec set1(float); vec zero();
 //   vec fma(vec a, vec b, vec c)  (a*b+c; one rounding on FMA tiers, two on the scalar one)
 //   vec mul(vec, vec); vec add(vec, vec); vec sub(vec, vec); vec max(vec, vec)
@@ -16,6 +17,7 @@
 //   float hmax(vec); float hsum(vec)   (fixed lane order)
 //   vec exp(vec)   (the vector exp below, exp_impl)
 //   void to_f32(const KvT* src, float* dst, size_t n)   (a cached row widened, exactly)
+//   vec load_kv(const KvT* p)   (width cached elements widened, exactly; load for float)
 //   void transpose_block(const KvT* k, size_t stride, size_t n_rows, size_t hd, float* kt)
 //       kt[d][j] = widen(k[j * stride + d]) for j < n_rows (a whole kKeyBlock of kt columns,
 //       zero past n_rows)
@@ -67,9 +69,10 @@ constexpr float kExpCoef[8] = {1.0f, 1.0f, 0.5f, 1.0f / 6, 1.0f / 24, 1.0f / 120
 // The keys of one block: its K rows are transposed (and widened) once into [head_dim][kKeyBlock]
 // and its V rows widened once, for every query row of the block to read.
 constexpr size_t kKeyBlock = kAttentionKeyBlock;
-// Query rows scored together against one key block (register tile): Ops::row_tile rows x 4
-// vectors.
-constexpr size_t kVecTile = 4;
+// Query rows scored together against one key block (register tile): Ops::row_tile rows x
+// Ops::vec_tile vectors, so a tile's row_tile * vec_tile accumulators stay in registers. The
+// tile shape only groups independent chains: each score and each weighted sum is the same chain
+// (same operations, same order) whatever the tile, so the shape never changes a bit.
 
 template <class Ops>
 inline typename Ops::vec exp_impl(typename Ops::vec x) {
@@ -144,6 +147,7 @@ struct ScalarOps {
   using vec = float;
   static constexpr size_t width = 1;
   static constexpr size_t row_tile = 2;
+  static constexpr size_t vec_tile = 4;
   static float load(const float* p) { return *p; }
   static void store(float* p, float v) { *p = v; }
   static float set1(float v) { return v; }
@@ -170,6 +174,10 @@ struct ScalarOps {
     for (size_t i = 0; i < n; ++i) dst[i] = widen(src[i]);
   }
   template <class KvT>
+  static float load_kv(const KvT* p) {
+    return widen(*p);
+  }
+  template <class KvT>
   static void transpose_block(const KvT* k, size_t stride, size_t n_rows, size_t hd, float* kt) {
     for (size_t j = 0; j < n_rows; ++j)
       for (size_t d = 0; d < hd; ++d) kt[d * kKeyBlock + j] = widen(k[j * stride + d]);
@@ -185,6 +193,7 @@ template <class Ops, size_t NR>
 inline void score_rows(const float* qs, const float* kt, float* s, size_t hd, size_t r) {
   using V = typename Ops::vec;
   constexpr size_t W = Ops::width;
+  constexpr size_t kVecTile = Ops::vec_tile;
   constexpr size_t NJ = kKeyBlock / W;
   static_assert(NJ % kVecTile == 0);
   for (size_t j0 = 0; j0 < NJ; j0 += kVecTile) {
@@ -214,11 +223,12 @@ inline void score_rows(const float* qs, const float* kt, float* s, size_t hd, si
 // acc[r] += sum_{j < nj} p[r][j] * vb[j] for rows [r, r + NR), j in ascending order, one chain
 // per (row, element). Terms with p = 0 (masked keys) add exactly nothing, so a row gets the same
 // bits whichever rows it is paired with.
-template <class Ops, size_t NR>
-inline void accumulate_values(const float* p, const float* vb, size_t vstride, float* acc, size_t hd, size_t r,
+template <class Ops, size_t NR, class SrcT>
+inline void accumulate_values(const float* p, const SrcT* vb, size_t vstride, float* acc, size_t hd, size_t r,
                               size_t nj) {
   using V = typename Ops::vec;
   constexpr size_t W = Ops::width;
+  constexpr size_t kVecTile = Ops::vec_tile;
   size_t d0 = 0;
   for (; d0 + kVecTile * W <= hd; d0 += kVecTile * W) {
     V a[NR][kVecTile];
@@ -229,7 +239,7 @@ inline void accumulate_values(const float* p, const float* vb, size_t vstride, f
     for (size_t j = 0; j < nj; ++j) {
       V vv[kVecTile];
       #pragma GCC unroll 8
-      for (size_t b = 0; b < kVecTile; ++b) vv[b] = Ops::load(vb + j * vstride + d0 + b * W);
+      for (size_t b = 0; b < kVecTile; ++b) vv[b] = Ops::load_kv(vb + j * vstride + d0 + b * W);
       #pragma GCC unroll 8
       for (size_t x = 0; x < NR; ++x) {
         const V pj = Ops::set1(p[(r + x) * kKeyBlock + j]);
@@ -246,7 +256,7 @@ inline void accumulate_values(const float* p, const float* vb, size_t vstride, f
     #pragma GCC unroll 8
     for (size_t x = 0; x < NR; ++x) {
       V a = Ops::load(acc + (r + x) * hd + d0);
-      for (size_t j = 0; j < nj; ++j) a = Ops::fma(Ops::set1(p[(r + x) * kKeyBlock + j]), Ops::load(vb + j * vstride + d0), a);
+      for (size_t j = 0; j < nj; ++j) a = Ops::fma(Ops::set1(p[(r + x) * kKeyBlock + j]), Ops::load_kv(vb + j * vstride + d0), a);
       Ops::store(acc + (r + x) * hd + d0, a);
     }
   }
@@ -267,8 +277,8 @@ inline void score_rest(const float* qs, const float* kt, float* s, size_t hd, si
 
 // Likewise for the weighted sums of values; a tile's rows take the keys its last row sees
 // (the others' extra weights are 0).
-template <class Ops, size_t N>
-inline void accumulate_rest(const float* s, const float* vrows, size_t vstride, float* acc, size_t hd, size_t r,
+template <class Ops, size_t N, class SrcT>
+inline void accumulate_rest(const float* s, const SrcT* vrows, size_t vstride, float* acc, size_t hd, size_t r,
                             size_t R, size_t g, size_t pos0, size_t kb, size_t nk) {
   if constexpr (N > 0) {
     if (R - r >= N) {
@@ -310,25 +320,37 @@ uint64_t attention_tile(const AttentionTile& a) {
     l[r] = 0.0f;
   }
 
+  // Query rows that see no key of block kb (t with pos0 + t < kb) are left out: the rows are
+  // ordered by t, so they are the first ones.
+  auto r_first_of = [&](size_t kb) { return (kb > a.pos0 ? kb - a.pos0 : 0) * g; };
   uint64_t rows_read = 0;
   for (size_t kb = 0; kb < n_keys; kb += kKeyBlock) {
     const size_t nk = n_keys - kb < kKeyBlock ? n_keys - kb : kKeyBlock;
+    const size_t r_first = r_first_of(kb);
     // Each K and V row of the block is read here, once for all R query rows.
     Ops::transpose_block(k + kb * a.kv_stride, a.kv_stride, nk, hd, kt);
-    const float* vrows = vb;
-    size_t vstride = hd;
-    if constexpr (std::is_same_v<KvT, float>) {
-      vrows = v + kb * a.kv_stride;  // f32 rows are read in place
-      vstride = a.kv_stride;
-    } else {
+    // V: f32 rows are read in place. Other types are widened once into vb when several row
+    // tiles will read them; when all the rows are one tile (a decode step: one position's
+    // `group` heads), that tile widens them as it loads them, which saves writing and reading
+    // back vb (the widening is exact, so the sums are the same either way).
+    const bool v_direct = std::is_same_v<KvT, float> || R - r_first <= Ops::row_tile;
+    if (!v_direct)
       for (size_t j = 0; j < nk; ++j) Ops::to_f32(v + (kb + j) * a.kv_stride, vb + j * hd, hd);
+    // The next block's rows, requested now so that they arrive while this one is computed: a
+    // decode step reads them from memory, and each thread streams two row sets (K and V) with
+    // a stride the hardware prefetcher follows late.
+    if (kb + kKeyBlock < n_keys) {
+      const size_t next = n_keys - kb - kKeyBlock < kKeyBlock ? n_keys - kb - kKeyBlock : kKeyBlock;
+      for (size_t j = 0; j < next; ++j) {
+        const size_t row = (kb + kKeyBlock + j) * a.kv_stride;
+        for (size_t byte = 0; byte < hd * sizeof(KvT); byte += 64) {
+          __builtin_prefetch(reinterpret_cast<const char*>(k + row) + byte);
+          __builtin_prefetch(reinterpret_cast<const char*>(v + row) + byte);
+        }
+      }
     }
     rows_read += nk;
 
-    // Query rows that see no key of this block (t with pos0 + t < kb) are left out: the rows
-    // are ordered by t, so they are the first ones.
-    const size_t t_first = kb > a.pos0 ? kb - a.pos0 : 0;
-    const size_t r_first = t_first * g;
     size_t r = r_first;
     for (; r + Ops::row_tile <= R; r += Ops::row_tile) score_rows<Ops, Ops::row_tile>(qs, kt, s, hd, r);
     score_rest<Ops, Ops::row_tile - 1>(qs, kt, s, hd, r, R);
@@ -357,13 +379,20 @@ uint64_t attention_tile(const AttentionTile& a) {
         for (size_t d = 0; d < hd; d += W) Ops::store(acc + r * hd + d, Ops::mul(Ops::load(acc + r * hd + d), c));
       }
     }
-    r = r_first;
-    for (; r + Ops::row_tile <= R; r += Ops::row_tile) {
-      const size_t t_last = (r + Ops::row_tile - 1) / g;
-      const size_t nj = a.pos0 + t_last + 1 - kb < nk ? a.pos0 + t_last + 1 - kb : nk;
-      accumulate_values<Ops, Ops::row_tile>(s, vrows, vstride, acc, hd, r, nj);
+    auto accumulate = [&](const auto* vrows, size_t vstride) {
+      size_t r0 = r_first;
+      for (; r0 + Ops::row_tile <= R; r0 += Ops::row_tile) {
+        const size_t t_last = (r0 + Ops::row_tile - 1) / g;
+        const size_t nj = a.pos0 + t_last + 1 - kb < nk ? a.pos0 + t_last + 1 - kb : nk;
+        accumulate_values<Ops, Ops::row_tile>(s, vrows, vstride, acc, hd, r0, nj);
+      }
+      accumulate_rest<Ops, Ops::row_tile - 1>(s, vrows, vstride, acc, hd, r0, R, g, a.pos0, kb, nk);
+    };
+    if (v_direct) {
+      accumulate(v + kb * a.kv_stride, a.kv_stride);
+    } else {
+      accumulate(static_cast<const float*>(vb), hd);
     }
-    accumulate_rest<Ops, Ops::row_tile - 1>(s, vrows, vstride, acc, hd, r, R, g, a.pos0, kb, nk);
   }
 
   for (size_t t = 0; t < a.n_q; ++t)

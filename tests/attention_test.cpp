@@ -428,5 +428,37 @@ TEST(TiledAttention, CompactCacheTypesWithinTheirDerivedBound) {
   }
 }
 
+// A decode step's rows of one KV head are a single register tile on the AVX-512 tiers, which
+// widen the compact cache's V rows as they load them instead of into the scratch block; a
+// prefill chunk's many tiles read the widened block. Both are exact widenings feeding the same
+// chains, so the decode steps give bitwise what one call over all the queries gives, with
+// either compact type, and the kernels read each K/V row once per step: pos0 + t + 1 rows per
+// KV head for the step at position pos0 + t (the edges at 64 and 128 are inside).
+TEST(TiledAttention, CompactCacheDecodeStepsBitwiseAsOneCall) {
+  const Problem p({14, 2, 64}, 9, 120, 2.0f, 61);  // queries at positions 120..128
+  const size_t qd = 14 * 64;
+  for (DType type : {DType::BF16, DType::F16}) {
+    std::vector<uint16_t> k16(p.k.size()), v16(p.v.size());
+    for (size_t i = 0; i < p.k.size(); ++i) {
+      k16[i] = type == DType::BF16 ? f32_to_bf16(p.k[i]) : f32_to_f16(p.k[i]);
+      v16[i] = type == DType::BF16 ? f32_to_bf16(p.v[i]) : f32_to_f16(p.v[i]);
+    }
+    const KvView kv{k16.data(), v16.data(), type, p.kv_dim()};
+    for (Isa isa : supported_isas()) {
+      ThreadPool pool(2);
+      const Compute c{&pool, &kernels::table(isa)};
+      std::vector<float> whole(p.q.size(), -1.0f), steps(p.q.size(), -2.0f);
+      attention(c, p.shape, p.q.data(), kv, whole.data(), p.n, p.pos0);
+      for (size_t t = 0; t < p.n; ++t) {
+        AttentionWork work;
+        attention(c, p.shape, p.q.data() + t * qd, kv, steps.data() + t * qd, 1, p.pos0 + t, &work);
+        EXPECT_EQ(work.kv_rows_read, p.shape.n_kv_heads * (p.pos0 + t + 1)) << isa_name(isa) << " t=" << t;
+      }
+      EXPECT_EQ(0, std::memcmp(whole.data(), steps.data(), whole.size() * sizeof(float)))
+          << isa_name(isa) << " " << dtype_name(type);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nanoinfer
