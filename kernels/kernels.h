@@ -94,7 +94,7 @@ using MatmulRoundedFn = void (*)(const std::byte* w, const float* bias, const ui
 // every type that needs one.
 template <class Fn>
 struct ByType {
-  Fn f32 = nullptr, bf16 = nullptr, q8_0 = nullptr, q4_0 = nullptr, q4_k = nullptr, q6_k = nullptr;
+  Fn f32 = nullptr, bf16 = nullptr, q8_0 = nullptr, q4_0 = nullptr, q4_k = nullptr, q5_k = nullptr, q6_k = nullptr;
   constexpr Fn operator[](WeightType type) const {
     switch (type) {
       case WeightType::F32: return f32;
@@ -102,6 +102,7 @@ struct ByType {
       case WeightType::Q8_0: return q8_0;
       case WeightType::Q4_0: return q4_0;
       case WeightType::Q4_K: return q4_k;
+      case WeightType::Q5_K: return q5_k;
       case WeightType::Q6_K: return q6_k;
     }
     return nullptr;
@@ -211,7 +212,7 @@ const Kernels& table(Isa isa);
 const Kernels& table(Isa isa, const CpuFeatures& cpu);
 const Kernels& scalar_table();
 
-// The packed layout of Q8_0 / Q4_0 / Q4_K / Q6_K matrices (kernels/quant_blocks.h), rows in
+// The packed layout of Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K matrices (kernels/quant_blocks.h), rows in
 // groups of kPackRows. ISA-independent.
 inline constexpr size_t kPackRows = 16;
 // Rewrites every whole group of 16 rows of w ([rows] rows of weight_row_bytes(type, cols))
@@ -248,7 +249,7 @@ using RefitBlockSig = void(const float* w, const float* a, const int8_t* q, doub
 // states the exact accumulation rule every ISA reproduces bitwise).
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 // The K types' (kernels/scalar_quant_k.cpp, which states their rule).
-MatmulQuantizedSig matmul_quantized_q4_k, matmul_quantized_q6_k;
+MatmulQuantizedSig matmul_quantized_q4_k, matmul_quantized_q5_k, matmul_quantized_q6_k;
 // The activation side of those products: 32 floats -> 32 int8 (round half to even) and the
 // returned scale d = max|x| / 127, or d = 0 and all-zero q when that d is below FLT_MIN.
 float quantize_activation_block(const float* x, int8_t* q);
@@ -280,7 +281,7 @@ SiluMulSig silu_mul_f32;
 namespace avx2 {         // kernels/*_avx2.cpp
 MatmulSig matmul_f32, matmul_bf16;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-MatmulPackedSig matmul_packed_q4_k, matmul_packed_q6_k;
+MatmulPackedSig matmul_packed_q4_k, matmul_packed_q5_k, matmul_packed_q6_k;
 QuantizeActivationsSig quantize_activations;
 ScoreBlockSig score_block;
 RefitBlockSig refit_block;
@@ -292,7 +293,7 @@ SiluMulSig silu_mul_f32;
 }  // namespace avx2
 namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-MatmulPackedSig matmul_packed_q4_k, matmul_packed_q6_k;
+MatmulPackedSig matmul_packed_q4_k, matmul_packed_q5_k, matmul_packed_q6_k;
 }  // namespace avx2_vnni
 namespace avx512 {       // kernels/*_avx512.cpp
 MatmulSig matmul_f32, matmul_bf16;
@@ -304,7 +305,7 @@ SiluMulSig silu_mul_f32;
 }  // namespace avx512
 namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-MatmulPackedSig matmul_packed_q8_0, matmul_packed_q4_0, matmul_packed_q4_k, matmul_packed_q6_k;
+MatmulPackedSig matmul_packed_q8_0, matmul_packed_q4_0, matmul_packed_q4_k, matmul_packed_q5_k, matmul_packed_q6_k;
 }  // namespace avx512_vnni
 namespace avx512_bf16 {  // kernels/*_avx512_bf16.cpp
 MatmulSig matmul_bf16;

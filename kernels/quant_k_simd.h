@@ -1,4 +1,4 @@
-// Q4_K / Q6_K products over the packed layout (kernels/quant_blocks.h), written once against a
+// Q4_K / Q5_K / Q6_K products over the packed layout (kernels/quant_blocks.h), written once against a
 // vector policy of kernels/packed_driver.h: PackedZmm with vpdpbusd (quant_k_avx512_vnni.cpp:
 // the avx512-vnni and avx512-bf16 tiers), PackedYmm<true> with AVX-VNNI (quant_k_avx2_vnni.cpp)
 // and PackedYmm<false> with vpmaddubsw + vpmaddwd (quant_k_avx2.cpp: the avx2 and avx512 tiers).
@@ -12,7 +12,8 @@
 // (kernels/scalar_quant_k.cpp) on the lanes, in block order: bitwise the scalar product.
 //
 // Q4_K's quants are nibbles (unsigned, as vpdpbusd wants them) and its min term uses the
-// activation block's sum s[b]. Q6_K's are 6-bit unsigned q = value + 32: the kernel sums q * x
+// activation block's sum s[b]; Q5_K is Q4_K with a fifth bit per quant, taken from its qh words
+// (one 64-byte vector per word, read once per chunk from L1) and or-ed in as bit 4. Q6_K's are 6-bit unsigned q = value + 32: the kernel sums q * x
 // and subtracts 32 * (sum of the 16 activations of the sub-block), QuantizedActivations::s16,
 // which gives the reference's exact sum of (q - 32) * x.
 #pragma once
@@ -23,6 +24,7 @@ namespace nanoinfer::kernels {
 namespace {
 
 constexpr size_t kQ4kGroupBytes = kPackRows * sizeof(BlockQ4_K);
+constexpr size_t kQ5kGroupBytes = kPackRows * sizeof(BlockQ5_K);
 constexpr size_t kQ6kGroupBytes = kPackRows * sizeof(BlockQ6_K);
 
 // The activations of TG tokens from t0: xq[t] their quantized rows; d, s, s16 the per-block
@@ -41,16 +43,18 @@ struct KTokens {
   }
 };
 
-// acc[t] += slice `part`'s Q4_K products for token t over every super-block of the group at g.
-template <class P, size_t TG>
+// acc[t] += slice `part`'s Q4_K (kHigh: Q5_K) products for token t over every super-block of
+// the group at g.
+template <class P, size_t TG, bool kHigh = false>
 void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x, typename P::F* acc) {
   using V = typename P::V;
   using F = typename P::F;
   constexpr size_t L = P::lanes;
-  const V low = P::set8(0x0f);
+  constexpr size_t kGroupBytes = kHigh ? kQ5kGroupBytes : kQ4kGroupBytes;
+  const V low = P::set8(0x0f), five = P::set8(0x10);
   const __m128i m6 = _mm_set1_epi8(63), m4 = _mm_set1_epi8(0x0f), m2 = _mm_set1_epi8(0x30);
   for (size_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = g + sb * kQ4kGroupBytes;
+    const uint8_t* blk = g + sb * kGroupBytes;
     if (part == 0)
       for (size_t line = 0; line < 256; line += 64) prefetch(blk + line + kPrefetchAhead);
     const F d = P::f16(blk + 2 * L * part), dmin = P::f16(blk + 32 + 2 * L * part);
@@ -78,7 +82,16 @@ void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
       for (size_t k = 0; k < 8; ++k) {
         if (part == 0) prefetch(blk + 256 + 64 * (8 * c + k) + kPrefetchAhead);
         const V v = P::load(blk + 256 + 64 * (8 * c + k) + 4 * L * part);
-        const V wl = P::and_(v, low), wh = P::and_(P::template srl16<4>(v), low);
+        V wl = P::and_(v, low), wh = P::and_(P::template srl16<4>(v), low);
+        if constexpr (kHigh) {
+          const uint8_t* qh = blk + 2304 + 64 * k;
+          if (part == 0 && c == 0) prefetch(qh + kPrefetchAhead);
+          // Bits 2c and 2c + 1 of each byte to bit 4: 16-bit shifts carry no bit wanted
+          // across a byte.
+          const V h = P::srl16(P::load(qh + 4 * L * part), static_cast<int>(2 * c));
+          wl = P::or_(wl, P::and_(P::template sll16<4>(h), five));
+          wh = P::or_(wh, P::and_(P::template sll16<3>(h), five));
+        }
 #pragma GCC unroll 16
         for (size_t t = 0; t < TG; ++t) {
           ilo[t] = P::dot(ilo[t], wl, P::word(x.xq[t] + kQuantBlock * b_lo + 4 * k));
@@ -168,10 +181,13 @@ void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const
     constexpr size_t TG = decltype(tg)::value;
     const KTokens<TG> x(a, t0);
     if constexpr (kType == WeightType::Q4_K) q4_k_group<P, TG>(g, part, nsb, x, acc);
+    else if constexpr (kType == WeightType::Q5_K) q4_k_group<P, TG, true>(g, part, nsb, x, acc);
     else q6_k_group<P, TG>(g, part, nsb, x, acc);
   };
   const auto rest = [&](size_t begin, size_t end) {
-    const auto scalar = kType == WeightType::Q4_K ? matmul_quantized_q4_k : matmul_quantized_q6_k;
+    const auto scalar = kType == WeightType::Q4_K   ? matmul_quantized_q4_k
+                        : kType == WeightType::Q5_K ? matmul_quantized_q5_k
+                                                    : matmul_quantized_q6_k;
     scalar(w, bias, a, y, stride, begin, end);
   };
   packed_product<P>(w, row_bytes, w_rows, bias, a, y, stride, row_begin, row_end, group, rest);

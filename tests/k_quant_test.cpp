@@ -1,4 +1,4 @@
-// The K-quant weight types (Q4_K, Q6_K: super-blocks of 256, src/base/weight_blocks.h): exact
+// The K-quant weight types (Q4_K, Q5_K, Q6_K: super-blocks of 256, src/base/weight_blocks.h): exact
 // dequantization against a decoder written here from the format, the round-to-nearest
 // reference quantizer's bound, the packed layout, the products of every ISA (packed and not)
 // bitwise equal to the scalar reference for any row split and batch, and within a derived
@@ -48,10 +48,14 @@ struct Decoded {
 
 Decoded decode(WeightType t, const uint8_t* blk) {
   Decoded out{};
-  if (t == WeightType::Q4_K) {
+  if (t == WeightType::Q4_K || t == WeightType::Q5_K) {
+    // Q5_K: Q4_K with 32 bytes qh after the scales; bit j of qh[l] is bit 4 of element l of
+    // sub-block j.
+    const bool five = t == WeightType::Q5_K;
     const double d = half_value(u16_at(blk)), dmin = half_value(u16_at(blk + 2));
     const uint8_t* sc = blk + 4;
-    const uint8_t* qs = blk + 16;
+    const uint8_t* qh = blk + 16;
+    const uint8_t* qs = blk + (five ? 48 : 16);
     for (int j = 0; j < 8; ++j) {
       // 6-bit scale and min: sub-blocks 0-3 in bytes 0-7's low bits; 4-7 split over bytes 8-11
       // (low 4 bits) and the top two bits of bytes 0-7.
@@ -60,7 +64,7 @@ Decoded decode(WeightType t, const uint8_t* blk) {
       for (int l = 0; l < 32; ++l) {
         const uint8_t byte = qs[32 * (j / 2) + l];
         const int e = 32 * j + l;
-        out.quant[e] = j % 2 == 0 ? byte % 16 : byte / 16;
+        out.quant[e] = (j % 2 == 0 ? byte % 16 : byte / 16) + (five ? 16 * ((qh[l] >> j) % 2) : 0);
         out.scale[e] = d * s;
         out.offset[e] = dmin * m;
       }
@@ -93,7 +97,7 @@ std::vector<std::byte> random_k_rows(WeightType t, size_t rows, size_t cols, uin
   for (size_t i = 0; i < n; ++i) {
     std::byte* blk = out.data() + i * bb;
     const uint16_t d = scales[rng() % std::size(scales)], dmin = scales[rng() % std::size(scales)];
-    if (t == WeightType::Q4_K) {
+    if (t != WeightType::Q6_K) {
       std::memcpy(blk, &d, 2);
       std::memcpy(blk + 2, &dmin, 2);
     } else {
@@ -110,7 +114,7 @@ std::vector<float> dequantized(WeightType t, const std::vector<std::byte>& rows,
 }
 
 TEST(KQuantBlocks, DequantizationEqualsTheFormatDecodedIndependently) {
-  ASSERT_EQ(test::k_quant_types().size(), 2u);
+  ASSERT_EQ(test::k_quant_types().size(), 3u);
   for (WeightType t : test::k_quant_types()) {
     const size_t n = 16 * kSuperBlock, bb = weight_type_info(t).block_bytes;
     const std::vector<std::byte> rows = random_k_rows(t, 1, n, 3);
@@ -131,7 +135,7 @@ TEST(KQuantBlocks, DequantizationEqualsTheFormatDecodedIndependently) {
 TEST(KQuantBlocks, NonFiniteScalesAreFoundAndWeightsRefused) {
   for (WeightType t : test::k_quant_types()) {
     const size_t bb = weight_type_info(t).block_bytes;
-    for (size_t at : t == WeightType::Q4_K ? std::vector<size_t>{0, 2} : std::vector<size_t>{208}) {
+    for (size_t at : t != WeightType::Q6_K ? std::vector<size_t>{0, 2} : std::vector<size_t>{208}) {
       std::vector<std::byte> rows = random_k_rows(t, 1, 2 * kSuperBlock, 4);
       const uint16_t inf = 0x7c00;
       std::memcpy(rows.data() + bb + at, &inf, 2);
@@ -149,7 +153,8 @@ TEST(KQuantBlocks, NonFiniteScalesAreFoundAndWeightsRefused) {
 // The round-to-nearest quantizer (src/base/weight_blocks_k.cpp). Q4_K: the 6-bit sub-block
 // scale and min are within half a step (d / 2, dmin / 2) of the range's step and offset, so
 // an element is off by at most ds / 2 when not clamped, and a clamp costs at most the offset's
-// error plus 15 scale errors: |x - back| <= ds / 2 + dmin / 2 + 7.5 d. Q6_K: the extreme maps
+// error plus 15 scale errors: |x - back| <= ds / 2 + dmin / 2 + 7.5 d (Q5_K: 31 levels,
+// 15.5 d). Q6_K: the extreme maps
 // to -32 and a value of the other sign reaching +32 clamps to 31, so |x - back| <= |ds| + 16 d
 // (32 scale errors of d / 2 at the extreme). A relative 1e-5 covers the f32 steps inside.
 TEST(KQuantBlocks, RoundToNearestQuantizerStaysWithinItsBound) {
@@ -164,11 +169,13 @@ TEST(KQuantBlocks, RoundToNearestQuantizerStaysWithinItsBound) {
       for (size_t sb = 0; sb < 4; ++sb) {
         const auto* blk = reinterpret_cast<const uint8_t*>(row.data() + sb * bb);
         const Decoded dec = decode(t, blk);
-        const double d = std::abs(half_value(u16_at(t == WeightType::Q4_K ? blk : blk + 208)));
-        const double dmin = t == WeightType::Q4_K ? std::abs(half_value(u16_at(blk + 2))) : 0.0;
+        const bool k_min = t != WeightType::Q6_K;
+        const double d = std::abs(half_value(u16_at(k_min ? blk : blk + 208)));
+        const double dmin = k_min ? std::abs(half_value(u16_at(blk + 2))) : 0.0;
+        const double levels = t == WeightType::Q5_K ? 31 : 15;
         for (size_t e = 0; e < kSuperBlock; ++e) {
           const double ds = std::abs(dec.scale[e]);
-          const double bound = t == WeightType::Q4_K ? ds / 2 + dmin / 2 + 7.5 * d : ds + 16 * d;
+          const double bound = k_min ? ds / 2 + dmin / 2 + levels / 2 * d : ds + 16 * d;
           const double xe = x[sb * kSuperBlock + e];
           ASSERT_LE(std::abs(xe - back[sb * kSuperBlock + e]), bound * (1 + 1e-5) + 1e-12)
               << weight_type_name(t) << " seed " << seed << " element " << sb * kSuperBlock + e;
@@ -212,7 +219,7 @@ TEST(KQuantPacked, EveryRowUnpacksToItselfAndAPartialGroupIsUntouched) {
     }
     // The layout's first bytes as kernels/quant_blocks.h states them: the 16 rows' d.
     for (size_t j = 0; j < kPackRows; ++j) {
-      const size_t d_at = t == WeightType::Q4_K ? 0 : 208;
+      const size_t d_at = t != WeightType::Q6_K ? 0 : 208;
       EXPECT_EQ(std::memcmp(packed.data() + 2 * j, raw.data() + j * rb + d_at, 2), 0) << weight_type_name(t) << " row " << j;
     }
   }
@@ -290,13 +297,13 @@ TEST(KQuantMatmul, EveryIsaPackedOrNotIsBitwiseTheScalarReferenceForAnySplitAndB
       }
     }
   }
-  EXPECT_GE(compared, 2 * 3 * supported_isas().size());
+  EXPECT_GE(compared, 3 * 3 * supported_isas().size());
 }
 
-// Against float64: the scalar product computes, per activation block b, Q4_K
+// Against float64: the scalar product computes, per activation block b, Q4_K / Q5_K
 // dx (ds isum - dm s) and Q6_K (d dx) I with at most 3 roundings each (relative u each), then
 // sums the nb terms in order (at most nb - 1 more roundings of partial sums); with
-// m_b = |dx| (|ds| sum |q x| + |dm| sum |x|) (Q4_K) or |d dx| sum |sc (q - 32) x| (Q6_K), the
+// m_b = |dx| (|ds| sum |q x| + |dm| sum |x|) (Q4_K, Q5_K) or |d dx| sum |sc (q - 32) x| (Q6_K), the
 // error is below (nb + 3) u sum_b m_b, to first order; (nb + 4) leaves room for the second.
 TEST(KQuantMatmul, ScalarReferenceIsWithinItsDerivedBoundOfFloat64) {
   for (WeightType t : test::k_quant_types()) {

@@ -46,6 +46,7 @@ uint8_t held_byte(WeightType t, uint8_t q) {
     case WeightType::Q8_0: return static_cast<uint8_t>(q ^ 0x80u);
     case WeightType::Q4_0: return q;
     case WeightType::Q4_K:
+    case WeightType::Q5_K:
     case WeightType::Q6_K:  // tests/k_quant_test.cpp
     case WeightType::F32:
     case WeightType::BF16: break;

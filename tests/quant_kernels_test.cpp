@@ -53,6 +53,7 @@ int quant_value(WeightType t, const std::vector<std::byte>& row, size_t b, size_
     case WeightType::Q8_0: return static_cast<int8_t>(blk[i]);
     case WeightType::Q4_0: return (i < 16 ? blk[i] & 0x0f : blk[i % 16] >> 4) - 8;
     case WeightType::Q4_K:
+    case WeightType::Q5_K:
     case WeightType::Q6_K:  // tests/k_quant_test.cpp
     case WeightType::F32:
     case WeightType::BF16: break;
@@ -126,6 +127,7 @@ void expect_round_trip(WeightType t, const std::vector<float>& x, const std::str
         break;
       }
       case WeightType::Q4_K:
+      case WeightType::Q5_K:
       case WeightType::Q6_K:
       case WeightType::F32:
       case WeightType::BF16: FAIL() << weight_type_name(t) << " has no 32-blocks";

@@ -152,7 +152,7 @@ TEST(WeightTypeTable, EveryKernelTableHasAnEntryForEveryType) {
     EXPECT_NE(k->exp_f32, nullptr) << isa;
     const bool simd = k->isa != Isa::Scalar, vnni512 = k->isa == Isa::Avx512Vnni || k->isa == Isa::Avx512Bf16;
     for (const WeightTypeInfo& t : all_weight_types()) {
-      const bool k_type = t.type == WeightType::Q4_K || t.type == WeightType::Q6_K;
+      const bool k_type = t.block_elems == kSuperBlock;
       EXPECT_EQ(k->matmul_for(t.type) != nullptr, !t.quantized) << isa << " " << name(t);
       EXPECT_EQ(k->matmul_quantized_for(t.type) != nullptr, t.quantized) << isa << " " << name(t);
       EXPECT_EQ(k->matmul_packed_for(t.type) != nullptr, t.quantized && (k_type ? simd : vnni512))

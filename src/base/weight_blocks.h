@@ -11,8 +11,8 @@
 //                  byte j holds element j in its low nibble and element j + 16 in its high one;
 //                  w[i] = d * (nibble[i] - 8)
 //
-// and the two K-quant types llama.cpp's Q4_K_M / Q6_K files are made of, byte-for-byte GGUF's
-// super-blocks of 256 weights (layouts below, BlockQ4_K and BlockQ6_K).
+// and the three K-quant types llama.cpp's Q4_K_M / Q5_K_M / Q6_K files are made of, byte-for-byte
+// GGUF's super-blocks of 256 weights (layouts below, BlockQ4_K, BlockQ5_K and BlockQ6_K).
 //
 // A row of `cols` weights is cols / 32 consecutive blocks (cols / 256 for the K types). The scale is stored as raw f16
 // bits; packed structs keep the 2-byte alignment GGUF's layout implies (rows are not padded),
@@ -54,6 +54,17 @@ struct BlockQ4_K {
   uint8_t scales[12];
   uint8_t qs[kSuperBlock / 2];
 };
+// Q5_K ("q5_k"): 256 weights in 176 bytes, Q4_K with a fifth bit per weight: d, dmin and the
+// scales as Q4_K's, then qh[32] and the low 4 bits in qs as Q4_K's nibbles. Element l of
+// sub-block j (l < 32) is q = nibble | (bit j of qh[l]) << 4, unsigned 5-bit; weight =
+// (d * sc[j]) * q - (dmin * m[j]).
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kSuperBlock / 8];
+  uint8_t qs[kSuperBlock / 2];
+};
 // Q6_K ("q6_k"): 256 weights in 210 bytes, 16 sub-blocks of 16 with signed 8-bit scales;
 // weight = (d * sc) * (q - 32), q unsigned 6-bit. Two halves of 128 elements; half h uses
 // ql[64h..], qh[32h..]. Within a half, for l in [0, 32):
@@ -69,6 +80,7 @@ struct BlockQ6_K {
   uint16_t d;
 };
 static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block. Bytes 0-3 hold the
@@ -132,6 +144,10 @@ void pack_block_q4_0(const ScaledBlock& in, std::byte* block);
 void dequantize_row_q4_k(const std::byte* row, float* out, size_t cols);
 void quantize_row_q4_k(const float* in, std::byte* row, size_t cols);
 bool finite_row_q4_k(const std::byte* row, size_t cols);
+
+void dequantize_row_q5_k(const std::byte* row, float* out, size_t cols);
+void quantize_row_q5_k(const float* in, std::byte* row, size_t cols);
+bool finite_row_q5_k(const std::byte* row, size_t cols);
 
 void dequantize_row_q6_k(const std::byte* row, float* out, size_t cols);
 void quantize_row_q6_k(const float* in, std::byte* row, size_t cols);

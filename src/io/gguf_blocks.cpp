@@ -13,12 +13,11 @@ namespace nanoinfer {
 namespace {
 
 // The file-only types; the weight types' rows come from the weight-type table.
-constexpr std::array<GgmlTypeInfo, 5> kFileTypes{{
+constexpr std::array<GgmlTypeInfo, 4> kFileTypes{{
     {GgmlType::F16, "F16", 1, 2},
     {GgmlType::Q4_1, "Q4_1", kQK, sizeof(BlockQ4_1)},
     {GgmlType::Q5_0, "Q5_0", kQK, sizeof(BlockQ5_0)},
     {GgmlType::Q5_1, "Q5_1", kQK, sizeof(BlockQ5_1)},
-    {GgmlType::Q5_K, "Q5_K", kQK_K, sizeof(BlockQ5_K)},
 }};
 
 // Every id ggml has assigned, indexed by id; "" marks ids that were retired.
@@ -128,30 +127,6 @@ void dequantize_row_q5_1(const std::byte* src, float* dst, size_t n) {
   }
 }
 
-void dequantize_row_q5_K(const std::byte* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n / kQK_K; ++i) {
-    const auto b = load_block<BlockQ5_K>(src, i);
-    const float d = f16_to_f32(b.d);
-    const float dmin = f16_to_f32(b.dmin);
-    float* y = dst + i * kQK_K;
-    for (int c = 0; c < 4; ++c) {
-      const uint8_t* q = b.qs + 32 * c;
-      const ScaleMin lo = k_scale_min(b.scales, 2 * c);
-      const ScaleMin hi = k_scale_min(b.scales, 2 * c + 1);
-      const float d_lo = d * static_cast<float>(lo.scale), m_lo = dmin * static_cast<float>(lo.min);
-      const float d_hi = d * static_cast<float>(hi.scale), m_hi = dmin * static_cast<float>(hi.min);
-      for (int l = 0; l < 32; ++l) {
-        const int v = (q[l] & 0x0F) | ((b.qh[l] >> (2 * c)) & 1) << 4;
-        y[64 * c + l] = d_lo * static_cast<float>(v) - m_lo;
-      }
-      for (int l = 0; l < 32; ++l) {
-        const int v = (q[l] >> 4) | ((b.qh[l] >> (2 * c + 1)) & 1) << 4;
-        y[64 * c + 32 + l] = d_hi * static_cast<float>(v) - m_hi;
-      }
-    }
-  }
-}
-
 void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
   (void)ggml_row_bytes(type, n);  // rejects partial blocks
   if (const std::optional<WeightType> w = weight_type_from_gguf(static_cast<uint32_t>(type)))
@@ -162,6 +137,7 @@ void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K:
       break;  // weight types, above
     case GgmlType::F16:
@@ -172,8 +148,6 @@ void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
       return dequantize_row_q5_0(src, dst, n);
     case GgmlType::Q5_1:
       return dequantize_row_q5_1(src, dst, n);
-    case GgmlType::Q5_K:
-      return dequantize_row_q5_K(src, dst, n);
   }
   fail("ggml type id {} is not supported", static_cast<uint32_t>(type));
 }
