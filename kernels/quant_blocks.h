@@ -39,5 +39,11 @@ namespace nanoinfer::kernels {
 //
 // so one 512-bit load again holds one word of each of 16 rows, and the per-row scales of a
 // sub-block are one 16-byte load.
+//
+// Q4_1, Q5_0, Q5_1 (kernels/scalar_quant_file.cpp) per block of 32, 16 x block_bytes bytes:
+// d[16] f16 (32 bytes), m[16] f16 (32; Q4_1, Q5_1), then word k = 0..3, 64 bytes: row r's
+// qs[4k .. 4k + 3] at 4r (low nibbles: elements 4k.., high: 16 + 4k..), then (Q5_0, Q5_1) 64
+// bytes of fifth bits, row r's 4 at 4r, rearranged so that the kernel takes them as Q5_K's:
+// byte j holds, for word k, element 4k + j's bit at bit 2k and element 16 + 4k + j's at 2k + 1.
 
 }  // namespace nanoinfer::kernels

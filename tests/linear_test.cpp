@@ -195,7 +195,8 @@ TEST(Linear, QuantizedIsBitwiseTheReferenceAtEveryIsaThreadCountAndBatch) {
       }
     }
   }
-  EXPECT_EQ(fitting, 2 * 5 + 3 * 2);  // int8 and int4 in every case, q4_k, q5_k and q6_k in two
+  // The 32-block types (int8, int4, q4_1, q5_0, q5_1) in every case, q4_k, q5_k and q6_k in two.
+  EXPECT_EQ(fitting, 5 * 5 + 3 * 2);
   EXPECT_EQ(compared, static_cast<int>(fitting * 2 * supported_isas().size() * 3));
 }
 

@@ -36,9 +36,43 @@ struct BlockQ4_0 {
   uint16_t d;  // f16 scale
   uint8_t qs[kQuantBlock / 2];
 };
+// The other 32-blocks of llama.cpp's files. The 4 low bits of each quant are nibbles as in
+// Q4_0 (byte j: element j low, j + 16 high); Q5's bit 4 of element i is bit i of qh, read as
+// a little-endian 32-bit value.
+//   Q4_1 ("q4_1"): 20 bytes; w[i] = d * q[i] + m, q unsigned 4-bit
+//   Q5_0 ("q5_0"): 22 bytes; w[i] = d * (q[i] - 16), q unsigned 5-bit
+//   Q5_1 ("q5_1"): 24 bytes; w[i] = d * q[i] + m, q unsigned 5-bit
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQuantBlock / 2];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQuantBlock / 2];
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQuantBlock / 2];
+};
 #pragma pack(pop)
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// Quant i (0..31) of a Q4_1 / Q5_0 / Q5_1 block, unsigned: its nibble, and for the Q5 types
+// bit i of qh as bit 4.
+template <class Block>
+int block_quant(const Block& b, size_t i) {
+  const int low = i < 16 ? b.qs[i] & 0x0F : b.qs[i - 16] >> 4;
+  if constexpr (requires { b.qh; }) return low | ((b.qh[i / 8] >> (i % 8)) & 1) << 4;
+  else return low;
+}
 
 // ---- the K-quants: super-blocks of 256 weights -----------------------------------------------
 inline constexpr size_t kSuperBlock = 256;
@@ -136,6 +170,21 @@ void quantize_row_q4_0(const float* in, std::byte* row, size_t cols);
 bool finite_row_q4_0(const std::byte* row, size_t cols);
 void unpack_block_q4_0(const std::byte* block, ScaledBlock& out);
 void pack_block_q4_0(const ScaledBlock& in, std::byte* block);
+
+// Q4_1, Q5_0, Q5_1 have no ScaledBlock codec either (a min; quants the search does not make):
+// plain round-to-nearest references (Q4_1 / Q5_1: the block's range; Q5_0: as Q4_0, the
+// extreme mapped to -16).
+void dequantize_row_q4_1(const std::byte* row, float* out, size_t cols);
+void quantize_row_q4_1(const float* in, std::byte* row, size_t cols);
+bool finite_row_q4_1(const std::byte* row, size_t cols);
+
+void dequantize_row_q5_0(const std::byte* row, float* out, size_t cols);
+void quantize_row_q5_0(const float* in, std::byte* row, size_t cols);
+bool finite_row_q5_0(const std::byte* row, size_t cols);
+
+void dequantize_row_q5_1(const std::byte* row, float* out, size_t cols);
+void quantize_row_q5_1(const float* in, std::byte* row, size_t cols);
+bool finite_row_q5_1(const std::byte* row, size_t cols);
 
 // The K types (src/base/weight_blocks_k.cpp) have no ScaledBlock codec (a super-block has
 // sub-block scales, and Q4_K mins): their rows carry no unpack / pack, and the quantizer's
