@@ -251,7 +251,9 @@ constexpr MatmulQuantizedFn scalar_product() {
 template <class P, WeightType kType>
 void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& a, float* y,
                      size_t stride, size_t row_begin, size_t row_end) {
-  static_assert(scalar_product<kType>() != nullptr, "a type with its own packed kernels here");
+  static_assert(kType == WeightType::Q4_1 || kType == WeightType::Q5_0 || kType == WeightType::Q5_1 ||
+                    kType == WeightType::Q4_K || kType == WeightType::Q5_K || kType == WeightType::Q6_K,
+                "int8 / int4 have their own packed kernels (quant_avx512_vnni.cpp)");
   const WeightTypeInfo& info = weight_type_info(kType);
   const size_t nsb = a.cols / info.block_elems, row_bytes = nsb * info.block_bytes;
   const auto group = [&](auto tg, const uint8_t* g, size_t part, size_t t0, typename P::F* acc) {
