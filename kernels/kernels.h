@@ -94,14 +94,19 @@ using MatmulRoundedFn = void (*)(const std::byte* w, const float* bias, const ui
 // every type that needs one.
 template <class Fn>
 struct ByType {
-  Fn f32 = nullptr, bf16 = nullptr, q8_0 = nullptr, q4_0 = nullptr, q4_k = nullptr, q6_k = nullptr;
+  Fn f32 = nullptr, bf16 = nullptr, q8_0 = nullptr, q4_0 = nullptr, q4_1 = nullptr, q5_0 = nullptr, q5_1 = nullptr,
+     q4_k = nullptr, q5_k = nullptr, q6_k = nullptr;
   constexpr Fn operator[](WeightType type) const {
     switch (type) {
       case WeightType::F32: return f32;
       case WeightType::BF16: return bf16;
       case WeightType::Q8_0: return q8_0;
       case WeightType::Q4_0: return q4_0;
+      case WeightType::Q4_1: return q4_1;
+      case WeightType::Q5_0: return q5_0;
+      case WeightType::Q5_1: return q5_1;
       case WeightType::Q4_K: return q4_k;
+      case WeightType::Q5_K: return q5_k;
       case WeightType::Q6_K: return q6_k;
     }
     return nullptr;
@@ -211,7 +216,7 @@ const Kernels& table(Isa isa);
 const Kernels& table(Isa isa, const CpuFeatures& cpu);
 const Kernels& scalar_table();
 
-// The packed layout of Q8_0 / Q4_0 / Q4_K / Q6_K matrices (kernels/quant_blocks.h), rows in
+// The packed layout of the quantized types' matrices (kernels/quant_blocks.h), rows in
 // groups of kPackRows. ISA-independent.
 inline constexpr size_t kPackRows = 16;
 // Rewrites every whole group of 16 rows of w ([rows] rows of weight_row_bytes(type, cols))
@@ -221,10 +226,14 @@ void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols);
 // last group, else the row unpacked into `scratch` (weight_row_bytes(type, cols) bytes).
 const std::byte* packed_row(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
                             std::byte* scratch);
-// The K types' halves of those two (kernels/scalar_quant_k.cpp).
+// The K types' halves of those two (kernels/scalar_quant_k.cpp), and Q4_1 / Q5_0 / Q5_1's
+// (kernels/scalar_quant_file.cpp).
 void pack_quantized_k(WeightType type, std::byte* w, size_t rows, size_t cols);
 const std::byte* packed_row_k(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
                               std::byte* scratch);
+void pack_quantized_file(WeightType type, std::byte* w, size_t rows, size_t cols);
+const std::byte* packed_row_file(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
+                                 std::byte* scratch);
 
 // The signatures, to declare the kernels each tier defines (a function type, not a pointer).
 using MatmulSig = void(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
@@ -248,7 +257,9 @@ using RefitBlockSig = void(const float* w, const float* a, const int8_t* q, doub
 // states the exact accumulation rule every ISA reproduces bitwise).
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
 // The K types' (kernels/scalar_quant_k.cpp, which states their rule).
-MatmulQuantizedSig matmul_quantized_q4_k, matmul_quantized_q6_k;
+MatmulQuantizedSig matmul_quantized_q4_k, matmul_quantized_q5_k, matmul_quantized_q6_k;
+// Q4_1, Q5_0, Q5_1's (kernels/scalar_quant_file.cpp, likewise).
+MatmulQuantizedSig matmul_quantized_q4_1, matmul_quantized_q5_0, matmul_quantized_q5_1;
 // The activation side of those products: 32 floats -> 32 int8 (round half to even) and the
 // returned scale d = max|x| / 127, or d = 0 and all-zero q when that d is below FLT_MIN.
 float quantize_activation_block(const float* x, int8_t* q);
@@ -280,7 +291,8 @@ SiluMulSig silu_mul_f32;
 namespace avx2 {         // kernels/*_avx2.cpp
 MatmulSig matmul_f32, matmul_bf16;
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-MatmulPackedSig matmul_packed_q4_k, matmul_packed_q6_k;
+MatmulPackedSig matmul_packed_q4_1, matmul_packed_q5_0, matmul_packed_q5_1, matmul_packed_q4_k, matmul_packed_q5_k,
+    matmul_packed_q6_k;
 QuantizeActivationsSig quantize_activations;
 ScoreBlockSig score_block;
 RefitBlockSig refit_block;
@@ -292,7 +304,8 @@ SiluMulSig silu_mul_f32;
 }  // namespace avx2
 namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-MatmulPackedSig matmul_packed_q4_k, matmul_packed_q6_k;
+MatmulPackedSig matmul_packed_q4_1, matmul_packed_q5_0, matmul_packed_q5_1, matmul_packed_q4_k, matmul_packed_q5_k,
+    matmul_packed_q6_k;
 }  // namespace avx2_vnni
 namespace avx512 {       // kernels/*_avx512.cpp
 MatmulSig matmul_f32, matmul_bf16;
@@ -304,7 +317,8 @@ SiluMulSig silu_mul_f32;
 }  // namespace avx512
 namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
 MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-MatmulPackedSig matmul_packed_q8_0, matmul_packed_q4_0, matmul_packed_q4_k, matmul_packed_q6_k;
+MatmulPackedSig matmul_packed_q8_0, matmul_packed_q4_0, matmul_packed_q4_1, matmul_packed_q5_0, matmul_packed_q5_1,
+    matmul_packed_q4_k, matmul_packed_q5_k, matmul_packed_q6_k;
 }  // namespace avx512_vnni
 namespace avx512_bf16 {  // kernels/*_avx512_bf16.cpp
 MatmulSig matmul_bf16;

@@ -48,6 +48,7 @@ struct PackedZmm {
   static V srl16(V a) { return _mm512_srli_epi16(a, n); }
   template <int n>
   static V sll16(V a) { return _mm512_slli_epi16(a, n); }
+  static V srl16(V a, int n) { return _mm512_srl_epi16(a, _mm_cvtsi32_si128(n)); }
   static V add(V a, V b) { return _mm512_add_epi32(a, b); }
   static V sub(V a, V b) { return _mm512_sub_epi32(a, b); }
   static V mullo(V a, V b) { return _mm512_mullo_epi32(a, b); }
@@ -95,6 +96,7 @@ struct PackedYmm {
   static V srl16(V a) { return _mm256_srli_epi16(a, n); }
   template <int n>
   static V sll16(V a) { return _mm256_slli_epi16(a, n); }
+  static V srl16(V a, int n) { return _mm256_srl_epi16(a, _mm_cvtsi32_si128(n)); }
   static V add(V a, V b) { return _mm256_add_epi32(a, b); }
   static V sub(V a, V b) { return _mm256_sub_epi32(a, b); }
   static V mullo(V a, V b) { return _mm256_mullo_epi32(a, b); }

@@ -31,11 +31,19 @@ namespace nanoinfer::kernels {
 //     planes of 16 rows (byte p of row r at 64 + 16p + r; 192 bytes), then for chunk c = 0..3
 //     and word k = 0..7, 64 bytes: row r's qs[32c + 4k .. 32c + 4k + 3] at 4r (low nibbles:
 //     elements 4k.. of sub-block 2c, high nibbles: of sub-block 2c + 1)
+//   Q5_K (2816 bytes): Q4_K's 2304 bytes, then for word k = 0..7, 64 bytes: row r's
+//     qh[4k .. 4k + 3] at 4r (bit j of qh[l]: the fifth bit of element l of sub-block j)
 //   Q6_K (3360 bytes): d[16] f16 (32 bytes), the 16 scales as 16 planes of 16 rows (256 bytes),
 //     then for half h = 0..1 and word k = 0..7 three 64-byte vectors: row r's ql[64h + 4k ..],
 //     ql[64h + 32 + 4k ..] and qh[32h + 4k ..] words at 4r
 //
 // so one 512-bit load again holds one word of each of 16 rows, and the per-row scales of a
 // sub-block are one 16-byte load.
+//
+// Q4_1, Q5_0, Q5_1 (kernels/scalar_quant_file.cpp) per block of 32, 16 x block_bytes bytes:
+// d[16] f16 (32 bytes), m[16] f16 (32; Q4_1, Q5_1), then word k = 0..3, 64 bytes: row r's
+// qs[4k .. 4k + 3] at 4r (low nibbles: elements 4k.., high: 16 + 4k..), then (Q5_0, Q5_1) 64
+// bytes of fifth bits, row r's 4 at 4r, rearranged so that the kernel takes them as Q5_K's:
+// byte j holds, for word k, element 4k + j's bit at bit 2k and element 16 + 4k + j's at 2k + 1.
 
 }  // namespace nanoinfer::kernels

@@ -1,4 +1,4 @@
-// Q4_K / Q6_K packed products for the avx512-vnni tier (and avx512-bf16, which shares them):
+// Q4_K / Q5_K / Q6_K and Q4_1 / Q5_0 / Q5_1 packed products for the avx512-vnni tier (and avx512-bf16, which shares them):
 // the kernels of kernels/quant_k_simd.h on 16 lanes (a whole 16-row group per vector) with
 // vpdpbusd.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -9,9 +9,29 @@
 
 namespace nanoinfer::kernels::avx512_vnni {
 
+void matmul_packed_q4_1(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x, float* y,
+                        size_t stride, size_t row_begin, size_t row_end) {
+  matmul_packed_k<PackedZmm, WeightType::Q4_1>(w, w_rows, bias, x, y, stride, row_begin, row_end);
+}
+
+void matmul_packed_q5_0(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x, float* y,
+                        size_t stride, size_t row_begin, size_t row_end) {
+  matmul_packed_k<PackedZmm, WeightType::Q5_0>(w, w_rows, bias, x, y, stride, row_begin, row_end);
+}
+
+void matmul_packed_q5_1(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x, float* y,
+                        size_t stride, size_t row_begin, size_t row_end) {
+  matmul_packed_k<PackedZmm, WeightType::Q5_1>(w, w_rows, bias, x, y, stride, row_begin, row_end);
+}
+
 void matmul_packed_q4_k(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x, float* y,
                         size_t stride, size_t row_begin, size_t row_end) {
   matmul_packed_k<PackedZmm, WeightType::Q4_K>(w, w_rows, bias, x, y, stride, row_begin, row_end);
+}
+
+void matmul_packed_q5_k(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x, float* y,
+                        size_t stride, size_t row_begin, size_t row_end) {
+  matmul_packed_k<PackedZmm, WeightType::Q5_K>(w, w_rows, bias, x, y, stride, row_begin, row_end);
 }
 
 void matmul_packed_q6_k(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x, float* y,

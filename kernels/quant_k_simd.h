@@ -1,4 +1,4 @@
-// Q4_K / Q6_K products over the packed layout (kernels/quant_blocks.h), written once against a
+// Q4_K / Q5_K / Q6_K and Q4_1 / Q5_0 / Q5_1 products over the packed layout (kernels/quant_blocks.h), written once against a
 // vector policy of kernels/packed_driver.h: PackedZmm with vpdpbusd (quant_k_avx512_vnni.cpp:
 // the avx512-vnni and avx512-bf16 tiers), PackedYmm<true> with AVX-VNNI (quant_k_avx2_vnni.cpp)
 // and PackedYmm<false> with vpmaddubsw + vpmaddwd (quant_k_avx2.cpp: the avx2 and avx512 tiers).
@@ -12,7 +12,8 @@
 // (kernels/scalar_quant_k.cpp) on the lanes, in block order: bitwise the scalar product.
 //
 // Q4_K's quants are nibbles (unsigned, as vpdpbusd wants them) and its min term uses the
-// activation block's sum s[b]. Q6_K's are 6-bit unsigned q = value + 32: the kernel sums q * x
+// activation block's sum s[b]; Q5_K is Q4_K with a fifth bit per quant, taken from its qh words
+// (one 64-byte vector per word, read once per chunk from L1) and or-ed in as bit 4. Q6_K's are 6-bit unsigned q = value + 32: the kernel sums q * x
 // and subtracts 32 * (sum of the 16 activations of the sub-block), QuantizedActivations::s16,
 // which gives the reference's exact sum of (q - 32) * x.
 #pragma once
@@ -23,6 +24,7 @@ namespace nanoinfer::kernels {
 namespace {
 
 constexpr size_t kQ4kGroupBytes = kPackRows * sizeof(BlockQ4_K);
+constexpr size_t kQ5kGroupBytes = kPackRows * sizeof(BlockQ5_K);
 constexpr size_t kQ6kGroupBytes = kPackRows * sizeof(BlockQ6_K);
 
 // The activations of TG tokens from t0: xq[t] their quantized rows; d, s, s16 the per-block
@@ -41,16 +43,18 @@ struct KTokens {
   }
 };
 
-// acc[t] += slice `part`'s Q4_K products for token t over every super-block of the group at g.
-template <class P, size_t TG>
+// acc[t] += slice `part`'s Q4_K (kHigh: Q5_K) products for token t over every super-block of
+// the group at g.
+template <class P, size_t TG, bool kHigh = false>
 void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x, typename P::F* acc) {
   using V = typename P::V;
   using F = typename P::F;
   constexpr size_t L = P::lanes;
-  const V low = P::set8(0x0f);
+  constexpr size_t kGroupBytes = kHigh ? kQ5kGroupBytes : kQ4kGroupBytes;
+  const V low = P::set8(0x0f), five = P::set8(0x10);
   const __m128i m6 = _mm_set1_epi8(63), m4 = _mm_set1_epi8(0x0f), m2 = _mm_set1_epi8(0x30);
   for (size_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = g + sb * kQ4kGroupBytes;
+    const uint8_t* blk = g + sb * kGroupBytes;
     if (part == 0)
       for (size_t line = 0; line < 256; line += 64) prefetch(blk + line + kPrefetchAhead);
     const F d = P::f16(blk + 2 * L * part), dmin = P::f16(blk + 32 + 2 * L * part);
@@ -78,7 +82,16 @@ void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
       for (size_t k = 0; k < 8; ++k) {
         if (part == 0) prefetch(blk + 256 + 64 * (8 * c + k) + kPrefetchAhead);
         const V v = P::load(blk + 256 + 64 * (8 * c + k) + 4 * L * part);
-        const V wl = P::and_(v, low), wh = P::and_(P::template srl16<4>(v), low);
+        V wl = P::and_(v, low), wh = P::and_(P::template srl16<4>(v), low);
+        if constexpr (kHigh) {
+          const uint8_t* qh = blk + 2304 + 64 * k;
+          if (part == 0 && c == 0) prefetch(qh + kPrefetchAhead);
+          // Bits 2c and 2c + 1 of each byte to bit 4: 16-bit shifts carry no bit wanted
+          // across a byte.
+          const V h = P::srl16(P::load(qh + 4 * L * part), static_cast<int>(2 * c));
+          wl = P::or_(wl, P::and_(P::template sll16<4>(h), five));
+          wh = P::or_(wh, P::and_(P::template sll16<3>(h), five));
+        }
 #pragma GCC unroll 16
         for (size_t t = 0; t < TG; ++t) {
           ilo[t] = P::dot(ilo[t], wl, P::word(x.xq[t] + kQuantBlock * b_lo + 4 * k));
@@ -158,21 +171,101 @@ void q6_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
   }
 }
 
-// The K types' packed product (MatmulPackedFn) on policy P: whole groups by the kernels above,
+// acc[t] += slice `part`'s Q4_1 / Q5_0 / Q5_1 products for token t over the nb blocks of 32 of
+// the group at g (kernels/scalar_quant_file.cpp states the rule). The fifth bits come packed
+// as Q5_K's (kernels/quant_blocks.h): word k's in bits 2k and 2k + 1 of each byte.
+template <class P, size_t TG, WeightType kType>
+void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& x, typename P::F* acc) {
+  using V = typename P::V;
+  using F = typename P::F;
+  constexpr size_t L = P::lanes;
+  constexpr bool kMin = kType != WeightType::Q5_0, kFive = kType != WeightType::Q4_1;
+  constexpr size_t kBlockBytes = kType == WeightType::Q4_1 ? sizeof(BlockQ4_1)
+                                 : kType == WeightType::Q5_0 ? sizeof(BlockQ5_0)
+                                                             : sizeof(BlockQ5_1);
+  constexpr size_t kGroupBytes = kPackRows * kBlockBytes, qs0 = kMin ? 64 : 32, qh0 = qs0 + 256;
+  const V low = P::set8(0x0f), five = P::set8(0x10);
+  for (size_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = g + b * kGroupBytes;
+    if (part == 0)
+      for (size_t line = 0; line < kGroupBytes; line += 64) prefetch(blk + line + kPrefetchAhead);
+    V wl[4], wh[4];
+    const V h = kFive ? P::load(blk + qh0 + 4 * L * part) : P::zero();
+#pragma GCC unroll 4
+    for (size_t k = 0; k < 4; ++k) {
+      const V v = P::load(blk + qs0 + 64 * k + 4 * L * part);
+      wl[k] = P::and_(v, low);
+      wh[k] = P::and_(P::template srl16<4>(v), low);
+      if constexpr (kFive) {
+        const V hk = P::srl16(h, static_cast<int>(2 * k));
+        wl[k] = P::or_(wl[k], P::and_(P::template sll16<4>(hk), five));
+        wh[k] = P::or_(wh[k], P::and_(P::template sll16<3>(hk), five));
+      }
+    }
+    const F dw = P::f16(blk + 2 * L * part);
+    F mw = P::zero_f();
+    if constexpr (kMin) mw = P::f16(blk + 32 + 2 * L * part);
+#pragma GCC unroll 16
+    for (size_t t = 0; t < TG; ++t) {
+      const int8_t* xb = x.xq[t] + kQuantBlock * b;
+      V i0 = P::dot(P::zero(), wl[0], P::word(xb)), i1 = P::dot(P::zero(), wh[0], P::word(xb + 16));
+#pragma GCC unroll 4
+      for (size_t k = 1; k < 4; ++k) {
+        i0 = P::dot(i0, wl[k], P::word(xb + 4 * k));
+        i1 = P::dot(i1, wh[k], P::word(xb + 16 + 4 * k));
+      }
+      const V isum = P::add(i0, i1);
+      const float dx = x.d[b * x.stride + t];
+      const int32_t s = x.s[b * x.stride + t];
+      if constexpr (kMin) {
+        const F inner = P::add(P::mul(dw, P::cvt(isum)), P::mul(mw, P::set(static_cast<float>(s))));
+        acc[t] = P::add(acc[t], P::mul(P::set(dx), inner));
+      } else {
+        acc[t] = P::add(acc[t], P::mul(P::mul(dw, P::set(dx)), P::cvt(P::sub(isum, P::set32(16 * s)))));
+      }
+    }
+  }
+}
+
+// The scalar reference of a type's product (kernels/kernels.h).
+template <WeightType kType>
+constexpr MatmulQuantizedFn scalar_product() {
+  switch (kType) {
+    case WeightType::Q4_1: return matmul_quantized_q4_1;
+    case WeightType::Q5_0: return matmul_quantized_q5_0;
+    case WeightType::Q5_1: return matmul_quantized_q5_1;
+    case WeightType::Q4_K: return matmul_quantized_q4_k;
+    case WeightType::Q5_K: return matmul_quantized_q5_k;
+    case WeightType::Q6_K: return matmul_quantized_q6_k;
+    case WeightType::Q8_0:
+    case WeightType::Q4_0:
+    case WeightType::F32:
+    case WeightType::BF16: break;
+  }
+  return nullptr;
+}
+
+// The packed product (MatmulPackedFn) of the K types and Q4_1 / Q5_0 / Q5_1 on policy P: whole
+// groups by the kernels above,
 // the rows of a partial last group by the scalar reference (bitwise the same).
 template <class P, WeightType kType>
 void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& a, float* y,
                      size_t stride, size_t row_begin, size_t row_end) {
-  const size_t nsb = a.cols / kSuperBlock, row_bytes = nsb * weight_type_info(kType).block_bytes;
+  static_assert(kType == WeightType::Q4_1 || kType == WeightType::Q5_0 || kType == WeightType::Q5_1 ||
+                    kType == WeightType::Q4_K || kType == WeightType::Q5_K || kType == WeightType::Q6_K,
+                "int8 / int4 have their own packed kernels (quant_avx512_vnni.cpp)");
+  const WeightTypeInfo& info = weight_type_info(kType);
+  const size_t nsb = a.cols / info.block_elems, row_bytes = nsb * info.block_bytes;
   const auto group = [&](auto tg, const uint8_t* g, size_t part, size_t t0, typename P::F* acc) {
     constexpr size_t TG = decltype(tg)::value;
     const KTokens<TG> x(a, t0);
     if constexpr (kType == WeightType::Q4_K) q4_k_group<P, TG>(g, part, nsb, x, acc);
-    else q6_k_group<P, TG>(g, part, nsb, x, acc);
+    else if constexpr (kType == WeightType::Q5_K) q4_k_group<P, TG, true>(g, part, nsb, x, acc);
+    else if constexpr (kType == WeightType::Q6_K) q6_k_group<P, TG>(g, part, nsb, x, acc);
+    else block32_group<P, TG, kType>(g, part, nsb, x, acc);
   };
   const auto rest = [&](size_t begin, size_t end) {
-    const auto scalar = kType == WeightType::Q4_K ? matmul_quantized_q4_k : matmul_quantized_q6_k;
-    scalar(w, bias, a, y, stride, begin, end);
+    scalar_product<kType>()(w, bias, a, y, stride, begin, end);
   };
   packed_product<P>(w, row_bytes, w_rows, bias, a, y, stride, row_begin, row_end, group, rest);
 }

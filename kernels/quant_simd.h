@@ -42,7 +42,11 @@ constexpr size_t simd_block_bytes(WeightType type) {
   switch (type) {
     case WeightType::Q8_0: return sizeof(BlockQ8_0);
     case WeightType::Q4_0: return sizeof(BlockQ4_0);
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
     case WeightType::Q4_K:
+    case WeightType::Q5_K:
     case WeightType::Q6_K:  // their own kernels: kernels/quant_k_*.cpp
     case WeightType::F32:
     case WeightType::BF16: break;

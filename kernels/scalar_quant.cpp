@@ -163,7 +163,11 @@ PackedLayout packed_layout(WeightType type) {
   switch (type) {
     case WeightType::Q8_0: return {8, 0x80u};
     case WeightType::Q4_0: return {4, 0x00u};
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
     case WeightType::Q4_K:
+    case WeightType::Q5_K:
     case WeightType::Q6_K:  // pack_quantized_k
     case WeightType::F32:
     case WeightType::BF16: break;
@@ -174,7 +178,9 @@ PackedLayout packed_layout(WeightType type) {
 }  // namespace
 
 void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols) {
-  if (type == WeightType::Q4_K || type == WeightType::Q6_K) return pack_quantized_k(type, w, rows, cols);
+  if (weight_type_info(type).block_elems == kSuperBlock) return pack_quantized_k(type, w, rows, cols);
+  if (weight_type_info(type).quantized && !weight_type_info(type).scaled_blocks())
+    return pack_quantized_file(type, w, rows, cols);
   const PackedLayout layout = packed_layout(type);
   const size_t row_bytes = weight_row_bytes(type, cols), nb = cols / kQuantBlock;
   const size_t bb = row_bytes / nb, words = layout.words;
@@ -198,7 +204,9 @@ void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols) {
 
 const std::byte* packed_row(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
                             std::byte* scratch) {
-  if (type == WeightType::Q4_K || type == WeightType::Q6_K) return packed_row_k(type, w, rows, cols, r, scratch);
+  if (weight_type_info(type).block_elems == kSuperBlock) return packed_row_k(type, w, rows, cols, r, scratch);
+  if (weight_type_info(type).quantized && !weight_type_info(type).scaled_blocks())
+    return packed_row_file(type, w, rows, cols, r, scratch);
   const PackedLayout layout = packed_layout(type);
   const size_t row_bytes = weight_row_bytes(type, cols);
   if (r >= rows / kPackRows * kPackRows) return w + r * row_bytes;

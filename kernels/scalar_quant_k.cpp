@@ -1,11 +1,11 @@
-// Scalar references for the K-quant products (Q4_K, Q6_K: src/base/weight_blocks.h) and their
+// Scalar references for the K-quant products (Q4_K, Q5_K, Q6_K: src/base/weight_blocks.h) and their
 // packed layout (kernels/quant_blocks.h). The activations are the same int8 blocks of 32 the
 // other quantized types read (quantize_activations, kernels/scalar_quant.cpp), so one
 // quantized input serves a product whose parts mix Q8_0, Q4_K and Q6_K. For each output,
 // over the 32-element activation blocks b in ascending order (8 per super-block):
 //
-//   Q4_K, b = sub-block j of super-block B (its 32 weights share sc[j], m[j]):
-//     isum = sum_i q[i] * xq[i]                 (exact int32; q in [0, 15])
+//   Q4_K and Q5_K, b = sub-block j of super-block B (its 32 weights share sc[j], m[j]):
+//     isum = sum_i q[i] * xq[i]                 (exact int32; q in [0, 15], Q5_K [0, 31])
 //     ds   = f16(d) * float(sc[j]);  dm = f16(dmin) * float(m[j])      (exact: 11 x 6 bits)
 //     acc  = acc + dx[b] * (ds * float(isum) - dm * float(s[b]))       (each step rounded)
 //   Q6_K, b = sub-blocks 2j and 2j + 1 (16 weights each) of super-block B:
@@ -28,10 +28,15 @@
 namespace nanoinfer::kernels {
 namespace {
 
-// Element e (0..255) of a Q4_K super-block, unsigned 4-bit.
+// Element e (0..255) of a Q4_K / Q5_K super-block, unsigned 4-bit / 5-bit.
 int q4_k_quant(const BlockQ4_K& b, size_t e) {
   const uint8_t byte = b.qs[32 * (e / 64) + e % 32];
   return (e / 32) % 2 == 0 ? byte & 0x0f : byte >> 4;
+}
+int q5_k_quant(const BlockQ5_K& b, size_t e) {
+  const uint8_t byte = b.qs[32 * (e / 64) + e % 32];
+  const int low = (e / 32) % 2 == 0 ? byte & 0x0f : byte >> 4;
+  return low | ((b.qh[e % 32] >> (e / 32)) & 1) << 4;
 }
 
 // Element e (0..255) of a Q6_K super-block, unsigned 6-bit.
@@ -44,20 +49,24 @@ int q6_k_quant(const BlockQ6_K& b, size_t e) {
 
 }  // namespace
 
-void matmul_quantized_q4_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  const size_t nsb = x.cols / kSuperBlock, row_bytes = nsb * sizeof(BlockQ4_K);
+namespace {
+
+// The Q4_K / Q5_K product: sub-block scales and mins, `Quant` reading element e of a block.
+template <class Block, int (*Quant)(const Block&, size_t)>
+void matmul_k_min(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
+                  size_t row_begin, size_t row_end) {
+  const size_t nsb = x.cols / kSuperBlock, row_bytes = nsb * sizeof(Block);
   for (size_t t = 0; t < x.n; ++t) {
     const int8_t* xq = x.q.data() + t * x.cols;
     for (size_t r = row_begin; r < row_end; ++r) {
       float acc = 0.0f;
       for (size_t sb = 0; sb < nsb; ++sb) {
-        const auto blk = load_k_block<BlockQ4_K>(w + r * row_bytes, sb);
+        const auto blk = load_k_block<Block>(w + r * row_bytes, sb);
         const float d = f16_to_f32(blk.d), dmin = f16_to_f32(blk.dmin);
         for (size_t j = 0; j < 8; ++j) {
           const size_t b = 8 * sb + j;
           int32_t isum = 0;
-          for (size_t i = 0; i < kQuantBlock; ++i) isum += q4_k_quant(blk, 32 * j + i) * int32_t{xq[32 * b + i]};
+          for (size_t i = 0; i < kQuantBlock; ++i) isum += Quant(blk, 32 * j + i) * int32_t{xq[32 * b + i]};
           const ScaleMin sm = k_scale_min(blk.scales, static_cast<int>(j));
           const float ds = d * static_cast<float>(sm.scale), dm = dmin * static_cast<float>(sm.min);
           const float inner = ds * static_cast<float>(isum) - dm * static_cast<float>(x.s[b * x.tokens + t]);
@@ -67,6 +76,18 @@ void matmul_quantized_q4_k(const std::byte* w, const float* bias, const Quantize
       y[t * rows + r] = bias ? bias[r] + acc : acc;
     }
   }
+}
+
+}  // namespace
+
+void matmul_quantized_q4_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
+                           size_t row_begin, size_t row_end) {
+  matmul_k_min<BlockQ4_K, q4_k_quant>(w, bias, x, y, rows, row_begin, row_end);
+}
+
+void matmul_quantized_q5_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
+                           size_t row_begin, size_t row_end) {
+  matmul_k_min<BlockQ5_K, q5_k_quant>(w, bias, x, y, rows, row_begin, row_end);
 }
 
 void matmul_quantized_q6_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
@@ -100,6 +121,14 @@ namespace {
 // Where byte i of row j's super-block goes in its group's packed super-block
 // (kPackRows * block_bytes bytes): the layouts of kernels/quant_blocks.h, as one map.
 size_t k_packed_offset(WeightType type, size_t j, size_t i) {
+  if (type == WeightType::Q5_K) {  // Q4_K's layout of d, dmin, scales and qs, then qh
+    if (i < 16) return k_packed_offset(WeightType::Q4_K, j, i);
+    if (i < 48) {
+      const size_t q = i - 16, k = q / 4;                            // qh word k
+      return 2304 + 64 * k + 4 * j + q % 4;
+    }
+    return k_packed_offset(WeightType::Q4_K, j, i - 32);             // qs
+  }
   if (type == WeightType::Q4_K) {
     if (i < 2) return 2 * j + i;                                     // d
     if (i < 4) return 32 + 2 * j + (i - 2);                          // dmin
@@ -126,23 +155,20 @@ size_t k_packed_offset(WeightType type, size_t j, size_t i) {
 
 // The map for a type, computed once: kPackRows * block_bytes entries, row j's byte i at j *
 // block_bytes + i.
+template <WeightType kType>
+std::vector<uint32_t> make_k_packed_map() {
+  const size_t bb = weight_type_info(kType).block_bytes;
+  std::vector<uint32_t> m(kPackRows * bb);
+  for (size_t j = 0; j < kPackRows; ++j)
+    for (size_t i = 0; i < bb; ++i) m[j * bb + i] = static_cast<uint32_t>(k_packed_offset(kType, j, i));
+  return m;
+}
+
 const std::vector<uint32_t>& k_packed_map(WeightType type) {
-  static const std::vector<uint32_t> maps[2] = {
-      [] {
-        std::vector<uint32_t> m(kPackRows * sizeof(BlockQ4_K));
-        for (size_t j = 0; j < kPackRows; ++j)
-          for (size_t i = 0; i < sizeof(BlockQ4_K); ++i)
-            m[j * sizeof(BlockQ4_K) + i] = static_cast<uint32_t>(k_packed_offset(WeightType::Q4_K, j, i));
-        return m;
-      }(),
-      [] {
-        std::vector<uint32_t> m(kPackRows * sizeof(BlockQ6_K));
-        for (size_t j = 0; j < kPackRows; ++j)
-          for (size_t i = 0; i < sizeof(BlockQ6_K); ++i)
-            m[j * sizeof(BlockQ6_K) + i] = static_cast<uint32_t>(k_packed_offset(WeightType::Q6_K, j, i));
-        return m;
-      }()};
-  return maps[type == WeightType::Q4_K ? 0 : 1];
+  static const std::vector<uint32_t> q4 = make_k_packed_map<WeightType::Q4_K>(),
+                                     q5 = make_k_packed_map<WeightType::Q5_K>(),
+                                     q6 = make_k_packed_map<WeightType::Q6_K>();
+  return type == WeightType::Q4_K ? q4 : type == WeightType::Q5_K ? q5 : q6;
 }
 
 }  // namespace

@@ -1,13 +1,21 @@
 // The same model as safetensors and as a GGUF file written by export_gguf gives bitwise the
-// same logits: weights held as f32, int8 (Q8_0) and int4 (Q4_0); and the GGUF tokenizer
-// encodes like tokenizer.json.
+// same logits: weights held as f32, int8 (Q8_0), int4 (Q4_0) and the types only llama.cpp's
+// files bring (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: such a file's matrices stay blocks of their
+// type, packed where the ISA has a packed product); and the GGUF tokenizer encodes like
+// tokenizer.json.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "io/gguf.h"
+#include "kernels/kernels.h"
+#include "model/gguf_config.h"
+#include "model/weight_source.h"
+#include "model/weights.h"
 #include "nanoinfer/engine.h"
+#include "nanoinfer/thread_pool.h"
 #include "support/files.h"
 #include "support/run_cli.h"
 
@@ -22,7 +30,11 @@ std::vector<float> logits_of(const OpenedModel& m, const std::vector<int32_t>& t
 
 TEST(GgufRoundTrip, DefaultModelLogitsBitwiseAsSafetensors) {
   test::TempDir dir;
-  for (const WeightType type : {WeightType::F32, WeightType::Q8_0, WeightType::Q4_0}) {
+  std::vector<WeightType> types = {WeightType::F32, WeightType::Q8_0, WeightType::Q4_0};
+  for (const WeightTypeInfo& info : all_weight_types())
+    if (info.quantized && !info.scaled_blocks()) types.push_back(info.type);  // the types only files bring
+  ASSERT_EQ(types.size(), 9u);  // the K types fit: default model rows are 256 and 512
+  for (const WeightType type : types) {
     const auto file = dir / (std::string(weight_type_name(type)) + ".gguf");
     export_gguf(test::default_model_dir(), file, type);
     OpenOptions opts;
@@ -37,6 +49,15 @@ TEST(GgufRoundTrip, DefaultModelLogitsBitwiseAsSafetensors) {
     const auto a = logits_of(st, ids), b = logits_of(gg, ids);
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << weight_type_name(type);
+    EXPECT_EQ(gg.model.weight_bytes(), st.model.weight_bytes()) << weight_type_name(type);
+    // The file's blocks as loaded: of its own type, packed where the best ISA packs that type.
+    const GgufFile f = GgufFile::open(file);
+    ThreadPool pool(1);
+    const kernels::Kernels& k = kernels::table(best_isa());
+    const ModelWeights w = load_weights(gguf_source(f), config_from_gguf(f.layout()), std::nullopt, pool, true, &k);
+    EXPECT_EQ(w.layers[0].o.type, type);
+    EXPECT_EQ(w.layers[0].o.row_bytes, weight_row_bytes(type, 256));
+    EXPECT_EQ(w.layers[0].o.packed, k.matmul_packed_for(type) != nullptr) << weight_type_name(type);
   }
 }
 

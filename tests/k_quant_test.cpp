@@ -1,4 +1,5 @@
-// The K-quant weight types (Q4_K, Q6_K: super-blocks of 256, src/base/weight_blocks.h): exact
+// The weight types only llama.cpp's files bring: the K-quants (Q4_K, Q5_K, Q6_K: super-blocks
+// of 256) and the other 32-blocks (Q4_1, Q5_0, Q5_1), src/base/weight_blocks.h: exact
 // dequantization against a decoder written here from the format, the round-to-nearest
 // reference quantizer's bound, the packed layout, the products of every ISA (packed and not)
 // bitwise equal to the scalar reference for any row split and batch, and within a derived
@@ -39,8 +40,9 @@ double half_value(uint16_t h) {  // IEEE f16, decoded here
 }
 uint16_t u16_at(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 
-// One super-block decoded from the format's description, independently of the library:
-// weight e = scale[e] * quant[e] - offset[e], every factor exact in double.
+// One block (a super-block of 256, or a block of 32) decoded from the format's description,
+// independently of the library: weight e = scale[e] * quant[e] - offset[e], every factor exact
+// in double.
 struct Decoded {
   double scale[256], offset[256];
   int quant[256];
@@ -48,10 +50,28 @@ struct Decoded {
 
 Decoded decode(WeightType t, const uint8_t* blk) {
   Decoded out{};
-  if (t == WeightType::Q4_K) {
+  if (t == WeightType::Q4_1 || t == WeightType::Q5_0 || t == WeightType::Q5_1) {
+    // d, then m (Q4_1, Q5_1), then a 32-bit qh (Q5 types: bit i is bit 4 of element i), then
+    // 16 bytes: byte j holds element j (low nibble) and j + 16 (high).
+    const bool has_m = t != WeightType::Q5_0, five = t != WeightType::Q4_1;
+    const double d = half_value(u16_at(blk)), m = has_m ? half_value(u16_at(blk + 2)) : 0.0;
+    const uint8_t* qh = blk + (has_m ? 4 : 2);
+    const uint8_t* qs = qh + (five ? 4 : 0);
+    for (int e = 0; e < 32; ++e) {
+      const int hi = five ? (qh[e / 8] >> (e % 8)) % 2 : 0;
+      const int q = (e < 16 ? qs[e] % 16 : qs[e - 16] / 16) + 16 * hi;
+      out.quant[e] = t == WeightType::Q5_0 ? q - 16 : q;
+      out.scale[e] = d;
+      out.offset[e] = -m;
+    }
+  } else if (t == WeightType::Q4_K || t == WeightType::Q5_K) {
+    // Q5_K: Q4_K with 32 bytes qh after the scales; bit j of qh[l] is bit 4 of element l of
+    // sub-block j.
+    const bool five = t == WeightType::Q5_K;
     const double d = half_value(u16_at(blk)), dmin = half_value(u16_at(blk + 2));
     const uint8_t* sc = blk + 4;
-    const uint8_t* qs = blk + 16;
+    const uint8_t* qh = blk + 16;
+    const uint8_t* qs = blk + (five ? 48 : 16);
     for (int j = 0; j < 8; ++j) {
       // 6-bit scale and min: sub-blocks 0-3 in bytes 0-7's low bits; 4-7 split over bytes 8-11
       // (low 4 bits) and the top two bits of bytes 0-7.
@@ -60,7 +80,7 @@ Decoded decode(WeightType t, const uint8_t* blk) {
       for (int l = 0; l < 32; ++l) {
         const uint8_t byte = qs[32 * (j / 2) + l];
         const int e = 32 * j + l;
-        out.quant[e] = j % 2 == 0 ? byte % 16 : byte / 16;
+        out.quant[e] = (j % 2 == 0 ? byte % 16 : byte / 16) + (five ? 16 * ((qh[l] >> j) % 2) : 0);
         out.scale[e] = d * s;
         out.offset[e] = dmin * m;
       }
@@ -83,23 +103,22 @@ Decoded decode(WeightType t, const uint8_t* blk) {
   return out;
 }
 
-// Random super-blocks with finite scales of every class (zero, subnormal, normal, negative).
+// Where a block's f16 fields are (d, and dmin or m).
+std::vector<size_t> f16_fields(WeightType t) {
+  if (t == WeightType::Q6_K) return {208};
+  if (t == WeightType::Q5_0) return {0};
+  return {0, 2};
+}
+
+// Random blocks with finite scales of every class (zero, subnormal, normal, negative).
 std::vector<std::byte> random_k_rows(WeightType t, size_t rows, size_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
-  const size_t bb = weight_type_info(t).block_bytes, n = rows * cols / kSuperBlock;
+  const size_t bb = weight_type_info(t).block_bytes, n = rows * cols / weight_type_info(t).block_elems;
   std::vector<std::byte> out(n * bb);
   for (auto& b : out) b = static_cast<std::byte>(rng());
   const uint16_t scales[] = {0x0000, 0x8000, 0x0001, 0x03ff, 0x2400, 0x2c00, 0x1c00, 0xa800, 0x2e66, 0x3000};
-  for (size_t i = 0; i < n; ++i) {
-    std::byte* blk = out.data() + i * bb;
-    const uint16_t d = scales[rng() % std::size(scales)], dmin = scales[rng() % std::size(scales)];
-    if (t == WeightType::Q4_K) {
-      std::memcpy(blk, &d, 2);
-      std::memcpy(blk + 2, &dmin, 2);
-    } else {
-      std::memcpy(blk + 208, &d, 2);
-    }
-  }
+  for (size_t i = 0; i < n; ++i)
+    for (size_t at : f16_fields(t)) std::memcpy(out.data() + i * bb + at, &scales[rng() % std::size(scales)], 2);
   return out;
 }
 
@@ -110,18 +129,19 @@ std::vector<float> dequantized(WeightType t, const std::vector<std::byte>& rows,
 }
 
 TEST(KQuantBlocks, DequantizationEqualsTheFormatDecodedIndependently) {
-  ASSERT_EQ(test::k_quant_types().size(), 2u);
-  for (WeightType t : test::k_quant_types()) {
-    const size_t n = 16 * kSuperBlock, bb = weight_type_info(t).block_bytes;
+  ASSERT_EQ(test::k_quant_types().size(), 3u);
+  ASSERT_EQ(test::file_types().size(), 6u);
+  for (WeightType t : test::file_types()) {
+    const size_t n = 16 * kSuperBlock, bb = weight_type_info(t).block_bytes, be = weight_type_info(t).block_elems;
     const std::vector<std::byte> rows = random_k_rows(t, 1, n, 3);
     const std::vector<float> got = dequantized(t, rows, n);
-    for (size_t sb = 0; sb < n / kSuperBlock; ++sb) {
+    for (size_t sb = 0; sb < n / be; ++sb) {
       const Decoded dec = decode(t, reinterpret_cast<const uint8_t*>(rows.data() + sb * bb));
-      for (size_t e = 0; e < kSuperBlock; ++e) {
+      for (size_t e = 0; e < be; ++e) {
         // Each weight is one rounding of its exact value (the scale product is exact).
         const double exact = dec.scale[e] * dec.quant[e] - dec.offset[e];
-        ASSERT_EQ(got[sb * kSuperBlock + e], static_cast<float>(exact))
-            << weight_type_name(t) << " super-block " << sb << " element " << e;
+        ASSERT_EQ(got[sb * be + e], static_cast<float>(exact))
+            << weight_type_name(t) << " block " << sb << " element " << e;
       }
     }
     EXPECT_TRUE(weight_type_info(t).finite_row(rows.data(), n));
@@ -129,19 +149,19 @@ TEST(KQuantBlocks, DequantizationEqualsTheFormatDecodedIndependently) {
 }
 
 TEST(KQuantBlocks, NonFiniteScalesAreFoundAndWeightsRefused) {
-  for (WeightType t : test::k_quant_types()) {
+  for (WeightType t : test::file_types()) {
     const size_t bb = weight_type_info(t).block_bytes;
-    for (size_t at : t == WeightType::Q4_K ? std::vector<size_t>{0, 2} : std::vector<size_t>{208}) {
+    for (size_t at : f16_fields(t)) {
       std::vector<std::byte> rows = random_k_rows(t, 1, 2 * kSuperBlock, 4);
       const uint16_t inf = 0x7c00;
       std::memcpy(rows.data() + bb + at, &inf, 2);
       EXPECT_FALSE(weight_type_info(t).finite_row(rows.data(), 2 * kSuperBlock)) << weight_type_name(t) << " " << at;
     }
     std::vector<float> x = random_floats(kSuperBlock, 5);
-    std::vector<std::byte> row(bb);
+    std::vector<std::byte> row(weight_row_bytes(t, kSuperBlock));
     x[100] = std::nanf("");
     EXPECT_THROW(quantize_row(t, x.data(), row.data(), kSuperBlock), Error);
-    x[100] = 1e9f;  // a super-block scale beyond f16's 65504
+    x[100] = 1e9f;  // a (super-)block scale beyond f16's 65504
     EXPECT_THROW(quantize_row(t, x.data(), row.data(), kSuperBlock), Error);
   }
 }
@@ -149,26 +169,45 @@ TEST(KQuantBlocks, NonFiniteScalesAreFoundAndWeightsRefused) {
 // The round-to-nearest quantizer (src/base/weight_blocks_k.cpp). Q4_K: the 6-bit sub-block
 // scale and min are within half a step (d / 2, dmin / 2) of the range's step and offset, so
 // an element is off by at most ds / 2 when not clamped, and a clamp costs at most the offset's
-// error plus 15 scale errors: |x - back| <= ds / 2 + dmin / 2 + 7.5 d. Q6_K: the extreme maps
+// error plus 15 scale errors: |x - back| <= ds / 2 + dmin / 2 + 7.5 d (Q5_K: 31 levels,
+// 15.5 d). Q6_K: the extreme maps
 // to -32 and a value of the other sign reaching +32 clamps to 31, so |x - back| <= |ds| + 16 d
 // (32 scale errors of d / 2 at the extreme). A relative 1e-5 covers the f32 steps inside.
+// Q4_1 / Q5_1 (L = 15 / 31 levels): m is the block's minimum and d its range / L, each rounded to
+// f16 (relative 2^-11), so |x - back| <= d / 2 + (L d + |m|) 2^-10. Q5_0: the extreme maps to -16
+// (as Q4_0's to -8) and a value of the other sign reaching +16 clamps to 15:
+// |x - back| <= |d| (1 + 2^-6).
+double block32_bound(WeightType t, const Decoded& dec, size_t e) {
+  const double d = std::abs(dec.scale[e]), levels = t == WeightType::Q4_1 ? 15 : 31;
+  if (t == WeightType::Q5_0) return d * (1 + 0x1p-6);
+  return d / 2 + (levels * d + std::abs(dec.offset[e])) * 0x1p-10;
+}
+
 TEST(KQuantBlocks, RoundToNearestQuantizerStaysWithinItsBound) {
-  for (WeightType t : test::k_quant_types()) {
-    const size_t bb = weight_type_info(t).block_bytes;
+  for (WeightType t : test::file_types()) {
+    const size_t bb = weight_type_info(t).block_bytes, be = weight_type_info(t).block_elems;
     for (uint32_t seed = 0; seed < 8; ++seed) {
       std::vector<float> x = random_floats(4 * kSuperBlock, seed);
       for (size_t i = 0; i < x.size(); ++i) x[i] *= std::ldexp(1.0f, static_cast<int>(seed) - 4) * (i % 97 == 0 ? 8.0f : 1.0f);
-      std::vector<std::byte> row(4 * bb);
+      std::vector<std::byte> row(4 * kSuperBlock / be * bb);
       quantize_row(t, x.data(), row.data(), x.size());
       const std::vector<float> back = dequantized(t, row, x.size());
-      for (size_t sb = 0; sb < 4; ++sb) {
+      for (size_t sb = 0; sb < 4 * kSuperBlock / be; ++sb) {
         const auto* blk = reinterpret_cast<const uint8_t*>(row.data() + sb * bb);
         const Decoded dec = decode(t, blk);
-        const double d = std::abs(half_value(u16_at(t == WeightType::Q4_K ? blk : blk + 208)));
-        const double dmin = t == WeightType::Q4_K ? std::abs(half_value(u16_at(blk + 2))) : 0.0;
+        if (be == kQuantBlock) {
+          for (size_t e = 0; e < be; ++e)
+            ASSERT_LE(std::abs(x[sb * be + e] - back[sb * be + e]), block32_bound(t, dec, e) * (1 + 1e-5) + 1e-12)
+                << weight_type_name(t) << " seed " << seed << " element " << sb * be + e;
+          continue;
+        }
+        const bool k_min = t != WeightType::Q6_K;
+        const double d = std::abs(half_value(u16_at(k_min ? blk : blk + 208)));
+        const double dmin = k_min ? std::abs(half_value(u16_at(blk + 2))) : 0.0;
+        const double levels = t == WeightType::Q5_K ? 31 : 15;
         for (size_t e = 0; e < kSuperBlock; ++e) {
           const double ds = std::abs(dec.scale[e]);
-          const double bound = t == WeightType::Q4_K ? ds / 2 + dmin / 2 + 7.5 * d : ds + 16 * d;
+          const double bound = k_min ? ds / 2 + dmin / 2 + levels / 2 * d : ds + 16 * d;
           const double xe = x[sb * kSuperBlock + e];
           ASSERT_LE(std::abs(xe - back[sb * kSuperBlock + e]), bound * (1 + 1e-5) + 1e-12)
               << weight_type_name(t) << " seed " << seed << " element " << sb * kSuperBlock + e;
@@ -198,7 +237,7 @@ TEST(KQuantBlocks, RowsThatAreNotWholeSuperBlocksAreOneLineErrors) {
 // ---- the packed layout -----------------------------------------------------------------------
 
 TEST(KQuantPacked, EveryRowUnpacksToItselfAndAPartialGroupIsUntouched) {
-  for (WeightType t : test::k_quant_types()) {
+  for (WeightType t : test::file_types()) {
     const size_t rows = 2 * kPackRows + 3, cols = 2 * kSuperBlock, rb = weight_row_bytes(t, cols);
     const std::vector<std::byte> raw = random_k_rows(t, rows, cols, 7);
     std::vector<std::byte> packed = raw;
@@ -212,7 +251,7 @@ TEST(KQuantPacked, EveryRowUnpacksToItselfAndAPartialGroupIsUntouched) {
     }
     // The layout's first bytes as kernels/quant_blocks.h states them: the 16 rows' d.
     for (size_t j = 0; j < kPackRows; ++j) {
-      const size_t d_at = t == WeightType::Q4_K ? 0 : 208;
+      const size_t d_at = t != WeightType::Q6_K ? 0 : 208;
       EXPECT_EQ(std::memcmp(packed.data() + 2 * j, raw.data() + j * rb + d_at, 2), 0) << weight_type_name(t) << " row " << j;
     }
   }
@@ -257,7 +296,7 @@ void k_product(const Kernels& k, const KProblem& p, bool packed, const float* bi
 
 TEST(KQuantMatmul, EveryIsaPackedOrNotIsBitwiseTheScalarReferenceForAnySplitAndBatch) {
   size_t compared = 0;
-  for (WeightType t : test::k_quant_types()) {
+  for (WeightType t : test::file_types()) {
     for (const size_t n : {size_t{1}, size_t{3}, size_t{6}}) {
       const KProblem p = k_problem(t, 2 * kPackRows + 5, 3 * kSuperBlock, n, static_cast<uint32_t>(10 + n));
       std::vector<float> ref(n * p.rows);
@@ -290,18 +329,20 @@ TEST(KQuantMatmul, EveryIsaPackedOrNotIsBitwiseTheScalarReferenceForAnySplitAndB
       }
     }
   }
-  EXPECT_GE(compared, 2 * 3 * supported_isas().size());
+  EXPECT_GE(compared, test::file_types().size() * 3 * supported_isas().size());
 }
 
-// Against float64: the scalar product computes, per activation block b, Q4_K
+// Against float64: the scalar product computes, per activation block b, Q4_K / Q5_K
 // dx (ds isum - dm s) and Q6_K (d dx) I with at most 3 roundings each (relative u each), then
 // sums the nb terms in order (at most nb - 1 more roundings of partial sums); with
-// m_b = |dx| (|ds| sum |q x| + |dm| sum |x|) (Q4_K) or |d dx| sum |sc (q - 32) x| (Q6_K), the
+// m_b = |dx| (|ds| sum |q x| + |dm| sum |x|) (Q4_K, Q5_K) or |d dx| sum |sc (q - 32) x| (Q6_K), the
 // error is below (nb + 3) u sum_b m_b, to first order; (nb + 4) leaves room for the second.
+// Q4_1 / Q5_1 take 4 roundings per block (dx (d isum + m s)) and Q5_0 2, with m_b likewise the
+// sum of the terms' magnitudes: (nb + 5) for every type.
 TEST(KQuantMatmul, ScalarReferenceIsWithinItsDerivedBoundOfFloat64) {
-  for (WeightType t : test::k_quant_types()) {
+  for (WeightType t : test::file_types()) {
     const size_t rows = 9, cols = 4 * kSuperBlock, n = 2, nb = cols / kQuantBlock;
-    const size_t bb = weight_type_info(t).block_bytes;
+    const size_t bb = weight_type_info(t).block_bytes, be = weight_type_info(t).block_elems;
     KProblem p = k_problem(t, rows, cols, n, 21);
     p.x = random_floats(n * cols, 22);  // finite activations: the bound needs them
     QuantizedActivations xq;
@@ -311,16 +352,16 @@ TEST(KQuantMatmul, ScalarReferenceIsWithinItsDerivedBoundOfFloat64) {
     for (size_t r = 0; r < rows; ++r) {
       for (size_t tok = 0; tok < n; ++tok) {
         double exact = 0, magnitude = 0;
-        for (size_t sb = 0; sb < cols / kSuperBlock; ++sb) {
-          const Decoded dec = decode(t, reinterpret_cast<const uint8_t*>(p.w.data() + (r * cols / kSuperBlock + sb) * bb));
-          for (size_t e = 0; e < kSuperBlock; ++e) {
-            const size_t c = sb * kSuperBlock + e, b = c / kQuantBlock;
+        for (size_t sb = 0; sb < cols / be; ++sb) {
+          const Decoded dec = decode(t, reinterpret_cast<const uint8_t*>(p.w.data() + (r * cols / be + sb) * bb));
+          for (size_t e = 0; e < be; ++e) {
+            const size_t c = sb * be + e, b = c / kQuantBlock;
             const double dx = xq.d[b * xq.tokens + tok], q = xq.q[tok * cols + c];
             exact += (dec.scale[e] * dec.quant[e] - dec.offset[e]) * dx * q;
             magnitude += std::abs(dx) * (std::abs(dec.scale[e] * dec.quant[e] * q) + std::abs(dec.offset[e] * q));
           }
         }
-        const double bound = static_cast<double>(nb + 4) * kU * magnitude;
+        const double bound = static_cast<double>(nb + 5) * kU * magnitude;
         EXPECT_LE(std::abs(y[tok * rows + r] - exact), bound)
             << weight_type_name(t) << " row " << r << " token " << tok << ": " << y[tok * rows + r] << " vs " << exact;
       }

@@ -45,7 +45,11 @@ uint8_t held_byte(WeightType t, uint8_t q) {
   switch (t) {
     case WeightType::Q8_0: return static_cast<uint8_t>(q ^ 0x80u);
     case WeightType::Q4_0: return q;
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
     case WeightType::Q4_K:
+    case WeightType::Q5_K:
     case WeightType::Q6_K:  // tests/k_quant_test.cpp
     case WeightType::F32:
     case WeightType::BF16: break;

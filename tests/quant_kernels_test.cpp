@@ -52,7 +52,11 @@ int quant_value(WeightType t, const std::vector<std::byte>& row, size_t b, size_
   switch (t) {
     case WeightType::Q8_0: return static_cast<int8_t>(blk[i]);
     case WeightType::Q4_0: return (i < 16 ? blk[i] & 0x0f : blk[i % 16] >> 4) - 8;
+    case WeightType::Q4_1:
+    case WeightType::Q5_0:
+    case WeightType::Q5_1:
     case WeightType::Q4_K:
+    case WeightType::Q5_K:
     case WeightType::Q6_K:  // tests/k_quant_test.cpp
     case WeightType::F32:
     case WeightType::BF16: break;
@@ -125,7 +129,11 @@ void expect_round_trip(WeightType t, const std::vector<float>& x, const std::str
         d = m / -8.0f;
         break;
       }
+      case WeightType::Q4_1:
+      case WeightType::Q5_0:
+      case WeightType::Q5_1:
       case WeightType::Q4_K:
+      case WeightType::Q5_K:
       case WeightType::Q6_K:
       case WeightType::F32:
       case WeightType::BF16: FAIL() << weight_type_name(t) << " has no 32-blocks";

@@ -348,9 +348,9 @@ TEST_F(QuantizeCli, LoaderChecksTheDeclarations) {
             std::string::npos);
   EXPECT_NE(load_error([&](Json& h) {
               Json t = types(h);
-              t["lm_head.weight"] = "Q5_K";
+              t["lm_head.weight"] = "Q2_K";
               set_types(h, t);
-            }).find("tensor 'lm_head.weight' has type \"Q5_K\", expected a block type"),
+            }).find("tensor 'lm_head.weight' has type \"Q2_K\", expected a block type"),
             std::string::npos);
   // Declared int8 but holding int4-sized rows.
   EXPECT_NE(load_error([&](Json& h) {

@@ -77,9 +77,10 @@ TEST(WeightTypeTable, EveryRowCarriesItsFunctions) {
     EXPECT_NE(t.dequantize_row, nullptr) << name(t);
     EXPECT_NE(t.quantize_row, nullptr) << name(t);
     EXPECT_NE(t.finite_row, nullptr) << name(t);
-    // The 32-block types carry the ScaledBlock codec; the K types (super-blocks of 256) none.
+    // int8 and int4 carry the ScaledBlock codec; the types only files bring (the K types,
+    // super-blocks of 256, and Q4_1 / Q5_0 / Q5_1) none.
     EXPECT_EQ(t.unpack_block != nullptr, t.pack_block != nullptr) << name(t);
-    EXPECT_EQ(t.scaled_blocks(), t.quantized && t.block_elems == kQuantBlock) << name(t);
+    EXPECT_EQ(t.scaled_blocks(), t.type == WeightType::Q8_0 || t.type == WeightType::Q4_0) << name(t);
     if (t.quantized) {
       EXPECT_TRUE(t.block_elems == kQuantBlock || t.block_elems == kSuperBlock) << name(t);
       EXPECT_LE(t.q_min, 0) << name(t);
@@ -152,7 +153,7 @@ TEST(WeightTypeTable, EveryKernelTableHasAnEntryForEveryType) {
     EXPECT_NE(k->exp_f32, nullptr) << isa;
     const bool simd = k->isa != Isa::Scalar, vnni512 = k->isa == Isa::Avx512Vnni || k->isa == Isa::Avx512Bf16;
     for (const WeightTypeInfo& t : all_weight_types()) {
-      const bool k_type = t.type == WeightType::Q4_K || t.type == WeightType::Q6_K;
+      const bool k_type = t.quantized && !t.scaled_blocks();  // the file types: packed on every SIMD tier
       EXPECT_EQ(k->matmul_for(t.type) != nullptr, !t.quantized) << isa << " " << name(t);
       EXPECT_EQ(k->matmul_quantized_for(t.type) != nullptr, t.quantized) << isa << " " << name(t);
       EXPECT_EQ(k->matmul_packed_for(t.type) != nullptr, t.quantized && (k_type ? simd : vnni512))

@@ -26,13 +26,20 @@ enum class WeightType : uint8_t {
   BF16,  // 2 bytes per weight, the top half of an f32
   Q8_0,  // "int8": blocks of 32, one f16 scale d, value = d * q, q in [-127, 127] (GGUF Q8_0)
   Q4_0,  // "int4": blocks of 32, one f16 scale d, value = d * (q - 8), q in [0, 15] (GGUF Q4_0)
-  // The K-quants of llama.cpp's files (GGUF Q4_K, Q6_K): super-blocks of 256 with sub-block
+  // The other 32-blocks of llama.cpp's files (GGUF Q4_1, Q5_0, Q5_1; also what its K files use
+  // for rows that are not whole super-blocks). No ScaledBlock codec (a min, or 5-bit quants
+  // outside the quantizer's search), like the K types below.
+  Q4_1,  // "q4_1": f16 scale d and min m, value = d * q + m, q in [0, 15]
+  Q5_0,  // "q5_0": f16 scale d, value = d * (q - 16), q in [0, 31]
+  Q5_1,  // "q5_1": f16 scale d and min m, value = d * q + m, q in [0, 31]
+  // The K-quants of llama.cpp's files (GGUF Q4_K, Q5_K, Q6_K): super-blocks of 256 with sub-block
   // scales (src/base/weight_blocks.h). They have no ScaledBlock codec (unpack_block and
   // pack_block are nullptr), so the quantizer's search and GPTQ do not make them.
   Q4_K,  // "q4_k": 8 sub-blocks of 32, value = (d * sc) * q - (dmin * m), q in [0, 15]
+  Q5_K,  // "q5_k": as Q4_K with q in [0, 31]
   Q6_K,  // "q6_k": 16 sub-blocks of 16, value = (d * sc) * (q - 32), q in [0, 63]
 };
-inline constexpr size_t kWeightTypeCount = 6;
+inline constexpr size_t kWeightTypeCount = 10;
 
 struct ScaledBlock;  // src/base/weight_blocks.h
 
@@ -72,8 +79,8 @@ inline std::string_view weight_type_name(WeightType type) { return weight_type_i
 std::optional<WeightType> weight_type_from_name(std::string_view name);
 // The type with this GGUF type id, or nullopt (a GGUF type the engine does not compute with).
 std::optional<WeightType> weight_type_from_gguf(uint32_t gguf_type);
-// The names of the types of one kind, joined for help and error text: "f32, bf16, int8 or
-// int4, q4_k or q6_k" (All), "int8, int4, q4_k or q6_k" (Quantized), "int8 or int4" (Scaled:
+// The names of the types of one kind, joined for help and error text: "f32, bf16, int8, int4,
+// q4_1, ..., q5_k or q6_k" (All), "int8, int4, q4_1, ..., q6_k" (Quantized), "int8 or int4" (Scaled:
 // the 32-block types `quantize` makes), "f32 or bf16" (Float); `gguf`: their GGUF spellings
 // ("Q8_0 or Q4_0").
 enum class WeightTypeKind : uint8_t { All, Float, Quantized, Scaled };

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
@@ -160,5 +161,90 @@ void quantize_row_q4_0(const float* in, std::byte* row, size_t cols) {
 bool finite_row_q4_0(const std::byte* row, size_t cols) {
   return finite_u16(row, cols / kQuantBlock, sizeof(BlockQ4_0), 0x7c00u);
 }
+
+// ---- Q4_1, Q5_0, Q5_1 --------------------------------------------------------------------
+
+namespace {
+
+template <class Block>
+void set_block_quant(Block& b, size_t i, int q) {
+  if (i < 16) b.qs[i] = static_cast<uint8_t>((b.qs[i] & 0xF0) | (q & 15));
+  else b.qs[i - 16] = static_cast<uint8_t>((b.qs[i - 16] & 0x0F) | (q & 15) << 4);
+  if constexpr (!std::is_same_v<Block, BlockQ4_1>) b.qh[i / 8] = static_cast<uint8_t>(b.qh[i / 8] | ((q >> 4) & 1) << (i % 8));
+}
+
+// The order of each weight's steps is llama.cpp's (q * d + m; (q - 16) * d), so a row
+// dequantizes to the floats its own reference gives.
+template <class Block>
+void dequantize_row_32(const std::byte* row, float* out, size_t cols) {
+  for (size_t k = 0; k < cols / kQuantBlock; ++k) {
+    const auto b = load<Block>(row + k * sizeof(Block));
+    const float d = f16_to_f32(b.d);
+    for (size_t i = 0; i < kQuantBlock; ++i) {
+      if constexpr (std::is_same_v<Block, BlockQ5_0>) {
+        out[k * kQuantBlock + i] = static_cast<float>(block_quant(b, i) - 16) * d;
+      } else {
+        out[k * kQuantBlock + i] = static_cast<float>(block_quant(b, i)) * d + f16_to_f32(b.m);
+      }
+    }
+  }
+}
+
+template <class Block>
+void quantize_row_32(const float* in, std::byte* row, size_t cols) {
+  require_finite(in, cols);
+  constexpr int kLevels = std::is_same_v<Block, BlockQ4_1> ? 15 : 31;
+  for (size_t k = 0; k < cols / kQuantBlock; ++k) {
+    const float* xb = in + k * kQuantBlock;
+    Block b{};
+    float lo = 0.0f, d = 0.0f;
+    if constexpr (std::is_same_v<Block, BlockQ5_0>) {
+      float max = 0.0f;  // the extreme maps to -16, as Q4_0's to -8
+      for (size_t i = 0; i < kQuantBlock; ++i)
+        if (std::fabs(xb[i]) > std::fabs(max)) max = xb[i];
+      b.d = block_scale(max / -16.0f, max);
+      d = f16_to_f32(b.d);
+      lo = -16.0f * d;
+    } else {
+      float mn = xb[0], mx = xb[0];
+      for (size_t i = 0; i < kQuantBlock; ++i) mn = std::fmin(mn, xb[i]), mx = std::fmax(mx, xb[i]);
+      b.d = block_scale((mx - mn) / static_cast<float>(kLevels), mx - mn);
+      b.m = block_scale(mn, mn);
+      d = f16_to_f32(b.d);
+      lo = f16_to_f32(b.m);
+    }
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (size_t i = 0; i < kQuantBlock; ++i) {
+      const long q = std::lround((xb[i] - lo) * id);
+      set_block_quant(b, i, static_cast<int>(q < 0 ? 0 : (q > kLevels ? kLevels : q)));
+    }
+    store(row + k * sizeof(Block), b);
+  }
+}
+
+template <class Block>
+bool finite_row_32(const std::byte* row, size_t cols) {
+  for (size_t k = 0; k < cols / kQuantBlock; ++k) {
+    const auto b = load<Block>(row + k * sizeof(Block));
+    if ((b.d & 0x7c00u) == 0x7c00u) return false;
+    if constexpr (!std::is_same_v<Block, BlockQ5_0>)
+      if ((b.m & 0x7c00u) == 0x7c00u) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void dequantize_row_q4_1(const std::byte* row, float* out, size_t cols) { dequantize_row_32<BlockQ4_1>(row, out, cols); }
+void quantize_row_q4_1(const float* in, std::byte* row, size_t cols) { quantize_row_32<BlockQ4_1>(in, row, cols); }
+bool finite_row_q4_1(const std::byte* row, size_t cols) { return finite_row_32<BlockQ4_1>(row, cols); }
+
+void dequantize_row_q5_0(const std::byte* row, float* out, size_t cols) { dequantize_row_32<BlockQ5_0>(row, out, cols); }
+void quantize_row_q5_0(const float* in, std::byte* row, size_t cols) { quantize_row_32<BlockQ5_0>(in, row, cols); }
+bool finite_row_q5_0(const std::byte* row, size_t cols) { return finite_row_32<BlockQ5_0>(row, cols); }
+
+void dequantize_row_q5_1(const std::byte* row, float* out, size_t cols) { dequantize_row_32<BlockQ5_1>(row, out, cols); }
+void quantize_row_q5_1(const float* in, std::byte* row, size_t cols) { quantize_row_32<BlockQ5_1>(in, row, cols); }
+bool finite_row_q5_1(const std::byte* row, size_t cols) { return finite_row_32<BlockQ5_1>(row, cols); }
 
 }  // namespace nanoinfer

@@ -11,8 +11,8 @@
 //                  byte j holds element j in its low nibble and element j + 16 in its high one;
 //                  w[i] = d * (nibble[i] - 8)
 //
-// and the two K-quant types llama.cpp's Q4_K_M / Q6_K files are made of, byte-for-byte GGUF's
-// super-blocks of 256 weights (layouts below, BlockQ4_K and BlockQ6_K).
+// and the three K-quant types llama.cpp's Q4_K_M / Q5_K_M / Q6_K files are made of, byte-for-byte
+// GGUF's super-blocks of 256 weights (layouts below, BlockQ4_K, BlockQ5_K and BlockQ6_K).
 //
 // A row of `cols` weights is cols / 32 consecutive blocks (cols / 256 for the K types). The scale is stored as raw f16
 // bits; packed structs keep the 2-byte alignment GGUF's layout implies (rows are not padded),
@@ -36,9 +36,43 @@ struct BlockQ4_0 {
   uint16_t d;  // f16 scale
   uint8_t qs[kQuantBlock / 2];
 };
+// The other 32-blocks of llama.cpp's files. The 4 low bits of each quant are nibbles as in
+// Q4_0 (byte j: element j low, j + 16 high); Q5's bit 4 of element i is bit i of qh, read as
+// a little-endian 32-bit value.
+//   Q4_1 ("q4_1"): 20 bytes; w[i] = d * q[i] + m, q unsigned 4-bit
+//   Q5_0 ("q5_0"): 22 bytes; w[i] = d * (q[i] - 16), q unsigned 5-bit
+//   Q5_1 ("q5_1"): 24 bytes; w[i] = d * q[i] + m, q unsigned 5-bit
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQuantBlock / 2];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQuantBlock / 2];
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQuantBlock / 2];
+};
 #pragma pack(pop)
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// Quant i (0..31) of a Q4_1 / Q5_0 / Q5_1 block, unsigned: its nibble, and for the Q5 types
+// bit i of qh as bit 4.
+template <class Block>
+int block_quant(const Block& b, size_t i) {
+  const int low = i < 16 ? b.qs[i] & 0x0F : b.qs[i - 16] >> 4;
+  if constexpr (requires { b.qh; }) return low | ((b.qh[i / 8] >> (i % 8)) & 1) << 4;
+  else return low;
+}
 
 // ---- the K-quants: super-blocks of 256 weights -----------------------------------------------
 inline constexpr size_t kSuperBlock = 256;
@@ -52,6 +86,17 @@ struct BlockQ4_K {
   uint16_t d;     // f16 scale of the scales
   uint16_t dmin;  // f16 scale of the mins
   uint8_t scales[12];
+  uint8_t qs[kSuperBlock / 2];
+};
+// Q5_K ("q5_k"): 256 weights in 176 bytes, Q4_K with a fifth bit per weight: d, dmin and the
+// scales as Q4_K's, then qh[32] and the low 4 bits in qs as Q4_K's nibbles. Element l of
+// sub-block j (l < 32) is q = nibble | (bit j of qh[l]) << 4, unsigned 5-bit; weight =
+// (d * sc[j]) * q - (dmin * m[j]).
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kSuperBlock / 8];
   uint8_t qs[kSuperBlock / 2];
 };
 // Q6_K ("q6_k"): 256 weights in 210 bytes, 16 sub-blocks of 16 with signed 8-bit scales;
@@ -69,6 +114,7 @@ struct BlockQ6_K {
   uint16_t d;
 };
 static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block. Bytes 0-3 hold the
@@ -125,6 +171,21 @@ bool finite_row_q4_0(const std::byte* row, size_t cols);
 void unpack_block_q4_0(const std::byte* block, ScaledBlock& out);
 void pack_block_q4_0(const ScaledBlock& in, std::byte* block);
 
+// Q4_1, Q5_0, Q5_1 have no ScaledBlock codec either (a min; quants the search does not make):
+// plain round-to-nearest references (Q4_1 / Q5_1: the block's range; Q5_0: as Q4_0, the
+// extreme mapped to -16).
+void dequantize_row_q4_1(const std::byte* row, float* out, size_t cols);
+void quantize_row_q4_1(const float* in, std::byte* row, size_t cols);
+bool finite_row_q4_1(const std::byte* row, size_t cols);
+
+void dequantize_row_q5_0(const std::byte* row, float* out, size_t cols);
+void quantize_row_q5_0(const float* in, std::byte* row, size_t cols);
+bool finite_row_q5_0(const std::byte* row, size_t cols);
+
+void dequantize_row_q5_1(const std::byte* row, float* out, size_t cols);
+void quantize_row_q5_1(const float* in, std::byte* row, size_t cols);
+bool finite_row_q5_1(const std::byte* row, size_t cols);
+
 // The K types (src/base/weight_blocks_k.cpp) have no ScaledBlock codec (a super-block has
 // sub-block scales, and Q4_K mins): their rows carry no unpack / pack, and the quantizer's
 // block search and GPTQ do not produce them. quantize is a plain round-to-nearest reference
@@ -132,6 +193,10 @@ void pack_block_q4_0(const ScaledBlock& in, std::byte* block);
 void dequantize_row_q4_k(const std::byte* row, float* out, size_t cols);
 void quantize_row_q4_k(const float* in, std::byte* row, size_t cols);
 bool finite_row_q4_k(const std::byte* row, size_t cols);
+
+void dequantize_row_q5_k(const std::byte* row, float* out, size_t cols);
+void quantize_row_q5_k(const float* in, std::byte* row, size_t cols);
+bool finite_row_q5_k(const std::byte* row, size_t cols);
 
 void dequantize_row_q6_k(const std::byte* row, float* out, size_t cols);
 void quantize_row_q6_k(const float* in, std::byte* row, size_t cols);

@@ -1,11 +1,12 @@
-// The scalar references of the K-quant weight types, Q4_K and Q6_K (layouts in
+// The scalar references of the K-quant weight types, Q4_K, Q5_K and Q6_K (layouts in
 // src/base/weight_blocks.h). The dequantizers are the ground truth every kernel is tested
 // against (each spells out its operation order); the quantizers are plain round-to-nearest
-// references, enough to make test matrices and `--dtype q4_k|q6_k` of a float model.
+// references, enough to make test matrices and `--dtype q4_k|q5_k|q6_k` of a float model.
 // llama.cpp's files, which are what these types are for, come with their own blocks.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "base/weight_blocks.h"
 #include "nanoinfer/dtype.h"
@@ -49,25 +50,35 @@ void k_pack_scale_min(const uint8_t* sc, const uint8_t* m, uint8_t (&q)[12]) {
   }
 }
 
-// ---- Q4_K -----------------------------------------------------------------------------------
+// ---- Q4_K and Q5_K: sub-block scales and mins, 4- or 5-bit quants --------------------------
 
-void dequantize_row_q4_k(const std::byte* row, float* out, size_t cols) {
+namespace {
+
+// Element l of sub-block j of a Q4_K / Q5_K super-block, unsigned (Q5_K's fifth bit from qh).
+template <class Block>
+int k_min_quant(const Block& b, int j, int l) {
+  const uint8_t byte = b.qs[32 * (j / 2) + l];
+  const int q = j % 2 == 0 ? byte & 0x0F : byte >> 4;
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) return q | ((b.qh[l] >> j) & 1) << 4;
+  else return q;
+}
+
+template <class Block>
+void dequantize_row_k_min(const std::byte* row, float* out, size_t cols) {
   for (size_t i = 0; i < cols / kSuperBlock; ++i) {
-    const auto b = load_k_block<BlockQ4_K>(row, i);
+    const auto b = load_k_block<Block>(row, i);
     const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
-    float* y = out + i * kSuperBlock;
-    for (int c = 0; c < 4; ++c) {  // chunk c: sub-blocks 2c (low nibbles), 2c + 1 (high)
-      const uint8_t* q = b.qs + 32 * c;
-      const ScaleMin lo = k_scale_min(b.scales, 2 * c), hi = k_scale_min(b.scales, 2 * c + 1);
-      const float d_lo = d * static_cast<float>(lo.scale), m_lo = dmin * static_cast<float>(lo.min);
-      const float d_hi = d * static_cast<float>(hi.scale), m_hi = dmin * static_cast<float>(hi.min);
-      for (int l = 0; l < 32; ++l) y[64 * c + l] = d_lo * static_cast<float>(q[l] & 0x0F) - m_lo;
-      for (int l = 0; l < 32; ++l) y[64 * c + 32 + l] = d_hi * static_cast<float>(q[l] >> 4) - m_hi;
+    for (int j = 0; j < 8; ++j) {
+      const ScaleMin sm = k_scale_min(b.scales, j);
+      const float ds = d * static_cast<float>(sm.scale), dm = dmin * static_cast<float>(sm.min);
+      for (int l = 0; l < 32; ++l) out[i * kSuperBlock + 32 * j + l] = ds * static_cast<float>(k_min_quant(b, j, l)) - dm;
     }
   }
 }
 
-void quantize_row_q4_k(const float* in, std::byte* row, size_t cols) {
+template <class Block>
+void quantize_row_k_min(const float* in, std::byte* row, size_t cols) {
+  constexpr int kLevels = std::is_same_v<Block, BlockQ5_K> ? 31 : 15;
   require_finite_k(in, cols);
   for (size_t i = 0; i < cols / kSuperBlock; ++i) {
     const float* x = in + i * kSuperBlock;
@@ -76,12 +87,12 @@ void quantize_row_q4_k(const float* in, std::byte* row, size_t cols) {
     for (int j = 0; j < 8; ++j) {
       float mn = 0.0f, mx = 0.0f;
       for (int l = 0; l < 32; ++l) mn = std::min(mn, x[32 * j + l]), mx = std::max(mx, x[32 * j + l]);
-      step[j] = (mx - mn) / 15.0f;
+      step[j] = (mx - mn) / static_cast<float>(kLevels);
       low[j] = -mn;
       max_step = std::max(max_step, step[j]);
       max_low = std::max(max_low, low[j]);
     }
-    BlockQ4_K b{};
+    Block b{};
     b.d = k_scale_bits(max_step / 63.0f);
     b.dmin = k_scale_bits(max_low / 63.0f);
     const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
@@ -94,21 +105,33 @@ void quantize_row_q4_k(const float* in, std::byte* row, size_t cols) {
     for (int j = 0; j < 8; ++j) {
       const float ds = d * static_cast<float>(sc[j]), dm = dmin * static_cast<float>(m[j]);
       for (int l = 0; l < 32; ++l) {
-        const uint8_t q = ds > 0.0f ? clamp_round((x[32 * j + l] + dm) / ds, 0, 15) : 0;
-        b.qs[32 * (j / 2) + l] |= static_cast<uint8_t>(j % 2 == 0 ? q : q << 4);
+        const uint8_t q = ds > 0.0f ? clamp_round((x[32 * j + l] + dm) / ds, 0, kLevels) : 0;
+        b.qs[32 * (j / 2) + l] |= static_cast<uint8_t>(j % 2 == 0 ? q & 15 : (q & 15) << 4);
+        if constexpr (std::is_same_v<Block, BlockQ5_K>) b.qh[l] |= static_cast<uint8_t>((q >> 4) << j);
       }
     }
     std::memcpy(row + i * sizeof b, &b, sizeof b);
   }
 }
 
-bool finite_row_q4_k(const std::byte* row, size_t cols) {
+template <class Block>
+bool finite_row_k_min(const std::byte* row, size_t cols) {
   for (size_t i = 0; i < cols / kSuperBlock; ++i) {
-    const auto b = load_k_block<BlockQ4_K>(row, i);
+    const auto b = load_k_block<Block>(row, i);
     if (!f16_finite(b.d) || !f16_finite(b.dmin)) return false;
   }
   return true;
 }
+
+}  // namespace
+
+void dequantize_row_q4_k(const std::byte* row, float* out, size_t cols) { dequantize_row_k_min<BlockQ4_K>(row, out, cols); }
+void quantize_row_q4_k(const float* in, std::byte* row, size_t cols) { quantize_row_k_min<BlockQ4_K>(in, row, cols); }
+bool finite_row_q4_k(const std::byte* row, size_t cols) { return finite_row_k_min<BlockQ4_K>(row, cols); }
+
+void dequantize_row_q5_k(const std::byte* row, float* out, size_t cols) { dequantize_row_k_min<BlockQ5_K>(row, out, cols); }
+void quantize_row_q5_k(const float* in, std::byte* row, size_t cols) { quantize_row_k_min<BlockQ5_K>(in, row, cols); }
+bool finite_row_q5_k(const std::byte* row, size_t cols) { return finite_row_k_min<BlockQ5_K>(row, cols); }
 
 // ---- Q6_K -----------------------------------------------------------------------------------
 

@@ -12,13 +12,9 @@ namespace nanoinfer {
 
 namespace {
 
-// The file-only types; the weight types' rows come from the weight-type table.
-constexpr std::array<GgmlTypeInfo, 5> kFileTypes{{
+// The file-only type; the weight types' rows come from the weight-type table.
+constexpr std::array<GgmlTypeInfo, 1> kFileTypes{{
     {GgmlType::F16, "F16", 1, 2},
-    {GgmlType::Q4_1, "Q4_1", kQK, sizeof(BlockQ4_1)},
-    {GgmlType::Q5_0, "Q5_0", kQK, sizeof(BlockQ5_0)},
-    {GgmlType::Q5_1, "Q5_1", kQK, sizeof(BlockQ5_1)},
-    {GgmlType::Q5_K, "Q5_K", kQK_K, sizeof(BlockQ5_K)},
 }};
 
 // Every id ggml has assigned, indexed by id; "" marks ids that were retired.
@@ -29,20 +25,8 @@ constexpr std::array<std::string_view, 40> kAllNames{
     "BF16",   "",      "",      "",       "TQ1_0", "TQ2_0", "",        "",       "",        "MXFP4",
 };
 
-// Reads block i of a row without assuming alignment (file data, fuzz inputs, test buffers).
-template <class Block>
-Block load_block(const std::byte* src, size_t i) {
-  Block b;
-  std::memcpy(&b, src + i * sizeof(Block), sizeof(Block));
-  return b;
-}
-
 uint16_t load_u16(const std::byte* p) {
   return static_cast<uint16_t>(static_cast<uint16_t>(p[0]) | static_cast<uint16_t>(p[1]) << 8);
-}
-
-uint32_t load_u32(const uint8_t (&b)[4]) {
-  return uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
 }
 
 }  // namespace
@@ -84,74 +68,6 @@ void dequantize_row_f16(const std::byte* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(src + 2 * i));
 }
 
-void dequantize_row_q4_1(const std::byte* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n / kQK; ++i) {
-    const auto b = load_block<BlockQ4_1>(src, i);
-    const float d = f16_to_f32(b.d);
-    const float m = f16_to_f32(b.m);
-    float* y = dst + i * kQK;
-    for (int j = 0; j < kQK / 2; ++j) {
-      y[j] = static_cast<float>(b.qs[j] & 0x0F) * d + m;
-      y[j + kQK / 2] = static_cast<float>(b.qs[j] >> 4) * d + m;
-    }
-  }
-}
-
-void dequantize_row_q5_0(const std::byte* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n / kQK; ++i) {
-    const auto b = load_block<BlockQ5_0>(src, i);
-    const float d = f16_to_f32(b.d);
-    const uint32_t qh = load_u32(b.qh);
-    float* y = dst + i * kQK;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int lo = (b.qs[j] & 0x0F) | static_cast<int>((qh >> j) & 1) << 4;
-      const int hi = (b.qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
-      y[j] = static_cast<float>(lo - 16) * d;
-      y[j + kQK / 2] = static_cast<float>(hi - 16) * d;
-    }
-  }
-}
-
-void dequantize_row_q5_1(const std::byte* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n / kQK; ++i) {
-    const auto b = load_block<BlockQ5_1>(src, i);
-    const float d = f16_to_f32(b.d);
-    const float m = f16_to_f32(b.m);
-    const uint32_t qh = load_u32(b.qh);
-    float* y = dst + i * kQK;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int lo = (b.qs[j] & 0x0F) | static_cast<int>((qh >> j) & 1) << 4;
-      const int hi = (b.qs[j] >> 4) | static_cast<int>((qh >> (j + 16)) & 1) << 4;
-      y[j] = static_cast<float>(lo) * d + m;
-      y[j + kQK / 2] = static_cast<float>(hi) * d + m;
-    }
-  }
-}
-
-void dequantize_row_q5_K(const std::byte* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n / kQK_K; ++i) {
-    const auto b = load_block<BlockQ5_K>(src, i);
-    const float d = f16_to_f32(b.d);
-    const float dmin = f16_to_f32(b.dmin);
-    float* y = dst + i * kQK_K;
-    for (int c = 0; c < 4; ++c) {
-      const uint8_t* q = b.qs + 32 * c;
-      const ScaleMin lo = k_scale_min(b.scales, 2 * c);
-      const ScaleMin hi = k_scale_min(b.scales, 2 * c + 1);
-      const float d_lo = d * static_cast<float>(lo.scale), m_lo = dmin * static_cast<float>(lo.min);
-      const float d_hi = d * static_cast<float>(hi.scale), m_hi = dmin * static_cast<float>(hi.min);
-      for (int l = 0; l < 32; ++l) {
-        const int v = (q[l] & 0x0F) | ((b.qh[l] >> (2 * c)) & 1) << 4;
-        y[64 * c + l] = d_lo * static_cast<float>(v) - m_lo;
-      }
-      for (int l = 0; l < 32; ++l) {
-        const int v = (q[l] >> 4) | ((b.qh[l] >> (2 * c + 1)) & 1) << 4;
-        y[64 * c + 32 + l] = d_hi * static_cast<float>(v) - m_hi;
-      }
-    }
-  }
-}
-
 void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
   (void)ggml_row_bytes(type, n);  // rejects partial blocks
   if (const std::optional<WeightType> w = weight_type_from_gguf(static_cast<uint32_t>(type)))
@@ -161,19 +77,15 @@ void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
     case GgmlType::BF16:
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K:
       break;  // weight types, above
     case GgmlType::F16:
       return dequantize_row_f16(src, dst, n);
-    case GgmlType::Q4_1:
-      return dequantize_row_q4_1(src, dst, n);
-    case GgmlType::Q5_0:
-      return dequantize_row_q5_0(src, dst, n);
-    case GgmlType::Q5_1:
-      return dequantize_row_q5_1(src, dst, n);
-    case GgmlType::Q5_K:
-      return dequantize_row_q5_K(src, dst, n);
   }
   fail("ggml type id {} is not supported", static_cast<uint32_t>(type));
 }

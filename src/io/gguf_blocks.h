@@ -1,8 +1,8 @@
 // ggml tensor types as stored in GGUF files: the type ids, their block geometry, the packed
 // block layouts, and a scalar dequantize-to-f32 reference for each type we read. The types the
-// engine computes with (F32, BF16, Q8_0, Q4_0, Q4_K, Q6_K) are rows of the weight-type table
+// engine computes with (F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) are rows of the weight-type table
 // (nanoinfer/weight_type.h): their geometry, block layouts and dequantizers are taken from
-// there, and only the file-only types (F16, Q4_1, Q5_x, Q5_K) are described here.
+// there, and only the file-only type (F16) is described here.
 //
 // Every quantized type stores a row as consecutive blocks; a block covers `block_elems`
 // consecutive elements of one row (a row is always a whole number of blocks) and takes
@@ -64,53 +64,15 @@ inline constexpr int kQK_K = static_cast<int>(kSuperBlock);  // elements per sup
 
 // Q8_0 and Q4_0: BlockQ8_0, BlockQ4_0 in src/base/weight_blocks.h.
 
-// Q4_1: x[i] = d * q[i] + m, nibbles as in Q4_0 (m is the block minimum).
-struct BlockQ4_1 {
-  uint16_t d;
-  uint16_t m;
-  uint8_t qs[kQK / 2];
-};
-static_assert(sizeof(BlockQ4_1) == 20);
+// Q4_1, Q5_0, Q5_1: BlockQ4_1, BlockQ5_0, BlockQ5_1 in src/base/weight_blocks.h.
 
-// Q5_0: x[i] = d * (q[i] - 16), q unsigned 5-bit. The low 4 bits are packed as in Q4_0; bit i
-// of the little-endian 32-bit qh is bit 4 of element i.
-struct BlockQ5_0 {
-  uint16_t d;
-  uint8_t qh[4];
-  uint8_t qs[kQK / 2];
-};
-static_assert(sizeof(BlockQ5_0) == 22);
-
-// Q5_1: x[i] = d * q[i] + m, 5-bit q packed as in Q5_0.
-struct BlockQ5_1 {
-  uint16_t d;
-  uint16_t m;
-  uint8_t qh[4];
-  uint8_t qs[kQK / 2];
-};
-static_assert(sizeof(BlockQ5_1) == 24);
-
-// Q4_K, Q6_K: BlockQ4_K, BlockQ6_K in src/base/weight_blocks.h (weight types).
-
-// Q5_K: as Q4_K with a fifth bit per element: for element l of sub-block j, bit j of qh[l].
-struct BlockQ5_K {
-  uint16_t d;
-  uint16_t dmin;
-  uint8_t scales[12];
-  uint8_t qh[kQK_K / 8];
-  uint8_t qs[kQK_K / 2];
-};
-static_assert(sizeof(BlockQ5_K) == 176);
+// Q4_K, Q5_K, Q6_K: BlockQ4_K, BlockQ5_K, BlockQ6_K in src/base/weight_blocks.h (weight types).
 
 // ---- scalar references ---------------------------------------------------------------------
 // Each converts `n` consecutive elements (a multiple of the type's block_elems) starting at
 // `src` to f32. `src` may have any alignment. n = 0 writes nothing. (The weight types' own are
 // their rows' dequantize_row, src/base/weight_blocks.h.)
 void dequantize_row_f16(const std::byte* src, float* dst, size_t n);
-void dequantize_row_q4_1(const std::byte* src, float* dst, size_t n);
-void dequantize_row_q5_0(const std::byte* src, float* dst, size_t n);
-void dequantize_row_q5_1(const std::byte* src, float* dst, size_t n);
-void dequantize_row_q5_K(const std::byte* src, float* dst, size_t n);
 
 // Dispatches on the type; throws nanoinfer::Error if n is not a whole number of blocks.
 void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n);

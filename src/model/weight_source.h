@@ -68,8 +68,9 @@ class WeightSource {
 // The safetensors reader as a source: F32, BF16 and F16 tensors (widened exactly).
 WeightSource safetensors_source(const SafetensorsFile& file);
 
-// A GGUF file as a source (names mapped to Hugging Face's; Q8_0/Q4_0 blocks are the engine's
-// int8/int4 rows byte for byte; other block types are dequantized to f32 rows at load).
+// A GGUF file as a source (names mapped to Hugging Face's; every block type it reads is a weight
+// type, its rows held byte for byte: Q8_0/Q4_0 are int8/int4, Q4_1/Q5_0/Q5_1 and the K types
+// their own; F16 is widened to f32 at load).
 class GgufFile;
 WeightSource gguf_source(const GgufFile& file);
 

@@ -84,12 +84,12 @@ class Loader {
       if (!t.exact || weight_type_info(*t.exact).quantized) quantized_file_ = true;
   }
 
-  // The type a matrix is stored in when the engine has it: f16 widens to f32, and block
-  // types without kernels (GGUF's Q4_1, Q5_0, Q5_1, Q5_K) are requantized to int8, the closest
-  // type the kernels run.
+  // The type a matrix is stored in when the engine has it: every GGUF block type the reader
+  // takes is a weight type (held as it is), and f16 widens to f32.
   static WeightType stored_type(const StoredTensor& t) {
     if (t.exact) return *t.exact;
-    return t.type_name == "F16" ? WeightType::F32 : WeightType::Q8_0;
+    if (t.type_name != "F16") fail("tensor type {} has no weight type", t.type_name);
+    return WeightType::F32;
   }
 
   // The type a matrix is held in: the stored one unless a target is asked for. A quantized

@@ -30,8 +30,17 @@ inline std::vector<WeightType> quant_types() {
   return types;
 }
 
-// The K-quant types (super-blocks of 256, no ScaledBlock codec): tests/k_quant_test.cpp.
+// The K-quant types (super-blocks of 256, no ScaledBlock codec).
 inline std::vector<WeightType> k_quant_types() {
+  std::vector<WeightType> types;
+  for (const WeightTypeInfo& info : all_weight_types())
+    if (info.block_elems == kSuperBlock) types.push_back(info.type);
+  return types;
+}
+
+// The types only llama.cpp's files bring (no ScaledBlock codec: the quantizer does not make
+// them): the K types and Q4_1, Q5_0, Q5_1; tests/k_quant_test.cpp.
+inline std::vector<WeightType> file_types() {
   std::vector<WeightType> types;
   for (const WeightTypeInfo& info : all_weight_types())
     if (info.quantized && !info.scaled_blocks()) types.push_back(info.type);
