@@ -14,6 +14,7 @@
 #include "quant/gptq.h"
 #include "quant/quantize.h"
 #include "nanoinfer/dtype.h"
+#include "nanoinfer/error.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
 #include "support/quant_problem.h"
@@ -138,6 +139,68 @@ TEST(QuantBlocks, SubnormalScales) {
 
 // The search includes round-to-nearest as a candidate, so under the weighting it is given it
 // is never worse, row by row; on random rows it is clearly better.
+// Scale groups (bench quant's group-size axis): a group of the block's size is the type's own
+// round-to-nearest; a larger group puts one scale, the group's, in all of its blocks, and every
+// weight is within half a step of it (a full step where Q4_0's +8 clamps to 7).
+std::vector<std::byte> grouped(WeightType t, const std::vector<float>& w, size_t group) {
+  std::vector<std::byte> row(weight_row_bytes(t, w.size()));
+  quantize_row_grouped(t, w.data(), row.data(), w.size(), group);
+  return row;
+}
+
+TEST(QuantGroups, OneBlockGroupsAreRoundToNearestBitwise) {
+  for (WeightType t : {WeightType::Q8_0, WeightType::Q4_0}) {
+    for (uint32_t seed = 0; seed < 20; ++seed) {
+      std::vector<float> w = test::random_floats(96 + 32 * (seed % 4), seed);
+      w[seed % w.size()] *= 40.0f;  // an outlier somewhere
+      EXPECT_EQ(grouped(t, w, 32), rtn(t, w)) << weight_type_name(t) << " seed " << seed;
+    }
+  }
+}
+
+TEST(QuantGroups, BlocksOfAGroupShareItsScale) {
+  const size_t cols = 160;  // groups [0, 128) and [128, 160): a shorter last group
+  for (WeightType t : {WeightType::Q8_0, WeightType::Q4_0}) {
+    double err32 = 0, err128 = 0;
+    for (uint32_t seed = 0; seed < 20; ++seed) {
+      std::vector<float> w = test::random_floats(cols, seed + 500);
+      w[(seed * 37) % cols] = (seed % 2 ? 3.0f : -3.0f);  // the extreme of its group, either sign
+      const std::vector<std::byte> row = grouped(t, w, 128);
+      const std::vector<float> v = back(t, row, cols);
+      for (size_t g0 = 0; g0 < cols; g0 += 128) {
+        const size_t g1 = std::min(cols, g0 + 128);
+        float extreme = 0;
+        for (size_t i = g0; i < g1; ++i)
+          if (std::fabs(w[i]) > std::fabs(extreme)) extreme = w[i];
+        const float d = t == WeightType::Q8_0 ? std::fabs(extreme) / 127.0f : extreme / -8.0f;
+        for (size_t b = g0 / 32; b < g1 / 32; ++b) EXPECT_EQ(scale_of(t, row, b), f32_to_f16(d)) << "block " << b;
+        // w is rounded against d and restored with d as stored (f16): within half a step of d
+        // (a full one where Q4_0 clamps +8 to 7), plus |q| times the scale's own rounding.
+        const float stored = f16_to_f32(f32_to_f16(d));
+        for (size_t i = g0; i < g1; ++i) {
+          const float q = std::round(v[i] / stored);
+          const bool clamped = t == WeightType::Q4_0 && w[i] / d > 7.5f;
+          const float bound = (clamped ? 1.0f : 0.5f) * std::fabs(d) + std::fabs(q) * std::fabs(d - stored);
+          EXPECT_LE(std::fabs(w[i] - v[i]), bound * 1.0001f + 1e-7f) << weight_type_name(t) << " " << i;
+        }
+      }
+      const std::vector<float> v32 = back(t, rtn(t, w), cols);
+      for (size_t i = 0; i < cols; ++i) {
+        err32 += (w[i] - v32[i]) * (w[i] - v32[i]);
+        err128 += (w[i] - v[i]) * (w[i] - v[i]);
+      }
+    }
+    // One outlier per 160 weights now sets the scale of four blocks instead of one.
+    EXPECT_GT(err128, 1.5 * err32) << weight_type_name(t);
+  }
+  std::vector<float> w = test::random_floats(64, 1);
+  std::vector<std::byte> row(weight_row_bytes(WeightType::Q4_0, 64));
+  EXPECT_THROW(quantize_row_grouped(WeightType::Q4_0, w.data(), row.data(), 64, 48), Error);
+  EXPECT_THROW(quantize_row_grouped(WeightType::Q4_K, w.data(), row.data(), 64, 128), Error);
+  w[5] = std::nanf("");
+  EXPECT_THROW(quantize_row_grouped(WeightType::Q4_0, w.data(), row.data(), 64, 64), Error);
+}
+
 TEST(QuantSearch, NeverWorseThanRoundToNearest) {
   for (WeightType t : test::quant_types()) {
     double total_rtn = 0, total_search = 0;

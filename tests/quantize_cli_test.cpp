@@ -420,8 +420,43 @@ TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "q4_k-rtn"}),
       "--levels: 'q4_k-rtn' is not base or int8|int4");
   expect_one_line_error(
-      run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:group=128"}),
-      "--levels: 'int4-rtn:group=128' is not");
+      run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-gptq:group=128"}),
+      "--levels: 'int4-gptq:group=128': groups beyond 32 are measured with -rtn only");
+  expect_one_line_error(
+      run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:group=100"}),
+      "--levels: 'int4-rtn:group=100': the group must be a multiple of 32 up to 4096");
+  expect_one_line_error(
+      run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:group=x"}),
+      "--levels: 'int4-rtn:group=x' is not");
+  expect_one_line_error(
+      run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:size=2"}),
+      "--levels: 'int4-rtn:size=2' is not");
+}
+
+// The group-size axis: int4 with one scale per 128 weights, simulated in Q4_0 blocks that share
+// their group's scale; the record gives the size a group-128 format would have.
+TEST_F(QuantizeCli, BenchQuantGroupAxis) {
+  const auto r = run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "-c", "64", "-t", "2", "--levels",
+                          "int4-rtn,int4-rtn:group=128", "-o", path("out.jsonl")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::stringstream lines(test::read_text(dir_ / "out.jsonl"));
+  std::vector<Json> records;
+  for (std::string line; std::getline(lines, line);) records.push_back(Json::parse(line));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].at("group_size"), 32);
+  EXPECT_EQ(records[0].at("group_simulated"), false);
+  EXPECT_EQ(records[0].at("bytes"), records[0].at("stored_bytes"));
+  EXPECT_EQ(records[1].at("group_size"), 128);
+  EXPECT_EQ(records[1].at("group_simulated"), true);
+  EXPECT_EQ(records[1].at("stored_bytes"), records[0].at("stored_bytes"));  // the same blocks are written
+  // Scales a group-128 format would not store: rows x (blocks - groups) x 2 bytes over the int4
+  // matrices of tiny-untied (hidden 128, intermediate 256, 3 layers, kv 64; the untied embedding
+  // is int4, lm_head keeps the scheme's int8 and its blocks of 32):
+  // per layer q 128x6 + k 64x6 + v 64x6 + o 128x6 + gate 256x6 + up 256x6 + down 128x12 = 6,912.
+  const uint64_t saved = 3 * 6912 + 300 * 6;
+  EXPECT_EQ(records[1].at("bytes").get<uint64_t>(), records[1].at("stored_bytes").get<uint64_t>() - saved);
+  EXPECT_LT(records[1].at("bits_per_weight").get<double>(), records[0].at("bits_per_weight").get<double>());
+  EXPECT_GT(records[1].at("weight_relative_error").get<double>(), records[0].at("weight_relative_error").get<double>());
 }
 
 }  // namespace

@@ -53,6 +53,12 @@ struct QuantizeOptions {
   size_t calib_windows = 0;
   size_t calib_ctx = 0;       // 0: min(512, the model's context)
   int threads = 0;            // 0: one per physical core; more than the CPUs: clamped to them
+  // Weights sharing one scale in the matrices of `type`: 0 (the type's block, 32) or a multiple
+  // of it, rtn only. A group of G is written as G/32 blocks that all carry the group's scale:
+  // the values are exactly those of a format with groups of G, the file is not smaller
+  // (QuantizeResult::repeated_scale_bytes says by how much such a format's would be). For
+  // measuring the group-size axis (`bench quant`) without a weight type per group size.
+  size_t scale_group = 0;
 };
 
 // Progress of a running quantization. `stage` is "calibrate" (done/total windows), "factor"
@@ -75,6 +81,10 @@ struct QuantizeResult {
   uint64_t matrix_bytes = 0;      // their bytes in the file
   uint64_t params = 0;            // all weights, norms and biases included
   uint64_t tensor_bytes = 0;      // all tensor data
+  size_t scale_group = 0;         // weights per scale in the matrices of `type`
+  // Bytes of scales repeated within a group (0 unless scale_group is beyond the block): a
+  // format with groups of scale_group would store tensor_bytes - repeated_scale_bytes.
+  uint64_t repeated_scale_bytes = 0;
   double matrix_bits_per_weight() const { return 8.0 * static_cast<double>(matrix_bytes) / static_cast<double>(matrix_params); }
   double bits_per_weight() const { return 8.0 * static_cast<double>(tensor_bytes) / static_cast<double>(params); }
   // sqrt(sum (w - q(w))^2 / sum w^2) over the quantized matrices: the plain (unweighted)

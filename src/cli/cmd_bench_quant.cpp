@@ -43,10 +43,12 @@ struct Level {
   QuantizeOptions options;
 };
 
-// A level's name: "base", or "<type>[-<method>][:head=<type>]", the suffix setting the type of the
-// matrix that computes the logits (default: the quantization scheme's, int8).
+// A level's name: "base", or "<type>[-<method>][:head=<type>][:group=<G>]": the suffixes set the
+// type of the matrix that computes the logits (default: the quantization scheme's, int8) and
+// the weights per scale of the level type's matrices (rtn only; default the block, 32).
 std::vector<Level> parse_levels(const std::string& list) {
-  constexpr const char* kForm = "base or int8|int4[-rtn|-imatrix|-gptq][:head=f32|bf16|int8|int4]";
+  constexpr const char* kForm =
+      "base or int8|int4[-rtn|-imatrix|-gptq][:head=f32|bf16|int8|int4][:group=32|64|..|4096, rtn]";
   std::vector<Level> levels;
   std::stringstream in(list);
   for (std::string name; std::getline(in, name, ',');) {
@@ -54,13 +56,22 @@ std::vector<Level> parse_levels(const std::string& list) {
     if (name == "base") {
       level.base = true;
     } else {
-      std::string spec = name;
-      if (const size_t colon = spec.find(':'); colon != std::string::npos) {
-        const std::string suffix = spec.substr(colon + 1);
-        spec.resize(colon);
-        if (suffix.rfind("head=", 0) != 0) fail("--levels: '{}' is not {}", name, kForm);
-        level.options.head_type = weight_type_from_name(suffix.substr(5));
-        if (!level.options.head_type) fail("--levels: '{}' is not {}", name, kForm);
+      std::stringstream parts(name);
+      std::string spec, suffix;
+      std::getline(parts, spec, ':');
+      while (std::getline(parts, suffix, ':')) {
+        if (suffix.rfind("head=", 0) == 0) {
+          level.options.head_type = weight_type_from_name(suffix.substr(5));
+          if (!level.options.head_type) fail("--levels: '{}' is not {}", name, kForm);
+        } else if (suffix.rfind("group=", 0) == 0) {
+          const std::string g = suffix.substr(6);
+          if (g.empty() || g.size() > 4 || g.find_first_not_of("0123456789") != std::string::npos) {
+            fail("--levels: '{}' is not {}", name, kForm);
+          }
+          level.options.scale_group = std::stoul(g);
+        } else {
+          fail("--levels: '{}' is not {}", name, kForm);
+        }
       }
       const size_t dash = spec.find('-');
       const std::string type = spec.substr(0, dash);
@@ -70,6 +81,13 @@ std::vector<Level> parse_levels(const std::string& list) {
       if (dash != std::string::npos) {
         level.options.method = quant_method_from_name(spec.substr(dash + 1));
         if (!level.options.method) fail("--levels: '{}' is not {}", name, kForm);
+      }
+      const size_t block = weight_type_info(*t).block_elems, group = level.options.scale_group;
+      if (group != 0 && (group % block != 0 || group > 4096)) {
+        fail("--levels: '{}': the group must be a multiple of {} up to 4096", name, block);
+      }
+      if (group > block && level.options.method != QuantMethod::Rtn) {
+        fail("--levels: '{}': groups beyond {} are measured with -rtn only", name, block);
       }
     }
     levels.push_back(level);
@@ -145,8 +163,10 @@ void run(const QuantBenchFlags& f) {
       row.type = std::string(weight_type_name(q.type));
       row.method = std::string(quant_method_name(q.method));
       row.head = std::string(weight_type_name(q.head_type));
-      row.bytes = q.tensor_bytes;
-      row.bits = q.bits_per_weight();
+      // The size a format with this group would have: the repeated scales of a simulated
+      // group (quantize_model's scale_group) are not counted.
+      row.bytes = q.tensor_bytes - q.repeated_scale_bytes;
+      row.bits = 8.0 * static_cast<double>(row.bytes) / static_cast<double>(q.params);
       row.ppl = r.model.perplexity;
       row.delta = r.delta_ppl_pct;
       row.kld = r.kld_mean;
@@ -155,11 +175,16 @@ void run(const QuantBenchFlags& f) {
       record["weight_type"] = row.type;
       record["method"] = row.method;
       record["head_type"] = row.head;
-      // Weights per scale: the block of the type (GGUF Q8_0 / Q4_0 blocks of 32, the only
-      // group size the formats have; 128 would need a new weight type).
-      record["group_size"] = weight_type_info(level.options.type).block_elems;
+      // Weights per scale in the level type's matrices. Q8_0 / Q4_0 blocks hold 32; a larger
+      // group is simulated (its blocks share the group's scale), so the values are that
+      // format's and `bytes` is its size, while the file written (`stored_bytes`) repeats the
+      // scale in every block.
+      record["group_size"] = q.scale_group;
+      record["group_simulated"] = q.repeated_scale_bytes > 0;
+      record["stored_bytes"] = q.tensor_bytes;
       record["file_bytes"] = q.file_bytes;
-      record["matrix_bits_per_weight"] = q.matrix_bits_per_weight();
+      record["matrix_bits_per_weight"] =
+          8.0 * static_cast<double>(q.matrix_bytes - q.repeated_scale_bytes) / static_cast<double>(q.matrix_params);
       record["calib_tokens"] = q.calib_tokens;
       record["quantize_seconds"] = q.seconds;
       record["quantize_threads"] = q.threads;
@@ -205,8 +230,9 @@ const bool registered_bench_quant = register_command({
       sub.add_option("--levels", f->levels,
                      "Comma-separated levels: base, or int8|int4 with -rtn, -imatrix or -gptq (default method gptq), "
                      "optionally :head=TYPE for the logits matrix (f32, bf16, int8, int4; default int8), e.g. "
-                     "int4-rtn:head=int4. The group size is the type's block, 32 weights per scale (the only one "
-                     "Q8_0 and Q4_0 have)")
+                     "int4-rtn:head=int4; and :group=G for G weights per scale (a multiple of 32, -rtn only: the "
+                     "blocks of a group share its scale, and the size reported is that of a format with groups of G), "
+                     "e.g. int4-rtn:group=128")
           ->capture_default_str();
       sub.add_option("--calib", f->calib, "Calibration text (default: the training part of data/tinyshakespeare.txt)");
       sub.add_option("--calib-windows", f->calib_windows, "Calibration windows (0 = quantize's default: 64, fewer for a large model)")->capture_default_str();

@@ -247,6 +247,15 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
   result.out = out_dir;
   result.type = o.type;
   result.method = o.method.value_or(QuantMethod::Gptq);
+  const size_t block = weight_type_info(o.type).block_elems;
+  if (o.scale_group != 0 && (o.scale_group % block != 0 || o.scale_group > 4096)) {
+    fail("quantize: a scale group of {} weights is not a multiple of {}'s block of {} (up to 4096)", o.scale_group,
+         weight_type_name(o.type), block);
+  }
+  if (o.scale_group > block && result.method != QuantMethod::Rtn) {
+    fail("quantize: scale groups beyond the block ({}) are for --method rtn, not {}", block, quant_method_name(result.method));
+  }
+  result.scale_group = o.scale_group == 0 ? block : o.scale_group;
   result.threads = o.threads;
 
   const std::unique_ptr<const ModelSource> opened = open_model_directory(model_path);
@@ -310,6 +319,7 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
       m.type = scheme_type(spec, o.type, cfg.tie_word_embeddings, o.head_type);
       if (is_logits_matrix(spec, cfg.tie_word_embeddings)) result.head_type = m.type;
       if (!weight_type_info(m.type).quantized) continue;
+      if (m.type == o.type) m.scale_group = result.scale_group;
       // A matrix without calibration inputs (an untied embedding) gets the uniform search.
       m.search = result.method != QuantMethod::Rtn;
       if (const auto tap = input_tap(spec, cfg.tie_word_embeddings); tap && m.search) {
@@ -326,6 +336,7 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
                                  {"block_size", weight_type_info(o.type).block_elems},
                                  {"method", std::string(quant_method_name(result.method))},
                                  {"head_type", std::string(weight_type_name(result.head_type))}};
+    if (result.scale_group != block) qc["scale_group"] = result.scale_group;  // blocks of one group share a scale
     if (result.method != QuantMethod::Rtn) {
       qc["calibration"] = {{"file", calib.file.filename().string()},
                            {"tokens", calib.cal.tokens},
@@ -346,6 +357,7 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
     result.matrix_bytes = written.matrix_bytes;
     result.params = written.params;
     result.tensor_bytes = written.tensor_bytes;
+    result.repeated_scale_bytes = written.repeated_scale_bytes;
     result.weight_relative_error = written.weight_sq > 0 ? std::sqrt(written.error_sq / written.weight_sq) : 0.0;
     result.file_bytes = fs::file_size(staging.path() / "model.safetensors");
 

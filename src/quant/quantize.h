@@ -63,6 +63,12 @@ uint16_t search_block_scale(WeightType type, const float* w, const float* import
 // uniform. Never worse than round-to-nearest under the same weighting (RTN is a candidate).
 void quantize_row_search(WeightType type, const float* w, const float* importance, std::byte* row, size_t cols);
 
+// Round-to-nearest into blocks of `type` (Q8_0 or Q4_0) with one scale per `group` weights (a
+// multiple of the block; the row's last group may be shorter): the type's own rule (Q8_0:
+// amax / 127; Q4_0: the signed value of largest magnitude maps to -8) over the whole group, its
+// f16 scale written into each of the group's blocks. group = 32 is bitwise quantize_row.
+void quantize_row_grouped(WeightType type, const float* w, std::byte* row, size_t cols, size_t group);
+
 // sum_i importance[i] * (w[i] - dequantize(row)[i])^2 (importance nullptr: uniform).
 double weighted_row_error(WeightType type, const float* w, const float* importance, const std::byte* row,
                           size_t cols);
@@ -75,12 +81,16 @@ struct MatrixQuantization {
   // GPTQ (quant/gptq.h) with this factor of the inputs' Gram matrix (shared by the matrices
   // that read the same input); takes precedence over `search`.
   std::shared_ptr<const GptqFactor> gptq_factor;
+  // Round-to-nearest with one scale per this many weights (quantize_row_grouped); 0 or the
+  // type's block: quantize_row. Not with `search` or `gptq_factor`.
+  size_t scale_group = 0;
 };
 
 struct QuantizedFileStats {
   uint64_t matrix_params = 0, matrix_bytes = 0;  // all matrices written
   uint64_t params = 0, tensor_bytes = 0;         // everything written
   double error_sq = 0, weight_sq = 0;            // sums over the quantized matrices
+  uint64_t repeated_scale_bytes = 0;             // scales written again within a scale group
 };
 
 // Throws a one-line Error naming the first tensor of the manifest holding a NaN or infinity.
