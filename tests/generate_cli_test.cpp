@@ -126,6 +126,29 @@ TEST_F(GenerateCli, ChatWrapsThePromptInTheTemplate) {
   EXPECT_NE(r.err.find("prompt: " + std::to_string(n) + " tokens"), std::string::npos) << r.err;
 }
 
+// -f FILE is -p with the file's text (a prompt too long for a command line); one of them is
+// required, not both.
+TEST_F(GenerateCli, PromptFromAFileIsThePromptGivenInline) {
+  const std::string prompt = "the king said\nand the queen";
+  const std::filesystem::path file = dir_ / "prompt.txt";
+  std::ofstream(file, std::ios::binary) << prompt;
+  const auto inline_run = run_cli({"generate", "-m", dir(), "-p", prompt, "-n", "12", "--temp", "0"});
+  const auto file_run = run_cli({"generate", "-m", dir(), "-f", file.string(), "-n", "12", "--temp", "0"});
+  ASSERT_EQ(file_run.status, 0) << file_run.err;
+  EXPECT_EQ(file_run.out, inline_run.out);
+  // The same prompt length on both ("prompt N tokens"), so the file's newline was kept.
+  const auto prompt_tokens = [](const std::string& err) {
+    const size_t at = err.find("| prompt ");
+    return at == std::string::npos ? std::string() : err.substr(at, err.find(" tokens", at) - at);
+  };
+  EXPECT_FALSE(prompt_tokens(inline_run.err).empty()) << inline_run.err;
+  EXPECT_EQ(prompt_tokens(file_run.err), prompt_tokens(inline_run.err));
+  expect_one_line_error(run_cli({"generate", "-m", dir(), "-n", "2"}), "generate: give the prompt with -p TEXT or -f FILE");
+  expect_one_line_error(run_cli({"generate", "-m", dir(), "-p", "x", "-f", file.string()}), "excludes");
+  expect_one_line_error(run_cli({"generate", "-m", dir(), "-f", (dir_ / "missing.txt").string()}), "missing.txt");
+  expect_one_line_error(run_cli({"viz", "-m", dir(), "-n", "2"}), "viz: give the prompt with -p TEXT or -f FILE");
+}
+
 TEST_F(GenerateCli, ZeroTokensPrintsOnlyANewline) {
   const auto r = run_cli({"generate", "-m", dir(), "-p", "abc", "-n", "0"});
   ASSERT_EQ(r.status, 0) << r.err;

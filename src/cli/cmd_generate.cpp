@@ -25,6 +25,7 @@ struct GenerateFlags : PromptFlags {
 };
 
 void run(const GenerateFlags& f) {
+  require_prompt(f, "generate");
   require_non_negative(f.n_predict, "-n");
   for (const std::string& s : f.stops) {
     if (s.empty()) fail("--stop must not be empty");

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "command.h"
+#include "common_options.h"
 #include "output.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/engine.h"
@@ -34,11 +35,6 @@ struct TokenizeArgs {
 // --special).
 SpecialTokens message_specials(const TokenizeArgs& args) {
   return args.special ? SpecialTokens::Parse : SpecialTokens::AsText;
-}
-
-std::string read_input_file(const std::string& path) {
-  if (path == "-") return read_all(STDIN_FILENO, "<stdin>", kMaxTextFileBytes);
-  return read_file(path, kMaxTextFileBytes);
 }
 
 // A token's bytes for display on one line: control bytes escaped (json_limits.h), backslash

@@ -27,6 +27,7 @@ struct VizFlags : PromptFlags {
 };
 
 void run(const VizFlags& f, bool port_given) {
+  require_prompt(f, "viz");
   if (f.n_predict < 1) fail("-n must be >= 1 (the page shows at least one step), got {}", f.n_predict);
   if (!f.out.empty() && port_given) fail("--out and --port exclude each other: write a file or serve the page");
   if (f.port < 0 || f.port > 65535) fail("--port must be in [0, 65535], got {}", f.port);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
@@ -129,11 +130,34 @@ OpenedModel load_model(const ModelFlags& flags) {
 
 void add_prompt_flags(CLI::App& app, PromptFlags& flags, int64_t default_n, std::string_view n_help) {
   add_model_flags(app, flags.model);
-  app.add_option("-p,--prompt", flags.prompt, "Prompt text")->required();
+  CLI::Option* text = app.add_option_function<std::string>(
+      "-p,--prompt",
+      [&flags](const std::string& value) {
+        flags.prompt = value;
+        flags.prompt_given = true;
+      },
+      "Prompt text");
+  CLI::Option* file = app.add_option_function<std::string>(
+      "-f,--file",
+      [&flags](const std::string& path) {
+        flags.prompt = read_input_file(path);
+        flags.prompt_given = true;
+      },
+      "Read the prompt from this text file ('-' for stdin) instead of -p");
+  text->excludes(file);
   flags.n_predict = default_n;
   app.add_option("-n,--n-predict", flags.n_predict, fmt::format("{} (default {})", n_help, default_n));
   add_sampling_flags(app, flags.sampling);
   app.add_flag("--chat", flags.chat, "Wrap the prompt in the chat template as one user turn");
+}
+
+std::string read_input_file(const std::string& path) {
+  if (path == "-") return read_all(STDIN_FILENO, "<stdin>", kMaxTextFileBytes);
+  return read_file(path, kMaxTextFileBytes);
+}
+
+void require_prompt(const PromptFlags& flags, std::string_view command) {
+  if (!flags.prompt_given) fail("{}: give the prompt with -p TEXT or -f FILE", command);
 }
 
 std::vector<int32_t> encode_prompt(const Tokenizer& tok, const PromptFlags& flags) {

@@ -55,10 +55,14 @@ void add_sampling_flags(CLI::App& app, SamplingOverrides& overrides);
 
 // What the commands that generate from one prompt share (generate, viz): the model and
 // sampling flags, -p, -n (with the command's default and help) and --chat.
+// A text file's contents ('-': stdin), up to kMaxTextFileBytes.
+std::string read_input_file(const std::string& path);
+
 struct PromptFlags {
   ModelFlags model;
   SamplingOverrides sampling;
-  std::string prompt;
+  std::string prompt;  // -p TEXT, or the contents of -f FILE
+  bool prompt_given = false;
   int64_t n_predict = 0;
   bool chat = false;
 };
@@ -66,6 +70,8 @@ void add_prompt_flags(CLI::App& app, PromptFlags& flags, int64_t default_n, std:
 // The prompt's tokens, encoded as every front end encodes what a user typed (chat: one user
 // turn through the template, special-token text in it kept as text).
 std::vector<int32_t> encode_prompt(const Tokenizer& tok, const PromptFlags& flags);
+// Fails (one line, naming `command`) unless -p or -f gave the prompt: before any model loads.
+void require_prompt(const PromptFlags& flags, std::string_view command);
 
 // Constrained decoding flags of generate and chat: --json (any JSON object), --json-schema FILE,
 // --grammar FILE (GBNF). At most one.
