@@ -51,6 +51,13 @@ class Drafter {
   virtual void prefill(std::span<const int32_t> context) { (void)context; }
   // The sequence was forgotten (Generator::reset): drop what was kept for it.
   virtual void reset() {}
+  // How many tokens of `context` the next draft() would have to process besides the last one
+  // (whose logits give the first draft): a draft model's catch-up after plain steps or a new
+  // turn. A drafter that keeps no state of its own (prompt lookup) is never behind.
+  virtual size_t behind(std::span<const int32_t> context) const {
+    (void)context;
+    return 0;
+  }
   // Drafts for a sequence sampled with `params` from now on (a server's sequence serves
   // requests with settings of their own); a drafter that samples or penalises uses them.
   virtual void set_sampling(const SamplerParams& params) { (void)params; }
@@ -91,6 +98,7 @@ class ModelDrafter final : public Drafter {
   void draft(std::span<const int32_t> context, size_t k, std::vector<int32_t>& out) override;
   void prefill(std::span<const int32_t> context) override;
   void reset() override;  // empties its sequence: the next draft prefills the whole context
+  size_t behind(std::span<const int32_t> context) const override;
   std::string_view name() const override { return "draft model"; }
   const Sequence& sequence() const { return seq_; }
   std::span<const DraftDistribution> distributions() const override;
@@ -141,12 +149,27 @@ void require_same_vocabulary(const Tokenizer& target, const Tokenizer& draft);
 //                 draft costs at most one extra row every so often.
 //   adaptive(max, timed = true): c is measured instead. It starts with kTimedStart plain
 //                 steps, and every kRetime passes takes another, to know what a plain step
-//                 costs (the fastest so far); each pass then gives c = (its seconds, drafting
-//                 included, / the plain step - 1) / k, averaged over the passes (weight
-//                 kCostWeight). Where verifying k tokens costs nearly k steps, or the draft is
-//                 nearly as slow as the target, no k beats a plain step and speculation falls
-//                 back to plain decoding. The tokens are the same either way; only the counts
-//                 depend on timing, so tests use the untimed form.
+//                 costs (the fastest so far); the first pass drafts one token. Each pass then
+//                 gives c = (its seconds, drafting included but the drafter's catch-up not,
+//                 / the plain step - 1) / k, averaged over the passes (weight kCostWeight).
+//                 Where verifying k tokens costs nearly k steps, or the draft is nearly as
+//                 slow as the target, no k beats a plain step and speculation falls back to
+//                 plain decoding.
+//                 A drafter with a model of its own follows every token it did not draft
+//                 (Drafter::behind): after n plain steps its next draft first processes n
+//                 tokens, at the per-token cost its prompt prefill showed (prefilled()). That
+//                 cost grows with the wait, so a longer wait does not make a probe cheaper per
+//                 step. The timed length therefore keeps an account: what speculation has lost
+//                 against plain decoding (each pass's seconds, catch-up included, less a plain
+//                 step per token it yielded; a gain counts as a negative loss) and the decode
+//                 time so far. After k fell to 0, a probe is made only when the loss, with the
+//                 probe's predicted cost (catch-up plus one row at c), stays within
+//                 kLossShare of the time; otherwise the step is plain. A drafter whose
+//                 following alone costs more than that share of a step falls ever further
+//                 behind and is not probed again in this sequence (until a new prefill has
+//                 it catch up outside decoding), which bounds the loss at acceptance 0.
+//                 The tokens are the same either way; only the counts depend on timing, so
+//                 tests use the untimed form or give the seconds.
 class DraftLength {
  public:
   static constexpr size_t kDefaultMax = 16;
@@ -156,18 +179,27 @@ class DraftLength {
   static constexpr double kAlphaWeight = 0.2;
   static constexpr double kDefaultRowCost = 0.15;
   static constexpr double kCostWeight = 0.25;
+  static constexpr double kLossShare = 1.0 / 32;
   static DraftLength fixed(size_t k);
   static DraftLength adaptive(size_t max = kDefaultMax, bool timed = false);
 
   bool is_adaptive() const { return adaptive_; }
   size_t max() const { return max_; }
-  // Tokens to draft next; 0 means decode this step plainly.
-  size_t next() const { return wait_ > 0 ? 0 : k_; }
+  // Tokens to draft next, for a drafter `behind` tokens behind (Drafter::behind); 0 means
+  // decode this step plainly.
+  size_t next(size_t behind = 0) const;
+  // The drafter prefilled `tokens` tokens in `seconds` (Drafter::prefill): what following one
+  // token costs it. Timed only.
+  void prefilled(size_t tokens, double seconds);
   // After a pass that verified `drafted` (>= 1) tokens of which the first `accepted` were
-  // kept, taking `seconds` with the drafting.
-  void passed(size_t drafted, size_t accepted, double seconds = 0);
+  // kept, taking `seconds` with the drafting, for which the drafter first caught up `behind`
+  // tokens.
+  void passed(size_t drafted, size_t accepted, double seconds = 0, size_t behind = 0);
   // After a plain decode step (next() was 0, or nothing was drafted) of `seconds`.
   void plain_step(double seconds = 0);
+  // Timed: seconds speculation lost against plain steps (negative: gained), and decode seconds.
+  double lost_seconds() const { return lost_; }
+  double decode_seconds() const { return elapsed_; }
   double acceptance() const { return alpha_; }  // the current estimate of a
   double row_cost() const { return row_cost_; }  // the current c
   // The argmax of the class comment for acceptance a and row cost c, k in 0..max.
@@ -189,6 +221,11 @@ class DraftLength {
   bool cost_measured_ = false;  // row_cost_ comes from a timed pass
   double plain_spt_ = 0;  // seconds of the fastest plain step (0: none yet)
   size_t passes_ = 0;     // since the last plain step
+  bool first_pass_ = true;    // timed: the first pass drafts one token
+  bool probing_ = false;      // timed: k fell to 0; probes must fit the loss account
+  double follow_spt_ = 0;     // seconds the drafter takes per token it catches up
+  double lost_ = 0;           // see lost_seconds()
+  double elapsed_ = 0;        // decode seconds: plain steps and passes
 };
 
 }  // namespace nanoinfer

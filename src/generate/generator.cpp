@@ -84,7 +84,13 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
   stats.prompt_tokens = to_push_.size();
   const Clock::time_point start = Clock::now();
   std::span<const float> logits = model_.forward(to_push_, seq_);
-  if (drafter_) drafter_->prefill(history_);
+  if (drafter_) {
+    const size_t behind = drafter_->behind(history_);
+    const Clock::time_point draft_start = Clock::now();
+    drafter_->prefill(history_);
+    const size_t caught_up = behind - drafter_->behind(history_);  // and the last token
+    draft_length_.prefilled(caught_up > 0 ? caught_up + 1 : 0, seconds_since(draft_start));
+  }
   stats.prefill_seconds = seconds_since(start);
 
   // Each pass leaves `rows` rows of logits: the prefill's last position, a decode step's one
@@ -96,6 +102,7 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
   size_t rows = 1;
   bool decode_pass = false;
   Clock::time_point pass_start = start;  // of the drafting and forward pass being verified
+  size_t pass_behind = 0;  // tokens the drafter caught up before drafting for that pass
   std::optional<StopReason> end;
   while (true) {
     const size_t first = seq_.cache().length() - rows;  // the position of row 0
@@ -120,7 +127,7 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
     }
     if (drafter_ && decode_pass) {
       const double seconds = seconds_since(pass_start);
-      drafted > 0 ? draft_length_.passed(drafted, accepted, seconds) : draft_length_.plain_step(seconds);
+      drafted > 0 ? draft_length_.passed(drafted, accepted, seconds, pass_behind) : draft_length_.plain_step(seconds);
     }
     if (drafted > 0) {
       stats.accepted_tokens += accepted;
@@ -139,7 +146,8 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
     dists_ = {};
     pass_start = Clock::now();
     if (drafter_) {
-      const size_t k = std::min({draft_length_.next(), capacity - seq_.cache().length() - 1,
+      pass_behind = drafter_->behind(history_);
+      const size_t k = std::min({draft_length_.next(pass_behind), capacity - seq_.cache().length() - 1,
                                  static_cast<size_t>(rules.max_new_tokens) - step_.generated() - 1});
       if (k > 0) {
         drafter_->draft(history_, k, drafts_);

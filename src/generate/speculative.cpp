@@ -120,6 +120,13 @@ void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector
   }
 }
 
+size_t ModelDrafter::behind(std::span<const int32_t> context) const {
+  if (context.empty()) return 0;
+  const auto mismatch = std::mismatch(cached_.begin(), cached_.end(), context.begin(), context.end());
+  const size_t keep = std::min(static_cast<size_t>(mismatch.first - cached_.begin()), context.size() - 1);
+  return context.size() - 1 - keep;
+}
+
 void ModelDrafter::reset() {
   seq_.cache().clear();
   cached_.clear();
@@ -176,24 +183,45 @@ void DraftLength::back_off() {
   wait_ = backoff_;
   backoff_ = std::min(kMaxWait, 2 * backoff_);
   k_ = 1;  // the probe after the wait
+  probing_ = timed_;
 }
 
-void DraftLength::passed(size_t drafted, size_t accepted, double seconds) {
+size_t DraftLength::next(size_t behind) const {
+  if (wait_ > 0) return 0;
+  if (timed_ && first_pass_) return std::min<size_t>(k_, 1);
+  if (probing_ && plain_spt_ > 0) {
+    // The probe's predicted loss: the drafter's catch-up, and one row at the cost c.
+    const double probe = follow_spt_ * static_cast<double>(behind) + row_cost_ * plain_spt_;
+    if (lost_ + probe > kLossShare * (elapsed_ + probe)) return 0;
+  }
+  return k_;
+}
+
+void DraftLength::prefilled(size_t tokens, double seconds) {
+  if (timed_ && tokens > 0 && seconds > 0) follow_spt_ = seconds / static_cast<double>(tokens);
+}
+
+void DraftLength::passed(size_t drafted, size_t accepted, double seconds, size_t behind) {
   if (!adaptive_ || drafted == 0) return;
   // Trials: each accepted draft, then the first rejected one; later drafts were never tried.
   for (size_t i = 0; i < accepted; ++i) alpha_ += kAlphaWeight * (1.0 - alpha_);
   if (accepted < drafted) alpha_ -= kAlphaWeight * alpha_;
   if (timed_ && seconds > 0 && plain_spt_ > 0) {
-    const double c = std::max(0.0, (seconds / plain_spt_ - 1.0) / static_cast<double>(drafted));
+    elapsed_ += seconds;
+    lost_ += seconds - plain_spt_ * static_cast<double>(accepted + 1);
+    const double catch_up = std::min(seconds, follow_spt_ * static_cast<double>(behind));
+    const double c = std::max(0.0, ((seconds - catch_up) / plain_spt_ - 1.0) / static_cast<double>(drafted));
     row_cost_ = cost_measured_ ? row_cost_ + kCostWeight * (c - row_cost_) : c;
     cost_measured_ = true;
   }
+  first_pass_ = false;
   k_ = best(alpha_, row_cost_, max_);
   if (k_ == 0) {
     back_off();
     return;
   }
   backoff_ = 1;
+  probing_ = false;
   if (timed_ && ++passes_ >= kRetime) wait_ = 1;  // time a plain step again
 }
 
@@ -202,7 +230,10 @@ void DraftLength::plain_step(double seconds) {
   passes_ = 0;
   // The fastest plain step: timing noise only ever adds, and the first steps are the slowest
   // (caches still cold), so an average would flatter speculation.
-  if (timed_ && seconds > 0) plain_spt_ = plain_spt_ > 0 ? std::min(plain_spt_, seconds) : seconds;
+  if (timed_ && seconds > 0) {
+    plain_spt_ = plain_spt_ > 0 ? std::min(plain_spt_, seconds) : seconds;
+    elapsed_ += seconds;
+  }
 }
 
 }  // namespace nanoinfer
