@@ -3,6 +3,7 @@
 // floats everywhere.
 #include "base/weight_blocks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -98,18 +99,21 @@ void pack_block_q8_0(const ScaledBlock& in, std::byte* block) {
 void dequantize_row_q8_0(const std::byte* row, float* out, size_t cols) {
   dequantize_scaled<BlockQ8_0, unpack_block_q8_0>(row, out, cols);
 }
-void quantize_row_q8_0(const float* in, std::byte* row, size_t cols) {
+void quantize_row_q8_0(const float* in, std::byte* row, size_t cols) { quantize_row_q8_0_grouped(in, row, cols, kQuantBlock); }
+void quantize_row_q8_0_grouped(const float* in, std::byte* row, size_t cols, size_t group) {
   require_finite(in, cols);
-  for (size_t k = 0; k < cols / kQuantBlock; ++k) {
-    const float* xb = in + k * kQuantBlock;
+  for (size_t g0 = 0; g0 < cols; g0 += group) {
+    const size_t g1 = std::min(cols, g0 + group);
     float amax = 0.0f;
-    for (size_t i = 0; i < kQuantBlock; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    for (size_t i = g0; i < g1; ++i) amax = std::fmax(amax, std::fabs(in[i]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     BlockQ8_0 b;
     b.d = block_scale(d, amax);
-    for (size_t i = 0; i < kQuantBlock; ++i) b.qs[i] = static_cast<int8_t>(std::lround(xb[i] * id));
-    store(row + k * sizeof(BlockQ8_0), b);
+    for (size_t k = g0; k < g1; k += kQuantBlock) {
+      for (size_t i = 0; i < kQuantBlock; ++i) b.qs[i] = static_cast<int8_t>(std::lround(in[k + i] * id));
+      store(row + (k / kQuantBlock) * sizeof(BlockQ8_0), b);
+    }
   }
 }
 bool finite_row_q8_0(const std::byte* row, size_t cols) {
@@ -136,15 +140,16 @@ void pack_block_q4_0(const ScaledBlock& in, std::byte* block) {
 void dequantize_row_q4_0(const std::byte* row, float* out, size_t cols) {
   dequantize_scaled<BlockQ4_0, unpack_block_q4_0>(row, out, cols);
 }
-void quantize_row_q4_0(const float* in, std::byte* row, size_t cols) {
+void quantize_row_q4_0(const float* in, std::byte* row, size_t cols) { quantize_row_q4_0_grouped(in, row, cols, kQuantBlock); }
+void quantize_row_q4_0_grouped(const float* in, std::byte* row, size_t cols, size_t group) {
   require_finite(in, cols);
   // The signed value of largest magnitude maps to -8, so the full range [-8, 7] is used on
   // the side that needs it.
-  for (size_t k = 0; k < cols / kQuantBlock; ++k) {
-    const float* xb = in + k * kQuantBlock;
+  for (size_t g0 = 0; g0 < cols; g0 += group) {
+    const size_t g1 = std::min(cols, g0 + group);
     float max = 0.0f;
-    for (size_t i = 0; i < kQuantBlock; ++i)
-      if (std::fabs(xb[i]) > std::fabs(max)) max = xb[i];
+    for (size_t i = g0; i < g1; ++i)
+      if (std::fabs(in[i]) > std::fabs(max)) max = in[i];
     const float d = max / -8.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const auto nib = [&](float v) {
@@ -153,9 +158,12 @@ void quantize_row_q4_0(const float* in, std::byte* row, size_t cols) {
     };
     BlockQ4_0 b;
     b.d = block_scale(d, max);
-    for (size_t j = 0; j < kQuantBlock / 2; ++j)
-      b.qs[j] = static_cast<uint8_t>(nib(xb[j]) | (nib(xb[j + kQuantBlock / 2]) << 4));
-    store(row + k * sizeof(BlockQ4_0), b);
+    for (size_t k = g0; k < g1; k += kQuantBlock) {
+      const float* xb = in + k;
+      for (size_t j = 0; j < kQuantBlock / 2; ++j)
+        b.qs[j] = static_cast<uint8_t>(nib(xb[j]) | (nib(xb[j + kQuantBlock / 2]) << 4));
+      store(row + (k / kQuantBlock) * sizeof(BlockQ4_0), b);
+    }
   }
 }
 bool finite_row_q4_0(const std::byte* row, size_t cols) {

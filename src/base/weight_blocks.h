@@ -161,12 +161,18 @@ bool finite_row_bf16(const std::byte* row, size_t cols);
 
 void dequantize_row_q8_0(const std::byte* row, float* out, size_t cols);
 void quantize_row_q8_0(const float* in, std::byte* row, size_t cols);
+// Round-to-nearest with one scale per `group` weights (a multiple of the block, the last group
+// may be shorter): the rule picks the scale over the whole group and every block of the group
+// carries it, so group 32 is the format itself (quantize_row_q8_0 / _q4_0 are that). Groups
+// beyond 32 simulate a coarser format (bench quant's :group=G axis).
+void quantize_row_q8_0_grouped(const float* in, std::byte* row, size_t cols, size_t group);
 bool finite_row_q8_0(const std::byte* row, size_t cols);
 void unpack_block_q8_0(const std::byte* block, ScaledBlock& out);
 void pack_block_q8_0(const ScaledBlock& in, std::byte* block);
 
 void dequantize_row_q4_0(const std::byte* row, float* out, size_t cols);
 void quantize_row_q4_0(const float* in, std::byte* row, size_t cols);
+void quantize_row_q4_0_grouped(const float* in, std::byte* row, size_t cols, size_t group);
 bool finite_row_q4_0(const std::byte* row, size_t cols);
 void unpack_block_q4_0(const std::byte* block, ScaledBlock& out);
 void pack_block_q4_0(const ScaledBlock& in, std::byte* block);

@@ -72,40 +72,14 @@ constexpr size_t kTileRows = 16;
 }  // namespace
 
 void quantize_row_grouped(WeightType type, const float* w, std::byte* row, size_t cols, size_t group) {
-  const size_t block = weight_type_info(type).block_elems, block_bytes = weight_type_info(type).block_bytes;
+  const size_t block = weight_type_info(type).block_elems;
   if (type != WeightType::Q8_0 && type != WeightType::Q4_0) {
     fail("quantize: scale groups are for {} and {}, not {}", weight_type_name(WeightType::Q8_0),
          weight_type_name(WeightType::Q4_0), weight_type_name(type));
   }
   if (group == 0 || group % block != 0) fail("quantize: a scale group of {} is not a multiple of the block, {}", group, block);
   if (cols % block != 0) fail("quantize: {} columns are not whole blocks of {}", cols, block);
-  for (size_t i = 0; i < cols; ++i)
-    if (!std::isfinite(w[i])) fail("quantize: weight {} of the row is {}", i, w[i]);
-  const QuantRange range = range_of(type);
-  for (size_t g0 = 0; g0 < cols; g0 += group) {
-    const size_t g1 = std::min(cols, g0 + group);
-    // The type's rule over the group (weight_blocks.cpp's quantize_row_q8_0 / _q4_0 over a block).
-    float extreme = 0.0f, d = 0.0f;
-    if (type == WeightType::Q8_0) {
-      for (size_t i = g0; i < g1; ++i) extreme = std::fmax(extreme, std::fabs(w[i]));
-      d = extreme / 127.0f;
-    } else {
-      for (size_t i = g0; i < g1; ++i)
-        if (std::fabs(w[i]) > std::fabs(extreme)) extreme = w[i];
-      d = extreme / -8.0f;
-    }
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    BlockCode code;
-    code.d = f32_to_f16(d);
-    if ((code.d & 0x7c00u) == 0x7c00u) fail("quantize: a group of weights reaching {} needs a scale beyond f16's range", extreme);
-    for (size_t b0 = g0; b0 < g1; b0 += block) {
-      for (size_t i = 0; i < block; ++i) {
-        const long q = std::lround(w[b0 + i] * id);
-        code.q[i] = static_cast<int8_t>(q < range.lo ? range.lo : (q > range.hi ? range.hi : q));
-      }
-      pack_block(type, code, row + (b0 / block) * block_bytes);
-    }
-  }
+  (type == WeightType::Q8_0 ? quantize_row_q8_0_grouped : quantize_row_q4_0_grouped)(w, row, cols, group);
 }
 
 void check_finite_weights(const SafetensorsFile& in, const ModelConfig& cfg, ThreadPool& pool) {
