@@ -15,7 +15,10 @@
 // last-level cache (>= 256 MB in total).
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <span>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -177,7 +180,10 @@ BENCHMARK(BM_StreamReadCeiling)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime
 // Attention of one layer of Qwen2.5-0.5B (14 heads of 64, 2 KV heads) on the best ISA:
 // the last 512-token chunk of a 4,096-token prefill (pos0 3,584) and a decode step at depth
 // 4,096. mode 0: the exact path attention had before tiling (f32 cache, a scores buffer,
-// std::exp); 1: tiled, f32 cache; 2: tiled, f16 cache. Items = query tokens.
+// std::exp); 1: tiled, f32 cache; 2: tiled, f16 cache; 3: tiled, f16 cache, each iteration
+// another of 64 layers' caches (128 MiB at depth 4,096), so the K/V rows come from memory as
+// in a model's decode step, not from the caches; 4: as 3 on memory advised to 2 MiB
+// transparent huge pages (as a model's KV cache, KvCache::Pages::huge). Items = query tokens.
 // Run: nanoinfer_microbench --benchmark_filter=Attention --benchmark_repetitions=5
 void BM_Attention(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0)), mode = static_cast<size_t>(state.range(1));
@@ -195,6 +201,36 @@ void BM_Attention(benchmark::State& state) {
     k16[i] = f32_to_f16(k[i]);
     v16[i] = f32_to_f16(v[i]);
   }
+  // modes 3 and 4: 64 copies of the f16 cache, one per "layer", visited in turn.
+  constexpr size_t kColdLayers = 64;
+  std::vector<uint16_t> k_cold_v, v_cold_v;
+  std::span<uint16_t> k_cold, v_cold;
+  void* huge_map = nullptr;
+  size_t huge_bytes = 0;
+  if (mode == 3 || mode == 4) {
+    if (mode == 3) {
+      k_cold_v.resize(kColdLayers * k16.size());
+      v_cold_v.resize(kColdLayers * v16.size());
+      k_cold = k_cold_v;
+      v_cold = v_cold_v;
+    } else {
+      huge_bytes = 2 * kColdLayers * k16.size() * sizeof(uint16_t);
+      void* pk = ::mmap(nullptr, huge_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (pk == MAP_FAILED) {
+        state.SkipWithError("cannot map the cold caches");
+        return;
+      }
+      huge_map = pk;
+      (void)::madvise(pk, huge_bytes, MADV_HUGEPAGE);
+      k_cold = std::span<uint16_t>(static_cast<uint16_t*>(pk), kColdLayers * k16.size());
+      v_cold = std::span<uint16_t>(static_cast<uint16_t*>(pk) + kColdLayers * k16.size(), kColdLayers * k16.size());
+    }
+    for (size_t l = 0; l < kColdLayers; ++l) {
+      std::copy(k16.begin(), k16.end(), k_cold.begin() + static_cast<std::ptrdiff_t>(l * k16.size()));
+      std::copy(v16.begin(), v16.end(), v_cold.begin() + static_cast<std::ptrdiff_t>(l * v16.size()));
+    }
+  }
+  size_t layer = 0;
   const Compute c{&pool_of(2), &kernels::table(best_isa())};
   AttentionWork work;
   for (auto _ : state) {
@@ -202,14 +238,20 @@ void BM_Attention(benchmark::State& state) {
       attention_exact(c, shape, q.data(), k.data(), v.data(), out.data(), n, pos0, scores.data());
     } else if (mode == 1) {
       attention(c, shape, q.data(), KvView{k.data(), v.data(), DType::F32, kv_dim}, out.data(), n, pos0, &work);
-    } else {
+    } else if (mode == 2) {
       attention(c, shape, q.data(), KvView{k16.data(), v16.data(), DType::F16, kv_dim}, out.data(), n, pos0, &work);
+    } else {
+      attention(c, shape, q.data(), KvView{k_cold.data() + layer * k16.size(), v_cold.data() + layer * v16.size(),
+                                           DType::F16, kv_dim},
+                out.data(), n, pos0, &work);
+      layer = (layer + 1) % kColdLayers;
     }
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+  if (huge_map != nullptr) ::munmap(huge_map, huge_bytes);
 }
-BENCHMARK(BM_Attention)->ArgsProduct({{512, 1}, {0, 1, 2}})->ArgNames({"n", "mode"})->UseRealTime();
+BENCHMARK(BM_Attention)->ArgsProduct({{512, 1}, {0, 1, 2, 3, 4}})->ArgNames({"n", "mode"})->UseRealTime();
 
 }  // namespace
 }  // namespace nanoinfer

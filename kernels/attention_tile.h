@@ -186,11 +186,44 @@ struct ScalarOps {
   }
 };
 
+// The next block's K and V rows, requested a few cache lines at a time from inside the loops
+// of the first register tile (its scores' loop over head_dim, its weighted sums' loop over
+// keys), so that the requests spread over the block's work: a decode step reads the cache
+// from memory, and a burst of all of a block's lines at once stalls the core once the misses
+// the L1 can track are taken, the block's work waiting behind the rest of the burst (a perf
+// profile of the decode step at depth 4,096 had a fifth of attention's samples on that
+// burst). Each thread streams two row sets (K and V) with a stride (the other KV heads'
+// columns) that the hardware prefetcher follows late. Order: each row's K and V lines in turn.
+struct LinePrefetch {
+  const char* k = nullptr;
+  const char* v = nullptr;
+  size_t stride = 0;     // bytes from one row to the next
+  size_t row_bytes = 0;  // bytes of a row to request
+  size_t rows = 0;       // rows to request (0: nothing to do)
+  size_t per_step = 0;   // lines (of K, and as many of V) per step()
+  size_t row = 0, off = 0;
+  void line() {
+    __builtin_prefetch(k + row * stride + off);
+    __builtin_prefetch(v + row * stride + off);
+    off += 64;
+    if (off >= row_bytes) {
+      off = 0;
+      ++row;
+    }
+  }
+  void step() {
+    for (size_t i = 0; i < per_step && row < rows; ++i) line();
+  }
+  void finish() {
+    while (row < rows) line();
+  }
+};
+
 // Scores of rows [r, r + NR) of qs ([R][hd], already scaled) against the block's kt
 // ([hd][kKeyBlock]): s[r][j] = sum_d qs[r][d] * kt[d][j], d in ascending order, one chain per
 // (row, key) whatever tile it is in.
 template <class Ops, size_t NR>
-inline void score_rows(const float* qs, const float* kt, float* s, size_t hd, size_t r) {
+inline void score_rows(const float* qs, const float* kt, float* s, size_t hd, size_t r, LinePrefetch* pf) {
   using V = typename Ops::vec;
   constexpr size_t W = Ops::width;
   constexpr size_t kVecTile = Ops::vec_tile;
@@ -203,6 +236,7 @@ inline void score_rows(const float* qs, const float* kt, float* s, size_t hd, si
       #pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) acc[a][b] = Ops::zero();
     for (size_t d = 0; d < hd; ++d) {
+      if (pf != nullptr) pf->step();
       V kv[kVecTile];
       #pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) kv[b] = Ops::load(kt + d * kKeyBlock + (j0 + b) * W);
@@ -225,7 +259,7 @@ inline void score_rows(const float* qs, const float* kt, float* s, size_t hd, si
 // bits whichever rows it is paired with.
 template <class Ops, size_t NR, class SrcT>
 inline void accumulate_values(const float* p, const SrcT* vb, size_t vstride, float* acc, size_t hd, size_t r,
-                              size_t nj) {
+                              size_t nj, LinePrefetch* pf) {
   using V = typename Ops::vec;
   constexpr size_t W = Ops::width;
   constexpr size_t kVecTile = Ops::vec_tile;
@@ -237,6 +271,7 @@ inline void accumulate_values(const float* p, const SrcT* vb, size_t vstride, fl
       #pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) a[x][b] = Ops::load(acc + (r + x) * hd + d0 + b * W);
     for (size_t j = 0; j < nj; ++j) {
+      if (pf != nullptr) pf->step();
       V vv[kVecTile];
       #pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) vv[b] = Ops::load_kv(vb + j * vstride + d0 + b * W);
@@ -265,13 +300,14 @@ inline void accumulate_values(const float* p, const SrcT* vb, size_t vstride, fl
 // The rows [r, R) left after the whole register tiles, in tiles of fewer rows (largest first:
 // a decode step's 7 rows of one KV head are 4 + 3 on sixteen lanes, not 4 + 1 + 1 + 1).
 template <class Ops, size_t N>
-inline void score_rest(const float* qs, const float* kt, float* s, size_t hd, size_t r, size_t R) {
+inline void score_rest(const float* qs, const float* kt, float* s, size_t hd, size_t r, size_t R, LinePrefetch* pf) {
   if constexpr (N > 0) {
     if (R - r >= N) {
-      score_rows<Ops, N>(qs, kt, s, hd, r);
+      score_rows<Ops, N>(qs, kt, s, hd, r, pf);
       r += N;
+      pf = nullptr;
     }
-    score_rest<Ops, N - 1>(qs, kt, s, hd, r, R);
+    score_rest<Ops, N - 1>(qs, kt, s, hd, r, R, pf);
   }
 }
 
@@ -279,15 +315,16 @@ inline void score_rest(const float* qs, const float* kt, float* s, size_t hd, si
 // (the others' extra weights are 0).
 template <class Ops, size_t N, class SrcT>
 inline void accumulate_rest(const float* s, const SrcT* vrows, size_t vstride, float* acc, size_t hd, size_t r,
-                            size_t R, size_t g, size_t pos0, size_t kb, size_t nk) {
+                            size_t R, size_t g, size_t pos0, size_t kb, size_t nk, LinePrefetch* pf) {
   if constexpr (N > 0) {
     if (R - r >= N) {
       const size_t t_last = (r + N - 1) / g;
       const size_t nj = pos0 + t_last + 1 - kb < nk ? pos0 + t_last + 1 - kb : nk;
-      accumulate_values<Ops, N>(s, vrows, vstride, acc, hd, r, nj);
+      accumulate_values<Ops, N>(s, vrows, vstride, acc, hd, r, nj, pf);
       r += N;
+      pf = nullptr;
     }
-    accumulate_rest<Ops, N - 1>(s, vrows, vstride, acc, hd, r, R, g, pos0, kb, nk);
+    accumulate_rest<Ops, N - 1>(s, vrows, vstride, acc, hd, r, R, g, pos0, kb, nk, pf);
   }
 }
 
@@ -336,24 +373,28 @@ uint64_t attention_tile(const AttentionTile& a) {
     const bool v_direct = std::is_same_v<KvT, float> || R - r_first <= Ops::row_tile;
     if (!v_direct)
       for (size_t j = 0; j < nk; ++j) Ops::to_f32(v + (kb + j) * a.kv_stride, vb + j * hd, hd);
-    // The next block's rows, requested now so that they arrive while this one is computed: a
-    // decode step reads them from memory, and each thread streams two row sets (K and V) with
-    // a stride the hardware prefetcher follows late.
+    // The next block's rows (see LinePrefetch): a share of them per iteration of the first
+    // register tile's loops (hd in its scores, nk in its weighted sums), the rest at the end.
+    LinePrefetch pf;
     if (kb + kKeyBlock < n_keys) {
-      const size_t next = n_keys - kb - kKeyBlock < kKeyBlock ? n_keys - kb - kKeyBlock : kKeyBlock;
-      for (size_t j = 0; j < next; ++j) {
-        const size_t row = (kb + kKeyBlock + j) * a.kv_stride;
-        for (size_t byte = 0; byte < hd * sizeof(KvT); byte += 64) {
-          __builtin_prefetch(reinterpret_cast<const char*>(k + row) + byte);
-          __builtin_prefetch(reinterpret_cast<const char*>(v + row) + byte);
-        }
-      }
+      const size_t row0 = kb + kKeyBlock;
+      pf.k = reinterpret_cast<const char*>(k + row0 * a.kv_stride);
+      pf.v = reinterpret_cast<const char*>(v + row0 * a.kv_stride);
+      pf.stride = a.kv_stride * sizeof(KvT);
+      pf.row_bytes = hd * sizeof(KvT);
+      pf.rows = n_keys - row0 < kKeyBlock ? n_keys - row0 : kKeyBlock;
+      const size_t lines = pf.rows * ((pf.row_bytes + 63) / 64);
+      pf.per_step = (lines + hd + nk - 1) / (hd + nk);
     }
     rows_read += nk;
 
     size_t r = r_first;
-    for (; r + Ops::row_tile <= R; r += Ops::row_tile) score_rows<Ops, Ops::row_tile>(qs, kt, s, hd, r);
-    score_rest<Ops, Ops::row_tile - 1>(qs, kt, s, hd, r, R);
+    LinePrefetch* first = &pf;
+    for (; r + Ops::row_tile <= R; r += Ops::row_tile) {
+      score_rows<Ops, Ops::row_tile>(qs, kt, s, hd, r, first);
+      first = nullptr;
+    }
+    score_rest<Ops, Ops::row_tile - 1>(qs, kt, s, hd, r, R, first);
 
     for (r = r_first; r < R; ++r) {
       const size_t t = r / g;
@@ -381,18 +422,21 @@ uint64_t attention_tile(const AttentionTile& a) {
     }
     auto accumulate = [&](const auto* vrows, size_t vstride) {
       size_t r0 = r_first;
+      LinePrefetch* first_sums = &pf;
       for (; r0 + Ops::row_tile <= R; r0 += Ops::row_tile) {
         const size_t t_last = (r0 + Ops::row_tile - 1) / g;
         const size_t nj = a.pos0 + t_last + 1 - kb < nk ? a.pos0 + t_last + 1 - kb : nk;
-        accumulate_values<Ops, Ops::row_tile>(s, vrows, vstride, acc, hd, r0, nj);
+        accumulate_values<Ops, Ops::row_tile>(s, vrows, vstride, acc, hd, r0, nj, first_sums);
+        first_sums = nullptr;
       }
-      accumulate_rest<Ops, Ops::row_tile - 1>(s, vrows, vstride, acc, hd, r0, R, g, a.pos0, kb, nk);
+      accumulate_rest<Ops, Ops::row_tile - 1>(s, vrows, vstride, acc, hd, r0, R, g, a.pos0, kb, nk, first_sums);
     };
     if (v_direct) {
       accumulate(v + kb * a.kv_stride, a.kv_stride);
     } else {
       accumulate(static_cast<const float*>(vb), hd);
     }
+    pf.finish();
   }
 
   for (size_t t = 0; t < a.n_q; ++t)

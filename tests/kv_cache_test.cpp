@@ -2,9 +2,11 @@
 // types, and its memory: committed as positions are used, counted in bytes.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/kv_cache.h"
 #include "support/checks.h"
@@ -178,6 +180,73 @@ TEST(KvCache, CommitsMemoryProportionalToPositionsUsed) {
   KvCache moved = std::move(c);
   EXPECT_EQ(moved.committed_bytes(), 3 * per_chunk);
   EXPECT_EQ(moved.capacity(), 32768u);
+}
+
+// Pages::huge: regions of at least 2 MiB start on a 2 MiB boundary and are committed in whole
+// huge pages (Qwen2.5-0.5B's f16 rows: 256 bytes, so 8,192 positions at a time); the rows of
+// the first huge page and of the next one read back what was appended across the boundary.
+// (Whether the kernel backs them with huge pages is its choice; this checks what we ask.)
+TEST(KvCache, HugePagesAlignRegionsAndCommitWholeHugePages) {
+  const size_t layers = 2, kv_dim = 128, huge = KvCache::kHugePage;
+  KvCache c(layers, 32768, kv_dim, DType::F16, KvCache::Pages::huge);
+  EXPECT_TRUE(c.huge_pages());
+  EXPECT_EQ(c.commit_positions(), 8192u);
+  EXPECT_EQ(c.commit_positions() % KvCache::kCommitPositions, 0u);
+  EXPECT_EQ(c.bytes(), 32768u * 2 * layers * kv_dim * 2);
+  for (size_t l = 0; l < layers; ++l) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(c.keys(l)) % huge, 0u) << l;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(c.values(l)) % huge, 0u) << l;
+  }
+  EXPECT_EQ(c.committed_bytes(), 0u);
+  c.begin_step(8191);
+  for (size_t l = 0; l < layers; ++l) append(c, l, 1.0f);
+  c.commit();
+  EXPECT_EQ(c.committed_positions(), 8192u);
+  EXPECT_EQ(c.committed_bytes(), 2 * layers * huge);  // one huge page per region
+  c.begin_step(2);  // positions 8191 and 8192: across the boundary
+  for (size_t l = 0; l < layers; ++l) append(c, l, 2.0f);
+  c.commit();
+  EXPECT_EQ(c.committed_positions(), 16384u);
+  EXPECT_EQ(c.committed_bytes(), 2 * 2 * layers * huge);
+  const uint16_t one = f32_to_f16(1.0f), two = f32_to_f16(2.0f);
+  for (size_t l = 0; l < layers; ++l) {
+    const auto* k = static_cast<const uint16_t*>(c.keys(l));
+    const auto* v = static_cast<const uint16_t*>(c.values(l));
+    for (size_t pos : {size_t{0}, size_t{8190}, size_t{8191}, size_t{8192}}) {
+      const uint16_t want = pos < 8191 ? one : two;
+      EXPECT_EQ(k[pos * kv_dim], want) << l << " " << pos;
+      EXPECT_EQ(v[pos * kv_dim + kv_dim - 1], want) << l << " " << pos;
+    }
+  }
+  KvCache moved = std::move(c);
+  EXPECT_TRUE(moved.huge_pages());
+  EXPECT_EQ(moved.committed_bytes(), 2 * 2 * layers * huge);
+}
+
+// Rows that do not divide a huge page (kv_dim 640 in f16: 1,280 bytes) commit the least
+// multiple of kCommitPositions that fills whole huge pages (8,192 positions: 5 huge pages);
+// where that would be more than a quarter of the capacity (a region of 1 MiB, or of 2 MiB
+// that a first commit would take whole) the cache keeps small pages and 256-position commits.
+TEST(KvCache, HugePagesCommitWholePagesOfAnyRowAndOnlyWhereTheyAreAFractionOfTheCache) {
+  KvCache odd(1, 32768, 640, DType::F16, KvCache::Pages::huge);
+  EXPECT_TRUE(odd.huge_pages());
+  EXPECT_EQ(odd.commit_positions(), 8192u);
+  odd.begin_step(1);
+  append(odd, 0, 3.0f);
+  odd.commit();
+  EXPECT_EQ(odd.committed_bytes(), 2u * 5 * KvCache::kHugePage);
+  EXPECT_EQ(odd.committed_bytes() % KvCache::kHugePage, 0u);
+
+  KvCache small(4, 4096, 128, DType::F16, KvCache::Pages::huge);  // 1 MiB regions
+  EXPECT_FALSE(small.huge_pages());
+  EXPECT_EQ(small.commit_positions(), KvCache::kCommitPositions);
+  small.begin_step(1);
+  for (size_t l = 0; l < 4; ++l) append(small, l, 1.0f);
+  small.commit();
+  EXPECT_EQ(small.committed_bytes(), 2u * 4 * 256 * 128 * 2);
+  KvCache whole(1, 32768, 32, DType::F16, KvCache::Pages::huge);  // 2 MiB regions
+  EXPECT_FALSE(whole.huge_pages());
+  EXPECT_EQ(whole.commit_positions(), KvCache::kCommitPositions);
 }
 
 // Growing past the memory the machine has is a one-line Error naming the sizes, not bad_alloc

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "nanoinfer/error.h"
@@ -88,22 +89,35 @@ std::optional<DType> kv_type_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-KvCache::KvCache(size_t n_layers, size_t capacity, size_t kv_dim, DType type)
+KvCache::KvCache(size_t n_layers, size_t capacity, size_t kv_dim, DType type, Pages pages)
     : n_layers_(n_layers), capacity_(capacity), kv_dim_(kv_dim), type_(type), appends_(n_layers, 0) {
   if (n_layers == 0 || capacity == 0 || kv_dim == 0) {
     fail("kv cache: layers ({}), capacity ({}) and kv_dim ({}) must all be positive", n_layers, capacity,
          kv_dim);
   }
   if (!is_kv_type(type)) fail("kv cache: unsupported element type {}", dtype_name(type));
-  region_bytes_ = round_up(capacity * kv_dim * dtype_size(type), page_size());
-  // Address space only: nothing is committed (or counted against memory) until grow().
-  void* p = ::mmap(nullptr, 2 * n_layers * region_bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+  const size_t row = kv_dim * dtype_size(type);
+  // Huge pages commit the least multiple of kCommitPositions whose rows are whole huge pages;
+  // only where that is at most a quarter of the capacity, so the cache still commits as it is
+  // used (a small model's 2 MiB region would otherwise be committed whole at the first token).
+  const size_t huge_positions = std::lcm(kHugePage / std::gcd(row, kHugePage), kCommitPositions);
+  const bool huge = pages == Pages::huge && huge_positions <= capacity / 4;
+  page_bytes_ = huge ? kHugePage : page_size();
+  commit_positions_ = huge ? huge_positions : kCommitPositions;
+  region_bytes_ = round_up(capacity * row, page_bytes_);
+  // Address space only: nothing is committed (or counted against memory) until grow(). Huge:
+  // one huge page more, so that the regions can start on a huge page boundary.
+  map_bytes_ = 2 * n_layers * region_bytes_ + (huge ? kHugePage : 0);
+  void* p = ::mmap(nullptr, map_bytes_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     fail("kv cache: cannot reserve {:.1f} MiB of address space for {} positions: {}",
-         static_cast<double>(2 * n_layers * region_bytes_) / (1 << 20), capacity, std::strerror(errno));
+         static_cast<double>(map_bytes_) / (1 << 20), capacity, std::strerror(errno));
   }
-  base_ = static_cast<std::byte*>(p);
+  map_ = p;
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  base_ = static_cast<std::byte*>(p) + (huge ? round_up(addr, kHugePage) - addr : 0);
+  // Advice only: without transparent huge pages the regions are small pages, as before.
+  if (huge) (void)::madvise(base_, 2 * n_layers * region_bytes_, MADV_HUGEPAGE);
 }
 
 KvCache::KvCache(KvCache&& o) noexcept { *this = std::move(o); }
@@ -118,11 +132,17 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
   length_ = o.length_;
   base_ = o.base_;
   region_bytes_ = o.region_bytes_;
+  map_ = o.map_;
+  map_bytes_ = o.map_bytes_;
+  page_bytes_ = o.page_bytes_;
+  commit_positions_ = o.commit_positions_;
   committed_ = o.committed_;
   step_open_ = o.step_open_;
   step_n_ = o.step_n_;
   appends_ = std::move(o.appends_);
   o.base_ = nullptr;
+  o.map_ = nullptr;
+  o.map_bytes_ = 0;
   o.n_layers_ = o.capacity_ = o.kv_dim_ = o.length_ = o.region_bytes_ = o.committed_ = o.step_n_ = 0;
   o.step_open_ = false;
   return *this;
@@ -131,19 +151,20 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
 KvCache::~KvCache() { release(); }
 
 void KvCache::release() noexcept {
-  if (base_) ::munmap(base_, 2 * n_layers_ * region_bytes_);
+  if (map_) ::munmap(map_, map_bytes_);
+  map_ = nullptr;
   base_ = nullptr;
 }
 
 size_t KvCache::committed_bytes() const {
-  return 2 * n_layers_ * round_up(committed_ * kv_dim_ * dtype_size(type_), page_size());
+  return 2 * n_layers_ * round_up(committed_ * kv_dim_ * dtype_size(type_), page_bytes_);
 }
 
 void KvCache::grow(size_t positions) {
-  const size_t target = std::min(capacity_, round_up(positions, kCommitPositions));
+  const size_t target = std::min(capacity_, round_up(positions, commit_positions_));
   const size_t row = kv_dim_ * dtype_size(type_);
-  const size_t from = round_up(committed_ * row, page_size());
-  const size_t to = round_up(target * row, page_size());
+  const size_t from = round_up(committed_ * row, page_bytes_);
+  const size_t to = round_up(target * row, page_bytes_);
   if (to > from) {
     const uint64_t more = 2 * n_layers_ * static_cast<uint64_t>(to - from);
     const uint64_t available = available_memory();

@@ -357,7 +357,8 @@ Sequence Model::new_sequence(size_t max_seq) const {
   Sequence::State& s = *seq.state_;
   s.owner = &m;
   s.vocab = m.vocab();
-  s.cache = KvCache(m.w.layers.size(), max_seq == 0 ? m.opts.max_context : max_seq, m.kv_dim(), m.opts.kv_type);
+  s.cache = KvCache(m.w.layers.size(), max_seq == 0 ? m.opts.max_context : max_seq, m.kv_dim(), m.opts.kv_type,
+                    KvCache::Pages::huge);
   s.logits.resize(m.vocab());
   m.reserve(s.act, 1);  // decode steps never allocate
   s.attention.scratch.resize(attention_scratch_size(m.compute, m.attention_shape(), 1, s.cache.capacity() - 1));
