@@ -9,8 +9,10 @@
 //
 // Prefill: register tiles of 8 rows x 3 tokens (24 accumulators + 3 activation vectors + 1
 // weight vector = 28 zmm), tokens in blocks of 64 so the block's activations stay in L2 while
-// each strip of 8 rows reads them once. (On Zen 5, 8x3, 6x4 and 5x5 ran within a few percent
-// of each other and ~20% ahead of 4x6; 3x8 spills registers.)
+// each strip of 8 rows reads them once. A tile's accumulators are reduced in registers and
+// each token's 8 sums stored as one masked vector (store_sums): at 896 columns (28 chunks,
+// ~340 cycles of vdpbf16ps per tile) the earlier epilogue, sums through the stack and 24
+// scalar stores, cost ~200 cycles per tile, a third of the product's time.
 // Decode (one token): 16 rows at a time, so 16 chains hide the instruction's latency and 16
 // weight streams are in flight. Either way the lanes of up to 16 accumulators are summed
 // together by one transposing tree (reduce16) that adds, for each accumulator, exactly the
@@ -58,7 +60,8 @@ void round_rows(const float* x, size_t n, size_t cols, uint16_t* xb) {
 // in[k], k < 16 -> lane n holds the lane sum of in[(n % 4) * 4 + n / 4] (a 4x4 transpose of
 // the index; callers pass their accumulators in that order). For each accumulator a the
 // additions are the reference's tree: a[i] + a[i+8], then + [i+4], + [i+2], + [i+1].
-__m512 reduce16(const __m512* in) {
+// Inlined: a tile's accumulators go in and its sums come out in registers.
+[[gnu::always_inline]] inline __m512 reduce16(const __m512* in) {
   __m512 v1[8], v2[4], v3[2];
   // [a | b] halves: a[i] + a[i+8] for i < 8 in the low 256 bits, b's in the high.
 #pragma GCC unroll 8
@@ -85,22 +88,54 @@ __m512 reduce16(const __m512* in) {
                        _mm512_shuffle_ps(v3[0], v3[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// Sums of `n` <= 16 accumulators (acc[e], e < n) into out[e]; the unused slots are zeros that
+// Lane e < N holds the sum of accumulator acc[e], N <= 16; the unused slots are zeros that
 // meet only each other.
 template <size_t N>
-void reduce_into(const __m512* acc, float* out) {
-  static_assert(N <= 16);
+[[gnu::always_inline]] inline __m512 reduce_acc(const __m512* acc) {
+  static_assert(N >= 1 && N <= 16);
   __m512 in[16];
 #pragma GCC unroll 16
   for (size_t k = 0; k < 16; ++k) {
     const size_t e = (k % 4) * 4 + k / 4;
     in[k] = e < N ? acc[e] : _mm512_setzero_ps();
   }
-  _mm512_storeu_ps(out, reduce16(in));
+  return reduce16(in);
+}
+
+// The sums of an R x T tile's accumulators (e = t * R + r: each token's rows side by side)
+// into y[t0 + t][r0 + r], plus bias[r0 + r]: per group of 16 accumulators one reduction, and
+// per token a masked store of its rows (no scalar stores, no sums through memory).
+template <size_t R, size_t T>
+[[gnu::always_inline]] inline void store_sums(const __m512* acc, const float* bias, float* y, size_t rows, size_t r0,
+                                              size_t t0) {
+  constexpr size_t n = R * T;
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+#pragma GCC unroll 4
+  for (size_t g = 0; g < n; g += 16) {
+    __m512 s;
+    if (n - g >= 16) {
+      s = reduce_acc<16>(acc + g);
+    } else {
+      s = reduce_acc<(n % 16 == 0 ? 16 : n % 16)>(acc + g);
+    }
+    // Token t's rows [first, first + len) are lanes [lo - g, ...) of s.
+#pragma GCC unroll 16
+    for (size_t t = 0; t < T; ++t) {
+      if (t * R + R <= g || t * R >= g + 16) continue;
+      const size_t lo = t * R > g ? t * R : g;
+      const size_t hi = t * R + R < g + 16 ? t * R + R : g + 16;
+      const size_t first = lo - t * R;
+      const int shift = static_cast<int>(lo - g);
+      __m512 v = shift == 0 ? s : _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(shift)), s);
+      const __mmask16 m = mask16(hi - lo);
+      if (bias != nullptr) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, bias + r0 + first), v);
+      _mm512_mask_storeu_ps(y + (t0 + t) * rows + r0 + first, m, v);
+    }
+  }
 }
 
 // One R x T register tile: rows r0.., tokens t0.. of the rounded block xb (row stride
-// `stride`, token t0 at xb). Accumulator e = r * T + t.
+// `stride`, token t0 at xb). Accumulator e = t * R + r.
 template <size_t R, size_t T>
 inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
                  size_t cols, size_t r0, size_t t0) {
@@ -124,7 +159,7 @@ inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_
       if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kPrefetchAhead, _MM_HINT_T0);
       const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wr[r] + c));
 #pragma GCC unroll 8
-      for (size_t t = 0; t < T; ++t) acc[r * T + t] = _mm512_dpbf16_ps(acc[r * T + t], wv, xv[t]);
+      for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_dpbf16_ps(acc[t * R + r], wv, xv[t]);
     }
   }
   if (body < cols) {
@@ -137,23 +172,10 @@ inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_
     for (size_t r = 0; r < R; ++r) {
       const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m, wr[r] + body));
 #pragma GCC unroll 8
-      for (size_t t = 0; t < T; ++t) acc[r * T + t] = _mm512_dpbf16_ps(acc[r * T + t], wv, xv[t]);
+      for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_dpbf16_ps(acc[t * R + r], wv, xv[t]);
     }
   }
-
-  for (size_t g = 0; g < R * T; g += 16) {
-    alignas(64) float sum[16];
-    if (R * T - g >= 16) {
-      reduce_into<16>(acc + g, sum);
-    } else {
-      reduce_into<(R * T) % 16>(acc + g, sum);
-    }
-    const size_t n = R * T - g < 16 ? R * T - g : 16;
-    for (size_t i = 0; i < n; ++i) {
-      const size_t r = r0 + (g + i) / T, t = t0 + (g + i) % T;
-      y[t * rows + r] = bias ? bias[r] + sum[i] : sum[i];
-    }
-  }
+  store_sums<R, T>(acc, bias, y, rows, r0, t0);
 }
 
 // Tokens [t_begin, t_end) of the block for one strip of R rows: full token tiles, then one
