@@ -8,9 +8,12 @@
 // bit for bit.
 //
 // Prefill: register tiles of 8 rows x 3 tokens (24 accumulators + 3 activation vectors + 1
-// weight vector = 28 zmm), tokens in blocks of 64 so the block's activations stay in L2 while
-// each strip of 8 rows reads them once. (On Zen 5, 8x3, 6x4 and 5x5 ran within a few percent
-// of each other and ~20% ahead of 4x6; 3x8 spills registers.)
+// weight vector = 28 zmm), tokens in blocks of 128 (64 for rows read in passes, below) so the
+// block's activations stay in L2 while each strip of 8 rows reads them once (128 against 64:
+// ~8% on the 896-column products at 512 tokens, fewer re-reads of the weights). A tile's accumulators are reduced in registers and
+// each token's 8 sums stored as one masked vector (store_sums): at 896 columns (28 chunks,
+// ~340 cycles of vdpbf16ps per tile) the earlier epilogue, sums through the stack and 24
+// scalar stores, cost ~200 cycles per tile, a third of the product's time.
 // Decode (one token): 16 rows at a time, so 16 chains hide the instruction's latency and 16
 // weight streams are in flight. Either way the lanes of up to 16 accumulators are summed
 // together by one transposing tree (reduce16) that adds, for each accumulator, exactly the
@@ -32,7 +35,7 @@ namespace {
 
 constexpr size_t kChunk = 32;  // bf16 columns per vdpbf16ps
 constexpr size_t kRowTile = 8, kTokenTile = 3, kDecodeRows = 16;
-constexpr size_t kTokenBlock = 64;
+constexpr size_t kTokenBlock = 128, kWideTokenBlock = 64;
 constexpr size_t kPrefetchAhead = 512;  // bytes: 8 lines ahead of each decode row
 static_assert(kChunk == 32, "bf16_row_stride (kernels.h) pads to whole chunks");
 
@@ -58,7 +61,8 @@ void round_rows(const float* x, size_t n, size_t cols, uint16_t* xb) {
 // in[k], k < 16 -> lane n holds the lane sum of in[(n % 4) * 4 + n / 4] (a 4x4 transpose of
 // the index; callers pass their accumulators in that order). For each accumulator a the
 // additions are the reference's tree: a[i] + a[i+8], then + [i+4], + [i+2], + [i+1].
-__m512 reduce16(const __m512* in) {
+// Inlined: a tile's accumulators go in and its sums come out in registers.
+[[gnu::always_inline]] inline __m512 reduce16(const __m512* in) {
   __m512 v1[8], v2[4], v3[2];
   // [a | b] halves: a[i] + a[i+8] for i < 8 in the low 256 bits, b's in the high.
 #pragma GCC unroll 8
@@ -85,34 +89,84 @@ __m512 reduce16(const __m512* in) {
                        _mm512_shuffle_ps(v3[0], v3[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// Sums of `n` <= 16 accumulators (acc[e], e < n) into out[e]; the unused slots are zeros that
+// Lane e < N holds the sum of accumulator acc[e], N <= 16; the unused slots are zeros that
 // meet only each other.
 template <size_t N>
-void reduce_into(const __m512* acc, float* out) {
-  static_assert(N <= 16);
+[[gnu::always_inline]] inline __m512 reduce_acc(const __m512* acc) {
+  static_assert(N >= 1 && N <= 16);
   __m512 in[16];
 #pragma GCC unroll 16
   for (size_t k = 0; k < 16; ++k) {
     const size_t e = (k % 4) * 4 + k / 4;
     in[k] = e < N ? acc[e] : _mm512_setzero_ps();
   }
-  _mm512_storeu_ps(out, reduce16(in));
+  return reduce16(in);
 }
 
-// One R x T register tile: rows r0.., tokens t0.. of the rounded block xb (row stride
-// `stride`, token t0 at xb). Accumulator e = r * T + t.
+// The sums of an R x T tile's accumulators (e = t * R + r: each token's rows side by side)
+// into y[t0 + t][r0 + r], plus bias[r0 + r]: per group of 16 accumulators one reduction, and
+// per token a masked store of its rows (no scalar stores, no sums through memory).
 template <size_t R, size_t T>
+[[gnu::always_inline]] inline void store_sums(const __m512* acc, const float* bias, float* y, size_t rows, size_t r0,
+                                              size_t t0) {
+  constexpr size_t n = R * T;
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+#pragma GCC unroll 4
+  for (size_t g = 0; g < n; g += 16) {
+    __m512 s;
+    if (n - g >= 16) {
+      s = reduce_acc<16>(acc + g);
+    } else {
+      s = reduce_acc<(n % 16 == 0 ? 16 : n % 16)>(acc + g);
+    }
+    // Token t's rows [first, first + len) are lanes [lo - g, ...) of s.
+#pragma GCC unroll 16
+    for (size_t t = 0; t < T; ++t) {
+      if (t * R + R <= g || t * R >= g + 16) continue;
+      const size_t lo = t * R > g ? t * R : g;
+      const size_t hi = t * R + R < g + 16 ? t * R + R : g + 16;
+      const size_t first = lo - t * R;
+      const int shift = static_cast<int>(lo - g);
+      __m512 v = shift == 0 ? s : _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(shift)), s);
+      const __mmask16 m = mask16(hi - lo);
+      if (bias != nullptr) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, bias + r0 + first), v);
+      _mm512_mask_storeu_ps(y + (t0 + t) * rows + r0 + first, m, v);
+    }
+  }
+}
+
+// Columns of one pass over a strip when its rows are wider than kMaxPassCols: a strip of 8
+// rows of 4,864 columns (down_proj) is 76 KiB, more than Zen 5's 48 KiB L1, so each tile
+// would re-read its weights from L2; in passes of 1,216 columns (19 KiB) the slice stays in L1
+// for all the tiles of the token block (on Zen 5, 2 threads, 512 tokens: down_proj from ~370 to
+// ~450 GFLOP/s; passes of 1,024 ran alike, 768 and 1,664 slower). Between passes a tile's accumulators wait in a carry
+// buffer (stored and loaded whole: the chain of each accumulator is unchanged).
+constexpr size_t kPassCols = 1216, kMaxPassCols = 2048;
+static_assert(kPassCols % kChunk == 0, "passes end on whole chunks");
+constexpr size_t kCarryTiles = (kWideTokenBlock + kTokenTile - 1) / kTokenTile;
+
+// Columns [c_begin, c_end) of one R x T register tile: rows r0.., tokens t0.. of the rounded
+// block xb (row stride `stride`, token t0 at xb). Accumulator e = t * R + r. c_begin is a
+// multiple of kChunk; the pass that reaches `cols` reduces and stores, the others leave the
+// accumulators in `carry` (R * T vectors), where the next pass picks them up. Without
+// kPasses the tile is one pass over the whole row (c_begin 0, c_end cols, no carry).
+template <size_t R, size_t T, bool kPasses>
 inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
-                 size_t cols, size_t r0, size_t t0) {
+                 size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
   __m512 acc[R * T];
+  if (!kPasses || c_begin == 0) {
 #pragma GCC unroll 32
-  for (size_t e = 0; e < R * T; ++e) acc[e] = _mm512_setzero_ps();
+    for (size_t e = 0; e < R * T; ++e) acc[e] = _mm512_setzero_ps();
+  } else {
+#pragma GCC unroll 32
+    for (size_t e = 0; e < R * T; ++e) acc[e] = _mm512_load_ps(carry + e);
+  }
   const uint16_t* wr[R];
 #pragma GCC unroll 16
   for (size_t r = 0; r < R; ++r) wr[r] = w + (r0 + r) * cols;
 
-  const size_t body = cols - cols % kChunk;
-  for (size_t c = 0; c < body; c += kChunk) {
+  const size_t body = c_end - (c_end == cols ? cols % kChunk : 0);
+  for (size_t c = c_begin; c < body; c += kChunk) {
     __m512bh xv[T];
 #pragma GCC unroll 8
     for (size_t t = 0; t < T; ++t) xv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xb + t * stride + c));
@@ -124,8 +178,13 @@ inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_
       if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kPrefetchAhead, _MM_HINT_T0);
       const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wr[r] + c));
 #pragma GCC unroll 8
-      for (size_t t = 0; t < T; ++t) acc[r * T + t] = _mm512_dpbf16_ps(acc[r * T + t], wv, xv[t]);
+      for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_dpbf16_ps(acc[t * R + r], wv, xv[t]);
     }
+  }
+  if (kPasses && c_end < cols) {
+#pragma GCC unroll 32
+    for (size_t e = 0; e < R * T; ++e) _mm512_store_ps(carry + e, acc[e]);
+    return;
   }
   if (body < cols) {
     // The weights' tail is a masked load (zeros past `cols`); the activations are padded.
@@ -137,45 +196,86 @@ inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_
     for (size_t r = 0; r < R; ++r) {
       const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m, wr[r] + body));
 #pragma GCC unroll 8
-      for (size_t t = 0; t < T; ++t) acc[r * T + t] = _mm512_dpbf16_ps(acc[r * T + t], wv, xv[t]);
+      for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_dpbf16_ps(acc[t * R + r], wv, xv[t]);
     }
   }
+  store_sums<R, T>(acc, bias, y, rows, r0, t0);
+}
 
-  for (size_t g = 0; g < R * T; g += 16) {
-    alignas(64) float sum[16];
-    if (R * T - g >= 16) {
-      reduce_into<16>(acc + g, sum);
-    } else {
-      reduce_into<(R * T) % 16>(acc + g, sum);
-    }
-    const size_t n = R * T - g < 16 ? R * T - g : 16;
-    for (size_t i = 0; i < n; ++i) {
-      const size_t r = r0 + (g + i) / T, t = t0 + (g + i) % T;
-      y[t * rows + r] = bias ? bias[r] + sum[i] : sum[i];
-    }
+// The whole row in one pass (decode).
+template <size_t R, size_t T>
+inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
+                 size_t cols, size_t r0, size_t t0) {
+  tile<R, T, false>(w, bias, xb, stride, y, rows, cols, r0, t0, 0, cols, nullptr);
+}
+
+// The weights a strip reads next (its next pass, or the next strip's first): `rows` segments
+// of `bytes` bytes, `stride` bytes apart. A strip's tiles re-read their slice from L1, but the
+// first tile would wait for it from L3 or memory, 8 rows at a time, faster than the hardware
+// prefetcher ramps up on each row; so each tile of a strip asks for its share of the next
+// slice's lines into L2 (a hint: it never faults). On Zen 5, 2 threads, 512 tokens: ~5% on
+// the 896-column products (into L1 instead: no gain, and down_proj slower).
+struct Slice {
+  const char* base = nullptr;
+  size_t bytes = 0, stride = 0, rows = 0;
+};
+
+inline void prefetch_share(const Slice& s, size_t part, size_t parts) {
+  const size_t lines_per_row = (s.bytes + 63) / 64, lines = lines_per_row * s.rows;
+  const size_t begin = lines * part / parts, end = lines * (part + 1) / parts;
+  for (size_t l = begin; l < end; ++l)
+    _mm_prefetch(s.base + (l / lines_per_row) * s.stride + (l % lines_per_row) * 64, _MM_HINT_T1);
+}
+
+// Columns [c_begin, c_end) of tokens [t_begin, t_end) of the block for one strip of R rows:
+// full token tiles, then one narrower tile; tile i carries its accumulators in carry[i].
+template <size_t R, bool kPasses>
+void strip(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
+           size_t cols, size_t r0, size_t t_begin, size_t t_end, size_t c_begin, size_t c_end, __m512* carry,
+           const Slice& next) {
+  static_assert(kTokenTile >= 1 && kTokenTile <= 8);
+  constexpr size_t kCarry = R * kTokenTile;  // vectors per tile in the carry buffer
+  const size_t tiles = (t_end - t_begin + kTokenTile - 1) / kTokenTile;
+  const uint16_t* xt = xb;
+  size_t t = t_begin, i = 0;
+  for (; t + kTokenTile <= t_end; t += kTokenTile, xt += kTokenTile * stride, carry += kCarry, ++i) {
+    prefetch_share(next, i, tiles);
+    tile<R, kTokenTile, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry);
+  }
+  if (t < t_end) prefetch_share(next, i, tiles);
+  switch (t_end - t) {
+    case 0: break;
+    case 1: tile<R, 1, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 2: if constexpr (kTokenTile > 2) tile<R, 2, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 3: if constexpr (kTokenTile > 3) tile<R, 3, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 4: if constexpr (kTokenTile > 4) tile<R, 4, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 5: if constexpr (kTokenTile > 5) tile<R, 5, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 6: if constexpr (kTokenTile > 6) tile<R, 6, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 7: if constexpr (kTokenTile > 7) tile<R, 7, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    default: break;
   }
 }
 
-// Tokens [t_begin, t_end) of the block for one strip of R rows: full token tiles, then one
-// narrower tile.
+// One strip over all its columns, in passes when the rows are wide; rows before row_end are
+// the call's, whose next strip's weights are prefetched.
 template <size_t R>
-void strip(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
-           size_t cols, size_t r0, size_t t_begin, size_t t_end) {
-  static_assert(kTokenTile >= 1 && kTokenTile <= 8);
-  const uint16_t* xt = xb;
-  size_t t = t_begin;
-  for (; t + kTokenTile <= t_end; t += kTokenTile, xt += kTokenTile * stride)
-    tile<R, kTokenTile>(w, bias, xt, stride, y, rows, cols, r0, t);
-  switch (t_end - t) {
-    case 0: break;
-    case 1: tile<R, 1>(w, bias, xt, stride, y, rows, cols, r0, t); break;
-    case 2: if constexpr (kTokenTile > 2) tile<R, 2>(w, bias, xt, stride, y, rows, cols, r0, t); break;
-    case 3: if constexpr (kTokenTile > 3) tile<R, 3>(w, bias, xt, stride, y, rows, cols, r0, t); break;
-    case 4: if constexpr (kTokenTile > 4) tile<R, 4>(w, bias, xt, stride, y, rows, cols, r0, t); break;
-    case 5: if constexpr (kTokenTile > 5) tile<R, 5>(w, bias, xt, stride, y, rows, cols, r0, t); break;
-    case 6: if constexpr (kTokenTile > 6) tile<R, 6>(w, bias, xt, stride, y, rows, cols, r0, t); break;
-    case 7: if constexpr (kTokenTile > 7) tile<R, 7>(w, bias, xt, stride, y, rows, cols, r0, t); break;
-    default: break;
+void strip_passes(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
+                  size_t cols, size_t r0, size_t row_end, size_t t_begin, size_t t_end) {
+  const size_t row_bytes = cols * sizeof(uint16_t);
+  const size_t next_r = r0 + R, next_rows = next_r < row_end ? (row_end - next_r < kRowTile ? row_end - next_r : kRowTile) : 0;
+  const char* next_strip = reinterpret_cast<const char*>(w + next_r * cols);
+  if (cols <= kMaxPassCols) {
+    const Slice next{next_strip, row_bytes, row_bytes, next_rows};
+    strip<R, false>(w, bias, xb, stride, y, rows, cols, r0, t_begin, t_end, 0, cols, nullptr, next);
+    return;
+  }
+  alignas(64) thread_local __m512 carry[kCarryTiles * kRowTile * kTokenTile];
+  for (size_t c = 0; c < cols; c += kPassCols) {
+    const size_t e = c + kPassCols < cols ? c + kPassCols : cols;
+    const Slice next = e < cols ? Slice{reinterpret_cast<const char*>(w + r0 * cols + e),
+                                        (e + kPassCols < cols ? kPassCols : cols - e) * sizeof(uint16_t), row_bytes, R}
+                                : Slice{next_strip, kPassCols * sizeof(uint16_t), row_bytes, next_rows};
+    strip<R, true>(w, bias, xb, stride, y, rows, cols, r0, t_begin, t_end, c, e, carry, next);
   }
 }
 
@@ -210,7 +310,7 @@ namespace avx512_bf16 {
 
 void round_activations(const float* x, size_t n, size_t cols, uint16_t* xb) { round_rows(x, n, cols, xb); }
 
-// xb: [n_tokens][padded_cols(cols)], rounded (round_rows). Token blocks of kTokenBlock keep
+// xb: [n_tokens][padded_cols(cols)], rounded (round_rows). Token blocks keep
 // the activations a strip of rows reads within L2.
 void matmul_bf16_rounded(const std::byte* w_bytes, const float* bias, const uint16_t* xb, float* y, size_t rows,
                          size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
@@ -224,21 +324,22 @@ void matmul_bf16_rounded(const std::byte* w_bytes, const float* bias, const uint
     for (; r < row_end; ++r) tile<1, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
     return;
   }
-  for (size_t tb = 0; tb < n_tokens; tb += kTokenBlock) {
-    const size_t te = tb + kTokenBlock < n_tokens ? tb + kTokenBlock : n_tokens;
+  const size_t block = cols <= kMaxPassCols ? kTokenBlock : kWideTokenBlock;
+  for (size_t tb = 0; tb < n_tokens; tb += block) {
+    const size_t te = tb + block < n_tokens ? tb + block : n_tokens;
     const uint16_t* xt = xb + tb * stride;
     size_t r = row_begin;
-    for (; r + kRowTile <= row_end; r += kRowTile) strip<kRowTile>(w, bias, xt, stride, y, rows, cols, r, tb, te);
+    for (; r + kRowTile <= row_end; r += kRowTile) strip_passes<kRowTile>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te);
     // The last rows: one narrower strip.
     switch (row_end - r) {
       case 0: break;
-      case 1: strip<1>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
-      case 2: if constexpr (kRowTile > 2) strip<2>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
-      case 3: if constexpr (kRowTile > 3) strip<3>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
-      case 4: if constexpr (kRowTile > 4) strip<4>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
-      case 5: if constexpr (kRowTile > 5) strip<5>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
-      case 6: if constexpr (kRowTile > 6) strip<6>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
-      case 7: if constexpr (kRowTile > 7) strip<7>(w, bias, xt, stride, y, rows, cols, r, tb, te); break;
+      case 1: strip_passes<1>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
+      case 2: if constexpr (kRowTile > 2) strip_passes<2>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
+      case 3: if constexpr (kRowTile > 3) strip_passes<3>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
+      case 4: if constexpr (kRowTile > 4) strip_passes<4>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
+      case 5: if constexpr (kRowTile > 5) strip_passes<5>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
+      case 6: if constexpr (kRowTile > 6) strip_passes<6>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
+      case 7: if constexpr (kRowTile > 7) strip_passes<7>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
       default: break;
     }
   }

@@ -188,11 +188,14 @@ TEST(Bf16Dot, KernelEqualsTheEmulationBitwiseOnShapesAndBatches) {
   };
   const std::vector<size_t> many = {1, 2, 3, 5, 6, 7, 12, 13, 64, 65, 70};
   // Tails of every kind, the model's widths (896, 4864) and head-sized 64/128 columns; rows
-  // that are not multiples of the 4-row or 16-row tiles.
+  // that are not multiples of the 4-row or 16-row tiles; rows wide enough for the prefill's
+  // column passes (over 2,048: 4864 in passes of 1,216, 2,500 with a last pass of 68 columns
+  // ending in a 4-column tail); prompts past one token block (128 tokens at <= 2,048 columns,
+  // 64 above).
   const Case cases[] = {{1, 1, many},    {3, 2, many},     {5, 31, many},      {17, 32, many},
                         {19, 33, many},  {33, 37, many},   {16, 64, many},     {50, 128, many},
                         {35, 896, many}, {21, 4864, {1, 2, 7, 65}}, {896, 896, {1, 9}}, {4864, 896, {1, 3}},
-                        {896, 4864, {1, 2}}, {2, 0, {1, 3}}};
+                        {896, 4864, {1, 2}}, {19, 2500, {2, 7, 65}}, {24, 96, {131}}, {2, 0, {1, 3}}};
   int compared = 0;
   for (const Case& c : cases) {
     for (size_t tokens : c.tokens) {
@@ -209,7 +212,7 @@ TEST(Bf16Dot, KernelEqualsTheEmulationBitwiseOnShapesAndBatches) {
       }
     }
   }
-  EXPECT_EQ(compared, 2 * (9 * 11 + 4 + 2 + 2 + 2 + 2));
+  EXPECT_EQ(compared, 2 * (9 * 11 + 4 + 2 + 2 + 2 + 3 + 1 + 2));
 }
 
 TEST(Bf16Dot, KernelRowSplitsAreBitwiseTheWholeCall) {
