@@ -32,6 +32,10 @@ struct ServeOptions {
   size_t queue = 64;             // requests waiting beyond those; more get 503
   size_t prefill_chunk = 512;    // prompt tokens per step while no sequence decodes
   size_t step_tokens = 8;       // rows per step (decode rows + prompt rows) while sequences decode
+  // > 0: while a prompt prefills beside decoding sequences, its rows per step are adapted to
+  // measured times so a step takes about this many times a decode-only step (the running
+  // streams' inter-token time); step_tokens then only sets the first such step. 0: fixed rows.
+  double step_latency = 1.8;
   std::string api_key;           // non-empty: /v1/* needs "Authorization: Bearer <key>"
   size_t max_body_bytes = 4 << 20;  // larger bodies get 413
   size_t max_connections = 512;   // open at once; more are answered 503 and closed

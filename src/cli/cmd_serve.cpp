@@ -27,6 +27,7 @@ struct ServeFlags {
   int64_t queue = 64;
   int64_t prefill_chunk = 512;
   int64_t step_tokens = 8;
+  double step_latency = 1.8;
   std::optional<std::string> api_key;
   std::string model_id;
   int64_t max_connections = 512;
@@ -55,6 +56,8 @@ void run(const ServeFlags& f) {
     fail("--prefill-chunk must be in 1..1048576, got {}", f.prefill_chunk);
   }
   if (f.step_tokens < 1 || f.step_tokens > 1 << 20) fail("--step-tokens must be in 1..1048576, got {}", f.step_tokens);
+  if (!(f.step_latency == 0 || (f.step_latency >= 1 && f.step_latency <= 1000)))
+    fail("--step-latency must be 0 (off) or in 1..1000, got {}", f.step_latency);
   // cpp-httplib answers 500 on a descriptor >= FD_SETSIZE (1024): stay well below it.
   if (f.max_connections < 1 || f.max_connections > 900) {
     fail("--max-connections must be in 1..900, got {}", f.max_connections);
@@ -86,6 +89,7 @@ void run(const ServeFlags& f) {
   options.queue = static_cast<size_t>(f.queue);
   options.prefill_chunk = static_cast<size_t>(f.prefill_chunk);
   options.step_tokens = static_cast<size_t>(f.step_tokens);
+  options.step_latency = f.step_latency;
   options.api_key = f.api_key.value_or("");
   options.max_connections = static_cast<size_t>(f.max_connections);
   options.model_id = f.model_id;
@@ -136,7 +140,12 @@ void setup_serve(CLI::App& app) {
                  "Rows per scheduler step while sequences decode (default 8): each step is one forward pass "
                  "holding every decoding sequence's token and, up to this count, the next chunk of a prompt "
                  "being prefilled; smaller keeps the running streams' token rate steadier while a long prompt "
-                 "arrives, larger prefills it sooner");
+                 "arrives, larger prefills it sooner. With --step-latency (on by default) it sets only the "
+                 "first such step's rows");
+  app.add_option("--step-latency", f->step_latency,
+                 "While a prompt prefills beside running streams, give it as many rows per step as keep a "
+                 "step near this many times a decode-only step's measured time, i.e. the streams' time per "
+                 "token (default 1.8; larger prefills the prompt sooner; 0 = a fixed --step-tokens)");
   app.add_option("--api-key", f->api_key,
                  "Require 'Authorization: Bearer KEY' on /v1/* (without it, only requests whose Host is an "
                  "IP address or localhost are answered)");

@@ -91,7 +91,8 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, const Sched
       options_(options),
       metrics_(metrics),
       // Only ids the tokenizer has are sampled (rows past it are padding), as in Generator.
-      sample_vocab_(std::min<int64_t>(static_cast<int64_t>(model.vocab_size()), tokenizer.vocab_size())) {
+      sample_vocab_(std::min<int64_t>(static_cast<int64_t>(model.vocab_size()), tokenizer.vocab_size())),
+      step_budget_(options.step_tokens, options.step_latency, options.prefill_chunk) {
   if (options_.parallel == 0) fail("--parallel must be >= 1");
   if (options_.prefill_chunk == 0) fail("--prefill-chunk must be >= 1");
   if (options_.step_tokens == 0) fail("--step-tokens must be >= 1");
@@ -210,8 +211,9 @@ void Scheduler::loop() {
     // One forward pass per step: every decoding sequence's pending token (and its drafts),
     // then the next chunk of each prompt being prefilled (at most prefill_chunk tokens each),
     // as rows of one Model::decode call, so the weights are streamed once for both. While any
-    // sequence decodes, the prompt rows together are held to what step_tokens leaves beside
-    // the decode rows (at least one), which keeps the step near a plain decode step's time.
+    // sequence decodes, the prompt rows together are held to the step budget (at least one:
+    // what step_tokens leaves beside the decode rows, or with step_latency what keeps the step
+    // near that multiple of a plain decode step's time), timed around the pass.
     seqs.clear();
     tokens.clear();
     counts.clear();
@@ -228,8 +230,7 @@ void Scheduler::loop() {
       stepping.push_back(s.get());
     }
     const size_t decode_rows = tokens.size();
-    size_t budget = SIZE_MAX;  // prompt rows left for this step
-    if (decode_rows > 0) budget = options_.step_tokens > decode_rows ? options_.step_tokens - decode_rows : 1;
+    size_t budget = step_budget_.prompt_rows(decode_rows);  // prompt rows left for this step
     for (const auto& s : slots_) {
       if (budget == 0) break;
       if (!s->busy || s->prefilled >= s->job.prompt.size() || share_prefix(*s)) continue;
@@ -244,6 +245,7 @@ void Scheduler::loop() {
       prefilling.push_back(s.get());
     }
     if (seqs.empty()) continue;
+    const auto pass_start = std::chrono::steady_clock::now();
     try {
       model_.decode(seqs, tokens, counts, outputs);
     } catch (const std::exception& e) {
@@ -255,10 +257,13 @@ void Scheduler::loop() {
       }
       continue;
     }
+    step_budget_.observe(decode_rows, tokens.size() - decode_rows,
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count());
     steps_.fetch_add(1, std::memory_order_relaxed);
     rows_.fetch_add(tokens.size(), std::memory_order_relaxed);
     if (decode_rows > 0 && !prefilling.empty()) {
       mixed_steps_.fetch_add(1, std::memory_order_relaxed);
+      last_mixed_prompt_rows_.store(tokens.size() - decode_rows, std::memory_order_relaxed);
       if (tokens.size() > max_mixed_rows_.load(std::memory_order_relaxed)) max_mixed_rows_.store(tokens.size());
     }
     for (Slot* s : stepping) accept_tokens(*s, s->seq.logits(), /*decoding=*/true);

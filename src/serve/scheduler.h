@@ -7,9 +7,10 @@
 // with its prompt advances by one token (continuous batching: requests join and leave between
 // steps), and a new request's prompt rides in the same pass, a chunk per step. The chunk is at
 // most `prefill_chunk` tokens, and while sequences decode the step holds at most `step_tokens`
-// rows (decode rows first, then prompt rows, at least one), so a long prompt arriving slows
-// the running streams by a few rows' compute per token instead of stalling them for its
-// prefill. Chunked prefill and batched decoding are bitwise what each sequence would compute
+// rows (decode rows first, then prompt rows, at least one), or with `step_latency` as many
+// prompt rows as keep the step near that multiple of a decode-only step's measured time
+// (StepBudget), so a long prompt arriving slows the running streams by a bounded share per
+// token instead of stalling them for its prefill. Chunked prefill and batched decoding are bitwise what each sequence would compute
 // alone, so a request's output does not depend on what else is running.
 //
 // With a drafter (SchedulerOptions::make_drafter: prompt lookup or a draft model, one per slot,
@@ -54,6 +55,7 @@
 #include "nanoinfer/tokenizer.h"
 #include "serve/api.h"
 #include "serve/metrics.h"
+#include "serve/step_budget.h"
 
 namespace nanoinfer::serve {
 
@@ -140,6 +142,10 @@ struct SchedulerOptions {
   // what a prompt arriving adds to the running streams' inter-token time (README, "serve:
   // running streams while a 16,384-token prompt arrives").
   size_t step_tokens = 8;
+  // > 0: while a prompt prefills beside decoding sequences, its rows per step are set from
+  // measured step times so a step takes about this many times a decode-only step (StepBudget,
+  // serve/step_budget.h); `step_tokens` then only sets the first such step's rows. 0: fixed.
+  double step_latency = 0;
   // Speculative decoding: makes each slot's drafter, once (null: plain decoding), and the
   // tokens drafted per pass (unset: DraftLength::adaptive(), untimed).
   std::function<std::unique_ptr<Drafter>()> make_drafter;
@@ -170,6 +176,8 @@ class Scheduler {
   uint64_t rows() const { return rows_; }
   uint64_t mixed_steps() const { return mixed_steps_; }
   size_t max_mixed_rows() const { return max_mixed_rows_; }
+  // Prompt rows the most recent mixed step carried (0 before any).
+  size_t last_mixed_prompt_rows() const { return last_mixed_prompt_rows_; }
 
  private:
   struct Slot;
@@ -209,7 +217,8 @@ class Scheduler {
   bool stopping_ = false;
   std::atomic<size_t> active_{0};
   std::atomic<uint64_t> steps_{0}, rows_{0}, mixed_steps_{0};
-  std::atomic<size_t> max_mixed_rows_{0};
+  std::atomic<size_t> max_mixed_rows_{0}, last_mixed_prompt_rows_{0};
+  StepBudget step_budget_;  // the scheduler thread's
   std::thread thread_;
 };
 

@@ -129,6 +129,7 @@ struct Server::Impl {
                                                       .queue = options.queue,
                                                       .prefill_chunk = options.prefill_chunk,
                                                       .step_tokens = options.step_tokens,
+                                                      .step_latency = options.step_latency,
                                                       .make_drafter = options.make_drafter,
                                                       .draft_max = options.draft_max},
         metrics);
