@@ -17,6 +17,10 @@
 // leave a quarter of the allowed time unused). With R = 0 (or before any decode-only step was timed) the fixed rule
 // holds: `step_tokens` rows in all, decode rows first, at least one prompt row.
 //
+// Decode-only steps are not timed while a prompt prefills beside the streams, so their own
+// slowing as their contexts grow is counted as the prompt rows' cost then (fewer prompt rows):
+// the bound holds against the decode step as it was before the prompt came.
+//
 // The budget only decides which rows share a pass; every row computes what it would alone, so
 // outputs do not depend on it.
 #pragma once
