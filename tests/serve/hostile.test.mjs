@@ -301,6 +301,14 @@ test('--step-tokens out of range is a one-line error', () => {
   }
 });
 
+test('--step-latency out of range is a one-line error', () => {
+  for (const v of ['0.5', '-1', '1001', 'nan', 'inf']) {
+    const r = spawnSync(args.nanoinfer, ['serve', '--port', '0', '--step-latency', v], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 1, v);
+    assert.match(r.stderr, /^nanoinfer: error: --step-latency must be 0 \(off\) or in 1\.\.1000, got \S+\n$/, v);
+  }
+});
+
 test('a non-loopback address without --api-key is served with a warning', async () => {
   const s = await startServer(['--host', '0.0.0.0']);
   try {
