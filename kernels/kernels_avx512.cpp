@@ -1,7 +1,8 @@
 // AVX-512 kernels (F/BW/VL; this file gets the AVX-512 flags from CMake by its name).
 // xsimd 8.1 supplies the batches, loads and the lane reduction; intrinsics fill three gaps:
 // its avx512f fma() is a separate multiply and add, it has no masked load, and it cannot
-// widen 16-bit lanes into a 32-bit batch of twice the width.
+// widen 16-bit lanes into a 32-bit batch of twice the width. The f32 prefill product
+// (f32prefill below) is intrinsics throughout, bitwise the xsimd kernel's results.
 // GCC 12's unmasked AVX-512 intrinsics start from _mm512_undefined_*(), which it then flags
 // as uninitialized once inlined (GCC bug 105593, fixed in GCC 13).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -41,14 +42,6 @@ struct Avx512Ops {
   static float reduce(batch v) { return xsimd::hadd(v); }
 };
 
-#ifndef NANOINFER_F32_ROWS
-#define NANOINFER_F32_ROWS 4
-#define NANOINFER_F32_TOKENS 6
-#define NANOINFER_F32_BLOCK 128
-#define NANOINFER_F32_WIDE_BLOCK 64
-#define NANOINFER_F32_PASS 1216
-#endif
-
 // ---------------------------------------------------------------------------------------------
 // The f32 prefill product (n_tokens > 1), written with intrinsics after the avx512-bf16 tier's
 // (kernels_avx512_bf16.cpp): register tiles of kRowTile rows x kTokenTile tokens, the tile's
@@ -61,10 +54,17 @@ struct Avx512Ops {
 // one-token (decode) path still runs.
 namespace f32prefill {
 
+// Shapes chosen on Zen 5 (2 cores, 512 tokens, a scratch harness timing the 0.5B's four
+// product shapes; the host's noise was ~10-20%, so these are the clear winners only):
+// 8 x 3 tiles (24 accumulators + 3 activation vectors + 1 weight vector = 28 zmm; 4 x 6, 6 x 4
+// and 5 x 5 were slower or no better on the 896-column products); token blocks of 128 (64: no
+// better; 256: alike); rows over 2,048 columns in passes of 768 (8 rows x 768 f32 = 24 KiB of
+// Zen 5's 48 KiB L1; 1,216, the bf16 tier's, is 38 KiB and ran down_proj ~25% slower; 512
+// slower too), in token blocks of 64; rows of 896 in one pass (two passes of 448: slower).
 constexpr size_t kW = 16;  // floats per zmm
-constexpr size_t kRowTile = NANOINFER_F32_ROWS, kTokenTile = NANOINFER_F32_TOKENS;
-constexpr size_t kTokenBlock = NANOINFER_F32_BLOCK, kWideTokenBlock = NANOINFER_F32_WIDE_BLOCK;
-constexpr size_t kPassCols = NANOINFER_F32_PASS, kMaxPassCols = 2048;
+constexpr size_t kRowTile = 8, kTokenTile = 3;
+constexpr size_t kTokenBlock = 128, kWideTokenBlock = 64;
+constexpr size_t kPassCols = 768, kMaxPassCols = 2048;
 static_assert(kPassCols % kW == 0, "passes end on whole vectors");
 static_assert(kRowTile * kTokenTile + kTokenTile + 1 <= 32, "the tile fits the 32 zmm registers");
 constexpr size_t kCarryTiles = (kWideTokenBlock + kTokenTile - 1) / kTokenTile;
@@ -173,7 +173,11 @@ inline void tile(const float* w, const float* bias, const float* x, float* y, si
     for (size_t t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x + t * cols + c);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_loadu_ps(wr[r] + c);
+      __m512 wv = _mm512_loadu_ps(wr[r] + c);
+      // Held in a register: GCC would otherwise fold the load into each of the T fmas, T
+      // loads of the same vector (e.g. 4 x 6: 30 loads per 24 fmas, more than the load ports
+      // give while the FMA pipes do 24).
+      asm("" : "+v"(wv));
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_fmadd_ps(wv, xv[t], acc[t * R + r]);
     }
