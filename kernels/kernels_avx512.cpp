@@ -1,7 +1,15 @@
 // AVX-512 kernels (F/BW/VL; this file gets the AVX-512 flags from CMake by its name).
 // xsimd 8.1 supplies the batches, loads and the lane reduction; intrinsics fill three gaps:
 // its avx512f fma() is a separate multiply and add, it has no masked load, and it cannot
-// widen 16-bit lanes into a 32-bit batch of twice the width.
+// widen 16-bit lanes into a 32-bit batch of twice the width. The f32 prefill product
+// (f32prefill below) is intrinsics throughout, bitwise the xsimd kernel's results.
+// GCC 12's unmasked AVX-512 intrinsics start from _mm512_undefined_*(), which it then flags
+// as uninitialized once inlined (GCC bug 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
@@ -34,13 +42,267 @@ struct Avx512Ops {
   static float reduce(batch v) { return xsimd::hadd(v); }
 };
 
+// ---------------------------------------------------------------------------------------------
+// The f32 prefill product (n_tokens > 1), written with intrinsics after the avx512-bf16 tier's
+// (kernels_avx512_bf16.cpp): register tiles of kRowTile rows x kTokenTile tokens, the tile's
+// sums reduced in registers and stored one masked vector per token, rows over kMaxPassCols
+// columns in passes with the accumulators carried between passes, token blocks, and each tile
+// prefetching its share of the next weight slice into L2. Every (row, token) accumulator runs
+// exactly matmul_tile's chain (simd_kernels.h): fma(w, x, acc) over the columns in ascending
+// steps of 16, then the zero-padded tail (both operands masked to zeros), then xsimd's
+// avx512f hadd tree, then + bias; so the results are bitwise the generic kernel's, which the
+// one-token (decode) path still runs.
+namespace f32prefill {
+
+// Shapes chosen on Zen 5 (2 cores, 512 tokens, a scratch harness timing the 0.5B's four
+// product shapes; the host's noise was ~10-20%, so these are the clear winners only):
+// 8 x 3 tiles (24 accumulators + 3 activation vectors + 1 weight vector = 28 zmm; 4 x 6, 6 x 4
+// and 5 x 5 were slower or no better on the 896-column products); token blocks of 128 (64: no
+// better; 256: alike); rows over 2,048 columns in passes of 768 (8 rows x 768 f32 = 24 KiB of
+// Zen 5's 48 KiB L1; 1,216, the bf16 tier's, is 38 KiB and ran down_proj ~25% slower; 512
+// slower too), in token blocks of 64; rows of 896 in one pass (two passes of 448: slower).
+constexpr size_t kW = 16;  // floats per zmm
+constexpr size_t kRowTile = 8, kTokenTile = 3;
+constexpr size_t kTokenBlock = 128, kWideTokenBlock = 64;
+constexpr size_t kPassCols = 768, kMaxPassCols = 2048;
+static_assert(kPassCols % kW == 0, "passes end on whole vectors");
+static_assert(kRowTile * kTokenTile + kTokenTile + 1 <= 32, "the tile fits the 32 zmm registers");
+constexpr size_t kCarryTiles = (kWideTokenBlock + kTokenTile - 1) / kTokenTile;
+
+__mmask16 mask16(size_t n) { return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
+
+// in[k], k < 16 -> lane n holds the lane sum of in[(n % 4) * 4 + n / 4] (a 4x4 transpose of the
+// index). For each accumulator a the additions are xsimd's avx512f hadd (Avx512Ops::reduce):
+// u[i] = a[i] + a[i+8] (i < 8), v[i] = u[i] + u[i+4] (i < 4), then (v[0] + v[1]) + (v[2] + v[3]).
+// (The bf16 tier's reduce16 differs in the last two levels: its reference adds v[i] + v[i+2].)
+[[gnu::always_inline]] inline __m512 reduce16(const __m512* in) {
+  __m512 v1[8], v2[4], v3[2];
+  // [a | b] halves: a[i] + a[i+8] for i < 8 in the low 256 bits, b's in the high.
+#pragma GCC unroll 8
+  for (int m = 0; m < 8; ++m) {
+    const __m512 a = in[2 * m], b = in[2 * m + 1];
+    v1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  // 128-bit lane L of v2[k]: in[4k + L]'s four sums v[i] = u[i] + u[i+4].
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512 c = v1[2 * k], d = v1[2 * k + 1];
+    v2[k] = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // 128-bit lane L of v3[j]: v[0] + v[1], v[2] + v[3] of in[8j + L], then of in[8j + 4 + L].
+#pragma GCC unroll 2
+  for (int j = 0; j < 2; ++j) {
+    const __m512 p = v2[2 * j], q = v2[2 * j + 1];
+    v3[j] = _mm512_add_ps(_mm512_shuffle_ps(p, q, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // Lane 4L + s: (v[0] + v[1]) + (v[2] + v[3]) of in[4s + L].
+  return _mm512_add_ps(_mm512_shuffle_ps(v3[0], v3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(v3[0], v3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Lane e < N holds the sum of accumulator acc[e], N <= 16; the unused slots are zeros that
+// meet only each other.
+template <size_t N>
+[[gnu::always_inline]] inline __m512 reduce_acc(const __m512* acc) {
+  static_assert(N >= 1 && N <= 16);
+  __m512 in[16];
+#pragma GCC unroll 16
+  for (size_t k = 0; k < 16; ++k) {
+    const size_t e = (k % 4) * 4 + k / 4;
+    in[k] = e < N ? acc[e] : _mm512_setzero_ps();
+  }
+  return reduce16(in);
+}
+
+// The sums of an R x T tile's accumulators (e = t * R + r) into y[t0 + t][r0 + r], plus
+// bias[r0 + r] (bias + sum, as matmul_tile): per group of 16 accumulators one reduction, and
+// per token a masked store of its rows.
+template <size_t R, size_t T>
+[[gnu::always_inline]] inline void store_sums(const __m512* acc, const float* bias, float* y, size_t rows, size_t r0,
+                                              size_t t0) {
+  constexpr size_t n = R * T;
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+#pragma GCC unroll 4
+  for (size_t g = 0; g < n; g += 16) {
+    __m512 s;
+    if (n - g >= 16) {
+      s = reduce_acc<16>(acc + g);
+    } else {
+      s = reduce_acc<(n % 16 == 0 ? 16 : n % 16)>(acc + g);
+    }
+#pragma GCC unroll 16
+    for (size_t t = 0; t < T; ++t) {
+      if (t * R + R <= g || t * R >= g + 16) continue;
+      const size_t lo = t * R > g ? t * R : g;
+      const size_t hi = t * R + R < g + 16 ? t * R + R : g + 16;
+      const size_t first = lo - t * R;
+      const int shift = static_cast<int>(lo - g);
+      __m512 v = shift == 0 ? s : _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(shift)), s);
+      const __mmask16 m = mask16(hi - lo);
+      if (bias != nullptr) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, bias + r0 + first), v);
+      _mm512_mask_storeu_ps(y + (t0 + t) * rows + r0 + first, m, v);
+    }
+  }
+}
+
+// Columns [c_begin, c_end) of one R x T register tile: rows r0.. of w, tokens t0.. of x (x
+// points at token t0's row, rows `cols` apart). Accumulator e = t * R + r. The pass that
+// reaches `cols` runs the tail, reduces and stores; the others leave the accumulators in
+// `carry` (R * T vectors, stored and loaded whole), where the next pass picks them up.
+template <size_t R, size_t T, bool kPasses>
+inline void tile(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
+                 size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
+  __m512 acc[R * T];
+  if (!kPasses || c_begin == 0) {
+#pragma GCC unroll 32
+    for (size_t e = 0; e < R * T; ++e) acc[e] = _mm512_setzero_ps();
+  } else {
+#pragma GCC unroll 32
+    for (size_t e = 0; e < R * T; ++e) acc[e] = _mm512_load_ps(carry + e);
+  }
+  const float* wr[R];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < R; ++r) wr[r] = w + (r0 + r) * cols;
+
+  const size_t body = c_end - (c_end == cols ? cols % kW : 0);
+  for (size_t c = c_begin; c < body; c += kW) {
+    __m512 xv[T];
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x + t * cols + c);
+#pragma GCC unroll 16
+    for (size_t r = 0; r < R; ++r) {
+      __m512 wv = _mm512_loadu_ps(wr[r] + c);
+      // Held in a register: GCC would otherwise fold the load into each of the T fmas, T
+      // loads of the same vector (e.g. 4 x 6: 30 loads per 24 fmas, more than the load ports
+      // give while the FMA pipes do 24).
+      asm("" : "+v"(wv));
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_fmadd_ps(wv, xv[t], acc[t * R + r]);
+    }
+  }
+  if (kPasses && c_end < cols) {
+#pragma GCC unroll 32
+    for (size_t e = 0; e < R * T; ++e) _mm512_store_ps(carry + e, acc[e]);
+    return;
+  }
+  if (body < cols) {
+    const __mmask16 m = mask16(cols - body);
+    __m512 xv[T];
+#pragma GCC unroll 8
+    for (size_t t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * cols + body);
+#pragma GCC unroll 16
+    for (size_t r = 0; r < R; ++r) {
+      const __m512 wv = _mm512_maskz_loadu_ps(m, wr[r] + body);
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_fmadd_ps(wv, xv[t], acc[t * R + r]);
+    }
+  }
+  store_sums<R, T>(acc, bias, y, rows, r0, t0);
+}
+
+// The weights a strip reads next (its next pass, or the next strip's first): `rows` segments
+// of `bytes` bytes, `stride` bytes apart; each tile of a strip asks for its share of the lines
+// into L2 (a hint: it never faults).
+struct Slice {
+  const char* base = nullptr;
+  size_t bytes = 0, stride = 0, rows = 0;
+};
+
+inline void prefetch_share(const Slice& s, size_t part, size_t parts) {
+  const size_t lines_per_row = (s.bytes + 63) / 64, lines = lines_per_row * s.rows;
+  const size_t begin = lines * part / parts, end = lines * (part + 1) / parts;
+  for (size_t l = begin; l < end; ++l)
+    _mm_prefetch(s.base + (l / lines_per_row) * s.stride + (l % lines_per_row) * 64, _MM_HINT_T1);
+}
+
+// Columns [c_begin, c_end) of tokens [t_begin, t_end) for one strip of R rows: full token
+// tiles, then one narrower tile; tile i carries its accumulators in carry[i].
+template <size_t R, bool kPasses>
+void strip(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
+           size_t t_begin, size_t t_end, size_t c_begin, size_t c_end, __m512* carry, const Slice& next) {
+  static_assert(kTokenTile >= 1 && kTokenTile <= 8);
+  constexpr size_t kCarry = R * kTokenTile;
+  const size_t tiles = (t_end - t_begin + kTokenTile - 1) / kTokenTile;
+  size_t t = t_begin, i = 0;
+  for (; t + kTokenTile <= t_end; t += kTokenTile, carry += kCarry, ++i) {
+    prefetch_share(next, i, tiles);
+    tile<R, kTokenTile, kPasses>(w, bias, x + t * cols, y, rows, cols, r0, t, c_begin, c_end, carry);
+  }
+  if (t < t_end) prefetch_share(next, i, tiles);
+  const float* xt = x + t * cols;
+  switch (t_end - t) {
+    case 0: break;
+    case 1: tile<R, 1, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 2: if constexpr (kTokenTile > 2) tile<R, 2, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 3: if constexpr (kTokenTile > 3) tile<R, 3, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 4: if constexpr (kTokenTile > 4) tile<R, 4, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 5: if constexpr (kTokenTile > 5) tile<R, 5, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 6: if constexpr (kTokenTile > 6) tile<R, 6, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    case 7: if constexpr (kTokenTile > 7) tile<R, 7, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
+    default: break;
+  }
+}
+
+// One strip over all its columns, in passes when the rows are wide.
+template <size_t R>
+void strip_passes(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
+                  size_t row_end, size_t t_begin, size_t t_end) {
+  const size_t row_bytes = cols * sizeof(float);
+  const size_t next_r = r0 + R;
+  const size_t next_rows = next_r < row_end ? (row_end - next_r < kRowTile ? row_end - next_r : kRowTile) : 0;
+  const char* next_strip = reinterpret_cast<const char*>(w + next_r * cols);
+  if (cols <= kMaxPassCols) {
+    const Slice next{next_strip, row_bytes, row_bytes, next_rows};
+    strip<R, false>(w, bias, x, y, rows, cols, r0, t_begin, t_end, 0, cols, nullptr, next);
+    return;
+  }
+  alignas(64) thread_local __m512 carry[kCarryTiles * kRowTile * kTokenTile];
+  for (size_t c = 0; c < cols; c += kPassCols) {
+    const size_t e = c + kPassCols < cols ? c + kPassCols : cols;
+    const Slice next = e < cols ? Slice{reinterpret_cast<const char*>(w + r0 * cols + e),
+                                        (e + kPassCols < cols ? kPassCols : cols - e) * sizeof(float), row_bytes, R}
+                                : Slice{next_strip, kPassCols * sizeof(float), row_bytes, next_rows};
+    strip<R, true>(w, bias, x, y, rows, cols, r0, t_begin, t_end, c, e, carry, next);
+  }
+}
+
+void matmul(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t n_tokens,
+            size_t row_begin, size_t row_end) {
+  const size_t block = cols <= kMaxPassCols ? kTokenBlock : kWideTokenBlock;
+  for (size_t tb = 0; tb < n_tokens; tb += block) {
+    const size_t te = tb + block < n_tokens ? tb + block : n_tokens;
+    size_t r = row_begin;
+    for (; r + kRowTile <= row_end; r += kRowTile) strip_passes<kRowTile>(w, bias, x, y, rows, cols, r, row_end, tb, te);
+    switch (row_end - r) {
+      case 0: break;
+      case 1: strip_passes<1>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
+      case 2: if constexpr (kRowTile > 2) strip_passes<2>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
+      case 3: if constexpr (kRowTile > 3) strip_passes<3>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
+      case 4: if constexpr (kRowTile > 4) strip_passes<4>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
+      case 5: if constexpr (kRowTile > 5) strip_passes<5>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
+      case 6: if constexpr (kRowTile > 6) strip_passes<6>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
+      case 7: if constexpr (kRowTile > 7) strip_passes<7>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace f32prefill
+
 }  // namespace
 
 namespace avx512 {
 
 void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                 size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul<Avx512Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+  if (n_tokens == 0 || row_begin >= row_end) return;
+  if (n_tokens == 1) {
+    matmul<Avx512Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+    return;
+  }
+  f32prefill::matmul(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 void matmul_bf16(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,

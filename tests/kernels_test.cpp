@@ -291,6 +291,42 @@ TEST(Kernels, MatmulBatchIsBitwiseIdenticalToOneTokenAtATime) {
   }
 }
 
+// The prefill tiles at the shapes that take their other paths: rows over 2,048 columns (read
+// in column passes, accumulators carried between passes; 2,500 is not a multiple of 16, so
+// the last pass has a tail), a token count that crosses the token blocks and ends on a narrow
+// tile (131), and a row count that ends on a narrow strip (37): bitwise the one-token product,
+// whole and split into row ranges, with and without bias.
+TEST(Kernels, MatmulWideRowsAndOddTokenCountsAreBitwiseOneTokenAtATime) {
+  for (Isa isa : supported_isas()) {
+    const Kernels& k = table(isa);
+    for (size_t cols : {size_t{2500}, size_t{903}}) {
+      const Problem p(37, cols, 131, 11);
+      for (bool bf16 : {false, true}) {
+        if (uses_bf16_dot(isa, bf16)) continue;  // held to matmul_bf16_dot in bf16_dot_test.cpp
+        for (bool with_bias : {true, false}) {
+          const float* b = with_bias ? p.bias.data() : nullptr;
+          const std::vector<float> batched = p.run(k, bf16, with_bias);
+          std::vector<float> single(batched.size());
+          for (size_t t = 0; t < p.n_tokens; ++t) {
+            Problem one = p;
+            one.n_tokens = 1;
+            one.x.assign(p.x.begin() + static_cast<ptrdiff_t>(t * cols),
+                         p.x.begin() + static_cast<ptrdiff_t>((t + 1) * cols));
+            one.run(k, bf16, b, single.data() + t * p.rows, 0, p.rows);
+          }
+          EXPECT_TRUE(same_bits(batched, single))
+              << isa_name(isa) << " cols " << cols << " bf16 " << bf16 << " bias " << with_bias;
+          const std::vector<float> pieces = test::run_row_ranges(
+              p.n_tokens, p.rows, {0, 3, 13, 16, 37},
+              [&](float* y, size_t begin, size_t end) { p.run(k, bf16, b, y, begin, end); });
+          EXPECT_TRUE(same_bits(batched, pieces))
+              << isa_name(isa) << " cols " << cols << " bf16 " << bf16 << " bias " << with_bias << " row ranges";
+        }
+      }
+    }
+  }
+}
+
 TEST(Kernels, DotMatchesExactWithinDerivedBound) {
   for (Isa isa : supported_isas()) {
     for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 64, 100, 896}) {
