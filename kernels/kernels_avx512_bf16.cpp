@@ -29,6 +29,7 @@
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
+#include "kernels/tile_sums.h"
 
 namespace nanoinfer::kernels {
 namespace {
@@ -41,7 +42,7 @@ static_assert(kChunk == 32, "bf16_row_stride (kernels.h) pads to whole chunks");
 
 size_t padded_cols(size_t cols) { return bf16_row_stride(cols); }
 
-__mmask16 mask16(size_t n) { return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
+using tile_sums::mask16;
 
 // x: [n][cols] f32 -> xb: [n][padded_cols] bf16, rounded by vcvtne2ps2bf16 (nearest even,
 // subnormals to zero; round_activation_bf16 is its scalar twin), zero past `cols`.
@@ -89,51 +90,10 @@ void round_rows(const float* x, size_t n, size_t cols, uint16_t* xb) {
                        _mm512_shuffle_ps(v3[0], v3[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// Lane e < N holds the sum of accumulator acc[e], N <= 16; the unused slots are zeros that
-// meet only each other.
-template <size_t N>
-[[gnu::always_inline]] inline __m512 reduce_acc(const __m512* acc) {
-  static_assert(N >= 1 && N <= 16);
-  __m512 in[16];
-#pragma GCC unroll 16
-  for (size_t k = 0; k < 16; ++k) {
-    const size_t e = (k % 4) * 4 + k / 4;
-    in[k] = e < N ? acc[e] : _mm512_setzero_ps();
-  }
-  return reduce16(in);
-}
-
-// The sums of an R x T tile's accumulators (e = t * R + r: each token's rows side by side)
-// into y[t0 + t][r0 + r], plus bias[r0 + r]: per group of 16 accumulators one reduction, and
-// per token a masked store of its rows (no scalar stores, no sums through memory).
-template <size_t R, size_t T>
-[[gnu::always_inline]] inline void store_sums(const __m512* acc, const float* bias, float* y, size_t rows, size_t r0,
-                                              size_t t0) {
-  constexpr size_t n = R * T;
-  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-#pragma GCC unroll 4
-  for (size_t g = 0; g < n; g += 16) {
-    __m512 s;
-    if (n - g >= 16) {
-      s = reduce_acc<16>(acc + g);
-    } else {
-      s = reduce_acc<(n % 16 == 0 ? 16 : n % 16)>(acc + g);
-    }
-    // Token t's rows [first, first + len) are lanes [lo - g, ...) of s.
-#pragma GCC unroll 16
-    for (size_t t = 0; t < T; ++t) {
-      if (t * R + R <= g || t * R >= g + 16) continue;
-      const size_t lo = t * R > g ? t * R : g;
-      const size_t hi = t * R + R < g + 16 ? t * R + R : g + 16;
-      const size_t first = lo - t * R;
-      const int shift = static_cast<int>(lo - g);
-      __m512 v = shift == 0 ? s : _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(shift)), s);
-      const __mmask16 m = mask16(hi - lo);
-      if (bias != nullptr) v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, bias + r0 + first), v);
-      _mm512_mask_storeu_ps(y + (t0 + t) * rows + r0 + first, m, v);
-    }
-  }
-}
+// The tile epilogue (kernels/tile_sums.h) over this tier's tree.
+struct Bf16Tree {
+  [[gnu::always_inline]] static __m512 reduce16(const __m512* in) { return nanoinfer::kernels::reduce16(in); }
+};
 
 // Columns of one pass over a strip when its rows are wider than kMaxPassCols: a strip of 8
 // rows of 4,864 columns (down_proj) is 76 KiB, more than Zen 5's 48 KiB L1, so each tile
@@ -199,7 +159,7 @@ inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_
       for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_dpbf16_ps(acc[t * R + r], wv, xv[t]);
     }
   }
-  store_sums<R, T>(acc, bias, y, rows, r0, t0);
+  tile_sums::store_sums<Bf16Tree, R, T>(acc, bias, y, rows, r0, t0);
 }
 
 // The whole row in one pass (decode).
