@@ -148,12 +148,57 @@ std::vector<std::byte> grouped(WeightType t, const std::vector<float>& w, size_t
   return row;
 }
 
-TEST(QuantGroups, OneBlockGroupsAreRoundToNearestBitwise) {
+// The bytes of a row under scale groups of `group` weights, written out here from the formats'
+// definition, independently of the quantizer: every block of 32 is its group's f16 scale, then
+// Q8_0's 32 int8 lround(w / d) with d = max|w| / 127, or Q4_0's 16 bytes of 4-bit codes
+// lround(w / d) + 8 clamped to [0, 15] (weight j in the low nibble of byte j, weight j + 16 in
+// its high nibble) with d = the group's signed extreme / -8. Division by d is a multiplication
+// by 1 / d, as the formats' reference quantizer (ggml's) computes it.
+std::vector<std::byte> expected_grouped(WeightType t, const std::vector<float>& w, size_t group) {
+  const bool q8 = t == WeightType::Q8_0;
+  const size_t block_bytes = q8 ? 34 : 18;
+  std::vector<std::byte> row(w.size() / 32 * block_bytes);
+  for (size_t g0 = 0; g0 < w.size(); g0 += group) {
+    const size_t g1 = std::min(w.size(), g0 + group);
+    float extreme = 0;  // Q8_0: the largest magnitude; Q4_0: the value of largest magnitude, signed
+    for (size_t i = g0; i < g1; ++i) {
+      if (std::fabs(w[i]) > std::fabs(extreme)) extreme = q8 ? std::fabs(w[i]) : w[i];
+    }
+    const float d = q8 ? extreme / 127.0f : extreme / -8.0f;
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t d16 = f32_to_f16(d);
+    for (size_t b = g0 / 32; b < g1 / 32; ++b) {
+      std::byte* out = row.data() + b * block_bytes;
+      std::memcpy(out, &d16, 2);
+      for (size_t j = 0; j < 32; ++j) {
+        const long q = std::lround(w[b * 32 + j] * inv);
+        if (q8) {
+          out[2 + j] = static_cast<std::byte>(static_cast<int8_t>(q));
+        } else {
+          const auto code = static_cast<uint8_t>(std::clamp(q + 8, 0L, 15L));
+          out[2 + j % 16] |= static_cast<std::byte>(j < 16 ? code : code << 4);
+        }
+      }
+    }
+  }
+  return row;
+}
+
+TEST(QuantGroups, RowsAreTheFormatsBytesAtEveryGroupSize) {
   for (WeightType t : {WeightType::Q8_0, WeightType::Q4_0}) {
+    ASSERT_EQ(weight_type_info(t).block_bytes, t == WeightType::Q8_0 ? 34u : 18u);
     for (uint32_t seed = 0; seed < 20; ++seed) {
       std::vector<float> w = test::random_floats(96 + 32 * (seed % 4), seed);
       w[seed % w.size()] *= 40.0f;  // an outlier somewhere
-      EXPECT_EQ(grouped(t, w, 32), rtn(t, w)) << weight_type_name(t) << " seed " << seed;
+      w[(seed * 7 + 3) % w.size()] = seed % 2 ? 2.5f : -2.5f;
+      // The type's own round-to-nearest is groups of one block.
+      EXPECT_EQ(rtn(t, w), expected_grouped(t, w, 32)) << weight_type_name(t) << " seed " << seed;
+      for (size_t group : {32, 64, 128}) {
+        EXPECT_EQ(grouped(t, w, group), expected_grouped(t, w, group))
+            << weight_type_name(t) << " group " << group << " seed " << seed;
+      }
+      // The outlier's scale reaches the other blocks of its group: wider groups change the bytes.
+      EXPECT_NE(expected_grouped(t, w, 32), expected_grouped(t, w, 128)) << weight_type_name(t) << " seed " << seed;
     }
   }
 }
