@@ -77,21 +77,8 @@ using tile_sums::mask16;
 // u[i] = a[i] + a[i+8] (i < 8), v[i] = u[i] + u[i+4] (i < 4), then (v[0] + v[1]) + (v[2] + v[3]).
 // (The bf16 tier's reduce16 differs in the last two levels: its reference adds v[i] + v[i+2].)
 [[gnu::always_inline]] inline __m512 reduce16(const __m512* in) {
-  __m512 v1[8], v2[4], v3[2];
-  // [a | b] halves: a[i] + a[i+8] for i < 8 in the low 256 bits, b's in the high.
-#pragma GCC unroll 8
-  for (int m = 0; m < 8; ++m) {
-    const __m512 a = in[2 * m], b = in[2 * m + 1];
-    v1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                          _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  // 128-bit lane L of v2[k]: in[4k + L]'s four sums v[i] = u[i] + u[i+4].
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    const __m512 c = v1[2 * k], d = v1[2 * k + 1];
-    v2[k] = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 1, 3, 1)));
-  }
+  __m512 v2[4], v3[2];
+  tile_sums::tree_quarters(in, v2);  // 128-bit lane L of v2[k]: in[4k + L]'s v[i] = u[i] + u[i+4]
   // 128-bit lane L of v3[j]: v[0] + v[1], v[2] + v[3] of in[8j + L], then of in[8j + 4 + L].
 #pragma GCC unroll 2
   for (int j = 0; j < 2; ++j) {

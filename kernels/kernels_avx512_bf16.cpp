@@ -64,21 +64,8 @@ void round_rows(const float* x, size_t n, size_t cols, uint16_t* xb) {
 // additions are the reference's tree: a[i] + a[i+8], then + [i+4], + [i+2], + [i+1].
 // Inlined: a tile's accumulators go in and its sums come out in registers.
 [[gnu::always_inline]] inline __m512 reduce16(const __m512* in) {
-  __m512 v1[8], v2[4], v3[2];
-  // [a | b] halves: a[i] + a[i+8] for i < 8 in the low 256 bits, b's in the high.
-#pragma GCC unroll 8
-  for (int m = 0; m < 8; ++m) {
-    const __m512 a = in[2 * m], b = in[2 * m + 1];
-    v1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                          _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  // 128-bit lane L of v2[k]: in[4k + L]'s four sums s[i] + s[i+4].
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    const __m512 c = v1[2 * k], d = v1[2 * k + 1];
-    v2[k] = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 1, 3, 1)));
-  }
+  __m512 v2[4], v3[2];
+  tile_sums::tree_quarters(in, v2);  // 128-bit lane L of v2[k]: in[4k + L]'s four sums s[i] + s[i+4]
   // 128-bit lane L of v3[j]: two sums s[i] + s[i+2] of in[8j + L], then two of in[8j + 4 + L].
 #pragma GCC unroll 2
   for (int j = 0; j < 2; ++j) {

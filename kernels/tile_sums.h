@@ -16,6 +16,26 @@ namespace tile_sums {
 
 inline __mmask16 mask16(size_t n) { return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
 
+// The first two levels of both tiers' transposing trees (they differ only after): for each of
+// in[0..15] with lanes a[0..15], u[i] = a[i] + a[i+8] (i < 8), then v[i] = u[i] + u[i+4] (i < 4).
+// 128-bit lane L of out[k] holds in[4k + L]'s four v[i].
+[[gnu::always_inline]] inline void tree_quarters(const __m512* in, __m512* out) {
+  __m512 v1[8];
+  // [a | b] halves: a's u[i] in the low 256 bits, b's in the high.
+#pragma GCC unroll 8
+  for (int m = 0; m < 8; ++m) {
+    const __m512 a = in[2 * m], b = in[2 * m + 1];
+    v1[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512 c = v1[2 * k], d = v1[2 * k + 1];
+    out[k] = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+}
+
 // Lane e < N holds the sum of accumulator acc[e], N <= 16; the unused slots are zeros that
 // meet only each other. Tree::reduce16(in) puts the lane sum of in[(n % 4) * 4 + n / 4] in
 // lane n, so the accumulators go in that order.
