@@ -28,17 +28,7 @@ using test::error_of;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-// Runs `body` in a child process and returns its wait status.
-int in_child(const std::function<void()>& body) {
-  const pid_t child = ::fork();
-  if (child == 0) {
-    body();
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return status;
-}
+using test::in_child;
 
 std::vector<std::string> names_in(const std::filesystem::path& dir) {
   std::vector<std::string> names;

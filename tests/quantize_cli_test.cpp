@@ -211,17 +211,7 @@ TEST_F(QuantizeCli, InterruptedRunLeavesNothing) {
   }
 }
 
-// Runs `body` in a child process; its wait status.
-int in_child(const std::function<void()>& body) {
-  const pid_t child = ::fork();
-  if (child == 0) {
-    body();
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return status;
-}
+using test::in_child;
 
 // A signal does not unwind: SIGHUP, or a second SIGINT while the first is being honoured, ends
 // the process at once, and the staging directory (with the part-written weights in it) must go

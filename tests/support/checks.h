@@ -3,9 +3,13 @@
 // private copies of the same helper collide).
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +17,18 @@
 #include "nanoinfer/error.h"
 
 namespace nanoinfer::test {
+
+// Runs `body` in a child process (fork, then _exit(0) after it) and returns its wait status.
+inline int in_child(const std::function<void()>& body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    body();
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return status;
+}
 
 // The message of the Error fn throws ("" if it throws none).
 template <class Fn>
