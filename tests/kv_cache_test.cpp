@@ -182,15 +182,17 @@ TEST(KvCache, CommitsMemoryProportionalToPositionsUsed) {
   EXPECT_EQ(moved.capacity(), 32768u);
 }
 
-// Pages::huge: regions of at least 2 MiB start on a 2 MiB boundary and are committed in whole
-// huge pages (Qwen2.5-0.5B's f16 rows: 256 bytes, so 8,192 positions at a time); the rows of
-// the first huge page and of the next one read back what was appended across the boundary.
-// (Whether the kernel backs them with huge pages is its choice; this checks what we ask.)
+// Pages::huge: regions of at least 2 MiB start on a 2 MiB boundary and, asked for more than
+// kHugeAfter positions, are committed in whole huge pages (Qwen2.5-0.5B's f16 rows: 256 bytes,
+// so 8,192 positions at a time); the rows of the first huge page and of the next one read
+// back what was appended across the boundary. (Whether the kernel backs them with huge pages
+// is its choice; this checks what we ask.)
 TEST(KvCache, HugePagesAlignRegionsAndCommitWholeHugePages) {
   const size_t layers = 2, kv_dim = 128, huge = KvCache::kHugePage;
   KvCache c(layers, 32768, kv_dim, DType::F16, KvCache::Pages::huge);
-  EXPECT_TRUE(c.huge_pages());
-  EXPECT_EQ(c.commit_positions(), 8192u);
+  EXPECT_TRUE(c.huge_capable());
+  EXPECT_FALSE(c.huge_pages());  // not before the first growth past kHugeAfter
+  EXPECT_EQ(c.commit_positions(), KvCache::kCommitPositions);
   EXPECT_EQ(c.commit_positions() % KvCache::kCommitPositions, 0u);
   EXPECT_EQ(c.bytes(), 32768u * 2 * layers * kv_dim * 2);
   for (size_t l = 0; l < layers; ++l) {
@@ -201,6 +203,8 @@ TEST(KvCache, HugePagesAlignRegionsAndCommitWholeHugePages) {
   c.begin_step(8191);
   for (size_t l = 0; l < layers; ++l) append(c, l, 1.0f);
   c.commit();
+  EXPECT_TRUE(c.huge_pages());
+  EXPECT_EQ(c.commit_positions(), 8192u);
   EXPECT_EQ(c.committed_positions(), 8192u);
   EXPECT_EQ(c.committed_bytes(), 2 * layers * huge);  // one huge page per region
   c.begin_step(2);  // positions 8191 and 8192: across the boundary
@@ -223,21 +227,31 @@ TEST(KvCache, HugePagesAlignRegionsAndCommitWholeHugePages) {
   EXPECT_EQ(moved.committed_bytes(), 2 * 2 * layers * huge);
 }
 
-// Rows that do not divide a huge page (kv_dim 640 in f16: 1,280 bytes) commit the least
-// multiple of kCommitPositions that fills whole huge pages (8,192 positions: 5 huge pages);
-// where that would be more than a quarter of the capacity (a region of 1 MiB, or of 2 MiB
-// that a first commit would take whole) the cache keeps small pages and 256-position commits.
+// Rows that do not divide a huge page (kv_dim 640 in f16: 1,280 bytes) commit, once on huge
+// pages, the least multiple of kCommitPositions that fills whole huge pages (8,192 positions:
+// 5 huge pages); where that would be more than a quarter of the capacity (a region of 1 MiB,
+// or of 2 MiB that a first commit would take whole) the cache keeps small pages and
+// 256-position commits.
 TEST(KvCache, HugePagesCommitWholePagesOfAnyRowAndOnlyWhereTheyAreAFractionOfTheCache) {
   KvCache odd(1, 32768, 640, DType::F16, KvCache::Pages::huge);
-  EXPECT_TRUE(odd.huge_pages());
-  EXPECT_EQ(odd.commit_positions(), 8192u);
+  EXPECT_TRUE(odd.huge_capable());
   odd.begin_step(1);
   append(odd, 0, 3.0f);
   odd.commit();
+  EXPECT_FALSE(odd.huge_pages());
+  EXPECT_EQ(odd.committed_bytes(), 2u * 256 * 1280);  // 256 positions, whole 4 KiB pages
+  odd.begin_step(KvCache::kHugeAfter);  // 1,025 positions asked for
+  append(odd, 0, 4.0f);
+  odd.commit();
+  EXPECT_TRUE(odd.huge_pages());
+  EXPECT_EQ(odd.commit_positions(), 8192u);
   EXPECT_EQ(odd.committed_bytes(), 2u * 5 * KvCache::kHugePage);
   EXPECT_EQ(odd.committed_bytes() % KvCache::kHugePage, 0u);
+  EXPECT_EQ(static_cast<const uint16_t*>(odd.keys(0))[639], f32_to_f16(3.0f));  // written on a small page
+  EXPECT_EQ(static_cast<const uint16_t*>(odd.values(0))[1024 * 640], f32_to_f16(4.0f));
 
   KvCache small(4, 4096, 128, DType::F16, KvCache::Pages::huge);  // 1 MiB regions
+  EXPECT_FALSE(small.huge_capable());
   EXPECT_FALSE(small.huge_pages());
   EXPECT_EQ(small.commit_positions(), KvCache::kCommitPositions);
   small.begin_step(1);
@@ -245,8 +259,49 @@ TEST(KvCache, HugePagesCommitWholePagesOfAnyRowAndOnlyWhereTheyAreAFractionOfThe
   small.commit();
   EXPECT_EQ(small.committed_bytes(), 2u * 4 * 256 * 128 * 2);
   KvCache whole(1, 32768, 32, DType::F16, KvCache::Pages::huge);  // 2 MiB regions
+  EXPECT_FALSE(whole.huge_capable());
   EXPECT_FALSE(whole.huge_pages());
   EXPECT_EQ(whole.commit_positions(), KvCache::kCommitPositions);
+}
+
+// A short prompt or a chat on a huge-page cache commits small pages, 256 positions at a time
+// (Qwen2.5-0.5B's shape: 64 KiB per region, instead of a 2 MiB huge page that the kernel
+// zeroes whole); the step that takes it past kHugeAfter positions moves it to huge pages,
+// and every row written before reads back unchanged, token by token as a chat writes them.
+TEST(KvCache, HugePagesOnlyPastTheFirstThousandPositionsAndEarlierRowsSurvive) {
+  const size_t layers = 2, kv_dim = 128;
+  KvCache c(layers, 32768, kv_dim, DType::F16, KvCache::Pages::huge);
+  const auto value = [](size_t pos) { return static_cast<float>(pos % 1000) - 500.0f; };  // exact in f16
+  const auto push = [&](size_t n) {
+    c.begin_step(n);
+    std::vector<float> k(n * kv_dim), v(n * kv_dim);
+    for (size_t i = 0; i < n; ++i) {
+      std::fill_n(k.begin() + static_cast<ptrdiff_t>(i * kv_dim), kv_dim, value(c.length() + i));
+      std::fill_n(v.begin() + static_cast<ptrdiff_t>(i * kv_dim), kv_dim, -value(c.length() + i));
+    }
+    for (size_t l = 0; l < layers; ++l) c.append(l, k.data(), v.data());
+    c.commit();
+  };
+  push(10);  // a prompt
+  EXPECT_FALSE(c.huge_pages());
+  EXPECT_EQ(c.committed_bytes(), 2 * layers * 256 * kv_dim * 2);  // 64 KiB per region
+  while (c.length() < KvCache::kHugeAfter) push(1);  // decoded token by token
+  EXPECT_FALSE(c.huge_pages());
+  EXPECT_EQ(c.committed_positions(), KvCache::kHugeAfter);
+  EXPECT_EQ(c.committed_bytes(), 2 * layers * KvCache::kHugeAfter * kv_dim * 2);  // 256 KiB per region
+  push(1);  // position 1,024: the 1,025th
+  EXPECT_TRUE(c.huge_pages());
+  EXPECT_EQ(c.committed_positions(), 8192u);
+  EXPECT_EQ(c.committed_bytes(), 2 * layers * KvCache::kHugePage);
+  push(3);
+  for (size_t l = 0; l < layers; ++l) {
+    const auto* k = static_cast<const uint16_t*>(c.keys(l));
+    const auto* v = static_cast<const uint16_t*>(c.values(l));
+    for (size_t pos = 0; pos < c.length(); ++pos) {
+      ASSERT_EQ(k[pos * kv_dim + pos % kv_dim], f32_to_f16(value(pos))) << l << " " << pos;
+      ASSERT_EQ(v[pos * kv_dim + kv_dim - 1], f32_to_f16(-value(pos))) << l << " " << pos;
+    }
+  }
 }
 
 // Growing past the memory the machine has is a one-line Error naming the sizes, not bad_alloc

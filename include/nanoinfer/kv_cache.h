@@ -11,13 +11,17 @@
 // kCommitPositions-th position.
 //
 // Pages::huge (what a model's sequences use): when whole 2 MiB huge pages of a region (one
-// layer's K or V) hold at most a quarter of its capacity, the regions are 2 MiB-aligned,
-// advised to the kernel as transparent huge pages, and committed in whole huge pages
-// (commit_positions(): 8,192 positions of Qwen2.5-0.5B's f16 rows instead of 256). A decode step at depth reads
-// every committed K/V row of every layer from memory, one KV head's 128 bytes out of each
-// row per thread: on 4 KiB pages that is a TLB miss (a page walk, nested in a VM) for every
-// 16 rows, and the hardware prefetcher stops at each page's end. The cost: memory is
-// committed (and, once touched, backed) 2 MiB per region at a time.
+// layer's K or V) hold at most a quarter of its capacity, the regions are 2 MiB-aligned, and
+// once the cache is asked for more than kHugeAfter positions they are advised to the kernel
+// as transparent huge pages and committed in whole huge pages (commit_positions(): 8,192
+// positions of Qwen2.5-0.5B's f16 rows instead of 256); the small pages already written are
+// collapsed into huge ones then (MADV_COLLAPSE, Linux 6.1 and later; advice, like the rest). A
+// decode step at depth reads every committed K/V row of every layer from memory, one KV
+// head's 128 bytes out of each row per thread: on 4 KiB pages that is a TLB miss (a page
+// walk, nested in a VM) for every 16 rows, and the hardware prefetcher stops at each page's
+// end. The cost: memory is committed (and, once touched, backed) 2 MiB per region at a time,
+// 96 MiB for Qwen2.5-0.5B's 48 regions, which the kernel zeroes before the first write (~200 ms
+// in the VMs we measure on): a short prompt or chat never pays it.
 //
 // A forward step is a transaction. begin_step(n) opens it for n new positions; each layer
 // then calls append(layer, k, v) exactly once with the step's f32 rows, which are rounded into
@@ -47,6 +51,8 @@ class KvCache {
   // quarter of the capacity; small otherwise).
   enum class Pages { small, huge };
   static constexpr size_t kHugePage = size_t{2} << 20;
+  // Pages::huge: positions up to which the cache stays on small pages.
+  static constexpr size_t kHugeAfter = 1024;
 
   KvCache() = default;
   // type: DType::F32, BF16 or F16 (anything else is refused).
@@ -73,7 +79,10 @@ class KvCache {
   // Positions committed at a time: kCommitPositions, or with huge pages the least multiple of
   // it whose rows fill whole 2 MiB pages.
   size_t commit_positions() const { return commit_positions_; }
+  // Whether the regions are on huge pages now (Pages::huge, past kHugeAfter positions), and
+  // whether they will be.
   bool huge_pages() const { return page_bytes_ == kHugePage; }
+  bool huge_capable() const { return huge_positions_ != 0; }
 
   // Forgets every position (and any open step); keeps the storage.
   void clear();
@@ -110,6 +119,7 @@ class KvCache {
  private:
   std::byte* region(size_t i) const { return base_ + i * region_bytes_; }
   void grow(size_t positions);
+  void use_huge_pages();
   void release() noexcept;
 
   size_t n_layers_ = 0;
@@ -125,7 +135,10 @@ class KvCache {
   size_t map_bytes_ = 0;
   size_t page_bytes_ = 0;  // commit granularity per region in bytes: the system's page or kHugePage
   size_t commit_positions_ = kCommitPositions;
+  size_t huge_positions_ = 0;  // commit_positions_ on huge pages; 0: the cache stays on small pages
   size_t committed_ = 0;
+  size_t writable_ = 0;  // bytes of each region made writable
+  size_t collapse_ = 0;  // bytes of each region to collapse into huge pages at the next growth
   bool step_open_ = false;
   size_t step_n_ = 0;
   std::vector<uint32_t> appends_;  // [n_layers]: append() calls in the open step

@@ -25,6 +25,14 @@ size_t page_size() {
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// madvise's synchronous huge-page collapse: Linux 6.1's ABI value (glibc 2.36's headers do not
+// name it); an older kernel refuses it with EINVAL, and the advice is dropped.
+#ifdef MADV_COLLAPSE
+constexpr int kMadvCollapse = MADV_COLLAPSE;
+#else
+constexpr int kMadvCollapse = 25;
+#endif
+
 // MemAvailable from /proc/meminfo, in bytes (0 when it cannot be read: then only the OS
 // decides). Read into a stack buffer: growing the cache allocates nothing on the heap.
 uint64_t available_memory() {
@@ -100,11 +108,13 @@ KvCache::KvCache(size_t n_layers, size_t capacity, size_t kv_dim, DType type, Pa
   // Huge pages commit the least multiple of kCommitPositions whose rows are whole huge pages;
   // only where that is at most a quarter of the capacity, so the cache still commits as it is
   // used (a small model's 2 MiB region would otherwise be committed whole at the first token).
+  // They start on small pages all the same (use_huge_pages).
   const size_t huge_positions = std::lcm(kHugePage / std::gcd(row, kHugePage), kCommitPositions);
   const bool huge = pages == Pages::huge && huge_positions <= capacity / 4;
-  page_bytes_ = huge ? kHugePage : page_size();
-  commit_positions_ = huge ? huge_positions : kCommitPositions;
-  region_bytes_ = round_up(capacity * row, page_bytes_);
+  huge_positions_ = huge ? huge_positions : 0;
+  page_bytes_ = page_size();
+  commit_positions_ = kCommitPositions;
+  region_bytes_ = round_up(capacity * row, huge ? kHugePage : page_bytes_);
   // Address space only: nothing is committed (or counted against memory) until grow(). Huge:
   // one huge page more, so that the regions can start on a huge page boundary.
   map_bytes_ = 2 * n_layers * region_bytes_ + (huge ? kHugePage : 0);
@@ -116,8 +126,6 @@ KvCache::KvCache(size_t n_layers, size_t capacity, size_t kv_dim, DType type, Pa
   map_ = p;
   const auto addr = reinterpret_cast<uintptr_t>(p);
   base_ = static_cast<std::byte*>(p) + (huge ? round_up(addr, kHugePage) - addr : 0);
-  // Advice only: without transparent huge pages the regions are small pages, as before.
-  if (huge) (void)::madvise(base_, 2 * n_layers * region_bytes_, MADV_HUGEPAGE);
 }
 
 KvCache::KvCache(KvCache&& o) noexcept { *this = std::move(o); }
@@ -136,7 +144,10 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
   map_bytes_ = o.map_bytes_;
   page_bytes_ = o.page_bytes_;
   commit_positions_ = o.commit_positions_;
+  huge_positions_ = o.huge_positions_;
   committed_ = o.committed_;
+  writable_ = o.writable_;
+  collapse_ = o.collapse_;
   step_open_ = o.step_open_;
   step_n_ = o.step_n_;
   appends_ = std::move(o.appends_);
@@ -144,6 +155,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
   o.map_ = nullptr;
   o.map_bytes_ = 0;
   o.n_layers_ = o.capacity_ = o.kv_dim_ = o.length_ = o.region_bytes_ = o.committed_ = o.step_n_ = 0;
+  o.writable_ = o.collapse_ = o.huge_positions_ = 0;
   o.step_open_ = false;
   return *this;
 }
@@ -156,15 +168,24 @@ void KvCache::release() noexcept {
   base_ = nullptr;
 }
 
-size_t KvCache::committed_bytes() const {
-  return 2 * n_layers_ * round_up(committed_ * kv_dim_ * dtype_size(type_), page_bytes_);
+size_t KvCache::committed_bytes() const { return 2 * n_layers_ * writable_; }
+
+// Past kHugeAfter positions: the regions become transparent huge pages (advice: without THP
+// they stay small pages), committed from now on in whole huge pages; the huge pages holding
+// rows written on small pages are collapsed at the next growth, once they are writable whole.
+void KvCache::use_huge_pages() {
+  (void)::madvise(base_, 2 * n_layers_ * region_bytes_, MADV_HUGEPAGE);
+  page_bytes_ = kHugePage;
+  commit_positions_ = huge_positions_;
+  collapse_ = round_up(writable_, kHugePage);
 }
 
 void KvCache::grow(size_t positions) {
+  if (huge_positions_ != 0 && page_bytes_ != kHugePage && positions > kHugeAfter) use_huge_pages();
   const size_t target = std::min(capacity_, round_up(positions, commit_positions_));
   const size_t row = kv_dim_ * dtype_size(type_);
-  const size_t from = round_up(committed_ * row, page_bytes_);
-  const size_t to = round_up(target * row, page_bytes_);
+  const size_t from = writable_;
+  const size_t to = std::max(from, round_up(target * row, page_bytes_));
   if (to > from) {
     const uint64_t more = 2 * n_layers_ * static_cast<uint64_t>(to - from);
     const uint64_t available = available_memory();
@@ -182,6 +203,11 @@ void KvCache::grow(size_t positions) {
              target, std::strerror(err));
       }
     }
+  }
+  writable_ = to;
+  if (collapse_ != 0 && collapse_ <= writable_) {
+    for (size_t i = 0; i < 2 * n_layers_; ++i) (void)::madvise(region(i), collapse_, kMadvCollapse);
+    collapse_ = 0;
   }
   committed_ = target;
 }
