@@ -103,13 +103,7 @@ template <size_t R, size_t T, bool kPasses>
 inline void tile(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
                  size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
   __m512 acc[R * T];
-  if (!kPasses || c_begin == 0) {
-#pragma GCC unroll 32
-    for (size_t e = 0; e < R * T; ++e) acc[e] = _mm512_setzero_ps();
-  } else {
-#pragma GCC unroll 32
-    for (size_t e = 0; e < R * T; ++e) acc[e] = _mm512_load_ps(carry + e);
-  }
+  tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const float* wr[R];
 #pragma GCC unroll 16
   for (size_t r = 0; r < R; ++r) wr[r] = w + (r0 + r) * cols;
@@ -131,8 +125,7 @@ inline void tile(const float* w, const float* bias, const float* x, float* y, si
     }
   }
   if (kPasses && c_end < cols) {
-#pragma GCC unroll 32
-    for (size_t e = 0; e < R * T; ++e) _mm512_store_ps(carry + e, acc[e]);
+    tile_sums::carry_acc<R * T>(acc, carry);
     return;
   }
   if (body < cols) {

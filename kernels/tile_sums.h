@@ -16,6 +16,24 @@ namespace tile_sums {
 
 inline __mmask16 mask16(size_t n) { return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
 
+// A tile's N accumulators at the start of its columns: zeros on the first pass over a row,
+// else the previous pass's, waiting in `carry`; and stored there for the next pass.
+template <size_t N>
+[[gnu::always_inline]] inline void start_acc(__m512* acc, const __m512* carry, bool first_pass) {
+  if (first_pass) {
+#pragma GCC unroll 32
+    for (size_t e = 0; e < N; ++e) acc[e] = _mm512_setzero_ps();
+  } else {
+#pragma GCC unroll 32
+    for (size_t e = 0; e < N; ++e) acc[e] = _mm512_load_ps(carry + e);
+  }
+}
+template <size_t N>
+[[gnu::always_inline]] inline void carry_acc(const __m512* acc, __m512* carry) {
+#pragma GCC unroll 32
+  for (size_t e = 0; e < N; ++e) _mm512_store_ps(carry + e, acc[e]);
+}
+
 // The first two levels of both tiers' transposing trees (they differ only after): for each of
 // in[0..15] with lanes a[0..15], u[i] = a[i] + a[i+8] (i < 8), then v[i] = u[i] + u[i+4] (i < 4).
 // 128-bit lane L of out[k] holds in[4k + L]'s four v[i].

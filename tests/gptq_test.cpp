@@ -50,6 +50,23 @@ std::vector<float> packed_lower(const std::vector<double>& full, size_t dim) {
   return h;
 }
 
+// A correlated problem: n inputs of dim columns, their Gram matrix in double (full) and as
+// GPTQ reads it (packed lower triangle), and its diagonal (the search's importance).
+struct CorrelatedProblem {
+  std::vector<float> x;
+  std::vector<double> hd;
+  std::vector<float> h, diag;
+};
+CorrelatedProblem correlated_problem(size_t n, size_t dim, uint32_t seed) {
+  CorrelatedProblem p;
+  p.x = correlated_inputs(n, dim, seed);
+  p.hd = direct_gram(p.x, n, dim);
+  p.h = packed_lower(p.hd, dim);
+  p.diag.resize(dim);
+  for (size_t i = 0; i < dim; ++i) p.diag[i] = p.h[gram_at(i, i)];
+  return p;
+}
+
 // Odd sizes (no multiple of any vector width), accumulated over two calls, into the packed
 // lower triangle: every entry right, nothing written past its end.
 TEST(Gptq, AccumulateGramMatchesTheDirectSum) {
@@ -238,11 +255,11 @@ std::vector<std::byte> sequential_gptq(WeightType t, const std::vector<float>& w
 TEST(Gptq, FactoredSweepIsThePapersSequentialSweep) {
   ThreadPool pool(2);
   const size_t n = 600, cols = 160, rows = 12;
-  const std::vector<float> x = correlated_inputs(n, cols, 17);
-  const std::vector<double> hd = direct_gram(x, n, cols);
-  const std::vector<float> h = packed_lower(hd, cols);
-  std::vector<float> diag(cols);
-  for (size_t i = 0; i < cols; ++i) diag[i] = h[gram_at(i, i)];
+  const CorrelatedProblem problem = correlated_problem(n, cols, 17);
+  const std::vector<float>& x = problem.x;
+  const std::vector<double>& hd = problem.hd;
+  const std::vector<float>& h = problem.h;
+  const std::vector<float>& diag = problem.diag;
   const GptqFactor f = gptq_factor(h.data(), cols, pool);
   const std::vector<double> u_factor = factor_u(f), u_exact = exact_u(hd, cols);
   const std::vector<float> w = test::random_floats(rows * cols, 29);
@@ -304,11 +321,10 @@ TEST(Gptq, DiagonalGramIsTheSearch) {
 TEST(Gptq, LowersTheOutputErrorOnCorrelatedInputs) {
   ThreadPool pool(2);
   const size_t n = 512, cols = 64, rows = 16;
-  const std::vector<float> x = correlated_inputs(n, cols, 9);
-  const std::vector<double> hd = direct_gram(x, n, cols);
-  const std::vector<float> h = packed_lower(hd, cols);
-  std::vector<float> diag(cols);
-  for (size_t i = 0; i < cols; ++i) diag[i] = h[gram_at(i, i)];
+  const CorrelatedProblem problem = correlated_problem(n, cols, 9);
+  const std::vector<float>& x = problem.x;
+  const std::vector<float>& h = problem.h;
+  const std::vector<float>& diag = problem.diag;
   const GptqFactor f = gptq_factor(h.data(), cols, pool);
   const std::vector<float> w = test::random_floats(rows * cols, 13);
   const auto output_error = [&](WeightType t, const std::vector<std::byte>& q) {
