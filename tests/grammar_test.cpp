@@ -98,7 +98,14 @@ TEST(Grammar, Utf8ClassesWorkByteByByte) {
 TEST(Grammar, ErrorsNameTheProblem) {
   EXPECT_NE(gbnf_error("root ::= foo\n").find("'foo'"), std::string::npos);
   EXPECT_NE(gbnf_error("root ::= root \"a\" | \"b\"\n").find("left-recursive"), std::string::npos);
-  EXPECT_NE(gbnf_error("root ::= x\nx ::= \"\"? root\n").find("left-recursive"), std::string::npos);
+  EXPECT_NE(gbnf_error("root ::= x \"a\"\nx ::= \"\"? root\n").find("left-recursive"), std::string::npos);
+  // Entering itself only at the ends of alternatives is no left recursion, but never finishes.
+  EXPECT_NE(gbnf_error("root ::= x\nx ::= \"\"? root\n").find("never finishes"), std::string::npos);
+  EXPECT_NE(gbnf_error("root ::= \"a\" root\n").find("'root' never finishes"), std::string::npos);
+  // A surrogate is no character: no escape may force its (invalid) UTF-8 bytes.
+  EXPECT_NE(gbnf_error("root ::= \"\\uD800\"\n").find("U+D800 is a surrogate"), std::string::npos);
+  EXPECT_NE(gbnf_error("root ::= [\\uDC00]\n").find("U+DC00 is a surrogate"), std::string::npos);
+  EXPECT_EQ(gbnf_error("root ::= [\\u0020-\\uFFFF]\n"), "");  // a range may span them
   EXPECT_NE(gbnf_error("root ::= \"abc\n").find("unterminated"), std::string::npos);
   EXPECT_NE(gbnf_error("root ::= \"a\"\nroot ::= \"b\"\n").find("twice"), std::string::npos);
   EXPECT_NE(gbnf_error("start ::= \"a\"\n").find("'root'"), std::string::npos);

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -39,13 +40,48 @@
 
 namespace nanoinfer {
 
+// What compiling one grammar may cost, and a way to stop it from outside. Every pass of the
+// compiler (JSON Schema -> GBNF, GBNF -> rules, the rules' analysis, the first parser state and
+// the ambiguity probe) charges its steps of work here: a byte of text read or written, a symbol
+// emitted, a rule entered. Each pass is linear (or n log n) in the size of what it reads, so
+// the steps count the work exactly and a budget bounds the CPU a grammar from the network can
+// take. Past `max_steps`, or once `cancelled()` returns true (asked every 2^16 steps), charge()
+// throws Error; no pass recurses to a depth its input controls, so the error is always what a
+// hostile grammar gets.
+class GrammarBudget {
+ public:
+  static constexpr uint64_t kDefaultSteps = 200'000'000;
+  explicit GrammarBudget(uint64_t max_steps = kDefaultSteps, std::function<bool()> cancelled = {})
+      : max_(max_steps), cancelled_(std::move(cancelled)) {}
+  void charge(uint64_t steps) {
+    used_ += steps;
+    if (used_ > max_ || used_ >= next_poll_) check();
+  }
+  uint64_t used() const { return used_; }
+  uint64_t max_steps() const { return max_; }
+
+ private:
+  void check();
+  uint64_t max_;
+  uint64_t used_ = 0;
+  uint64_t next_poll_ = 0;
+  std::function<bool()> cancelled_;
+};
+
 class Grammar {
  public:
   // Parses GBNF text (rules `name ::= ...`, `#` comments, literals "...", classes [...] and
   // [^...], `.`, groups, `|`, `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}`); `root` names the start
   // rule. Throws nanoinfer::Error naming the line and what is wrong (undefined rule, left
-  // recursion, bad escape, ...).
-  static Grammar from_gbnf(std::string_view text, std::string_view root = "root");
+  // recursion, bad escape, ...). `budget`: nullptr compiles under a default GrammarBudget.
+  static Grammar from_gbnf(std::string_view text, std::string_view root = "root", GrammarBudget* budget = nullptr);
+
+  // Checks, before any token is generated, that the parser stays within its limits on the
+  // first bytes it can meet: the automaton is explored breadth first from the start, byte
+  // class by byte class, up to `max_states` states. A grammar so ambiguous that a few bytes
+  // already hold more than kMaxGrammarStacks parses is refused here (Error) instead of failing
+  // mid-generation. Deeper ambiguity is still found at the step that meets it.
+  void probe(GrammarBudget& budget, size_t max_states = 4096) const;
 
   size_t rule_count() const;
   size_t symbol_count() const;
@@ -77,6 +113,7 @@ class GrammarState {
   using Stack = std::vector<uint32_t>;
 
  private:
+  friend class Grammar;
   friend class TokenMasker;
   GrammarState(std::shared_ptr<const Grammar::Impl> g, std::vector<Stack> stacks)
       : g_(std::move(g)), stacks_(std::move(stacks)) {}
@@ -190,13 +227,15 @@ std::string json_object_gbnf();
 // (the regex subset of README), minimum / maximum / exclusiveMinimum / exclusiveMaximum on
 // integers; annotations (title, description, default, examples, $schema, $id, $comment) are
 // ignored. Anything else throws Error naming the keyword and where it is.
-std::string json_schema_to_gbnf(std::string_view schema_json);
+// The schema may nest kMaxJsonDepth (json_limits.h) levels, as any JSON the program reads.
+std::string json_schema_to_gbnf(std::string_view schema_json, GrammarBudget* budget = nullptr);
 
 // The same schema as rules of a larger grammar (several schemas in one, as tool calls need):
 // every rule it defines is named with `prefix` (non-empty), the schema's own rule being
 // `prefix` + "root", and the basic JSON rules it refers to (value, object, string, number,
 // ...) are left out: add json_basics_gbnf() once to the whole grammar.
-std::string json_schema_to_gbnf_rules(std::string_view schema_json, std::string_view prefix);
+std::string json_schema_to_gbnf_rules(std::string_view schema_json, std::string_view prefix,
+                                      GrammarBudget* budget = nullptr);
 std::string json_basics_gbnf();
 
 }  // namespace nanoinfer

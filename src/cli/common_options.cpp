@@ -183,23 +183,29 @@ std::unique_ptr<LogitProcessor> grammar_processor(const GrammarFlags& flags, con
                                                   std::shared_ptr<const VocabTrie> trie) {
   if (!grammar_requested(flags)) return nullptr;
   constexpr uint64_t kMaxBytes = 16u << 20;
-  std::string gbnf;
-  if (flags.json) {
-    gbnf = json_object_gbnf();
-  } else if (!flags.json_schema_file.empty()) {
-    try {
-      gbnf = json_schema_to_gbnf(read_file(flags.json_schema_file, kMaxBytes));
-    } catch (const Error& e) {
-      fail("--json-schema {}: {}", flags.json_schema_file, e.what());
-    }
-  } else {
-    gbnf = read_file(flags.grammar_file, kMaxBytes);
-  }
+  // The source named in every message: the schema's file for a schema (a failure in its GBNF
+  // is still about the schema), the grammar's file, or --json. Compiled under the same budget
+  // and probe as a grammar sent to serve.
+  const std::string source = !flags.json_schema_file.empty() ? "--json-schema " + flags.json_schema_file
+                             : !flags.grammar_file.empty()   ? flags.grammar_file
+                                                             : std::string("--json");
   Grammar grammar = [&] {
     try {
-      return Grammar::from_gbnf(gbnf);
+      GrammarBudget budget;
+      std::string gbnf;
+      if (flags.json) {
+        gbnf = json_object_gbnf();
+      } else if (!flags.json_schema_file.empty()) {
+        gbnf = json_schema_to_gbnf(read_file(flags.json_schema_file, kMaxBytes), &budget);
+      } else {
+        gbnf = read_file(flags.grammar_file, kMaxBytes);
+        if (gbnf.find_first_not_of(" \t\r\n") == std::string::npos) fail("the grammar file is empty");
+      }
+      Grammar g = Grammar::from_gbnf(gbnf, "root", &budget);
+      g.probe(budget);
+      return g;
     } catch (const Error& e) {
-      fail("{}: {}", flags.grammar_file.empty() ? std::string("the grammar") : flags.grammar_file, e.what());
+      fail("{}: {}", source, e.what());
     }
   }();
   return std::make_unique<GrammarProcessor>(grammar, trie != nullptr ? std::move(trie) : VocabTrie::of(tok), eos_ids);

@@ -30,9 +30,10 @@ constexpr uint32_t kMaxRepeat = 100000;
 
 class GbnfParser {
  public:
-  explicit GbnfParser(std::string_view text) : s_(text) {}
+  GbnfParser(std::string_view text, GrammarBudget& budget) : s_(text), budget_(budget) {}
 
   std::vector<std::pair<std::string, Node>> parse() {
+    budget_.charge(s_.size());
     std::vector<std::pair<std::string, Node>> rules;
     std::map<std::string, size_t> seen;
     while (true) {
@@ -55,15 +56,30 @@ class GbnfParser {
 
  private:
   std::string_view s_;
+  GrammarBudget& budget_;
   size_t i_ = 0;
+  // line(): the newlines before line_at_ are counted in line_; the parser only moves forward,
+  // so each byte is counted once (a count from the start for every rule reference made a
+  // grammar of many rules quadratic).
+  size_t line_at_ = 0;
+  size_t line_ = 1;
   // Groups (and stacked repetition operators) nest by recursion here and in every later pass
   // over the rule tree: bounded, so a hostile "((((...))))" or "a****..." is an error instead
   // of a stack overflow.
   static constexpr size_t kMaxGroupDepth = 64;
   size_t group_depth_ = 0;
 
-  size_t line() const { return 1 + static_cast<size_t>(std::count(s_.begin(), s_.begin() + static_cast<ptrdiff_t>(i_), '\n')); }
-  [[noreturn]] void error(const std::string& what) const { fail("grammar line {}: {}", line(), what); }
+  size_t line() {
+    if (i_ < line_at_) {  // (never: the parser does not go back)
+      line_at_ = 0;
+      line_ = 1;
+    }
+    const size_t end = std::min(i_, s_.size());
+    line_ += static_cast<size_t>(std::count(s_.begin() + static_cast<ptrdiff_t>(line_at_), s_.begin() + static_cast<ptrdiff_t>(end), '\n'));
+    line_at_ = end;
+    return line_;
+  }
+  [[noreturn]] void error(const std::string& what) { fail("grammar line {}: {}", line(), what); }
 
   static bool name_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
@@ -222,6 +238,20 @@ class GbnfParser {
     return cp;
   }
 
+  // character() as a Unicode scalar value: past U+10FFFF is an error, and so is a surrogate
+  // (U+D800-U+DFFF, which UTF-8 cannot encode: an escape such as \uD800 would force invalid
+  // bytes), except as the end of a class range, which may span them (utf8_sequences leaves
+  // them out).
+  uint32_t code_point(bool range_end = false) {
+    const uint32_t cp = character();
+    if (cp > 0x10FFFF) error("a code point past U+10FFFF");
+    if (!range_end && cp >= 0xD800 && cp <= 0xDFFF) surrogate(cp);
+    return cp;
+  }
+  [[noreturn]] void surrogate(uint32_t cp) {
+    error(fmt::format("U+{:04X} is a surrogate, not a character (UTF-8 cannot encode it)", cp));
+  }
+
   Node primary() {
     const char c = s_[i_];
     if (c == '"') {
@@ -233,8 +263,8 @@ class GbnfParser {
           ++i_;
           break;
         }
-        const uint32_t cp = character();
-        if (cp > 0x10FFFF) error("a code point past U+10FFFF");
+        const uint32_t cp = code_point();
+        budget_.charge(4);
         for (unsigned char b : encode_utf8(cp)) {
           Node r{Node::Range};
           r.lo = r.hi = b;
@@ -257,14 +287,15 @@ class GbnfParser {
           ++i_;
           break;
         }
-        const uint32_t lo = character();
+        const uint32_t lo = code_point(/*range_end=*/true);
         uint32_t hi = lo;
         if (i_ + 1 < s_.size() && s_[i_] == '-' && s_[i_ + 1] != ']') {
           ++i_;
-          hi = character();
+          hi = code_point(/*range_end=*/true);
+        } else if (lo >= 0xD800 && lo <= 0xDFFF) {
+          surrogate(lo);
         }
         if (hi < lo) error(fmt::format("character range U+{:04X}-U+{:04X} is backwards", lo, hi));
-        if (hi > 0x10FFFF) error("a code point past U+10FFFF");
         ranges.push_back({lo, hi});
       }
       if (negated) ranges = complement(ranges);
@@ -293,8 +324,9 @@ class GbnfParser {
     error(fmt::format("unexpected '{}'", c));
   }
 
-  Node class_node(const std::vector<CodeRange>& ranges) const {
+  Node class_node(const std::vector<CodeRange>& ranges) {
     const auto seqs = utf8_sequences(ranges);
+    budget_.charge(seqs.size() * 4);
     if (seqs.empty()) error("a character class that matches nothing");
     return from_sequences(seqs);
   }
@@ -302,6 +334,8 @@ class GbnfParser {
 
 }  // namespace
 
-std::vector<std::pair<std::string, Node>> parse_gbnf(std::string_view text) { return GbnfParser(text).parse(); }
+std::vector<std::pair<std::string, Node>> parse_gbnf(std::string_view text, GrammarBudget& budget) {
+  return GbnfParser(text, budget).parse();
+}
 
 }  // namespace nanoinfer

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "grammar/utf8_ranges.h"
+#include "nanoinfer/grammar.h"
 
 namespace nanoinfer {
 
@@ -22,6 +23,7 @@ struct Node {
 };
 
 // The rules of a GBNF text in order, each with its body. Throws Error naming the line.
-std::vector<std::pair<std::string, Node>> parse_gbnf(std::string_view text);
+// Charges `budget` a step per byte of text and per node made.
+std::vector<std::pair<std::string, Node>> parse_gbnf(std::string_view text, GrammarBudget& budget);
 
 }  // namespace nanoinfer

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "grammar/gbnf_parser.h"
 #include "grammar/grammar_impl.h"
@@ -19,13 +20,14 @@ namespace {
 using Impl = Grammar::Impl;
 using Stack = GrammarState::Stack;
 
-constexpr size_t kMaxSymbols = 1u << 22;
+// A compiled grammar is 8 bytes a symbol: 16 MiB at most (docs/SERVING.md, "Limits").
+constexpr size_t kMaxSymbols = 1u << 21;
 
 // ---- syntax tree -> symbols -------------------------------------------------------------------------
 
 class Compiler {
  public:
-  explicit Compiler(Impl& g) : g_(g) {}
+  Compiler(Impl& g, GrammarBudget& budget) : g_(g), budget_(budget) {}
 
   void compile(const std::vector<std::pair<std::string, Node>>& rules, std::string_view root) {
     for (const auto& rule : rules) index_[rule.first] = new_rule(rule.first);
@@ -38,6 +40,7 @@ class Compiler {
 
  private:
   Impl& g_;
+  GrammarBudget& budget_;
   std::map<std::string, uint32_t> index_;
 
   uint32_t new_rule(std::string name) {
@@ -48,6 +51,7 @@ class Compiler {
 
   void add_alt(uint32_t rule, const std::vector<Impl::Sym>& seq) {
     if (g_.syms.size() + seq.size() + 1 > kMaxSymbols) fail("grammar: over {} symbols", kMaxSymbols);
+    budget_.charge(seq.size() + 1);
     g_.alts[rule].push_back(static_cast<uint32_t>(g_.syms.size()));
     g_.syms.insert(g_.syms.end(), seq.begin(), seq.end());
     g_.syms.push_back({Impl::End, 0, 0, 0});
@@ -116,95 +120,202 @@ class Compiler {
     }
   }
 
-  // A rule that can reach itself without consuming a byte would expand forever.
+  // A rule that can reach itself without matching a byte, with something left to match after
+  // it on the way (a rule entered before the end of an alternative), would expand forever: the
+  // stack grows on each turn. Such a cycle is refused. A cycle whose every step is the last
+  // symbol of an alternative (`(a*)*`: the outer repetition enters itself after an empty inner
+  // one) enters the rule again over the same stack: the parser meets that pair once per byte
+  // (grammar.cpp, expand) and the cycle is harmless. Linear in the symbols: nullability by a
+  // work list, the cycles by Tarjan's strongly connected components of the "enters before any
+  // byte" graph, iterative.
   void check_left_recursion() {
     const size_t n = g_.alts.size();
+    budget_.charge(g_.syms.size() + n);
+    // Nullable rules: an alternative is empty once each of its rule symbols is (no bytes).
     std::vector<char> nullable(n, 0);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; ++r) {
-        if (nullable[r]) continue;
-        for (uint32_t start : g_.alts[r]) {
-          bool all = true;
-          for (uint32_t p = start; g_.syms[p].kind != Impl::End; ++p) {
-            if (g_.syms[p].kind == Impl::Bytes || !nullable[g_.syms[p].rule]) {
-              all = false;
-              break;
-            }
+    std::vector<uint32_t> alt_rule, pending;         // per alternative
+    std::vector<std::vector<uint32_t>> used_in(n);  // rule -> alternatives using it (with repeats)
+    std::vector<uint32_t> work;
+    for (uint32_t r = 0; r < n; ++r) {
+      for (uint32_t start : g_.alts[r]) {
+        const uint32_t a = static_cast<uint32_t>(alt_rule.size());
+        uint32_t refs = 0;
+        bool bytes = false;
+        for (uint32_t p = start; g_.syms[p].kind != Impl::End; ++p) {
+          if (g_.syms[p].kind == Impl::Bytes) {
+            bytes = true;
+          } else {
+            ++refs;
+            used_in[g_.syms[p].rule].push_back(a);
           }
-          if (all) {
-            nullable[r] = 1;
-            changed = true;
-            break;
-          }
+        }
+        alt_rule.push_back(r);
+        pending.push_back(bytes ? UINT32_MAX : refs);
+        if (!bytes && refs == 0 && !nullable[r]) {
+          nullable[r] = 1;
+          work.push_back(r);
         }
       }
     }
-    std::vector<std::vector<uint32_t>> first(n);  // rules entered before any byte
+    while (!work.empty()) {
+      const uint32_t r = work.back();
+      work.pop_back();
+      for (uint32_t a : used_in[r]) {
+        if (pending[a] == UINT32_MAX || --pending[a] != 0) continue;
+        if (!nullable[alt_rule[a]]) {
+          nullable[alt_rule[a]] = 1;
+          work.push_back(alt_rule[a]);
+        }
+      }
+    }
+    // Rules entered before any byte, each edge marked when it leaves something to match.
+    struct Edge {
+      uint32_t to;
+      bool grows;
+    };
+    std::vector<std::vector<Edge>> first(n);
     for (size_t r = 0; r < n; ++r) {
       for (uint32_t start : g_.alts[r]) {
         for (uint32_t p = start; g_.syms[p].kind == Impl::Ref; ++p) {
-          first[r].push_back(g_.syms[p].rule);
+          first[r].push_back({g_.syms[p].rule, g_.syms[p + 1].kind != Impl::End});
           if (!nullable[g_.syms[p].rule]) break;
         }
       }
     }
-    std::vector<char> color(n, 0);  // 0 new, 1 on the path, 2 done
-    for (size_t r0 = 0; r0 < n; ++r0) {
-      if (color[r0]) continue;
-      std::vector<std::pair<uint32_t, size_t>> path{{static_cast<uint32_t>(r0), 0}};
-      color[r0] = 1;
+    // Tarjan's components, iterative: index/low per rule, the component stack, the DFS path.
+    constexpr uint32_t kNone = UINT32_MAX;
+    std::vector<uint32_t> index(n, kNone), low(n, 0), comp(n, kNone);
+    std::vector<char> on_stack(n, 0);
+    std::vector<uint32_t> stack;
+    std::vector<std::pair<uint32_t, size_t>> path;
+    uint32_t next_index = 0, next_comp = 0;
+    for (uint32_t r0 = 0; r0 < n; ++r0) {
+      if (index[r0] != kNone) continue;
+      path.push_back({r0, 0});
+      index[r0] = low[r0] = next_index++;
+      stack.push_back(r0);
+      on_stack[r0] = 1;
       while (!path.empty()) {
         auto& [r, k] = path.back();
-        if (k == first[r].size()) {
-          color[r] = 2;
-          path.pop_back();
+        if (k < first[r].size()) {
+          const uint32_t to = first[r][k++].to;
+          if (index[to] == kNone) {
+            index[to] = low[to] = next_index++;
+            stack.push_back(to);
+            on_stack[to] = 1;
+            path.push_back({to, 0});
+          } else if (on_stack[to]) {
+            low[r] = std::min(low[r], index[to]);
+          }
           continue;
         }
-        const uint32_t next = first[r][k++];
-        if (color[next] == 1) {
-          fail("grammar: the rule '{}' is left-recursive (it can reach itself before matching any byte)",
-               g_.names[next]);
-        }
-        if (color[next] == 0) {
-          color[next] = 1;
-          path.push_back({next, 0});
+        const uint32_t done = r;
+        path.pop_back();
+        if (!path.empty()) low[path.back().first] = std::min(low[path.back().first], low[done]);
+        if (low[done] == index[done]) {
+          uint32_t x;
+          do {
+            x = stack.back();
+            stack.pop_back();
+            on_stack[x] = 0;
+            comp[x] = next_comp;
+          } while (x != done);
+          ++next_comp;
         }
       }
+    }
+    for (size_t r = 0; r < n; ++r) {
+      for (const Edge& e : first[r]) {
+        if (e.grows && comp[e.to] == comp[r]) {
+          fail("grammar: the rule '{}' is left-recursive (it can reach itself before matching any byte)",
+               g_.names[e.to]);
+        }
+      }
+    }
+    // Rules that can finish (derive some finite text), the same way with bytes allowed: a rule
+    // that cannot (`x ::= "a" x`) would leave its parses alive forever without completing.
+    std::vector<char> ends(n, 0);
+    std::vector<uint32_t> refs_left(alt_rule.size(), 0);  // per alternative, its rule symbols not known to end
+    {
+      uint32_t a = 0;
+      for (uint32_t r = 0; r < n; ++r) {
+        for (uint32_t start : g_.alts[r]) {
+          uint32_t refs = 0;
+          for (uint32_t p = start; g_.syms[p].kind != Impl::End; ++p) refs += g_.syms[p].kind == Impl::Ref;
+          refs_left[a] = refs;
+          if (refs == 0 && !ends[r]) {
+            ends[r] = 1;
+            work.push_back(r);
+          }
+          ++a;
+        }
+      }
+    }
+    while (!work.empty()) {
+      const uint32_t r = work.back();
+      work.pop_back();
+      for (uint32_t a : used_in[r]) {
+        if (--refs_left[a] != 0) continue;
+        if (!ends[alt_rule[a]]) {
+          ends[alt_rule[a]] = 1;
+          work.push_back(alt_rule[a]);
+        }
+      }
+    }
+    for (size_t r = 0; r < n; ++r) {
+      if (!ends[r]) fail("grammar: the rule '{}' never finishes (every way through it enters a rule again)", g_.names[r]);
     }
   }
 };
 
 // ---- the parser state -------------------------------------------------------------------------------
 
-// Brings a stack to a byte range on top (or empty: complete), entering rules; appends each
-// result to `out`.
-void expand(const Impl& g, Stack s, std::vector<Stack>& out) {
-  while (true) {
-    if (s.empty()) {
-      out.push_back(std::move(s));
-      return;
+// Brings `s` to a byte range on top (or empty: complete), entering rules, and appends every
+// result to `out`. Iterative, depth first in the order of the alternatives (a stack of stacks
+// still to expand), so no input can deepen the C++ stack. `entered` holds the (rule, stack
+// below) pairs entered so far in this step: entering a rule again over the same stack gives
+// the same stacks again, so it is skipped; that keeps the work of one step bounded by the pairs
+// it meets, and makes cycles through the ends of alternatives terminate (check_left_recursion).
+// `work` counts the symbols visited, for the limit both parsers share.
+struct Expansion {
+  std::set<std::pair<uint32_t, Stack>> entered;
+  std::vector<Stack> todo;
+  size_t work = 0;
+};
+
+void expand(const Impl& g, Stack s, std::vector<Stack>& out, Expansion& e) {
+  e.todo.push_back(std::move(s));
+  while (!e.todo.empty()) {
+    Stack t = std::move(e.todo.back());
+    e.todo.pop_back();
+    while (true) {
+      if (++e.work > kMaxExpandWork) fail("grammar: over {} steps to take one byte (too ambiguous)", kMaxExpandWork);
+      if (t.empty()) {
+        out.push_back(std::move(t));
+        break;
+      }
+      const uint32_t p = t.back();
+      const Impl::Sym& y = g.syms[p];
+      if (y.kind == Impl::End) {
+        t.pop_back();
+        continue;
+      }
+      if (y.kind == Impl::Bytes) {
+        out.push_back(std::move(t));
+        break;
+      }
+      t.pop_back();
+      if (g.syms[p + 1].kind != Impl::End) t.push_back(p + 1);  // the tail of a rule is dropped
+      if (!e.entered.emplace(y.rule, t).second) break;
+      const auto& alts = g.alts[y.rule];
+      for (size_t a = alts.size(); a-- > 0;) {
+        Stack u = a == 0 ? std::move(t) : t;
+        u.push_back(alts[a]);
+        e.todo.push_back(std::move(u));
+      }
+      break;
     }
-    const uint32_t p = s.back();
-    const Impl::Sym& y = g.syms[p];
-    if (y.kind == Impl::End) {
-      s.pop_back();
-      continue;
-    }
-    if (y.kind == Impl::Bytes) {
-      out.push_back(std::move(s));
-      return;
-    }
-    s.pop_back();
-    if (g.syms[p + 1].kind != Impl::End) s.push_back(p + 1);  // the tail of a rule is dropped
-    const auto& alts = g.alts[y.rule];
-    for (size_t a = 0; a < alts.size(); ++a) {
-      if (out.size() > kMaxGrammarStacks) fail("grammar: over {} parses at once (too ambiguous)", kMaxGrammarStacks);
-      Stack t = a + 1 == alts.size() ? std::move(s) : s;
-      t.push_back(alts[a]);
-      expand(g, std::move(t), out);
-    }
-    return;
+    if (out.size() > kMaxGrammarStacks) fail("grammar: over {} parses at once (too ambiguous)", kMaxGrammarStacks);
   }
 }
 
@@ -216,31 +327,46 @@ void normalize(std::vector<Stack>& stacks) {
 // The stacks after `byte` from `from` (empty: not allowed).
 void step(const Impl& g, const std::vector<Stack>& from, uint8_t byte, std::vector<Stack>& to) {
   to.clear();
+  Expansion e;
   for (const Stack& s : from) {
     if (s.empty()) continue;
     const Impl::Sym& y = g.syms[s.back()];
     if (byte < y.lo || byte > y.hi) continue;
     Stack t = s;
     ++t.back();
-    expand(g, std::move(t), to);
+    expand(g, std::move(t), to, e);
   }
   if (to.size() > 1) normalize(to);
 }
 
 }  // namespace
 
-Grammar Grammar::from_gbnf(std::string_view text, std::string_view root) {
-  const auto rules = parse_gbnf(text);
+void GrammarBudget::check() {
+  if (used_ > max_) {
+    fail("grammar: compiling it takes more than {} steps of work (too large or too ambiguous)", max_);
+  }
+  next_poll_ = used_ + (1u << 16);
+  if (cancelled_ && cancelled_()) fail("grammar: compiling was cancelled");
+}
+
+Grammar Grammar::from_gbnf(std::string_view text, std::string_view root, GrammarBudget* budget) {
+  GrammarBudget fallback;
+  GrammarBudget& b = budget ? *budget : fallback;
+  const auto rules = parse_gbnf(text, b);
   auto impl = std::make_shared<Impl>();
-  Compiler(*impl).compile(rules, root);
-  return Grammar(std::move(impl));
+  Compiler(*impl, b).compile(rules, root);
+  Grammar g(std::move(impl));
+  GrammarState start(g);  // the first state: its expansion is part of compiling
+  b.charge(start.stack_count());
+  return g;
 }
 
 size_t Grammar::rule_count() const { return impl_->alts.size(); }
 size_t Grammar::symbol_count() const { return impl_->syms.size(); }
 
 GrammarState::GrammarState(const Grammar& grammar) : g_(grammar.impl_) {
-  for (uint32_t start : g_->alts[g_->root]) expand(*g_, Stack{start}, stacks_);
+  Expansion e;
+  for (uint32_t start : g_->alts[g_->root]) expand(*g_, Stack{start}, stacks_, e);
   normalize(stacks_);
 }
 

@@ -23,7 +23,9 @@ struct Grammar::Impl {
   uint32_t root = 0;
 };
 
-// More parses at once than this is refused as too ambiguous (both parsers check it).
+// More parses at once than this is refused as too ambiguous (both parsers check it), as is a
+// byte whose expansion visits more than kMaxExpandWork symbols (both parsers count alike).
 constexpr size_t kMaxGrammarStacks = 1u << 16;
+constexpr size_t kMaxExpandWork = 1u << 23;
 
 }  // namespace nanoinfer

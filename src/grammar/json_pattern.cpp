@@ -250,6 +250,9 @@ class Regex {
       } else if (i_ < p_.size() && p_[i_] == '?') {
         error("lookarounds and named groups");
       }
+      // Groups recurse here: bounded, well inside the GBNF parser's own limit on the groups
+      // of the text this becomes.
+      if (depth >= 32) error("groups nested deeper than 32 levels");
       std::string inner = alternation(depth + 1);
       if (i_ >= p_.size() || p_[i_] != ')') error("'(' without ')'");
       ++i_;

@@ -12,12 +12,14 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "grammar/json_pattern.h"
 #include "grammar/json_schema_keywords.h"
 #include "grammar/utf8_ranges.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/grammar.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer {
 
@@ -39,39 +41,70 @@ int-part ::= "0" | [1-9] [0-9]{0,14}
 integer ::= "-"? int-part
 )";
 
+// Every pass here is linear in the schema and the text it writes, and none recurses deeper
+// than the schema nests (at most kMaxJsonDepth levels, checked before parsing): a $ref's rule is
+// written from a work list, not from inside the schema that refers to it, so a chain of 60,000
+// references is a loop, not 60,000 nested calls. The budget is charged per byte written.
 class Gen {
  public:
   // `prefix`: the rules are named for a larger grammar (json_schema_to_gbnf_rules).
-  explicit Gen(const json& root, std::string prefix = "") : root_(root), prefix_(std::move(prefix)) {
+  Gen(const json& root, GrammarBudget& budget, std::string prefix = "")
+      : root_(root), budget_(budget), prefix_(std::move(prefix)) {
     names_.insert(prefix_ + "root");
     names_.insert(key_char());
   }
 
   std::string run() {
     const std::string body = schema(root_, "#");
+    // The rules of references, each written once, in the order they were first met.
+    for (size_t i = 0; i < pending_refs_.size(); ++i) {
+      const PendingRef ref = pending_refs_[i];  // (a copy: schema() may add more)
+      std::string ref_body = schema(*ref.target, ref.key);
+      rules_[ref.rule].second = std::move(ref_body);
+    }
     std::string out = prefix_ + "root ::= " + body + "\n";
-    for (const auto& [name, rule] : rules_) out += name + " ::= " + rule + "\n";
+    for (const auto& [name, rule] : rules_) {
+      budget_.charge(name.size() + rule.size());
+      out += name + " ::= " + rule + "\n";
+    }
     if (prefix_.empty()) out += kBasics;
     return out;
   }
 
  private:
   const json& root_;
+  GrammarBudget& budget_;
   const std::string prefix_;
   std::string key_char() const { return prefix_ + "key-char"; }
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_ = {"root", "value", "object", "member", "array", "string", "char", "hex4",
                                   "number", "int-part", "integer", "key-char"};
+  std::map<std::string, int> next_suffix_;  // per base name, the next number to try
   std::map<std::string, std::string> refs_;
+  struct PendingRef {
+    size_t rule;  // in rules_
+    const json* target;
+    std::string key;
+  };
+  std::vector<PendingRef> pending_refs_;
   bool key_char_ = false;
+  int depth_ = 0;  // schema() calls in progress
 
   std::string new_name(std::string_view hint) {
     std::string base;
     for (char c : hint) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
     if (base.empty() || base.size() > 40) base = base.substr(0, 40) + "r";
     std::string name = prefix_ + base;
-    for (int k = 2; names_.count(name); ++k) name = fmt::format("{}{}-{}", prefix_, base, k);
+    if (names_.count(name)) {
+      // Numbered from where the last one with this base stopped: trying 2, 3, .. afresh for
+      // each of n rules of one base ("key", "items", ...) was quadratic.
+      int& k = next_suffix_.try_emplace(base, 2).first->second;
+      do {
+        name = fmt::format("{}{}-{}", prefix_, base, k++);
+      } while (names_.count(name));
+    }
     names_.insert(name);
+    budget_.charge(name.size());
     return name;
   }
   std::string rule(std::string_view hint, std::string body) {
@@ -84,12 +117,40 @@ class Gen {
     if (!ref.is_string()) fail("JSON Schema: '$ref' at {} must be a string", where);
     const std::string r = ref.get<std::string>();
     if (r.empty() || r[0] != '#') unsupported(fmt::format("'$ref' to '{}' (only local '#...' references)", r), where);
+    json::json_pointer pointer;
     try {
-      return root_.at(json::json_pointer(r.substr(1)));
+      pointer = json::json_pointer(r.substr(1));
     } catch (const json::exception&) {
       fail("JSON Schema: '$ref' '{}' at {} does not resolve", r, where);
     }
+    // Step by step, objects through an index of their members (built once per object): an
+    // ordered_json object is searched linearly, and 60,000 references into one $defs of
+    // 60,000 schemas made that quadratic.
+    std::vector<std::string> tokens;
+    for (json::json_pointer p = pointer; !p.empty(); p = p.parent_pointer()) tokens.push_back(p.back());
+    const json* at = &root_;
+    for (size_t k = tokens.size(); k-- > 0;) {
+      const std::string& token = tokens[k];
+      if (at->is_object()) {
+        auto [index, added] = members_.try_emplace(at);
+        if (added) {
+          for (const auto& [name, value] : at->items()) index->second.emplace(name, &value);
+          budget_.charge(at->size());
+        }
+        auto it = index->second.find(token);
+        if (it == index->second.end()) fail("JSON Schema: '$ref' '{}' at {} does not resolve", r, where);
+        at = it->second;
+      } else if (at->is_array() && !token.empty() && token.size() < 10 &&
+                 token.find_first_not_of("0123456789") == std::string::npos && (token == "0" || token[0] != '0') &&
+                 std::stoul(token) < at->size()) {
+        at = &(*at)[std::stoul(token)];
+      } else {
+        fail("JSON Schema: '$ref' '{}' at {} does not resolve", r, where);
+      }
+    }
+    return *at;
   }
+  mutable std::unordered_map<const json*, std::unordered_map<std::string, const json*>> members_;
 
   // The schema with a top-level $ref replaced by what it points to (siblings merged in).
   json deref(const json& s, const std::string& where, int depth = 0) const {
@@ -108,12 +169,30 @@ class Gen {
     const size_t slash = key.rfind('/');
     const std::string name = new_name("ref-" + key.substr(slash == std::string::npos ? 1 : slash + 1));
     refs_[key] = name;
-    std::string body = schema(target, key);
-    rules_.emplace_back(name, std::move(body));
+    pending_refs_.push_back({rules_.size(), &target, key});  // its body: written by run()
+    rules_.emplace_back(name, "");
     return name;
   }
 
+  // A schema's GBNF expression. Every 8 levels of schema the expression becomes a rule of its
+  // own, so the groups of the text never nest past the GBNF parser's limit however the schema
+  // nests (within kMaxJsonDepth).
   std::string schema(const json& s, const std::string& where) {
+    ++depth_;
+    std::string body;
+    try {
+      body = schema_body(s, where);
+    } catch (...) {
+      --depth_;
+      throw;
+    }
+    --depth_;
+    budget_.charge(body.size());
+    if (depth_ % 8 == 7 && body.size() > 1 && body.front() == '(') return rule("nested", std::move(body));
+    return body;
+  }
+
+  std::string schema_body(const json& s, const std::string& where) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return "value";
       fail("JSON Schema: the schema at {} is false (no value can match it)", where);
@@ -260,8 +339,12 @@ class Gen {
   // ---- objects ----
 
   // A JSON string (with quotes) that is none of `names` (ASCII, no escapes in the key).
+  static constexpr size_t kMaxKeyBytes = 256;  // key_rest recurses once per byte of a name
   std::string key_not_in(const std::vector<std::string>& names, const std::string& where) {
     for (const std::string& n : names) {
+      if (n.size() > kMaxKeyBytes) {
+        unsupported(fmt::format("extra properties next to a property name over {} bytes", kMaxKeyBytes), where);
+      }
       for (char c : n) {
         const unsigned char u = static_cast<unsigned char>(c);
         if (u >= 0x80 || u < 0x20 || c == '"' || c == '\\') {
@@ -273,20 +356,27 @@ class Gen {
       rules_.emplace_back(key_char(), R"([^"\\\x00-\x1F])");
       key_char_ = true;
     }
-    return gbnf_literal("\"") + " " + key_rest("", names, where);
+    std::vector<std::string> sorted = names;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    return gbnf_literal("\"") + " " + key_rest(sorted, 0, sorted.size(), 0);
   }
-  std::string key_rest(const std::string& prefix, const std::vector<std::string>& names, const std::string& where) {
-    std::set<unsigned char> next;
-    bool is_name = false;
-    for (const std::string& n : names) {
-      if (n == prefix) is_name = true;
-      else if (n.size() > prefix.size() && n.compare(0, prefix.size(), prefix) == 0) next.insert(static_cast<unsigned char>(n[prefix.size()]));
-    }
+  // The rest of a key after its first `len` bytes, which names[lo, hi) share (sorted, unique):
+  // one rule per node of the names' trie, each name's bytes visited once per level.
+  std::string key_rest(const std::vector<std::string>& names, size_t lo, size_t hi, size_t len) {
+    const bool is_name = lo < hi && names[lo].size() == len;  // sorted: the shortest first
     std::vector<std::string> alts;
     if (!is_name) alts.push_back(gbnf_literal("\""));
-    for (unsigned char c : next) alts.push_back(gbnf_literal(std::string(1, static_cast<char>(c))) + " " + key_rest(prefix + static_cast<char>(c), names, where));
     std::vector<CodeRange> other = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
-    for (unsigned char c : next) other.push_back({c, c});
+    for (size_t i = is_name ? lo + 1 : lo; i < hi;) {
+      const unsigned char c = static_cast<unsigned char>(names[i][len]);
+      size_t j = i;
+      while (j < hi && static_cast<unsigned char>(names[j][len]) == c) ++j;
+      budget_.charge(j - i);
+      alts.push_back(gbnf_literal(std::string(1, static_cast<char>(c))) + " " + key_rest(names, i, j, len + 1));
+      other.push_back({c, c});
+      i = j;
+    }
     alts.push_back(gbnf_class(complement(other)) + " " + key_char() + "* " + gbnf_literal("\""));
     std::string body;
     for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
@@ -317,9 +407,13 @@ class Gen {
       extra = json(true);
     }
     std::vector<std::tuple<std::string, json, bool>> order;  // name, schema, required
-    for (const auto& [name, ps] : props.items()) order.emplace_back(name, ps, required.count(name) > 0);
+    std::set<std::string> listed;  // (an ordered_json object is searched linearly)
+    for (const auto& [name, ps] : props.items()) {
+      order.emplace_back(name, ps, required.count(name) > 0);
+      listed.insert(name);
+    }
     for (const std::string& r : required) {
-      if (props.contains(r)) continue;
+      if (listed.count(r)) continue;
       if (!s.contains("additionalProperties")) {
         order.emplace_back(r, json(true), true);
       } else if (extra) {
@@ -406,29 +500,33 @@ class Gen {
   }
 };
 
+json parse_schema(std::string_view schema_json, GrammarBudget& budget) {
+  budget.charge(schema_json.size());
+  check_json_depth(schema_json, "JSON Schema");
+  try {
+    return json::parse(schema_json);
+  } catch (const json::exception& e) {
+    fail("JSON Schema: not valid JSON: {}", e.what());
+  }
+}
+
 }  // namespace
 
 std::string json_object_gbnf() { return std::string("root ::= object\n") + kBasics; }
 
-std::string json_schema_to_gbnf(std::string_view schema_json) {
-  json schema;
-  try {
-    schema = json::parse(schema_json);
-  } catch (const json::exception& e) {
-    fail("JSON Schema: not valid JSON: {}", e.what());
-  }
-  return Gen(schema).run();
+std::string json_schema_to_gbnf(std::string_view schema_json, GrammarBudget* budget) {
+  GrammarBudget fallback;
+  GrammarBudget& b = budget ? *budget : fallback;
+  const json schema = parse_schema(schema_json, b);
+  return Gen(schema, b).run();
 }
 
-std::string json_schema_to_gbnf_rules(std::string_view schema_json, std::string_view prefix) {
-  json schema;
-  try {
-    schema = json::parse(schema_json);
-  } catch (const json::exception& e) {
-    fail("JSON Schema: not valid JSON: {}", e.what());
-  }
+std::string json_schema_to_gbnf_rules(std::string_view schema_json, std::string_view prefix, GrammarBudget* budget) {
   if (prefix.empty()) fail("json_schema_to_gbnf_rules: the prefix must not be empty");
-  return Gen(schema, std::string(prefix)).run();
+  GrammarBudget fallback;
+  GrammarBudget& b = budget ? *budget : fallback;
+  const json schema = parse_schema(schema_json, b);
+  return Gen(schema, b, std::string(prefix)).run();
 }
 
 std::string json_basics_gbnf() { return kBasics; }

@@ -46,31 +46,38 @@ uint32_t ParserAutomaton::stack(uint32_t parent, uint32_t pos) {
   return it->second;
 }
 
-// GrammarState's expand (grammar.cpp) over interned stacks.
-void ParserAutomaton::expand(uint32_t s) {
+// GrammarState's expand (grammar.cpp) over interned stacks, in the same order, skipping the
+// same (rule, stack below) pairs and counting the same work.
+void ParserAutomaton::expand(uint32_t s0) {
   const Impl& g = *g_;
-  while (true) {
-    if (s == 0) {
-      scratch_.push_back(s);
-      return;
+  todo_.push_back(s0);
+  while (!todo_.empty()) {
+    uint32_t s = todo_.back();
+    todo_.pop_back();
+    while (true) {
+      if (++work_ > kMaxExpandWork) fail("grammar: over {} steps to take one byte (too ambiguous)", kMaxExpandWork);
+      if (s == 0) {
+        scratch_.push_back(s);
+        break;
+      }
+      const uint32_t p = stacks_[s].pos;
+      const Impl::Sym& y = g.syms[p];
+      if (y.kind == Impl::End) {
+        s = stacks_[s].parent;
+        continue;
+      }
+      if (y.kind == Impl::Bytes) {
+        scratch_.push_back(s);
+        break;
+      }
+      uint32_t base = stacks_[s].parent;
+      if (g.syms[p + 1].kind != Impl::End) base = stack(base, p + 1);  // the tail of a rule is dropped
+      if (!entered_.insert((static_cast<uint64_t>(y.rule) << 32) | base).second) break;
+      const auto& alts = g.alts[y.rule];
+      for (size_t a = alts.size(); a-- > 0;) todo_.push_back(stack(base, alts[a]));
+      break;
     }
-    const uint32_t p = stacks_[s].pos;
-    const Impl::Sym& y = g.syms[p];
-    if (y.kind == Impl::End) {
-      s = stacks_[s].parent;
-      continue;
-    }
-    if (y.kind == Impl::Bytes) {
-      scratch_.push_back(s);
-      return;
-    }
-    uint32_t base = stacks_[s].parent;
-    if (g.syms[p + 1].kind != Impl::End) base = stack(base, p + 1);  // the tail of a rule is dropped
-    for (uint32_t start : g.alts[y.rule]) {
-      if (scratch_.size() > kMaxGrammarStacks) fail("grammar: over {} parses at once (too ambiguous)", kMaxGrammarStacks);
-      expand(stack(base, start));
-    }
-    return;
+    if (scratch_.size() > kMaxGrammarStacks) fail("grammar: over {} parses at once (too ambiguous)", kMaxGrammarStacks);
   }
 }
 
@@ -109,6 +116,9 @@ uint32_t ParserAutomaton::state_of(std::span<const GrammarState::Stack> stacks) 
 uint32_t ParserAutomaton::compute_next(uint32_t state, uint8_t byte) {
   ++transitions_computed_;
   scratch_.clear();
+  entered_.clear();
+  todo_.clear();
+  work_ = 0;
   for (uint32_t i = set_begin_[state]; i < set_begin_[state + 1]; ++i) {
     const uint32_t s = set_items_[i];
     if (s == 0) continue;
@@ -117,11 +127,30 @@ uint32_t ParserAutomaton::compute_next(uint32_t state, uint8_t byte) {
     if (byte < y.lo || byte > y.hi) continue;
     expand(stack(top.parent, top.pos + 1));
   }
+  total_work_ += work_;
   return intern_scratch();
 }
 
 bool ParserAutomaton::complete(uint32_t state) const {
   return set_begin_[state] < set_begin_[state + 1] && set_items_[set_begin_[state]] == 0;
+}
+
+void Grammar::probe(GrammarBudget& budget, size_t max_states) const {
+  ParserAutomaton a(impl_);
+  const GrammarState start(*this);
+  std::vector<uint8_t> bytes;  // one byte of each class
+  for (int b = 0; b < 256; ++b) {
+    if (bytes.size() == a.byte_class(static_cast<uint8_t>(b))) bytes.push_back(static_cast<uint8_t>(b));
+  }
+  // States are numbered as they are found, so the queue is the range of ids not yet explored.
+  uint32_t next_to_explore = a.state_of(start.stacks_);
+  uint64_t charged = 0;  // expansion work charged so far
+  while (next_to_explore < a.state_count() && a.state_count() <= max_states) {
+    for (uint8_t b : bytes) a.next(next_to_explore, b);
+    ++next_to_explore;
+    budget.charge(bytes.size() + a.expand_work() - charged);
+    charged = a.expand_work();
+  }
 }
 
 }  // namespace nanoinfer

@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "grammar/grammar_impl.h"
@@ -45,6 +46,7 @@ class ParserAutomaton {
   size_t class_count() const { return n_classes_; }
   size_t state_count() const { return set_begin_.size() - 1; }
   size_t transitions_computed() const { return transitions_computed_; }
+  uint64_t expand_work() const { return total_work_; }  // symbols visited by every expansion
 
   // Forgets every state (ids handed out before are void); bounds the memory of a long run.
   void clear();
@@ -56,7 +58,7 @@ class ParserAutomaton {
   };
 
   uint32_t stack(uint32_t parent, uint32_t pos);
-  void expand(uint32_t s);  // appends the expanded stacks to scratch_
+  void expand(uint32_t s);  // appends the expanded stacks to scratch_ (entered_, work_: this step's)
   uint32_t intern_scratch();  // sorts scratch_, the set's state
   uint32_t compute_next(uint32_t state, uint8_t byte);
 
@@ -71,6 +73,10 @@ class ParserAutomaton {
   std::unordered_multimap<uint64_t, uint32_t> set_ids_;  // hash of the items -> state
   std::vector<int32_t> next_;                      // [state][class]: the next state, -1 unknown
   std::vector<uint32_t> scratch_;
+  std::unordered_set<uint64_t> entered_;  // (rule, stack below) pairs entered in this step
+  std::vector<uint32_t> todo_;            // stacks still to expand
+  size_t work_ = 0;
+  uint64_t total_work_ = 0;
   size_t transitions_computed_ = 0;
 };
 

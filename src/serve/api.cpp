@@ -3,6 +3,11 @@
 #include "serve/api.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
+
+#include <chrono>
+#include <optional>
+#include <semaphore>
 
 #include <algorithm>
 #include <cctype>
@@ -311,8 +316,53 @@ void refuse_unimplemented(const json& body, Endpoint endpoint) {
   }
 }
 
-std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view body_text) {
+// Grammars compile two at a time, whatever the number of handler threads, and a large one
+// hands its freed memory back to the system when it is done: each handler thread allocates
+// from its own malloc arena, which kept a large compile's transient memory (~110 MB for a
+// 100,000-string enum) after it was freed, on every thread that had compiled one
+// (docs/SERVING.md, "Limits", states the bound). Waiting for a slot asks `cancelled` too.
+class CompileSlot {
+ public:
+  explicit CompileSlot(const std::function<bool()>& cancelled) {
+    while (!slots().try_acquire_for(std::chrono::milliseconds(50))) {
+      if (cancelled && cancelled()) bad_request("cancelled", "the request was cancelled while waiting to compile its grammar");
+    }
+    held_ = true;
+  }
+  ~CompileSlot() { release(0); }
+  CompileSlot(const CompileSlot&) = delete;
+  CompileSlot& operator=(const CompileSlot&) = delete;
+  void release(uint64_t steps) {
+    if (!held_) return;
+    held_ = false;
+    if (steps > kTrimAfterSteps) ::malloc_trim(0);
+    slots().release();
+  }
+
+ private:
+  static constexpr uint64_t kTrimAfterSteps = 1u << 22;
+  static std::counting_semaphore<>& slots() {
+    static std::counting_semaphore<> s(2);
+    return s;
+  }
+  bool held_ = false;
+};
+
+// The grammar compiled and probed (Grammar::probe), or a 400 `code` whose message starts with `what`.
+std::shared_ptr<const Grammar> compile_grammar(const std::string& gbnf, GrammarBudget& budget, const char* code,
+                                               std::string_view what = "") {
+  try {
+    auto grammar = std::make_shared<const Grammar>(Grammar::from_gbnf(gbnf, "root", &budget));
+    grammar->probe(budget);
+    return grammar;
+  } catch (const Error& e) {
+    bad_request(code, fmt::format("{}{}", what, e.what()));
+  }
+}
+
+std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view body_text, GrammarBudget& budget) {
   std::string gbnf;
+  bool from_schema = false;
   const json* rf = field(body, "response_format");
   if (rf) {
     if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
@@ -338,10 +388,11 @@ std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view 
       try {
         // Re-read in document order: properties are generated in the order the schema lists them.
         const auto ordered = nlohmann::ordered_json::parse(body_text);
-        gbnf = json_schema_to_gbnf(ordered.at("response_format").at("json_schema").at("schema").dump());
+        gbnf = json_schema_to_gbnf(ordered.at("response_format").at("json_schema").at("schema").dump(), &budget);
       } catch (const Error& e) {
         bad_request("invalid_schema", fmt::format("response_format.json_schema.schema: {}", e.what()));
       }
+      from_schema = true;
     } else if (t != "text") {
       bad_request("invalid_value", fmt::format("'response_format.type' must be text, json_object or json_schema, got '{}'", t));
     }
@@ -350,14 +401,14 @@ std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view 
     if (!g->is_string()) wrong_type("grammar", "a string (GBNF)", *g);
     if (!gbnf.empty()) bad_request("invalid_value", "'grammar' and a JSON 'response_format' cannot be combined");
     gbnf = g->get<std::string>();
-    if (gbnf.empty()) return nullptr;
+    // An empty grammar is not "no grammar": that is leaving the field out (or null).
+    if (gbnf.find_first_not_of(" \t\r\n") == std::string::npos) {
+      bad_request("invalid_grammar", "'grammar' is empty: give GBNF rules, or leave the field out");
+    }
   }
   if (gbnf.empty()) return nullptr;
-  try {
-    return std::make_shared<const Grammar>(Grammar::from_gbnf(gbnf));
-  } catch (const Error& e) {
-    bad_request("invalid_grammar", e.what());
-  }
+  return compile_grammar(gbnf, budget, from_schema ? "invalid_schema" : "invalid_grammar",
+                         from_schema ? "response_format.json_schema.schema: " : "");
 }
 
 }  // namespace
@@ -381,7 +432,8 @@ void bad_request(std::string_view code, const std::string& message) {
   throw ApiError(400, "invalid_request_error", std::string(code), message);
 }
 
-CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint) {
+CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, const std::function<bool()>& cancelled,
+                                uint64_t grammar_steps) {
   json body;
   try {
     body = json::parse(body_text);
@@ -442,7 +494,10 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   }
   r.stop = parse_stop(body);
   refuse_unimplemented(body, endpoint);
-  r.grammar = parse_grammar(body, body_text);
+  GrammarBudget budget(grammar_steps, cancelled);
+  std::optional<CompileSlot> compiling;
+  if (field(body, "response_format") || field(body, "grammar") || field(body, "tools")) compiling.emplace(cancelled);
+  r.grammar = parse_grammar(body, body_text, budget);
   if (endpoint == Endpoint::Chat) {
     r.tools = parse_tools(body, body_text);
     if (r.tools.choice == ToolChoice::Required || r.tools.choice == ToolChoice::Named) {
@@ -450,13 +505,16 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint) {
         bad_request("invalid_value", "tool_choice \"required\" or a named function constrains the output to tool calls: "
                                      "it cannot be combined with a JSON 'response_format' or a 'grammar'");
       }
+      std::string gbnf;
       try {
-        r.grammar = std::make_shared<const Grammar>(Grammar::from_gbnf(tool_call_gbnf(r.tools)));
+        gbnf = tool_call_gbnf(r.tools, &budget);
       } catch (const Error& e) {
         bad_request("invalid_schema", e.what());
       }
+      r.grammar = compile_grammar(gbnf, budget, "invalid_schema");
     }
   }
+  if (compiling) compiling->release(budget.used());
   if (endpoint == Endpoint::Chat) {
     bool want = false;
     if (const json* lp = field(body, "logprobs")) {

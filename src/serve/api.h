@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -68,7 +69,11 @@ struct CompletionRequest {
 
 // Parses a request body. Throws ApiError (400) naming the first problem: malformed JSON, a
 // non-object body, a field of the wrong type, a value out of range, bad messages, n != 1.
-CompletionRequest parse_request(std::string_view body, Endpoint endpoint);
+// A grammar is compiled here, under a GrammarBudget of `grammar_steps` (a 400 past it) that
+// asks `cancelled` (the client left, the server stops) as it goes, and probed for ambiguity
+// (Grammar::probe): what a grammar can fail on is decided before the response starts.
+CompletionRequest parse_request(std::string_view body, Endpoint endpoint, const std::function<bool()>& cancelled = {},
+                                uint64_t grammar_steps = GrammarBudget::kDefaultSteps);
 
 std::string error_json(const ApiError& error);
 

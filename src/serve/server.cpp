@@ -208,7 +208,8 @@ struct Server::Impl {
     serve::CompletionRequest r;
     serve::Job job;
     try {
-      r = serve::parse_request(req.body, endpoint);
+      // A grammar's compilation stops when the client leaves or the server stops.
+      r = serve::parse_request(req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); });
       job = make_job(r);
     } catch (const ApiError& e) {
       send_error(res, e);

@@ -78,7 +78,7 @@ std::string template_json(const ojson& value) {
   return out;
 }
 
-std::string tool_call_gbnf(const ToolRequest& request) {
+std::string tool_call_gbnf(const ToolRequest& request, GrammarBudget* budget) {
   // Names are [A-Za-z0-9_-]: literal without escapes. The wrapper is the template's own
   // spelling of a call (its instructions and its rendering of assistant tool_calls).
   std::string calls;
@@ -90,7 +90,7 @@ std::string tool_call_gbnf(const ToolRequest& request) {
     std::string args = "object";
     if (!t.parameters.empty()) {
       try {
-        rules += json_schema_to_gbnf_rules(t.parameters, prefix);
+        rules += json_schema_to_gbnf_rules(t.parameters, prefix, budget);
       } catch (const Error& e) {
         fail("tools: function '{}': parameters: {}", t.name, e.what());
       }

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "nanoinfer/grammar.h"
+
 namespace nanoinfer::serve {
 
 // What Qwen's chat template writes for `x | tojson` as Hugging Face transformers renders it:
@@ -50,7 +52,7 @@ struct ToolRequest {
 // separated by "\n", NAME one of the tools (the named one), ARGS valid against its parameters
 // schema (compact JSON; any object when the tool has no parameters). Throws nanoinfer::Error
 // naming the tool when its schema uses what the JSON Schema compiler cannot enforce.
-std::string tool_call_gbnf(const ToolRequest& request);
+std::string tool_call_gbnf(const ToolRequest& request, GrammarBudget* budget = nullptr);
 
 struct ToolCall {
   std::string id;         // "call_" + 24 random letters and digits
