@@ -10,6 +10,7 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/grammar.h"
+#include "nanoinfer/json_limits.h"
 #include "support/grammar_match.h"
 
 namespace nanoinfer {
@@ -60,9 +61,11 @@ TEST(GrammarLimits, LongRefChainsInSchemasCompile) {
   for (int i = 0; i < 60000; ++i) defs += fmt::format("{}\"d{}\":{{\"$ref\":\"#/$defs/d{}\"}}", i ? "," : "", i, i + 1);
   defs += ",\"d60000\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9}";
   const std::string schema = "{\"$ref\":\"#/$defs/d0\",\"$defs\":{" + defs + "}}";
-  const Grammar g = Grammar::from_gbnf(json_schema_to_gbnf(schema));
+  GrammarBudget large(1'000'000'000);
+  const Grammar g = Grammar::from_gbnf(json_schema_to_gbnf(schema, &large), "root", &large);
   EXPECT_TRUE(matches(g, "7"));
   EXPECT_FALSE(matches(g, "12"));
+
 }
 
 TEST(GrammarLimits, SchemasNestedDeeperThanTheJsonLimitAreRefusedByName) {
@@ -84,12 +87,14 @@ TEST(GrammarLimits, SchemasNestedDeeperThanTheJsonLimitAreRefusedByName) {
   EXPECT_NE(error_of([&] { json_schema_to_gbnf(pattern); }).find("groups nested deeper than 32"), std::string::npos);
 }
 
-// Steps charged to compile `gbnf_or_schema` (a schema when it starts with '{').
+// Steps charged to compile `gbnf_or_schema` (a schema when it starts with '{'), but for the
+// ordered parse of the schema's objects, which is quadratic in an object's members and is
+// charged by its own count (ordered_parse_cost, tested below).
 uint64_t steps(const std::string& text) {
-  GrammarBudget budget;
+  GrammarBudget budget(1'000'000'000);
   const std::string gbnf = text[0] == '{' ? json_schema_to_gbnf(text, &budget) : text;
   Grammar::from_gbnf(gbnf, "root", &budget).probe(budget);
-  return budget.used();
+  return budget.used() - (text[0] == '{' ? ordered_parse_cost(text) / 32 : 0);
 }
 
 std::string object_schema(int n, bool properties, bool required) {
@@ -145,7 +150,9 @@ TEST(GrammarLimits, CompileWorkIsLinearInTheGrammarsSize) {
 
 TEST(GrammarLimits, TheBudgetStopsACompileAndSoDoesCancellation) {
   const std::string big = object_schema(3000, true, true);
-  const uint64_t need = steps(big);
+  GrammarBudget measure(1'000'000'000);
+  Grammar::from_gbnf(json_schema_to_gbnf(big, &measure), "root", &measure).probe(measure);
+  const uint64_t need = measure.used();
   GrammarBudget small(need / 2);
   EXPECT_NE(error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &small), "root", &small); })
                 .find("more than"),
@@ -158,6 +165,15 @@ TEST(GrammarLimits, TheBudgetStopsACompileAndSoDoesCancellation) {
                 .find("cancelled"),
             std::string::npos);
   EXPECT_GE(asked, 2);
+}
+
+TEST(GrammarLimits, OrderedParseCostCountsEachObjectsMembersSquared) {
+  EXPECT_EQ(ordered_parse_cost("[1,2,3]"), 0u);
+  EXPECT_EQ(ordered_parse_cost("{}"), 0u);
+  EXPECT_EQ(ordered_parse_cost(R"({"a":1,"b":{"c":[1,2],"d":"}{,,"},"e":3})"), 3u * 3 / 2 + 2 * 2 / 2);
+  std::string wide = "{";
+  for (int i = 0; i < 1000; ++i) wide += fmt::format("{}\"k{}\":{{}}", i ? "," : "", i);
+  EXPECT_EQ(ordered_parse_cost(wide + "}"), 1000u * 1000 / 2);
 }
 
 TEST(GrammarLimits, NullableRepetitionsAreNotLeftRecursion) {

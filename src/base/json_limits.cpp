@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -26,6 +28,38 @@ void check_json_depth(std::string_view text, std::string_view origin, size_t max
     }
   }
 }
+
+uint64_t ordered_parse_cost(std::string_view text) {
+  std::vector<uint64_t> members;  // per open array or object: its members so far (0: empty yet)
+  std::vector<char> is_object;
+  uint64_t steps = 0;
+  bool value_seen = false;  // something since the last '[', '{' or ','
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i) i += text[i] == '\\';
+      value_seen = true;
+    } else if (c == '[' || c == '{') {
+      members.push_back(0);
+      is_object.push_back(c == '{');
+      value_seen = false;
+    } else if (c == ',') {
+      if (!members.empty()) ++members.back();
+      value_seen = false;
+    } else if (c == ']' || c == '}') {
+      if (members.empty()) break;  // malformed: the parser says so
+      const uint64_t m = members.back() + (value_seen ? 1 : 0);
+      if (is_object.back()) steps += m * m / 2;
+      members.pop_back();
+      is_object.pop_back();
+      value_seen = true;
+    } else if (c != ' ' && c != '\n' && c != '\r' && c != '\t' && c != ':') {
+      value_seen = true;
+    }
+  }
+  return steps;
+}
+
 
 std::string excerpt(std::string_view text, size_t max_bytes) {
   size_t cut = text.size();

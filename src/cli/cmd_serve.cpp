@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <cstdlib>
+#include <thread>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -121,6 +124,18 @@ void run(const ServeFlags& f) {
   int sig = 0;
   sigwait(&signals, &sig);
   fmt::print(stderr, "nanoinfer: {} received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  // Stopping cancels generations and grammar compilations and waits for their threads, which
+  // notice within a step. Whatever still runs after kStopSeconds, or a second signal, does not
+  // keep the process alive: it ends here, saying so.
+  static constexpr int kStopSeconds = 5;
+  std::thread([signals] {
+    const timespec wait{kStopSeconds, 0};
+    const int again = sigtimedwait(&signals, nullptr, &wait);
+    fmt::print(stderr, "nanoinfer: {}; exiting now\n",
+               again > 0 ? "a second signal received" : fmt::format("still stopping after {} s", kStopSeconds));
+    std::fflush(stderr);
+    std::_Exit(1);
+  }).detach();
   server.stop();
 }
 

@@ -256,7 +256,7 @@ class GbnfParser {
     const char c = s_[i_];
     if (c == '"') {
       ++i_;
-      Node seq{Node::Seq};
+      Node literal{Node::Literal};
       while (true) {
         if (i_ >= s_.size()) error("unterminated literal");
         if (s_[i_] == '"') {
@@ -264,14 +264,9 @@ class GbnfParser {
           break;
         }
         const uint32_t cp = code_point();
-        budget_.charge(4);
-        for (unsigned char b : encode_utf8(cp)) {
-          Node r{Node::Range};
-          r.lo = r.hi = b;
-          seq.kids.push_back(std::move(r));
-        }
+        for (unsigned char b : encode_utf8(cp)) literal.name += static_cast<char>(b);
       }
-      return seq;
+      return literal;
     }
     if (c == '[') {
       ++i_;

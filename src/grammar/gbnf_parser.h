@@ -13,10 +13,10 @@
 namespace nanoinfer {
 
 struct Node {
-  enum Kind { Seq, Alt, Range, Ref, Repeat } kind = Seq;
+  enum Kind { Seq, Alt, Range, Ref, Repeat, Literal } kind = Seq;
   std::vector<Node> kids;
   uint8_t lo = 0, hi = 0;  // Range
-  std::string name;        // Ref
+  std::string name;        // Ref: the rule's name; Literal: its bytes (a node per byte cost ~100 bytes each)
   size_t line = 0;         // Ref
   uint32_t min = 0, max = 0;
   bool unbounded = false;  // Repeat

@@ -74,6 +74,10 @@ class Compiler {
   Impl::Sym as_symbol(const Node& n, const std::string& ctx) {
     if (n.kind == Node::Range) return {Impl::Bytes, n.lo, n.hi, 0};
     if (n.kind == Node::Ref) return ref(n, ctx);
+    if (n.kind == Node::Literal && n.name.size() == 1) {
+      const uint8_t b = static_cast<uint8_t>(n.name[0]);
+      return {Impl::Bytes, b, b, 0};
+    }
     const uint32_t r = new_rule(ctx + "/group");
     define(r, n, ctx);
     return {Impl::Ref, 0, 0, r};
@@ -91,6 +95,9 @@ class Compiler {
         for (const Node& k : n.kids) emit(k, out, ctx);
         return;
       case Node::Range: out.push_back({Impl::Bytes, n.lo, n.hi, 0}); return;
+      case Node::Literal:
+        for (char c : n.name) out.push_back({Impl::Bytes, static_cast<uint8_t>(c), static_cast<uint8_t>(c), 0});
+        return;
       case Node::Ref: out.push_back(ref(n, ctx)); return;
       case Node::Alt: out.push_back(as_symbol(n, ctx)); return;
       case Node::Repeat: {

@@ -500,9 +500,13 @@ class Gen {
   }
 };
 
+// A grammar step costs ~46 ns, a comparison of member names in an ordered parse ~1.5 ns.
+constexpr uint64_t kComparisonsPerStep = 32;
+
 json parse_schema(std::string_view schema_json, GrammarBudget& budget) {
   budget.charge(schema_json.size());
   check_json_depth(schema_json, "JSON Schema");
+  budget.charge(ordered_parse_cost(schema_json) / kComparisonsPerStep);
   try {
     return json::parse(schema_json);
   } catch (const json::exception& e) {

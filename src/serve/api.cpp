@@ -441,6 +441,16 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
     bad_request("invalid_json", fmt::format("the body is not valid JSON: {}", e.what()));
   }
   if (!body.is_object()) bad_request("invalid_json", fmt::format("the body must be a JSON object, got {}", type_name(body)));
+  // A schema or tools are read again in document order (ordered_json), whose parse is
+  // quadratic in an object's members: charged to the grammar's budget before it runs.
+  GrammarBudget budget(grammar_steps, cancelled);
+  if (field(body, "response_format") || field(body, "tools")) {
+    try {
+      budget.charge(ordered_parse_cost(body_text) / 32);  // a comparison: ~1/32 of a step (json_schema.cpp)
+    } catch (const Error& e) {
+      bad_request("invalid_value", fmt::format("the schemas of the request are too large to read: {}", e.what()));
+    }
+  }
 
   CompletionRequest r;
   r.endpoint = endpoint;
@@ -494,7 +504,6 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
   }
   r.stop = parse_stop(body);
   refuse_unimplemented(body, endpoint);
-  GrammarBudget budget(grammar_steps, cancelled);
   std::optional<CompileSlot> compiling;
   if (field(body, "response_format") || field(body, "grammar") || field(body, "tools")) compiling.emplace(cancelled);
   r.grammar = parse_grammar(body, body_text, budget);
