@@ -39,6 +39,9 @@ struct ServeOptions {
   std::string api_key;           // non-empty: /v1/* needs "Authorization: Bearer <key>"
   size_t max_body_bytes = 4 << 20;  // larger bodies get 413
   size_t max_connections = 512;   // open at once; more are answered 503 and closed
+  // The work one request's grammar (response_format, grammar, tools) may cost to compile, in
+  // GrammarBudget steps (nanoinfer/grammar.h; ~46 ns each); past it the request gets a 400.
+  uint64_t grammar_steps = 64'000'000;
   std::string model_id;          // the name /v1/models reports; "" = the model directory's name
   bool web_page = true;          // the chat page at GET /
   bool access_log = true;        // one line per request on stderr (method, path, status, tokens, time)

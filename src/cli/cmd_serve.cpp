@@ -34,6 +34,7 @@ struct ServeFlags {
   std::optional<std::string> api_key;
   std::string model_id;
   int64_t max_connections = 512;
+  int64_t grammar_steps = 64'000'000;
   bool quiet = false;
   bool no_web_page = false;
   std::vector<std::string> cors;
@@ -95,6 +96,10 @@ void run(const ServeFlags& f) {
   options.step_latency = f.step_latency;
   options.api_key = f.api_key.value_or("");
   options.max_connections = static_cast<size_t>(f.max_connections);
+  if (f.grammar_steps < 1'000'000 || f.grammar_steps > 1'000'000'000'000) {
+    fail("--grammar-steps must be in 1000000..1000000000000, got {}", f.grammar_steps);
+  }
+  options.grammar_steps = static_cast<uint64_t>(f.grammar_steps);
   options.model_id = f.model_id;
   options.access_log = !f.quiet;
   options.web_page = !f.no_web_page;
@@ -164,6 +169,9 @@ void setup_serve(CLI::App& app) {
   app.add_option("--api-key", f->api_key,
                  "Require 'Authorization: Bearer KEY' on /v1/* (without it, only requests whose Host is an "
                  "IP address or localhost are answered)");
+  app.add_option("--grammar-steps", f->grammar_steps,
+                 "Work one request's grammar or schema may take to compile, in steps of ~46 ns; "
+                 "past it the request gets a 400 (default 64000000, ~3 s)");
   app.add_option("--max-connections", f->max_connections,
                  "Connections open at once, 1..900; more are answered 503 and closed (default 512)");
   app.add_option("--model-id", f->model_id, "Model name reported by /v1/models (default: the directory name)");

@@ -209,9 +209,14 @@ struct Server::Impl {
     serve::Job job;
     try {
       // A grammar's compilation stops when the client leaves or the server stops.
-      r = serve::parse_request(req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); });
+      r = serve::parse_request(req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); },
+                               options.grammar_steps);
       job = make_job(r);
     } catch (const ApiError& e) {
+      if (serve::Front::client_gone()) {  // left while its grammar compiled (which stopped)
+        res.status = 499;
+        return;
+      }
       send_error(res, e);
       return;
     }

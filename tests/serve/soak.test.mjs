@@ -1,7 +1,7 @@
-// The soak test of `nanoinfer serve` (issue 19): `--parallel 4 --queue 8` with the default
+// The soak test of `nanoinfer serve`: `--parallel 4 --queue 8` with the default
 // model under 8 concurrent clients, each running a fixed list of requests that mixes good
-// ones (plain and streamed), malformed JSON, oversized bodies, clients that leave mid-request
-// and clients that send their request slowly. Asserts that every well-formed request is
+// ones (plain and streamed, and large JSON Schemas), malformed JSON, oversized bodies, clients
+// that leave mid-request and clients that send their request slowly. Asserts that every well-formed request is
 // answered 200 or 503, /health answers throughout, the server's RSS stays under RSS_BOUND_MB,
 // and /metrics counts exactly the requests that were made. Bounded by counts (about a minute
 // on a loaded 2-core machine). Run by CTest (test `serve_soak`):
@@ -135,11 +135,21 @@ test('soak: 8 clients mixing good, malformed, oversized, leaving and slow reques
       }
       return all[0];
     },
+    // A large schema beside the streams: 400 properties compiled under the grammar budget,
+    // two compiles at a time, while the other clients generate.
+    async schema(i) {
+      const properties = Object.fromEntries(Array.from({ length: 400 }, (_, k) => [`field_${i}_${k}`, { type: 'integer' }]));
+      const body = JSON.stringify({
+        prompt: `Record ${i}:`, max_tokens: 8,
+        response_format: { type: 'json_schema', json_schema: { name: 'r', schema: { type: 'object', properties } } },
+      });
+      return (await rawRequest(port, post('/v1/completions', body))).status;
+    },
     async slow(i) {
       return (await rawRequest(port, post('/v1/chat/completions', chat(i)), { pieces: 8, gap: 150 })).status;
     },
   };
-  const wellFormed = new Set(['good', 'stream', 'burst', 'slow']);
+  const wellFormed = new Set(['good', 'stream', 'burst', 'schema', 'slow']);
   const expected = { malformed: [400], oversized: [413], leaving: [0] };
 
   const client = async (c) => {
