@@ -214,7 +214,7 @@ test('soak: 8 clients mixing good, malformed, oversized, leaving and slow reques
   // Answers the clients saw are what the server counted; the leaving ones are 200 (done
   // before the server noticed), 499 (cancelled) or 503 (no room).
   const wellAnswered = (statuses['200'] ?? 0) + (statuses['503'] ?? 0);
-  assert.equal(wellAnswered, sent.good + sent.stream + sent.burst + sent.burstExtra + sent.slow);
+  assert.equal(wellAnswered, sent.good + sent.stream + sent.burst + sent.burstExtra + sent.schema + sent.slow);
   assert.equal((byStatus['200'] ?? 0) + (byStatus['503'] ?? 0) + (byStatus['499'] ?? 0),
                wellAnswered + healthChecks + sent.leaving + metricsCounted);
   assert.ok((statuses['200'] ?? 0) > sent.good, 'most requests were served');
