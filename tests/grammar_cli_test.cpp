@@ -1,7 +1,10 @@
 // `generate` / `chat` with --json, --json-schema FILE and --grammar FILE on the default model:
 // output that ended by end of sequence is what was asked for; bad schemas and grammars are
 // one-line errors naming the problem.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include <fstream>
 #include <sstream>
@@ -70,6 +73,39 @@ TEST(GrammarCli, ErrorsAreOneLineAndNamed) {
   EXPECT_NE(both.err.find("exclude each other"), std::string::npos) << both.err;
 }
 
+// The CLI's schemas and grammars have serve's limits: nesting (100,000 levels crashed, 100 were
+// blamed on "grammar line 1"), the compile budget and the ambiguity probe, each a line naming
+// the file; an empty grammar file is not "no grammar".
+TEST(GrammarCli, SchemaAndGrammarLimitsAreOneLineNamingTheFile) {
+  test::TempDir dir;
+  const auto nested = [](int depth) {
+    std::string s;
+    for (int i = 0; i < depth; ++i) s += R"({"anyOf":[)";
+    s += R"({"type":"integer"})";
+    for (int i = 0; i < depth; ++i) s += "]}";
+    return s;
+  };
+  for (int depth : {100, 100000}) {
+    const std::string file = write(dir, fmt::format("deep{}.json", depth), nested(depth));
+    const auto r = run_cli({"generate", "-p", "x", "-n", "1", "--json-schema", file});
+    EXPECT_EQ(r.status, 1) << depth;
+    EXPECT_NE(r.err.find("--json-schema " + file + ": JSON Schema: JSON nested deeper than 64 levels"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  const auto costly = run_cli({"generate", "-p", "x", "-n", "1", "--json-schema",
+                               write(dir, "costly.json", R"({"type":"string","pattern":"^([a-z]*[0-9]*){1,2000}$"})")});
+  EXPECT_EQ(costly.status, 1);
+  EXPECT_NE(costly.err.find("costly.json: grammar: compiling it takes more than"), std::string::npos) << costly.err;
+  const auto ambiguous = run_cli({"generate", "-p", "x", "-n", "1", "--grammar",
+                                  write(dir, "amb.gbnf", "root ::= \"a\" root \"b\" | \"a\" root \"c\" | \"\"\n")});
+  EXPECT_EQ(ambiguous.status, 1);
+  EXPECT_NE(ambiguous.err.find("amb.gbnf: grammar: over 65536 parses at once"), std::string::npos) << ambiguous.err;
+  const auto empty = run_cli({"generate", "-p", "x", "-n", "1", "--grammar", write(dir, "empty.gbnf", "\n")});
+  EXPECT_EQ(empty.status, 1);
+  EXPECT_NE(empty.err.find("empty.gbnf: the grammar file is empty"), std::string::npos) << empty.err;
+}
+
 // bench generate with a grammar: plain and constrained decoding alternated, and the grammar's
 // own costs (the vocabulary trie, compiling per request, the mask per token) in one record.
 TEST(GrammarCli, BenchGenerateRecordsWhatTheGrammarCosts) {
@@ -103,6 +139,7 @@ TEST(GrammarCli, BenchGenerateRecordsWhatTheGrammarCosts) {
   EXPECT_EQ(both.status, 1);
   EXPECT_NE(both.err.find("exclude each other"), std::string::npos) << both.err;
 }
+
 
 }  // namespace
 }  // namespace nanoinfer
