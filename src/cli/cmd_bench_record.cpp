@@ -43,8 +43,8 @@ void bench_record(const RecordArgs& args) {
   std::string line;
   for (size_t n = 1; std::getline(std::cin, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    check_json_depth(line, fmt::format("bench record: stdin line {}", n));
-    nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json r;
+    if (std::string problem; !try_parse_json(line, r, problem)) fail("bench record: stdin line {}: {}", n, problem);
     if (!r.is_object()) fail("bench record: stdin line {} is not a JSON object", n);
     if (!r.contains("bench") || !r["bench"].is_string())
       fail("bench record: stdin line {} has no \"bench\" name (a string)", n);
