@@ -397,6 +397,27 @@ const std::vector<BadInputCase> kBadInputCases = {
      },
      {"synth", "--config", "{d}/m/config.json", "--out", "{d}/link"}, "link: is a symbolic link", "", "", "",
      "empty/model.safetensors"},
+    // ---- bench results files, read and rewritten by the rules of every other file ----
+    {"BenchCompareOnAFifo",  // before: blocked in open() forever
+     [](const fs::path& d) { ASSERT_EQ(::mkfifo((d / "r.jsonl").c_str(), 0600), 0); },
+     {"bench", "compare", "{d}/r.jsonl"}, "r.jsonl: is a FIFO, not a regular file"},
+    {"BenchCompareRunOnAFifo",
+     [](const fs::path& d) {
+       test::write_text(d / "r.jsonl", "{\"bench\":\"load\",\"load_seconds_median\":1}\n");
+       ASSERT_EQ(::mkfifo((d / "run.jsonl").c_str(), 0600), 0);
+     },
+     {"bench", "compare", "{d}/r.jsonl", "--run", "{d}/run.jsonl"}, "run.jsonl: is a FIFO, not a regular file"},
+    {"BenchDiscardOnAFifo", [](const fs::path& d) { ASSERT_EQ(::mkfifo((d / "r.jsonl").c_str(), 0600), 0); },
+     {"bench", "discard", "{d}/r.jsonl", "--line", "1", "--reason", "x"}, "r.jsonl: is a FIFO, not a regular file"},
+    {"BenchDiscardOnASymlink",  // before: the link was replaced by a regular file, rc 0
+     [](const fs::path& d) {
+       test::write_text(d / "r.jsonl", "{\"bench\":\"load\",\"load_seconds_median\":1}\n");
+       fs::create_symlink(d / "r.jsonl", d / "link.jsonl");
+     },
+     {"bench", "discard", "{d}/link.jsonl", "--line", "1", "--reason", "x"},
+     "link.jsonl: is a symbolic link; refusing to replace it"},
+    {"BenchRecordStdinDevZeroHitsTheLineCap", tiny, {"bench", "record", "-o", "{d}/r.jsonl"},
+     "<stdin> line 1: longer than the 67108864 byte limit for one line", "/dev/zero", "", "", "r.jsonl"},
     {"BenchResultsDirectoryMissing", tiny,
      {"bench", "tokenize", "-m", "{d}/m", "-f", "{d}/m/config.json", "-o", "{d}/nope/results.jsonl"},
      "nope: no such directory for the bench record", "", "", "", "nope"},
