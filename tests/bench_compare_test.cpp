@@ -2,6 +2,7 @@
 // the verdicts, exactly; bench discard's rewrite.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -164,7 +165,119 @@ TEST(BenchCompare, DiscardRewritesTheNamedLinesOnly) {
   test::write_text(file, "{\"bench\":\"generate\"}\n[1]\n");
   EXPECT_EQ(message([&] { read_bench_records(file); }), file + ":2: not a JSON object (one bench record per line)");
   EXPECT_EQ(message([&] { read_bench_records((dir / "none.jsonl").string()); }),
-            (dir / "none.jsonl").string() + ": cannot open the bench records");
+            (dir / "none.jsonl").string() + ": not found");
+}
+
+// The records bench compare reads are streamed: the verdicts are exactly those of the records
+// held all at once (compare_records over split_last_run), while only the newest run (plus the
+// record being read) is ever held. The file mixes runs, records without a run, discarded
+// records, other machines, tests and kinds, and lines that are blank.
+TEST(BenchCompare, StreamedFileGivesTheSameVerdictsHoldingOnlyTheNewestRun) {
+  test::TempDir dir;
+  const auto file = (dir / "r.jsonl").string();
+  std::string text;
+  size_t records = 0;
+  for (int i = 0; i < 3000; ++i) {
+    json r = generate_row(90 + i % 23, {88.0 + i % 23, 90.0 + i % 23, 91.0 + i % 19}, "run" + std::to_string(i / 5));
+    if (i % 7 == 0) r.erase("run");
+    if (i % 11 == 0) r["threads"] = 1 + i % 3;
+    if (i % 13 == 0) r["n_gen"] = 64;
+    if (i % 17 == 0) r["discarded"] = "host busy";
+    if (i % 29 == 0) r["bench"] = "generate-cache-ab";
+    if (i % 31 == 0) r = json{{"bench", "load"}, {"cpu", "AMD EPYC"}, {"isa", "avx512-bf16"}, {"threads", 2},
+                              {"model", "m"}, {"weight_type", "bf16"}, {"load_seconds_median", 1.0 + i % 5 * 0.1},
+                              {"run", "run" + std::to_string(i / 5)}};
+    text += r.dump() + (i % 100 == 0 ? "\n\n" : "\n");
+    ++records;
+  }
+  // The newest run: four records of one run id, of two kinds and two thread counts.
+  for (int i = 0; i < 4; ++i) {
+    json r = i == 3 ? json{{"bench", "load"}, {"cpu", "AMD EPYC"}, {"isa", "avx512-bf16"}, {"threads", 2}, {"model", "m"},
+                           {"weight_type", "bf16"}, {"load_seconds_median", 1.3}, {"load_seconds_min", 1.2}}
+                    : generate_row(95 + i, {94.0 + i, 96.0 + i}, "newest");
+    if (i == 1) r["threads"] = 2;
+    if (i == 2) r["threads"] = 3;
+    r["run"] = "newest";
+    text += r.dump() + "\n";
+    ++records;
+  }
+  test::write_text(file, text);
+
+  const auto [history, run] = split_last_run(read_bench_records(file));
+  ASSERT_EQ(history.size() + run.size(), records);
+  ASSERT_EQ(run.size(), 4u);
+  const std::vector<FigureVerdict> want = compare_records(history, run);
+  const CompareReading got = compare_results_file(file, "");
+  EXPECT_EQ(got.candidates, 4u);
+  ASSERT_EQ(got.verdicts.size(), want.size());
+  size_t with_baseline = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const FigureVerdict &a = got.verdicts[i], &b = want[i];
+    EXPECT_EQ(a.bench, b.bench);
+    EXPECT_EQ(a.test, b.test);
+    EXPECT_EQ(a.figure, b.figure);
+    EXPECT_EQ(a.earlier, b.earlier) << i;
+    EXPECT_EQ(a.best, b.best) << i;
+    EXPECT_EQ(a.last, b.last) << i;
+    EXPECT_EQ(a.ratio_best, b.ratio_best) << i;
+    EXPECT_EQ(a.ratio_last, b.ratio_last) << i;
+    EXPECT_EQ(a.noise, b.noise) << i;
+    EXPECT_EQ(a.regression, b.regression) << i;
+    with_baseline += b.earlier > 0 ? 1 : 0;
+  }
+  EXPECT_GE(with_baseline, 2u) << "the test needs comparable history";
+  EXPECT_EQ(format_verdicts(got.verdicts), format_verdicts(want));
+  // Held at once: a run of at most five records (the history's) or the newest four, and the
+  // record being read; never the file's 3,004.
+  EXPECT_LE(got.peak_records_held, 6u);
+  EXPECT_GE(got.peak_records_held, 5u);
+
+  // --run: that file's records are the candidates, all of FILE is history.
+  const auto run_file = (dir / "run.jsonl").string();
+  test::write_text(run_file, run[0].dump() + "\n" + run[3].dump() + "\n");
+  const CompareReading against = compare_results_file(file, run_file);
+  const std::vector<FigureVerdict> all = compare_records(read_bench_records(file), {run[0], run[3]});
+  ASSERT_EQ(against.verdicts.size(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(against.verdicts[i].earlier, all[i].earlier);
+    EXPECT_EQ(against.verdicts[i].last, all[i].last);
+    EXPECT_EQ(against.verdicts[i].noise, all[i].noise);
+  }
+  EXPECT_EQ(against.peak_records_held, 3u);
+}
+
+// A run too large to hold is refused by name, never held.
+TEST(BenchCompare, ARunBeyondTheCapIsAnError) {
+  test::TempDir dir;
+  const auto file = (dir / "r.jsonl").string();
+  std::string text;
+  for (size_t i = 0; i <= kMaxRunRecords; ++i) text += generate_row(100, {100}, "one").dump() + "\n";
+  test::write_text(file, text);
+  EXPECT_EQ(test::error_of([&] { compare_results_file(file, ""); }),
+            file + ": the run to compare holds more than 4096 records (bench compare holds one run in memory)");
+}
+
+// discard writes as every other writer of a whole file does: a symbolic link is refused, not
+// replaced by a regular file (its target untouched), and the rewrite streams line by line.
+TEST(BenchCompare, DiscardRefusesASymlinkAndKeepsItsTarget) {
+  test::TempDir dir;
+  const auto target = (dir / "r.jsonl").string();
+  const std::string text = generate_row(1, {1}).dump() + "\n" + generate_row(2, {2}).dump() + "\n";
+  test::write_text(target, text);
+  std::filesystem::create_symlink(target, dir / "link.jsonl");
+  const auto link = (dir / "link.jsonl").string();
+  EXPECT_EQ(test::error_of([&] { discard_bench_records(link, {1}, "host busy"); }),
+            link + ": is a symbolic link; refusing to replace it (name a regular file)");
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(test::read_text(target), text);
+  EXPECT_EQ(test::entries(dir.path()), (std::vector<std::string>{"link.jsonl", "r.jsonl"}));
+  // A line given twice, and a line past the end found only once the file is read: nothing is
+  // written.
+  EXPECT_EQ(test::error_of([&] { discard_bench_records(target, {2, 2}, "x"); }), target + ": line 2 is given twice");
+  EXPECT_EQ(test::error_of([&] { discard_bench_records(target, {1, 9}, "x"); }),
+            target + ": no line 9 (the file has 2 lines)");
+  EXPECT_EQ(test::read_text(target), text);
+  EXPECT_EQ(test::entries(dir.path()), (std::vector<std::string>{"link.jsonl", "r.jsonl"}));
 }
 
 }  // namespace

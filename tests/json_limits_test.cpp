@@ -55,6 +55,28 @@ TEST(JsonDepth, BracketsInStringsDoNotCount) {
   EXPECT_EQ(error_of([] { check_json_depth("]]]]}}}[", "x"); }), "");
 }
 
+// The one parser: the depth check before nlohmann's parser, the problem in words, the value
+// untouched on failure; the throwing forms name the origin.
+TEST(JsonParse, DepthFirstThenTheParserAndTheProblemInWords) {
+  nlohmann::json j = 7;
+  std::string problem;
+  EXPECT_FALSE(try_parse_json(nested(100000), j, problem));
+  EXPECT_EQ(problem, "JSON nested deeper than 64 levels (at byte 64)");
+  EXPECT_EQ(j, 7);
+  EXPECT_FALSE(try_parse_json("{\"a\": ", j, problem));
+  EXPECT_THAT(problem, ::testing::StartsWith("not valid JSON: "));
+  EXPECT_EQ(j, 7);
+  ASSERT_TRUE(try_parse_json(R"({"b": 2, "a": [1]})", j, problem)) << problem;
+  EXPECT_EQ(j["a"][0], 1);
+  nlohmann::ordered_json o;
+  ASSERT_TRUE(try_parse_json(R"({"b": 2, "a": 1})", o, problem)) << problem;
+  EXPECT_EQ(o.begin().key(), "b");  // file order kept
+  EXPECT_EQ(error_of([] { parse_json("{\"a\":" + nested(65) + "}", "f.json"); }),
+            "f.json: JSON nested deeper than 64 levels (at byte 68)");
+  EXPECT_THAT(error_of([] { parse_ordered_json("[1,", "g.json"); }), ::testing::StartsWith("g.json: not valid JSON: "));
+  EXPECT_EQ(parse_ordered_json(nested(64), "h.json").dump(), nested(64));
+}
+
 TEST(Excerpt, ShortTextIsKeptLongTextIsCutOnACharacterBoundary) {
   EXPECT_EQ(excerpt("silu"), "silu");
   EXPECT_EQ(excerpt("a\nb\tc\x01"), "a\\nb\\tc\\x01");

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -22,6 +23,30 @@ std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
+}
+
+// The first NaN, infinity or value beyond the limit is found wherever it falls (the blocks of
+// the first pass and their remainder), and a vector without one gives its size.
+TEST(Ops, FirstBeyondFindsTheFirstOffender) {
+  for (const size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{300}}) {
+    const std::vector<float> clean = random_vector(n, 3);
+    EXPECT_EQ(first_non_finite(clean.data(), n), n);
+    EXPECT_EQ(first_beyond(clean.data(), n, 100.0f), n);
+    for (const size_t at : {size_t{0}, n / 2, n - 1}) {
+      for (const float bad : {NAN, INFINITY, -INFINITY}) {
+        std::vector<float> v = clean;
+        v[at] = bad;
+        if (at + 1 < n) v[n - 1] = NAN;  // a later one does not count
+        EXPECT_EQ(first_non_finite(v.data(), n), at) << n << " " << at << " " << bad;
+      }
+      std::vector<float> v = clean;
+      v[at] = -65520.0f;
+      EXPECT_EQ(first_beyond(v.data(), n, 65519.99f), at);
+      EXPECT_EQ(first_non_finite(v.data(), n), n);
+      v[at] = std::numeric_limits<float>::max();
+      EXPECT_EQ(first_non_finite(v.data(), n), n);
+    }
+  }
 }
 
 TEST(Ops, RmsnormMatchesTheFormula) {

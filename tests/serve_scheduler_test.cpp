@@ -384,5 +384,28 @@ TEST_F(ServeScheduler, ShutdownReleasesEveryWaiter) {
   EXPECT_FALSE(scheduler->submit(endless));
 }
 
+// A model whose finite weights overflow an activation (layer 1's ffn norm at 3e38) held as int8,
+// whose products round their inputs to integers: every request fails with the layer named,
+// never finishes with the text of the finite garbage the rounding made of the infinities.
+TEST_F(ServeScheduler, ANonFiniteActivationFailsTheRequestNamingTheLayer) {
+  test::fill_f32_tensor(dir_.path(), "model.layers.1.post_attention_layernorm.weight", 3e38f);
+  ModelOptions options;
+  options.threads = 1;
+  options.max_context = 96;
+  options.weights = WeightType::Q8_0;
+  const Model broken = open_model_alone(dir_.path(), options);
+  Scheduler scheduler(broken, *tok_, {.parallel = 2, .queue = 4}, metrics_);
+  auto a = scheduler.submit(job("the cat", 8, kGreedy));
+  auto b = scheduler.submit(job("Once upon a time", 8, {.temperature = 0.9, .seed = 7}));
+  ASSERT_TRUE(a && b);
+  for (const auto& channel : {a, b}) {
+    const Result r = drain(*channel);
+    EXPECT_EQ(r.outcome, Outcome::Failed) << r.text;
+    EXPECT_EQ(r.text, "");
+    EXPECT_NE(channel->error().find("non-finite activation in layer 1 (ffn_norm at position "), std::string::npos)
+        << channel->error();
+  }
+}
+
 }  // namespace
 }  // namespace nanoinfer::serve

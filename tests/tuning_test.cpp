@@ -5,6 +5,7 @@
 // and a corrupt or foreign file ignored with one line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -313,6 +314,12 @@ TEST(TuningCache, ACorruptOrForeignFileIsIgnoredWithOneLine) {
   with(replaced("\"type\": \"int8\"", "\"type\": \"int3\""), "\"type\" is not a weight type");
   with(replaced("\"prefill\": false", "\"prefill\": 0"), "\"prefill\" is not true or false");
   with(replaced("\"rows\": 896", "\"rows\": 0"), "\"rows\" is not an integer");
+  // A valid header with "rules" nested 100,000 deep (800 KB, under the size cap): the parsed
+  // value's destruction recursed once per level and overflowed the stack (SIGSEGV).
+  const size_t at = good.find("\"rules\"");
+  ASSERT_NE(at, std::string::npos);
+  with(good.substr(0, at) + "\"rules\": " + std::string(100000, '[') + std::string(100000, ']') + "}",
+       "JSON nested deeper than 64 levels (at byte ");
 }
 
 // End to end: the commands read the cache at start-up, say in one line when they ignore it,
@@ -339,6 +346,7 @@ TEST(TuningCache, GenerateReadsTheCacheAndPrintsTheSameText) {
     }
   }
   write_tuning_cache(cache, t, cpu_model_name(), best_isa(), 2);
+  fs::copy_file(cache, dir / "nanoinfer" / "good.json");
   const test::CliProcess tuned = test::run_cli_process(args, options);
   ASSERT_EQ(tuned.exit_code, 0) << tuned.err;
   EXPECT_EQ(tuned.out, base.out);
@@ -350,6 +358,23 @@ TEST(TuningCache, GenerateReadsTheCacheAndPrintsTheSameText) {
   EXPECT_EQ(corrupt.out, base.out);
   const std::string line = "nanoinfer: ignoring the tuning cache " + cache.string() + ": not valid JSON";
   EXPECT_NE(corrupt.err.find(line), std::string::npos) << corrupt.err;
+
+  // A valid header whose "rules" nest 100,000 deep: ignored with one note like any bad cache
+  // (before: every model command was killed by SIGSEGV, with no message).
+  const std::string good = test::read_text(dir / "nanoinfer" / "good.json");
+  test::write_text(cache, good.substr(0, good.find("\"rules\"")) + "\"rules\": " + std::string(100000, '[') +
+                              std::string(100000, ']') + "}\n");
+  ASSERT_LT(fs::file_size(cache), uint64_t{1} << 20);  // under the cache's size cap
+  const test::CliProcess deep = test::run_cli_process(args, options);
+  ASSERT_TRUE(deep.exited) << "killed by signal " << deep.signal;
+  ASSERT_EQ(deep.exit_code, 0) << deep.err.substr(0, 500);
+  EXPECT_EQ(deep.out, base.out);
+  EXPECT_EQ(std::count(deep.err.begin(), deep.err.end(), '\n'), 1 + std::count(base.err.begin(), base.err.end(), '\n'))
+      << deep.err;
+  EXPECT_NE(deep.err.find("nanoinfer: ignoring the tuning cache " + cache.string() +
+                          ": JSON nested deeper than 64 levels (at byte "),
+            std::string::npos)
+      << deep.err.substr(0, 500);
 }
 
 }  // namespace

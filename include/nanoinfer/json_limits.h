@@ -10,6 +10,8 @@
 // so a hostile 100 MB string or a deeply nested value never becomes a 100 MB "one line".
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -31,6 +33,17 @@ void check_json_depth(std::string_view json_text, std::string_view origin,
 // objects, counted by a linear scan (strings skipped), so that a caller can refuse the text
 // before parsing it.
 uint64_t ordered_parse_cost(std::string_view json_text);
+
+// The one parser for JSON text the program reads (files, their lines, strings inside them) into
+// nlohmann values: the depth check above first, then the parser. On failure `problem` is set to
+// "JSON nested deeper than 64 levels (at byte N)" or "not valid JSON: <the parser's words, cut
+// short>", `out` is left unchanged, and false is returned. (simdjson, which the tokenizer reads
+// with, is given the same depth limit as its own.)
+bool try_parse_json(std::string_view json_text, nlohmann::json& out, std::string& problem);
+bool try_parse_json(std::string_view json_text, nlohmann::ordered_json& out, std::string& problem);
+// The same, throwing nanoinfer::Error "{origin}: {problem}".
+nlohmann::json parse_json(std::string_view json_text, std::string_view origin);
+nlohmann::ordered_json parse_ordered_json(std::string_view json_text, std::string_view origin);
 
 // `text` for quoting in a one-line message: at most max_bytes of it, cut on a UTF-8 character
 // boundary, with control characters escaped (\n, \t, \xNN); when cut, "... (N bytes)" follows.

@@ -1,6 +1,7 @@
 #include "nanoinfer/json_limits.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <vector>
 
@@ -8,7 +9,10 @@
 
 namespace nanoinfer {
 
-void check_json_depth(std::string_view text, std::string_view origin, size_t max_depth) {
+namespace {
+
+// The problem of text nested deeper than max_depth, or "" when it is not.
+std::string depth_problem(std::string_view text, size_t max_depth) {
   size_t depth = 0;
   const char* p = text.data();
   const char* const end = p + text.size();
@@ -21,12 +25,56 @@ void check_json_depth(std::string_view text, std::string_view origin, size_t max
       ++p;
     } else if (c == '[' || c == '{') {
       if (++depth > max_depth)
-        fail("{}: JSON nested deeper than {} levels (at byte {})", origin, max_depth,
-             p - 1 - text.data());
+        return fmt::format("JSON nested deeper than {} levels (at byte {})", max_depth, p - 1 - text.data());
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     }
   }
+  return {};
+}
+
+template <class Json>
+bool try_parse(std::string_view text, Json& out, std::string& problem) {
+  problem = depth_problem(text, kMaxJsonDepth);
+  if (!problem.empty()) return false;
+  try {
+    out = Json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    problem = "not valid JSON: " + excerpt(e.what(), 200);
+    return false;
+  }
+  return true;
+}
+
+template <class Json>
+Json parse_or_fail(std::string_view text, std::string_view origin) {
+  Json out;
+  std::string problem;
+  if (!try_parse(text, out, problem)) fail("{}: {}", origin, problem);
+  return out;
+}
+
+}  // namespace
+
+void check_json_depth(std::string_view text, std::string_view origin, size_t max_depth) {
+  const std::string problem = depth_problem(text, max_depth);
+  if (!problem.empty()) fail("{}: {}", origin, problem);
+}
+
+bool try_parse_json(std::string_view text, nlohmann::json& out, std::string& problem) {
+  return try_parse(text, out, problem);
+}
+
+bool try_parse_json(std::string_view text, nlohmann::ordered_json& out, std::string& problem) {
+  return try_parse(text, out, problem);
+}
+
+nlohmann::json parse_json(std::string_view text, std::string_view origin) {
+  return parse_or_fail<nlohmann::json>(text, origin);
+}
+
+nlohmann::ordered_json parse_ordered_json(std::string_view text, std::string_view origin) {
+  return parse_or_fail<nlohmann::ordered_json>(text, origin);
 }
 
 uint64_t ordered_parse_cost(std::string_view text) {

@@ -13,13 +13,7 @@
 namespace nanoinfer {
 
 inline nlohmann::json parse_json_object(std::string_view json_text, std::string_view origin) {
-  check_json_depth(json_text, origin);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", origin, excerpt(e.what(), 200));
-  }
+  nlohmann::json j = parse_json(json_text, origin);
   if (!j.is_object()) fail("{}: expected a JSON object, found {}", origin, j.type_name());
   return j;
 }

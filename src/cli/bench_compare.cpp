@@ -1,15 +1,13 @@
 #include "bench_compare.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <cstdint>
+#include <set>
 
+#include "nanoinfer/atomic_write.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/json_limits.h"
 
@@ -138,56 +136,93 @@ std::string test_name(const Kind& k, const nlohmann::json& r) {
 
 }  // namespace
 
-std::vector<FigureVerdict> compare_records(const std::vector<nlohmann::json>& history,
-                                           const std::vector<nlohmann::json>& candidates,
-                                           const CompareOptions& options) {
-  std::vector<FigureVerdict> out;
-  for (const nlohmann::json& c : candidates) {
+// (Indices into kinds(), whose types are this file's own.)
+struct RecordComparison::Slot {
+  size_t kind, figure;  // kinds()[kind].figures[figure]
+  size_t candidate;
+  FigureVerdict v;
+  double last_spread = 0;  // the relative spread of the last comparable record's figure
+};
+
+RecordComparison::RecordComparison(std::vector<nlohmann::json> candidates, const CompareOptions& options)
+    : candidates_(std::move(candidates)), options_(options) {
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const nlohmann::json& c = candidates_[i];
     const Kind* k = kind_of(c);
     if (k == nullptr || discarded(c)) continue;
-    for (const Figure& f : k->figures) {
+    for (size_t fi = 0; fi < k->figures.size(); ++fi) {
+      const Figure& f = k->figures[fi];
       const std::optional<double> value = number(c, f.field);
       if (!value) continue;
-      FigureVerdict v;
-      v.bench = k->bench;
-      v.test = test_name(*k, c);
-      v.figure = f.field;
-      v.value = *value;
-      const nlohmann::json* last = nullptr;
-      for (const nlohmann::json& h : history) {
-        if (kind_of(h) != k || discarded(h) || !same_test(*k, c, h)) continue;
-        const std::optional<double> x = number(h, f.field);
-        if (!x || *x <= 0) continue;
-        if (v.earlier == 0 || speed_ratio(f, *x, v.best) > 1) v.best = *x;
-        v.last = *x;
-        last = &h;
-        ++v.earlier;
-      }
-      if (last != nullptr) {
-        v.ratio_best = speed_ratio(f, v.value, v.best);
-        v.ratio_last = speed_ratio(f, v.value, v.last);
-        v.noise = std::max({options.min_noise, relative_spread(f, c, v.value), relative_spread(f, *last, v.last)});
-        v.regression = v.ratio_last < 1.0 - v.noise;
-      }
-      out.push_back(std::move(v));
+      Slot s{static_cast<size_t>(k - kinds().data()), fi, i, {}, 0};
+      s.v.bench = k->bench;
+      s.v.test = test_name(*k, c);
+      s.v.figure = f.field;
+      s.v.value = *value;
+      slots_.push_back(std::move(s));
     }
+  }
+}
+
+void RecordComparison::add_earlier(const nlohmann::json& h) {
+  const Kind* k = kind_of(h);
+  if (k == nullptr || discarded(h)) return;
+  const size_t kind = static_cast<size_t>(k - kinds().data());
+  for (Slot& s : slots_) {
+    if (s.kind != kind || !same_test(*k, candidates_[s.candidate], h)) continue;
+    const Figure& f = k->figures[s.figure];
+    const std::optional<double> x = number(h, f.field);
+    if (!x || *x <= 0) continue;
+    FigureVerdict& v = s.v;
+    if (v.earlier == 0 || speed_ratio(f, *x, v.best) > 1) v.best = *x;
+    v.last = *x;
+    s.last_spread = relative_spread(f, h, *x);
+    ++v.earlier;
+  }
+}
+
+std::vector<FigureVerdict> RecordComparison::verdicts() const {
+  std::vector<FigureVerdict> out;
+  out.reserve(slots_.size());
+  for (const Slot& s : slots_) {
+    FigureVerdict v = s.v;
+    if (v.earlier > 0) {
+      const Figure& f = kinds()[s.kind].figures[s.figure];
+      v.ratio_best = speed_ratio(f, v.value, v.best);
+      v.ratio_last = speed_ratio(f, v.value, v.last);
+      v.noise = std::max({options_.min_noise, relative_spread(f, candidates_[s.candidate], v.value), s.last_spread});
+      v.regression = v.ratio_last < 1.0 - v.noise;
+    }
+    out.push_back(std::move(v));
   }
   return out;
 }
 
-std::vector<nlohmann::json> read_bench_records(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) fail("{}: cannot open the bench records", file);
-  std::vector<nlohmann::json> records;
-  std::string line;
-  for (size_t n = 1; std::getline(in, line); ++n) {
+std::vector<FigureVerdict> compare_records(const std::vector<nlohmann::json>& history,
+                                           const std::vector<nlohmann::json>& candidates,
+                                           const CompareOptions& options) {
+  RecordComparison comparison(candidates, options);
+  for (const nlohmann::json& h : history) comparison.add_earlier(h);
+  return comparison.verdicts();
+}
+
+BenchRecordReader::BenchRecordReader(const std::string& file) : file_(file), lines_(file == "-" ? "./-" : file) {}
+
+bool BenchRecordReader::next(nlohmann::json& record) {
+  for (std::string line; lines_.next(line);) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    check_json_depth(line, fmt::format("{}:{}", file, n));
-    nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!r.is_object()) fail("{}:{}: not a JSON object (one bench record per line)", file, n);
-    records.push_back(std::move(r));
+    const size_t n = lines_.line_number();
+    if (std::string problem; !try_parse_json(line, record, problem)) fail("{}:{}: {}", file_, n, problem);
+    if (!record.is_object()) fail("{}:{}: not a JSON object (one bench record per line)", file_, n);
+    return true;
   }
-  if (in.bad()) fail("{}: read error", file);
+  return false;
+}
+
+std::vector<nlohmann::json> read_bench_records(const std::string& file) {
+  BenchRecordReader in(file);
+  std::vector<nlohmann::json> records;
+  for (nlohmann::json r; in.next(r);) records.push_back(std::move(r));
   return records;
 }
 
@@ -202,6 +237,56 @@ std::pair<std::vector<nlohmann::json>, std::vector<nlohmann::json>> split_last_r
                                          std::make_move_iterator(records.end()));
   records.resize(first);
   return {std::move(records), std::move(candidates)};
+}
+
+CompareReading compare_results_file(const std::string& file, const std::string& run_file,
+                                    const CompareOptions& options) {
+  CompareReading out;
+  std::vector<nlohmann::json> run;  // the candidates, held
+  size_t history = 0;               // the records of `file` before them (all of it with run_file)
+  const auto held = [&](size_t n) { out.peak_records_held = std::max(out.peak_records_held, n); };
+  const auto too_many = [&](const std::string& where) {
+    fail("{}: the run to compare holds more than {} records (bench compare holds one run in memory)", where,
+         kMaxRunRecords);
+  };
+  if (run_file.empty()) {
+    // The trailing group of one non-null "run" (split_last_run's rule): a null run is a group of
+    // one, a different run starts a new group. Only the current group is held, up to the cap.
+    BenchRecordReader in(file);
+    size_t records = 0, group = 0;
+    nlohmann::json group_run;
+    for (nlohmann::json r; in.next(r);) {
+      held(run.size() + 1);
+      ++records;
+      nlohmann::json id = field(r, "run");
+      if (group == 0 || id.is_null() || group_run.is_null() || id != group_run) {
+        run.clear();
+        group = 0;
+        group_run = std::move(id);
+      }
+      if (++group <= kMaxRunRecords) run.push_back(std::move(r));
+    }
+    if (group > kMaxRunRecords) too_many(file);
+    history = records - group;
+  } else {
+    BenchRecordReader in(run_file);
+    for (nlohmann::json r; in.next(r);) {
+      held(run.size() + 1);
+      if (run.size() == kMaxRunRecords) too_many(run_file);
+      run.push_back(std::move(r));
+    }
+    history = SIZE_MAX;
+  }
+  out.candidates = run.size();
+  RecordComparison comparison(std::move(run), options);
+  BenchRecordReader in(file);
+  nlohmann::json h;
+  for (size_t n = 0; n < history && in.next(h); ++n) {
+    held(out.candidates + 1);
+    comparison.add_earlier(h);
+  }
+  out.verdicts = comparison.verdicts();
+  return out;
 }
 
 std::string format_verdicts(const std::vector<FigureVerdict>& verdicts) {
@@ -227,40 +312,32 @@ std::string format_verdicts(const std::vector<FigureVerdict>& verdicts) {
 void discard_bench_records(const std::string& file, const std::vector<size_t>& lines, const std::string& reason) {
   if (reason.find_first_not_of(" \t") == std::string::npos) fail("bench discard: --reason must say why");
   if (lines.empty()) fail("bench discard: no --line given");
-  std::ifstream in(file);
-  if (!in) fail("{}: cannot open the bench records", file);
-  std::vector<std::string> text;
-  for (std::string line; std::getline(in, line);) text.push_back(std::move(line));
-  if (in.bad()) fail("{}: read error", file);
-  in.close();
-  for (size_t n : lines) {
-    if (n < 1 || n > text.size()) fail("{}: no line {} (the file has {} lines)", file, n, text.size());
-    check_json_depth(text[n - 1], fmt::format("{}:{}", file, n));
-    nlohmann::json r = nlohmann::json::parse(text[n - 1], nullptr, /*allow_exceptions=*/false);
-    if (!r.is_object()) fail("{}:{}: not a JSON object (one bench record per line)", file, n);
-    if (discarded(r)) fail("{}:{}: already discarded ({})", file, n, r["discarded"].dump());
-    r["discarded"] = reason;
-    text[n - 1] = r.dump();
+  std::set<size_t> wanted;
+  for (const size_t n : lines) {
+    if (n < 1) fail("{}: no line {} (lines are numbered from 1)", file, n);
+    if (!wanted.insert(n).second) fail("{}: line {} is given twice", file, n);
   }
-  // Written beside the file, then renamed over it: a failed write leaves the file as it was.
-  const std::filesystem::path path(file);
-  const std::filesystem::path tmp = path.string() + fmt::format(".discard-{}.tmp", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const std::string& line : text) out << line << '\n';
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      fail("{}: cannot write the rewritten records", tmp.string());
+  // The file is read a line at a time and written as it is read, to a temporary beside it that
+  // replaces it only when every named line was found and marked.
+  LineReader in(file == "-" ? "./-" : file);
+  AtomicFileWriter out(file);
+  for (std::string line; in.next(line);) {
+    const size_t n = in.line_number();
+    if (wanted.contains(n)) {
+      nlohmann::json r;
+      if (std::string problem; !try_parse_json(line, r, problem)) fail("{}:{}: {}", file, n, problem);
+      if (!r.is_object()) fail("{}:{}: not a JSON object (one bench record per line)", file, n);
+      if (discarded(r)) fail("{}:{}: already discarded ({})", file, n, excerpt(r["discarded"].dump()));
+      r["discarded"] = reason;
+      line = r.dump();
     }
+    line += '\n';
+    out.write(line);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    fail("{}: cannot replace it with the rewritten records", file);
+  if (*wanted.rbegin() > in.line_number()) {
+    fail("{}: no line {} (the file has {} lines)", file, *wanted.rbegin(), in.line_number());
   }
+  out.commit();
 }
 
 }  // namespace nanoinfer::cli

@@ -26,15 +26,11 @@ struct CompareArgs {
 
 void bench_compare(const CompareArgs& args) {
   if (!(args.min_noise >= 0 && args.min_noise < 1)) fail("--min-noise must be in [0, 1), got {}", args.min_noise);
-  std::vector<nlohmann::json> history = read_bench_records(args.file), candidates;
-  if (args.run.empty()) {
-    std::tie(history, candidates) = split_last_run(std::move(history));
-  } else {
-    candidates = read_bench_records(args.run);
-  }
-  if (candidates.empty()) fail("bench compare: no record to compare in {}", args.run.empty() ? args.file : args.run);
-  const std::vector<FigureVerdict> verdicts = compare_records(history, candidates, {.min_noise = args.min_noise});
-  if (verdicts.empty()) fail("bench compare: none of the {} record(s) has a figure compare knows", candidates.size());
+  // The records are streamed (compare_results_file): only the newest run's are held.
+  const CompareReading reading = compare_results_file(args.file, args.run, {.min_noise = args.min_noise});
+  const std::vector<FigureVerdict>& verdicts = reading.verdicts;
+  if (reading.candidates == 0) fail("bench compare: no record to compare in {}", args.run.empty() ? args.file : args.run);
+  if (verdicts.empty()) fail("bench compare: none of the {} record(s) has a figure compare knows", reading.candidates);
   fmt::print("{}", format_verdicts(verdicts));
   for (const FigureVerdict& v : verdicts) {
     if (v.regression) throw CLI::RuntimeError(kRegressionExit);

@@ -5,7 +5,6 @@
 // server's -t and --isa and its own command line.
 #include <fmt/format.h>
 
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +14,7 @@
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/json_limits.h"
 #include "nanoinfer/thread_pool.h"
@@ -40,11 +40,12 @@ void bench_record(const RecordArgs& args) {
   const int threads = ThreadPool::clamp_threads(resolve_threads(args.threads));
   // Every line is read and checked before the first is appended, so bad input appends nothing.
   std::vector<nlohmann::json> records;
-  std::string line;
-  for (size_t n = 1; std::getline(std::cin, line); ++n) {
+  LineReader in("-");  // stdin, a line at a time, each line capped (file_io.h)
+  for (std::string line; in.next(line);) {
+    const size_t n = in.line_number();
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    check_json_depth(line, fmt::format("bench record: stdin line {}", n));
-    nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json r;
+    if (std::string problem; !try_parse_json(line, r, problem)) fail("bench record: stdin line {}: {}", n, problem);
     if (!r.is_object()) fail("bench record: stdin line {} is not a JSON object", n);
     if (!r.contains("bench") || !r["bench"].is_string())
       fail("bench record: stdin line {} has no \"bench\" name (a string)", n);

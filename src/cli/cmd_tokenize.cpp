@@ -48,13 +48,7 @@ void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
   for (std::string line; in.next(line);) {
     if (line.empty()) continue;
     const std::string where = fmt::format("{} line {}", args.file, in.line_number());
-    check_json_depth(line, where);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: not valid JSON ({})", where, excerpt(e.what(), 200));
-    }
+    const nlohmann::json j = parse_json(line, where);
     if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
       fail("{}: expected an object with a string field \"text\"", where);
     }

@@ -26,6 +26,7 @@
 #include "model/weight_source.h"
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 #include "nanoinfer/file_io.h"
 
 namespace nanoinfer {
@@ -39,7 +40,7 @@ GgmlType ggml_type_of(WeightType t) { return static_cast<GgmlType>(weight_type_i
 nlohmann::json read_json_object(const ModelSource& src, std::string_view name) {
   const std::optional<std::string> text = src.read_text(name, kMaxConfigFileBytes);
   if (!text) return nlohmann::json::object();
-  auto j = nlohmann::json::parse(*text, nullptr, false);
+  auto j = parse_json(*text, src.path_of(name).string());
   if (!j.is_object()) fail("{}: not a JSON object", src.path_of(name).string());
   return j;
 }
@@ -50,8 +51,7 @@ nlohmann::json read_json_object(const ModelSource& src, std::string_view name) {
 void set_tokenizer(GgufWriter& w, const ModelSource& src, std::string_view tokenizer_json, size_t padded_vocab,
                    const Tokenizer& tok, bool llama) {
   const fs::path path = src.path_of("tokenizer.json");
-  const auto j = nlohmann::json::parse(tokenizer_json, nullptr, false);
-  if (j.is_discarded()) fail("{}: not valid JSON", path.string());
+  const auto j = parse_json(tokenizer_json, path.string());
   std::vector<std::string> tokens(padded_vocab);
   std::vector<int32_t> types(padded_vocab, 5);
   for (size_t i = 0; i < padded_vocab; ++i) tokens[i] = "[PAD" + std::to_string(i) + "]";

@@ -116,7 +116,7 @@ ScratchDir staging_dir(const fs::path& target) {
 nlohmann::ordered_json read_config_json(const ModelSource& src) {
   const std::optional<std::string> text = src.read_text("config.json", kMaxConfigFileBytes);
   if (!text) fail("{}: not found", src.files.config.string());
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(*text, nullptr, false);
+  nlohmann::ordered_json j = parse_ordered_json(*text, src.files.config.string());
   if (!j.is_object()) fail("{}: not a JSON object", src.files.config.string());
   return j;
 }

@@ -11,6 +11,7 @@
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer {
 namespace {
@@ -93,11 +94,7 @@ TuningCache read_tuning_cache(const std::filesystem::path& file, std::string_vie
   try {
     const std::string text = read_file(file, kMaxCacheBytes);
     nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception&) {
-      return ignored("not valid JSON");
-    }
+    if (std::string problem; !try_parse_json(text, j, problem)) return ignored(problem);
     if (!j.is_object() || j.value("format", std::string()) != kFormat) return ignored("not a nanoinfer tuning file");
     if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kVersion) {
       return ignored(fmt::format("not version {}", kVersion));

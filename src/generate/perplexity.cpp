@@ -78,6 +78,14 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
     r.perplexity = std::exp(r.mean_nll);
     const double sem = r.scored > 1 ? std::sqrt(m2 / static_cast<double>(r.scored - 1) / static_cast<double>(r.scored)) : 0.0;
     r.perplexity_stderr = r.perplexity * sem;
+    // Finite logits can still score each token so badly that exp(mean NLL) overflows (a mean
+    // above 709 nats, where a uniform guess over any vocabulary scores ~12): "inf" is no
+    // measurement, and the logits' magnitudes are far beyond any trained model's.
+    if (!std::isfinite(r.perplexity) || !std::isfinite(r.perplexity_stderr)) {
+      fail("perplexity: overflows in window {} (mean negative log-likelihood {:.4g} nats per token): the model's "
+           "logits are far beyond any trained model's, its weights corrupt",
+           r.windows, r.mean_nll);
+    }
     if (progress) progress(r.windows, plan.size(), r);
   }
   return r;

@@ -96,4 +96,27 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view d
   file.commit();
 }
 
+namespace {
+constexpr size_t kWriterChunk = size_t{1} << 20;
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(const std::filesystem::path& path) : file_(std::make_unique<AtomicFile>(path)) {}
+
+AtomicFileWriter::~AtomicFileWriter() = default;
+
+void AtomicFileWriter::write(std::string_view data) {
+  buffer_ += data;
+  if (buffer_.size() >= kWriterChunk) flush();
+}
+
+void AtomicFileWriter::flush() {
+  file_->write_all(buffer_.data(), buffer_.size());
+  buffer_.clear();
+}
+
+void AtomicFileWriter::commit() {
+  flush();
+  file_->commit();
+}
+
 }  // namespace nanoinfer

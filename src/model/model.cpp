@@ -29,8 +29,9 @@
 #include "nanoinfer/model.h"
 
 #include <algorithm>
-#include <chrono>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -198,6 +199,7 @@ struct Model::Impl {
 
     embed_rows(w.embed, tokens, n, x);
     emit_rows(parts, "embed", -1, H, x);
+    const size_t QKV = q_dim() + 2 * kv_dim();
     for (size_t l = 0; l < w.layers.size(); ++l) {
       const LayerWeights& L = w.layers[l];
       const int il = static_cast<int>(l);
@@ -206,22 +208,63 @@ struct Model::Impl {
       // own cache.
       rmsnorm(x, L.attn_norm, eps, xb, n, H);
       emit_rows(parts, "attn_norm", il, H, xb);
+      require_finite(parts, "attn_norm", l, xb, n, H);
       linear(compute, L.qkv, xb, qkv, n);
+      require_finite(parts, "qkv", l, qkv, n, QKV);
       for (const StepPart& p : parts) attend(a, p, l, qkv, q, att);
+      require_finite(parts, "attn_out", l, att, n, q_dim());
       linear(compute, L.o, nullptr, att, xb, n);
       add_inplace(x, xb, n * H);
       emit_rows(parts, "attn_residual", il, H, x);
+      require_finite(parts, "attn_residual", l, x, n, H);
 
       // SwiGLU feed-forward block.
       rmsnorm(x, L.ffn_norm, eps, xb, n, H);
       emit_rows(parts, "ffn_norm", il, H, xb);
+      require_finite(parts, "ffn_norm", l, xb, n, H);
       linear_swiglu(compute, L.gate_up, xb, gate_up, act, n);
       emit_rows(parts, "ffn_act", il, I, act);
+      require_finite(parts, "ffn_act", l, act, n, I);
       linear(compute, L.down, nullptr, act, xb, n);
       add_inplace(x, xb, n * H);
       emit_rows(parts, "layer_out", il, H, x);
+      require_finite(parts, "layer_out", l, x, n, H);
     }
   }
+
+  // Every activation a layer computes is checked to be finite where it is made: a quantized
+  // product rounds its input to integers, and a NaN or infinity rounded there comes out
+  // finite, so a model whose finite weights overflow would otherwise give finite garbage
+  // logits. One pass over each buffer, a few floats per row against the products' thousands
+  // of multiply-adds. Throws Error naming the layer, the intermediate (the tap's name), the
+  // value and the position; the step's cache rows are discarded (step()).
+  static void require_finite(std::span<const StepPart> parts, std::string_view name, size_t layer, const float* data,
+                             size_t n, size_t dim) {
+    const size_t at = first_non_finite(data, n * dim);
+    if (at == n * dim) return;
+    const size_t row = at / dim;
+    size_t position = row;
+    for (const StepPart& p : parts) {
+      if (row >= p.row && row < p.row + p.n) position = p.pos + (row - p.row);
+    }
+    fail("non-finite activation in layer {} ({} at position {} is {}): the model's weights overflow or are corrupt",
+         layer, name, position, data[at]);
+  }
+
+  // The rows of one part about to enter the KV cache: an f16 cache saturates a value beyond its
+  // range at +-65504 (an infinite key would make every score NaN), which would silently change
+  // the attention; such a value is an overflow, reported as require_finite's are.
+  void require_cacheable(const StepPart& p, std::string_view name, size_t layer, const float* data, size_t dim) const {
+    if (opts.kv_type != DType::F16) return require_finite({&p, 1}, name, layer, data, p.n, dim);
+    const size_t at = first_beyond(data, p.n * dim, kF16Overflow);
+    if (at == p.n * dim) return;
+    if (!std::isfinite(data[at])) require_finite({&p, 1}, name, layer, data, p.n, dim);
+    fail("activation in layer {} beyond the f16 KV cache's range ({} at position {} is {:.3g}, the largest f16 is "
+         "65504): the model's weights overflow or are corrupt (--kv-type bf16 holds it)",
+         layer, name, p.pos + at / dim, data[at]);
+  }
+  // The smallest magnitude that rounds to infinity in f16 (65504 + half its last step of 32).
+  static constexpr float kF16Overflow = 65519.99f;
 
   // One part's attention in layer l: its k and v rows of qkv are split out (into the step's
   // f32 k and v buffers), k is rotated there, once, and both are rounded into the cache's new
@@ -249,6 +292,8 @@ struct Model::Impl {
     }
     rope.apply(pq, p.n, shape.n_heads, p.pos);
     rope.apply(pk, p.n, shape.n_kv_heads, p.pos);
+    require_cacheable(p, "k", l, pk, KV);
+    require_cacheable(p, "v", l, pv, KV);
     cache.append(l, pk, pv);
     s.emit("q", il, p.pos, p.n, Q, pq);
     s.emit("k", il, p.pos, p.n, KV, pk);
@@ -282,7 +327,14 @@ struct Model::Impl {
       p.seq->emit("final_norm", -1, p.pos + (p.n - p.out), p.out, H, a.xb.data() + m * H);
       m += p.out;
     }
-    if (m > 0 && out != nullptr) linear(compute, w.lm_head, nullptr, a.xb.data(), out, m);
+    if (m == 0 || out == nullptr) return;
+    linear(compute, w.lm_head, nullptr, a.xb.data(), out, m);
+    // A row the final norm made non-finite gets NaN logits: a quantized head would round its
+    // infinities into finite garbage, and the logits' readers (sampler, perplexity) each
+    // report a non-finite logit naming their own step or position.
+    for (size_t r = 0; r < m; ++r) {
+      if (first_non_finite(a.xb.data() + r * H, H) < H) std::fill_n(out + r * vocab(), vocab(), NAN);
+    }
   }
 };
 

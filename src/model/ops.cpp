@@ -5,6 +5,7 @@
 #include <vector>
 #include <cassert>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <cstring>
 
@@ -25,6 +26,24 @@ void rmsnorm(const float* x, const float* weight, float eps, float* y, size_t n,
     const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
     for (size_t i = 0; i < dim; ++i) out[i] = row[i] * scale * weight[i];
   }
+}
+
+size_t first_beyond(const float* v, size_t count, float limit) {
+  constexpr size_t kBlock = 64;
+  for (size_t begin = 0; begin < count; begin += kBlock) {
+    const size_t end = std::min(count, begin + kBlock);
+    bool bad = false;  // a branch-free pass over the block (NaN fails the comparison)
+    for (size_t i = begin; i < end; ++i) bad |= !(std::fabs(v[i]) <= limit);
+    if (bad) {
+      for (size_t i = begin; i < end; ++i)
+        if (!(std::fabs(v[i]) <= limit)) return i;
+    }
+  }
+  return count;
+}
+
+size_t first_non_finite(const float* v, size_t count) {
+  return first_beyond(v, count, std::numeric_limits<float>::max());
 }
 
 void add_inplace(float* x, const float* y, size_t count) {

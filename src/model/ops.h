@@ -20,6 +20,12 @@ namespace nanoinfer {
 // y = x / sqrt(mean(x^2) + eps) * weight, per row. x, y: [n][dim] (may alias); weight: [dim].
 void rmsnorm(const float* x, const float* weight, float eps, float* y, size_t n, size_t dim);
 
+// The index of the first element of v[0 .. count) that is NaN or of magnitude above `limit`,
+// or count when there is none. One pass over the floats.
+size_t first_beyond(const float* v, size_t count, float limit);
+// first_beyond with the largest finite float as the limit: the first NaN or infinity.
+size_t first_non_finite(const float* v, size_t count);
+
 // x += y, elementwise over count floats.
 void add_inplace(float* x, const float* y, size_t count);
 

@@ -14,8 +14,7 @@ std::map<std::string, WeightType> declared_block_types(const SafetensorsLayout& 
   if (it == layout.metadata.end()) return types;
   // JSON inside a header string: the header's own depth check never sees its brackets, and
   // both dump() and the destruction of a parsed value recurse once per level.
-  check_json_depth(it->second, fmt::format("{}: __metadata__ \"{}\"", origin, kWeightTypesKey));
-  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = parse_json(it->second, fmt::format("{}: __metadata__ \"{}\"", origin, kWeightTypesKey));
   if (!j.is_object()) fail("{}: __metadata__ \"{}\" is not a JSON object", origin, kWeightTypesKey);
   for (const auto& [name, value] : j.items()) {
     const std::optional<WeightType> type =

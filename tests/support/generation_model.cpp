@@ -7,6 +7,9 @@
 #include <stdexcept>
 #include <utility>
 
+#include "base/weight_blocks.h"
+#include "io/gguf.h"
+#include "nanoinfer/engine.h"
 #include "support/files.h"
 
 namespace nanoinfer::test {
@@ -112,6 +115,40 @@ void fill_f32_tensor(const std::filesystem::path& dir, std::string_view name, fl
 void make_logits_overflow(const std::filesystem::path& dir) {
   fill_f32_tensor(dir, "model.norm.weight", 3e38f);
   fill_f32_tensor(dir, "lm_head.weight", 3e38f);
+}
+
+void write_huge_k_scale_gguf(const std::filesystem::path& file, WeightType type) {
+  size_t block_bytes = 0, d_offset = 0;
+  if (type == WeightType::Q4_K) {
+    block_bytes = sizeof(BlockQ4_K), d_offset = offsetof(BlockQ4_K, d);
+  } else if (type == WeightType::Q5_K) {
+    block_bytes = sizeof(BlockQ5_K), d_offset = offsetof(BlockQ5_K, d);
+  } else if (type == WeightType::Q6_K) {
+    block_bytes = sizeof(BlockQ6_K), d_offset = offsetof(BlockQ6_K, d);
+  } else {
+    throw std::runtime_error("write_huge_k_scale_gguf: not a K-quant type");
+  }
+  export_gguf(default_model_dir(), file, type);
+  std::vector<std::byte> bytes = read_bytes(file);
+  const GgufLayout layout = parse_gguf(bytes, file.string());
+  const auto ggml = static_cast<GgmlType>(weight_type_info(type).gguf_type);
+  size_t blocks = 0;
+  for (const GgufTensorInfo& t : layout.tensors) {
+    size_t step = block_bytes, d_at = d_offset;
+    if (t.type == GgmlType::Q8_0) {  // the tied embedding: its scale d first, then 32 int8
+      step = sizeof(uint16_t) + 32, d_at = 0;
+    } else if (t.type != ggml) {
+      continue;
+    }
+    const size_t begin = layout.data_offset + t.offset;
+    for (size_t at = begin; at < begin + t.nbytes; at += step, ++blocks) {
+      bytes[at + d_at] = std::byte{0xFF};  // 0x7BFF: 65504
+      bytes[at + d_at + 1] = std::byte{0x7B};
+    }
+  }
+  if (blocks == 0) throw std::runtime_error("write_huge_k_scale_gguf: no tensor of the type");
+  std::filesystem::remove(file);
+  write_bytes(file, bytes);
 }
 
 void write_tiny_model_dir(const std::filesystem::path& dir) {
