@@ -35,6 +35,11 @@ std::optional<Channel::Piece> Channel::next_for(std::chrono::milliseconds timeou
   return take_locked();
 }
 
+bool Channel::wait_closed(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, timeout, [&] { return done_; });
+}
+
 void Channel::append(std::string_view text) {
   if (text.empty()) return;
   {

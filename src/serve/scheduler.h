@@ -91,6 +91,10 @@ class Channel {
   // The scheduler drops a cancelled request at its next step, or from the queue.
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
+  // Waits at most `timeout` for the generation to end (a cancelled one ends at the scheduler's
+  // next step); true once it has. Then what is valid once done (below) may be read on any
+  // thread: the access log reads a cancelled request's counts this way.
+  bool wait_closed(std::chrono::milliseconds timeout);
 
   // Valid once next() returned done.
   Outcome outcome() const { return outcome_; }

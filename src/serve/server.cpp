@@ -21,6 +21,7 @@
 #include "nanoinfer/generation_step.h"
 #include "nanoinfer/serve.h"
 #include "chat_page_asset.h"
+#include "serve/access_log.h"
 #include "serve/api.h"
 #include "serve/front.h"
 #include "serve/metrics.h"
@@ -346,20 +347,35 @@ struct Server::Impl {
         [channel](bool) { channel->cancel(); });
   }
 
-  // "nanoinfer: 127.0.0.1 POST /v1/chat/completions 200 tokens 31+16 0.42 s": one write, so
-  // lines of concurrent requests never interleave. Tokens are prompt+completion, for requests
-  // that reached the scheduler; the time runs from routing to the last byte written.
-  void log_access(const httplib::Request& req, const httplib::Response& res) const {
-    std::string line = fmt::format("nanoinfer: {} {} {} {}", req.remote_addr.empty() ? "-" : req.remote_addr,
-                                   req.method, req.path, res.status);
-    if (request_trace.channel) {
-      const serve::Usage u = request_trace.channel->usage();
-      line += fmt::format(" tokens {}+{}", u.prompt_tokens, u.completion_tokens);
+  // The status the log and /metrics count, once the request's generation (if any) has ended.
+  // The logger runs after the answer's last byte, or after the client left: a generation still
+  // running then has lost its client and is cancelled (httplib's releaser would do it right
+  // after), and its counts are read once the scheduler has closed it, at its next step. A
+  // stream whose client left before its end went out with status 200 in its headers; it is
+  // counted 499, as a non-streaming request whose client left is.
+  int settle(const httplib::Response& res) const {
+    const std::shared_ptr<serve::Channel>& channel = request_trace.channel;
+    if (!channel) return res.status;
+    channel->cancel();  // a no-op for a generation that ended
+    if (!channel->wait_closed(std::chrono::seconds(60))) return res.status;
+    if (res.status == 200 && channel->outcome() == serve::Outcome::Cancelled && !stopping) return 499;
+    return res.status;
+  }
+
+  // "nanoinfer: 127.0.0.1 POST /v1/chat/completions 200 tokens 31+16 0.42 s" (serve/access_log.h):
+  // one write, so lines of concurrent requests never interleave. Tokens are prompt+completion,
+  // for requests that reached the scheduler (one cut short counts what was generated); the time
+  // runs from routing to the last byte written.
+  void log_access(const httplib::Request& req, int status) const {
+    serve::AccessEntry e{.client = req.remote_addr, .method = req.method, .path = req.path, .status = status};
+    if (request_trace.channel && request_trace.channel->wait_closed(std::chrono::milliseconds(0))) {
+      e.tokens = request_trace.channel->usage();
+      e.cached = request_trace.channel->cached_prompt_tokens();
     }
     if (request_trace.start != std::chrono::steady_clock::time_point{}) {
-      line += fmt::format(" {:.2f} s", std::chrono::duration<double>(std::chrono::steady_clock::now() - request_trace.start).count());
+      e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - request_trace.start).count();
     }
-    line += '\n';
+    const std::string line = serve::access_line(e);
     std::fwrite(line.data(), 1, line.size(), stderr);
   }
 
@@ -426,8 +442,9 @@ struct Server::Impl {
       send_error(res, ApiError(500, "server_error", "internal_error", what));
     });
     http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      metrics.count_request(res.status);
-      if (options.access_log) log_access(req, res);
+      const int status = settle(res);
+      metrics.count_request(status);
+      if (options.access_log) log_access(req, status);
       request_trace = {};
     });
     // Every answer (errors included) carries the CORS headers when the request's Origin is allowed.

@@ -1,0 +1,88 @@
+// What one client of `nanoinfer serve` must not be able to do to the operator or to another
+// client: forge or hide access-log lines (whether or not it has the key), learn whether
+// another client sent a prompt through the shared prefix cache, or forge tool markup
+// (<tool_call>, </tool_response>) with the text of a message. Cache reuse is counted from the
+// access log's "cached N" field, never timed. Run by CTest (test `serve_isolation`):
+//
+//   node tests/serve/isolation.test.mjs --nanoinfer build/release/nanoinfer
+//
+// Exits 77 (CTest's SKIP_RETURN_CODE), printing why, when the default model is missing.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+import { startServe } from './serve_process.mjs';
+
+const { values: args } = parseArgs({ options: { nanoinfer: { type: 'string' } } });
+if (!args.nanoinfer) {
+  console.error('usage: isolation.test.mjs --nanoinfer BINARY');
+  process.exit(2);
+}
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+if (!fs.existsSync(path.join(root, 'data/default-model/model.safetensors'))) {
+  console.log('serve_isolation: skipped: data/default-model is missing');
+  process.exit(77);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Sends `data` (a string or bytes) on a new connection; resolves with the answer once the
+// server closes it.
+function raw(port, data) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let got = '';
+    const timer = setTimeout(() => { sock.destroy(); resolve(got); }, 30000);
+    sock.on('data', (d) => { got += d; });
+    sock.on('error', () => {});
+    sock.on('close', () => { clearTimeout(timer); resolve(got); });
+    sock.write(data);
+  });
+}
+
+// The access-log lines (stderr lines after the start-up ones) once `count` have been written.
+async function logLines(s, count) {
+  const lines = () => s.stderr().split('\n').filter((l) => l !== '' && !/^nanoinfer: (serving|\/v1|warning|prefix)/.test(l));
+  for (let waited = 0; waited < 30000 && lines().length < count; waited += 50) await sleep(50);
+  return lines();
+}
+
+// ---- the access log ----------------------------------------------------------------------------
+
+test('no client, with the key or without, can forge a log line or send control sequences to the terminal', async () => {
+  const s = await startServe(args.nanoinfer, ['--api-key', 'k-log']);
+  try {
+    const requests = [
+      // A whole forged line after a percent-encoded LF; CR too.
+      'GET /v1/models%0ananoinfer:%206.6.6.6%20GET%20/admin%20200%200.00%20s HTTP/1.1',
+      'GET /v1/models%0d%0ananoinfer: HTTP/1.1',
+      // Colour, an OSC window title ending in BEL, backspaces, a bidi override, an isolate.
+      'GET /v1/%1b[31mred%1b]0;pwned%07%08%08%E2%80%AE%E2%81%A6txt HTTP/1.1',
+      // The same bytes raw in the request line, and in the method.
+      'GET /v1/\x1b[2Jraw\x08 HTTP/1.1',
+      'G\x1b[1mET /v1/models HTTP/1.1',
+      // Spaces (decoded) that would shift the fields, and a backslash.
+      'GET /v1/a%20200%20tokens%201+1%5Cx0a HTTP/1.1',
+    ];
+    for (const line of requests) {
+      await raw(s.port, Buffer.from(`${line}\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`, 'latin1'));
+    }
+    const lines = await logLines(s, requests.length);
+    assert.equal(lines.length, requests.length, s.stderr());
+    for (const l of lines) {
+      // One line per request, of the server's fields: client, method, path, status, seconds.
+      assert.match(l, /^nanoinfer: (127\.0\.0\.1|-) \S+ \S+ \d{3}( \d+\.\d\d s)?$/, JSON.stringify(l));
+      assert.doesNotMatch(l, /[\x00-\x1f\x7f\u0080-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069]/u, JSON.stringify(l));
+    }
+    assert.ok(!lines.some((l) => l.startsWith('nanoinfer: 6.6.6.6')), s.stderr());
+    assert.match(lines[0], /^nanoinfer: 127\.0\.0\.1 GET \/v1\/models\\x0ananoinfer:\\x206\.6\.6\.6\\x20GET\\x20\/admin\\x20200\\x200\.00\\x20s 401 /);
+    assert.match(lines[2], /\\x1b\[31mred\\x1b\]0;pwned\\x07\\x08\\x08\\u202e\\u2066txt 401/);
+    assert.match(lines[5], /\/v1\/a\\x20200\\x20tokens\\x201\+1\\x5cx0a 401/);
+  } finally {
+    await s.stop();
+  }
+});
