@@ -7,12 +7,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 #include "nanoinfer/serve.h"
 #include "speculation_options.h"
 
@@ -96,6 +98,11 @@ void run(const ServeFlags& f) {
   options.access_log = !f.quiet;
   options.web_page = !f.no_web_page;
   for (const std::string& origin : f.cors) {
+    // It is written into a response header: CR LF there would start a header of its own.
+    if (std::any_of(origin.begin(), origin.end(), [](char c) { return c < 0x21 || c > 0x7E; })) {
+      fail("--cors: the origin '{}' holds a space, a control character or a non-ASCII byte; an origin is "
+           "printable ASCII such as http://localhost:3000", escape_control(origin));
+    }
     // An origin is scheme://host[:port], nothing after: what a browser sends in Origin.
     const size_t scheme = origin.find("://");
     if (origin != "*" && (scheme == std::string::npos || origin.find('/', scheme + 3) != std::string::npos ||
@@ -113,6 +120,7 @@ void run(const ServeFlags& f) {
   fmt::print(stderr, "nanoinfer: serving '{}' ({}, context {}, {} parallel, queue {}; load {:.2f} s)\n",
              server.model_id(), m.dir.string(), m.model.max_context(), options.parallel, options.queue,
              m.load_seconds);
+  if (f.api_key) fmt::print(stderr, "nanoinfer: /v1/* requires an API key ('Authorization: Bearer KEY', the --api-key value)\n");
   if (speculation.enabled()) fmt::print(stderr, "nanoinfer: speculative decoding: {}\n", speculation.describe(/*timed=*/false));
   const bool ipv6 = f.host.find(':') != std::string::npos;
   fmt::print("http://{}{}{}:{}/v1\n", ipv6 ? "[" : "", f.host, ipv6 ? "]" : "", server.port());
