@@ -169,7 +169,7 @@ struct Server::Impl {
     if (r.endpoint == Endpoint::Chat) {
       // As encode_chat_prompt, with the tools block (rendered for tool_choice none too, as vLLM
       // does: the prompt, and so the cached prefix, does not depend on the choice).
-      job.prompt = encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AsText, tools);
+      job.prompt = encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools);
       job.eos_ids = chat_eos;
     } else {
       job.prompt = encode_raw_prompt(m.tokenizer, r.prompt);
