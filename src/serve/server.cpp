@@ -40,6 +40,7 @@ namespace {
 struct RequestTrace {
   std::chrono::steady_clock::time_point start{};
   std::shared_ptr<serve::Channel> channel;  // set once the request reached the scheduler
+  size_t key = 0;  // 1 + the index of the API key it authenticated with; 0 without
 };
 thread_local RequestTrace request_trace;
 
@@ -104,6 +105,12 @@ struct Server::Impl {
   std::atomic<bool> stopping{false};
   std::vector<int32_t> text_eos, chat_eos;
   std::shared_ptr<const VocabTrie> trie;  // the vocabulary's byte trie, for grammars
+  PrefixCache prefix_cache;                 // ServeOptions::prefix_cache, Auto resolved
+
+  static PrefixCache resolve(const ServeOptions& o) {
+    if (o.prefix_cache != PrefixCache::Auto) return o.prefix_cache;
+    return o.api_keys.size() > 1 ? PrefixCache::PerKey : PrefixCache::Shared;
+  }
 
   static serve::FrontOptions front_options(const ServeOptions& o) {
     serve::FrontOptions f;
@@ -114,7 +121,8 @@ struct Server::Impl {
     return f;
   }
 
-  Impl(const OpenedModel& model, const ServeOptions& opts) : m(model), options(opts), http(front_options(opts)) {
+  Impl(const OpenedModel& model, const ServeOptions& opts)
+      : m(model), options(opts), http(front_options(opts)), prefix_cache(resolve(opts)) {
     for (int32_t id = 0; id < m.tokenizer.vocab_size(); ++id) {
       try {
         max_token_bytes = std::max(max_token_bytes, m.tokenizer.token_bytes(id).size());
@@ -132,7 +140,8 @@ struct Server::Impl {
                                                       .step_tokens = options.step_tokens,
                                                       .step_latency = options.step_latency,
                                                       .make_drafter = options.make_drafter,
-                                                      .draft_max = options.draft_max},
+                                                      .draft_max = options.draft_max,
+                                                      .prefix_cache = prefix_cache != PrefixCache::Off},
         metrics);
     routes();
   }
@@ -202,6 +211,8 @@ struct Server::Impl {
       }
     }
     job.top_logprobs = r.top_logprobs;
+    // Per-key isolation: a prompt reuses cached rows only of prompts sent with the same key.
+    if (prefix_cache == PrefixCache::PerKey) job.cache_scope = request_trace.key;
     return job;
   }
 
@@ -391,7 +402,7 @@ struct Server::Impl {
       request_trace.start = std::chrono::steady_clock::now();
       // Without a key, only requests addressed to this machine by address are answered: a web
       // page that rebinds its own domain name to 127.0.0.1 sends that name as Host.
-      if (options.api_key.empty() && !address_host(req.get_header_value("Host"), options.host)) {
+      if (options.api_keys.empty() && !address_host(req.get_header_value("Host"), options.host)) {
         send_error(res, ApiError(403, "invalid_request_error", "forbidden_host",
                                  "the Host header must be an IP address or localhost when the server has no "
                                  "--api-key (protection against DNS rebinding)"));
@@ -406,10 +417,19 @@ struct Server::Impl {
       }
       // A CORS preflight carries no credentials: it is answered by the OPTIONS route.
       if (req.method == "OPTIONS" && !options.cors_origins.empty()) return R::Unhandled;
-      if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return R::Unhandled;
+      if (options.api_keys.empty() || req.path.rfind("/v1/", 0) != 0) return R::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
-      if (auth.rfind("Bearer ", 0) == 0 && same_secret(std::string_view(auth).substr(7), std::string_view(options.api_key))) {
-        return R::Unhandled;
+      if (auth.rfind("Bearer ", 0) == 0) {
+        // Every key is compared in full, whichever matches.
+        const std::string_view given = std::string_view(auth).substr(7);
+        size_t matched = 0;
+        for (size_t i = 0; i < options.api_keys.size(); ++i) {
+          if (same_secret(given, std::string_view(options.api_keys[i]))) matched = i + 1;
+        }
+        if (matched > 0) {
+          request_trace.key = matched;
+          return R::Unhandled;
+        }
       }
       send_error(res, ApiError(401, "authentication_error", "invalid_api_key",
                                "missing or wrong API key (send 'Authorization: Bearer <key>')"));
@@ -517,6 +537,7 @@ void Server::start() {
 
 int Server::port() const { return impl_->port; }
 const std::string& Server::model_id() const { return impl_->model_id; }
+PrefixCache Server::prefix_cache() const { return impl_->prefix_cache; }
 
 void Server::stop() {
   Impl& s = *impl_;

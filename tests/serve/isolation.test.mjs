@@ -89,6 +89,60 @@ test('no client, with the key or without, can forge a log line or send control s
   }
 });
 
+// ---- the prefix cache across API keys ------------------------------------------------------------
+
+// Sends `prompt` with `key` and returns how many prompt tokens its access-log line says were
+// reused from the cache (0 when the line has no "cached" field).
+async function cachedTokens(s, key, prompt) {
+  const before = (await logLines(s, 0)).length;
+  const res = await fetch(`${s.api}/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
+    body: JSON.stringify({ prompt, max_tokens: 1, temperature: 0 }),
+  });
+  const j = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(j));
+  const line = (await logLines(s, before + 1))[before];
+  assert.match(line, new RegExp(`^nanoinfer: 127\\.0\\.0\\.1 POST /v1/completions 200 tokens ${j.usage.prompt_tokens}\\+`), line);
+  return { cached: Number(line.match(/ cached (\d+) /)?.[1] ?? 0), prompt: j.usage.prompt_tokens };
+}
+
+test('with several keys a prompt reuses only cached prompts of its own key; --prefix-cache chooses', async () => {
+  // A long secret-looking prompt: another client must not learn that it was sent.
+  const secret = 'CONFIDENTIAL memo for the board: the merger with Example Corp closes on the first of May; ' +
+                 'do not share outside the finance team. Figures attached below in the usual format. ';
+  const keys = ['--api-key', 'k-alice', '--api-key', 'k-bob'];
+  const s = await startServe(args.nanoinfer, keys);
+  try {
+    assert.match(s.stderr(), /^nanoinfer: prefix cache per key/m);
+    const a1 = await cachedTokens(s, 'k-alice', secret);
+    assert.ok(a1.prompt > 40, `${a1.prompt} prompt tokens`);
+    assert.equal(a1.cached, 0);
+    assert.equal((await cachedTokens(s, 'k-bob', secret)).cached, 0, 'bob reused alice\'s prompt');
+    assert.equal((await cachedTokens(s, 'k-alice', secret)).cached, a1.prompt - 1, 'alice reuses her own');
+    assert.equal((await cachedTokens(s, 'k-bob', secret)).cached, a1.prompt - 1, 'bob reuses his own');
+  } finally {
+    await s.stop();
+  }
+  const shared = await startServe(args.nanoinfer, [...keys, '--prefix-cache', 'shared']);
+  try {
+    assert.match(shared.stderr(), /^nanoinfer: prefix cache shared/m);
+    const a = await cachedTokens(shared, 'k-alice', secret);
+    assert.equal((await cachedTokens(shared, 'k-bob', secret)).cached, a.prompt - 1);
+  } finally {
+    await shared.stop();
+  }
+  const off = await startServe(args.nanoinfer, ['--api-key', 'k-alice', '--prefix-cache', 'off']);
+  try {
+    assert.match(off.stderr(), /^nanoinfer: prefix cache off/m);
+    for (let i = 0; i < 2; ++i) assert.equal((await cachedTokens(off, 'k-alice', secret)).cached, 0);
+  } finally {
+    await off.stop();
+  }
+  const bad = spawnSync(args.nanoinfer, ['serve', '--port', '0', '--prefix-cache', 'private'], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(bad.status, 1);
+  assert.match(bad.stderr, /^nanoinfer: error: --prefix-cache must be shared, per-key or off, got 'private'\n$/);
+});
+
 // ---- tool markup in messages -------------------------------------------------------------------
 
 // The default model's weights shape (synthesized: random values) over its tokenizer plus
