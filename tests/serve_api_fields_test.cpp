@@ -5,6 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cfloat>
+
+#include "nanoinfer/logit_processor.h"
+#include "nanoinfer/sampler.h"
 #include "serve/api.h"
 
 namespace nanoinfer::serve {
@@ -89,6 +93,46 @@ TEST(ServeApiFields, LogprobsAndPenalties) {
   EXPECT_EQ(p.frequency_penalty, 0.5);
   EXPECT_EQ(p.presence_penalty, -1);
   EXPECT_EQ(p.logit_bias, (std::map<int32_t, double>{{3, 2.5}, {7, -100}}));
+}
+
+// Sampling values are refused at validation (400 naming the field) unless every token can be
+// sampled with them: before, a repetition_penalty of 1e308 or a temperature of 1e-320 was
+// accepted and failed at the first generated token, a 500.
+TEST(ServeApiFields, SamplingValuesThatWouldOverflowAreRefusedByName) {
+  const std::vector<std::pair<json, std::string>> refused = {
+      {{{"repetition_penalty", 1e308}}, "'repetition_penalty'"},
+      {{{"repetition_penalty", 1e-320}}, "'repetition_penalty'"},
+      {{{"repetition_penalty", 100.5}}, "'repetition_penalty'"},
+      {{{"repetition_penalty", 0.005}}, "'repetition_penalty'"},
+      {{{"temperature", 1e-320}}, "'temperature'"},
+      {{{"temperature", 1e-6}}, "'temperature'"},
+  };
+  for (const auto& [extra, needle] : refused) {
+    const std::string e = refusal(extra);
+    EXPECT_NE(e.find(needle), std::string::npos) << extra.dump() << " gave '" << e << "'";
+  }
+  // The extremes accepted, with the largest logits a model can produce (finite floats), the
+  // OpenAI penalties and biases at their bounds: every score stays finite, nothing throws.
+  for (const double penalty : {0.01, 100.0}) {
+    const CompletionRequest r = chat({{"temperature", 1e-5}, {"repetition_penalty", penalty}, {"frequency_penalty", -2},
+                                      {"presence_penalty", -2}, {"logit_bias", {{"0", 100}, {"1", -100}}}});
+    SamplerParams params{.temperature = *r.sampling.temperature, .top_k = 0, .top_p = 1.0};
+    Sampler sampler(4, params);
+    const std::vector<float> logits = {FLT_MAX, -FLT_MAX, FLT_MAX, 0.0f};
+    const std::vector<int32_t> context = {0, 1, 2, 3, 0, 0};
+    std::span<double> scores = sampler.load(logits);
+    RepetitionPenalty(4, *r.sampling.repetition_penalty).process(scores, context);
+    FrequencyPresencePenalty openai(4, r.frequency_penalty, r.presence_penalty);
+    for (int i = 0; i < 1000; ++i) openai.accept(0);
+    openai.process(scores, context);
+    LogitBias(r.logit_bias).process(scores, context);
+    Candidates c;
+    ASSERT_NO_THROW(c = sampler.select()) << penalty;
+    ASSERT_FALSE(c.ids.empty());
+    for (const double p : c.probs) EXPECT_TRUE(std::isfinite(p));
+  }
+  EXPECT_EQ(refusal({{"temperature", 0}}), "");
+  EXPECT_EQ(refusal({{"temperature", 1e300}}), "");
 }
 
 TEST(ServeApiFields, LogprobsShapes) {

@@ -240,6 +240,64 @@ TEST_F(ServeScheduler, ASharedSystemPromptIsPrefilledOnceAcrossSlots) {
   check(channels, 4, true);
 }
 
+// The prefix cache is a side channel (a cached prompt answers sooner): a job reuses rows only
+// of prompts of its own cache scope (an API key under per-key isolation), from a free slot or
+// copied from a busy one, and none at all with the prefix cache off. Counted by the prompt
+// tokens each request reused; outputs stay what a Generator makes alone.
+TEST_F(ServeScheduler, ThePrefixCacheIsReusedOnlyWithinAScopeAndNotAtAllWhenOff) {
+  const std::string text = "Once upon a time there was a cat that sat on the mat and looked at a dog.";
+  const auto scoped = [&](uint64_t scope, int64_t max_tokens = 4) {
+    Job j = job(text, max_tokens, kGreedy);
+    j.cache_scope = scope;
+    return j;
+  };
+  const size_t reusable = scoped(1).prompt.size() - 1;  // the last prompt token is always pushed
+  const Result want = alone(scoped(1));
+  {
+    Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 4}, metrics_);
+    const Result a = drain(*scheduler.submit(scoped(1)));
+    EXPECT_EQ(a.cached, 0u);
+    const Result b = drain(*scheduler.submit(scoped(2)));  // another key, the same prompt
+    EXPECT_EQ(b.cached, 0u);
+    expect_same(b, want, "other scope");
+    const Result c = drain(*scheduler.submit(scoped(1)));  // the first key again: its slot is reused
+    EXPECT_EQ(c.cached, reusable);
+    expect_same(c, want, "same scope");
+    const Result d = drain(*scheduler.submit(scoped(2)));
+    EXPECT_EQ(d.cached, reusable);
+  }
+  {
+    // A busy slot of scope 1 holds the prompt while requests of scopes 2 and 1 arrive: only
+    // the scope-1 one copies its rows.
+    auto gate = std::make_shared<GateDrafter::Gate>();
+    Scheduler scheduler(*model_, *tok_,
+                        {.parallel = 3, .queue = 4, .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); },
+                         .draft_max = 1},
+                        metrics_);
+    const std::shared_ptr<Channel> first = scheduler.submit(scoped(1, 30));
+    gate->entered.get_future().wait();
+    const std::shared_ptr<Channel> other = scheduler.submit(scoped(2));
+    const std::shared_ptr<Channel> same = scheduler.submit(scoped(1));
+    gate->release.set_value();
+    const Result o = drain(*other), s = drain(*same);
+    drain(*first);
+    EXPECT_EQ(o.cached, 0u);
+    EXPECT_EQ(other->shared_prompt_tokens(), 0u);
+    EXPECT_EQ(s.cached, reusable);
+    EXPECT_EQ(same->shared_prompt_tokens(), reusable);
+    expect_same(o, want, "other scope beside a busy slot");
+    expect_same(s, want, "same scope beside a busy slot");
+  }
+  {
+    Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 4, .prefix_cache = false}, metrics_);
+    for (int i = 0; i < 3; ++i) {
+      const Result r = drain(*scheduler.submit(scoped(1)));
+      EXPECT_EQ(r.cached, 0u) << i;
+      expect_same(r, want, "off");
+    }
+  }
+}
+
 // Each step is one forward pass holding the decoding sequences' rows and a chunk of the prompt
 // being prefilled: a long prompt arriving while two sequences decode rides in their steps, at
 // most step_tokens rows each, and every request still gets what it gets alone. Counted: one

@@ -378,7 +378,7 @@ TEST(ServeTools, ConstrainedCallsAlwaysParseAndValidate) {
     CompletionRequest r = parse_request(body, Endpoint::Chat);
     ASSERT_NE(r.grammar, nullptr);
     Job job;
-    job.prompt = encode_chat(m.tokenizer, r.messages, true, SpecialTokens::AsText, rendered_tools(r));
+    job.prompt = encode_chat(m.tokenizer, r.messages, true, SpecialTokens::AllAsText, rendered_tools(r));
     job.max_tokens = 400;
     job.sampling = SamplerParams{.temperature = 1.0, .seed = seed};
     job.eos_ids = stop_token_ids(m.generation, m.tokenizer, true);

@@ -20,10 +20,10 @@ namespace nanoinfer {
 class ChatSession {
  public:
   // `system_prompt` empty: the template's default system prompt. `content` says whether
-  // special-token text in messages ("<|im_end|>" typed by the user) is parsed as the special
-  // token; by default it is plain text, so a user cannot end a turn or forge another.
+  // added-token text in messages ("<|im_end|>" typed by the user) is parsed as the token; by
+  // default (AllAsText) it is plain text, so a user cannot end a turn or forge another.
   ChatSession(Generator& generator, const Tokenizer& tokenizer, std::string system_prompt,
-              SpecialTokens content = SpecialTokens::AsText);
+              SpecialTokens content = SpecialTokens::AllAsText);
 
   // Adds a user turn, generates the reply (streamed to on_text) and records it (an interrupted
   // reply as far as it got). When the conversation would leave the reply less room than

@@ -76,13 +76,15 @@ std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages,
                                           ChatFormat format = ChatFormat::ChatML);
 
 // The tokens of render_chat(messages, add_generation_prompt) in the tokenizer's chat format
-// (Tokenizer::chat_format): the template's special tokens
-// are always parsed; special-token text inside message content is parsed only with
-// `content` = SpecialTokens::Parse. The default, AsText, keeps "<|im_end|>" typed by a user
-// as plain text, so a message cannot close its turn and forge the next one.
+// (Tokenizer::chat_format): the template's own tokens (<|im_start|>, <tool_call>, ...) are
+// always parsed; added-token text inside message content (and tools, a call's name and
+// arguments) is parsed only with `content` = SpecialTokens::Parse. The default, AllAsText,
+// keeps "<|im_end|>", "<tool_call>" or "</tool_response>" written in any message, of any
+// role, as plain text, so a message cannot close its turn, forge the next one or forge tool
+// markup.
 std::vector<int32_t> encode_chat(const Tokenizer& tok, std::span<const ChatMessage> messages,
                                  bool add_generation_prompt,
-                                 SpecialTokens content = SpecialTokens::AsText,
+                                 SpecialTokens content = SpecialTokens::AllAsText,
                                  std::span<const std::string> tools = {});
 
 // TextPieces for Tokenizer::encode_pieces_append from chat pieces, skipping the first

@@ -62,8 +62,9 @@ std::vector<int32_t> stop_token_ids(const GenerationConfig& generation, const To
 // user's whole text: special-token text in it ("<|im_start|>") is parsed, so a user can write
 // the template by hand, as in llama.cpp. A raw prompt starts with the tokenizer's prompt_prefix()
 // (Llama 3's BOS; once, if the text spells it too). A chat prompt renders the conversation through the
-// chat template with the generation prompt, and special-token text inside message content
-// stays plain text, so no message can close its turn or forge another.
+// chat template with the generation prompt, and added-token text inside message content
+// (<|im_end|>, <tool_call>, </tool_response>) stays plain text, so no message can close its
+// turn, forge another or forge tool markup.
 std::vector<int32_t> encode_raw_prompt(const Tokenizer& tok, std::string_view text);
 std::vector<int32_t> encode_chat_prompt(const Tokenizer& tok, std::span<const ChatMessage> messages);
 

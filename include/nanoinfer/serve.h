@@ -25,6 +25,15 @@
 
 namespace nanoinfer {
 
+// Whose prompts a request may reuse from the prefix cache (the K/V rows of earlier prompts
+// that start the same way; see src/serve/scheduler.h). Reuse is observable: a request whose
+// prefix is cached answers its first token sooner, so a client can tell whether a prompt was
+// sent before. Shared: any request reuses any cached prompt (one client can confirm another's
+// prompt). PerKey: only prompts sent with the same API key (clients of one key still see each
+// other's). Off: nothing is reused, not even a conversation's own earlier turns (every prompt
+// is prefilled in full). Auto: PerKey with two keys or more, else Shared.
+enum class PrefixCache { Auto, Shared, PerKey, Off };
+
 struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;               // 0 = any free port (see Server::port)
@@ -36,7 +45,9 @@ struct ServeOptions {
   // measured times so a step takes about this many times a decode-only step (the running
   // streams' inter-token time); step_tokens then only sets the first such step. 0: fixed rows.
   double step_latency = 1.8;
-  std::string api_key;           // non-empty: /v1/* needs "Authorization: Bearer <key>"
+  // Non-empty: /v1/* needs "Authorization: Bearer <key>" with one of these (none empty).
+  std::vector<std::string> api_keys;
+  PrefixCache prefix_cache = PrefixCache::Auto;
   size_t max_body_bytes = 4 << 20;  // larger bodies get 413
   size_t max_connections = 512;   // open at once; more are answered 503 and closed
   // The work one request's grammar (response_format, grammar, tools) may cost to compile, in
@@ -68,6 +79,7 @@ class Server {
   void start();
   int port() const;  // the bound port
   const std::string& model_id() const;
+  PrefixCache prefix_cache() const;  // the isolation in effect (Auto resolved)
   // Stops accepting connections, cancels queued and running generations (their clients get
   // what was generated so far, or 503), and waits for the server threads. Idempotent.
   void stop();

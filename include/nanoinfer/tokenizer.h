@@ -59,12 +59,14 @@ struct TokenizerVocab {
   std::string_view chat_template;       // tokenizer.chat_template, or empty
 };
 
-// Whether encode() turns the text of a special added token ("<|im_end|>", "special": true in
-// tokenizer.json) into that token. Parse is the reference tokenizer's default; AsText encodes
-// it as ordinary text, so text from an untrusted source (a chat user) cannot end a turn or
-// forge one. Non-special added tokens ("<think>") are recognised either way, as Hugging
-// Face's split_special_tokens does.
-enum class SpecialTokens { Parse, AsText };
+// Whether encode() turns the text of an added token into that token. Parse is the reference
+// tokenizer's default: every added token is matched. AsText encodes the text of special ones
+// ("<|im_end|>", "special": true in tokenizer.json) as ordinary text, while non-special added
+// tokens ("<think>", Qwen's "<tool_call>", "</tool_response>") are still matched, as Hugging
+// Face's split_special_tokens does. AllAsText matches no added token at all: the text is
+// ordinary text whatever it spells, so text from an untrusted source (a chat message, a tool
+// result) can neither end a turn nor forge one nor forge tool markup; chat content uses it.
+enum class SpecialTokens { Parse, AsText, AllAsText };
 
 // A piece of a text to encode and how special-token text in it is treated.
 struct TextPiece {
@@ -98,7 +100,10 @@ class Tokenizer {
   // added-token matching is per piece (a token cut by a piece boundary is not recognised):
   // text between matched tokens is normalized and pre-tokenized as one, across piece
   // boundaries, so the result equals encode() of the concatenation whenever no special
-  // token's text overlaps an AsText piece or a boundary.
+  // token's text overlaps an AsText piece, no added token's text an AllAsText piece, and no
+  // added token's text a boundary. (Added tokens matched after normalization, normalized=true
+  // in tokenizer.json, are matched in a run of text between raw matches only when no part of
+  // the run is AllAsText, nor, for special ones, AsText.)
   void encode_pieces_append(std::span<const TextPiece> pieces, std::vector<int32_t>& ids) const;
 
   // Throws nanoinfer::Error for an id outside [0, vocab_size()) or one no token has.

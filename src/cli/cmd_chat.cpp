@@ -78,7 +78,7 @@ void run(const ChatFlags& f) {
   if (auto g = grammar_processor(f.grammar, m.tokenizer, options.eos_ids)) generator.add_processor(std::move(g));
   speculation.attach(generator, m, sampling.params());
   ChatSession session(generator, m.tokenizer, f.system,
-                      f.special ? SpecialTokens::Parse : SpecialTokens::AsText);
+                      f.special ? SpecialTokens::Parse : SpecialTokens::AllAsText);
   const bool interactive = ::isatty(STDIN_FILENO) != 0;
   if (f.verbose) fmt::print(stderr, "{}", sampling.describe());
   if (interactive) {
@@ -165,7 +165,7 @@ void setup_chat(CLI::App& app) {
   add_sampling_flags(app, f->sampling);
   app.add_option("--system", f->system, "System prompt (default: the chat template's)");
   app.add_flag("--special", f->special,
-               "Parse special-token text typed in a message (e.g. <|im_end|>) as the special token. "
+               "Parse added-token text typed in a message (e.g. <|im_end|>, <tool_call>) as the token. "
                "By default it is plain text, so a message cannot end its turn or forge another");
   app.add_option("-n,--n-predict", f->n_predict,
                  "Maximum tokens per reply (default 0: until the reply ends or the context is full)");

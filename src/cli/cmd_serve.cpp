@@ -10,12 +10,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 #include "nanoinfer/serve.h"
 #include "speculation_options.h"
 
@@ -31,7 +33,8 @@ struct ServeFlags {
   int64_t prefill_chunk = 512;
   int64_t step_tokens = 8;
   double step_latency = 1.8;
-  std::optional<std::string> api_key;
+  std::vector<std::string> api_keys;
+  std::string prefix_cache;  // "" = the default (per-key with two keys or more, else shared)
   std::string model_id;
   int64_t max_connections = 512;
   int64_t grammar_steps = 64'000'000;
@@ -66,8 +69,18 @@ void run(const ServeFlags& f) {
   if (f.max_connections < 1 || f.max_connections > 900) {
     fail("--max-connections must be in 1..900, got {}", f.max_connections);
   }
-  if (f.api_key && f.api_key->empty()) {
-    fail("--api-key is empty: give a key, or leave the option out to serve without authentication");
+  for (const std::string& key : f.api_keys) {
+    if (key.empty()) fail("--api-key is empty: give a key, or leave the option out to serve without authentication");
+  }
+  PrefixCache prefix_cache = PrefixCache::Auto;
+  if (f.prefix_cache == "shared") {
+    prefix_cache = PrefixCache::Shared;
+  } else if (f.prefix_cache == "per-key") {
+    prefix_cache = PrefixCache::PerKey;
+  } else if (f.prefix_cache == "off") {
+    prefix_cache = PrefixCache::Off;
+  } else if (!f.prefix_cache.empty()) {
+    fail("--prefix-cache must be shared, per-key or off, got '{}'", escape_control(f.prefix_cache));
   }
   if (f.port < 0 || f.port > 65535) fail("--port must be in 0..65535 (0 = any free port), got {}", f.port);
   // Signals are taken by sigwait on this thread only: every thread started from here on
@@ -94,7 +107,8 @@ void run(const ServeFlags& f) {
   options.prefill_chunk = static_cast<size_t>(f.prefill_chunk);
   options.step_tokens = static_cast<size_t>(f.step_tokens);
   options.step_latency = f.step_latency;
-  options.api_key = f.api_key.value_or("");
+  options.api_keys = f.api_keys;
+  options.prefix_cache = prefix_cache;
   options.max_connections = static_cast<size_t>(f.max_connections);
   if (f.grammar_steps < 1'000'000 || f.grammar_steps > 1'000'000'000'000) {
     fail("--grammar-steps must be in 1000000..1000000000000, got {}", f.grammar_steps);
@@ -104,6 +118,11 @@ void run(const ServeFlags& f) {
   options.access_log = !f.quiet;
   options.web_page = !f.no_web_page;
   for (const std::string& origin : f.cors) {
+    // It is written into a response header: CR LF there would start a header of its own.
+    if (std::any_of(origin.begin(), origin.end(), [](char c) { return c < 0x21 || c > 0x7E; })) {
+      fail("--cors: the origin '{}' holds a space, a control character or a non-ASCII byte; an origin is "
+           "printable ASCII such as http://localhost:3000", escape_control(origin));
+    }
     // An origin is scheme://host[:port], nothing after: what a browser sends in Origin.
     const size_t scheme = origin.find("://");
     if (origin != "*" && (scheme == std::string::npos || origin.find('/', scheme + 3) != std::string::npos ||
@@ -114,13 +133,27 @@ void run(const ServeFlags& f) {
   }
   Server server(m, options);
   server.start();
-  if (!f.api_key && !loopback(f.host)) {
+  if (f.api_keys.empty() && !loopback(f.host)) {
     fmt::print(stderr, "nanoinfer: warning: listening on {} without --api-key: anyone who can reach this "
                "address can use the model (see docs/SERVING.md)\n", f.host);
   }
   fmt::print(stderr, "nanoinfer: serving '{}' ({}, context {}, {} parallel, queue {}; load {:.2f} s)\n",
              server.model_id(), m.dir.string(), m.model.max_context(), options.parallel, options.queue,
              m.load_seconds);
+  if (!f.api_keys.empty()) {
+    fmt::print(stderr, "nanoinfer: /v1/* requires an API key ('Authorization: Bearer KEY', {})\n",
+               f.api_keys.size() == 1 ? "the --api-key value" : fmt::format("one of the {} --api-key values", f.api_keys.size()));
+  }
+  switch (server.prefix_cache()) {
+    case PrefixCache::PerKey:
+      fmt::print(stderr, "nanoinfer: prefix cache per key: a prompt reuses only cached prompts sent with its own key\n");
+      break;
+    case PrefixCache::Off:
+      fmt::print(stderr, "nanoinfer: prefix cache off: every prompt is prefilled in full\n");
+      break;
+    default:
+      fmt::print(stderr, "nanoinfer: prefix cache shared: any request reuses any cached prompt (--prefix-cache)\n");
+  }
   if (speculation.enabled()) fmt::print(stderr, "nanoinfer: speculative decoding: {}\n", speculation.describe(/*timed=*/false));
   const bool ipv6 = f.host.find(':') != std::string::npos;
   fmt::print("http://{}{}{}:{}/v1\n", ipv6 ? "[" : "", f.host, ipv6 ? "]" : "", server.port());
@@ -166,9 +199,15 @@ void setup_serve(CLI::App& app) {
                  "While a prompt prefills beside running streams, give it as many rows per step as keep a "
                  "step near this many times a decode-only step's measured time, i.e. the streams' time per "
                  "token (default 1.8; larger prefills the prompt sooner; 0 = a fixed --step-tokens)");
-  app.add_option("--api-key", f->api_key,
+  app.add_option("--api-key", f->api_keys,
                  "Require 'Authorization: Bearer KEY' on /v1/* (without it, only requests whose Host is an "
-                 "IP address or localhost are answered)");
+                 "IP address or localhost are answered); repeat for several keys, one per client")
+      ->type_name("KEY");
+  app.add_option("--prefix-cache", f->prefix_cache,
+                 "Whose cached prompts a request may reuse: shared (any), per-key (those sent with its own "
+                 "API key) or off (none). Reuse answers sooner, which lets a client tell whether a prompt "
+                 "was sent before (default: per-key with two --api-key values or more, else shared)")
+      ->type_name("MODE");
   app.add_option("--grammar-steps", f->grammar_steps,
                  "Work one request's grammar or schema may take to compile, in steps of ~46 ns; "
                  "past it the request gets a 400 (default 64000000, ~3 s)");

@@ -31,10 +31,10 @@ struct TokenizeArgs {
   bool jsonl = false;
 };
 
-// How special-token text in a --chat message is encoded: as chat does (plain text unless
+// How added-token text in a --chat message is encoded: as chat does (plain text unless
 // --special).
 SpecialTokens message_specials(const TokenizeArgs& args) {
-  return args.special ? SpecialTokens::Parse : SpecialTokens::AsText;
+  return args.special ? SpecialTokens::Parse : SpecialTokens::AllAsText;
 }
 
 // A token's bytes for display on one line: control bytes escaped (json_limits.h), backslash
@@ -107,9 +107,9 @@ const bool registered_tokenize = register_command({
       sub.add_flag("--show-count", args->show_count, "Print the number of tokens at the end");
       sub.add_flag("--chat", args->chat,
                    "Wrap the text as one user message in the chat template (with the generation prompt) first, "
-                   "encoded as `chat` would: special-token text in the message stays plain text");
+                   "encoded as `chat` would: added-token text (<|im_end|>, <tool_call>) in the message stays plain text");
       sub.add_flag("--special", args->special,
-                   "With --chat: parse special-token text (<|im_end|>) in the message as the special token, "
+                   "With --chat: parse added-token text (<|im_end|>, <tool_call>) in the message as the token, "
                    "as `chat --special` does. Without --chat special tokens are always parsed");
       sub.add_flag("--jsonl", args->jsonl,
                    "Batch mode: read one {\"text\": ...} object per line of -f FILE, write one JSON array of "

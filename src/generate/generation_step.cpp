@@ -41,7 +41,7 @@ std::vector<int32_t> encode_raw_prompt(const Tokenizer& tok, std::string_view te
 }
 
 std::vector<int32_t> encode_chat_prompt(const Tokenizer& tok, std::span<const ChatMessage> messages) {
-  return encode_chat(tok, messages, /*add_generation_prompt=*/true, SpecialTokens::AsText);
+  return encode_chat(tok, messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText);
 }
 
 double logsumexp_of(std::span<const float> logits) {

@@ -24,6 +24,10 @@ using json = nlohmann::json;
 
 namespace {
 
+// The sampling values a request may ask for (see parse_request).
+constexpr double kMinTemperature = 1e-5;  // besides 0, greedy
+constexpr double kMinRepetitionPenalty = 0.01, kMaxRepetitionPenalty = 100;
+
 const char* type_name(const json& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "a boolean";
@@ -487,15 +491,25 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
       r.max_tokens = r.max_tokens ? std::min(*r.max_tokens, *v) : *v;
     }
   }
+  // Sampling works in doubles on float logits (finite, so |logit| <= FLT_MAX ~ 3.4e38): the
+  // repetition penalty multiplies or divides a logit by at most 100, the OpenAI penalties and
+  // logit_bias add at most 2 per occurrence and 100, and the temperature divides the result by
+  // at least 1e-5, so every score stays below ~1e46, far inside a double: no value accepted
+  // here can overflow at some later token. (Unbounded, a penalty of 1e308 or a temperature of
+  // 1e-320 failed at the first generated token, a 500 after the request was accepted.)
   SamplingOverrides& s = r.sampling;
   s.temperature = number_field(body, "temperature");
   check_range(s.temperature, "temperature", 0, false, INFINITY);
+  if (s.temperature && *s.temperature > 0 && *s.temperature < kMinTemperature) {
+    bad_request("invalid_value", fmt::format("'temperature' must be 0 (greedy) or at least {}, got {}", kMinTemperature,
+                                             *s.temperature));
+  }
   s.top_p = number_field(body, "top_p");
   check_range(s.top_p, "top_p", 0, true, 1);
   s.min_p = number_field(body, "min_p");
   check_range(s.min_p, "min_p", 0, false, 1);
   s.repetition_penalty = number_field(body, "repetition_penalty");
-  check_range(s.repetition_penalty, "repetition_penalty", 0, true, INFINITY);
+  check_range(s.repetition_penalty, "repetition_penalty", kMinRepetitionPenalty, false, kMaxRepetitionPenalty);
   s.top_k = integer_field(body, "top_k");
   if (s.top_k && *s.top_k < 0) bad_request("invalid_value", fmt::format("'top_k' must be >= 0, got {}", *s.top_k));
   if (auto seed = integer_field(body, "seed")) {

@@ -434,7 +434,7 @@ bool Front::on_head(Conn& c, size_t head_end) {
     return true;
   }
   const std::string_view method = request_line.substr(0, request_line.find(' '));
-  int content_lengths = 0, hosts = 0;
+  int content_lengths = 0, hosts = 0, authorizations = 0;
   bool transfer_encoding = false;
   uint64_t content_length = 0;
   bool length_ok = true;
@@ -464,6 +464,8 @@ bool Front::on_head(Conn& c, size_t head_end) {
       if (length_ok) content_length = std::stoull(std::string(value));
     } else if (iequals(name, "Host")) {
       ++hosts;
+    } else if (iequals(name, "Authorization")) {
+      ++authorizations;
     }
   }
   if (transfer_encoding) {
@@ -481,6 +483,11 @@ bool Front::on_head(Conn& c, size_t head_end) {
   }
   if (hosts > 1) {
     refuse(c, 400, "bad_request", "more than one Host header");
+    return true;
+  }
+  // httplib would read the first; a proxy in front may have checked another.
+  if (authorizations > 1) {
+    refuse(c, 400, "bad_request", "more than one Authorization header");
     return true;
   }
   if (content_length > options_.max_body_bytes) {

@@ -12,7 +12,7 @@
 //   - a head over `max_head_bytes` (431) or not complete within `head_timeout` (408),
 //   - any Transfer-Encoding (411: bodies must come with one Content-Length), a duplicate or
 //     malformed Content-Length, a header line that is not `token ":" value` CRLF, a duplicate
-//     Host (400): the framing a proxy in front could read differently,
+//     Host or Authorization (400): what a proxy in front could read differently,
 //   - a Content-Length over `max_body_bytes` (413, before reading the body).
 // Only a complete head is handed to a worker thread, which reads the body (with its own
 // deadline) and answers; requests without a body (GET /health, /metrics, /v1/models) have

@@ -35,6 +35,11 @@ std::optional<Channel::Piece> Channel::next_for(std::chrono::milliseconds timeou
   return take_locked();
 }
 
+bool Channel::wait_closed(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, timeout, [&] { return done_; });
+}
+
 void Channel::append(std::string_view text) {
   if (text.empty()) return;
   {
@@ -74,6 +79,7 @@ struct Scheduler::Slot {
   bool busy = false;
   size_t prefilled = 0;          // prompt tokens in the cache: < job.prompt.size() while prefilling
   uint64_t last_used = 0;        // for choosing among free slots: least recently used first
+  uint64_t scope = 0;            // the Job::cache_scope of the tokens the cache holds
   std::shared_ptr<Channel> channel;
   Job job;
   std::optional<GenerationStep> step;  // while busy
@@ -192,9 +198,7 @@ void Scheduler::loop() {
       size_t best_keep = 0;
       for (const auto& s : slots_) {
         if (s->busy) continue;
-        const size_t cached = std::min(s->seq.length(), q.job.prompt.size() - 1);
-        size_t keep = 0;
-        while (keep < cached && s->history[keep] == q.job.prompt[keep]) ++keep;
+        const size_t keep = reusable(*s, q.job);
         if (!best || keep > best_keep || (keep == best_keep && s->last_used < best->last_used)) {
           best = s.get();
           best_keep = keep;
@@ -321,10 +325,8 @@ void Scheduler::start(Slot& slot, Queued q) {
   }
 
   const std::vector<int32_t>& prompt = slot.job.prompt;
-  size_t keep = std::min(slot.seq.length(), prompt.size() - 1);
-  size_t same = 0;
-  while (same < keep && slot.history[same] == prompt[same]) ++same;
-  keep = same;
+  const size_t keep = reusable(slot, slot.job);
+  slot.scope = slot.job.cache_scope;
   slot.channel->cached_ = keep;
   slot.seq.cache().truncate(keep);
   slot.history = prompt;
@@ -351,14 +353,21 @@ size_t common_prefix(const std::vector<int32_t>& tokens, size_t available, const
 
 }  // namespace
 
+size_t Scheduler::reusable(const Slot& slot, const Job& job) const {
+  if (!options_.prefix_cache || slot.scope != job.cache_scope) return 0;
+  return common_prefix(slot.history, slot.seq.length(), job.prompt, job.prompt.size() - 1);
+}
+
 bool Scheduler::share_prefix(Slot& slot) {
+  if (!options_.prefix_cache) return false;
   const std::vector<int32_t>& prompt = slot.job.prompt;
   const size_t limit = prompt.size() - 1;  // the last prompt token is always pushed, for its logits
-  // The rows another slot's cache already holds for the prompt's next positions are copied.
+  // The rows another slot's cache already holds for the prompt's next positions are copied
+  // (from a slot of the same scope only: see Job::cache_scope).
   Slot* donor = nullptr;
   size_t best = slot.prefilled;
   for (const auto& s : slots_) {
-    if (s.get() == &slot) continue;
+    if (s.get() == &slot || s->scope != slot.scope) continue;
     const size_t same = common_prefix(s->history, s->seq.length(), prompt, limit);
     if (same > best) {
       best = same;
@@ -384,7 +393,7 @@ bool Scheduler::share_prefix(Slot& slot) {
       earlier = false;
       continue;
     }
-    if (!s->busy || s->prefilled >= s->job.prompt.size()) continue;
+    if (!s->busy || s->prefilled >= s->job.prompt.size() || s->scope != slot.scope) continue;
     if (s->prefilled < slot.prefilled || (s->prefilled == slot.prefilled && !earlier)) continue;
     if (common_prefix(s->job.prompt, s->job.prompt.size(), prompt, limit) > slot.prefilled) return true;
   }

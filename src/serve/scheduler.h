@@ -23,7 +23,8 @@
 //
 // A free slot keeps the tokens its cache holds: a request that starts with them (a
 // conversation that continues) is given that slot and prefills only the rest. The caches are
-// also one prefix cache shared across slots: before each chunk a prompt copies the K/V rows of
+// also one prefix cache across slots (within a Job::cache_scope; none at all without
+// SchedulerOptions::prefix_cache): before each chunk a prompt copies the K/V rows of
 // its next positions from any slot, busy or free, whose tokens start the same way (a long
 // system prompt is prefilled once for every request that starts with it), and a prompt whose
 // next positions another slot is prefilling right now waits for them instead of computing
@@ -71,6 +72,9 @@ struct Job {
   double frequency_penalty = 0, presence_penalty = 0;
   std::map<int32_t, double> logit_bias;
   int top_logprobs = -1;  // -1: no logprobs
+  // Its prompt reuses cached K/V rows (a free slot's, or copied from another slot's) only from
+  // prompts of the same scope (the server gives each API key its own under per-key isolation).
+  uint64_t cache_scope = 0;
 };
 
 enum class Outcome { Running, Finished, Cancelled, Failed };
@@ -91,6 +95,10 @@ class Channel {
   // The scheduler drops a cancelled request at its next step, or from the queue.
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
+  // Waits at most `timeout` for the generation to end (a cancelled one ends at the scheduler's
+  // next step); true once it has. Then what is valid once done (below) may be read on any
+  // thread: the access log reads a cancelled request's counts this way.
+  bool wait_closed(std::chrono::milliseconds timeout);
 
   // Valid once next() returned done.
   Outcome outcome() const { return outcome_; }
@@ -150,6 +158,8 @@ struct SchedulerOptions {
   // tokens drafted per pass (unset: DraftLength::adaptive(), untimed).
   std::function<std::unique_ptr<Drafter>()> make_drafter;
   std::optional<size_t> draft_max;
+  // false: no prompt reuses another's cached rows, nor its slot's previous ones.
+  bool prefix_cache = true;
 };
 
 class Scheduler {
@@ -195,6 +205,9 @@ class Scheduler {
   // hold; true when another slot prefilling the same prompt will compute the next ones (this
   // slot then waits a step instead of computing them too).
   bool share_prefix(Slot& slot);
+  // How many leading tokens of `job`'s prompt (at most all but its last) `slot`'s cache holds
+  // and the job may reuse: none across scopes or without the prefix cache.
+  size_t reusable(const Slot& slot, const Job& job) const;
   // Its next token from each row of `logits` (one, or a verification pass's: see the top),
   // after a decode step (`decoding`) or its prompt's last chunk.
   void accept_tokens(Slot& slot, std::span<const float> logits, bool decoding);

@@ -21,6 +21,7 @@
 #include "nanoinfer/generation_step.h"
 #include "nanoinfer/serve.h"
 #include "chat_page_asset.h"
+#include "serve/access_log.h"
 #include "serve/api.h"
 #include "serve/front.h"
 #include "serve/metrics.h"
@@ -39,6 +40,7 @@ namespace {
 struct RequestTrace {
   std::chrono::steady_clock::time_point start{};
   std::shared_ptr<serve::Channel> channel;  // set once the request reached the scheduler
+  size_t key = 0;  // 1 + the index of the API key it authenticated with; 0 without
 };
 thread_local RequestTrace request_trace;
 
@@ -103,6 +105,12 @@ struct Server::Impl {
   std::atomic<bool> stopping{false};
   std::vector<int32_t> text_eos, chat_eos;
   std::shared_ptr<const VocabTrie> trie;  // the vocabulary's byte trie, for grammars
+  PrefixCache prefix_cache;                 // ServeOptions::prefix_cache, Auto resolved
+
+  static PrefixCache resolve(const ServeOptions& o) {
+    if (o.prefix_cache != PrefixCache::Auto) return o.prefix_cache;
+    return o.api_keys.size() > 1 ? PrefixCache::PerKey : PrefixCache::Shared;
+  }
 
   static serve::FrontOptions front_options(const ServeOptions& o) {
     serve::FrontOptions f;
@@ -113,7 +121,8 @@ struct Server::Impl {
     return f;
   }
 
-  Impl(const OpenedModel& model, const ServeOptions& opts) : m(model), options(opts), http(front_options(opts)) {
+  Impl(const OpenedModel& model, const ServeOptions& opts)
+      : m(model), options(opts), http(front_options(opts)), prefix_cache(resolve(opts)) {
     for (int32_t id = 0; id < m.tokenizer.vocab_size(); ++id) {
       try {
         max_token_bytes = std::max(max_token_bytes, m.tokenizer.token_bytes(id).size());
@@ -131,7 +140,8 @@ struct Server::Impl {
                                                       .step_tokens = options.step_tokens,
                                                       .step_latency = options.step_latency,
                                                       .make_drafter = options.make_drafter,
-                                                      .draft_max = options.draft_max},
+                                                      .draft_max = options.draft_max,
+                                                      .prefix_cache = prefix_cache != PrefixCache::Off},
         metrics);
     routes();
   }
@@ -168,7 +178,7 @@ struct Server::Impl {
     if (r.endpoint == Endpoint::Chat) {
       // As encode_chat_prompt, with the tools block (rendered for tool_choice none too, as vLLM
       // does: the prompt, and so the cached prefix, does not depend on the choice).
-      job.prompt = encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AsText, tools);
+      job.prompt = encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools);
       job.eos_ids = chat_eos;
     } else {
       job.prompt = encode_raw_prompt(m.tokenizer, r.prompt);
@@ -201,6 +211,8 @@ struct Server::Impl {
       }
     }
     job.top_logprobs = r.top_logprobs;
+    // Per-key isolation: a prompt reuses cached rows only of prompts sent with the same key.
+    if (prefix_cache == PrefixCache::PerKey) job.cache_scope = request_trace.key;
     return job;
   }
 
@@ -352,20 +364,35 @@ struct Server::Impl {
         [channel](bool) { channel->cancel(); });
   }
 
-  // "nanoinfer: 127.0.0.1 POST /v1/chat/completions 200 tokens 31+16 0.42 s": one write, so
-  // lines of concurrent requests never interleave. Tokens are prompt+completion, for requests
-  // that reached the scheduler; the time runs from routing to the last byte written.
-  void log_access(const httplib::Request& req, const httplib::Response& res) const {
-    std::string line = fmt::format("nanoinfer: {} {} {} {}", req.remote_addr.empty() ? "-" : req.remote_addr,
-                                   req.method, req.path, res.status);
-    if (request_trace.channel) {
-      const serve::Usage u = request_trace.channel->usage();
-      line += fmt::format(" tokens {}+{}", u.prompt_tokens, u.completion_tokens);
+  // The status the log and /metrics count, once the request's generation (if any) has ended.
+  // The logger runs after the answer's last byte, or after the client left: a generation still
+  // running then has lost its client and is cancelled (httplib's releaser would do it right
+  // after), and its counts are read once the scheduler has closed it, at its next step. A
+  // stream whose client left before its end went out with status 200 in its headers; it is
+  // counted 499, as a non-streaming request whose client left is.
+  int settle(const httplib::Response& res) const {
+    const std::shared_ptr<serve::Channel>& channel = request_trace.channel;
+    if (!channel) return res.status;
+    channel->cancel();  // a no-op for a generation that ended
+    if (!channel->wait_closed(std::chrono::seconds(60))) return res.status;
+    if (res.status == 200 && channel->outcome() == serve::Outcome::Cancelled && !stopping) return 499;
+    return res.status;
+  }
+
+  // "nanoinfer: 127.0.0.1 POST /v1/chat/completions 200 tokens 31+16 0.42 s" (serve/access_log.h):
+  // one write, so lines of concurrent requests never interleave. Tokens are prompt+completion,
+  // for requests that reached the scheduler (one cut short counts what was generated); the time
+  // runs from routing to the last byte written.
+  void log_access(const httplib::Request& req, int status) const {
+    serve::AccessEntry e{.client = req.remote_addr, .method = req.method, .path = req.path, .status = status};
+    if (request_trace.channel && request_trace.channel->wait_closed(std::chrono::milliseconds(0))) {
+      e.tokens = request_trace.channel->usage();
+      e.cached = request_trace.channel->cached_prompt_tokens();
     }
     if (request_trace.start != std::chrono::steady_clock::time_point{}) {
-      line += fmt::format(" {:.2f} s", std::chrono::duration<double>(std::chrono::steady_clock::now() - request_trace.start).count());
+      e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - request_trace.start).count();
     }
-    line += '\n';
+    const std::string line = serve::access_line(e);
     std::fwrite(line.data(), 1, line.size(), stderr);
   }
 
@@ -381,7 +408,7 @@ struct Server::Impl {
       request_trace.start = std::chrono::steady_clock::now();
       // Without a key, only requests addressed to this machine by address are answered: a web
       // page that rebinds its own domain name to 127.0.0.1 sends that name as Host.
-      if (options.api_key.empty() && !address_host(req.get_header_value("Host"), options.host)) {
+      if (options.api_keys.empty() && !address_host(req.get_header_value("Host"), options.host)) {
         send_error(res, ApiError(403, "invalid_request_error", "forbidden_host",
                                  "the Host header must be an IP address or localhost when the server has no "
                                  "--api-key (protection against DNS rebinding)"));
@@ -396,10 +423,19 @@ struct Server::Impl {
       }
       // A CORS preflight carries no credentials: it is answered by the OPTIONS route.
       if (req.method == "OPTIONS" && !options.cors_origins.empty()) return R::Unhandled;
-      if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return R::Unhandled;
+      if (options.api_keys.empty() || req.path.rfind("/v1/", 0) != 0) return R::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
-      if (auth.rfind("Bearer ", 0) == 0 && same_secret(std::string_view(auth).substr(7), std::string_view(options.api_key))) {
-        return R::Unhandled;
+      if (auth.rfind("Bearer ", 0) == 0) {
+        // Every key is compared in full, whichever matches.
+        const std::string_view given = std::string_view(auth).substr(7);
+        size_t matched = 0;
+        for (size_t i = 0; i < options.api_keys.size(); ++i) {
+          if (same_secret(given, std::string_view(options.api_keys[i]))) matched = i + 1;
+        }
+        if (matched > 0) {
+          request_trace.key = matched;
+          return R::Unhandled;
+        }
       }
       send_error(res, ApiError(401, "authentication_error", "invalid_api_key",
                                "missing or wrong API key (send 'Authorization: Bearer <key>')"));
@@ -432,8 +468,9 @@ struct Server::Impl {
       send_error(res, ApiError(500, "server_error", "internal_error", what));
     });
     http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      metrics.count_request(res.status);
-      if (options.access_log) log_access(req, res);
+      const int status = settle(res);
+      metrics.count_request(status);
+      if (options.access_log) log_access(req, status);
       request_trace = {};
     });
     // Every answer (errors included) carries the CORS headers when the request's Origin is allowed.
@@ -506,6 +543,7 @@ void Server::start() {
 
 int Server::port() const { return impl_->port; }
 const std::string& Server::model_id() const { return impl_->model_id; }
+PrefixCache Server::prefix_cache() const { return impl_->prefix_cache; }
 
 void Server::stop() {
   Impl& s = *impl_;

@@ -93,6 +93,7 @@ void Tokenizer::encode_pieces_append(std::span<const TextPiece> pieces, std::vec
   // into one piece, joined into `joined` only when it spans pieces.
   std::vector<std::string_view> raw_parts;
   bool raw_parse_special = true;  // false if any part of it comes from an AsText piece
+  bool raw_match_added = true;    // false if any part of it comes from an AllAsText piece
   std::string joined;
   // 3. NFC, then added tokens with normalized=true; 4-5. pre-tokenize and BPE.
   auto flush_raw = [&] {
@@ -103,14 +104,17 @@ void Tokenizer::encode_pieces_append(std::span<const TextPiece> pieces, std::vec
       for (std::string_view part : raw_parts) joined += part;
       raw = joined;
     }
+    static const AddedTokenMatcher none{};
+    const AddedTokenMatcher& added = raw_match_added ? impl.normalized_added : none;
     if (!impl.nfc || !nfc_may_change(raw)) {
-      split_added(impl.normalized_added, raw, raw_parse_special, encode_section, push_token);
+      split_added(added, raw, raw_parse_special, encode_section, push_token);
     } else {
       const std::string normalized = nfc_normalize(raw);
-      split_added(impl.normalized_added, normalized, raw_parse_special, encode_section, push_token);
+      split_added(added, normalized, raw_parse_special, encode_section, push_token);
     }
     raw_parts.clear();
     raw_parse_special = true;
+    raw_match_added = true;
   };
 
   std::vector<std::string> sanitized;  // stable storage: raw_parts may point into it
@@ -122,8 +126,16 @@ void Tokenizer::encode_pieces_append(std::span<const TextPiece> pieces, std::vec
       utf8::append_lossy(text, sanitized.emplace_back());
       text = sanitized.back();
     }
-    // 2. Added tokens with normalized=false, matched on the raw text.
+    // 2. Added tokens with normalized=false, matched on the raw text (none in AllAsText text).
     const bool parse_special = piece.special == SpecialTokens::Parse;
+    if (piece.special == SpecialTokens::AllAsText) {
+      if (!text.empty()) {
+        raw_parts.push_back(text);
+        raw_parse_special = false;
+        raw_match_added = false;
+      }
+      continue;
+    }
     split_added(
         impl.raw_added, text, parse_special,
         [&](std::string_view raw) {

@@ -530,3 +530,103 @@ test('a port in use is refused in one line; after the server leaves, the port is
     await again.stop();
   }
 });
+
+// ---- the edges of the CLI and of the head --------------------------------------------------------
+
+test('--cors refuses an origin with CR LF (or any control character) in one line', () => {
+  for (const origin of ['http://x\r\nSet-Cookie: a=b', 'http://x\x1b[2J', 'http://a b']) {
+    const r = spawnSync(args.nanoinfer, ['serve', '--port', '0', '--cors', origin], { encoding: 'utf8', timeout: 60000 });
+    assert.equal(r.status, 1, JSON.stringify(origin) + r.stderr);
+    assert.match(r.stderr, /^nanoinfer: error: --cors: the origin '[^\n]*' holds a space, a control character[^\n]*\n$/);
+  }
+});
+
+test('two Authorization headers are refused (400), whichever comes first', async () => {
+  const s = await startServer(['--api-key', 'k-dup']);
+  try {
+    for (const pair of [['Bearer k-dup', 'Bearer nope'], ['Bearer nope', 'Bearer k-dup'], ['Bearer k-dup', 'Bearer k-dup']]) {
+      const r = await raw(s.port, `GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${pair[0]}\r\n` +
+                                  `Authorization: ${pair[1]}\r\nConnection: close\r\n\r\n`);
+      assert.equal(status(r), 400, `${pair}: ${r.slice(0, 200)}`);
+      assert.match(jsonBody(r).error.message, /more than one Authorization header/);
+    }
+    const one = await raw(s.port, 'GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer k-dup\r\nConnection: close\r\n\r\n');
+    assert.equal(status(one), 200);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('the start-up lines say an API key is required, without printing it', async () => {
+  const s = await startServer(['--api-key', 'k-start-7f3a']);
+  try {
+    assert.match(s.stderr(), /^nanoinfer: \/v1\/\* requires an API key/m);
+    assert.doesNotMatch(s.stderr(), /k-start-7f3a/);
+  } finally {
+    await s.stop();
+  }
+  const open = await startServer();
+  try {
+    assert.doesNotMatch(open.stderr(), /requires an API key/);
+  } finally {
+    await open.stop();
+  }
+});
+
+test('a stream whose client leaves is logged and counted as 499 with the tokens it generated', async () => {
+  const s = await startServer(['--parallel', '1']);
+  try {
+    const before = await metrics(s.base);
+    const body = JSON.stringify({ prompt: 'ROMEO:', max_tokens: 240, temperature: 0, stream: true });
+    // Read until four events carried text, then leave.
+    const events = await new Promise((resolve) => {
+      const sock = net.connect(s.port, '127.0.0.1');
+      let got = '';
+      let done = false;
+      sock.on('error', () => {});
+      sock.on('close', () => resolve(-1));
+      sock.on('data', (d) => {
+        got += d;
+        const n = (got.match(/"text":"[^"]/g) ?? []).length;
+        if (n >= 4 && !done) {
+          done = true;
+          sock.destroy();
+          resolve(n);
+        }
+      });
+      sock.write(`POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n${json}Content-Length: ${body.length}\r\n\r\n${body}`);
+    });
+    assert.ok(events >= 4, `the stream ended before four events (${events})`);
+    let after;
+    for (let waited = 0; waited < 60000; waited += 100) {
+      after = await metrics(s.base);
+      if (after.value('nanoinfer_requests_total{status="499"}') === 1) break;
+      await sleep(100);
+    }
+    assert.equal(after.value('nanoinfer_requests_total{status="499"}'), 1, after.text);
+    const generated = after.value('nanoinfer_completion_tokens_total') - before.value('nanoinfer_completion_tokens_total');
+    assert.ok(generated >= events && generated < 240, `generated ${generated}, events ${events}`);
+    const line = s.stderr().split('\n').find((l) => / POST \/v1\/completions /.test(l));
+    assert.match(line, new RegExp(`^nanoinfer: 127\\.0\\.0\\.1 POST /v1/completions 499 tokens \\d+\\+${generated} \\d+\\.\\d\\d s$`), s.stderr());
+  } finally {
+    await s.stop();
+  }
+});
+
+test('sampling values that would overflow at some token are a 400 naming the field, not a 500', async () => {
+  const s = await startServer(['--quiet']);
+  try {
+    for (const [field, value] of [['repetition_penalty', 1e308], ['repetition_penalty', 1e-320], ['temperature', 1e-320]]) {
+      const res = await fetch(`${s.api}/completions`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ prompt: 'ROMEO:', max_tokens: 4, [field]: value }),
+      });
+      const j = await res.json();
+      assert.equal(res.status, 400, `${field} ${value}: ${JSON.stringify(j)}`);
+      assert.equal(j.error.code, 'invalid_value');
+      assert.match(j.error.message, new RegExp(`'${field}'`));
+    }
+  } finally {
+    await s.stop();
+  }
+});
