@@ -155,20 +155,21 @@ void text_file(const fs::path& d) {
   test::write_text(d / "text.txt", "hello there, this is some text to score and tokenize.\n");
 }
 
-// {d}/k.gguf: the default model as Q4_K with every super-block scale 65504 (finite weights that
-// overflow the activations), beside the tiny model and a text to score.
+// {d}/k.gguf: the default model as Q4_K, every block scale 65504 (generation_model.h); a text.
 void huge_k_scales(const fs::path& d) {
   text_file(d);
   test::write_huge_k_scale_gguf(d / "k.gguf", WeightType::Q4_K);
 }
+void norm_overflow(const fs::path& d) {  // layer 1's ffn norm weights 3e38: its output overflows
+  tiny(d);
+  test::fill_f32_tensor(d / "m", "model.layers.1.post_attention_layernorm.weight", 3e38f);
+}
 
-// The tiny model with the f32 norm `name` set to 3e38: finite weights whose normed activations
-// overflow to infinity.
-auto norm_overflow(std::string name) {
-  return [name](const fs::path& d) {
-    tiny(d);
-    test::fill_f32_tensor(d / "m", name, 3e38f);
-  };
+// r.jsonl (one record), fifo (a FIFO) and link (a symbolic link to r.jsonl).
+void bench_files(const fs::path& d) {
+  test::write_text(d / "r.jsonl", "{\"bench\":\"load\",\"load_seconds_median\":1}\n");
+  ASSERT_EQ(::mkfifo((d / "fifo").c_str(), 0600), 0);
+  fs::create_symlink(d / "r.jsonl", d / "link");
 }
 
 // tokenizer.json of the tiny model edited as JSON.
@@ -308,28 +309,21 @@ const std::vector<BadInputCase> kBadInputCases = {
      {"perplexity", "-m", "{d}/m", "-f", "{d}/text.txt", "-c", "16"}, "perplexity: the model produced non-finite"},
     {"ChatTurnWithNonFiniteLogitsExitsOne", overflowing_logits, {"chat", "-m", "{d}/m", "-n", "3"},
      "non-finite logit", "", "hello\n"},
-    // ---- finite weights whose activations overflow: an error naming the layer, never garbage ----
-    // (before: rc 0, U+FFFD printed, "perplexity inf +/- inf"). The keys of layer 0 are ~1e9,
-    // beyond the f16 cache, which saturated them; with a bf16 cache they fit, and the logits
-    // (~1e8) overflow the perplexity.
+    // ---- overflows name the layer (before: rc 0, U+FFFD, "inf +/- inf"); bf16 fits the keys ----
     {"GenerateHugeKQuantScales", huge_k_scales, {"generate", "-m", "{d}/k.gguf", "-p", "hello", "-n", "3"},
      "activation in layer 0 beyond the f16 KV cache's range (k at position 0 is "},
-    {"PerplexityHugeKQuantScales", huge_k_scales,
-     {"perplexity", "-m", "{d}/k.gguf", "-f", "{d}/text.txt", "-c", "16"},
+    {"PerplexityHugeKQuantScales", huge_k_scales, {"perplexity", "-m", "{d}/k.gguf", "-f", "{d}/text.txt"},
      "activation in layer 0 beyond the f16 KV cache's range (k at position 0 is "},
     {"ChatHugeKQuantScales", huge_k_scales, {"chat", "-m", "{d}/k.gguf", "-n", "3"},
      "activation in layer 0 beyond the f16 KV cache's range", "", "hello\n"},
     {"PerplexityHugeKQuantScalesBf16Cache", huge_k_scales,
      {"perplexity", "-m", "{d}/k.gguf", "-f", "{d}/text.txt", "-c", "16", "--kv-type", "bf16"},
      "perplexity: overflows in window 1 (mean negative log-likelihood "},
-    // An int8 product rounds its input to integers: an infinite activation (layer 1's ffn norm
-    // times 3e38) came out of it finite, and generate printed garbage with rc 0.
-    {"GenerateInt8NonFiniteActivation", norm_overflow("model.layers.1.post_attention_layernorm.weight"),
-     generate_with({"--dtype", "int8"}), "non-finite activation in layer 1 (ffn_norm at position 0 is "},
+    // An int8 product rounded layer 1's infinities to finite garbage, printed with rc 0:
+    {"GenerateInt8NonFiniteActivation", norm_overflow, generate_with({"--dtype", "int8"}),
+     "non-finite activation in layer 1 (ffn_norm at position 0 is "},
     {"ChatStdinDevZeroHitsTheLineCap", tiny, {"chat", "-m", "{d}/m", "-n", "3"},
      "<stdin> line 1: longer than the 67108864 byte limit for one line", "/dev/zero"},
-    {"ChatTurnTooLongForTheContextExitsOne", tiny, {"chat", "-m", "{d}/m", "-n", "3", "-c", "8"},
-     "context", "", "this user message is much longer than eight tokens of context\n"},
     // ---- output that cannot be written ----
     {"TokenizeJsonlToDevFull",
      [](const fs::path& d) {
@@ -397,25 +391,14 @@ const std::vector<BadInputCase> kBadInputCases = {
      },
      {"synth", "--config", "{d}/m/config.json", "--out", "{d}/link"}, "link: is a symbolic link", "", "", "",
      "empty/model.safetensors"},
-    // ---- bench results files, read and rewritten by the rules of every other file ----
-    {"BenchCompareOnAFifo",  // before: blocked in open() forever
-     [](const fs::path& d) { ASSERT_EQ(::mkfifo((d / "r.jsonl").c_str(), 0600), 0); },
-     {"bench", "compare", "{d}/r.jsonl"}, "r.jsonl: is a FIFO, not a regular file"},
-    {"BenchCompareRunOnAFifo",
-     [](const fs::path& d) {
-       test::write_text(d / "r.jsonl", "{\"bench\":\"load\",\"load_seconds_median\":1}\n");
-       ASSERT_EQ(::mkfifo((d / "run.jsonl").c_str(), 0600), 0);
-     },
-     {"bench", "compare", "{d}/r.jsonl", "--run", "{d}/run.jsonl"}, "run.jsonl: is a FIFO, not a regular file"},
-    {"BenchDiscardOnAFifo", [](const fs::path& d) { ASSERT_EQ(::mkfifo((d / "r.jsonl").c_str(), 0600), 0); },
-     {"bench", "discard", "{d}/r.jsonl", "--line", "1", "--reason", "x"}, "r.jsonl: is a FIFO, not a regular file"},
-    {"BenchDiscardOnASymlink",  // before: the link was replaced by a regular file, rc 0
-     [](const fs::path& d) {
-       test::write_text(d / "r.jsonl", "{\"bench\":\"load\",\"load_seconds_median\":1}\n");
-       fs::create_symlink(d / "r.jsonl", d / "link.jsonl");
-     },
-     {"bench", "discard", "{d}/link.jsonl", "--line", "1", "--reason", "x"},
-     "link.jsonl: is a symbolic link; refusing to replace it"},
+    // ---- bench files by every file's rules (before: a FIFO hung compare, discard replaced a link) ----
+    {"BenchCompareOnAFifo", bench_files, {"bench", "compare", "{d}/fifo"}, "fifo: is a FIFO, not a regular file"},
+    {"BenchCompareRunOnAFifo", bench_files, {"bench", "compare", "{d}/r.jsonl", "--run", "{d}/fifo"},
+     "fifo: is a FIFO, not a regular file"},
+    {"BenchDiscardOnAFifo", bench_files, {"bench", "discard", "{d}/fifo", "--line", "1", "--reason", "x"},
+     "fifo: is a FIFO, not a regular file"},
+    {"BenchDiscardOnASymlink", bench_files, {"bench", "discard", "{d}/link", "--line", "1", "--reason", "x"},
+     "link: is a symbolic link; refusing to replace it"},
     {"BenchRecordStdinDevZeroHitsTheLineCap", tiny, {"bench", "record", "-o", "{d}/r.jsonl"},
      "<stdin> line 1: longer than the 67108864 byte limit for one line", "/dev/zero", "", "", "r.jsonl"},
     {"BenchResultsDirectoryMissing", tiny,

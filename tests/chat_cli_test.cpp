@@ -1,6 +1,7 @@
 // Multi-turn chat: the KV cache is reused across turns with only the new tokens prefilled
 // (counted exactly), the sequence always stands for what the template renders, /reset, and
 // `nanoinfer chat` driven through a pipe.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -87,10 +88,80 @@ TEST_F(ChatSessionTest, TurnThatDoesNotFitLeavesTheConversationUnchanged) {
   collect(chat, "hi", 2);
   const std::vector<ChatMessage> before = chat.messages();
   const size_t tokens_before = gen.tokens().size();
-  EXPECT_THROW(collect(chat, std::string(80, 'q'), 2), Error);
+  EXPECT_THROW(collect(chat, std::string(80, 'q'), 2), ChatTurnRefused);
   EXPECT_EQ(chat.messages().size(), before.size());
   EXPECT_EQ(gen.tokens().size(), tokens_before);
   EXPECT_NO_THROW(collect(chat, "ok", 1));
+}
+
+// The longest message worth tokenizing is 4 x the longest token x the context; a longer one is
+// refused before it is tokenized (the tokenizer's piece cache, which every encoded word
+// enters, is untouched), a shorter one that still does not fit is refused once tokenized,
+// and neither changes the conversation.
+TEST_F(ChatSessionTest, ALongMessageIsRefusedBeforeItIsTokenized) {
+  Model model = open_model_alone(dir_.path(), {.threads = 1, .max_context = 64});
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  Generator gen(model, tok, kGreedyWithPenalty);
+  ChatSession chat(gen, tok, "x");
+  size_t longest = 0;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) longest = std::max(longest, tok.token_bytes(id).size());
+  ASSERT_GT(longest, 1u);
+  EXPECT_EQ(chat.max_message_bytes(), 4 * longest * 64);
+  collect(chat, "hi", 2);
+  const std::vector<ChatMessage> before = chat.messages();
+  const size_t tokens_before = gen.tokens().size();
+  const auto words = [](size_t bytes) {  // distinct words, so each would enter the piece cache
+    std::string text;
+    for (size_t i = 0; text.size() < bytes; ++i) text += " w" + std::to_string(i);
+    text.resize(bytes);
+    return text;
+  };
+  tok.clear_cache();
+  try {
+    collect(chat, words(chat.max_message_bytes() + 1), 2);
+    ADD_FAILURE() << "not refused";
+  } catch (const ChatTurnRefused& e) {
+    EXPECT_EQ(std::string(e.what()), fmt::format("message not sent: {} bytes cannot fit a context of 64 tokens (at most {} "
+                                                  "bytes: 4 x {}, the longest token's bytes, per token); shorten it or "
+                                                  "raise -c",
+                                                  chat.max_message_bytes() + 1, chat.max_message_bytes(), longest));
+  }
+  EXPECT_EQ(tok.cache_entries(), 0u);
+  EXPECT_EQ(chat.messages().size(), before.size());
+  EXPECT_EQ(gen.tokens().size(), tokens_before);
+  // Under the byte bound but over the context in tokens: tokenized, then refused.
+  EXPECT_THROW(collect(chat, words(chat.max_message_bytes() / 8), 2), ChatTurnRefused);
+  EXPECT_GT(tok.cache_entries(), 0u);
+  EXPECT_EQ(chat.messages().size(), before.size());
+  EXPECT_EQ(gen.tokens().size(), tokens_before);
+  EXPECT_NO_THROW(collect(chat, "ok", 1));
+  EXPECT_EQ(chat.messages().size(), before.size() + 2);
+}
+
+// `chat` refuses a message too long for the context with one line on stderr and goes on: the
+// next message gets the reply it gets in a fresh chat, and the exit code is 0 (before: the
+// refusal counted as a failed turn, exit 1; a 50 MB line was tokenized first, 1.6 GB). A
+// message continued with backslashes past the bound is refused once, not turned into turns.
+TEST_F(ChatSessionTest, CliRefusesATooLongMessageAndGoesOn) {
+  Model model = open_model_alone(dir_.path(), {.threads = 1, .max_context = 96});
+  const Tokenizer tok = Tokenizer::load(dir_.path());
+  Generator gen(model, tok, kGreedyWithPenalty);
+  ChatSession chat(gen, tok, "");
+  const size_t bound = chat.max_message_bytes();
+  const std::string reply = collect(chat, "hello", 4);
+  const std::vector<std::string> args = {"chat", "-m", dir_.path().string(), "--temp", "0", "-n", "4", "-t", "1",
+                                         "-c", "96"};
+  for (const std::string& message : {std::string(bound + 1, 'a'),         // refused unread by the tokenizer
+                                     std::string(bound / 4, 'b'),          // tokenized, too many tokens
+                                     std::string(bound, 'c') + "\\\nd\\\ne"}) {  // continued past the bound
+    const test::CliProcess r = test::run_cli_process(args, {.stdin_text = message + "\nhello\n"});
+    ASSERT_TRUE(r.exited);
+    EXPECT_EQ(r.exit_code, 0) << r.err.substr(0, 300);
+    EXPECT_EQ(r.out, reply + "\n") << message.substr(0, 20);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err.substr(0, 600);
+    EXPECT_TRUE(r.err.starts_with("nanoinfer: message not sent: ")) << r.err.substr(0, 300);
+    EXPECT_LT(r.err.size(), 300u);
+  }
 }
 
 // A conversation that outgrows the context loses its oldest turns, never the system prompt,

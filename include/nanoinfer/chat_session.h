@@ -13,9 +13,18 @@
 #include <vector>
 
 #include "nanoinfer/chat_template.h"
+#include "nanoinfer/error.h"
 #include "nanoinfer/generator.h"
 
 namespace nanoinfer {
+
+// A user message the conversation cannot take, refused by ChatSession::send before any work:
+// it does not fit the context (what() says by how much and what to do). The conversation is
+// unchanged and the next message may well fit: a REPL reports it and goes on.
+class ChatTurnRefused : public Error {
+ public:
+  using Error::Error;
+};
 
 class ChatSession {
  public:
@@ -29,11 +38,17 @@ class ChatSession {
   // reply as far as it got). When the conversation would leave the reply less room than
   // min(options.max_new_tokens, half the context), the oldest turns (user message and reply)
   // are dropped, the system prompt kept, and the rest prefilled again: dropped_turns() says how
-  // many. If the turn does not fit even alone, throws Error and leaves the conversation as it
-  // was; if the reply fails part way (e.g. the model produces NaN logits), throws Error and
-  // starts over.
+  // many. If the turn does not fit (even alone, or beside what cannot be dropped), throws
+  // ChatTurnRefused and leaves the conversation as it was; a message longer than
+  // max_message_bytes() is refused so before it is copied or tokenized. If the reply fails
+  // part way (e.g. the model produces NaN logits), throws Error and starts over.
   GenerationStats send(std::string_view user_text, const StopRules& options,
                        const TextSink& on_text);
+  // The longest message send() tokenizes: 4 x (the longest token's bytes) x the context. No
+  // longer message can fit: each token stands for at most the longest token's bytes of
+  // normalized text, and NFC normalization shortens text less than 4 times (its largest
+  // composition, three Hangul jamo into one syllable, takes 9 bytes to 3).
+  size_t max_message_bytes() const;
   // Turns the last send() dropped to make room (0: none).
   size_t dropped_turns() const { return dropped_turns_; }
 
@@ -52,6 +67,7 @@ class ChatSession {
   std::vector<ChatMessage> messages_;
   std::string sequence_text_;
   size_t dropped_turns_ = 0;
+  size_t max_token_bytes_ = 1;  // of the tokenizer's longest token
 
   // Tokens of the whole conversation rendered with the generation prompt.
   size_t rendered_tokens(std::span<const ChatMessage> messages) const;

@@ -74,6 +74,18 @@ const Kind* kind_of(const nlohmann::json& r) {
   return nullptr;
 }
 
+// A line of a results file as a record: one nested too deep is said so; anything else that is
+// not a JSON object, malformed JSON included, is "not a JSON object".
+nlohmann::json record_of(std::string_view line, const std::string& where) {
+  check_json_depth(line, where);
+  nlohmann::json r;
+  std::string problem;
+  if (!try_parse_json(line, r, problem) || !r.is_object()) {
+    fail("{}: not a JSON object (one bench record per line)", where);
+  }
+  return r;
+}
+
 bool discarded(const nlohmann::json& r) { return r.contains("discarded") && !r["discarded"].is_null(); }
 
 // A field's value or null (a missing field matches only a missing field).
@@ -211,9 +223,7 @@ BenchRecordReader::BenchRecordReader(const std::string& file) : file_(file), lin
 bool BenchRecordReader::next(nlohmann::json& record) {
   for (std::string line; lines_.next(line);) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const size_t n = lines_.line_number();
-    if (std::string problem; !try_parse_json(line, record, problem)) fail("{}:{}: {}", file_, n, problem);
-    if (!record.is_object()) fail("{}:{}: not a JSON object (one bench record per line)", file_, n);
+    record = record_of(line, fmt::format("{}:{}", file_, lines_.line_number()));
     return true;
   }
   return false;
@@ -324,9 +334,7 @@ void discard_bench_records(const std::string& file, const std::vector<size_t>& l
   for (std::string line; in.next(line);) {
     const size_t n = in.line_number();
     if (wanted.contains(n)) {
-      nlohmann::json r;
-      if (std::string problem; !try_parse_json(line, r, problem)) fail("{}:{}: {}", file, n, problem);
-      if (!r.is_object()) fail("{}:{}: not a JSON object (one bench record per line)", file, n);
+      nlohmann::json r = record_of(line, fmt::format("{}:{}", file, n));
       if (discarded(r)) fail("{}:{}: already discarded ({})", file, n, excerpt(r["discarded"].dump()));
       r["discarded"] = reason;
       line = r.dump();

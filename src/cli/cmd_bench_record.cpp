@@ -44,9 +44,10 @@ void bench_record(const RecordArgs& args) {
   for (std::string line; in.next(line);) {
     const size_t n = in.line_number();
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    check_json_depth(line, fmt::format("bench record: stdin line {}", n));
     nlohmann::json r;
-    if (std::string problem; !try_parse_json(line, r, problem)) fail("bench record: stdin line {}: {}", n, problem);
-    if (!r.is_object()) fail("bench record: stdin line {} is not a JSON object", n);
+    std::string problem;
+    if (!try_parse_json(line, r, problem) || !r.is_object()) fail("bench record: stdin line {} is not a JSON object", n);
     if (!r.contains("bench") || !r["bench"].is_string())
       fail("bench record: stdin line {} has no \"bench\" name (a string)", n);
     for (const std::string& field : provenance_fields()) {

@@ -4,8 +4,10 @@
 // reply stops the reply and returns to the prompt; at the prompt it ends the chat. When the
 // conversation outgrows the context the oldest turns are dropped (the system prompt stays),
 // with one line on stderr. The "> " prompt goes to stderr and only when stdin is a terminal,
-// so a pipe gets replies only. A failed turn is reported on stderr and the chat goes on, but
-// the exit code is then 1.
+// so a pipe gets replies only. A message too long for the context is refused with one line on
+// stderr (one longer than ChatSession::max_message_bytes() before it is tokenized), and the
+// chat goes on. A failed turn is reported on stderr and the chat goes on, but the exit code is
+// then 1.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -97,12 +99,14 @@ void run(const ChatFlags& f) {
   size_t failed_turns = 0;
   while (true) {
     if (!input.next(line, "> ")) break;
-    // A trailing backslash continues the message on the next line.
+    // A trailing backslash continues the message on the next line. Past the longest message
+    // the session can take, the rest is read but not kept: the message is refused anyway.
     std::string more;
-    while (!line.empty() && line.back() == '\\') {
+    for (bool continued = !line.empty() && line.back() == '\\'; continued;) {
       line.back() = '\n';
       if (!input.next(more, ". ")) break;
-      line += more;
+      continued = !more.empty() && more.back() == '\\';
+      if (line.size() <= session.max_message_bytes()) line += more;
     }
     if (line == "/exit") break;
     if (line == "/help") {
@@ -146,6 +150,9 @@ void run(const ChatFlags& f) {
                    generator.tokens().size(), generator.context_size());
         if (speculation.enabled()) fmt::print(stderr, "[{}]\n", speculation.stats_line(s));
       }
+    } catch (const ChatTurnRefused& e) {
+      // Too long for the context: nothing was sent or changed, and the next message may fit.
+      fmt::print(stderr, "nanoinfer: {}\n", e.what());
     } catch (const Error& e) {
       if (std::ferror(stdout)) throw;  // no one can read the replies: end the chat
       // The conversation is unchanged (or reset, if the reply failed part way): the user can

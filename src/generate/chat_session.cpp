@@ -1,5 +1,7 @@
 #include "nanoinfer/chat_session.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "nanoinfer/error.h"
@@ -9,8 +11,17 @@ namespace nanoinfer {
 ChatSession::ChatSession(Generator& generator, const Tokenizer& tokenizer, std::string system_prompt,
                          SpecialTokens content)
     : generator_(generator), tokenizer_(tokenizer), system_prompt_(std::move(system_prompt)), content_(content) {
+  for (int32_t id = 0; id < tokenizer_.vocab_size(); ++id) {
+    try {
+      max_token_bytes_ = std::max(max_token_bytes_, tokenizer_.token_bytes(id).size());
+    } catch (const Error&) {
+      // an id no token has
+    }
+  }
   reset();
 }
+
+size_t ChatSession::max_message_bytes() const { return 4 * max_token_bytes_ * generator_.context_size(); }
 
 void ChatSession::reset() {
   generator_.reset();
@@ -27,6 +38,12 @@ size_t ChatSession::rendered_tokens(std::span<const ChatMessage> messages) const
 
 GenerationStats ChatSession::send(std::string_view user_text, const StopRules& options,
                                   const TextSink& on_text) {
+  if (user_text.size() > max_message_bytes()) {
+    throw ChatTurnRefused(fmt::format(
+        "message not sent: {} bytes cannot fit a context of {} tokens (at most {} bytes: 4 x {}, the longest "
+        "token's bytes, per token); shorten it or raise -c",
+        user_text.size(), generator_.context_size(), max_message_bytes(), max_token_bytes_));
+  }
   messages_.push_back({"user", std::string(user_text)});
   dropped_turns_ = 0;
   // Room for the reply: what the conversation so far plus this turn leave must be at least
@@ -71,6 +88,22 @@ GenerationStats ChatSession::send(std::string_view user_text, const StopRules& o
   // "<|im_end|>" closing the last reply, so the cut is on a token boundary.
   std::vector<int32_t> ids;
   tokenizer_.encode_pieces_append(chat_text_pieces(pieces, sequence_text_.size(), content_), ids);
+  // The generator's own condition (its history, sampled tokens included, plus these), checked
+  // here so that a turn that does not fit is a refusal, told apart from a failure.
+  const size_t used = generator_.tokens().size();
+  if (used + ids.size() > context) {
+    messages_.pop_back();
+    if (used == 0) {
+      throw ChatTurnRefused(fmt::format(
+          "message not sent: with the chat template it is {} tokens, more than the context of {} holds; shorten it "
+          "or raise -c",
+          ids.size(), context));
+    }
+    throw ChatTurnRefused(fmt::format(
+        "message not sent: it needs {} more tokens but only {} of the context's {} are left; /reset, shorten it or "
+        "raise -c",
+        ids.size(), context - std::min(used, context), context));
+  }
   const size_t reply_start = generator_.tokens().size() + ids.size();
   const size_t tokens_before = generator_.tokens().size();
   GenerationStats stats;
