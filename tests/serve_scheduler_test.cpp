@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <future>
 #include <thread>
@@ -387,6 +389,13 @@ TEST_F(ServeScheduler, TheQueueBoundIsStrict) {
   Scheduler scheduler(*model_, *tok_, {.parallel = kParallel, .queue = kQueue}, metrics_);
   Job endless = job("the cat", 90, {.temperature = 1.0, .seed = 1});
   endless.eos_ids.clear();
+  // The tiny model can run a request to its context's end (96 positions) while the test thread
+  // is descheduled mid-burst, which frees a place: a burst takes exactly parallel + queue, plus
+  // at most one more for each request that ended before the burst did.
+  const auto ended = [](const std::vector<std::shared_ptr<Channel>>& channels) {
+    return static_cast<size_t>(std::count_if(channels.begin(), channels.end(),
+                                             [](const auto& c) { return c->outcome() != Outcome::Running; }));
+  };
   std::vector<std::shared_ptr<Channel>> taken;
   size_t refused = 0, deepest = 0;
   for (size_t i = 0; i < kBurst; ++i) {
@@ -397,18 +406,24 @@ TEST_F(ServeScheduler, TheQueueBoundIsStrict) {
     }
     deepest = std::max(deepest, scheduler.queue_depth());
   }
-  EXPECT_EQ(taken.size(), kParallel + kQueue);
-  EXPECT_EQ(refused, kBurst - kParallel - kQueue);
+  const size_t ended_in_burst = ended(taken);
+  EXPECT_GE(taken.size(), kParallel + kQueue);
+  EXPECT_LE(taken.size(), kParallel + kQueue + ended_in_burst);
+  EXPECT_EQ(refused + taken.size(), kBurst);
   EXPECT_LE(deepest, kQueue);
-  EXPECT_EQ(scheduler.holding(), kParallel + kQueue);
+  EXPECT_LE(scheduler.holding(), kParallel + kQueue);
   // Cancelled, queued or running, every request gives its place back.
   for (auto& c : taken) c->cancel();
   for (auto& c : taken) EXPECT_NE(drain(*c).outcome, Outcome::Running);
   EXPECT_EQ(scheduler.holding(), 0u);
   EXPECT_EQ(scheduler.queue_depth(), 0u);
-  size_t again = 0;
-  for (size_t i = 0; i < kBurst; ++i) again += scheduler.submit(endless) ? 1 : 0;
-  EXPECT_EQ(again, kParallel + kQueue);
+  std::vector<std::shared_ptr<Channel>> again;
+  for (size_t i = 0; i < kBurst; ++i) {
+    if (auto c = scheduler.submit(endless)) again.push_back(std::move(c));
+  }
+  const size_t ended_again = ended(again);
+  EXPECT_GE(again.size(), kParallel + kQueue);
+  EXPECT_LE(again.size(), kParallel + kQueue + ended_again);
 }
 
 // A request cancelled while it waits (its client left) is dropped from the queue without

@@ -127,20 +127,14 @@ class Compiler {
     }
   }
 
-  // A rule that can reach itself without matching a byte, with something left to match after
-  // it on the way (a rule entered before the end of an alternative), would expand forever: the
-  // stack grows on each turn. Such a cycle is refused. A cycle whose every step is the last
-  // symbol of an alternative (`(a*)*`: the outer repetition enters itself after an empty inner
-  // one) enters the rule again over the same stack: the parser meets that pair once per byte
-  // (grammar.cpp, expand) and the cycle is harmless. Linear in the symbols: nullability by a
-  // work list, the cycles by Tarjan's strongly connected components of the "enters before any
-  // byte" graph, iterative.
-  void check_left_recursion() {
+  // The rules that can derive the empty text (with_bytes false) or some finite text (true): a
+  // rule is marked once every rule symbol of one of its alternatives is (an alternative with a
+  // byte range counts only with_bytes). A work list: each symbol is visited a bounded number
+  // of times, where sweeping every rule until nothing changes was quadratic on a chain.
+  std::vector<char> derives(bool with_bytes) const {
     const size_t n = g_.alts.size();
-    budget_.charge(g_.syms.size() + n);
-    // Nullable rules: an alternative is empty once each of its rule symbols is (no bytes).
-    std::vector<char> nullable(n, 0);
-    std::vector<uint32_t> alt_rule, pending;         // per alternative
+    std::vector<char> marked(n, 0);
+    std::vector<uint32_t> alt_rule, pending;         // per alternative: its rule, its unmarked symbols
     std::vector<std::vector<uint32_t>> used_in(n);  // rule -> alternatives using it (with repeats)
     std::vector<uint32_t> work;
     for (uint32_t r = 0; r < n; ++r) {
@@ -156,10 +150,11 @@ class Compiler {
             used_in[g_.syms[p].rule].push_back(a);
           }
         }
+        const bool never = bytes && !with_bytes;
         alt_rule.push_back(r);
-        pending.push_back(bytes ? UINT32_MAX : refs);
-        if (!bytes && refs == 0 && !nullable[r]) {
-          nullable[r] = 1;
+        pending.push_back(never ? UINT32_MAX : refs);
+        if (!never && refs == 0 && !marked[r]) {
+          marked[r] = 1;
           work.push_back(r);
         }
       }
@@ -169,12 +164,27 @@ class Compiler {
       work.pop_back();
       for (uint32_t a : used_in[r]) {
         if (pending[a] == UINT32_MAX || --pending[a] != 0) continue;
-        if (!nullable[alt_rule[a]]) {
-          nullable[alt_rule[a]] = 1;
+        if (!marked[alt_rule[a]]) {
+          marked[alt_rule[a]] = 1;
           work.push_back(alt_rule[a]);
         }
       }
     }
+    return marked;
+  }
+
+  // A rule that can reach itself without matching a byte, with something left to match after
+  // it on the way (a rule entered before the end of an alternative), would expand forever: the
+  // stack grows on each turn. Such a cycle is refused. A cycle whose every step is the last
+  // symbol of an alternative (`(a*)*`: the outer repetition enters itself after an empty inner
+  // one) enters the rule again over the same stack: the parser meets that pair once per byte
+  // (grammar.cpp, expand) and the cycle is harmless. Linear in the symbols: nullability by
+  // derives(), the cycles by Tarjan's strongly connected components of the "enters before any
+  // byte" graph, iterative.
+  void check_left_recursion() {
+    const size_t n = g_.alts.size();
+    budget_.charge(g_.syms.size() + n);
+    const std::vector<char> nullable = derives(/*with_bytes=*/false);
     // Rules entered before any byte, each edge marked when it leaves something to match.
     struct Edge {
       uint32_t to;
@@ -239,36 +249,9 @@ class Compiler {
         }
       }
     }
-    // Rules that can finish (derive some finite text), the same way with bytes allowed: a rule
-    // that cannot (`x ::= "a" x`) would leave its parses alive forever without completing.
-    std::vector<char> ends(n, 0);
-    std::vector<uint32_t> refs_left(alt_rule.size(), 0);  // per alternative, its rule symbols not known to end
-    {
-      uint32_t a = 0;
-      for (uint32_t r = 0; r < n; ++r) {
-        for (uint32_t start : g_.alts[r]) {
-          uint32_t refs = 0;
-          for (uint32_t p = start; g_.syms[p].kind != Impl::End; ++p) refs += g_.syms[p].kind == Impl::Ref;
-          refs_left[a] = refs;
-          if (refs == 0 && !ends[r]) {
-            ends[r] = 1;
-            work.push_back(r);
-          }
-          ++a;
-        }
-      }
-    }
-    while (!work.empty()) {
-      const uint32_t r = work.back();
-      work.pop_back();
-      for (uint32_t a : used_in[r]) {
-        if (--refs_left[a] != 0) continue;
-        if (!ends[alt_rule[a]]) {
-          ends[alt_rule[a]] = 1;
-          work.push_back(alt_rule[a]);
-        }
-      }
-    }
+    // A rule that cannot derive any finite text (`x ::= "a" x`) would keep its parses alive
+    // forever without completing.
+    const std::vector<char> ends = derives(/*with_bytes=*/true);
     for (size_t r = 0; r < n; ++r) {
       if (!ends[r]) fail("grammar: the rule '{}' never finishes (every way through it enters a rule again)", g_.names[r]);
     }
