@@ -11,7 +11,10 @@
 // the positions left to match in the rules entered so far, its top always a byte range. A byte
 // advances every stack whose top accepts it. The state is complete (the text so far is a whole
 // sentence of the grammar) when one of its stacks is empty. Left-recursive rules are refused
-// when the grammar is built (they would expand forever).
+// when the grammar is built (they would expand forever), and so are rules that can never
+// finish; a rule entered again over the same stack within one byte is expanded once, so a
+// cycle through the ends of alternatives, as in `(a*)*`, is fine. Every pass is iterative:
+// no grammar can deepen the C++ stack.
 //
 // The mask (TokenMasker): the vocabulary is a byte trie (VocabTrie, built once per tokenizer),
 // walked depth first against the parser, a branch dropped as soon as its bytes kill every

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 
@@ -167,8 +169,17 @@ void run(const ServeFlags& f) {
   // keep the process alive: it ends here, saying so.
   static constexpr int kStopSeconds = 5;
   std::thread([signals] {
-    const timespec wait{kStopSeconds, 0};
-    const int again = sigtimedwait(&signals, nullptr, &wait);
+    // sigtimedwait returns early with EINTR when another signal (one the sanitizers use, say)
+    // interrupts it: wait again for what is left of the time.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kStopSeconds);
+    int again = -1;
+    for (auto left = deadline - std::chrono::steady_clock::now(); left > left.zero();
+         left = deadline - std::chrono::steady_clock::now()) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      const timespec wait{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+      again = sigtimedwait(&signals, nullptr, &wait);
+      if (again > 0 || errno != EINTR) break;
+    }
     fmt::print(stderr, "nanoinfer: {}; exiting now\n",
                again > 0 ? "a second signal received" : fmt::format("still stopping after {} s", kStopSeconds));
     std::fflush(stderr);
