@@ -58,14 +58,14 @@ TEST(GrammarLimits, LongRuleChainsCompileAndRunWithoutRecursion) {
 TEST(GrammarLimits, LongRefChainsInSchemasCompile) {
   // A $defs chain of 60,000 references: each reference's rule is written from a work list.
   std::string defs;
-  for (int i = 0; i < 60000; ++i) defs += fmt::format("{}\"d{}\":{{\"$ref\":\"#/$defs/d{}\"}}", i ? "," : "", i, i + 1);
+  for (int i = 0; i < 60000; ++i)
+    defs += fmt::format("{}\"d{}\":{{\"$ref\":\"#/$defs/d{}\"}}", i ? "," : "", i, i + 1);
   defs += ",\"d60000\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9}";
   const std::string schema = "{\"$ref\":\"#/$defs/d0\",\"$defs\":{" + defs + "}}";
   GrammarBudget large(1'000'000'000);
   const Grammar g = Grammar::from_gbnf(json_schema_to_gbnf(schema, &large), "root", &large);
   EXPECT_TRUE(matches(g, "7"));
   EXPECT_FALSE(matches(g, "12"));
-
 }
 
 TEST(GrammarLimits, SchemasNestedDeeperThanTheJsonLimitAreRefusedByName) {
@@ -73,7 +73,9 @@ TEST(GrammarLimits, SchemasNestedDeeperThanTheJsonLimitAreRefusedByName) {
   for (int i = 0; i < 100000; ++i) deep += "{\"anyOf\":[";
   deep += "{\"type\":\"integer\"}";
   for (int i = 0; i < 100000; ++i) deep += "]}";
-  EXPECT_NE(error_of([&] { json_schema_to_gbnf(deep); }).find("JSON Schema: JSON nested deeper than 64 levels"),
+  EXPECT_NE(error_of([&] {
+              json_schema_to_gbnf(deep);
+            }).find("JSON Schema: JSON nested deeper than 64 levels"),
             std::string::npos);
   // Within the limit, however the schema nests, the grammar text stays within the GBNF
   // parser's own limit on groups (deep expressions become rules).
@@ -83,8 +85,10 @@ TEST(GrammarLimits, SchemasNestedDeeperThanTheJsonLimitAreRefusedByName) {
   EXPECT_TRUE(matches(g, "42"));
   EXPECT_TRUE(matches(g, "null"));
   // A pattern's groups are bounded too.
-  const std::string pattern = "{\"type\":\"string\",\"pattern\":\"" + std::string(40, '(') + "a" + std::string(40, ')') + "\"}";
-  EXPECT_NE(error_of([&] { json_schema_to_gbnf(pattern); }).find("groups nested deeper than 32"), std::string::npos);
+  const std::string pattern = "{\"type\":\"string\",\"pattern\":\"" + std::string(40, '(') + "a" +
+                              std::string(40, ')') + "\"}";
+  EXPECT_NE(error_of([&] { json_schema_to_gbnf(pattern); }).find("groups nested deeper than 32"),
+            std::string::npos);
 }
 
 // Steps charged to compile `gbnf_or_schema` (a schema when it starts with '{'), but for the
@@ -100,7 +104,8 @@ uint64_t steps(const std::string& text) {
 std::string object_schema(int n, bool properties, bool required) {
   std::string props, req;
   for (int i = 0; i < n; ++i) {
-    props += fmt::format("{}\"property_with_a_long_shared_prefix_{}\":{{\"type\":\"integer\"}}", i ? "," : "", i);
+    props += fmt::format("{}\"property_with_a_long_shared_prefix_{}\":{{\"type\":\"integer\"}}",
+                         i ? "," : "", i);
     req += fmt::format("{}\"property_with_a_long_shared_prefix_{}\"", i ? "," : "", i);
   }
   std::string s = "{\"type\":\"object\"";
@@ -119,14 +124,16 @@ TEST(GrammarLimits, CompileWorkIsLinearInTheGrammarsSize) {
     const double b = static_cast<double>(steps(make(2 * n)));
     return b / a;
   };
-  EXPECT_LT(ratio([](int n) { return "root ::= r0\n" + rule_chain(static_cast<size_t>(n)); }, 4000), 2.3);
+  EXPECT_LT(ratio([](int n) { return "root ::= r0\n" + rule_chain(static_cast<size_t>(n)); }, 4000),
+            2.3);
   EXPECT_LT(ratio([](int n) { return object_schema(n, true, false); }, 1000), 2.3);
   EXPECT_LT(ratio([](int n) { return object_schema(n, true, true); }, 1000), 2.3);
   EXPECT_LT(ratio([](int n) { return object_schema(n, false, true); }, 1000), 2.3);
   EXPECT_LT(ratio(
                 [](int n) {
                   std::string s = object_schema(n, true, false);
-                  return s.substr(0, s.size() - 1) + ",\"additionalProperties\":{\"type\":\"string\"}}";
+                  return s.substr(0, s.size() - 1) +
+                         ",\"additionalProperties\":{\"type\":\"string\"}}";
                 },
                 1000),
             2.3);
@@ -141,7 +148,8 @@ TEST(GrammarLimits, CompileWorkIsLinearInTheGrammarsSize) {
   EXPECT_LT(ratio(
                 [](int n) {
                   std::string b;
-                  for (int i = 0; i < n; ++i) b += fmt::format("{}{{\"const\":{}}}", i ? "," : "", i);
+                  for (int i = 0; i < n; ++i)
+                    b += fmt::format("{}{{\"const\":{}}}", i ? "," : "", i);
                   return "{\"oneOf\":[" + b + "]}";
                 },
                 2000),
@@ -154,15 +162,20 @@ TEST(GrammarLimits, TheBudgetStopsACompileAndSoDoesCancellation) {
   Grammar::from_gbnf(json_schema_to_gbnf(big, &measure), "root", &measure).probe(measure);
   const uint64_t need = measure.used();
   GrammarBudget small(need / 2);
-  EXPECT_NE(error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &small), "root", &small); })
-                .find("more than"),
+  EXPECT_NE(error_of([&] {
+              Grammar::from_gbnf(json_schema_to_gbnf(big, &small), "root", &small);
+            }).find("more than"),
             std::string::npos);
   GrammarBudget enough(need);
-  EXPECT_EQ(error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &enough), "root", &enough).probe(enough); }), "");
+  EXPECT_EQ(error_of([&] {
+              Grammar::from_gbnf(json_schema_to_gbnf(big, &enough), "root", &enough).probe(enough);
+            }),
+            "");
   int asked = 0;
   GrammarBudget cancelled(GrammarBudget::kDefaultSteps, [&] { return ++asked > 1; });
-  EXPECT_NE(error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &cancelled), "root", &cancelled); })
-                .find("cancelled"),
+  EXPECT_NE(error_of([&] {
+              Grammar::from_gbnf(json_schema_to_gbnf(big, &cancelled), "root", &cancelled);
+            }).find("cancelled"),
             std::string::npos);
   EXPECT_GE(asked, 2);
 }
@@ -170,7 +183,8 @@ TEST(GrammarLimits, TheBudgetStopsACompileAndSoDoesCancellation) {
 TEST(GrammarLimits, OrderedParseCostCountsEachObjectsMembersSquared) {
   EXPECT_EQ(ordered_parse_cost("[1,2,3]"), 0u);
   EXPECT_EQ(ordered_parse_cost("{}"), 0u);
-  EXPECT_EQ(ordered_parse_cost(R"({"a":1,"b":{"c":[1,2],"d":"}{,,"},"e":3})"), 3u * 3 / 2 + 2 * 2 / 2);
+  EXPECT_EQ(ordered_parse_cost(R"({"a":1,"b":{"c":[1,2],"d":"}{,,"},"e":3})"),
+            3u * 3 / 2 + 2 * 2 / 2);
   std::string wide = "{";
   for (int i = 0; i < 1000; ++i) wide += fmt::format("{}\"k{}\":{{}}", i ? "," : "", i);
   EXPECT_EQ(ordered_parse_cost(wide + "}"), 1000u * 1000 / 2);
@@ -210,18 +224,20 @@ TEST(GrammarLimits, AmbiguityThatExplodesInAFewBytesIsRefusedBeforeGenerating) {
   // The same from a schema's pattern: a run of a's splits into words of 1..399 a's in
   // exponentially many ways, and the parses remember where each word began.
   std::string words;
-  for (int k = 1; k < 400; ++k) words += (k > 1 ? "|" : "") + std::string(static_cast<size_t>(k), 'a');
+  for (int k = 1; k < 400; ++k)
+    words += (k > 1 ? "|" : "") + std::string(static_cast<size_t>(k), 'a');
   GrammarBudget b2;
   const std::string schema = "{\"type\":\"string\",\"pattern\":\"^(" + words + ")+$\"}";
-  EXPECT_NE(error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(schema, &b2), "root", &b2).probe(b2); })
-                .find("too ambiguous"),
+  EXPECT_NE(error_of([&] {
+              Grammar::from_gbnf(json_schema_to_gbnf(schema, &b2), "root", &b2).probe(b2);
+            }).find("too ambiguous"),
             std::string::npos);
   // Ambiguity that collapses: each character may end any of 1,000 repetitions, but entering a
   // rule again over the same stack is done once per byte, so the parses stay bounded (this
   // failed at the first token, over the limit).
   GrammarBudget b3;
-  const Grammar dots =
-      Grammar::from_gbnf(json_schema_to_gbnf(R"({"type":"string","pattern":"^(.*){1,1000}$"})", &b3), "root", &b3);
+  const Grammar dots = Grammar::from_gbnf(
+      json_schema_to_gbnf(R"({"type":"string","pattern":"^(.*){1,1000}$"})", &b3), "root", &b3);
   dots.probe(b3);
   GrammarState state(dots);
   ASSERT_TRUE(state.advance("\"abcdefghijklmnopqrstuvwxyz"));

@@ -70,11 +70,7 @@ class GbnfParser {
   size_t group_depth_ = 0;
 
   size_t line() {
-    if (i_ < line_at_) {  // (never: the parser does not go back)
-      line_at_ = 0;
-      line_ = 1;
-    }
-    const size_t end = std::min(i_, s_.size());
+    const size_t end = std::max(line_at_, std::min(i_, s_.size()));
     line_ += static_cast<size_t>(std::count(s_.begin() + static_cast<ptrdiff_t>(line_at_), s_.begin() + static_cast<ptrdiff_t>(end), '\n'));
     line_at_ = end;
     return line_;
