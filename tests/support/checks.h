@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <span>
@@ -39,6 +40,16 @@ std::string error_of(Fn&& fn) {
     return e.what();
   }
   return "";
+}
+
+// Whether two float arrays hold the same bits (NaNs and signed zeros included).
+inline bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+// tests/data/models: the tiny models with reference logits.
+inline std::filesystem::path tiny_models_dir() {
+  return std::filesystem::path(NANOINFER_SOURCE_DIR) / "tests/data/models";
 }
 
 // The index of the largest value; ties go to the lowest index, as in the reference.

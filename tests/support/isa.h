@@ -1,6 +1,8 @@
 // ISA choices the tests share.
 #pragma once
 
+#include <vector>
+
 #include "nanoinfer/isa.h"
 
 namespace nanoinfer::test {
@@ -12,6 +14,14 @@ inline Isa exact_activation_isa() {
   CpuFeatures cpu = host_cpu_features();
   cpu.set(CpuFeature::Avx512bf16, false);
   return best_isa(cpu);
+}
+
+// Every ISA tier this CPU runs, scalar first.
+inline std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : all_isas())
+    if (isa_supported(isa)) isas.push_back(isa);
+  return isas;
 }
 
 }  // namespace nanoinfer::test

@@ -16,6 +16,8 @@
 #include "nanoinfer/weight_type.h"
 #include "support/guarded.h"
 #include "support/random.h"
+#include "support/isa.h"
+#include "support/checks.h"
 
 namespace nanoinfer::test {
 
@@ -45,13 +47,6 @@ inline std::vector<WeightType> file_types() {
   for (const WeightTypeInfo& info : all_weight_types())
     if (info.quantized && !info.scaled_blocks()) types.push_back(info.type);
   return types;
-}
-
-inline std::vector<Isa> supported_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : all_isas())
-    if (isa_supported(isa)) isas.push_back(isa);
-  return isas;
 }
 
 // y = W x + bias for a quantized type through a table: x quantized by the table's own
@@ -88,10 +83,6 @@ struct QProblem {
     return out.values();
   }
 };
-
-inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 inline size_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)

@@ -1,5 +1,7 @@
 #include "support/run_cli.h"
 
+#include <gtest/gtest.h>
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -105,6 +107,19 @@ CliProcess run_cli_process(const std::vector<std::string>& args, const CliOption
   if (options.stdout_path.empty()) r.out = read_text(io / "stdout");
   r.err = read_text(io / "stderr");
   return r;
+}
+
+void expect_one_line_error(const CliResult& r, std::string_view needle) {
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("nanoinfer: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+void expect_error_exactly(const CliResult& r, const std::string& message) {
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "nanoinfer: error: " + message + "\n");
+  EXPECT_EQ(r.out, "");
 }
 
 }  // namespace nanoinfer::test

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace nanoinfer::test {
@@ -36,5 +37,13 @@ struct CliProcess {
 // Runs the binary directly (fork + exec, no shell) and reports how it ended, so a crash or a
 // hang is seen as such rather than as an exit code.
 CliProcess run_cli_process(const std::vector<std::string>& args, const CliOptions& options = {});
+
+// The contract of every command's bad input: exit code 1 and one line on stderr,
+// "nanoinfer: error: ..." holding `needle` (stdout is not checked: some commands print before
+// they fail).
+void expect_one_line_error(const CliResult& r, std::string_view needle);
+// The same, with the whole message known: stderr is exactly "nanoinfer: error: MESSAGE\n" and
+// stdout is empty.
+void expect_error_exactly(const CliResult& r, const std::string& message);
 
 }  // namespace nanoinfer::test

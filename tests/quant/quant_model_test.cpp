@@ -27,11 +27,9 @@ using test::argmax;
 
 namespace fs = std::filesystem;
 
-fs::path models_root() { return fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models"; }
-
 std::vector<fs::path> tiny_model_dirs() {
   std::vector<fs::path> dirs;
-  for (const auto& entry : fs::directory_iterator(models_root()))
+  for (const auto& entry : fs::directory_iterator(test::tiny_models_dir()))
     if (entry.is_directory() && fs::exists(entry.path() / "reference.safetensors")) dirs.push_back(entry.path());
   std::sort(dirs.begin(), dirs.end());
   return dirs;

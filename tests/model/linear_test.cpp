@@ -18,6 +18,8 @@
 #include "model/ops.h"
 #include "support/guarded.h"
 #include "support/random.h"
+#include "support/isa.h"
+#include "support/checks.h"
 
 namespace nanoinfer {
 namespace {
@@ -48,17 +50,6 @@ std::vector<float> run_linear(Isa isa, ThreadPool& pool, const Matrix& m, DType 
   return y.values();
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : all_isas())
-    if (isa_supported(isa)) isas.push_back(isa);
-  return isas;
-}
-
 struct Case {
   size_t rows, cols;
 };
@@ -69,28 +60,28 @@ const Case kCases[] = {{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {203, 3
 TEST(Linear, BitwiseIdenticalAtOneTwoAndThreeThreads) {
   ThreadPool p1(1), p2(2), p3(3);
   int compared = 0;
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     for (const Case& c : kCases) {
       const Matrix m(c.rows, c.cols, static_cast<uint32_t>(c.rows + c.cols));
       for (size_t tokens : {size_t{1}, size_t{7}}) {
         const std::vector<float> x = random_floats(tokens * c.cols, 11);
         for (DType dtype : {DType::F32, DType::BF16}) {
           const std::vector<float> y1 = run_linear(isa, p1, m, dtype, x, tokens);
-          EXPECT_TRUE(same_bits(y1, run_linear(isa, p2, m, dtype, x, tokens)))
+          EXPECT_TRUE(test::same_bits(y1, run_linear(isa, p2, m, dtype, x, tokens)))
               << isa_name(isa) << " " << c.rows << "x" << c.cols << " tokens " << tokens;
-          EXPECT_TRUE(same_bits(y1, run_linear(isa, p3, m, dtype, x, tokens)))
+          EXPECT_TRUE(test::same_bits(y1, run_linear(isa, p3, m, dtype, x, tokens)))
               << isa_name(isa) << " " << c.rows << "x" << c.cols << " tokens " << tokens;
           compared += 2;
         }
       }
     }
   }
-  EXPECT_EQ(compared, static_cast<int>(supported_isas().size() * std::size(kCases) * 2 * 2 * 2));
+  EXPECT_EQ(compared, static_cast<int>(test::supported_isas().size() * std::size(kCases) * 2 * 2 * 2));
 }
 
 TEST(Linear, BatchOfTokensIsBitwiseIdenticalToSingleTokenCalls) {
   ThreadPool pool(2);
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const Matrix m(899, 250, 5);  // rows straddle thread grains and register tiles
     for (size_t tokens = 1; tokens <= 9; ++tokens) {
       const std::vector<float> x = random_floats(tokens * m.cols, static_cast<uint32_t>(tokens));
@@ -100,7 +91,7 @@ TEST(Linear, BatchOfTokensIsBitwiseIdenticalToSingleTokenCalls) {
         for (size_t t = 0; t < tokens; ++t)
           linear({&pool, &kernels::table(isa)}, m.weight(dtype), m.bias.data(), x.data() + t * m.cols,
                  single.data() + t * m.rows, 1);
-        EXPECT_TRUE(same_bits(batched, single)) << isa_name(isa) << " tokens " << tokens;
+        EXPECT_TRUE(test::same_bits(batched, single)) << isa_name(isa) << " tokens " << tokens;
       }
     }
   }
@@ -112,7 +103,7 @@ TEST(Linear, BatchOfTokensIsBitwiseIdenticalToSingleTokenCalls) {
 // reference is the bf16-dot emulation, which it equals bitwise.
 TEST(Linear, EveryIsaAgreesWithTheScalarReferenceKernel) {
   ThreadPool pool(2);
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     for (const Case& c : kCases) {
       const Matrix m(c.rows, c.cols, 3);
       const size_t tokens = 3;
@@ -123,7 +114,7 @@ TEST(Linear, EveryIsaAgreesWithTheScalarReferenceKernel) {
         if (dtype == DType::BF16 && isa == Isa::Avx512Bf16) {
           kernels::matmul_bf16_dot(reinterpret_cast<const std::byte*>(m.bf16.data()), m.bias.data(), x.data(),
                                    ref.data(), m.rows, m.cols, tokens, 0, m.rows);
-          EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " bf16 " << m.rows << "x" << m.cols;
+          EXPECT_TRUE(test::same_bits(y, ref)) << isa_name(isa) << " bf16 " << m.rows << "x" << m.cols;
           continue;
         }
         if (dtype == DType::BF16) {
@@ -177,7 +168,7 @@ TEST(Linear, QuantizedIsBitwiseTheReferenceAtEveryIsaThreadCountAndBatch) {
         kernels::QuantizedActivations xq;
         kernels::scalar_table().quantize_activations(x.data(), c.cols, tokens, xq);
         kernels::scalar_table().matmul_quantized_for(type)(wq.data(), bias.data(), xq, ref.data(), c.rows, 0, c.rows);
-        for (Isa isa : supported_isas()) {
+        for (Isa isa : test::supported_isas()) {
           for (ThreadPool* pool : pools) {
             const Compute compute{pool, &kernels::table(isa)};
             std::vector<float> y(ref.size(), std::nanf("")), single(ref.size(), std::nanf(""));
@@ -187,8 +178,8 @@ TEST(Linear, QuantizedIsBitwiseTheReferenceAtEveryIsaThreadCountAndBatch) {
             const std::string what = std::string(isa_name(isa)) + " " + std::string(weight_type_name(type)) + " " +
                                      std::to_string(c.rows) + "x" + std::to_string(c.cols) + " tokens " +
                                      std::to_string(tokens) + " threads " + std::to_string(pool->size());
-            EXPECT_TRUE(same_bits(y, ref)) << what;
-            EXPECT_TRUE(same_bits(single, ref)) << what << " (one token at a time)";
+            EXPECT_TRUE(test::same_bits(y, ref)) << what;
+            EXPECT_TRUE(test::same_bits(single, ref)) << what << " (one token at a time)";
             ++compared;
           }
         }
@@ -197,7 +188,7 @@ TEST(Linear, QuantizedIsBitwiseTheReferenceAtEveryIsaThreadCountAndBatch) {
   }
   // The 32-block types (int8, int4, q4_1, q5_0, q5_1) in every case, q4_k, q5_k and q6_k in two.
   EXPECT_EQ(fitting, 5 * 5 + 3 * 2);
-  EXPECT_EQ(compared, static_cast<int>(fitting * 2 * supported_isas().size() * 3));
+  EXPECT_EQ(compared, static_cast<int>(fitting * 2 * test::supported_isas().size() * 3));
 }
 
 TEST(Linear, NullBiasAndZeroTokens) {
@@ -258,7 +249,7 @@ TEST(LinearStacked, BitwiseTheSeparateProductsSideBySide) {
     }
     for (size_t tokens : {size_t{1}, size_t{7}}) {
       const std::vector<float> x = random_floats(tokens * cols, 21);
-      for (Isa isa : supported_isas()) {
+      for (Isa isa : test::supported_isas()) {
         // The separate products, placed side by side.
         std::vector<float> expected(tokens * total);
         size_t first = 0;
@@ -274,7 +265,7 @@ TEST(LinearStacked, BitwiseTheSeparateProductsSideBySide) {
           linear({pool, &kernels::table(isa)}, stacked, x.data(), out.data(), tokens);
           EXPECT_TRUE(out.intact()) << isa_name(isa) << " tokens " << tokens << " threads " << pool->size();
           const std::vector<float> y = out.values();
-          EXPECT_TRUE(same_bits(y, expected)) << isa_name(isa) << " " << weight_type_name(mix[0]) << "/"
+          EXPECT_TRUE(test::same_bits(y, expected)) << isa_name(isa) << " " << weight_type_name(mix[0]) << "/"
                                               << weight_type_name(mix[1]) << "/" << weight_type_name(mix[2])
                                               << " tokens " << tokens << " threads " << pool->size();
           ++compared;
@@ -282,7 +273,7 @@ TEST(LinearStacked, BitwiseTheSeparateProductsSideBySide) {
       }
     }
   }
-  EXPECT_EQ(compared, static_cast<int>(std::size(mixes) * 2 * supported_isas().size() * 3));
+  EXPECT_EQ(compared, static_cast<int>(std::size(mixes) * 2 * test::supported_isas().size() * 3));
 }
 
 // Each part of a stack writes its columns of the shared output rows through the kernel entry
@@ -297,7 +288,7 @@ TEST(LinearStacked, EachPartWritesOnlyItsColumns) {
     for (size_t i = 0; i < 3; ++i) parts.emplace_back(info.type, rows[i], cols, static_cast<uint32_t>(10 + i));
     for (size_t tokens : {size_t{1}, size_t{7}}) {
       const std::vector<float> x = random_floats(tokens * cols, 21);
-      for (Isa isa : supported_isas()) {
+      for (Isa isa : test::supported_isas()) {
         const kernels::Kernels& k = kernels::table(isa);
         kernels::QuantizedActivations xq;
         if (info.quantized) k.quantize_activations(x.data(), cols, tokens, xq);
@@ -313,7 +304,7 @@ TEST(LinearStacked, EachPartWritesOnlyItsColumns) {
       }
     }
   }
-  EXPECT_EQ(checked, all_weight_types().size() * 2 * supported_isas().size());
+  EXPECT_EQ(checked, all_weight_types().size() * 2 * test::supported_isas().size());
 }
 
 TEST(LinearSwiglu, GateUpRowOfTheInterleavedLayout) {
@@ -357,7 +348,7 @@ TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
     for (const auto& [gt, ut] : pairs) {
       // The K types' super-blocks of 256 fit only the last shape.
       if (sh.cols % weight_type_info(gt).block_elems != 0 || sh.cols % weight_type_info(ut).block_elems != 0) continue;
-      runs += 2 * static_cast<int>(supported_isas().size()) * 3;
+      runs += 2 * static_cast<int>(test::supported_isas().size()) * 3;
       const Encoded gate(gt, sh.inter, sh.cols, 31), up(ut, sh.inter, sh.cols, 32);
       GateUpWeight gu;
       gu.inter = sh.inter;
@@ -377,7 +368,7 @@ TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
       }
       for (size_t tokens : {size_t{1}, size_t{5}}) {
         const std::vector<float> x = random_floats(tokens * sh.cols, 33);
-        for (Isa isa : supported_isas()) {
+        for (Isa isa : test::supported_isas()) {
           std::vector<float> g(tokens * sh.inter), u(tokens * sh.inter), expected(tokens * sh.inter);
           linear({&p2, &kernels::table(isa)}, gate.w, nullptr, x.data(), g.data(), tokens);
           linear({&p2, &kernels::table(isa)}, up.w, nullptr, x.data(), u.data(), tokens);
@@ -388,7 +379,7 @@ TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
             EXPECT_TRUE(scratch.intact()) << isa_name(isa) << " gate/up scratch, inter " << sh.inter;
             EXPECT_TRUE(out.intact()) << isa_name(isa) << " act, inter " << sh.inter;
             const std::vector<float> act = out.values();
-            EXPECT_TRUE(same_bits(act, expected)) << isa_name(isa) << " " << weight_type_name(gt) << "/"
+            EXPECT_TRUE(test::same_bits(act, expected)) << isa_name(isa) << " " << weight_type_name(gt) << "/"
                                                   << weight_type_name(ut) << " inter " << sh.inter << " tokens "
                                                   << tokens << " threads " << pool->size();
             ++compared;
@@ -401,7 +392,7 @@ TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
   const size_t types = all_weight_types().size();
   const size_t k_types = static_cast<size_t>(std::count_if(all_weight_types().begin(), all_weight_types().end(),
                                                            [](const WeightTypeInfo& t) { return t.block_elems == 256; }));
-  EXPECT_EQ(runs, static_cast<int>((3 * (types - k_types + 1) + types + 1) * 2 * supported_isas().size() * 3));
+  EXPECT_EQ(runs, static_cast<int>((3 * (types - k_types + 1) + types + 1) * 2 * test::supported_isas().size() * 3));
   EXPECT_EQ(compared, runs);
 }
 

@@ -119,11 +119,6 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-void expect_one_line_error(const test::CliResult& r, const std::string& message) {
-  EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.err, "nanoinfer: error: " + message + "\n");
-  EXPECT_EQ(r.out, "");
-}
 
 class IsaCli : public ::testing::Test {
  protected:
@@ -140,12 +135,12 @@ TEST_F(IsaCli, GenerateRefusesAnIsaTheCpuLacksInOneLine) {
   const ScopedEnv env("NANOINFER_CPU_DISABLE",
                       "avx512f,avx512dq,avx512bw,avx512vl,avx512vnni,OS ZMM state,avxvnni,avx512bf16");
   const std::string avx512 = "avx512f, avx512dq, avx512bw, avx512vl, OS ZMM state";
-  expect_one_line_error(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-vnni"}),
+  test::expect_error_exactly(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-vnni"}),
                         "instruction set 'avx512-vnni' is not supported here: missing " + avx512 + ", avx512vnni");
-  expect_one_line_error(
+  test::expect_error_exactly(
       test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-bf16"}),
       "instruction set 'avx512-bf16' is not supported here: missing " + avx512 + ", avx512vnni, avx512bf16");
-  expect_one_line_error(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx2-vnni"}),
+  test::expect_error_exactly(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx2-vnni"}),
                         "instruction set 'avx2-vnni' is not supported here: missing avxvnni");
   // auto falls back to what is left.
   if (avx2_here) {
@@ -166,7 +161,7 @@ TEST_F(IsaCli, AutoPicksTheBf16TierAndHidingItStepsDownOne) {
   const auto r = test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--verbose"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find(", avx512-vnni kernels)"), std::string::npos) << r.err;
-  expect_one_line_error(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-bf16"}),
+  test::expect_error_exactly(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-bf16"}),
                         "instruction set 'avx512-bf16' is not supported here: missing avx512bf16");
 }
 
@@ -180,7 +175,7 @@ TEST_F(IsaCli, HelpNamesEveryTier) {
 TEST_F(IsaCli, UnknownFeatureToDisableIsAOneLineError) {
   (void)host_cpu_features();  // cached before the variable is set, as above
   const ScopedEnv env("NANOINFER_CPU_DISABLE", "avx1024");
-  expect_one_line_error(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1"}),
+  test::expect_error_exactly(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1"}),
                         "NANOINFER_CPU_DISABLE: unknown CPU feature 'avx1024'");
 }
 

@@ -43,12 +43,6 @@ std::string some_text() {
   return s;
 }
 
-void expect_one_line_error(const test::CliResult& r, std::string_view needle) {
-  EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_EQ(r.err.rfind("nanoinfer: error: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-}
 
 // Entries of `dir` (names), sorted: to see that nothing was left behind.
 // A safetensors file's bytes with its header JSON replaced by edit(header) (data unchanged).
@@ -158,23 +152,23 @@ TEST_F(QuantizeCli, WritesADirectoryThatEveryCommandRuns) {
 TEST_F(QuantizeCli, Refusals) {
   const auto q = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "rtn", "--out", path("q")});
   ASSERT_EQ(q.status, 0) << q.err;
-  expect_one_line_error(run_cli({"quantize", "-m", path("q"), "--type", "int4", "--out", path("x")}), "already quantized");
-  expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "rtn", "--out", path("q")}),
+  test::expect_one_line_error(run_cli({"quantize", "-m", path("q"), "--type", "int4", "--out", path("x")}), "already quantized");
+  test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "rtn", "--out", path("q")}),
                         "already exists");
-  expect_one_line_error(
+  test::expect_one_line_error(
       run_cli({"quantize", "-m", path("m"), "--type", "int4", "--out", path("no-such-dir/x")}), "does not exist");
-  expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int3", "--out", path("x")}),
+  test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int3", "--out", path("x")}),
                         "--type must be int8 or int4");
-  expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "awq", "--out", path("x")}),
+  test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "awq", "--out", path("x")}),
                         "--method must be rtn, imatrix or gptq");
   // The K-quants are read and run, not written: neither as the weights' type nor the logits matrix's.
-  expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "q4_k", "--out", path("x")}),
+  test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "q4_k", "--out", path("x")}),
                         "--type must be int8 or int4");
-  expect_one_line_error(
+  test::expect_one_line_error(
       run_cli({"quantize", "-m", path("m"), "--type", "int4", "--head-type", "q6_k", "--method", "rtn", "--out",
                path("x")}),
       "quantize: the logits matrix's type must be f32 or bf16 or int8 or int4, got q6_k");
-  expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--calib", path("none.txt"), "--out",
+  test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--calib", path("none.txt"), "--out",
                                  path("x")}),
                         "cannot read calibration text");
 
@@ -188,7 +182,7 @@ TEST_F(QuantizeCli, Refusals) {
   }
   test::write_bytes(dir_ / "m/model.safetensors", bytes);
   for (const char* method : {"rtn", "gptq"}) {
-    expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", method, "--calib",
+    test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", method, "--calib",
                                    path("text.txt"), "--out", path("x")}),
                           "tensor 'model.layers.1.mlp.down_proj.weight' holds nan at element 17");
   }
@@ -401,24 +395,24 @@ TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
   EXPECT_LT(records[4].at("bytes").get<uint64_t>(), records[2].at("bytes").get<uint64_t>());
   for (size_t i = 1; i < 5; ++i) EXPECT_EQ(records[i].at("group_size"), 32) << levels[i];
 
-  expect_one_line_error(run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int5"}),
+  test::expect_one_line_error(run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int5"}),
                         "--levels: 'int5' is not base or int8|int4");
-  expect_one_line_error(
+  test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:head=int3"}),
       "--levels: 'int4-rtn:head=int3' is not base or int8|int4[-rtn|-imatrix|-gptq][:head=");
-  expect_one_line_error(
+  test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "q4_k-rtn"}),
       "--levels: 'q4_k-rtn' is not base or int8|int4");
-  expect_one_line_error(
+  test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-gptq:group=128"}),
       "--levels: 'int4-gptq:group=128': groups beyond 32 are measured with -rtn only");
-  expect_one_line_error(
+  test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:group=100"}),
       "--levels: 'int4-rtn:group=100': the group must be a multiple of 32 up to 4096");
-  expect_one_line_error(
+  test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:group=x"}),
       "--levels: 'int4-rtn:group=x' is not");
-  expect_one_line_error(
+  test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:size=2"}),
       "--levels: 'int4-rtn:size=2' is not");
 }

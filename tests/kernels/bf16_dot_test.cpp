@@ -19,6 +19,7 @@
 #include "nanoinfer/dtype.h"
 #include "support/guarded.h"
 #include "support/random.h"
+#include "support/checks.h"
 
 namespace nanoinfer::kernels {
 namespace {
@@ -39,10 +40,6 @@ std::vector<float> run(MatmulFn fn, const std::vector<uint16_t>& w, const float*
   fn(reinterpret_cast<const std::byte*>(w.data()), bias, x.data(), y.data(), rows, cols, n_tokens, 0, rows);
   EXPECT_TRUE(y.intact()) << rows << "x" << cols << " tokens " << n_tokens;
   return y.values();
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
@@ -206,7 +203,7 @@ TEST(Bf16Dot, KernelEqualsTheEmulationBitwiseOnShapesAndBatches) {
       for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
       for (const float* b : {bias.data(), static_cast<const float*>(nullptr)}) {
         const auto ref = run(matmul_bf16_dot, w, b, x, c.rows, c.cols, tokens);
-        EXPECT_TRUE(same_bits(run(kernel(), w, b, x, c.rows, c.cols, tokens), ref))
+        EXPECT_TRUE(test::same_bits(run(kernel(), w, b, x, c.rows, c.cols, tokens), ref))
             << c.rows << "x" << c.cols << " tokens " << tokens << (b ? " bias" : " no bias");
         ++compared;
       }
@@ -229,7 +226,7 @@ TEST(Bf16Dot, KernelRowSplitsAreBitwiseTheWholeCall) {
         test::run_row_ranges(tokens, rows, {0, 1, 6, 19, 20, 37, 50, 53}, [&](float* y, size_t begin, size_t end) {
           kernel()(reinterpret_cast<const std::byte*>(w.data()), bias.data(), x.data(), y, rows, cols, tokens, begin, end);
         });
-    EXPECT_TRUE(same_bits(pieces, whole)) << "tokens " << tokens;
+    EXPECT_TRUE(test::same_bits(pieces, whole)) << "tokens " << tokens;
   }
 }
 
@@ -268,7 +265,7 @@ TEST(Bf16Dot, RoundedOnceThenProductIsBitwiseTheEmulation) {
             k.matmul_bf16_rounded(reinterpret_cast<const std::byte*>(w.data()), bias.data(), xb.data(), out, rows, cols,
                                   tokens, begin, end);
           });
-      EXPECT_TRUE(same_bits(y, ref)) << "tokens " << tokens << " cols " << cols;
+      EXPECT_TRUE(test::same_bits(y, ref)) << "tokens " << tokens << " cols " << cols;
       ++compared;
     }
   }

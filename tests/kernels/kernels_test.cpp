@@ -21,6 +21,8 @@
 #include "nanoinfer/error.h"
 #include "support/guarded.h"
 #include "support/random.h"
+#include "support/isa.h"
+#include "support/checks.h"
 
 namespace nanoinfer::kernels {
 namespace {
@@ -70,13 +72,6 @@ constexpr double kBf16Roundoff = 0x1p-8;
 double bf16_dot_bound(size_t cols) {
   const size_t m = 2 * ((cols + 31) / 32) + 4 + 1;
   return kBf16Roundoff + gamma(m) * (1 + kBf16Roundoff);
-}
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : all_isas())
-    if (isa_supported(isa)) isas.push_back(isa);
-  return isas;
 }
 
 // One test problem: weights in f32 and as bf16 (the bf16 widened exactly is what the kernels
@@ -168,7 +163,7 @@ TEST(Kernels, MatmulEveryIsaMatchesExactWithinDerivedBound) {
       {4864, 896, {1, 3}},    {2, 0, {1, 2}},
   };
   size_t checked = 0;
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const Kernels& k = table(isa);
     ASSERT_EQ(k.isa, isa);
     for (const Shape& s : shapes) {
@@ -189,13 +184,13 @@ TEST(Kernels, MatmulEveryIsaMatchesExactWithinDerivedBound) {
   size_t per_isa = 0;
   for (const Shape& s : shapes)
     for (size_t t : s.tokens) per_isa += s.rows * t * 4;
-  EXPECT_EQ(checked, per_isa * supported_isas().size());
+  EXPECT_EQ(checked, per_isa * test::supported_isas().size());
 }
 
 // The bound must be tight enough that a kernel which drops one column fails it; otherwise
 // the test above would pass a broken tail.
 TEST(Kernels, BoundCatchesADroppedColumn) {
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     if (isa == Isa::Scalar) continue;  // the scalar bound is cols*u, too loose at 4864 columns
     const Problem p(64, 4864, 1, 99);
     const double g = gamma(roundings(isa, p.cols));
@@ -238,7 +233,7 @@ TEST(GuardRegions, CatchWritesOutOfRange) {
     EXPECT_FALSE(r);
     EXPECT_NE(std::string(r.message()).find("element 13"), std::string::npos) << r.message();
   }
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const Problem p(9, 40, 2, 5);
     test::Guarded<float> short_y(p.n_tokens * p.rows - 1, 0.0f);
     // rows = 9 as the stride, but the buffer holds one float less: the last row lands in the guard.
@@ -247,12 +242,8 @@ TEST(GuardRegions, CatchWritesOutOfRange) {
   }
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 TEST(Kernels, MatmulRowRangeSplitsAreBitwiseIdentical) {
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const Kernels& k = table(isa);
     for (size_t tokens : {size_t{1}, size_t{5}, size_t{70}}) {  // 70 crosses the 64-token block
       const Problem p(53, 203, tokens, 7);
@@ -263,14 +254,14 @@ TEST(Kernels, MatmulRowRangeSplitsAreBitwiseIdentical) {
         const std::vector<float> pieces = test::run_row_ranges(
             tokens, p.rows, {0, 1, 6, 19, 20, 37, 50, 53},
             [&](float* y, size_t begin, size_t end) { p.run(k, bf16, p.bias.data(), y, begin, end); });
-        EXPECT_TRUE(same_bits(whole, pieces)) << isa_name(isa) << " tokens " << tokens << " bf16 " << bf16;
+        EXPECT_TRUE(test::same_bits(whole, pieces)) << isa_name(isa) << " tokens " << tokens << " bf16 " << bf16;
       }
     }
   }
 }
 
 TEST(Kernels, MatmulBatchIsBitwiseIdenticalToOneTokenAtATime) {
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const Kernels& k = table(isa);
     for (size_t tokens = 1; tokens <= 9; ++tokens) {
       for (size_t cols : {size_t{37}, size_t{896}}) {
@@ -284,7 +275,7 @@ TEST(Kernels, MatmulBatchIsBitwiseIdenticalToOneTokenAtATime) {
             one.x.assign(p.x.begin() + static_cast<ptrdiff_t>(t * cols), p.x.begin() + static_cast<ptrdiff_t>((t + 1) * cols));
             one.run(k, bf16, p.bias.data(), single.data() + t * p.rows, 0, p.rows);
           }
-          EXPECT_TRUE(same_bits(batched, single)) << isa_name(isa) << " tokens " << tokens << " cols " << cols;
+          EXPECT_TRUE(test::same_bits(batched, single)) << isa_name(isa) << " tokens " << tokens << " cols " << cols;
         }
       }
     }
@@ -297,7 +288,7 @@ TEST(Kernels, MatmulBatchIsBitwiseIdenticalToOneTokenAtATime) {
 // tile (131), and a row count that ends on a narrow strip (37): bitwise the one-token product,
 // whole and split into row ranges, with and without bias.
 TEST(Kernels, MatmulWideRowsAndOddTokenCountsAreBitwiseOneTokenAtATime) {
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const Kernels& k = table(isa);
     for (size_t cols : {size_t{2500}, size_t{903}}) {
       const Problem p(37, cols, 131, 11);
@@ -314,12 +305,12 @@ TEST(Kernels, MatmulWideRowsAndOddTokenCountsAreBitwiseOneTokenAtATime) {
                          p.x.begin() + static_cast<ptrdiff_t>((t + 1) * cols));
             one.run(k, bf16, b, single.data() + t * p.rows, 0, p.rows);
           }
-          EXPECT_TRUE(same_bits(batched, single))
+          EXPECT_TRUE(test::same_bits(batched, single))
               << isa_name(isa) << " cols " << cols << " bf16 " << bf16 << " bias " << with_bias;
           const std::vector<float> pieces = test::run_row_ranges(
               p.n_tokens, p.rows, {0, 3, 13, 16, 37},
               [&](float* y, size_t begin, size_t end) { p.run(k, bf16, b, y, begin, end); });
-          EXPECT_TRUE(same_bits(batched, pieces))
+          EXPECT_TRUE(test::same_bits(batched, pieces))
               << isa_name(isa) << " cols " << cols << " bf16 " << bf16 << " bias " << with_bias << " row ranges";
         }
       }
@@ -328,7 +319,7 @@ TEST(Kernels, MatmulWideRowsAndOddTokenCountsAreBitwiseOneTokenAtATime) {
 }
 
 TEST(Kernels, DotMatchesExactWithinDerivedBound) {
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 64, 100, 896}) {
       const std::vector<float> a = random_floats(n, 3), b = random_floats(n, 4);
       double exact = 0, magnitude = 0;
@@ -350,7 +341,7 @@ TEST(Kernels, DotMatchesExactWithinDerivedBound) {
 // counts around the groups of four.
 TEST(Kernels, DotRowsAndAxpyRowsAreBitwiseThePerRowCalls) {
   size_t compared = 0;
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const Kernels& k = table(isa);
     for (size_t n : {1, 7, 8, 16, 17, 32, 64, 100, 128, 256}) {
       for (size_t count : {1, 3, 4, 5, 9, 33}) {
@@ -377,11 +368,11 @@ TEST(Kernels, DotRowsAndAxpyRowsAreBitwiseThePerRowCalls) {
       }
     }
   }
-  EXPECT_EQ(compared, supported_isas().size() * 10 * 6);
+  EXPECT_EQ(compared, test::supported_isas().size() * 10 * 6);
 }
 
 TEST(Kernels, AxpyRoundsExactlyOncePerElementOnFmaIsas) {
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     for (size_t n : {1, 7, 8, 9, 17, 33, 100}) {
       const std::vector<float> x = random_floats(n, 5), y0 = random_floats(n, 6);
       const float alpha = 0.37f;

@@ -47,12 +47,6 @@ class GenerateCli : public ::testing::Test {
 };
 
 // One line on stderr, naming the problem, and a non-zero exit.
-void expect_one_line_error(const test::CliResult& r, std::string_view needle) {
-  EXPECT_NE(r.status, 0);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_EQ(r.err.rfind("nanoinfer: error: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-}
 
 TEST_F(GenerateCli, GreedyOutputEqualsLibraryAndReportsTimings) {
   const auto [expected, ids] = library_greedy("the king said", 24);
@@ -143,10 +137,10 @@ TEST_F(GenerateCli, PromptFromAFileIsThePromptGivenInline) {
   };
   EXPECT_FALSE(prompt_tokens(inline_run.err).empty()) << inline_run.err;
   EXPECT_EQ(prompt_tokens(file_run.err), prompt_tokens(inline_run.err));
-  expect_one_line_error(run_cli({"generate", "-m", dir(), "-n", "2"}), "generate: give the prompt with -p TEXT or -f FILE");
-  expect_one_line_error(run_cli({"generate", "-m", dir(), "-p", "x", "-f", file.string()}), "excludes");
-  expect_one_line_error(run_cli({"generate", "-m", dir(), "-f", (dir_ / "missing.txt").string()}), "missing.txt");
-  expect_one_line_error(run_cli({"viz", "-m", dir(), "-n", "2"}), "viz: give the prompt with -p TEXT or -f FILE");
+  test::expect_one_line_error(run_cli({"generate", "-m", dir(), "-n", "2"}), "generate: give the prompt with -p TEXT or -f FILE");
+  test::expect_one_line_error(run_cli({"generate", "-m", dir(), "-p", "x", "-f", file.string()}), "excludes");
+  test::expect_one_line_error(run_cli({"generate", "-m", dir(), "-f", (dir_ / "missing.txt").string()}), "missing.txt");
+  test::expect_one_line_error(run_cli({"viz", "-m", dir(), "-n", "2"}), "viz: give the prompt with -p TEXT or -f FILE");
 }
 
 TEST_F(GenerateCli, ZeroTokensPrintsOnlyANewline) {
@@ -162,14 +156,14 @@ TEST_F(GenerateCli, DefaultModelRunsWithoutDashM) {
 }
 
 TEST_F(GenerateCli, MissingDirectoryOrFileIsOneLineNamingIt) {
-  expect_one_line_error(run_cli({"generate", "-m", dir() + "/nope", "-p", "x"}), "not a model directory");
+  test::expect_one_line_error(run_cli({"generate", "-m", dir() + "/nope", "-p", "x"}), "not a model directory");
   for (const char* file : {"tokenizer.json", "model.safetensors", "config.json"}) {
     SCOPED_TRACE(file);
     test::TempDir copy;
     test::write_tiny_model_dir(copy.path());
     std::filesystem::remove(copy / file);
     const auto r = run_cli({"generate", "-m", copy.path().string(), "-p", "x"});
-    expect_one_line_error(r, file);
+    test::expect_one_line_error(r, file);
     EXPECT_TRUE(r.err.find("download-qwen2.5-0.5b.sh") != std::string::npos) << r.err;
   }
 }
@@ -194,12 +188,12 @@ TEST_F(GenerateCli, BadValuesAreOneLineErrors) {
     SCOPED_TRACE(flags[0] + " " + flags[1]);
     std::vector<std::string> args{"generate", "-m", dir(), "-p", "x"};
     args.insert(args.end(), flags.begin(), flags.end());
-    expect_one_line_error(run_cli(args), message);
+    test::expect_one_line_error(run_cli(args), message);
   }
 }
 
 TEST_F(GenerateCli, PromptLongerThanContextIsOneLineError) {
-  expect_one_line_error(run_cli({"generate", "-m", dir(), "-p", std::string(40, 'z'), "-c", "8"}),
+  test::expect_one_line_error(run_cli({"generate", "-m", dir(), "-p", std::string(40, 'z'), "-c", "8"}),
                         "but the context holds 8");
 }
 
@@ -281,9 +275,9 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
     EXPECT_GT(records[2][p + "_step_ms_median"].get<double>(), 0.0);
     EXPECT_GE(records[2][p + "_max_ts"].get<double>(), records[2][p + "_min_ts"].get<double>());
   }
-  expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-r", "0"}), "-r must be >= 1");
-  expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "--probe-mib", "-1"}), "--probe-mib must be >= 0");
-  expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "250", "-n", "10"}),
+  test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-r", "0"}), "-r must be >= 1");
+  test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "--probe-mib", "-1"}), "--probe-mib must be >= 0");
+  test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "250", "-n", "10"}),
                         "exceed the context of 256");
 }
 
@@ -329,9 +323,9 @@ TEST_F(GenerateCli, BenchListsAndOutputFormats) {
   EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 3);
   const std::string appended = test::read_text(cwd / "r.jsonl");
   EXPECT_EQ(std::count(appended.begin(), appended.end(), '\n'), 2);  // the pp and tg records
-  expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-o", "results.jsonl"}),
+  test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-o", "results.jsonl"}),
                         "-o takes the output format md, csv, json or jsonl");
-  expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "4,0"}), "-p must be >= 1, got 0");
+  test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "4,0"}), "-p must be >= 1, got 0");
 }
 
 TEST_F(GenerateCli, BenchBandwidthRecordsEveryPass) {
@@ -353,8 +347,8 @@ TEST_F(GenerateCli, BenchBandwidthRecordsEveryPass) {
   ASSERT_EQ(quiet.status, 0) << quiet.err;
   EXPECT_NE(quiet.out.find("sequential read of 8 MiB"), std::string::npos) << quiet.out;
   EXPECT_EQ(quiet.out.find("appended"), std::string::npos) << quiet.out;
-  expect_one_line_error(run_cli({"bench", "bandwidth", "--size-mib", "0"}), "--size-mib must be >= 1");
-  expect_one_line_error(run_cli({"bench", "bandwidth", "-r", "0"}), "-r must be >= 1");
+  test::expect_one_line_error(run_cli({"bench", "bandwidth", "--size-mib", "0"}), "--size-mib must be >= 1");
+  test::expect_one_line_error(run_cli({"bench", "bandwidth", "-r", "0"}), "-r must be >= 1");
 }
 
 }  // namespace

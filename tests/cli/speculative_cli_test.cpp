@@ -28,12 +28,6 @@ const std::vector<std::string> kPrompts = {
     "dead.\n\nKING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close",
 };
 
-void expect_one_line_error(const test::CliResult& r, std::string_view needle) {
-  EXPECT_NE(r.status, 0);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_EQ(r.err.rfind("nanoinfer: error: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-}
 
 // Greedy unless `extra` sets --temp.
 std::vector<std::string> generate_args(const std::string& prompt, std::vector<std::string> extra) {
@@ -130,25 +124,25 @@ TEST(SpeculativeCli, ChatRepliesAreThePlainOnes) {
 TEST(SpeculativeCli, BadFlagsAreOneLineErrors) {
   test::TempDir tiny;
   test::write_tiny_model_dir(tiny.path());
-  expect_one_line_error(run_cli(generate_args("a", {"--lookup", "0"})), "--lookup must be 1 to 64");
-  expect_one_line_error(run_cli(generate_args("a", {"--lookup", "65"})), "--lookup must be 1 to 64");
-  expect_one_line_error(run_cli(generate_args("a", {"--lookup", "2", "--draft-self", "int4"})),
+  test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "0"})), "--lookup must be 1 to 64");
+  test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "65"})), "--lookup must be 1 to 64");
+  test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "2", "--draft-self", "int4"})),
                         "--lookup, --draft and --draft-self exclude each other");
-  expect_one_line_error(run_cli(generate_args("a", {"--draft-max", "3"})),
+  test::expect_one_line_error(run_cli(generate_args("a", {"--draft-max", "3"})),
                         "--draft-max needs --lookup, --draft or --draft-self");
-  expect_one_line_error(run_cli(generate_args("a", {"--lookup", "2", "--draft-max", "-1"})),
+  test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "2", "--draft-max", "-1"})),
                         "--draft-max must be 0 to 64");
-  expect_one_line_error(run_cli(generate_args("a", {"--draft-self", "bf16"})), "--draft-self must be int8 or int4");
-  expect_one_line_error(run_cli(generate_args("a", {"--draft", tiny.path().string()})),
+  test::expect_one_line_error(run_cli(generate_args("a", {"--draft-self", "bf16"})), "--draft-self must be int8 or int4");
+  test::expect_one_line_error(run_cli(generate_args("a", {"--draft", tiny.path().string()})),
                         "vocabulary has 300 tokens but the target's has 2048");
-  expect_one_line_error(run_cli(generate_args("a", {"--draft", (tiny.path() / "nothing").string()})), "--draft ");
-  expect_one_line_error(run_cli(generate_args("a", {"--lookup", "x"})), "--lookup");
+  test::expect_one_line_error(run_cli(generate_args("a", {"--draft", (tiny.path() / "nothing").string()})), "--draft ");
+  test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "x"})), "--lookup");
   // serve checks them before it loads or listens.
-  expect_one_line_error(run_cli({"serve", "--port", "0", "--lookup", "0"}), "--lookup must be 1 to 64");
-  expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-max", "3"}),
+  test::expect_one_line_error(run_cli({"serve", "--port", "0", "--lookup", "0"}), "--lookup must be 1 to 64");
+  test::expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-max", "3"}),
                         "--draft-max needs --lookup, --draft or --draft-self");
-  expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-self", "int2"}), "--draft-self must be int8 or int4");
-  expect_one_line_error(run_cli({"serve", "--port", "0", "--draft", tiny.path().string()}),
+  test::expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-self", "int2"}), "--draft-self must be int8 or int4");
+  test::expect_one_line_error(run_cli({"serve", "--port", "0", "--draft", tiny.path().string()}),
                         "vocabulary has 300 tokens but the target's has 2048");
 }
 
@@ -185,7 +179,7 @@ TEST(SpeculativeCli, BenchReportsAcceptanceAndTokensPerPass) {
   }
   ASSERT_EQ(spec["pass_cost_relative"].size(), 9u);  // passes of 1 .. 9 tokens
   EXPECT_DOUBLE_EQ(spec["pass_cost_relative"][0].get<double>(), 1.0);
-  expect_one_line_error(run_cli({"bench", "generate", "-p", "200", "-n", "8", "--prompt-file", text, "--probe-mib",
+  test::expect_one_line_error(run_cli({"bench", "generate", "-p", "200", "-n", "8", "--prompt-file", text, "--probe-mib",
                                  "0", "--results", results}),
                         "fewer than -p 200");
 }
@@ -234,9 +228,9 @@ TEST(SpeculativeCli, BenchOracleDraftsAcceptAtTheGivenRate) {
   EXPECT_EQ(spec[2]["verify_passes"], 10);
   EXPECT_EQ(spec[3]["accepted"], 0);
   EXPECT_EQ(spec[3]["verify_passes"], 39);
-  expect_one_line_error(run_cli({"bench", "generate", "--draft-oracle", "1.5", "--probe-mib", "0"}),
+  test::expect_one_line_error(run_cli({"bench", "generate", "--draft-oracle", "1.5", "--probe-mib", "0"}),
                         "--draft-oracle must be 0 to 1");
-  expect_one_line_error(run_cli({"bench", "generate", "--draft-oracle", "0.5", "--lookup", "2", "--probe-mib", "0"}),
+  test::expect_one_line_error(run_cli({"bench", "generate", "--draft-oracle", "0.5", "--lookup", "2", "--probe-mib", "0"}),
                         "--draft-oracle excludes --lookup");
 }
 

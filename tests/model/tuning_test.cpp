@@ -23,6 +23,7 @@
 #include "support/files.h"
 #include "support/run_cli.h"
 #include "support/sanitized.h"
+#include "support/checks.h"
 
 namespace nanoinfer {
 namespace {
@@ -87,10 +88,6 @@ TuneRun run_tuned(const fs::path& dir, WeightType type, std::shared_ptr<const Tu
   return r;
 }
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 TEST(Tuning, LogitsAreBitwiseTheDefaultsUnderEveryRule) {
   test::TempDir dir;
   test::write_text(dir / "config.json", kTuneConfig);
@@ -120,7 +117,7 @@ TEST(Tuning, LogitsAreBitwiseTheDefaultsUnderEveryRule) {
     const WeightType logits_type = weight_type_info(type).quantized ? WeightType::Q8_0 : type;
     for (const SplitRule& rule : rules) {
       const TuneRun r = run_tuned(dir.path(), type, everywhere(rule, type, logits_type));
-      EXPECT_TRUE(bitwise_equal(r.logits, base.logits)) << weight_type_name(type) << ", " << describe(rule);
+      EXPECT_TRUE(test::same_bits(r.logits, base.logits)) << weight_type_name(type) << ", " << describe(rule);
       ++compared;
       // The rule was applied: per decode step, never joins nothing; always joins once per
       // product (4 per layer and the logits) in exactly chunk_size's chunks.

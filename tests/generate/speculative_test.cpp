@@ -16,6 +16,7 @@
 #include "support/files.h"
 #include "support/generation_model.h"
 #include "support/sanitized.h"
+#include "support/checks.h"
 
 namespace nanoinfer {
 namespace {
@@ -80,10 +81,6 @@ Outcome generate(const std::string& prompt, int64_t n, const SamplerParams& para
   return run;
 }
 
-bool bitwise_equal(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
-}
-
 // The premise of exact verification: every position's logits from one chunk (a verification
 // pass) are bitwise those of pushing the tokens one at a time (plain decoding), at every
 // weight type a target or draft runs in, on the default f16 cache; and a cache rolled back
@@ -101,7 +98,7 @@ TEST(Speculative, ChunkLogitsAreBitwiseThoseOfSingleStepsAndRollbackIsClean) {
     Sequence single = m.model.new_sequence();
     for (size_t i = 0; i < ids.size(); ++i) {
       const std::span<const float> row = m.model.forward({&ids[i], 1}, single);
-      ASSERT_TRUE(bitwise_equal(row, std::span(whole).subspan(i * V, V))) << "position " << i;
+      ASSERT_TRUE(test::same_bits(row, std::span(whole).subspan(i * V, V))) << "position " << i;
     }
     // Rollback: 10 positions, a chunk of 6 wrong ones, truncate, then the right ones in a chunk.
     Sequence rolled = m.model.new_sequence();
@@ -110,7 +107,7 @@ TEST(Speculative, ChunkLogitsAreBitwiseThoseOfSingleStepsAndRollbackIsClean) {
     m.model.forward(wrong, rolled, true);
     rolled.cache().truncate(10);
     const std::span<const float> rest = m.model.forward(std::span(ids).subspan(10), rolled, true);
-    EXPECT_TRUE(bitwise_equal(rest, std::span(whole).subspan(10 * V)));
+    EXPECT_TRUE(test::same_bits(rest, std::span(whole).subspan(10 * V)));
   }
 }
 

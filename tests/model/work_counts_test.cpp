@@ -22,6 +22,7 @@
 #include "nanoinfer/tokenizer.h"
 #include "nanoinfer/weight_type.h"
 #include "support/files.h"
+#include "support/checks.h"
 
 // ---- counting allocator -----------------------------------------------------------------
 // Replaces the global operator new/delete of the test binary. Counting is off except inside
@@ -103,8 +104,6 @@ class AllocationCounter {
   ~AllocationCounter() { g_counting.store(false); }
   uint64_t count() const { return g_allocations.load(); }
 };
-
-fs::path models_root() { return fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models"; }
 
 // The counter itself must be able to fail: allocations on the caller and on a worker count.
 // (Explicit ::operator new calls: the compiler may drop a `delete new T` pair entirely.)
@@ -328,7 +327,7 @@ TEST(WorkCounts, ADecodeStepAllocatesNothing) {
   for (const char* name : {"tiny-untied", "tiny-bf16", "tiny-gqa7"}) {
     for (const int threads : {1, 2}) {
       SCOPED_TRACE(std::string(name) + ", " + std::to_string(threads) + " threads");
-      expect_steps_allocate_nothing(open_model_alone(models_root() / name, {.threads = threads}));
+      expect_steps_allocate_nothing(open_model_alone(test::tiny_models_dir() / name, {.threads = threads}));
     }
   }
   // The quantized types: their kernels keep per-thread activation buffers, grown once. On
@@ -341,7 +340,7 @@ TEST(WorkCounts, ADecodeStepAllocatesNothing) {
                                                      {.weights = info.type, .threads = 2}));
       continue;
     }
-    expect_steps_allocate_nothing(open_model_alone(models_root() / "tiny-untied", {.weights = info.type, .threads = 2}));
+    expect_steps_allocate_nothing(open_model_alone(test::tiny_models_dir() / "tiny-untied", {.weights = info.type, .threads = 2}));
   }
   // Shared products: the workers run chunks too (and would count).
   SCOPED_TRACE("split model");
@@ -371,7 +370,7 @@ TEST(WorkCounts, BytesPerTokenOfTheQuantizedFormats) {
   EXPECT_EQ(int8, 517608u);
   EXPECT_EQ(int4, 296360u);
 
-  const fs::path dir = models_root() / "tiny-untied";
+  const fs::path dir = test::tiny_models_dir() / "tiny-untied";
   const Model m8 = open_model_alone(dir, {.weights = WeightType::Q8_0, .threads = 1});
   const Model m4 = open_model_alone(dir, {.weights = WeightType::Q4_0, .threads = 1});
   ASSERT_EQ(m8.config().hidden_size, 128);

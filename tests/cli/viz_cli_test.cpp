@@ -33,12 +33,6 @@ using test::entries;
 namespace fs = std::filesystem;
 using test::run_cli;
 
-void expect_one_line_error(const test::CliResult& r, std::string_view needle) {
-  EXPECT_NE(r.status, 0);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_EQ(r.err.rfind("nanoinfer: error: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-}
 
 std::vector<int32_t> chosen_ids(const nlohmann::json& trace) {
   std::vector<int32_t> ids;
@@ -100,12 +94,12 @@ TEST(VizCli, SampledRunsAgreeAcrossCachedAndRecomputedDecoding) {
 TEST(VizCli, BadFlagsAreOneLineErrorsAndLeaveNoFile) {
   test::TempDir dir;
   const std::string out = (dir / "p.html").string();
-  expect_one_line_error(run_cli({"viz", "-p", "x", "-n", "0", "--out", out}), "-n must be >= 1");
-  expect_one_line_error(run_cli({"viz", "-p", "x", "--out", out, "--port", "9"}), "--out and --port");
-  expect_one_line_error(run_cli({"viz", "-p", "x", "--port", "70000"}), "--port must be in [0, 65535]");
-  expect_one_line_error(run_cli({"viz", "-p", "x", "--temp", "-1", "--out", out}), "temperature");
-  expect_one_line_error(run_cli({"viz", "-p", "x", "-m", (dir / "none").string(), "--out", out}), "none");
-  expect_one_line_error(run_cli({"viz", "-p", "x", "-n", "2", "--out", (dir / "no/such/dir/p.html").string()}),
+  test::expect_one_line_error(run_cli({"viz", "-p", "x", "-n", "0", "--out", out}), "-n must be >= 1");
+  test::expect_one_line_error(run_cli({"viz", "-p", "x", "--out", out, "--port", "9"}), "--out and --port");
+  test::expect_one_line_error(run_cli({"viz", "-p", "x", "--port", "70000"}), "--port must be in [0, 65535]");
+  test::expect_one_line_error(run_cli({"viz", "-p", "x", "--temp", "-1", "--out", out}), "temperature");
+  test::expect_one_line_error(run_cli({"viz", "-p", "x", "-m", (dir / "none").string(), "--out", out}), "none");
+  test::expect_one_line_error(run_cli({"viz", "-p", "x", "-n", "2", "--out", (dir / "no/such/dir/p.html").string()}),
                         "cannot create a temporary file");
   EXPECT_TRUE(entries(dir.path()).empty());
 }
@@ -128,7 +122,7 @@ TEST(VizCli, RefusesTargetsThatAreNotRegularFiles) {
     const std::string other = (dir / "other.html").string();
     std::vector<std::string> argv{"viz", "-p", "x", "-n", "1", flag, target};
     if (std::string_view(flag) == "--trace") argv.insert(argv.end(), {"--out", other});
-    expect_one_line_error(run_cli(argv), std::string(kind) + "; refusing to replace it");
+    test::expect_one_line_error(run_cli(argv), std::string(kind) + "; refusing to replace it");
   }
   EXPECT_EQ(test::read_text(dir / "real.html"), "keep me");
   EXPECT_TRUE(fs::is_symlink(dir / "link.html"));

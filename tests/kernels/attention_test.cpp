@@ -19,18 +19,12 @@
 #include "support/naive_attention.h"
 #include "support/random.h"
 #include "support/sanitized.h"
+#include "support/isa.h"
 
 namespace nanoinfer {
 namespace {
 
 constexpr double kU = 0x1p-24;  // unit roundoff of f32
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> out;
-  for (Isa isa : all_isas())
-    if (isa_supported(isa)) out.push_back(isa);
-  return out;
-}
 
 // ---- exp -----------------------------------------------------------------------------------
 
@@ -50,7 +44,7 @@ TEST(VectorExp, WithinItsBoundOfFloat64OverTheWholeRange) {
   x.push_back(kExpHi);
   x.push_back(0.0f);
   x.push_back(-0.0f);
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const kernels::Kernels& k = kernels::table(isa);
     std::vector<float> y(x.size());
     k.exp_f32(x.data(), y.data(), x.size());
@@ -77,7 +71,7 @@ TEST(VectorExp, UnderflowsToZeroOverflowsToInfinityKeepsNan) {
                           std::numeric_limits<float>::quiet_NaN()};
   // A run of very negative inputs long enough for the vector body.
   for (int i = 0; i < 19; ++i) x.push_back(-87.4f - 0.731f * static_cast<float>(i));
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     std::vector<float> y(x.size());
     kernels::table(isa).exp_f32(x.data(), y.data(), x.size());
     for (size_t i = 0; i < x.size(); ++i) {
@@ -119,7 +113,7 @@ TEST(VectorSilu, WithinItsBoundOfFloat64OverTheWholeRange) {
   std::vector<double> exact(g.size());
   for (size_t i = 0; i < g.size(); ++i) exact[i] = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * double(up[i]);
   const double flt_min = std::numeric_limits<float>::min();
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const kernels::Kernels& k = kernels::table(isa);
     std::vector<float> y(g.size());
     k.silu_mul_f32(g.data(), up.data(), y.data(), g.size());
@@ -159,7 +153,7 @@ TEST(VectorSilu, OutsideTheRangeGivesZeroOrTheProductAndKeepsNan) {
                           std::numeric_limits<float>::quiet_NaN()};
   for (int i = 0; i < 19; ++i) g.push_back(-88.4f - 0.731f * static_cast<float>(i));  // the vector body
   std::vector<float> up(g.size(), -3.0f);
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     std::vector<float> y(g.size());
     kernels::table(isa).silu_mul_f32(g.data(), up.data(), y.data(), g.size());
     for (size_t i = 0; i < g.size(); ++i) {
@@ -276,7 +270,7 @@ TEST(TiledAttention, MatchesFloat64AndTheExactPathWithinTheDerivedBound) {
     const double bound = tiled_bound(p.shape, p.q, p.k, p.v, p.n, p.pos0);
     const std::vector<float> exact = p.exact(kernels::scalar_table());
     std::vector<float> scalar_out;
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : test::supported_isas()) {
       const std::vector<float> got = p.tiled(kernels::table(isa), 1);
       double worst = 0, worst_exact = 0;
       for (size_t i = 0; i < got.size(); ++i) {
@@ -302,7 +296,7 @@ TEST(TiledAttention, MatchesFloat64AndTheExactPathWithinTheDerivedBound) {
 // Row results do not depend on how the queries were chunked or on the thread count: a prefill
 // in two chunks and decode steps give bitwise what one call gives.
 TEST(TiledAttention, BitwiseIndependentOfChunkingAndThreads) {
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const kernels::Kernels& kt = kernels::table(isa);
     const Problem p({14, 2, 64}, 150, 0, 2.0f, 21);
     const std::vector<float> whole = p.tiled(kt, 1);
@@ -327,7 +321,7 @@ TEST(TiledAttention, BitwiseIndependentOfChunkingAndThreads) {
 // query before p bitwise unchanged and changes the query at p, for p around the edges at 64
 // and 128 and at the last key.
 TEST(TiledAttention, CausalMaskHoldsAtBlockEdges) {
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : test::supported_isas()) {
     const kernels::Kernels& kt = kernels::table(isa);
     const Problem p({6, 2, 16}, 71, 59, 2.0f, 31);  // queries 59..129
     const std::vector<float> base = p.tiled(kt, 1);
@@ -405,7 +399,7 @@ TEST(TiledAttention, CompactCacheTypesWithinTheirDerivedBound) {
     const std::vector<double> want_rounded = naive_attention(rounded.shape, rounded.q, rounded.k, rounded.v, p.n, p.pos0);
     const double bound = tiled_bound(rounded.shape, rounded.q, rounded.k, rounded.v, p.n, p.pos0);
     const double bound_unrounded = bound + vmax * (2.1 * e * s_max + e);
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : test::supported_isas()) {
       ThreadPool pool(2);
       const Compute c{&pool, &kernels::table(isa)};
       std::vector<float> out(p.q.size());
@@ -444,7 +438,7 @@ TEST(TiledAttention, CompactCacheDecodeStepsBitwiseAsOneCall) {
       v16[i] = type == DType::BF16 ? f32_to_bf16(p.v[i]) : f32_to_f16(p.v[i]);
     }
     const KvView kv{k16.data(), v16.data(), type, p.kv_dim()};
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : test::supported_isas()) {
       ThreadPool pool(2);
       const Compute c{&pool, &kernels::table(isa)};
       std::vector<float> whole(p.q.size(), -1.0f), steps(p.q.size(), -2.0f);

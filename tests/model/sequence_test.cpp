@@ -40,10 +40,6 @@ void step(const Model& model, Sequence& seq, const std::vector<int32_t>& prompt,
   run.next.push_back(argmax(out));
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 const std::vector<int32_t> kPromptA = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26};
 const std::vector<int32_t> kPromptB = {27, 18, 28, 18, 28};
 constexpr int kSteps = 12;
@@ -68,8 +64,8 @@ TEST(Sequences, InterleavedStepByStepMatchAloneBitwise) {
     }
     ASSERT_EQ(a_run.logits.size(), a_alone.logits.size());
     for (size_t i = 0; i < a_run.logits.size(); ++i) {
-      EXPECT_TRUE(same_bits(a_run.logits[i], a_alone.logits[i])) << name << " A step " << i;
-      EXPECT_TRUE(same_bits(b_run.logits[i], b_alone.logits[i])) << name << " B step " << i;
+      EXPECT_TRUE(test::same_bits(a_run.logits[i], a_alone.logits[i])) << name << " A step " << i;
+      EXPECT_TRUE(test::same_bits(b_run.logits[i], b_alone.logits[i])) << name << " B step " << i;
     }
     EXPECT_EQ(a.length(), kPromptA.size() + kSteps);
     EXPECT_EQ(b.length(), kPromptB.size() + kSteps);
@@ -92,8 +88,8 @@ TEST(Sequences, TwoThreadsOnOneModelMatchAloneBitwise) {
   for (int i = 0; i <= kSteps; ++i) step(model, a, kPromptA, a_run);
   other.join();
   for (size_t i = 0; i < a_alone.logits.size(); ++i) {
-    EXPECT_TRUE(same_bits(a_run.logits[i], a_alone.logits[i])) << "A step " << i;
-    EXPECT_TRUE(same_bits(b_run.logits[i], b_alone.logits[i])) << "B step " << i;
+    EXPECT_TRUE(test::same_bits(a_run.logits[i], a_alone.logits[i])) << "A step " << i;
+    EXPECT_TRUE(test::same_bits(b_run.logits[i], b_alone.logits[i])) << "B step " << i;
   }
 }
 
@@ -129,7 +125,7 @@ TEST(Sequences, BatchedDecodeMatchesAloneBitwise) {
     for (size_t b = 0; b < prompts.size(); ++b) {
       ASSERT_EQ(got[b].logits.size(), expected[b].logits.size());
       for (size_t i = 0; i < got[b].logits.size(); ++i) {
-        EXPECT_TRUE(same_bits(got[b].logits[i], expected[b].logits[i])) << name << " seq " << b << " step " << i;
+        EXPECT_TRUE(test::same_bits(got[b].logits[i], expected[b].logits[i])) << name << " seq " << b << " step " << i;
       }
     }
   }
@@ -166,7 +162,7 @@ TEST(Sequences, BatchedDecodeOfSeveralRowsPerSequenceMatchesSingleStepsBitwise) 
       EXPECT_EQ(seqs[b].length(), prompts[b].size() + rows[b].size());
       for (size_t r = 0; r < rows[b].size(); ++r) {
         const std::span<const float> want = model.forward({&rows[b][r], 1}, single);
-        EXPECT_TRUE(same_bits(std::vector<float>(want.begin(), want.end()),
+        EXPECT_TRUE(test::same_bits(std::vector<float>(want.begin(), want.end()),
                               std::vector<float>(got.begin() + static_cast<ptrdiff_t>(r * V),
                                                  got.begin() + static_cast<ptrdiff_t>((r + 1) * V))))
             << name << " seq " << b << " row " << r;
@@ -267,19 +263,19 @@ TEST(Sequences, MixedStepsOfPromptChunksAndDecodeRowsMatchAloneBitwise) {
     for (size_t b = 0; b < decoders.size(); ++b) {
       ASSERT_EQ(got[b].logits.size(), expected[b].logits.size());
       for (size_t i = 0; i < got[b].logits.size(); ++i) {
-        EXPECT_TRUE(same_bits(got[b].logits[i], expected[b].logits[i])) << c.name << " seq " << b << " step " << i;
+        EXPECT_TRUE(test::same_bits(got[b].logits[i], expected[b].logits[i])) << c.name << " seq " << b << " step " << i;
       }
     }
     // The prompts' last logits, and a decode step after them, as alone.
     for (auto [seq, prompt, last] : {std::tuple{&longer, &long_prompt, &long_last}, std::tuple{&late, &late_prompt, &late_last}}) {
       Sequence single = model.new_sequence();
       const auto want = model.forward(*prompt, single);
-      EXPECT_TRUE(same_bits(*last, std::vector<float>(want.begin(), want.end()))) << c.name << " prompt of " << prompt->size();
+      EXPECT_TRUE(test::same_bits(*last, std::vector<float>(want.begin(), want.end()))) << c.name << " prompt of " << prompt->size();
       const auto next = static_cast<int32_t>(argmax(want));
       const auto a = model.forward({&next, 1}, *seq);
       const std::vector<float> after(a.begin(), a.end());
       const auto b = model.forward({&next, 1}, single);
-      EXPECT_TRUE(same_bits(after, std::vector<float>(b.begin(), b.end()))) << c.name << " after the prompt of " << prompt->size();
+      EXPECT_TRUE(test::same_bits(after, std::vector<float>(b.begin(), b.end()))) << c.name << " after the prompt of " << prompt->size();
     }
   }
 }
@@ -312,7 +308,7 @@ struct TapRecord {
   std::vector<float> data;
   bool operator==(const TapRecord& o) const {
     return name == o.name && layer == o.layer && position == o.position && n_tokens == o.n_tokens &&
-           dim == o.dim && same_bits(data, o.data);
+           dim == o.dim && test::same_bits(data, o.data);
   }
 };
 
@@ -374,7 +370,7 @@ TEST(Sequences, ForwardHiddenIsForwardWithoutTheHead) {
   b.set_tap({});
   const int32_t next = 5;
   const auto la = model.forward({&next, 1}, a), lb = model.forward({&next, 1}, b);
-  EXPECT_TRUE(same_bits(std::vector<float>(la.begin(), la.end()), std::vector<float>(lb.begin(), lb.end())));
+  EXPECT_TRUE(test::same_bits(std::vector<float>(la.begin(), la.end()), std::vector<float>(lb.begin(), lb.end())));
 }
 
 TEST(Sequences, BatchedDecodeRefusesBadBatchesBeforeAnyWork) {

@@ -36,12 +36,10 @@ struct WeightMode {
 };
 using Weights = std::optional<WeightType>;
 
-fs::path models_root() { return fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models"; }
-
 // Every model directory that carries a full reference (logits at every position).
 std::vector<fs::path> tiny_model_dirs() {
   std::vector<fs::path> dirs;
-  for (const auto& entry : fs::directory_iterator(models_root())) {
+  for (const auto& entry : fs::directory_iterator(test::tiny_models_dir())) {
     if (entry.is_directory() && fs::exists(entry.path() / "reference.safetensors")) dirs.push_back(entry.path());
   }
   std::sort(dirs.begin(), dirs.end());
@@ -320,10 +318,6 @@ std::vector<float> chunked_logits(Model& model, const std::vector<int32_t>& toke
   return out;
 }
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 // Five chunkings of the same tokens (the longest prompt plus its greedy continuation) give the
 // same logits at every position. Every op computes a row the same way whatever the batch
 // (the kernels promise batched == per-token bitwise; attention and norms are per row), so
@@ -350,7 +344,7 @@ TEST(ModelCache, FiveChunkingsGiveBitwiseIdenticalLogits) {
       const auto expected = chunked_logits(model, tokens, {n});
       for (const auto& [name, chunks] : chunkings) {
         const auto got = chunked_logits(model, tokens, chunks);
-        EXPECT_TRUE(bitwise_equal(got, expected)) << dir.filename() << " " << name << ": max diff "
+        EXPECT_TRUE(test::same_bits(got, expected)) << dir.filename() << " " << name << ": max diff "
                                                   << max_abs_diff(got, expected);
       }
       // The greedy continuation read off the logits of the prompt's last position onwards.
@@ -364,24 +358,24 @@ TEST(ModelCache, FiveChunkingsGiveBitwiseIdenticalLogits) {
 
 // Inputs longer than max_batch are split inside forward(); the result is the same.
 TEST(ModelCache, InternalChunkingMatchesOneBatch) {
-  const fs::path dir = models_root() / "tiny-untied";
+  const fs::path dir = test::tiny_models_dir() / "tiny-untied";
   const auto tokens = Reference(dir).ints("prompt.4");
   Model whole = load(dir, WeightMode::AsStored);
   ModelOptions opts;
   opts.max_batch = 5;
   opts.kv_type = DType::F32;  // as load()
   Model split = open_model_alone(dir, opts);
-  EXPECT_TRUE(bitwise_equal(all_logits(split, tokens), all_logits(whole, tokens)));
+  EXPECT_TRUE(test::same_bits(all_logits(split, tokens), all_logits(whole, tokens)));
   Sequence a = whole.new_sequence(), b = split.new_sequence();
   auto last_whole = whole.forward(tokens, a);
   const std::vector<float> last(last_whole.begin(), last_whole.end());
   auto last_split = split.forward(tokens, b);
-  EXPECT_TRUE(bitwise_equal({last_split.begin(), last_split.end()}, last));
+  EXPECT_TRUE(test::same_bits({last_split.begin(), last_split.end()}, last));
 }
 
 // Work is counted exactly: a prompt of p then n cached decode steps push p + n positions.
 TEST(ModelCache, CachedDecodePushesPromptPlusDecodedPositions) {
-  const fs::path dir = models_root() / "tiny-gqa7";
+  const fs::path dir = test::tiny_models_dir() / "tiny-gqa7";
   const auto prompt = Reference(dir).ints("prompt.2");
   Model model = load(dir, WeightMode::AsStored);
   EXPECT_EQ(model.positions_pushed(), 0u);
@@ -393,7 +387,7 @@ TEST(ModelCache, CachedDecodePushesPromptPlusDecodedPositions) {
 
 // Reusing a cache prefix (what chat does across turns) equals recomputing it.
 TEST(ModelCache, TruncateThenExtendEqualsFreshPrefix) {
-  const fs::path dir = models_root() / "tiny-untied";
+  const fs::path dir = test::tiny_models_dir() / "tiny-untied";
   const auto tokens = Reference(dir).ints("prompt.3");
   Model model = load(dir, WeightMode::AsStored);
   const auto fresh = all_logits(model, tokens);
@@ -404,7 +398,7 @@ TEST(ModelCache, TruncateThenExtendEqualsFreshPrefix) {
   cache.cache().truncate(20);
   auto rest = model.forward(std::span(tokens).subspan(20), cache, true);
   const size_t V = model.vocab_size();
-  EXPECT_TRUE(bitwise_equal({rest.begin(), rest.end()}, {fresh.begin() + 20 * V, fresh.end()}));
+  EXPECT_TRUE(test::same_bits({rest.begin(), rest.end()}, {fresh.begin() + 20 * V, fresh.end()}));
 }
 
 // Rows are split across threads but each element is computed the same way: bitwise equal.
@@ -417,7 +411,7 @@ TEST(ModelThreads, LogitsBitwiseIdenticalAt1To3Threads) {
       for (int threads : {2, 3}) {
         Model model = load(dir, mode, threads);
         EXPECT_EQ(model.threads(), threads);
-        EXPECT_TRUE(bitwise_equal(all_logits(model, tokens), expected)) << dir.filename() << " at " << threads;
+        EXPECT_TRUE(test::same_bits(all_logits(model, tokens), expected)) << dir.filename() << " at " << threads;
       }
     }
   }
@@ -434,7 +428,7 @@ TEST(ModelIsa, EverySupportedIsaMatchesTheReference) {
       continue;
     }
     for (const char* name : {"tiny-gqa7", "tiny-bf16"}) {
-      const fs::path dir = models_root() / name;
+      const fs::path dir = test::tiny_models_dir() / name;
       const Reference ref(dir);
       Model model = load(dir, WeightMode::AsStored, 2, isa);
       EXPECT_EQ(model.isa(), isa);
@@ -454,7 +448,7 @@ TEST(ModelIsa, EverySupportedIsaMatchesTheReference) {
 }
 
 TEST(ModelErrors, PromptLongerThanTheContextLeavesTheCacheUntouched) {
-  Model model = load(models_root() / "tiny-bf16", WeightMode::AsStored);
+  Model model = load(test::tiny_models_dir() / "tiny-bf16", WeightMode::AsStored);
   Sequence cache = model.new_sequence(16);
   const std::vector<int32_t> tokens(17, 3);
   try {
@@ -474,7 +468,7 @@ TEST(ModelErrors, PromptLongerThanTheContextLeavesTheCacheUntouched) {
 }
 
 TEST(ModelErrors, TokenIdOutOfRange) {
-  Model model = load(models_root() / "tiny-bf16", WeightMode::AsStored);
+  Model model = load(test::tiny_models_dir() / "tiny-bf16", WeightMode::AsStored);
   Sequence cache = model.new_sequence();
   for (int32_t bad : {-1, static_cast<int32_t>(model.vocab_size())}) {
     const std::vector<int32_t> tokens = {1, 2, bad};
@@ -493,7 +487,7 @@ TEST(ModelErrors, TokenIdOutOfRange) {
 }
 
 TEST(ModelErrors, MissingFilesAndTensorsAreNamed) {
-  const fs::path src = models_root() / "tiny-untied";
+  const fs::path src = test::tiny_models_dir() / "tiny-untied";
   test::TempDir tmp;
   auto expect_error = [](const fs::path& dir, const std::string& needle) {
     try {
@@ -521,8 +515,8 @@ TEST(ModelErrors, MissingFilesAndTensorsAreNamed) {
 }
 
 TEST(ModelErrors, CacheOfAnotherModelIsRefused) {
-  Model a = load(models_root() / "tiny-bf16", WeightMode::AsStored);
-  Model b = load(models_root() / "tiny-untied", WeightMode::AsStored);
+  Model a = load(test::tiny_models_dir() / "tiny-bf16", WeightMode::AsStored);
+  Model b = load(test::tiny_models_dir() / "tiny-untied", WeightMode::AsStored);
   Sequence cache = b.new_sequence();
   const std::vector<int32_t> tokens = {1, 2};
   EXPECT_THROW(a.forward(tokens, cache), Error);
@@ -531,7 +525,7 @@ TEST(ModelErrors, CacheOfAnotherModelIsRefused) {
 
 // The counters the benchmarks divide by.
 TEST(ModelLoad, WeightBytesFollowTheStoredTypes) {
-  const fs::path dir = models_root() / "tiny-untied";  // f32 file, untied head
+  const fs::path dir = test::tiny_models_dir() / "tiny-untied";  // f32 file, untied head
   Model f32 = load(dir, WeightMode::AsStored);
   Model bf16 = load(dir, WeightMode::BF16);
   const ModelConfig& c = f32.config();
