@@ -112,10 +112,59 @@ class StopStringFilter {
   bool stopped_ = false;
 };
 
+// The ids a sequence may sample: the model's rows that are also tokenizer ids, [0, min of
+// the two). The rows past the tokenizer's vocabulary are padding.
+int64_t sampled_vocab(size_t model_rows, int64_t tokenizer_vocab);
+
+// How many leading tokens `a` and `b` share: the cached positions of one that the other can
+// keep (a drafter following its context, a server reusing a prompt's rows).
+size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b);
+
+// How a token is chosen from one row of logits: the scores of the sampled vocabulary go
+// through the logit processors in order (the repetition penalty of the params first), then
+// the sampler's temperature, filters and draw. The half of a step that picks the token, run
+// by every GenerationStep and by a draft model (ModelDrafter) for its drafts, so a draft is
+// chosen exactly as the target would choose under the same params and processors.
+class TokenChooser {
+ public:
+  // Throws Error for invalid params.
+  TokenChooser(int64_t sample_vocab, const SamplerParams& params);
+
+  void add_processor(std::unique_ptr<LogitProcessor> processor) {
+    processors_.push_back(std::move(processor));
+  }
+  void restart();  // each processor is told (LogitProcessor::restart)
+
+  // The next token after `context` (the processors' context) from `logits` [>= sample_vocab].
+  // With a `draft` and its distribution `q` (speculative verification), by rejection sampling
+  // (Sampler::choose_draft); otherwise as Sampler::choose(). Each processor is told the token.
+  int32_t choose(std::span<const float> logits, std::span<const int32_t> context,
+                 int32_t draft = -1, const DraftDistribution* q = nullptr);
+  // choose() for a drafter: a sampled choice (temperature > 0) also leaves in `drawn_from` the
+  // distribution it was drawn from, for the target's rejection sampling.
+  int32_t choose_recording(std::span<const float> logits, std::span<const int32_t> context,
+                           DraftDistribution& drawn_from);
+
+  // The sampled vocabulary's slice of the last choice's logits, and the scores the sampler's
+  // filters saw (after the processors and the temperature).
+  std::span<const float> sampled() const { return sampled_; }
+  std::span<const double> scores() const { return scores_; }
+  const Sampler& sampler() const { return sampler_; }
+
+ private:
+  void process(std::span<const float> logits, std::span<const int32_t> context);
+  void accept(int32_t id);
+
+  Sampler sampler_;
+  std::vector<std::unique_ptr<LogitProcessor>> processors_;
+  std::span<const float> sampled_;
+  std::span<double> scores_;
+};
+
 class GenerationStep {
  public:
-  // `sample_vocab`: the ids that may be chosen, [0, sample_vocab) (min of the model's rows
-  // and the tokenizer's vocabulary). The repetition penalty of `params` becomes the first
+  // `sample_vocab`: the ids that may be chosen, [0, sample_vocab) (sampled_vocab()). The
+  // repetition penalty of `params` becomes the first
   // logit processor. `tok` must outlive the step. Throws Error for invalid params or rules.
   GenerationStep(const Tokenizer& tok, int64_t sample_vocab, const SamplerParams& params, StopRules rules);
 
@@ -125,7 +174,9 @@ class GenerationStep {
   void restart(StopRules rules);
 
   // Appends a processor; processors run in the order added.
-  void add_processor(std::unique_ptr<LogitProcessor> processor);
+  void add_processor(std::unique_ptr<LogitProcessor> processor) {
+    chooser_.add_processor(std::move(processor));
+  }
   void set_observer(StepObserver observer) { observer_ = std::move(observer); }
 
   // One step, given the logits [>= sample_vocab] of the sequence after its last token, its
@@ -151,13 +202,12 @@ class GenerationStep {
   void finish(const TextSink& on_text);
 
   size_t generated() const { return generated_; }  // tokens chosen and kept
-  const Sampler& sampler() const { return sampler_; }
+  const Sampler& sampler() const { return chooser_.sampler(); }
 
  private:
   const Tokenizer* tok_;
-  Sampler sampler_;
+  TokenChooser chooser_;
   StopRules rules_;
-  std::vector<std::unique_ptr<LogitProcessor>> processors_;
   StepObserver observer_;
   StreamDecoder decoder_;
   StopStringFilter filter_;

@@ -93,11 +93,11 @@ class Generator {
   Sequence seq_;
   std::vector<int32_t> history_;  // tokens of the sequence; the first cache_.length() are cached
   std::vector<int32_t> to_push_;  // scratch: the prefill, then each pass's pending token and drafts
-  std::unique_ptr<Drafter> drafter_;
-  DraftLength draft_length_ = DraftLength::fixed(0);
-  DraftLength draft_length_start_ = DraftLength::fixed(0);
-  std::vector<int32_t> drafts_;
-  std::span<const DraftDistribution> dists_;  // the drafter's, of drafts_ (empty: point masses)
+  SpeculativeStep spec_;          // set_drafter(); plain decoding without one
+
+  // Throws Error unless the rules are valid and the tokens the cache lacks (to_push_: the
+  // pending token and `new_tokens`) fit in the context.
+  void check_fits(std::span<const int32_t> new_tokens, const StopRules& rules) const;
 };
 
 }  // namespace nanoinfer

@@ -90,8 +90,9 @@ class Sampler {
   std::span<double> load(std::span<const float> logits);
   Candidates select();
   // select(), then draw with the next number of the seeded stream (greedy draws nothing, so
-  // the stream does not advance).
-  int32_t choose();
+  // the stream does not advance). A draw also leaves in `drawn_from`, when given, the
+  // candidates it was drawn from (a drafter's q for rejection sampling); greedy leaves it as is.
+  int32_t choose(DraftDistribution* drawn_from = nullptr);
 
   // load(), the repetition penalty of the params over `history` (the tokens seen so far:
   // prompt and generated; duplicates allowed), select(): the whole chain of this header.

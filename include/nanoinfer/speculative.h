@@ -24,14 +24,18 @@
 //                        quantized, or a smaller model), greedy, on its own sequence.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "nanoinfer/generation_step.h"
+#include "nanoinfer/kv_cache.h"
 #include "nanoinfer/logit_processor.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/sampler.h"
@@ -80,10 +84,11 @@ class PromptLookupDrafter final : public Drafter {
 };
 
 // Drafts of a second model on its own sequence, chosen by the target's sampling `params`
-// over ids [0, sample_vocab): greedy (argmax, ties to the lower id) at temperature 0, else
-// drawn from the drafter's own distribution q (the same chain: repetition penalty over the
-// context and the drafts before, temperature, top-k, top-p, min-p) with a stream seeded from
-// params.seed, and q kept for rejection sampling (distributions()). A draft that ignored the
+// over ids [0, sample_vocab) through a step's TokenChooser (nanoinfer/generation_step.h):
+// greedy (argmax, ties to the lower id) at temperature 0, else drawn from the drafter's own
+// distribution q (the same chain: repetition penalty over the context and the drafts before,
+// temperature, top-k, top-p, min-p) with a stream seeded from params.seed, and q kept for
+// rejection sampling (distributions()). A draft that ignored the
 // penalty would be refused wherever it changes the target's choice. Its sequence follows the
 // context: before each draft it keeps the cached positions the context still starts with
 // (KvCache::truncate drops the rest, e.g. rejected drafts) and prefills what it lacks.
@@ -119,11 +124,12 @@ class ModelDrafter final : public Drafter {
   // nothing when all of it was cached (never with `last`).
   std::span<const float> push(std::span<const int32_t> context, bool last);
 
+  // How many of cached_ `context` starts with.
+  size_t cached_prefix(std::span<const int32_t> context) const;
+
   std::vector<int32_t> cached_;  // the tokens seq_'s cache holds
-  std::optional<RepetitionPenalty> penalty_;  // greedy, with a penalty
-  std::vector<double> scores_;   // [vocab_] with the penalty
-  std::optional<Sampler> sampler_;  // sampled drafts (temperature > 0)
-  Rng rng_;
+  std::optional<TokenChooser> chooser_;   // the params' processors and sampler (set_sampling)
+  bool sampling_ = false;                 // temperature > 0: drafts are drawn, q kept
   std::vector<DraftDistribution> dists_;  // of the last draft's tokens (sampled)
   size_t drafted_ = 0;                    // tokens of the last draft
   ChoiceOverride choose_;                 // override_choices()
@@ -226,6 +232,64 @@ class DraftLength {
   double follow_spt_ = 0;     // seconds the drafter takes per token it catches up
   double lost_ = 0;           // see lost_seconds()
   double elapsed_ = 0;        // decode seconds: plain steps and passes
+};
+
+// The speculative half of one sequence's decoding, the one Generator and the serve scheduler
+// both run: before each forward pass draft() asks the drafter for what may follow the step's
+// pending token, within what the context and the token budget leave; after it, verify()
+// hands the pass's rows to the sequence's GenerationStep in order (see the top of this
+// header), rolls the cache back past the first rejected draft and tells the DraftLength how
+// the pass went. Without a drafter every pass is one plain row, verified the same way.
+class SpeculativeStep {
+ public:
+  SpeculativeStep() = default;  // plain decoding
+  SpeculativeStep(std::unique_ptr<Drafter> drafter, DraftLength length);
+
+  bool speculates() const { return drafter_ != nullptr; }
+  // For a sequence sampled with `params` from now on, drafting `length` per pass.
+  void restart(const SamplerParams& params, DraftLength length);
+  // Forgets the sequence: the drafter's too, and the draft length starts over.
+  void reset();
+
+  // After the target prefilled `context` (its tokens so far): the drafter prefills them too,
+  // timed for a timed draft length. Throws what the drafter throws.
+  void prefill(std::span<const int32_t> context);
+
+  // Drafts for the next pass: the tokens after `context` (whose last token is the step's
+  // pending one), at most `room` (positions the cache has left besides the pending token's)
+  // and `budget` (tokens the step may still keep besides its own next one). Returns them
+  // (none: a plain pass). Throws what the drafter throws.
+  std::span<const int32_t> draft(std::span<const int32_t> context, size_t room, size_t budget);
+  std::span<const int32_t> drafts() const { return drafts_; }
+  double draft_seconds() const { return draft_seconds_; }  // the last draft()'s
+
+  // What verify() made of a pass's rows.
+  struct Verdict {
+    std::optional<StopReason> end;  // why the generation ended, if it did
+    size_t drafted = 0;             // rows that verified a draft
+    size_t accepted = 0;            // drafts kept
+    size_t chosen = 0;              // rows a token was chosen from (kept, or end of sequence)
+  };
+  // Called after each row a token was chosen from, with the tokens kept before it.
+  using ChoiceHook = std::function<void(size_t kept_before)>;
+
+  // The rows of one forward pass of `cache`'s sequence, [rows][vocab]: its last position's
+  // after a prefill (`decode_pass` false), or the pending token's and one per draft() token.
+  // `history` is the sequence's tokens; the step appends what it keeps and streams its text.
+  // Throws what the step throws (then nothing after that row has happened).
+  Verdict verify(GenerationStep& step, std::span<const float> logits, size_t vocab,
+                 std::vector<int32_t>& history, KvCache& cache, const TextSink& on_text,
+                 bool decode_pass, const ChoiceHook& on_choice = {});
+
+ private:
+  std::unique_ptr<Drafter> drafter_;
+  DraftLength length_ = DraftLength::fixed(0);
+  DraftLength start_ = DraftLength::fixed(0);  // reset() goes back to it
+  std::vector<int32_t> drafts_;
+  std::span<const DraftDistribution> dists_;  // the drafter's, of drafts_ (empty: point masses)
+  std::chrono::steady_clock::time_point pass_start_;  // of the drafting and pass being verified
+  size_t pass_behind_ = 0;  // tokens the drafter caught up before drafting for that pass
+  double draft_seconds_ = 0;
 };
 
 }  // namespace nanoinfer

@@ -72,6 +72,12 @@ nlohmann::json stderr_json(const PerplexityResult& r) {
   return r.scored > 1 ? nlohmann::json(r.perplexity_stderr) : nlohmann::json(nullptr);
 }
 
+// The fields every result has: what was scored and how.
+nlohmann::json scored_json(const PerplexityFlags& f, const PerplexityResult& r) {
+  return {{"file", f.file},     {"ctx", r.ctx},         {"scoring", f.scoring},
+          {"tokens", r.tokens}, {"windows", r.windows}, {"scored", r.scored}};
+}
+
 void run_kl(const PerplexityFlags& f, const std::string& text) {
   OpenedModel m = load_model(f.model);
   ModelFlags base_flags = f.model;
@@ -93,33 +99,28 @@ void run_kl(const PerplexityFlags& f, const std::string& text) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string weights(weight_type_name(m.model.weight_type()));
   if (f.json) {
-    const nlohmann::json j = {{"model", m.dir.string()},
-                              {"base", base.dir.string()},
-                              {"file", f.file},
-                              {"ctx", r.ctx},
-                              {"scoring", f.scoring},
-                              {"tokens", r.tokens},
-                              {"windows", r.windows},
-                              {"scored", r.scored},
-                              {"ppl", r.model.perplexity},
-                              {"ppl_stderr", stderr_json(r.model)},
-                              {"ppl_base", r.base.perplexity},
-                              {"ppl_base_stderr", stderr_json(r.base)},
-                              {"ln_ppl_ratio", r.ln_ppl_ratio},
-                              {"ln_ppl_ratio_stderr", r.ln_ppl_ratio_stderr},
-                              {"delta_ppl_pct", r.delta_ppl_pct},
-                              {"delta_ppl_pct_stderr", r.delta_ppl_pct_stderr},
-                              {"kld_mean", r.kld_mean},
-                              {"kld_stderr", r.kld_stderr},
-                              {"kld_median", r.kld_median},
-                              {"kld_p90", r.kld_p90},
-                              {"kld_p99", r.kld_p99},
-                              {"kld_max", r.kld_max},
-                              {"top1_agreement", r.top1_agreement},
-                              {"top1_stderr", r.top1_stderr},
-                              {"seconds", seconds},
-                              {"threads", m.model.options().threads},
-                              {"weights", weights}};
+    nlohmann::json j = scored_json(f, r.model);
+    j.update(nlohmann::json{{"model", m.dir.string()},
+                            {"base", base.dir.string()},
+                            {"ppl", r.model.perplexity},
+                            {"ppl_stderr", stderr_json(r.model)},
+                            {"ppl_base", r.base.perplexity},
+                            {"ppl_base_stderr", stderr_json(r.base)},
+                            {"ln_ppl_ratio", r.ln_ppl_ratio},
+                            {"ln_ppl_ratio_stderr", r.ln_ppl_ratio_stderr},
+                            {"delta_ppl_pct", r.delta_ppl_pct},
+                            {"delta_ppl_pct_stderr", r.delta_ppl_pct_stderr},
+                            {"kld_mean", r.kld_mean},
+                            {"kld_stderr", r.kld_stderr},
+                            {"kld_median", r.kld_median},
+                            {"kld_p90", r.kld_p90},
+                            {"kld_p99", r.kld_p99},
+                            {"kld_max", r.kld_max},
+                            {"top1_agreement", r.top1_agreement},
+                            {"top1_stderr", r.top1_stderr},
+                            {"seconds", seconds},
+                            {"threads", m.model.options().threads},
+                            {"weights", weights}});
     print_out("{}\n", j.dump());
     return;
   }
@@ -150,21 +151,16 @@ void run(const PerplexityFlags& f) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   if (f.json) {
-    const nlohmann::json j = {{"model", m.dir.string()},
-                              {"file", f.file},
-                              {"ctx", r.ctx},
-                              {"scoring", f.scoring},
-                              {"tokens", r.tokens},
-                              {"windows", r.windows},
-                              {"scored", r.scored},
-                              {"nll_sum", r.nll_sum},
-                              {"mean_nll", r.mean_nll},
-                              {"perplexity", r.perplexity},
-                              {"perplexity_stderr", stderr_json(r)},
-                              {"seconds", seconds},
-                              {"tokens_per_second", static_cast<double>(r.tokens) / seconds},
-                              {"threads", m.model.options().threads},
-                              {"weights", std::string(weight_type_name(m.model.weight_type()))}};
+    nlohmann::json j = scored_json(f, r);
+    j.update(nlohmann::json{{"model", m.dir.string()},
+                            {"nll_sum", r.nll_sum},
+                            {"mean_nll", r.mean_nll},
+                            {"perplexity", r.perplexity},
+                            {"perplexity_stderr", stderr_json(r)},
+                            {"seconds", seconds},
+                            {"tokens_per_second", static_cast<double>(r.tokens) / seconds},
+                            {"threads", m.model.options().threads},
+                            {"weights", std::string(weight_type_name(m.model.weight_type()))}});
     print_out("{}\n", j.dump());
     return;
   }

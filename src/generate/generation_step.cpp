@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "model/ops.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -46,10 +47,7 @@ std::vector<int32_t> encode_chat_prompt(const Tokenizer& tok, std::span<const Ch
 
 double logsumexp_of(std::span<const float> logits) {
   if (logits.empty()) return -INFINITY;
-  const double max = *std::max_element(logits.begin(), logits.end());
-  double total = 0.0;
-  for (float l : logits) total += std::exp(static_cast<double>(l) - max);
-  return max + std::log(total);
+  return log_softmax(logits.data(), logits.size()).logsumexp();
 }
 
 std::vector<TokenCandidate> top_candidates(std::span<const float> logits, size_t k, double logsumexp) {
@@ -121,15 +119,70 @@ void StopStringFilter::finish(const TextSink& on_text) {
   emitted_ = text_.size();
 }
 
+// ---- TokenChooser -----------------------------------------------------------------------------
+
+int64_t sampled_vocab(size_t model_rows, int64_t tokenizer_vocab) {
+  return std::min<int64_t>(static_cast<int64_t>(model_rows), tokenizer_vocab);
+}
+
+size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first -
+                             a.begin());
+}
+
+TokenChooser::TokenChooser(int64_t sample_vocab, const SamplerParams& params)
+    : sampler_(sample_vocab, params) {
+  if (params.repetition_penalty != 1.0) {
+    processors_.push_back(
+        std::make_unique<RepetitionPenalty>(sample_vocab, params.repetition_penalty));
+  }
+}
+
+void TokenChooser::restart() {
+  for (const auto& p : processors_) p->restart();
+}
+
+void TokenChooser::process(std::span<const float> logits, std::span<const int32_t> context) {
+  const size_t vocab = static_cast<size_t>(sampler_.vocab_size());
+  if (logits.size() < vocab)
+    fail("internal error: {} logits for a vocabulary of {}", logits.size(), vocab);
+  sampled_ = logits.first(vocab);
+  scores_ = sampler_.load(sampled_);
+  for (const auto& p : processors_) p->process(scores_, context);
+}
+
+void TokenChooser::accept(int32_t id) {
+  for (const auto& p : processors_) p->accept(id);
+}
+
+int32_t TokenChooser::choose(std::span<const float> logits, std::span<const int32_t> context,
+                             int32_t draft, const DraftDistribution* q) {
+  process(logits, context);
+  const int32_t id =
+      q != nullptr && draft >= 0 ? sampler_.choose_draft(draft, *q) : sampler_.choose();
+  accept(id);
+  return id;
+}
+
+int32_t TokenChooser::choose_recording(std::span<const float> logits,
+                                       std::span<const int32_t> context,
+                                       DraftDistribution& drawn_from) {
+  process(logits, context);
+  const int32_t id = sampler_.choose(&drawn_from);
+  accept(id);
+  return id;
+}
+
 // ---- GenerationStep ---------------------------------------------------------------------------
 
-GenerationStep::GenerationStep(const Tokenizer& tok, int64_t sample_vocab, const SamplerParams& params,
-                               StopRules rules)
-    : tok_(&tok), sampler_(sample_vocab, params), rules_(std::move(rules)), decoder_(tok), filter_(rules_.stop_strings) {
+GenerationStep::GenerationStep(const Tokenizer& tok, int64_t sample_vocab,
+                               const SamplerParams& params, StopRules rules)
+    : tok_(&tok),
+      chooser_(sample_vocab, params),
+      rules_(std::move(rules)),
+      decoder_(tok),
+      filter_(rules_.stop_strings) {
   if (rules_.max_new_tokens < 0) fail("the number of tokens to generate must be >= 0");
-  if (params.repetition_penalty != 1.0) {
-    processors_.push_back(std::make_unique<RepetitionPenalty>(sample_vocab, params.repetition_penalty));
-  }
 }
 
 void GenerationStep::restart(StopRules rules) {
@@ -139,11 +192,7 @@ void GenerationStep::restart(StopRules rules) {
   decoder_ = StreamDecoder(*tok_);
   generated_ = 0;
   stopped_by_string_ = finished_ = flushed_ = false;
-  for (const auto& p : processors_) p->restart();
-}
-
-void GenerationStep::add_processor(std::unique_ptr<LogitProcessor> processor) {
-  processors_.push_back(std::move(processor));
+  chooser_.restart();
 }
 
 std::optional<StopReason> GenerationStep::next(std::span<const float> logits, std::vector<int32_t>& history,
@@ -158,16 +207,10 @@ std::optional<StopReason> GenerationStep::next(std::span<const float> logits, st
     finished_ = true;
     return StopReason::Interrupted;
   }
-  const size_t vocab = static_cast<size_t>(sampler_.vocab_size());
-  if (logits.size() < vocab) fail("internal error: {} logits for a vocabulary of {}", logits.size(), vocab);
-  const std::span<const float> sampled = logits.first(vocab);
   int32_t id = 0;
   try {
-    const std::span<double> scores = sampler_.load(sampled);
-    for (const auto& p : processors_) p->process(scores, history);
-    id = q != nullptr && draft >= 0 ? sampler_.choose_draft(draft, *q) : sampler_.choose();
-    for (const auto& p : processors_) p->accept(id);
-    if (observer_) observer_({generated_, id, sampled, scores});
+    id = chooser_.choose(logits, history, draft, q);
+    if (observer_) observer_({generated_, id, chooser_.sampled(), chooser_.scores()});
   } catch (const Error& e) {
     finished_ = true;
     fail("generated token {}: {}", generated_ + 1, e.what());

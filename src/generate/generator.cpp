@@ -3,17 +3,13 @@
 #include <algorithm>
 #include <chrono>
 
+#include "generate/seconds_since.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 }  // namespace
 
@@ -38,24 +34,21 @@ double GenerationStats::tokens_per_verify_pass() const {
 Generator::Generator(const Model& model, const Tokenizer& tokenizer, const SamplerParams& params)
     : model_(model),
       tokenizer_(tokenizer),
-      step_(tokenizer, std::min<int64_t>(static_cast<int64_t>(model.vocab_size()), tokenizer.vocab_size()), params,
+      step_(tokenizer, sampled_vocab(model.vocab_size(), tokenizer.vocab_size()), params,
             StopRules{}),
       seq_(model.new_sequence()) {}
 
 void Generator::set_drafter(std::unique_ptr<Drafter> drafter, DraftLength length) {
-  drafter_ = std::move(drafter);
-  draft_length_ = draft_length_start_ = length;
+  spec_ = SpeculativeStep(std::move(drafter), length);
 }
 
 void Generator::reset() {
   seq_.cache().clear();
   history_.clear();
-  if (drafter_) drafter_->reset();
-  draft_length_ = draft_length_start_;
+  spec_.reset();
 }
 
-GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const StopRules& rules,
-                                    const TextSink& on_text, const StepObserver& observer) {
+void Generator::check_fits(std::span<const int32_t> new_tokens, const StopRules& rules) const {
   if (rules.max_new_tokens < 0) fail("the number of tokens to generate must be >= 0");
   for (int32_t id : new_tokens) {
     if (id < 0 || static_cast<size_t>(id) >= model_.vocab_size()) {
@@ -63,9 +56,6 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
            id, model_.vocab_size());
     }
   }
-  // What the cache lacks: the previous call's last sampled token, if any, and the new tokens.
-  to_push_.assign(history_.begin() + static_cast<ptrdiff_t>(seq_.cache().length()), history_.end());
-  to_push_.insert(to_push_.end(), new_tokens.begin(), new_tokens.end());
   if (to_push_.empty()) fail("nothing to generate from: the prompt is empty");
   const size_t capacity = seq_.cache().capacity();
   if (seq_.cache().length() + to_push_.size() > capacity) {
@@ -76,6 +66,14 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
     fail("this turn needs {} more tokens but only {} of the context's {} are left; /reset or raise -c",
          to_push_.size(), capacity - seq_.cache().length(), capacity);
   }
+}
+
+GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const StopRules& rules,
+                                    const TextSink& on_text, const StepObserver& observer) {
+  // What the cache lacks: the previous call's last sampled token, if any, and the new tokens.
+  to_push_.assign(history_.begin() + static_cast<ptrdiff_t>(seq_.cache().length()), history_.end());
+  to_push_.insert(to_push_.end(), new_tokens.begin(), new_tokens.end());
+  check_fits(new_tokens, rules);
   step_.restart(rules);
   step_.set_observer(observer);
   history_.insert(history_.end(), new_tokens.begin(), new_tokens.end());
@@ -84,87 +82,46 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
   stats.prompt_tokens = to_push_.size();
   const Clock::time_point start = Clock::now();
   std::span<const float> logits = model_.forward(to_push_, seq_);
-  if (drafter_) {
-    const size_t behind = drafter_->behind(history_);
-    const Clock::time_point draft_start = Clock::now();
-    drafter_->prefill(history_);
-    const size_t caught_up = behind - drafter_->behind(history_);  // and the last token
-    draft_length_.prefilled(caught_up > 0 ? caught_up + 1 : 0, seconds_since(draft_start));
-  }
+  spec_.prefill(history_);
   stats.prefill_seconds = seconds_since(start);
 
-  // Each pass leaves `rows` rows of logits: the prefill's last position, a decode step's one
-  // token, or a verification pass's pending token and its drafts (drafts_). The rows go to the
-  // step in order, as plain decoding would hand them over one step at a time, for as long as
-  // the step chooses the draft the next row assumed.
-  const size_t vocab = model_.vocab_size();
+  // Each pass leaves rows of logits: the prefill's last position, a decode step's one token,
+  // or a verification pass's pending token and its drafts; the speculative step hands them to
+  // the generation step (nanoinfer/speculative.h).
   Clock::time_point decode_start = start;
-  size_t rows = 1;
+  const auto first_choice = [&](size_t) {
+    if (stats.first_token_seconds != 0) return;
+    stats.first_token_seconds = seconds_since(start);
+    decode_start = Clock::now();
+  };
+  const size_t capacity = seq_.cache().capacity();
   bool decode_pass = false;
-  Clock::time_point pass_start = start;  // of the drafting and forward pass being verified
-  size_t pass_behind = 0;  // tokens the drafter caught up before drafting for that pass
-  std::optional<StopReason> end;
   while (true) {
-    const size_t first = seq_.cache().length() - rows;  // the position of row 0
-    const size_t drafted = rows - 1;
-    size_t accepted = 0;
-    for (size_t r = 0; r < rows; ++r) {
-      const size_t before = step_.generated();
-      const bool verifying = r < drafted;
-      end = step_.next(logits.subspan(r * vocab, vocab), history_, capacity - (first + r + 1), on_text,
-                       verifying ? drafts_[r] : -1, verifying && r < dists_.size() ? &dists_[r] : nullptr);
-      const bool kept = step_.generated() > before;
-      const bool chose = kept || end == StopReason::Eos;
-      if (decode_pass && chose) ++stats.decode_tokens;
-      if (drafted > 0 && chose) ++stats.verified_tokens;
-      if (stats.first_token_seconds == 0 && (step_.generated() > 0 || end == StopReason::Eos)) {
-        stats.first_token_seconds = seconds_since(start);
-        decode_start = Clock::now();
-      }
-      const bool match = kept && r < drafted && history_.back() == drafts_[r];
-      if (match) ++accepted;
-      if (end || !match) break;
+    const SpeculativeStep::Verdict v =
+        spec_.verify(step_, logits, model_.vocab_size(), history_, seq_.cache(), on_text,
+                     decode_pass, first_choice);
+    if (decode_pass) stats.decode_tokens += v.chosen;
+    if (v.drafted > 0) {
+      stats.verified_tokens += v.chosen;
+      stats.accepted_tokens += v.accepted;
     }
-    if (drafter_ && decode_pass) {
-      const double seconds = seconds_since(pass_start);
-      drafted > 0 ? draft_length_.passed(drafted, accepted, seconds, pass_behind) : draft_length_.plain_step(seconds);
-    }
-    if (drafted > 0) {
-      stats.accepted_tokens += accepted;
-      // Roll back the positions of rejected drafts: keep what the history still starts with.
-      const auto same = std::mismatch(to_push_.begin(), to_push_.end(), history_.begin() + static_cast<ptrdiff_t>(first),
-                                      history_.end());
-      seq_.cache().truncate(first + static_cast<size_t>(same.first - to_push_.begin()));
-    }
-    if (end) {
-      stats.stop_reason = *end;
+    if (v.end) {
+      stats.stop_reason = *v.end;
       break;
     }
-    // The step's last token is pending (not in the cache). Draft what may follow it, at most
-    // what the context and the token budget leave room for besides the step's own token.
-    drafts_.clear();
-    dists_ = {};
-    pass_start = Clock::now();
-    if (drafter_) {
-      pass_behind = drafter_->behind(history_);
-      const size_t k = std::min({draft_length_.next(pass_behind), capacity - seq_.cache().length() - 1,
-                                 static_cast<size_t>(rules.max_new_tokens) - step_.generated() - 1});
-      if (k > 0) {
-        drafter_->draft(history_, k, drafts_);
-        stats.draft_seconds += seconds_since(pass_start);
-      }
-      if (drafts_.size() > k) drafts_.resize(k);
-      if (!drafts_.empty()) dists_ = drafter_->distributions();
-    }
+    // The step's last token is pending (not in the cache): draft what may follow it.
+    const std::span<const int32_t> drafts =
+        spec_.draft(history_, capacity - seq_.cache().length() - 1,
+                    static_cast<size_t>(rules.max_new_tokens) - step_.generated() - 1);
+    stats.draft_seconds += spec_.draft_seconds();
     to_push_.assign(1, history_.back());
-    to_push_.insert(to_push_.end(), drafts_.begin(), drafts_.end());
-    logits = model_.forward(to_push_, seq_, /*all_logits=*/!drafts_.empty());
-    rows = to_push_.size();
+    to_push_.insert(to_push_.end(), drafts.begin(), drafts.end());
+    logits = model_.forward(to_push_, seq_, /*all_logits=*/!drafts.empty());
     decode_pass = true;
     ++stats.decode_steps;
-    if (!drafts_.empty()) {
+    if (!drafts.empty()) {
       ++stats.verify_passes;
-      stats.drafted_tokens += drafts_.size();
+      stats.drafted_tokens += drafts.size();
     }
   }
   stats.generated_tokens = step_.generated();

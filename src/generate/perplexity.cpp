@@ -4,8 +4,9 @@
 #include <cmath>
 #include <vector>
 
-#include "nanoinfer/error.h"
+#include "generate/window_scoring.h"
 #include "model/ops.h"
+#include "nanoinfer/error.h"
 
 namespace nanoinfer {
 namespace {
@@ -31,6 +32,34 @@ std::vector<PerplexityWindow> perplexity_windows(size_t n_tokens, size_t ctx, Pe
   return windows;
 }
 
+void score_windows(std::span<const Model* const> models, std::span<const int32_t> tokens,
+                   size_t ctx, std::span<const PerplexityWindow> plan, const ScorePosition& score,
+                   const std::function<void()>& window_done) {
+  std::vector<Sequence> seqs;
+  for (const Model* m : models) seqs.push_back(m->new_sequence(ctx));
+  std::vector<std::span<const float>> logits(models.size());
+  std::vector<const float*> rows(models.size());
+  for (size_t wi = 0; wi < plan.size(); ++wi) {
+    const PerplexityWindow& w = plan[wi];
+    const std::span<const int32_t> window = tokens.subspan(w.begin, w.size);
+    for (Sequence& seq : seqs) seq.cache().clear();
+    for (size_t p = 0; p < window.size(); p += kPiece) {
+      const size_t count = std::min(kPiece, window.size() - p);
+      for (size_t m = 0; m < models.size(); ++m)
+        logits[m] = models[m]->forward(window.subspan(p, count), seqs[m], true);
+      for (size_t i = 0; i < count; ++i) {
+        const size_t t = p + i;  // logits of position t score token t + 1
+        if (t + 1 >= window.size()) break;
+        if (t < w.first_scored) continue;
+        for (size_t m = 0; m < models.size(); ++m)
+          rows[m] = logits[m].data() + i * models[m]->vocab_size();
+        score(rows, {wi, t, w.begin + t, static_cast<size_t>(window[t + 1])});
+      }
+    }
+    window_done();
+  }
+}
+
 PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens, size_t ctx,
                             const PerplexityProgress& progress, PerplexityScoring scoring) {
   if (ctx < 2) fail("perplexity: the context must be at least 2 tokens, got {}", ctx);
@@ -45,39 +74,23 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
   r.ctx = ctx;
   r.tokens = tokens.size();
   const std::vector<PerplexityWindow> plan = perplexity_windows(tokens.size(), ctx, scoring);
-  double mean = 0, m2 = 0;  // Welford's running mean and squared deviations of the NLL
-
-  Sequence cache = model.new_sequence(ctx);
-  for (const PerplexityWindow& w : plan) {
-    const size_t begin = w.begin;
-    const std::span<const int32_t> window = tokens.subspan(w.begin, w.size);
-    cache.cache().clear();
-    for (size_t p = 0; p < window.size(); p += kPiece) {
-      const size_t count = std::min(kPiece, window.size() - p);
-      const std::span<const float> logits = model.forward(window.subspan(p, count), cache, true);
-      for (size_t i = 0; i < count; ++i) {
-        const size_t t = p + i;  // logits of position t score token t + 1
-        if (t + 1 >= window.size()) break;
-        if (t < w.first_scored) continue;
-        const double nll = -log_softmax_at(logits.data() + i * V, V, static_cast<size_t>(window[t + 1]));
-        // Finite logits always give a finite NLL; anything else is a broken model, and a
-        // "perplexity nan" printed with exit code 0 would pass for a result.
-        if (!std::isfinite(nll)) {
-          fail("perplexity: the model produced non-finite logits at token {} (window {}, position {})",
-               begin + t, r.windows + 1, t);
-        }
-        r.nll_sum += nll;
-        ++r.scored;
-        const double delta = nll - mean;
-        mean += delta / static_cast<double>(r.scored);
-        m2 += delta * (nll - mean);
-      }
+  Moments moments;
+  const Model* models[] = {&model};
+  const auto score = [&](std::span<const float* const> rows, const ScoredPosition& at) {
+    const double nll = -log_softmax_at(rows[0], V, at.next);
+    // Finite logits always give a finite NLL; anything else is a broken model, and a
+    // "perplexity nan" printed with exit code 0 would pass for a result.
+    if (!std::isfinite(nll)) {
+      fail("perplexity: the model produced non-finite logits at token {} (window {}, position {})",
+           at.token, at.window + 1, at.position);
     }
+    r.nll_sum += nll;
+    ++r.scored;
+    moments.add(nll);
+  };
+  const auto window_done = [&] {
     ++r.windows;
-    r.mean_nll = r.nll_sum / static_cast<double>(r.scored);
-    r.perplexity = std::exp(r.mean_nll);
-    const double sem = r.scored > 1 ? std::sqrt(m2 / static_cast<double>(r.scored - 1) / static_cast<double>(r.scored)) : 0.0;
-    r.perplexity_stderr = r.perplexity * sem;
+    finish_perplexity(r, moments);
     // Finite logits can still score each token so badly that exp(mean NLL) overflows (a mean
     // above 709 nats, where a uniform guess over any vocabulary scores ~12): "inf" is no
     // measurement, and the logits' magnitudes are far beyond any trained model's.
@@ -87,7 +100,8 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
            r.windows, r.mean_nll);
     }
     if (progress) progress(r.windows, plan.size(), r);
-  }
+  };
+  score_windows(models, tokens, ctx, plan, score, window_done);
   return r;
 }
 

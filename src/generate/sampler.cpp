@@ -279,9 +279,10 @@ int32_t Sampler::draw(const Candidates& c, double u) {
   return c.ids.back();
 }
 
-int32_t Sampler::choose() {
+int32_t Sampler::choose(DraftDistribution* drawn_from) {
   const Candidates c = select();
   if (params_.temperature == 0.0) return c.ids[0];
+  if (drawn_from != nullptr) drawn_from->assign(c);
   return draw(c, rng_.next_double());
 }
 

@@ -36,42 +36,42 @@ void PromptLookupDrafter::draft(std::span<const int32_t> context, size_t k, std:
 
 ModelDrafter::ModelDrafter(const Model& draft, int64_t sample_vocab, const SamplerParams& params)
     : model_(draft),
-      vocab_(std::min(static_cast<size_t>(std::max<int64_t>(sample_vocab, 1)), draft.vocab_size())),
-      seq_(draft.new_sequence()),
-      rng_(0) {
+      vocab_(static_cast<size_t>(
+          sampled_vocab(draft.vocab_size(), std::max<int64_t>(sample_vocab, 1)))),
+      seq_(draft.new_sequence()) {
   set_sampling(params);
 }
 
 void ModelDrafter::override_choices(ChoiceOverride choose) {
-  if (sampler_ && choose) fail("internal error: a draft model's choices can be overridden only when it drafts greedily");
+  if (sampling_ && choose)
+    fail("internal error: a draft model's choices can be overridden only when it drafts greedily");
   choose_ = std::move(choose);
 }
 
 void ModelDrafter::set_sampling(const SamplerParams& params) {
   if (choose_ && params.temperature > 0.0) fail("internal error: a draft model with overridden choices cannot sample");
-  sampler_.reset();
-  penalty_.reset();
-  rng_ = Rng(params.seed ^ 0x6a09e667f3bcc908ull);  // a stream apart from the target's
-  if (params.temperature > 0.0) {
-    sampler_.emplace(static_cast<int64_t>(vocab_), params);
-  } else if (params.repetition_penalty != 1.0) {
-    penalty_.emplace(static_cast<int64_t>(vocab_), params.repetition_penalty);
-  }
+  SamplerParams own = params;
+  own.seed = params.seed ^ 0x6a09e667f3bcc908ull;  // a stream apart from the target's
+  chooser_.emplace(static_cast<int64_t>(vocab_), own);
+  sampling_ = params.temperature > 0.0;
 }
 
 ModelDrafter::ModelDrafter(const Model& draft, int64_t sample_vocab, double repetition_penalty)
     : ModelDrafter(draft, sample_vocab, SamplerParams{.temperature = 0.0, .repetition_penalty = repetition_penalty}) {}
 
 std::span<const DraftDistribution> ModelDrafter::distributions() const {
-  if (!sampler_) return {};
+  if (!sampling_) return {};
   return std::span<const DraftDistribution>(dists_).first(drafted_);
+}
+
+size_t ModelDrafter::cached_prefix(std::span<const int32_t> context) const {
+  return common_prefix(cached_, context);
 }
 
 std::span<const float> ModelDrafter::push(std::span<const int32_t> context, bool last) {
   // Keep the cached prefix the context still starts with; with `last`, push at least the
   // context's last token (its logits give the first draft).
-  const auto mismatch = std::mismatch(cached_.begin(), cached_.end(), context.begin(), context.end());
-  size_t keep = static_cast<size_t>(mismatch.first - cached_.begin());
+  size_t keep = cached_prefix(context);
   if (last) keep = std::min(keep, context.size() - 1);
   seq_.cache().truncate(keep);
   cached_.resize(keep);
@@ -95,21 +95,15 @@ void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector
     k = capacity + 1 - context.size();
   }
   std::span<const float> logits = push(context, /*last=*/true);
-  // cached_ is the context and then the drafts so far: the penalty's context.
+  // cached_ is the context and then the drafts so far: the processors' context. The choice
+  // is a step's (TokenChooser) under the target's params, on the drafter's own stream.
   while (true) {
-    int32_t best = 0;  // max_element: the first of ties
-    if (sampler_) {
-      const Candidates q = sampler_->filter(logits.first(vocab_), cached_);
+    int32_t best = 0;
+    if (sampling_) {
       if (dists_.size() <= drafted_) dists_.resize(drafted_ + 1);
-      dists_[drafted_].assign(q);
-      best = Sampler::draw(q, rng_.next_double());
-    } else if (penalty_) {
-      scores_.assign(logits.begin(), logits.begin() + static_cast<ptrdiff_t>(vocab_));
-      penalty_->process(scores_, cached_);
-      best = static_cast<int32_t>(std::max_element(scores_.begin(), scores_.end()) - scores_.begin());
+      best = chooser_->choose_recording(logits, cached_, dists_[drafted_]);
     } else {
-      best = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + static_cast<ptrdiff_t>(vocab_)) -
-                                  logits.begin());
+      best = chooser_->choose(logits, cached_);
     }
     if (choose_) best = choose_(context.size() + out.size(), best);
     out.push_back(best);
@@ -122,8 +116,7 @@ void ModelDrafter::draft(std::span<const int32_t> context, size_t k, std::vector
 
 size_t ModelDrafter::behind(std::span<const int32_t> context) const {
   if (context.empty()) return 0;
-  const auto mismatch = std::mismatch(cached_.begin(), cached_.end(), context.begin(), context.end());
-  const size_t keep = std::min(static_cast<size_t>(mismatch.first - cached_.begin()), context.size() - 1);
+  const size_t keep = std::min(cached_prefix(context), context.size() - 1);
   return context.size() - 1 - keep;
 }
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/ops.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generation_step.h"
 
@@ -39,10 +40,10 @@ Json token_json(const Tokenizer& tok, int32_t id) { return Json{{"id", id}, {"pi
 // The top candidates by raw logit (descending, ties by lower id) and the softmax mass at T = 1
 // of everything else, over the ids the sampler may choose.
 void record_candidates(std::span<const float> logits, const Tokenizer& tok, Json& step) {
-  const std::vector<TokenCandidate> top = top_candidates(logits, kTopCandidates, logsumexp_of(logits));
-  const double max = top[0].logit;
-  double total = 0.0, kept = 0.0;
-  for (float l : logits) total += std::exp(static_cast<double>(l) - max);
+  const LogSoftmax row = log_softmax(logits.data(), logits.size());
+  const std::vector<TokenCandidate> top = top_candidates(logits, kTopCandidates, row.logsumexp());
+  const double max = row.max, total = row.sum;
+  double kept = 0.0;
   Json candidates = Json::array();
   for (const TokenCandidate& c : top) {
     kept += std::exp(static_cast<double>(c.logit) - max);
@@ -50,10 +51,6 @@ void record_candidates(std::span<const float> logits, const Tokenizer& tok, Json
   }
   step["top"] = std::move(candidates);
   step["rest_mass"] = round_sig(std::clamp((total - kept) / total, 0.0, 1.0), 6);
-}
-
-size_t sample_vocab(const Model& model, const Tokenizer& tok) {
-  return std::min(model.vocab_size(), static_cast<size_t>(tok.vocab_size()));
 }
 
 const TextSink kDiscardText = [](std::string_view) {};
@@ -72,7 +69,7 @@ Json race_json(const std::vector<TimedStep>& run) {
 std::vector<TimedStep> run_timed_steps(const Model& model, const Tokenizer& tok, std::span<const int32_t> prompt,
                                        size_t n_steps, const SamplerParams& params, bool cached) {
   std::vector<TimedStep> run;
-  GenerationStep step(tok, static_cast<int64_t>(sample_vocab(model, tok)), params,
+  GenerationStep step(tok, sampled_vocab(model.vocab_size(), tok.vocab_size()), params,
                       StopRules{.max_new_tokens = static_cast<int64_t>(n_steps)});
   step.set_observer([&](const StepEvent& e) { run.back().token = e.token; });
   Sequence seq = model.new_sequence();
@@ -122,7 +119,7 @@ VizTrace record_viz_trace(const Model& model, const Tokenizer& tok, const VizTra
   std::span<const float> logits = model.forward(std::span(r.prompt).last(1), seq);
 
   Json steps = Json::array();
-  GenerationStep step(tok, static_cast<int64_t>(sample_vocab(model, tok)), r.params,
+  GenerationStep step(tok, sampled_vocab(model.vocab_size(), tok.vocab_size()), r.params,
                       StopRules{.max_new_tokens = r.n_predict, .eos_ids = r.eos_ids});
   // Every chosen token is a step of the page, the end-of-sequence one included.
   step.set_observer([&](const StepEvent& e) {

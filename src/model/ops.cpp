@@ -285,13 +285,17 @@ void attention_exact(const Compute& c, const AttentionShape& shape, const float*
   }
 }
 
-double log_softmax_at(const float* logits, size_t n, size_t index) {
-  assert(index < n);
+LogSoftmax log_softmax(const float* logits, size_t n) {
   float max = logits[0];
   for (size_t i = 1; i < n; ++i) max = logits[i] > max ? logits[i] : max;
   double sum = 0.0;
   for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - max);
-  return static_cast<double>(logits[index]) - max - std::log(sum);
+  return {max, sum, std::log(sum)};
+}
+
+double log_softmax_at(const float* logits, size_t n, size_t index) {
+  assert(index < n);
+  return log_softmax(logits, n).at(logits[index]);
 }
 
 }  // namespace nanoinfer

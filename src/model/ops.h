@@ -134,8 +134,21 @@ void attention_exact(const Compute& c, const AttentionShape& shape, const float*
 void attention_weights(const Compute& c, const AttentionShape& shape, const float* q, const KvView& kv, size_t n,
                        size_t pos0, float* probs);
 
-// log p(index) under softmax(logits), computed directly as logits[index] - max -
-// log(sum(exp(logits - max))) in double: never the log of a rounded probability.
+// The log-softmax of a row of logits [n >= 1], the one every scorer uses (perplexity, KL
+// divergence, logprobs, viz): the row's max (a float) and sum(exp(logits - max)) in double.
+// log p(x) is computed directly as x - max - log(sum): never the log of a rounded probability.
+struct LogSoftmax {
+  float max;
+  double sum;      // sum of exp(x - max) over the row
+  double log_sum;  // log(sum)
+  // log p of a logit x of the row
+  double at(float x) const { return static_cast<double>(x) - max - log_sum; }
+  // log(sum(exp(logits)))
+  double logsumexp() const { return max + log_sum; }
+};
+LogSoftmax log_softmax(const float* logits, size_t n);
+
+// log p(index) under softmax(logits): log_softmax(logits, n).at(logits[index]).
 double log_softmax_at(const float* logits, size_t n, size_t index);
 
 }  // namespace nanoinfer

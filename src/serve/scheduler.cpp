@@ -83,21 +83,17 @@ struct Scheduler::Slot {
   std::shared_ptr<Channel> channel;
   Job job;
   std::optional<GenerationStep> step;  // while busy
-  std::unique_ptr<Drafter> drafter;    // SchedulerOptions::make_drafter's, for every request
-  DraftLength length = DraftLength::fixed(0);
-  std::vector<int32_t> drafts;         // of the pass being verified
-  std::span<const DraftDistribution> dists;  // the drafter's, of `drafts` (empty: point masses)
+  SpeculativeStep spec;  // with SchedulerOptions::make_drafter's drafter, kept for every request
   Clock::time_point submitted, last_token;
 };
 
-Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, const SchedulerOptions& options,
-                     Metrics& metrics)
+Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer,
+                     const SchedulerOptions& options, Metrics& metrics)
     : model_(model),
       tokenizer_(tokenizer),
       options_(options),
       metrics_(metrics),
-      // Only ids the tokenizer has are sampled (rows past it are padding), as in Generator.
-      sample_vocab_(std::min<int64_t>(static_cast<int64_t>(model.vocab_size()), tokenizer.vocab_size())),
+      sample_vocab_(sampled_vocab(model.vocab_size(), tokenizer.vocab_size())),
       step_budget_(options.step_tokens, options.step_latency, options.prefill_chunk) {
   if (options_.parallel == 0) fail("--parallel must be >= 1");
   if (options_.prefill_chunk == 0) fail("--prefill-chunk must be >= 1");
@@ -105,7 +101,8 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, const Sched
   for (size_t i = 0; i < options_.parallel; ++i) {
     auto slot = std::make_unique<Slot>();
     slot->seq = model_.new_sequence();
-    if (options_.make_drafter) slot->drafter = options_.make_drafter();
+    if (options_.make_drafter)
+      slot->spec = SpeculativeStep(options_.make_drafter(), DraftLength::fixed(0));
     slots_.push_back(std::move(slot));
   }
   thread_ = std::thread([this] { loop(); });
@@ -155,123 +152,15 @@ void Scheduler::shutdown() {
 }
 
 void Scheduler::loop() {
-  uint64_t tick = 0;
   std::vector<Queued> admitted;
-  std::vector<Sequence*> seqs;
-  std::vector<int32_t> tokens;
-  std::vector<size_t> counts;
-  std::vector<size_t> outputs;
-  std::vector<Slot*> stepping, prefilling;
-  while (true) {
-    admitted.clear();
-    {
-      std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || active_ > 0; });
-      if (stopping_) break;
-      // Requests whose client left while they waited free their place at once.
-      for (auto it = queue_.begin(); it != queue_.end();) {
-        if (!it->channel->cancelled()) {
-          ++it;
-          continue;
-        }
-        it->channel->close(Outcome::Cancelled, FinishReason::Stop, {}, {});
-        --holding_;
-        it = queue_.erase(it);
-      }
-      size_t free = 0;
-      for (const auto& s : slots_) free += s->busy ? 0 : 1;
-      while (free > 0 && !queue_.empty()) {
-        admitted.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-        --free;
-      }
-    }
-    for (Queued& q : admitted) {
-      if (q.channel->cancelled()) {
-        release();  // before the close: whoever waits on the channel sees the place free
-        q.channel->close(Outcome::Cancelled, FinishReason::Stop, {}, {});
-        continue;
-      }
-      // The free slot whose cache shares the longest prefix with the prompt (at least one
-      // prompt token is always pushed, for its logits); ties go to the least recently used.
-      Slot* best = nullptr;
-      size_t best_keep = 0;
-      for (const auto& s : slots_) {
-        if (s->busy) continue;
-        const size_t keep = reusable(*s, q.job);
-        if (!best || keep > best_keep || (keep == best_keep && s->last_used < best->last_used)) {
-          best = s.get();
-          best_keep = keep;
-        }
-      }
-      best->last_used = ++tick;
-      start(*best, std::move(q));
-    }
-
+  Batch batch;
+  while (admit(admitted)) {
+    for (Queued& q : admitted) place(std::move(q));
     for (const auto& s : slots_) {
       if (s->busy && s->channel->cancelled()) finish(*s, Outcome::Cancelled, FinishReason::Stop);
     }
-
-    // One forward pass per step: every decoding sequence's pending token (and its drafts),
-    // then the next chunk of each prompt being prefilled (at most prefill_chunk tokens each),
-    // as rows of one Model::decode call, so the weights are streamed once for both. While any
-    // sequence decodes, the prompt rows together are held to the step budget (at least one:
-    // what step_tokens leaves beside the decode rows, or with step_latency what keeps the step
-    // near that multiple of a plain decode step's time), timed around the pass.
-    seqs.clear();
-    tokens.clear();
-    counts.clear();
-    outputs.clear();
-    stepping.clear();
-    prefilling.clear();
-    for (const auto& s : slots_) {
-      if (!s->busy || s->prefilled < s->job.prompt.size() || !draft(*s)) continue;
-      seqs.push_back(&s->seq);
-      tokens.push_back(s->history.back());
-      tokens.insert(tokens.end(), s->drafts.begin(), s->drafts.end());
-      counts.push_back(1 + s->drafts.size());
-      outputs.push_back(counts.back());
-      stepping.push_back(s.get());
-    }
-    const size_t decode_rows = tokens.size();
-    size_t budget = step_budget_.prompt_rows(decode_rows);  // prompt rows left for this step
-    for (const auto& s : slots_) {
-      if (budget == 0) break;
-      if (!s->busy || s->prefilled >= s->job.prompt.size() || share_prefix(*s)) continue;
-      const std::vector<int32_t>& prompt = s->job.prompt;
-      const size_t n = std::min({options_.prefill_chunk, budget, prompt.size() - s->prefilled});
-      budget -= n;
-      seqs.push_back(&s->seq);
-      tokens.insert(tokens.end(), prompt.begin() + static_cast<ptrdiff_t>(s->prefilled),
-                    prompt.begin() + static_cast<ptrdiff_t>(s->prefilled + n));
-      counts.push_back(n);
-      outputs.push_back(s->prefilled + n == prompt.size() ? 1 : 0);  // the last chunk: its first token
-      prefilling.push_back(s.get());
-    }
-    if (seqs.empty()) continue;
-    const auto pass_start = std::chrono::steady_clock::now();
-    try {
-      model_.decode(seqs, tokens, counts, outputs);
-    } catch (const std::exception& e) {
-      for (Slot* s : stepping) finish(*s, Outcome::Failed, FinishReason::Stop, e.what());
-      for (Slot* s : prefilling) {
-        s->seq.cache().clear();
-        s->prefilled = 0;
-        finish(*s, Outcome::Failed, FinishReason::Stop, e.what());
-      }
-      continue;
-    }
-    step_budget_.observe(decode_rows, tokens.size() - decode_rows,
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count());
-    steps_.fetch_add(1, std::memory_order_relaxed);
-    rows_.fetch_add(tokens.size(), std::memory_order_relaxed);
-    if (decode_rows > 0 && !prefilling.empty()) {
-      mixed_steps_.fetch_add(1, std::memory_order_relaxed);
-      last_mixed_prompt_rows_.store(tokens.size() - decode_rows, std::memory_order_relaxed);
-      if (tokens.size() > max_mixed_rows_.load(std::memory_order_relaxed)) max_mixed_rows_.store(tokens.size());
-    }
-    for (Slot* s : stepping) accept_tokens(*s, s->seq.logits(), /*decoding=*/true);
-    for (size_t i = 0; i < prefilling.size(); ++i) prefilled(*prefilling[i], counts[stepping.size() + i]);
+    plan_step(batch);
+    if (!batch.seqs.empty()) run_step(batch);
   }
 
   // Shutting down: nothing more runs; every waiting handler is released.
@@ -282,6 +171,119 @@ void Scheduler::loop() {
   for (Queued& q : queue_) q.channel->close(Outcome::Cancelled, FinishReason::Stop, {}, {});
   holding_ -= queue_.size();
   queue_.clear();
+}
+
+bool Scheduler::admit(std::vector<Queued>& admitted) {
+  admitted.clear();
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || active_ > 0; });
+  if (stopping_) return false;
+  // Requests whose client left while they waited free their place at once.
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (!it->channel->cancelled()) {
+      ++it;
+      continue;
+    }
+    it->channel->close(Outcome::Cancelled, FinishReason::Stop, {}, {});
+    --holding_;
+    it = queue_.erase(it);
+  }
+  size_t free = 0;
+  for (const auto& s : slots_) free += s->busy ? 0 : 1;
+  while (free > 0 && !queue_.empty()) {
+    admitted.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+    --free;
+  }
+  return true;
+}
+
+void Scheduler::place(Queued q) {
+  if (q.channel->cancelled()) {
+    release();  // before the close: whoever waits on the channel sees the place free
+    q.channel->close(Outcome::Cancelled, FinishReason::Stop, {}, {});
+    return;
+  }
+  // The free slot whose cache shares the longest prefix with the prompt (at least one
+  // prompt token is always pushed, for its logits); ties go to the least recently used.
+  Slot* best = nullptr;
+  size_t best_keep = 0;
+  for (const auto& s : slots_) {
+    if (s->busy) continue;
+    const size_t keep = reusable(*s, q.job);
+    if (!best || keep > best_keep || (keep == best_keep && s->last_used < best->last_used)) {
+      best = s.get();
+      best_keep = keep;
+    }
+  }
+  best->last_used = ++tick_;
+  start(*best, std::move(q));
+}
+
+// One forward pass per step: every decoding sequence's pending token (and its drafts), then
+// the next chunk of each prompt being prefilled (at most prefill_chunk tokens each), as rows
+// of one Model::decode call, so the weights are streamed once for both. While any sequence
+// decodes, the prompt rows together are held to the step budget (at least one: what
+// step_tokens leaves beside the decode rows, or with step_latency what keeps the step near
+// that multiple of a plain decode step's time), timed around the pass.
+void Scheduler::plan_step(Batch& batch) {
+  batch.clear();
+  for (const auto& s : slots_) {
+    if (!s->busy || s->prefilled < s->job.prompt.size() || !draft(*s)) continue;
+    const std::span<const int32_t> drafts = s->spec.drafts();
+    batch.seqs.push_back(&s->seq);
+    batch.tokens.push_back(s->history.back());
+    batch.tokens.insert(batch.tokens.end(), drafts.begin(), drafts.end());
+    batch.counts.push_back(1 + drafts.size());
+    batch.outputs.push_back(batch.counts.back());
+    batch.stepping.push_back(s.get());
+  }
+  batch.decode_rows = batch.tokens.size();
+  size_t budget = step_budget_.prompt_rows(batch.decode_rows);  // prompt rows left for this step
+  for (const auto& s : slots_) {
+    if (budget == 0) break;
+    if (!s->busy || s->prefilled >= s->job.prompt.size() || share_prefix(*s)) continue;
+    const std::vector<int32_t>& prompt = s->job.prompt;
+    const size_t n = std::min({options_.prefill_chunk, budget, prompt.size() - s->prefilled});
+    budget -= n;
+    batch.seqs.push_back(&s->seq);
+    batch.tokens.insert(batch.tokens.end(), prompt.begin() + static_cast<ptrdiff_t>(s->prefilled),
+                        prompt.begin() + static_cast<ptrdiff_t>(s->prefilled + n));
+    batch.counts.push_back(n);
+    // The last chunk's last row gives the first token.
+    batch.outputs.push_back(s->prefilled + n == prompt.size() ? 1 : 0);
+    batch.prefilling.push_back(s.get());
+  }
+}
+
+void Scheduler::run_step(const Batch& batch) {
+  const auto pass_start = std::chrono::steady_clock::now();
+  try {
+    model_.decode(batch.seqs, batch.tokens, batch.counts, batch.outputs);
+  } catch (const std::exception& e) {
+    for (Slot* s : batch.stepping) finish(*s, Outcome::Failed, FinishReason::Stop, e.what());
+    for (Slot* s : batch.prefilling) {
+      s->seq.cache().clear();
+      s->prefilled = 0;
+      finish(*s, Outcome::Failed, FinishReason::Stop, e.what());
+    }
+    return;
+  }
+  const size_t rows = batch.tokens.size(), prompt_rows = rows - batch.decode_rows;
+  step_budget_.observe(
+      batch.decode_rows, prompt_rows,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count());
+  steps_.fetch_add(1, std::memory_order_relaxed);
+  rows_.fetch_add(rows, std::memory_order_relaxed);
+  if (batch.decode_rows > 0 && !batch.prefilling.empty()) {
+    mixed_steps_.fetch_add(1, std::memory_order_relaxed);
+    last_mixed_prompt_rows_.store(prompt_rows, std::memory_order_relaxed);
+    if (rows > max_mixed_rows_.load(std::memory_order_relaxed)) max_mixed_rows_.store(rows);
+  }
+  for (Slot* s : batch.stepping) accept_tokens(*s, s->seq.logits(), /*decoding=*/true);
+  for (size_t i = 0; i < batch.prefilling.size(); ++i) {
+    prefilled(*batch.prefilling[i], batch.counts[batch.stepping.size() + i]);
+  }
 }
 
 // What a request adds to its step: OpenAI's penalties and logit bias, the grammar (last, so
@@ -331,31 +333,24 @@ void Scheduler::start(Slot& slot, Queued q) {
   slot.seq.cache().truncate(keep);
   slot.history = prompt;
   slot.prefilled = keep;  // the loop prefills the rest, a chunk per step
-  slot.drafts.clear();
-  slot.dists = {};
-  if (slot.drafter) {
-    slot.drafter->set_sampling(slot.job.sampling);
-    slot.length = options_.draft_max ? DraftLength::fixed(*options_.draft_max) : DraftLength::adaptive();
-  }
+  slot.spec.restart(slot.job.sampling, options_.draft_max ? DraftLength::fixed(*options_.draft_max)
+                                                          : DraftLength::adaptive());
 }
 
 namespace {
 
-// How many leading tokens of `prompt` (at most `limit`) are the first of `tokens`, of which
-// only the first `available` count.
-size_t common_prefix(const std::vector<int32_t>& tokens, size_t available, const std::vector<int32_t>& prompt,
-                     size_t limit) {
-  const size_t n = std::min({available, tokens.size(), limit});
-  size_t same = 0;
-  while (same < n && tokens[same] == prompt[same]) ++same;
-  return same;
+// How many of the first `limit` tokens of `prompt` are the first of `tokens`, of which only
+// the first `available` count.
+size_t prompt_prefix(std::span<const int32_t> tokens, size_t available,
+                     std::span<const int32_t> prompt, size_t limit) {
+  return common_prefix(tokens.first(std::min(available, tokens.size())), prompt.first(limit));
 }
 
 }  // namespace
 
 size_t Scheduler::reusable(const Slot& slot, const Job& job) const {
   if (!options_.prefix_cache || slot.scope != job.cache_scope) return 0;
-  return common_prefix(slot.history, slot.seq.length(), job.prompt, job.prompt.size() - 1);
+  return prompt_prefix(slot.history, slot.seq.length(), job.prompt, job.prompt.size() - 1);
 }
 
 bool Scheduler::share_prefix(Slot& slot) {
@@ -367,8 +362,8 @@ bool Scheduler::share_prefix(Slot& slot) {
   Slot* donor = nullptr;
   size_t best = slot.prefilled;
   for (const auto& s : slots_) {
-    if (s.get() == &slot || s->scope != slot.scope) continue;
-    const size_t same = common_prefix(s->history, s->seq.length(), prompt, limit);
+    if (s.get() == &slot) continue;
+    const size_t same = reusable(*s, slot.job);
     if (same > best) {
       best = same;
       donor = s.get();
@@ -395,7 +390,8 @@ bool Scheduler::share_prefix(Slot& slot) {
     }
     if (!s->busy || s->prefilled >= s->job.prompt.size() || s->scope != slot.scope) continue;
     if (s->prefilled < slot.prefilled || (s->prefilled == slot.prefilled && !earlier)) continue;
-    if (common_prefix(s->job.prompt, s->job.prompt.size(), prompt, limit) > slot.prefilled) return true;
+    if (prompt_prefix(s->job.prompt, s->job.prompt.size(), prompt, limit) > slot.prefilled)
+      return true;
   }
   return false;
 }
@@ -408,9 +404,9 @@ void Scheduler::prefilled(Slot& slot, size_t n) {
   accept_tokens(slot, slot.seq.logits(), /*decoding=*/false);
   // A draft model prefills the prompt now, not in its first draft. (Finished: a failure, or
   // a request that ended with its first token, leaves it for the slot's next request.)
-  if (slot.drafter && slot.busy) {
+  if (slot.busy) {
     try {
-      slot.drafter->prefill(prompt);
+      slot.spec.prefill(prompt);
     } catch (const std::exception& e) {
       finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
     }
@@ -418,72 +414,49 @@ void Scheduler::prefilled(Slot& slot, size_t n) {
 }
 
 // Up to k drafts for the token after the pending one, as many as the context and the token
-// budget leave room for besides the step's own token (as Generator drafts).
+// budget leave room for besides the step's own token.
 bool Scheduler::draft(Slot& slot) {
-  slot.drafts.clear();
-  slot.dists = {};
-  if (!slot.drafter) return true;
-  const size_t room = slot.seq.cache().capacity() - slot.seq.length() - 1;
-  const size_t budget = static_cast<size_t>(slot.job.max_tokens) - slot.step->generated() - 1;
-  const size_t k = std::min({slot.length.next(), room, budget});
-  if (k == 0) return true;
   try {
-    slot.drafter->draft(slot.history, k, slot.drafts);
+    slot.spec.draft(slot.history, slot.seq.cache().capacity() - slot.seq.length() - 1,
+                    static_cast<size_t>(slot.job.max_tokens) - slot.step->generated() - 1);
   } catch (const std::exception& e) {
     finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
     return false;
   }
-  if (slot.drafts.size() > k) slot.drafts.resize(k);
-  if (!slot.drafts.empty()) slot.dists = slot.drafter->distributions();
   return true;
 }
 
-// After each forward pass of a slot's sequence: its generation step chooses the next token
-// from each row in turn, streams its text to the channel and says whether the generation
-// ended; rows after a rejected draft are dropped, from the cache too.
+// After each forward pass of a slot's sequence: its speculative step hands each row in turn
+// to the generation step, which chooses the next token, streams its text to the channel and
+// says whether the generation ended; rows after a rejected draft are dropped, from the cache
+// too.
 void Scheduler::accept_tokens(Slot& slot, std::span<const float> logits, bool decoding) {
   Channel& channel = *slot.channel;
-  const size_t vocab = model_.vocab_size();
-  const size_t rows = logits.size() / vocab, drafted = rows - 1;
-  const size_t first = slot.seq.length() - rows;  // the position of row 0
-  size_t accepted = 0;
-  std::optional<StopReason> end;
-  for (size_t r = 0; r < rows; ++r) {
-    const size_t before = slot.step->generated();
-    const bool verifying = r < drafted;
-    try {
-      end = slot.step->next(logits.subspan(r * vocab, vocab), slot.history,
-                            slot.seq.cache().capacity() - (first + r + 1), [&](std::string_view t) { channel.append(t); },
-                            verifying ? slot.drafts[r] : -1, verifying && r < slot.dists.size() ? &slot.dists[r] : nullptr);
-    } catch (const std::exception& e) {
-      finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
-      return;
+  const auto on_choice = [&](size_t kept_before) {
+    const Clock::time_point now = Clock::now();
+    if (kept_before == 0) {
+      metrics_.time_to_first_token(std::chrono::duration<double>(now - slot.submitted).count());
+    } else {
+      metrics_.time_per_token(std::chrono::duration<double>(now - slot.last_token).count());
     }
-    const bool kept = slot.step->generated() > before;
-    if (kept || end == StopReason::Eos) {
-      const Clock::time_point now = Clock::now();
-      if (before == 0) {
-        metrics_.time_to_first_token(std::chrono::duration<double>(now - slot.submitted).count());
-      } else {
-        metrics_.time_per_token(std::chrono::duration<double>(now - slot.last_token).count());
-      }
-      slot.last_token = now;
-    }
-    const bool match = kept && verifying && slot.history.back() == slot.drafts[r];
-    if (match) ++accepted;
-    if (end || !match) break;
+    slot.last_token = now;
+  };
+  SpeculativeStep::Verdict v;
+  try {
+    v = slot.spec.verify(
+        *slot.step, logits, model_.vocab_size(), slot.history, slot.seq.cache(),
+        [&](std::string_view t) { channel.append(t); }, decoding, on_choice);
+  } catch (const std::exception& e) {
+    finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
+    return;
   }
-  if (drafted > 0) {
-    slot.length.passed(drafted, accepted);
-    channel.drafted_ += drafted;
-    channel.accepted_ += accepted;
-    metrics_.add_drafts(drafted, accepted);
-    slot.seq.cache().truncate(first + 1 + accepted);  // the pending token and the drafts kept
-  } else if (decoding && slot.drafter) {
-    slot.length.plain_step();
+  if (v.drafted > 0) {
+    channel.drafted_ += v.drafted;
+    channel.accepted_ += v.accepted;
+    metrics_.add_drafts(v.drafted, v.accepted);
   }
-  if (!end) return;
-  const bool length = *end == StopReason::MaxTokens || *end == StopReason::ContextFull;
+  if (!v.end) return;
+  const bool length = *v.end == StopReason::MaxTokens || *v.end == StopReason::ContextFull;
   finish(slot, Outcome::Finished, length ? FinishReason::Length : FinishReason::Stop);
 }
 

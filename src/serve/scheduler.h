@@ -10,16 +10,18 @@
 // rows (decode rows first, then prompt rows, at least one), or with `step_latency` as many
 // prompt rows as keep the step near that multiple of a decode-only step's measured time
 // (StepBudget), so a long prompt arriving slows the running streams by a bounded share per
-// token instead of stalling them for its prefill. Chunked prefill and batched decoding are bitwise what each sequence would compute
-// alone, so a request's output does not depend on what else is running.
+// token instead of stalling them for its prefill. Chunked prefill and batched decoding are bitwise
+// what each sequence would compute alone, so a request's output does not depend on what else is
+// running.
 //
 // With a drafter (SchedulerOptions::make_drafter: prompt lookup or a draft model, one per slot,
 // kept across requests), each decoding sequence drafts up to k tokens before the step and
 // pushes its pending token and drafts as rows of the same batched Model::decode call, which
-// computes every row bitwise as the sequence alone would; its GenerationStep then verifies the
-// rows in order exactly as Generator does (nanoinfer/speculative.h: greedy output unchanged,
-// sampled drafts by rejection sampling) and the cache drops the rejected rows. k is fixed, or
-// adaptive per sequence without timing (a batched step's time is not one sequence's).
+// computes every row bitwise as the sequence alone would. Drafting and verification are
+// Generator's own (SpeculativeStep, nanoinfer/speculative.h): the sequence's GenerationStep
+// verifies the rows in order (greedy output unchanged, sampled drafts by rejection sampling)
+// and the cache drops the rejected rows. k is fixed, or adaptive per sequence without timing
+// (a batched step's time is not one sequence's).
 //
 // A free slot keeps the tokens its cache holds: a request that starts with them (a
 // conversation that continues) is given that slot and prefills only the rest. The caches are
@@ -196,7 +198,35 @@ class Scheduler {
     std::shared_ptr<Channel> channel;
     std::chrono::steady_clock::time_point submitted;
   };
+  // The rows of one step's forward pass (one Model::decode call), planned anew each step.
+  struct Batch {
+    std::vector<Sequence*> seqs;
+    std::vector<int32_t> tokens;
+    std::vector<size_t> counts, outputs;      // Model::decode's, per sequence
+    std::vector<Slot*> stepping, prefilling;  // the decoding sequences' slots, then the prompts'
+    size_t decode_rows = 0;                   // the first rows of `tokens`: the decoding sequences'
+    void clear() {
+      seqs.clear();
+      tokens.clear();
+      counts.clear();
+      outputs.clear();
+      stepping.clear();
+      prefilling.clear();
+      decode_rows = 0;
+    }
+  };
+  // The scheduler thread: each step admits requests, plans a pass and runs it.
   void loop();
+  // Waits for work; takes from the queue as many requests as slots are free (dropping those
+  // whose client left). False when shutting down.
+  bool admit(std::vector<Queued>& admitted);
+  // Starts an admitted request in the free slot whose cache holds the most of its prompt.
+  void place(Queued q);
+  // The step's rows: every decoding sequence's pending token and drafts, then prompt chunks
+  // within the step budget.
+  void plan_step(Batch& batch);
+  // The forward pass of a planned step, and what each sequence makes of its rows.
+  void run_step(const Batch& batch);
   void start(Slot& slot, Queued q);
   // After a step that carried n more tokens of its prompt; the last chunk's logits give the
   // first token.
@@ -211,7 +241,8 @@ class Scheduler {
   // Its next token from each row of `logits` (one, or a verification pass's: see the top),
   // after a decode step (`decoding`) or its prompt's last chunk.
   void accept_tokens(Slot& slot, std::span<const float> logits, bool decoding);
-  bool draft(Slot& slot);  // fills slot.drafts; false when the drafter failed (slot finished)
+  bool draft(Slot& slot);  // drafts for the slot's next pass; false when the drafter failed (slot
+                           // finished)
   void add_request_features(GenerationStep& step, const Job& job, const std::shared_ptr<Channel>& channel);
   void finish(Slot& slot, Outcome outcome, FinishReason finish, std::string error = {});
   void release();  // one request of holding_ is done
@@ -222,6 +253,7 @@ class Scheduler {
   Metrics& metrics_;
   int64_t sample_vocab_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  uint64_t tick_ = 0;  // the scheduler thread's: place() stamps Slot::last_used with it
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
