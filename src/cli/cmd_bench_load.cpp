@@ -11,7 +11,7 @@
 #include <memory>
 #include <vector>
 
-#include "bench_record.h"
+#include "bench/bench_record.h"
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/engine.h"
@@ -31,7 +31,7 @@ void bench_load(const LoadArgs& args) {
   const OpenOptions options = open_options(args.model);
   const std::filesystem::path path = args.model.model_dir;  // empty: the embedded model
   const std::string name = path.empty() ? embedded_model_label().string() : path.string();
-  check_bench_results_path(args.output);
+  bench::check_bench_results_path(args.output);
 
   std::vector<double> seconds;
   size_t weight_bytes = 0;
@@ -47,8 +47,8 @@ void bench_load(const LoadArgs& args) {
     isa = model.isa();
     type = std::string(weight_type_name(model.weight_type()));
   }
-  const size_t rss = peak_rss_bytes();
-  const Summary t = summarize(seconds);
+  const size_t rss = bench::peak_rss_bytes();
+  const bench::Summary t = bench::summarize(seconds);
   const double median = t.median, best = t.min;
   const double ratio = static_cast<double>(rss) / static_cast<double>(weight_bytes);
 
@@ -58,7 +58,7 @@ void bench_load(const LoadArgs& args) {
              t.max, static_cast<double>(weight_bytes) / median / 1e9);
   fmt::print("  memory peak resident {} = {:.3f} x the weight bytes\n", format_bytes(static_cast<double>(rss)), ratio);
 
-  nlohmann::json record = bench_context(threads, isa);
+  nlohmann::json record = bench::bench_context(threads, isa);
   record["bench"] = "load";
   record["model"] = name;
   record["weight_type"] = type;
@@ -69,7 +69,7 @@ void bench_load(const LoadArgs& args) {
   record["load_seconds_min"] = best;
   record["peak_rss_bytes"] = rss;
   record["peak_rss_over_weights"] = ratio;
-  append_bench_record(record, args.output);
+  bench::append_bench_record(record, args.output);
   fmt::print("appended to {}\n", args.output);
 }
 
