@@ -7,7 +7,9 @@
 #include <memory>
 #include <string>
 
-#include "bench_record.h"
+#include "bench/bench_load.h"
+#include "bench/bench_record.h"
+#include "bench_output.h"
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
@@ -26,26 +28,18 @@ struct BandwidthArgs {
 void bench_bandwidth(const BandwidthArgs& args) {
   if (args.size_mib < 1) fail("--size-mib must be >= 1, got {}", args.size_mib);
   if (args.runs < 1) fail("-r must be >= 1, got {}", args.runs);
-  if (!args.output.empty()) check_bench_results_path(args.output);
+  if (!args.output.empty()) bench::check_bench_results_path(args.output);
   ThreadPool pool(ThreadPool::clamp_threads(resolve_threads(args.threads)));
   const size_t bytes = static_cast<size_t>(args.size_mib) << 20;
-  const std::vector<double> gbps = measure_read_bandwidth(pool, bytes, static_cast<int>(args.runs));
-  const Summary s = summarize(gbps);
-  fmt::print("bench bandwidth: sequential read of {} MiB, {} thread(s), {} run(s): median {:.1f} GB/s, "
-             "min {:.1f} GB/s, max {:.1f} GB/s\n",
-             args.size_mib, pool.size(), args.runs, s.median, s.min, s.max);
-
-  nlohmann::json record = bench_context(pool.size(), best_isa());
-  record["bench"] = "bandwidth";
-  record["bytes"] = bytes;
-  record["runs"] = args.runs;
-  record["samples_gbps"] = gbps;
-  record["median_gbps"] = s.median;
-  record["min_gbps"] = s.min;
-  record["max_gbps"] = s.max;
+  const std::vector<double> gbps =
+      bench::measure_read_bandwidth(pool, bytes, static_cast<int>(args.runs));
+  const bench::Summary s = bench::summarize(gbps);
+  fmt::print(
+      "bench bandwidth: sequential read of {} MiB, {} thread(s), {} run(s): median {:.1f} GB/s, "
+      "min {:.1f} GB/s, max {:.1f} GB/s\n",
+      args.size_mib, pool.size(), args.runs, s.median, s.min, s.max);
   if (args.output.empty()) return;
-  append_bench_record(record, args.output);
-  fmt::print("appended to {}\n", args.output);
+  append_record_and_say(bench::bandwidth_record(pool.size(), bytes, args.runs, gbps), args.output);
 }
 
 const bool registered_bench_bandwidth = register_command({
@@ -55,10 +49,13 @@ const bool registered_bench_bandwidth = register_command({
     [](CLI::App& sub) {
       auto args = std::make_shared<BandwidthArgs>();
       sub.add_option("-t,--threads", args->threads, kThreadsHelp);
-      sub.add_option("--size-mib", args->size_mib, "Buffer size in MiB; keep it far above the last-level cache")
+      sub.add_option("--size-mib", args->size_mib,
+                     "Buffer size in MiB; keep it far above the last-level cache")
           ->capture_default_str();
-      sub.add_option("-r,--repetitions", args->runs, "Timed passes over the buffer")->capture_default_str();
-      sub.add_option("-o,--output", args->output, "JSON-lines file to append the record to (default: none, print only)");
+      sub.add_option("-r,--repetitions", args->runs, "Timed passes over the buffer")
+          ->capture_default_str();
+      sub.add_option("-o,--output", args->output,
+                     "JSON-lines file to append the record to (default: none, print only)");
       sub.callback([args] { bench_bandwidth(*args); });
     },
 });

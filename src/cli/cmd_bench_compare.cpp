@@ -1,5 +1,5 @@
 // `nanoinfer bench compare FILE [--run RUN.jsonl]`: the newest run's records (or RUN.jsonl's)
-// against the earlier records of the same machine and test in FILE (src/cli/bench_compare.h
+// against the earlier records of the same machine and test in FILE (src/bench/bench_compare.h
 // says what is comparable and when a figure is a regression). Exit status 0 when nothing
 // regressed, 3 when something did, 1 on an error, so a script can stop on a slowdown.
 // `nanoinfer bench discard FILE --line N --reason TEXT`: marks records to be ignored.
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_compare.h"
+#include "bench/bench_compare.h"
 #include "command.h"
 #include "nanoinfer/error.h"
 
@@ -21,18 +21,18 @@ constexpr int kRegressionExit = 3;
 struct CompareArgs {
   std::string file;
   std::string run;
-  double min_noise = CompareOptions{}.min_noise;
+  double min_noise = bench::CompareOptions{}.min_noise;
 };
 
 void bench_compare(const CompareArgs& args) {
   if (!(args.min_noise >= 0 && args.min_noise < 1)) fail("--min-noise must be in [0, 1), got {}", args.min_noise);
   // The records are streamed (compare_results_file): only the newest run's are held.
-  const CompareReading reading = compare_results_file(args.file, args.run, {.min_noise = args.min_noise});
-  const std::vector<FigureVerdict>& verdicts = reading.verdicts;
+  const bench::CompareReading reading = bench::compare_results_file(args.file, args.run, {.min_noise = args.min_noise});
+  const std::vector<bench::FigureVerdict>& verdicts = reading.verdicts;
   if (reading.candidates == 0) fail("bench compare: no record to compare in {}", args.run.empty() ? args.file : args.run);
   if (verdicts.empty()) fail("bench compare: none of the {} record(s) has a figure compare knows", reading.candidates);
-  fmt::print("{}", format_verdicts(verdicts));
-  for (const FigureVerdict& v : verdicts) {
+  fmt::print("{}", bench::format_verdicts(verdicts));
+  for (const bench::FigureVerdict& v : verdicts) {
     if (v.regression) throw CLI::RuntimeError(kRegressionExit);
   }
 }
@@ -74,7 +74,7 @@ const bool registered_bench_discard = register_command({
       sub.add_option("--reason", args->reason, "Why, e.g. \"host busy: llama.cpp's control 30% off its best\"")
           ->required();
       sub.callback([args] {
-        discard_bench_records(args->file, args->lines, args->reason);
+        bench::discard_bench_records(args->file, args->lines, args->reason);
         fmt::print("marked {} record(s) of {} discarded\n", args->lines.size(), args->file);
       });
     },

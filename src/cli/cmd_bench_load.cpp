@@ -6,12 +6,10 @@
 // minimum with the peak resident memory against the weight bytes, and appends one JSON line.
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
 #include <memory>
-#include <vector>
 
-#include "bench_record.h"
+#include "bench/bench_load.h"
+#include "bench_output.h"
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/engine.h"
@@ -31,46 +29,17 @@ void bench_load(const LoadArgs& args) {
   const OpenOptions options = open_options(args.model);
   const std::filesystem::path path = args.model.model_dir;  // empty: the embedded model
   const std::string name = path.empty() ? embedded_model_label().string() : path.string();
-  check_bench_results_path(args.output);
-
-  std::vector<double> seconds;
-  size_t weight_bytes = 0;
-  int threads = 0;
-  Isa isa = Isa::Scalar;
-  std::string type;
-  for (int64_t r = 0; r < args.runs; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const Model model = open_model_alone(path, options.model);
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    weight_bytes = model.weight_bytes();
-    threads = model.threads();
-    isa = model.isa();
-    type = std::string(weight_type_name(model.weight_type()));
-  }
-  const size_t rss = peak_rss_bytes();
-  const Summary t = summarize(seconds);
-  const double median = t.median, best = t.min;
-  const double ratio = static_cast<double>(rss) / static_cast<double>(weight_bytes);
-
-  fmt::print("bench load: {} ({} weights, {}), {} thread(s), {} run(s)\n", name, type,
-             format_bytes(static_cast<double>(weight_bytes)), threads, args.runs);
-  fmt::print("  load   median {:.3f} s, min {:.3f} s, max {:.3f} s  ({:.2f} GB/s at the median)\n", median, best,
-             t.max, static_cast<double>(weight_bytes) / median / 1e9);
-  fmt::print("  memory peak resident {} = {:.3f} x the weight bytes\n", format_bytes(static_cast<double>(rss)), ratio);
-
-  nlohmann::json record = bench_context(threads, isa);
-  record["bench"] = "load";
-  record["model"] = name;
-  record["weight_type"] = type;
-  record["weight_bytes"] = weight_bytes;
-  record["runs"] = args.runs;
-  record["load_seconds"] = seconds;
-  record["load_seconds_median"] = median;
-  record["load_seconds_min"] = best;
-  record["peak_rss_bytes"] = rss;
-  record["peak_rss_over_weights"] = ratio;
-  append_bench_record(record, args.output);
-  fmt::print("appended to {}\n", args.output);
+  bench::check_bench_results_path(args.output);
+  const bench::LoadMeasure l = bench::measure_load(path, name, options.model, args.runs);
+  const double median = l.summary.median;
+  fmt::print("bench load: {} ({} weights, {}), {} thread(s), {} run(s)\n", name, l.weight_type,
+             format_bytes(static_cast<double>(l.weight_bytes)), l.threads, args.runs);
+  fmt::print("  load   median {:.3f} s, min {:.3f} s, max {:.3f} s  ({:.2f} GB/s at the median)\n",
+             median, l.summary.min, l.summary.max,
+             static_cast<double>(l.weight_bytes) / median / 1e9);
+  fmt::print("  memory peak resident {} = {:.3f} x the weight bytes\n",
+             format_bytes(static_cast<double>(l.peak_rss)), l.rss_over_weights);
+  append_record_and_say(l.record, args.output);
 }
 
 const bool registered_bench_load = register_command({
@@ -81,7 +50,8 @@ const bool registered_bench_load = register_command({
       auto args = std::make_shared<LoadArgs>();
       add_model_flags(sub, args->model);
       sub.add_option("--runs", args->runs, "Loads to time")->capture_default_str();
-      sub.add_option("-o,--output", args->output, "JSON-lines file the record is appended to")->capture_default_str();
+      sub.add_option("-o,--output", args->output, "JSON-lines file the record is appended to")
+          ->capture_default_str();
       sub.callback([args] { bench_load(*args); });
     },
 });

@@ -11,7 +11,7 @@
 #include <memory>
 #include <sstream>
 
-#include "bench_record.h"
+#include "bench/bench_record.h"
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
@@ -105,7 +105,7 @@ struct Row {
 void run(const QuantBenchFlags& f) {
   const std::vector<Level> levels = parse_levels(f.levels);
   if (f.calib_windows < 0) fail("--calib-windows must be >= 1 (or 0 = the default), got {}", f.calib_windows);
-  check_bench_results_path(f.output);
+  bench::check_bench_results_path(f.output);
   const std::string text = read_file(f.file, kMaxTextFileBytes);
   OpenOptions base_options = open_options(f.model);
   base_options.model.weights.reset();  // the base is the model as stored
@@ -128,7 +128,7 @@ void run(const QuantBenchFlags& f) {
   for (const Level& level : levels) {
     Row row;
     row.level = level.name;
-    nlohmann::json record = bench_context(base.model.threads(), base.model.isa());
+    nlohmann::json record = bench::bench_context(base.model.threads(), base.model.isa());
     record["bench"] = "quant";
     record["model"] = base.dir.string();
     record["file"] = f.file;
@@ -205,7 +205,7 @@ void run(const QuantBenchFlags& f) {
     record["bits_per_weight"] = row.bits;
     record["weight_relative_error"] = row.rel_error;
     record["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    append_bench_record(record, f.output);
+    bench::append_bench_record(record, f.output);
     rows.push_back(row);
   }
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_record.h"
+#include "bench/bench_record.h"
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
@@ -30,7 +30,7 @@ struct RecordArgs {
 };
 
 void bench_record(const RecordArgs& args) {
-  check_bench_results_path(args.output);
+  bench::check_bench_results_path(args.output);
   Isa isa = best_isa();
   if (args.isa != "auto") {
     const std::optional<Isa> named = parse_isa(args.isa);
@@ -50,15 +50,15 @@ void bench_record(const RecordArgs& args) {
     if (!try_parse_json(line, r, problem) || !r.is_object()) fail("bench record: stdin line {} is not a JSON object", n);
     if (!r.contains("bench") || !r["bench"].is_string())
       fail("bench record: stdin line {} has no \"bench\" name (a string)", n);
-    for (const std::string& field : provenance_fields()) {
+    for (const std::string& field : bench::provenance_fields()) {
       if (r.contains(field)) fail("bench record: stdin line {} sets \"{}\", a provenance field this command writes", n, field);
     }
-    nlohmann::json full = bench_context(threads, isa, args.command_line);
+    nlohmann::json full = bench::bench_context(threads, isa, args.command_line);
     full.update(r);
     records.push_back(std::move(full));
   }
   if (records.empty()) fail("bench record: no record on stdin");
-  for (const nlohmann::json& r : records) append_bench_record(r, args.output);
+  for (const nlohmann::json& r : records) bench::append_bench_record(r, args.output);
   fmt::print(stderr, "nanoinfer: {} record(s) appended to {}\n", records.size(), args.output);
 }
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_record.h"
+#include "bench/bench_record.h"
 #include "command.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/isa.h"
@@ -56,7 +56,7 @@ void bench_sampler(const SamplerArgs& args) {
   if (args.vocab < 2 || args.vocab > (int64_t{1} << 24)) fail("--vocab must be in 2..16777216, got {}", args.vocab);
   if (args.calls < 1) fail("--calls must be >= 1, got {}", args.calls);
   if (args.runs < 1) fail("-r must be >= 1, got {}", args.runs);
-  if (!args.output.empty()) check_bench_results_path(args.output);
+  if (!args.output.empty()) bench::check_bench_results_path(args.output);
   const size_t vocab = static_cast<size_t>(args.vocab);
   constexpr size_t kVectors = 8;
   std::vector<std::vector<float>> logits;
@@ -101,10 +101,10 @@ void bench_sampler(const SamplerArgs& args) {
       if (r >= 0) ms.push_back(elapsed / static_cast<double>(args.calls));
     }
     if (calls != static_cast<uint64_t>(args.calls * (args.runs + 1))) fail("bench sampler: miscounted calls");
-    const Summary s = summarize(ms);
+    const bench::Summary s = bench::summarize(ms);
     fmt::print("  {:<7} median {:.4f}  min {:.4f}  max {:.4f}\n", op.name, s.median, s.min, s.max);
     if (args.output.empty()) continue;
-    nlohmann::json record = bench_context(1, best_isa());
+    nlohmann::json record = bench::bench_context(1, best_isa());
     record["bench"] = "sampler";
     record["op"] = op.name;
     record["vocab"] = vocab;
@@ -121,7 +121,7 @@ void bench_sampler(const SamplerArgs& args) {
     record["ms_min"] = s.min;
     record["ms_max"] = s.max;
     record["token_checksum"] = checksum;
-    append_bench_record(record, args.output);
+    bench::append_bench_record(record, args.output);
   }
   if (!args.output.empty()) fmt::print("appended {} records to {}\n", std::size(ops), args.output);
 }

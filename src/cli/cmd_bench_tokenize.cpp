@@ -15,7 +15,7 @@
 
 #include "command.h"
 #include "output.h"
-#include "bench_record.h"
+#include "bench/bench_record.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/tokenizer.h"
@@ -54,7 +54,7 @@ Timing timed(Fn&& fn) {
 
 void run(const BenchTokenizeArgs& args) {
   if (args.runs < 1) fail("--runs must be at least 1, got {}", args.runs);
-  check_bench_results_path(args.results);  // before the run, not after it
+  bench::check_bench_results_path(args.results);  // before the run, not after it
   const std::string text = read_file(args.file, kMaxTextFileBytes);
   if (text.empty()) fail("input file '{}' is empty", args.file);
 
@@ -75,8 +75,8 @@ void run(const BenchTokenizeArgs& args) {
     if (warm != cold) fail("internal error: warm-cache encode differs from cold-cache encode");
     n_tokens = cold.size();
   }
-  const Summary load = summarize(wall[0]), cold = summarize(wall[1]), warm = summarize(wall[2]);
-  const Summary load_cpu = summarize(cpu[0]), cold_cpu = summarize(cpu[1]), warm_cpu = summarize(cpu[2]);
+  const bench::Summary load = bench::summarize(wall[0]), cold = bench::summarize(wall[1]), warm = bench::summarize(wall[2]);
+  const bench::Summary load_cpu = bench::summarize(cpu[0]), cold_cpu = bench::summarize(cpu[1]), warm_cpu = bench::summarize(cpu[2]);
   const double mb = static_cast<double>(text.size()) / 1e6;
   const auto n = static_cast<double>(n_tokens);
   print_out("tokenizer: {}   input: {} ({} bytes, {} tokens)   1 thread, {} runs\n", args.model_dir, args.file,
@@ -92,7 +92,7 @@ void run(const BenchTokenizeArgs& args) {
   print_out("(MB/s and tok/s from the median wall time; MB/s cpu from the median thread CPU time)\n");
 
   flush_out();  // a failed report fails the run before the record is appended
-  nlohmann::json record = bench_context(1, best_isa());
+  nlohmann::json record = bench::bench_context(1, best_isa());
   record["bench"] = "tokenize";
   record["model"] = args.model_dir;
   record["input"] = args.file;
@@ -110,7 +110,7 @@ void run(const BenchTokenizeArgs& args) {
   record["warm_mb_per_s_median"] = mb / warm.median;
   record["warm_mb_per_s_best"] = mb / warm.min;
   record["warm_tokens_per_s_median"] = n / warm.median;
-  append_bench_record(record, args.results);
+  bench::append_bench_record(record, args.results);
 }
 
 const bool registered_bench_tokenize = register_command({

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "bench_record.h"
+#include "bench/bench_record.h"
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/engine.h"
@@ -48,7 +48,7 @@ void bench_tune(const TuneArgs& args) {
                  return n;
                }());
   }
-  if (!args.output.empty()) check_bench_results_path(args.output);
+  if (!args.output.empty()) bench::check_bench_results_path(args.output);
   ModelFlags flags = args.model;
   flags.no_tune = true;  // measure from the defaults; the cache is rewritten below
   OpenedModel m = load_model(flags);
@@ -109,7 +109,7 @@ void bench_tune(const TuneArgs& args) {
 
   if (args.output.empty()) return;
   for (const TunedShape& t : shapes) {
-    nlohmann::json r = bench_context(threads, isa);
+    nlohmann::json r = bench::bench_context(threads, isa);
     r["bench"] = "tune";
     r["model_filename"] = m.dir.string();
     r["product"] = t.name;
@@ -142,7 +142,7 @@ void bench_tune(const TuneArgs& args) {
     r["min_gain"] = args.min_gain;
     r["max_p"] = args.max_p;
     r["kept"] = t.kept;
-    append_bench_record(r, args.output);
+    bench::append_bench_record(r, args.output);
   }
   fmt::print("appended {} records to {}\n", shapes.size(), args.output);
 }

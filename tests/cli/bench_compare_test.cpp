@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench_compare.h"
+#include "bench/bench_compare.h"
 #include "nanoinfer/error.h"
 #include "support/checks.h"
 #include "support/files.h"
 
-namespace nanoinfer::cli {
+namespace nanoinfer::bench {
 namespace {
 
 using nlohmann::json;
@@ -281,4 +281,4 @@ TEST(BenchCompare, DiscardRefusesASymlinkAndKeepsItsTarget) {
 }
 
 }  // namespace
-}  // namespace nanoinfer::cli
+}  // namespace nanoinfer::bench

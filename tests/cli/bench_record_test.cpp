@@ -15,11 +15,11 @@
 #include <vector>
 #include <sstream>
 
-#include "cli/bench_record.h"
+#include "bench/bench_record.h"
 #include "nanoinfer/error.h"
 #include "support/files.h"
 
-namespace nanoinfer {
+namespace nanoinfer::bench {
 namespace {
 
 TEST(BenchRecord, ContextCarriesEveryProvenanceField) {
@@ -200,4 +200,4 @@ TEST(BenchRecord, PeakRssCoversTouchedMemory) {
 }
 
 }  // namespace
-}  // namespace nanoinfer
+}  // namespace nanoinfer::bench

@@ -1,4 +1,4 @@
-// bench generate --step-curve B: what serve's mixed step costs (src/cli/bench_step_curve.cpp).
+// bench generate --step-curve B: what serve's mixed step costs (src/bench/bench_step_curve.cpp).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -8,7 +8,7 @@
 
 #include "nanoinfer/engine.h"
 
-namespace nanoinfer::cli {
+namespace nanoinfer::bench {
 
 // serve's mixed step (--step-curve B): B sequences decoding one token each (after 16-token
 // prompts) and c rows of a prompt whose first n_prompt tokens are cached, in one Model::decode
@@ -20,4 +20,4 @@ namespace nanoinfer::cli {
 std::pair<nlohmann::json, std::string> measure_step_curve(const OpenedModel& m, const std::vector<int32_t>& prompt,
                                                           size_t decoders, int64_t rounds, nlohmann::json record);
 
-}  // namespace nanoinfer::cli
+}  // namespace nanoinfer::bench

@@ -34,7 +34,7 @@
 #define NANOINFER_BUILD_TYPE "unknown"
 #endif
 
-namespace nanoinfer {
+namespace nanoinfer::bench {
 
 namespace {
 
@@ -243,4 +243,11 @@ Summary summarize(std::vector<double> v) {
   return s;
 }
 
-}  // namespace nanoinfer
+void put_rates(nlohmann::json& record, const std::string& side, const Summary& s, bool with_max) {
+  const std::string prefix = side.empty() ? "" : side + "_";
+  record[prefix + "median_ts"] = s.median;
+  record[prefix + "min_ts"] = s.min;
+  if (with_max) record[prefix + "max_ts"] = s.max;
+}
+
+}  // namespace nanoinfer::bench

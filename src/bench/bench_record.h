@@ -12,7 +12,7 @@
 #include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
 
-namespace nanoinfer {
+namespace nanoinfer::bench {
 
 // The provenance every bench record carries, written here and nowhere else (every `bench`
 // subcommand, and tools/serve-bench.mjs through `bench record`):
@@ -53,6 +53,10 @@ struct Summary {
 };
 Summary summarize(std::vector<double> values);  // values non-empty
 
+// A rate's spread in a record, in tokens per second: "<side>_median_ts", "<side>_min_ts" and,
+// unless `with_max` is false, "<side>_max_ts" ("median_ts" and so on when `side` is empty).
+void put_rates(nlohmann::json& record, const std::string& side, const Summary& s, bool with_max = true);
+
 // The machine's read bandwidth as decode sees it: `runs` timed passes of a sequential read of
 // a `bytes` buffer (make it much larger than the last-level cache; it is allocated and
 // written once, on huge pages where the OS grants them, before the first pass) split across
@@ -60,4 +64,4 @@ Summary summarize(std::vector<double> values);  // values non-empty
 // Throws Error when bytes is below 1 MiB or runs below 1.
 std::vector<double> measure_read_bandwidth(ThreadPool& pool, size_t bytes, int runs);
 
-}  // namespace nanoinfer
+}  // namespace nanoinfer::bench

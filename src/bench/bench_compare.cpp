@@ -11,7 +11,7 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/json_limits.h"
 
-namespace nanoinfer::cli {
+namespace nanoinfer::bench {
 namespace {
 
 // A figure of a bench kind: the field, which way is better, and where its spread is read
@@ -348,4 +348,4 @@ void discard_bench_records(const std::string& file, const std::vector<size_t>& l
   out.commit();
 }
 
-}  // namespace nanoinfer::cli
+}  // namespace nanoinfer::bench

@@ -1,5 +1,5 @@
 // `bench compare`: a run's records set against the earlier records of the same machine and
-// test in a JSON-lines results file (src/cli/bench_compare.cpp).
+// test in a JSON-lines results file (src/bench/bench_compare.cpp).
 //
 // Which records are comparable: the same "bench" name, the same machine ("cpu", "isa",
 // "threads") and the same test (the key fields of the bench kind, e.g. the model, weight type
@@ -22,7 +22,7 @@
 
 #include "nanoinfer/file_io.h"
 
-namespace nanoinfer::cli {
+namespace nanoinfer::bench {
 
 struct CompareOptions {
   double min_noise = 0.03;  // the smallest noise a figure is granted (single-sample records have none)
@@ -114,4 +114,4 @@ std::string format_verdicts(const std::vector<FigureVerdict>& verdicts);
 // record, an empty reason, or a record already discarded.
 void discard_bench_records(const std::string& file, const std::vector<size_t>& lines, const std::string& reason);
 
-}  // namespace nanoinfer::cli
+}  // namespace nanoinfer::bench

@@ -1,4 +1,4 @@
-// bench generate --step-curve B: serve's mixed step (src/cli/bench_step_curve.h).
+// bench generate --step-curve B: serve's mixed step (src/bench/bench_step_curve.h).
 #include "bench_step_curve.h"
 
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/kv_cache.h"
 
-namespace nanoinfer::cli {
+namespace nanoinfer::bench {
 namespace {
 
 // The prompt rows a step carries beside the decoders', each timed.
@@ -92,4 +92,4 @@ std::pair<nlohmann::json, std::string> measure_step_curve(const OpenedModel& m, 
   return {std::move(record), std::move(note)};
 }
 
-}  // namespace nanoinfer::cli
+}  // namespace nanoinfer::bench
