@@ -101,8 +101,8 @@ test('a chunked body is refused (411) before it is read, and the peak RSS does n
                  '1a\r\n{"max_tokens":1,"prompt":"\r\n');
       // Up to 48 MiB, a frame at a time, until the answer comes. Between frames the event loop
       // reads what came back: a client still sending when the server gives up draining (64 MiB
-      // or 2 s) is reset, and a reset can discard an answer not yet read. Before, a tight write
-      // loop on a loaded machine lost the 411 that way (seen once in CI).
+      // or 2 s) is reset, and a reset can discard an answer not yet read: a tight write loop on
+      // a loaded machine can lose the 411 that way.
       const pump = () => {
         if (got !== '' || sock.destroyed) return;
         if (sent >= 48) {
