@@ -43,7 +43,8 @@ TEST(BadInputTable, ThreadCountIsClampedWithAWarning) {
 }
 
 // quantize and bench quant go through the same clamp as every command (unclamped, -t 300 would
-// run 599 threads and -t 100000 start 32,393). The count the pools ran with is reported and checked.
+// run 599 threads and -t 100000 start 32,393). The count the pools ran with is reported and
+// checked.
 TEST(BadInputTable, QuantizeThreadCountIsClampedWithAWarning) {
   if (ThreadPool::logical_cpus() >= 512) GTEST_SKIP() << "512 CPUs or more";
   test::TempDir dir;

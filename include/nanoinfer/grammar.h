@@ -2,8 +2,9 @@
 // the whole vocabulary each step, and the logit processor that applies it.
 //
 // A Grammar is a set of rules (sequences, alternatives, repetitions, character classes,
-// literals), written in llama.cpp's GBNF text format (docs/SERVING.md, "Structured output") or produced from a JSON Schema (nanoinfer/json_schema.h). Everything is compiled down
-// to bytes: a character class over code points becomes alternatives of UTF-8 byte ranges, so
+// literals), written in llama.cpp's GBNF text format (docs/SERVING.md, "Structured output") or
+// produced from a JSON Schema (nanoinfer/json_schema.h). Everything is compiled down to bytes:
+// a character class over code points becomes alternatives of UTF-8 byte ranges, so
 // the parser advances one byte at a time and a token whose bytes end in the middle of a
 // character (byte-level BPE has many) is judged exactly, by the bytes it has.
 //
