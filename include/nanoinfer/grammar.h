@@ -2,8 +2,9 @@
 // the whole vocabulary each step, and the logit processor that applies it.
 //
 // A Grammar is a set of rules (sequences, alternatives, repetitions, character classes,
-// literals), written in llama.cpp's GBNF text format (README, "Structured output") or produced from a JSON Schema (nanoinfer/json_schema.h). Everything is compiled down
-// to bytes: a character class over code points becomes alternatives of UTF-8 byte ranges, so
+// literals), written in llama.cpp's GBNF text format (docs/SERVING.md, "Structured output") or
+// produced from a JSON Schema (nanoinfer/json_schema.h). Everything is compiled down to bytes:
+// a character class over code points becomes alternatives of UTF-8 byte ranges, so
 // the parser advances one byte at a time and a token whose bytes end in the middle of a
 // character (byte-level BPE has many) is judged exactly, by the bytes it has.
 //
@@ -228,7 +229,7 @@ std::string json_object_gbnf();
 // schema; absent with `properties` means none are generated), items, prefixItems, minItems,
 // maxItems, enum, const, anyOf, oneOf (branches of distinct types or disjoint constants),
 // allOf (merged), $ref / $defs / definitions (recursive too), minLength, maxLength, pattern
-// (the regex subset of README), minimum / maximum / exclusiveMinimum / exclusiveMaximum on
+// (the regex subset of docs/SERVING.md), minimum / maximum / exclusiveMinimum / exclusiveMaximum on
 // integers; annotations (title, description, default, examples, $schema, $id, $comment) are
 // ignored. Anything else throws Error naming the keyword and where it is.
 // The schema may nest kMaxJsonDepth (json_limits.h) levels, as any JSON the program reads.

@@ -4,8 +4,8 @@
 // ordered list of processors over its scores: the raw logits widened to double, [vocab], one
 // per token the sampler may choose. A processor may lower, raise or forbid (-infinity) any
 // score; it sees the sequence's context (prompt and generated tokens) and is told every token
-// that is chosen, so a stateful one (a grammar's parser) can advance. Today the list holds
-// the repetition penalty; grammar masks and logit bias plug in here without touching the step.
+// that is chosen, so a stateful one (a grammar's parser) can advance. The repetition penalty,
+// OpenAI's penalties, logit bias and grammar masks are processors; none touches the step.
 // (Speculative decoding needs no processor: the step verifies drafts by choosing from each
 // row of a verification pass as it would from a single step's logits; nanoinfer/speculative.h.)
 //

@@ -20,7 +20,7 @@ namespace {
 using Impl = Grammar::Impl;
 using Stack = GrammarState::Stack;
 
-// A compiled grammar is 8 bytes a symbol: 16 MiB at most (docs/SERVING.md, "Limits").
+// A compiled grammar is 8 bytes a symbol: 16 MiB at most (docs/SERVING.md, "Facing the internet").
 constexpr size_t kMaxSymbols = 1u << 21;
 
 // ---- syntax tree -> symbols -------------------------------------------------------------------------

@@ -324,7 +324,8 @@ void refuse_unimplemented(const json& body, Endpoint endpoint) {
 // hands its freed memory back to the system when it is done: each handler thread allocates
 // from its own malloc arena, which kept a large compile's transient memory (~110 MB for a
 // 100,000-string enum) after it was freed, on every thread that had compiled one
-// (docs/SERVING.md, "Limits", states the bound). Waiting for a slot asks `cancelled` too.
+// (docs/SERVING.md, "Facing the internet", states the bound). Waiting for a slot asks
+// `cancelled` too.
 class CompileSlot {
  public:
   explicit CompileSlot(const std::function<bool()>& cancelled) {

@@ -100,7 +100,7 @@ TEST(RemoveOnSignal, DirectoriesAreRemovedWithTheirContents) {
 }
 
 // ScratchDir registers itself: the hidden directory an output is built in does not outlive a
-// signal (issue 19 item 14: SIGHUP left quantize's staging directory).
+// signal (SIGHUP included).
 TEST(RemoveOnSignal, ScratchDirIsRemovedOnASignal) {
   test::TempDir dir;
   const int status = in_child([&] {
@@ -170,9 +170,9 @@ TEST(SafetensorsWriterSignals, TotalSizeOverflowIsRejected) {
             "x.safetensors: tensor 'b': the file's size overflows 64 bits");
 }
 
-// The attack on 402a10c's writer: it wrote to the predictable "<target>.tmp<pid>" through a
-// stream that follows links, so a link planted there sent the page into any file the user
-// can write. Links planted at that name, and at a stale-looking temporary name of our own
+// The attack on a writer that writes to the predictable "<target>.tmp<pid>" through a stream
+// that follows links: a link planted there sends the page into any file the user can write.
+// Links planted at that name, and at a stale-looking temporary name of our own
 // naming (a dead process's, which the writer tidies), are neither followed nor written
 // through: the victims keep their bytes, the target gets the data.
 TEST(AtomicFile, LinksPlantedAtTemporaryNamesAreNeverFollowed) {

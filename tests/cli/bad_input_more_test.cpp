@@ -42,8 +42,9 @@ TEST(BadInputTable, ThreadCountIsClampedWithAWarning) {
                          "nanoinfer: warning: 512 threads requested but this process can run on"));
 }
 
-// quantize and bench quant go through the same clamp (issue 19 item 7: quantize -t 300 ran 599
-// threads, -t 100000 started 32,393). The count the pools ran with is reported and checked.
+// quantize and bench quant go through the same clamp as every command (unclamped, -t 300 would
+// run 599 threads and -t 100000 start 32,393). The count the pools ran with is reported and
+// checked.
 TEST(BadInputTable, QuantizeThreadCountIsClampedWithAWarning) {
   if (ThreadPool::logical_cpus() >= 512) GTEST_SKIP() << "512 CPUs or more";
   test::TempDir dir;

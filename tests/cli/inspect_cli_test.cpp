@@ -100,7 +100,7 @@ TEST_F(InspectCli, SynthThenInspectPasses) {
   const RunResult s = run_nanoinfer(dir_, "synth --config '" + (dir_ / "config.json").string() +
                                               "' --out '" + (dir_ / "m").string() + "' --seed 7");
   ASSERT_EQ(s.exit_code, 0) << s.err;
-  // stderr is a file, not a terminal: no progress lines (issue 19 item 15), only the summary
+  // stderr is a file, not a terminal: no progress lines, only the summary
   // on stdout.
   EXPECT_EQ(s.err, "");
   EXPECT_THAT(s.out, HasSubstr("/model.safetensors: "));

@@ -209,7 +209,7 @@ using test::in_child;
 
 // A signal does not unwind: SIGHUP, or a second SIGINT while the first is being honoured, ends
 // the process at once, and the staging directory (with the part-written weights in it) must go
-// with it (issue 19 item 14: both left the hidden staging directory behind).
+// with it.
 TEST_F(QuantizeCli, HangUpOrSecondInterruptLeavesNothing) {
   QuantizeOptions o;
   o.calibration = dir_ / "text.txt";

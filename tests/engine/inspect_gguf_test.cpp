@@ -375,8 +375,8 @@ TEST_F(InspectGguf, UnreadableFilesAreOneLineErrors) {
                         "(Qwen2 / Qwen2.5), 'qwen3' (Qwen3, dense), 'llama' (Llama 3.x))\n"));
 }
 
-// A GGUF file's hyper-parameters pass the same range checks as config.json's (issue 19 item 12:
-// an rms epsilon of 1e30 passed inspect as OK and generated "\f\f\f..." with exit 0).
+// A GGUF file's hyper-parameters pass the same range checks as config.json's: an rms epsilon
+// of 1e30 would otherwise pass inspect as OK and generate "\f\f\f..." with exit 0.
 TEST_F(InspectGguf, HyperParametersAreRangeCheckedLikeConfigJson) {
   rewrite(GgufFile::open(path("f32.gguf")), tmp_ / "eps.gguf", {},
           [](GgufWriter& w) { w.set_f32("qwen2.attention.layer_norm_rms_epsilon", 1e30f); });
@@ -393,8 +393,8 @@ TEST_F(InspectGguf, HyperParametersAreRangeCheckedLikeConfigJson) {
                         "found inf\n"));
 }
 
-// inspect checks a GGUF file's tokenizer as generate does (issue 19: 27 files passed inspect
-// whose tokenizer generate refused).
+// inspect checks a GGUF file's tokenizer as generate does, so no file passes inspect whose
+// tokenizer generate refuses.
 TEST_F(InspectGguf, TokenizerIsCheckedLikeGenerate) {
   rewrite(GgufFile::open(path("f32.gguf")), tmp_ / "tok.gguf", {},
           [](GgufWriter& w) { w.set_array("tokenizer.ggml.merges", {std::vector<std::string>{"no-space-here"}}); });

@@ -9,8 +9,8 @@
 // into one bin) must stay below the chi-square quantile of upper tail 1e-6 for its degrees of
 // freedom (the Wilson-Hilferty approximation). A correct rule then fails by chance once in a
 // million seeds sets, and a wrong one lands far above it; the statistics are printed so a
-// run shows its margin. Measured with the rule broken on purpose (release build, commit
-// 6830e28 plus a temporary switch): the correct rule gives 1.53 (4 dof, bound 35.2) on the
+// run shows its margin. With the rule broken on purpose (a temporary switch in a release
+// build): the correct rule gives 1.53 (4 dof, bound 35.2) on the
 // sampler alone and 147.8 (145 dof, bound 241.0) end to end; keeping every draft gives
 // infinity (a token p excludes was emitted) and 7378; drawing a rejection's token from p
 // instead of the residual gives 7765 and 1030.

@@ -533,7 +533,7 @@ TEST(GgufCorrupt, NestingTooDeep) {
             "t.gguf: metadata 'deep': arrays nested more than 8 deep");
 }
 
-// Metadata is bounded before it is stored (issue 19 item 11: a 320 MB file of tiny pairs took
+// Metadata is bounded before it is stored (unbounded, a 320 MB file of tiny pairs would take
 // 4.2 GB): at most kGgufMaxMetadataKeys keys, arrays of at most kGgufMaxArrayElems elements.
 TEST(GgufParse, MetadataKeyCountIsBounded) {
   const auto file_with_keys = [](uint64_t n) {

@@ -110,8 +110,8 @@ TEST(ConfigParse, RmsNormEpsMustBeSmall) {
   for (const double good : {0.01, 1e-5, 1e-6, 1e-12}) EXPECT_EQ(error_with("rms_norm_eps", good), "");
 }
 
-// Every dimension is bounded by what real models use, with margin (issue 19 item 10: 100,000
-// layers made a 103 MB error line, 2^24 layers 11 GB before bad_alloc).
+// Every dimension is bounded by what real models use, with margin (unbounded, 100,000 layers
+// would make a 103 MB error line, 2^24 layers 11 GB before bad_alloc).
 TEST(ConfigParse, DimensionsBoundedByRealModels) {
   EXPECT_THAT(error_with("num_hidden_layers", 100000),
               HasSubstr("field \"num_hidden_layers\": expected an integer in [1, 1024], found 100000"));

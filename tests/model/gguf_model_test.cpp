@@ -113,8 +113,8 @@ TEST(GgufConfig, RejectsOtherArchitecturesAndBadValues) {
   EXPECT_THAT(
       error([](GgufWriter& w) { w.set_f32("qwen2.attention.layer_norm_rms_epsilon", -1.0f); }),
       HasSubstr("expected a positive number, found -1"));
-  // The same range checks as config.json (issue 19: an eps of 1e30 passed inspect and generated
-  // "\f\f\f...", a freq_base of inf was accepted).
+  // The same range checks as config.json (an eps of 1e30 would generate "\f\f\f...", a
+  // freq_base of inf is no frequency).
   EXPECT_THAT(error([](GgufWriter& w) { w.set_f32("qwen2.attention.layer_norm_rms_epsilon", 1e30f); }),
               HasSubstr("metadata 'qwen2.attention.layer_norm_rms_epsilon': expected a small positive number in "
                         "(0, 0.01], found 1.0000000150474662e+30"));

@@ -31,7 +31,7 @@ TEST(LongContext, AFreshSessionOfTheWholeContextCommitsMemoryAsPositionsAreUsed)
   test::write_text(dir / "config.json", config_32k());
   write_synthetic_weights(ModelConfig::load(dir / "config.json"), dir / "model.safetensors", {.seed = 3});
   const Model model = open_model_alone(dir.path(), {.threads = 1});
-  EXPECT_EQ(model.max_context(), 32768u);  // the model's, no longer capped at 4096
+  EXPECT_EQ(model.max_context(), 32768u);  // the model's own, not a smaller cap
   EXPECT_EQ(model.options().kv_type, DType::F16);
   Sequence seq = model.new_sequence();
   const KvCache& cache = seq.cache();

@@ -80,8 +80,8 @@ TEST_F(SynthModelDir, CopyFailingAfterTheWeightsRemovesThemAndTheDirectory) {
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
-// A model directory already at --out keeps its weights (issue 19: synth replaced them and
-// exited 0): a non-empty directory, a file or a link is refused before anything is written.
+// A model directory already at --out keeps its weights: a non-empty directory, a file or a link
+// is refused before anything is written.
 TEST_F(SynthModelDir, NonEmptyOutIsRefusedAndLeftAsItWas) {
   fs::create_directories(dir_ / "out");
   test::write_text(dir_ / "out/notes.txt", "mine");

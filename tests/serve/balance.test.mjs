@@ -1,7 +1,7 @@
-// Two `nanoinfer serve` replicas behind HAProxy with docs/haproxy.cfg (issue 25, "past one
-// machine"): concurrent streaming clients through the proxy get their events as they are
-// generated, both replicas take requests, and after one replica is killed mid-run new requests
-// keep succeeding on the other. The config is the documented file with only its ports
+// Two `nanoinfer serve` replicas behind HAProxy with docs/haproxy.cfg (docs/SERVING.md,
+// "Serving past one machine"): concurrent streaming clients through the proxy get their events
+// as they are generated, both replicas take requests, and after one replica is killed mid-run
+// new requests keep succeeding on the other. The config is the documented file with only its ports
 // replaced. Run by CTest (test `serve_balance`; exit 77 = skipped when haproxy is missing):
 //
 //   node tests/serve/balance.test.mjs --nanoinfer build/release/nanoinfer

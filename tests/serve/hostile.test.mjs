@@ -1,6 +1,7 @@
-// `nanoinfer serve` (and viz's page server) against hostile clients: issue 19's items 2, 4, 6,
-// 9, 13 and 15 (--host, --max-connections), with raw sockets where a client library would
-// refuse to misbehave. Each server is started on a free loopback port with the default model.
+// `nanoinfer serve` (and viz's page server) against hostile clients (docs/SERVING.md, "Facing
+// the internet"): bodies, threads, slow and idle clients, clients that leave, security
+// defaults, --queue, --host and --max-connections, with raw sockets where a client library
+// would refuse to misbehave. Each server is started on a free loopback port with the default model.
 // Run by CTest (test `serve_hostile`):
 //
 //   node tests/serve/hostile.test.mjs --nanoinfer build/release/nanoinfer
@@ -81,7 +82,7 @@ function procKb(pid, field) {
 
 const json = 'Content-Type: application/json\r\n';
 
-// ---- item 2: bodies ----------------------------------------------------------------------------
+// ---- bodies --------------------------------------------------------------------------------------
 
 test('a chunked body is refused (411) before it is read, and the peak RSS does not grow', async () => {
   const s = await startServer();
@@ -100,8 +101,8 @@ test('a chunked body is refused (411) before it is read, and the peak RSS does n
                  '1a\r\n{"max_tokens":1,"prompt":"\r\n');
       // Up to 48 MiB, a frame at a time, until the answer comes. Between frames the event loop
       // reads what came back: a client still sending when the server gives up draining (64 MiB
-      // or 2 s) is reset, and a reset can discard an answer not yet read. Before, a tight write
-      // loop on a loaded machine lost the 411 that way (seen once in CI).
+      // or 2 s) is reset, and a reset can discard an answer not yet read: a tight write loop on
+      // a loaded machine can lose the 411 that way.
       const pump = () => {
         if (got !== '' || sock.destroyed) return;
         if (sent >= 48) {
@@ -139,7 +140,7 @@ test('a prompt longer than the context can hold is refused by its size, before i
   }
 });
 
-// ---- item 4: no threads ------------------------------------------------------------------------
+// ---- no threads ----------------------------------------------------------------------------------
 
 // ASan reserves terabytes of shadow address space at start, so under `ulimit -v` a sanitized
 // binary dies before main(); CTest sets NANOINFER_SANITIZED there and the release run covers it.
@@ -157,10 +158,10 @@ test('serve that cannot start its threads says so in one line and exits 1',
   assert.equal(r.stdout, '');
 });
 
-// ---- item 6: slow and idle clients -------------------------------------------------------------
+// ---- slow and idle clients -----------------------------------------------------------------------
 
 test('clients sending their headers a byte at a time do not starve /health, and time out (408)', async () => {
-  // 1 + 1 + 4 = 6 request threads: before issue 19, 40 slow clients held them all.
+  // 1 + 1 + 4 = 6 request threads: were slow clients to hold threads, 40 would hold them all.
   const s = await startServer(['--parallel', '1', '--queue', '1']);
   const slow = [];
   try {
@@ -251,7 +252,7 @@ test("viz's page server answers while another connection sits idle", async () =>
   }
 });
 
-// ---- item 9: clients that leave ----------------------------------------------------------------
+// ---- clients that leave --------------------------------------------------------------------------
 
 test('a client that leaves a non-streaming request cancels its generation', async () => {
   const s = await startServer(['--parallel', '1', '--queue', '0']);
@@ -288,7 +289,7 @@ test('a client that leaves a non-streaming request cancels its generation', asyn
   }
 });
 
-// ---- item 13: security defaults ----------------------------------------------------------------
+// ---- security defaults ---------------------------------------------------------------------------
 
 test('--api-key "" is an error, not a server without authentication', () => {
   const r = spawnSync(args.nanoinfer, ['serve', '--port', '0', '--api-key', ''], { encoding: 'utf8', timeout: 60000 });
@@ -408,7 +409,7 @@ test('ambiguous framing is refused: duplicate Content-Length, Content-Length wit
   }
 });
 
-// ---- item 15: --queue over HTTP ----------------------------------------------------------------
+// ---- --queue over HTTP ---------------------------------------------------------------------------
 
 test('--queue is strict over HTTP: of parallel + queue + 1 requests at once, exactly one gets 503', async () => {
   const s = await startServer(['--parallel', '1', '--queue', '2']);
@@ -432,7 +433,7 @@ test('--queue is strict over HTTP: of parallel + queue + 1 requests at once, exa
   }
 });
 
-// ---- item 15: --host ---------------------------------------------------------------------------
+// ---- --host --------------------------------------------------------------------------------------
 
 test('serve --host not-an-ip says what is wrong', () => {
   const r = spawnSync(args.nanoinfer, ['serve', '--port', '0', '--host', 'not-an-ip'], { encoding: 'utf8', timeout: 60000 });
@@ -441,7 +442,7 @@ test('serve --host not-an-ip says what is wrong', () => {
   assert.doesNotMatch(r.stderr, /Success/);
 });
 
-// ---- issue 25: access log and CORS ------------------------------------------------------------
+// ---- access log and CORS -------------------------------------------------------------------------
 
 test('one access-log line per request (client, method, path, status, tokens, seconds); --quiet has none', async () => {
   const s = await startServer();
@@ -516,7 +517,7 @@ test('--cors: allowed origins get the headers and preflights a 204 without the k
   assert.match(bad.stderr, /^nanoinfer: error: --cors takes/);
 });
 
-// ---- issue 25: the port -----------------------------------------------------------------------
+// ---- the port ------------------------------------------------------------------------------------
 
 test('a port in use is refused in one line; after the server leaves, the port is free at once', async () => {
   const s = await startServer(['--quiet']);

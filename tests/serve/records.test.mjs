@@ -1,4 +1,4 @@
-// Bench records (issue 24): every `bench` subcommand and tools/serve-bench.mjs write the same
+// Bench records: every `bench` subcommand and tools/serve-bench.mjs write the same
 // provenance fields, through the one writer (bench_context; the script through `bench record`);
 // `bench compare` and `bench discard` as a script sees them (exit status, one-line errors).
 // Each benchmark runs at its smallest size: what is checked is the records, never a time.

@@ -381,7 +381,7 @@ TEST_F(ServeScheduler, AFullQueueRefusesAndCancelledRequestsEnd) {
   EXPECT_TRUE(scheduler.submit(job("the cat", 2, kGreedy)));
 }
 
-// --queue is strict (issue 19, item 15): of a burst of requests, exactly parallel + queue are
+// --queue is strict: of a burst of requests, exactly parallel + queue are
 // taken, whatever the scheduler thread is doing meanwhile (taking some from the queue, starting
 // them), and the reported queue depth never passes --queue.
 TEST_F(ServeScheduler, TheQueueBoundIsStrict) {
