@@ -56,7 +56,8 @@ async function completions(base) {
 
 // A streamed chat completion through the proxy; resolves with its status, the number of
 // separate reads the body arrived in, the events and whether it ended with [DONE].
-async function stream(base, i, completion = null) {
+// `onData` is called at the first read of the body.
+async function stream(base, i, completion = null, onData = () => {}) {
   const request = completion
     ? { ...completion, stream: true, temperature: 0 }
     : { messages: [{ role: 'user', content: `Tell me about ${i}.` }], max_tokens: 24, stream: true, temperature: 0 };
@@ -70,6 +71,7 @@ async function stream(base, i, completion = null) {
   let body = '';
   const decoder = new TextDecoder();
   for await (const chunk of res.body) {
+    if (reads === 0) onData();
     ++reads;
     body += decoder.decode(chunk, { stream: true });
   }
@@ -132,14 +134,21 @@ test('two replicas behind haproxy: streams pass unbuffered, both serve, one dies
     assert.ok(mostReads >= 10, `200-token streams came in at most ${mostReads} reads: coalesced by the proxy?`);
 
     // Kill one replica while streams are running; the new requests after it must all succeed.
-    // The streams are 200 tokens long so that they are still running when the replica dies
-    // (24-token ones had all ended within the 50 ms on a fast machine), and "after" starts once
-    // the replica has exited: a request sent between kill() and the exit may reach the dying
-    // process and be cut like the ones in flight.
-    const during = Array.from({ length: 4 }, (_, i) => stream(base, 100 + i, { prompt: `Story ${i}:`, max_tokens: 200 }));
-    const settled = Promise.allSettled(during);  // some were on the killed replica: cut, as expected
-    await sleep(50);
+    // The replica is stopped (SIGSTOP) the moment the first stream's first bytes arrive: the
+    // four requests were sent together, so by then the proxy has passed some to it, and those
+    // cannot end before the kill (a fixed delay raced them: 200 tokens of the default model
+    // take ~30 ms on a fast machine). "after" starts once the replica has exited: a request
+    // sent between kill() and the exit may reach the dying process and be cut like these.
     const exited = new Promise((resolve) => r1.proc.once('exit', resolve));
+    let stopped = false;
+    const stop = () => {
+      if (!stopped) r1.proc.kill('SIGSTOP');
+      stopped = true;
+    };
+    const during = Array.from({ length: 4 }, (_, i) => stream(base, 100 + i, { prompt: `Story ${i}:`, max_tokens: 200 }, stop));
+    const settled = Promise.allSettled(during);  // the ones on the stopped replica are cut, as expected
+    for (let waited = 0; !stopped && waited < 60000; waited += 5) await sleep(5);
+    assert.ok(stopped, 'no stream started within a minute');
     r1.proc.kill('SIGKILL');
     await exited;
     const cut = (await settled).filter((r) => r.status === 'rejected' || !r.value.done).length;
