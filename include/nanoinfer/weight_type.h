@@ -60,6 +60,9 @@ struct WeightTypeInfo {
   void (*dequantize_row)(const std::byte* row, float* out, size_t cols);
   // [cols] floats -> row, round to nearest; throws Error on non-finite weights.
   void (*quantize_row)(const float* in, std::byte* row, size_t cols);
+  // Types with one scale per block: quantize_row with one scale per `group` weights instead
+  // (a multiple of the block; every block of a group carries its scale), nullptr otherwise.
+  void (*quantize_row_grouped)(const float* in, std::byte* row, size_t cols, size_t group);
   // Every weight (float types) or every block scale is finite.
   bool (*finite_row)(const std::byte* row, size_t cols);
   // The 32-block scaled-integer types (nullptr otherwise, the K types included): one block
