@@ -96,14 +96,23 @@ struct F32Tree {
   [[gnu::always_inline]] static __m512 reduce16(const __m512* in) { return nanoinfer::kernels::f32prefill::reduce16(in); }
 };
 
+// The tile for the prefill driver (kernels/prefill_driver.h).
+struct Tile : prefill::Shape<float, float, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock,
+                             kPassCols, kMaxPassCols> {
+  template <size_t R, size_t T, bool kPasses>
+  static void run(const float* w, const float* bias, const float* x, size_t x_stride, float* y,
+                  size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end,
+                  __m512* carry);
+};
+
 // Columns [c_begin, c_end) of one R x T register tile: rows r0.. of w, tokens t0.. of x (x
 // points at token t0's row, rows x_stride apart). Accumulator e = t * R + r. The pass that
 // reaches `cols` runs the tail, reduces and stores; the others leave the accumulators in
 // `carry` (R * T vectors, stored and loaded whole), where the next pass picks them up.
 template <size_t R, size_t T, bool kPasses>
-inline void tile(const float* w, const float* bias, const float* x, size_t x_stride, float* y,
-                 size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end,
-                 __m512* carry) {
+inline void Tile::run(const float* w, const float* bias, const float* x, size_t x_stride, float* y,
+                      size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end,
+                      __m512* carry) {
   __m512 acc[R * T];
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const float* wr[R];
@@ -144,21 +153,6 @@ inline void tile(const float* w, const float* bias, const float* x, size_t x_str
   }
   tile_sums::store_sums<F32Tree, R, T>(acc, bias, y, rows, r0, t0);
 }
-
-// The tile for the prefill driver (kernels/prefill_driver.h).
-struct Tile {
-  using W = float;
-  using X = float;
-  static constexpr size_t kRowTile = f32prefill::kRowTile, kTokenTile = f32prefill::kTokenTile;
-  static constexpr size_t kTokenBlock = f32prefill::kTokenBlock,
-                          kWideTokenBlock = f32prefill::kWideTokenBlock;
-  static constexpr size_t kPassCols = f32prefill::kPassCols,
-                          kMaxPassCols = f32prefill::kMaxPassCols;
-  template <size_t R, size_t T, bool kPasses, class... Args>
-  [[gnu::always_inline]] static void run(Args... args) {
-    tile<R, T, kPasses>(args...);
-  }
-};
 
 }  // namespace f32prefill
 

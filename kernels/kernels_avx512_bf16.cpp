@@ -92,14 +92,25 @@ struct Bf16Tree {
 constexpr size_t kPassCols = 1216, kMaxPassCols = 2048;
 static_assert(kPassCols % kChunk == 0, "passes end on whole chunks");
 
+// The tile for the prefill driver (kernels/prefill_driver.h): x is the rounded block, rows
+// x_stride = padded_cols(cols) apart.
+struct Tile : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock,
+                             kPassCols, kMaxPassCols> {
+  template <size_t R, size_t T, bool kPasses>
+  static void run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y,
+                  size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end,
+                  __m512* carry);
+};
+
 // Columns [c_begin, c_end) of one R x T register tile: rows r0.., tokens t0.. of the rounded
 // block xb (row stride `stride`, token t0 at xb). Accumulator e = t * R + r. c_begin is a
 // multiple of kChunk; the pass that reaches `cols` reduces and stores, the others leave the
 // accumulators in `carry` (R * T vectors), where the next pass picks them up. Without
 // kPasses the tile is one pass over the whole row (c_begin 0, c_end cols, no carry).
 template <size_t R, size_t T, bool kPasses>
-inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
-                 size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
+inline void Tile::run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride,
+                      float* y, size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin,
+                      size_t c_end, __m512* carry) {
   __m512 acc[R * T];
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const uint16_t* wr[R];
@@ -146,23 +157,8 @@ inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_
 template <size_t R, size_t T>
 inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
                  size_t cols, size_t r0, size_t t0) {
-  tile<R, T, false>(w, bias, xb, stride, y, rows, cols, r0, t0, 0, cols, nullptr);
+  Tile::run<R, T, false>(w, bias, xb, stride, y, rows, cols, r0, t0, 0, cols, nullptr);
 }
-
-// The tile for the prefill driver (kernels/prefill_driver.h): x is the rounded block, rows
-// x_stride = padded_cols(cols) apart.
-struct Tile {
-  using W = uint16_t;
-  using X = uint16_t;
-  static constexpr size_t kRowTile = kernels::kRowTile, kTokenTile = kernels::kTokenTile;
-  static constexpr size_t kTokenBlock = kernels::kTokenBlock,
-                          kWideTokenBlock = kernels::kWideTokenBlock;
-  static constexpr size_t kPassCols = kernels::kPassCols, kMaxPassCols = kernels::kMaxPassCols;
-  template <size_t R, size_t T, bool kPasses, class... Args>
-  [[gnu::always_inline]] static void run(Args... args) {
-    tile<R, T, kPasses>(args...);
-  }
-};
 
 // The rounded activations of one call: per thread, grown to the largest block seen and then
 // reused, so a decode step allocates nothing. Not a std::vector: its members are inline

@@ -8,17 +8,12 @@
 // changes a bit. Include only from AVX-512 translation units: everything here has internal
 // linkage.
 //
-// A Tile policy has
-//   W, X                 the weight and activation element types;
-//   kRowTile, kTokenTile the register tile (rows x tokens), kTokenTile <= 8, kRowTile <= 8;
-//   kTokenBlock          tokens per block when rows are read in one pass; kWideTokenBlock when
-//                        they are read in passes (the carry buffer holds one block's tiles);
-//   kPassCols, kMaxPassCols
+// A Tile policy is a Shape (below) with
 //   run<R, T, kPasses>(w, bias, x, x_stride, y, rows, cols, r0, t0, c_begin, c_end, carry):
-//                        columns [c_begin, c_end) of the R x T tile at rows r0.., tokens t0..
-//                        (x at token t0's row, rows x_stride apart); the pass that reaches
-//                        `cols` stores the sums, the others leave them in `carry` (R * T
-//                        vectors). Without kPasses: one pass over the whole row, no carry.
+//     columns [c_begin, c_end) of the R x T tile at rows r0.., tokens t0.. (x at token t0's
+//     row, rows x_stride apart); the pass that reaches `cols` stores the sums, the others
+//     leave them in `carry` (R * T vectors). Without kPasses: one pass over the whole row, no
+//     carry.
 #pragma once
 
 #include <immintrin.h>
@@ -29,6 +24,20 @@
 namespace nanoinfer::kernels {
 namespace {
 namespace prefill {
+
+// A tier's tile shape: weights of W, activations of X; register tiles of RowTile rows x
+// TokenTile tokens (each at most 8); tokens in blocks of TokenBlock when rows are read in one
+// pass, of WideTokenBlock when rows wider than MaxPassCols are read in passes of PassCols
+// columns (the carry buffer holds one such block's tiles).
+template <class WT, class XT, size_t RowTile, size_t TokenTile, size_t TokenBlock,
+          size_t WideTokenBlock, size_t PassCols, size_t MaxPassCols>
+struct Shape {
+  using W = WT;
+  using X = XT;
+  static constexpr size_t kRowTile = RowTile, kTokenTile = TokenTile;
+  static constexpr size_t kTokenBlock = TokenBlock, kWideTokenBlock = WideTokenBlock;
+  static constexpr size_t kPassCols = PassCols, kMaxPassCols = MaxPassCols;
+};
 
 // The weights a strip reads next (its next pass, or the next strip's first): `rows` segments
 // of `bytes` bytes, `stride` bytes apart. A strip's tiles re-read their slice from L1, but the
