@@ -20,13 +20,14 @@
 
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 
 namespace nanoinfer::kernels {
 namespace {
 namespace prefill {
 
 // A tier's tile shape: weights of W, activations of X; register tiles of RowTile rows x
-// TokenTile tokens (each at most 8); tokens in blocks of TokenBlock when rows are read in one
+// TokenTile tokens; tokens in blocks of TokenBlock when rows are read in one
 // pass, of WideTokenBlock when rows wider than MaxPassCols are read in passes of PassCols
 // columns (the carry buffer holds one such block's tiles).
 template <class WT, class XT, size_t RowTile, size_t TokenTile, size_t TokenBlock,
@@ -57,37 +58,15 @@ inline void prefetch_share(const Slice& s, size_t part, size_t parts) {
     _mm_prefetch(s.base + (l / lines_per_row) * s.stride + (l % lines_per_row) * 64, _MM_HINT_T1);
 }
 
-// Runs Tile::run<R, n> for a tile of n < kTokenTile tokens (the last of a strip), or nothing
-// for n = 0.
-template <class Tile, size_t R, bool kPasses, class... Args>
-inline void narrow_tile(size_t n, Args... args) {
-  constexpr size_t kT = Tile::kTokenTile;
-  static_assert(kT >= 1 && kT <= 8);
-  switch (n) {
-    case 1:
-      if constexpr (kT > 1) Tile::template run<R, 1, kPasses>(args...);
-      break;
-    case 2:
-      if constexpr (kT > 2) Tile::template run<R, 2, kPasses>(args...);
-      break;
-    case 3:
-      if constexpr (kT > 3) Tile::template run<R, 3, kPasses>(args...);
-      break;
-    case 4:
-      if constexpr (kT > 4) Tile::template run<R, 4, kPasses>(args...);
-      break;
-    case 5:
-      if constexpr (kT > 5) Tile::template run<R, 5, kPasses>(args...);
-      break;
-    case 6:
-      if constexpr (kT > 6) Tile::template run<R, 6, kPasses>(args...);
-      break;
-    case 7:
-      if constexpr (kT > 7) Tile::template run<R, 7, kPasses>(args...);
-      break;
-    default:
-      break;
-  }
+// f(std::integral_constant<size_t, n>{}) for a count n in [1, kLimit), nothing for any other n:
+// the last, narrower tile of a strip or strip of a block, at a size known at compile time.
+template <class F, size_t... I>
+inline void with_count(size_t n, F& f, std::index_sequence<I...>) {
+  ((n == I + 1 ? (f(std::integral_constant<size_t, I + 1>{}), 0) : 0), ...);
+}
+template <size_t kLimit, class F>
+inline void with_count(size_t n, F&& f) {
+  with_count(n, f, std::make_index_sequence<kLimit - 1>{});
 }
 
 // Columns [c_begin, c_end) of tokens [t_begin, t_end) for one strip of R rows: full token
@@ -97,6 +76,7 @@ void strip(const typename Tile::W* w, const float* bias, const typename Tile::X*
            float* y, size_t rows, size_t cols, size_t r0, size_t t_begin, size_t t_end,
            size_t c_begin, size_t c_end, __m512* carry, const Slice& next) {
   constexpr size_t kT = Tile::kTokenTile, kCarry = R * kT;  // vectors per tile in the carry buffer
+  static_assert(kT >= 1);
   const size_t tiles = (t_end - t_begin + kT - 1) / kT;
   size_t t = t_begin, i = 0;
   for (; t + kT <= t_end; t += kT, carry += kCarry, ++i) {
@@ -105,8 +85,10 @@ void strip(const typename Tile::W* w, const float* bias, const typename Tile::X*
                                        c_begin, c_end, carry);
   }
   if (t < t_end) prefetch_share(next, i, tiles);
-  narrow_tile<Tile, R, kPasses>(t_end - t, w, bias, x + t * x_stride, x_stride, y, rows, cols, r0,
-                                t, c_begin, c_end, carry);
+  with_count<kT>(t_end - t, [&](auto n) {
+    Tile::template run<R, decltype(n)::value, kPasses>(w, bias, x + t * x_stride, x_stride, y, rows,
+                                                       cols, r0, t, c_begin, c_end, carry);
+  });
 }
 
 // One strip over all its columns, in passes when the rows are wide; the next strip's rows (up
@@ -148,43 +130,17 @@ void matmul(const typename Tile::W* w, const float* bias, const typename Tile::X
             size_t x_stride, float* y, size_t rows, size_t cols, size_t n_tokens, size_t row_begin,
             size_t row_end) {
   constexpr size_t kR = Tile::kRowTile;
-  static_assert(kR >= 1 && kR <= 8);
+  static_assert(kR >= 1);
   const size_t block = cols <= Tile::kMaxPassCols ? Tile::kTokenBlock : Tile::kWideTokenBlock;
   for (size_t tb = 0; tb < n_tokens; tb += block) {
     const size_t te = tb + block < n_tokens ? tb + block : n_tokens;
     size_t r = row_begin;
     for (; r + kR <= row_end; r += kR)
       strip_passes<Tile, kR>(w, bias, x, x_stride, y, rows, cols, r, row_end, tb, te);
-    const auto last = [&](auto rr) {
-      constexpr size_t R = decltype(rr)::value;
-      if constexpr (R < kR)
-        strip_passes<Tile, R>(w, bias, x, x_stride, y, rows, cols, r, row_end, tb, te);
-    };
-    switch (row_end - r) {
-      case 1:
-        last(std::integral_constant<size_t, 1>{});
-        break;
-      case 2:
-        last(std::integral_constant<size_t, 2>{});
-        break;
-      case 3:
-        last(std::integral_constant<size_t, 3>{});
-        break;
-      case 4:
-        last(std::integral_constant<size_t, 4>{});
-        break;
-      case 5:
-        last(std::integral_constant<size_t, 5>{});
-        break;
-      case 6:
-        last(std::integral_constant<size_t, 6>{});
-        break;
-      case 7:
-        last(std::integral_constant<size_t, 7>{});
-        break;
-      default:
-        break;
-    }
+    with_count<kR>(row_end - r, [&](auto n) {
+      strip_passes<Tile, decltype(n)::value>(w, bias, x, x_stride, y, rows, cols, r, row_end, tb,
+                                             te);
+    });
   }
 }
 
