@@ -7,9 +7,11 @@
 // on the type; the kernels for a type sit in the kernel tables (kernels/kernels.h).
 //
 // Adding a type: a value here, its row (src/base/weight_type.cpp), its block layout and
-// scalar references (src/base/weight_blocks.{h,cpp}), its entries in the kernel tables and
-// its scalar product (kernels/), optionally faster kernels per ISA. The switches over this
-// enum have no `default:`, so the compiler names every place that must decide for a new type.
+// scalar references (src/base/weight_blocks.{h,cpp}), its member of kernels::ByType and its
+// scalar product (kernels/), optionally faster kernels per ISA, each an entry in the list of
+// the file that has it (the tier tables, kernels/dispatch.cpp, take them from there). The
+// switches over this enum have no `default:`, so the compiler names every place that must
+// decide for a new type.
 #pragma once
 
 #include <cstddef>
