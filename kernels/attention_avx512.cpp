@@ -87,13 +87,10 @@ uint64_t attention_avx512(const AttentionTile& a) {
 
 namespace avx512 {
 
-uint64_t attention_f32(const AttentionTile& a) { return attention_avx512<float>(a); }
-uint64_t attention_bf16(const AttentionTile& a) { return attention_avx512<Bf16>(a); }
-uint64_t attention_f16(const AttentionTile& a) { return attention_avx512<F16>(a); }
-void exp_f32(const float* x, float* y, size_t n) { exp_rows<Avx512AttnOps>(x, y, n); }
-void silu_mul_f32(const float* gate, const float* up, float* out, size_t n) {
-  silu_mul_rows<Avx512AttnOps>(gate, up, out, n);
-}
+constinit const ByKvType attention{
+    .f32 = attention_avx512<float>, .bf16 = attention_avx512<Bf16>, .f16 = attention_avx512<F16>};
+constinit const ExpRowsFn exp_f32 = exp_rows<Avx512AttnOps>;
+constinit const SiluMulFn silu_mul_f32 = silu_mul_rows<Avx512AttnOps>;
 
 }  // namespace avx512
 }  // namespace nanoinfer::kernels

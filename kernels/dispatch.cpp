@@ -3,8 +3,8 @@
 // makes those instructions fault even though CPUID lists them, so both must agree.
 //
 // This file is compiled with the baseline flags; it only names the tiers' kernels. The tables
-// are constant-initialised arrays of function addresses, so choosing (or refusing) a tier
-// runs no code compiled for it.
+// are copies of function addresses (the tier files' ByType lists are constant-initialised), so
+// building, choosing or refusing a tier runs no code compiled for it.
 #include <cpuid.h>
 
 #include <cstdlib>
@@ -194,149 +194,124 @@ std::optional<Isa> parse_isa(std::string_view name) {
 namespace nanoinfer::kernels {
 namespace {
 
-// Each tier lists a lower tier's kernel wherever it has none of its own. Every SIMD tier
-// quantizes activations with the AVX2 code (bitwise the scalar reference, like everything
-// else).
-// Attention: the AVX2 kernel on the AVX2 tiers, the sixteen-lane one on the AVX-512 tiers.
-constexpr ByKvType kAvx2Attention{.f32 = avx2::attention_f32, .bf16 = avx2::attention_bf16, .f16 = avx2::attention_f16};
-constexpr ByKvType kAvx512Attention{
-    .f32 = avx512::attention_f32, .bf16 = avx512::attention_bf16, .f16 = avx512::attention_f16};
+// Each tier's table is the table of the tier below it with the kernels the tier adds; every
+// entry it does not set is the lower tier's, ultimately the scalar reference.
+Kernels scalar_kernels() {
+  return Kernels{
+      .isa = Isa::Scalar,
+      .matmul = {.f32 = scalar::matmul_f32, .bf16 = scalar::matmul_bf16},
+      .matmul_quantized =
+          matmul_quantized_scaled.with(matmul_quantized_file).with(matmul_quantized_k),
+      .quantize_activations = quantize_activations,
+      .dot_rows_f32 = scalar::dot_rows_f32,
+      .axpy_rows_f32 = scalar::axpy_rows_f32,
+      .attention = {.f32 = scalar::attention_f32,
+                    .bf16 = scalar::attention_bf16,
+                    .f16 = scalar::attention_f16},
+      .exp_f32 = scalar::exp_f32,
+      .silu_mul_f32 = scalar::silu_mul_f32,
+      .score_block = score_block,
+      .refit_block = refit_block,
+  };
+}
 
-constexpr Kernels kScalar{
-    .isa = Isa::Scalar,
-    .matmul = {.f32 = scalar::matmul_f32, .bf16 = scalar::matmul_bf16},
-    .matmul_quantized = {.q8_0 = matmul_quantized_q8_0, .q4_0 = matmul_quantized_q4_0,
-                         .q4_1 = matmul_quantized_q4_1, .q5_0 = matmul_quantized_q5_0, .q5_1 = matmul_quantized_q5_1,
-                         .q4_k = matmul_quantized_q4_k, .q5_k = matmul_quantized_q5_k,
-                         .q6_k = matmul_quantized_q6_k},
-    .quantize_activations = quantize_activations,
-    .dot_rows_f32 = scalar::dot_rows_f32,
-    .axpy_rows_f32 = scalar::axpy_rows_f32,
-    .attention = {.f32 = scalar::attention_f32, .bf16 = scalar::attention_bf16, .f16 = scalar::attention_f16},
-    .exp_f32 = scalar::exp_f32,
-    .silu_mul_f32 = scalar::silu_mul_f32,
-    .score_block = score_block,
-    .refit_block = refit_block,
-};
-constexpr Kernels kAvx2{
-    .isa = Isa::Avx2,
-    .matmul = {.f32 = avx2::matmul_f32, .bf16 = avx2::matmul_bf16},
-    .matmul_quantized = {.q8_0 = avx2::matmul_quantized_q8_0, .q4_0 = avx2::matmul_quantized_q4_0,
-                         .q4_1 = matmul_quantized_q4_1, .q5_0 = matmul_quantized_q5_0, .q5_1 = matmul_quantized_q5_1,
-                         .q4_k = matmul_quantized_q4_k, .q5_k = matmul_quantized_q5_k,
-                         .q6_k = matmul_quantized_q6_k},
-    .quantize_activations = avx2::quantize_activations,
-    .matmul_packed = {.q4_1 = avx2::matmul_packed_q4_1, .q5_0 = avx2::matmul_packed_q5_0,
-                      .q5_1 = avx2::matmul_packed_q5_1, .q4_k = avx2::matmul_packed_q4_k, .q5_k = avx2::matmul_packed_q5_k,
-                      .q6_k = avx2::matmul_packed_q6_k},
-    .dot_rows_f32 = avx2::dot_rows_f32,
-    .axpy_rows_f32 = avx2::axpy_rows_f32,
-    .attention = kAvx2Attention,
-    .exp_f32 = avx2::exp_f32,
-    .silu_mul_f32 = avx2::silu_mul_f32,
-    .score_block = avx2::score_block,
-    .refit_block = avx2::refit_block,
-};
-constexpr Kernels kAvx2Vnni{
-    .isa = Isa::Avx2Vnni,
-    .matmul = {.f32 = avx2::matmul_f32, .bf16 = avx2::matmul_bf16},
-    .matmul_quantized = {.q8_0 = avx2_vnni::matmul_quantized_q8_0, .q4_0 = avx2_vnni::matmul_quantized_q4_0,
-                         .q4_1 = matmul_quantized_q4_1, .q5_0 = matmul_quantized_q5_0, .q5_1 = matmul_quantized_q5_1,
-                         .q4_k = matmul_quantized_q4_k, .q5_k = matmul_quantized_q5_k,
-                         .q6_k = matmul_quantized_q6_k},
-    .quantize_activations = avx2::quantize_activations,
-    .matmul_packed = {.q4_1 = avx2_vnni::matmul_packed_q4_1, .q5_0 = avx2_vnni::matmul_packed_q5_0,
-                      .q5_1 = avx2_vnni::matmul_packed_q5_1, .q4_k = avx2_vnni::matmul_packed_q4_k, .q5_k = avx2_vnni::matmul_packed_q5_k,
-                      .q6_k = avx2_vnni::matmul_packed_q6_k},
-    .dot_rows_f32 = avx2::dot_rows_f32,
-    .axpy_rows_f32 = avx2::axpy_rows_f32,
-    .attention = kAvx2Attention,
-    .exp_f32 = avx2::exp_f32,
-    .silu_mul_f32 = avx2::silu_mul_f32,
-    .score_block = avx2::score_block,
-    .refit_block = avx2::refit_block,
-};
+// Every SIMD tier quantizes activations and runs the quantizer's search steps with the AVX2
+// code (bitwise the scalar reference, like everything else).
+Kernels avx2_kernels() {
+  Kernels k = scalar_kernels();
+  k.isa = Isa::Avx2;
+  k.matmul = avx2::matmul;
+  k.matmul_quantized = k.matmul_quantized.with(avx2::matmul_quantized);
+  k.quantize_activations = avx2::quantize_activations;
+  k.matmul_packed = avx2::matmul_packed;
+  k.dot_rows_f32 = avx2::dot_rows_f32;
+  k.axpy_rows_f32 = avx2::axpy_rows_f32;
+  k.attention = avx2::attention;
+  k.exp_f32 = avx2::exp_f32;
+  k.silu_mul_f32 = avx2::silu_mul_f32;
+  k.score_block = avx2::score_block;
+  k.refit_block = avx2::refit_block;
+  return k;
+}
+
+Kernels avx2_vnni_kernels() {
+  Kernels k = avx2_kernels();
+  k.isa = Isa::Avx2Vnni;
+  k.matmul_quantized = k.matmul_quantized.with(avx2_vnni::matmul_quantized);
+  k.matmul_packed = k.matmul_packed.with(avx2_vnni::matmul_packed);
+  return k;
+}
+
 // Without VNNI, 512-bit integer dot products gain little over the AVX2 ones (vpmaddubsw has
 // no zmm sign trick), so the avx512 tier keeps AVX2's quantized kernels.
-constexpr Kernels kAvx512{
-    .isa = Isa::Avx512,
-    .matmul = {.f32 = avx512::matmul_f32, .bf16 = avx512::matmul_bf16},
-    .matmul_quantized = {.q8_0 = avx2::matmul_quantized_q8_0, .q4_0 = avx2::matmul_quantized_q4_0,
-                         .q4_1 = matmul_quantized_q4_1, .q5_0 = matmul_quantized_q5_0, .q5_1 = matmul_quantized_q5_1,
-                         .q4_k = matmul_quantized_q4_k, .q5_k = matmul_quantized_q5_k,
-                         .q6_k = matmul_quantized_q6_k},
-    .quantize_activations = avx2::quantize_activations,
-    .matmul_packed = {.q4_1 = avx2::matmul_packed_q4_1, .q5_0 = avx2::matmul_packed_q5_0,
-                      .q5_1 = avx2::matmul_packed_q5_1, .q4_k = avx2::matmul_packed_q4_k, .q5_k = avx2::matmul_packed_q5_k,
-                      .q6_k = avx2::matmul_packed_q6_k},
-    .dot_rows_f32 = avx512::dot_rows_f32,
-    .axpy_rows_f32 = avx512::axpy_rows_f32,
-    .attention = kAvx512Attention,
-    .exp_f32 = avx512::exp_f32,
-    .silu_mul_f32 = avx512::silu_mul_f32,
-    .score_block = avx2::score_block,
-    .refit_block = avx2::refit_block,
-};
-constexpr Kernels kAvx512Vnni{
-    .isa = Isa::Avx512Vnni,
-    .matmul = {.f32 = avx512::matmul_f32, .bf16 = avx512::matmul_bf16},
-    .matmul_quantized = {.q8_0 = avx512_vnni::matmul_quantized_q8_0, .q4_0 = avx512_vnni::matmul_quantized_q4_0,
-                         .q4_1 = matmul_quantized_q4_1, .q5_0 = matmul_quantized_q5_0, .q5_1 = matmul_quantized_q5_1,
-                         .q4_k = matmul_quantized_q4_k, .q5_k = matmul_quantized_q5_k,
-                         .q6_k = matmul_quantized_q6_k},
-    .quantize_activations = avx2::quantize_activations,
-    .matmul_packed = {.q8_0 = avx512_vnni::matmul_packed_q8_0, .q4_0 = avx512_vnni::matmul_packed_q4_0,
-                      .q4_1 = avx512_vnni::matmul_packed_q4_1, .q5_0 = avx512_vnni::matmul_packed_q5_0,
-                      .q5_1 = avx512_vnni::matmul_packed_q5_1, .q4_k = avx512_vnni::matmul_packed_q4_k, .q5_k = avx512_vnni::matmul_packed_q5_k,
-                      .q6_k = avx512_vnni::matmul_packed_q6_k},
-    .dot_rows_f32 = avx512::dot_rows_f32,
-    .axpy_rows_f32 = avx512::axpy_rows_f32,
-    .attention = kAvx512Attention,
-    .exp_f32 = avx512::exp_f32,
-    .silu_mul_f32 = avx512::silu_mul_f32,
-    .score_block = avx2::score_block,
-    .refit_block = avx2::refit_block,
-};
+Kernels avx512_kernels() {
+  Kernels k = avx2_kernels();
+  k.isa = Isa::Avx512;
+  k.matmul = avx512::matmul;
+  k.dot_rows_f32 = avx512::dot_rows_f32;
+  k.axpy_rows_f32 = avx512::axpy_rows_f32;
+  k.attention = avx512::attention;
+  k.exp_f32 = avx512::exp_f32;
+  k.silu_mul_f32 = avx512::silu_mul_f32;
+  return k;
+}
+
+Kernels avx512_vnni_kernels() {
+  Kernels k = avx512_kernels();
+  k.isa = Isa::Avx512Vnni;
+  k.matmul_quantized = k.matmul_quantized.with(avx512_vnni::matmul_quantized);
+  k.matmul_packed = k.matmul_packed.with(avx512_vnni::matmul_packed);
+  return k;
+}
+
 // avx512-vnni's table with one change: the bf16 product on vdpbf16ps, which rounds the
 // activations to bf16 (kernels/scalar_bf16_dot.cpp). Nothing else differs by a bit.
-constexpr Kernels kAvx512Bf16{
-    .isa = Isa::Avx512Bf16,
-    .matmul = {.f32 = avx512::matmul_f32, .bf16 = avx512_bf16::matmul_bf16},
-    .matmul_quantized = {.q8_0 = avx512_vnni::matmul_quantized_q8_0, .q4_0 = avx512_vnni::matmul_quantized_q4_0,
-                         .q4_1 = matmul_quantized_q4_1, .q5_0 = matmul_quantized_q5_0, .q5_1 = matmul_quantized_q5_1,
-                         .q4_k = matmul_quantized_q4_k, .q5_k = matmul_quantized_q5_k,
-                         .q6_k = matmul_quantized_q6_k},
-    .quantize_activations = avx2::quantize_activations,
-    .matmul_packed = {.q8_0 = avx512_vnni::matmul_packed_q8_0, .q4_0 = avx512_vnni::matmul_packed_q4_0,
-                      .q4_1 = avx512_vnni::matmul_packed_q4_1, .q5_0 = avx512_vnni::matmul_packed_q5_0,
-                      .q5_1 = avx512_vnni::matmul_packed_q5_1, .q4_k = avx512_vnni::matmul_packed_q4_k, .q5_k = avx512_vnni::matmul_packed_q5_k,
-                      .q6_k = avx512_vnni::matmul_packed_q6_k},
-    .round_activations_bf16 = avx512_bf16::round_activations,
-    .matmul_bf16_rounded = avx512_bf16::matmul_bf16_rounded,
-    .dot_rows_f32 = avx512::dot_rows_f32,
-    .axpy_rows_f32 = avx512::axpy_rows_f32,
-    .attention = kAvx512Attention,
-    .exp_f32 = avx512::exp_f32,
-    .silu_mul_f32 = avx512::silu_mul_f32,
-    .score_block = avx2::score_block,
-    .refit_block = avx2::refit_block,
-};
+Kernels avx512_bf16_kernels() {
+  Kernels k = avx512_vnni_kernels();
+  k.isa = Isa::Avx512Bf16;
+  k.matmul.bf16 = avx512_bf16::matmul_bf16;
+  k.round_activations_bf16 = avx512_bf16::round_activations;
+  k.matmul_bf16_rounded = avx512_bf16::matmul_bf16_rounded;
+  return k;
+}
+
+Kernels kernels_of(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar:
+      return scalar_kernels();
+    case Isa::Avx2:
+      return avx2_kernels();
+    case Isa::Avx2Vnni:
+      return avx2_vnni_kernels();
+    case Isa::Avx512:
+      return avx512_kernels();
+    case Isa::Avx512Vnni:
+      return avx512_vnni_kernels();
+    case Isa::Avx512Bf16:
+      return avx512_bf16_kernels();
+  }
+  fail("unknown instruction set {}", static_cast<int>(isa));
+}
+
+// Every tier's table, built once on first use; indexed by Isa.
+const std::vector<Kernels>& all_tables() {
+  static const std::vector<Kernels> tables = [] {
+    std::vector<Kernels> t;
+    for (Isa isa : all_isas()) t.push_back(kernels_of(isa));
+    return t;
+  }();
+  return tables;
+}
 
 }  // namespace
 
-const Kernels& scalar_table() { return kScalar; }
+const Kernels& scalar_table() {
+  return all_tables()[static_cast<size_t>(Isa::Scalar)];
+}
 
 const Kernels& table(Isa isa, const CpuFeatures& cpu) {
   require_isa(isa, cpu);
-  switch (isa) {
-    case Isa::Scalar: return kScalar;
-    case Isa::Avx2: return kAvx2;
-    case Isa::Avx2Vnni: return kAvx2Vnni;
-    case Isa::Avx512: return kAvx512;
-    case Isa::Avx512Vnni: return kAvx512Vnni;
-    case Isa::Avx512Bf16: return kAvx512Bf16;
-  }
-  fail("unknown instruction set {}", static_cast<int>(isa));
+  return all_tables().at(static_cast<size_t>(isa));
 }
 
 const Kernels& table(Isa isa) { return table(isa, host_cpu_features()); }

@@ -87,29 +87,54 @@ using RoundActivationsFn = void (*)(const float* x, size_t n, size_t cols, uint1
 using MatmulRoundedFn = void (*)(const std::byte* w, const float* bias, const uint16_t* xb, float* y, size_t rows,
                                  size_t cols, size_t n_tokens, size_t row_begin, size_t row_end);
 
-// One entry per weight type, named, so that the tables (kernels/dispatch.cpp) are written with
-// designated initializers (.q8_0 = ...) and a type a tier has no kernel for is visibly nullptr.
-// operator[] switches over the enum without a `default:`, so a new WeightType does not compile
+// One entry per weight type, named, so that a kernel file lists the types it covers with
+// designated initializers (.q8_0 = ...) and a type it has no kernel for is visibly nullptr.
+// slot() switches over the enum without a `default:`, so a new WeightType does not compile
 // until it has a member here; tests/weight_type_table_test.cpp checks every table has an entry for
 // every type that needs one.
 template <class Fn>
 struct ByType {
   Fn f32 = nullptr, bf16 = nullptr, q8_0 = nullptr, q4_0 = nullptr, q4_1 = nullptr, q5_0 = nullptr, q5_1 = nullptr,
      q4_k = nullptr, q5_k = nullptr, q6_k = nullptr;
-  constexpr Fn operator[](WeightType type) const {
-    switch (type) {
-      case WeightType::F32: return f32;
-      case WeightType::BF16: return bf16;
-      case WeightType::Q8_0: return q8_0;
-      case WeightType::Q4_0: return q4_0;
-      case WeightType::Q4_1: return q4_1;
-      case WeightType::Q5_0: return q5_0;
-      case WeightType::Q5_1: return q5_1;
-      case WeightType::Q4_K: return q4_k;
-      case WeightType::Q5_K: return q5_k;
-      case WeightType::Q6_K: return q6_k;
+  constexpr Fn& slot(WeightType type) { return entry(*this, type); }
+  constexpr Fn operator[](WeightType type) const { return entry(*this, type); }
+  // These entries, replaced by `own`'s wherever it has one: how a tier states only the kernels
+  // it adds over the tier below, and how one file's kernels join another's.
+  constexpr ByType with(const ByType& own) const {
+    ByType out = *this;
+    for (size_t i = 0; i < kWeightTypeCount; ++i) {
+      const auto type = static_cast<WeightType>(i);
+      if (own[type] != nullptr) out.slot(type) = own[type];
     }
-    return nullptr;
+    return out;
+  }
+
+ private:
+  template <class Self>
+  static constexpr auto& entry(Self& self, WeightType type) {
+    switch (type) {
+      case WeightType::F32:
+        return self.f32;
+      case WeightType::BF16:
+        return self.bf16;
+      case WeightType::Q8_0:
+        return self.q8_0;
+      case WeightType::Q4_0:
+        return self.q4_0;
+      case WeightType::Q4_1:
+        return self.q4_1;
+      case WeightType::Q5_0:
+        return self.q5_0;
+      case WeightType::Q5_1:
+        return self.q5_1;
+      case WeightType::Q4_K:
+        return self.q4_k;
+      case WeightType::Q5_K:
+        return self.q5_k;
+      case WeightType::Q6_K:
+        return self.q6_k;
+    }
+    return self.f32;  // not reached: the switch names every type
   }
 };
 
@@ -210,8 +235,8 @@ struct Kernels {
 
 // The table of one ISA. Throws nanoinfer::Error naming what is missing when the CPU/OS
 // (host_cpu_features(), or `cpu`) cannot run it (see nanoinfer/isa.h), so the code of an
-// unsupported ISA is never reached: the tables are constants holding function addresses, and
-// nothing compiled with an ISA's flags runs before one of its kernels is called.
+// unsupported ISA is never reached: the tables hold function addresses, and nothing compiled
+// with an ISA's flags runs before one of its kernels is called.
 const Kernels& table(Isa isa);
 const Kernels& table(Isa isa, const CpuFeatures& cpu);
 const Kernels& scalar_table();
@@ -236,12 +261,8 @@ const std::byte* packed_row_file(WeightType type, const std::byte* w, size_t row
                                  std::byte* scratch);
 
 // The signatures, to declare the kernels each tier defines (a function type, not a pointer).
-using MatmulSig = void(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                       size_t n_tokens, size_t row_begin, size_t row_end);
-using MatmulQuantizedSig = void(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
-                                size_t rows, size_t row_begin, size_t row_end);
-using MatmulPackedSig = void(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x,
-                             float* y, size_t stride, size_t row_begin, size_t row_end);
+using MatmulSig = void(const std::byte* w, const float* bias, const float* x, float* y, size_t rows,
+                       size_t cols, size_t n_tokens, size_t row_begin, size_t row_end);
 using QuantizeActivationsSig = void(const float* x, size_t cols, size_t n, QuantizedActivations& out);
 using DotRowsSig = void(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale,
                         float* out);
@@ -253,13 +274,12 @@ using SiluMulSig = void(const float* gate, const float* up, float* out, size_t n
 using ScoreBlockSig = float(const float* w, const float* a, float d, float id, int lo, int hi, int8_t* q);
 using RefitBlockSig = void(const float* w, const float* a, const int8_t* q, double* sums);
 
-// The scalar reference products of the quantized types (kernels/scalar_quant.cpp, which
-// states the exact accumulation rule every ISA reproduces bitwise).
-MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-// The K types' (kernels/scalar_quant_k.cpp, which states their rule).
-MatmulQuantizedSig matmul_quantized_q4_k, matmul_quantized_q5_k, matmul_quantized_q6_k;
-// Q4_1, Q5_0, Q5_1's (kernels/scalar_quant_file.cpp, likewise).
-MatmulQuantizedSig matmul_quantized_q4_1, matmul_quantized_q5_0, matmul_quantized_q5_1;
+// The scalar reference products of the quantized types, each file's types: Q8_0 and Q4_0
+// (kernels/scalar_quant.cpp, which states the exact accumulation rule every ISA reproduces
+// bitwise), the K types (kernels/scalar_quant_k.cpp, which states their rule), and Q4_1, Q5_0,
+// Q5_1 (kernels/scalar_quant_file.cpp, likewise).
+extern const ByType<MatmulQuantizedFn> matmul_quantized_scaled, matmul_quantized_k,
+    matmul_quantized_file;
 // The activation side of those products: 32 floats -> 32 int8 (round half to even) and the
 // returned scale d = max|x| / 127, or d = 0 and all-zero q when that d is below FLT_MIN.
 float quantize_activation_block(const float* x, int8_t* q);
@@ -277,9 +297,10 @@ MatmulSig matmul_bf16_dot;
 // inputs give a zero of their sign; NaN stays NaN (quietened); infinities stay.
 uint16_t round_activation_bf16(float f);
 
-// What each tier's files define; kernels/dispatch.cpp assembles the tables from these.
-// Everything else in those files has internal linkage, so the linker can never merge a
-// function compiled for a higher tier into a lower tier's table.
+// What each tier's files define; kernels/dispatch.cpp assembles the tables from these, each
+// tier from the one below it. The quantized products come as one ByType per file, listing the
+// types that file has kernels for. Everything else in those files has internal linkage, so the
+// linker can never merge a function compiled for a higher tier into a lower tier's table.
 namespace scalar {       // kernels/scalar.cpp (baseline x86-64, no FMA)
 MatmulSig matmul_f32, matmul_bf16;
 DotRowsSig dot_rows_f32;
@@ -288,37 +309,34 @@ AttentionTileSig attention_f32, attention_bf16, attention_f16;
 ExpRowsSig exp_f32;
 SiluMulSig silu_mul_f32;
 }  // namespace scalar
-namespace avx2 {         // kernels/*_avx2.cpp
-MatmulSig matmul_f32, matmul_bf16;
-MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-MatmulPackedSig matmul_packed_q4_1, matmul_packed_q5_0, matmul_packed_q5_1, matmul_packed_q4_k, matmul_packed_q5_k,
-    matmul_packed_q6_k;
+namespace avx2 {         // kernels/kernels_avx2.cpp, kernels/quant_avx2.cpp
+extern const ByType<MatmulFn> matmul;
+extern const ByType<MatmulQuantizedFn> matmul_quantized;
+extern const ByType<MatmulPackedFn> matmul_packed;
 QuantizeActivationsSig quantize_activations;
 ScoreBlockSig score_block;
 RefitBlockSig refit_block;
-DotRowsSig dot_rows_f32;
-AxpyRowsSig axpy_rows_f32;
-AttentionTileSig attention_f32, attention_bf16, attention_f16;
-ExpRowsSig exp_f32;
-SiluMulSig silu_mul_f32;
+extern const DotRowsFn dot_rows_f32;
+extern const AxpyRowsFn axpy_rows_f32;
+extern const ByKvType attention;
+extern const ExpRowsFn exp_f32;
+extern const SiluMulFn silu_mul_f32;
 }  // namespace avx2
-namespace avx2_vnni {    // kernels/*_avx2_vnni.cpp
-MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-MatmulPackedSig matmul_packed_q4_1, matmul_packed_q5_0, matmul_packed_q5_1, matmul_packed_q4_k, matmul_packed_q5_k,
-    matmul_packed_q6_k;
+namespace avx2_vnni {    // kernels/quant_avx2_vnni.cpp
+extern const ByType<MatmulQuantizedFn> matmul_quantized;
+extern const ByType<MatmulPackedFn> matmul_packed;
 }  // namespace avx2_vnni
-namespace avx512 {       // kernels/*_avx512.cpp
-MatmulSig matmul_f32, matmul_bf16;
-DotRowsSig dot_rows_f32;
-AxpyRowsSig axpy_rows_f32;
-AttentionTileSig attention_f32, attention_bf16, attention_f16;
-ExpRowsSig exp_f32;
-SiluMulSig silu_mul_f32;
+namespace avx512 {       // kernels/kernels_avx512.cpp, kernels/attention_avx512.cpp
+extern const ByType<MatmulFn> matmul;
+extern const DotRowsFn dot_rows_f32;
+extern const AxpyRowsFn axpy_rows_f32;
+extern const ByKvType attention;
+extern const ExpRowsFn exp_f32;
+extern const SiluMulFn silu_mul_f32;
 }  // namespace avx512
-namespace avx512_vnni {  // kernels/*_avx512_vnni.cpp
-MatmulQuantizedSig matmul_quantized_q8_0, matmul_quantized_q4_0;
-MatmulPackedSig matmul_packed_q8_0, matmul_packed_q4_0, matmul_packed_q4_1, matmul_packed_q5_0, matmul_packed_q5_1,
-    matmul_packed_q4_k, matmul_packed_q5_k, matmul_packed_q6_k;
+namespace avx512_vnni {  // kernels/quant_avx512_vnni.cpp
+extern const ByType<MatmulQuantizedFn> matmul_quantized;
+extern const ByType<MatmulPackedFn> matmul_packed;
 }  // namespace avx512_vnni
 namespace avx512_bf16 {  // kernels/*_avx512_bf16.cpp
 MatmulSig matmul_bf16;

@@ -53,33 +53,14 @@ uint64_t attention_avx2(const AttentionTile& a) {
 
 namespace avx2 {
 
-uint64_t attention_f32(const AttentionTile& a) { return attention_avx2<float>(a); }
-uint64_t attention_bf16(const AttentionTile& a) { return attention_avx2<Bf16>(a); }
-uint64_t attention_f16(const AttentionTile& a) { return attention_avx2<F16>(a); }
-void exp_f32(const float* x, float* y, size_t n) { exp_rows<Avx2AttnOps>(x, y, n); }
-void silu_mul_f32(const float* gate, const float* up, float* out, size_t n) {
-  silu_mul_rows<Avx2AttnOps>(gate, up, out, n);
-}
-
-
-void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul<Avx2Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
-}
-
-void matmul_bf16(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                 size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul<Avx2Ops>(reinterpret_cast<const uint16_t*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
-}
-
-void dot_rows_f32(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale, float* out) {
-  dot_rows<Avx2Ops>(q, rows, stride, count, n, scale, out);
-}
-
-void axpy_rows_f32(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
-                   float* y) {
-  axpy_rows<Avx2Ops>(alphas, mult, rows, stride, count, n, y);
-}
+constinit const ByType<MatmulFn> matmul{.f32 = matmul_bytes<Avx2Ops, float>,
+                                        .bf16 = matmul_bytes<Avx2Ops, uint16_t>};
+constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx2Ops>;
+constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx2Ops>;
+constinit const ByKvType attention{
+    .f32 = attention_avx2<float>, .bf16 = attention_avx2<Bf16>, .f16 = attention_avx2<F16>};
+constinit const ExpRowsFn exp_f32 = exp_rows<Avx2AttnOps>;
+constinit const SiluMulFn silu_mul_f32 = silu_mul_rows<Avx2AttnOps>;
 
 }  // namespace avx2
 

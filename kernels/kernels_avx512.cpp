@@ -13,8 +13,9 @@
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
-#include "kernels/tile_sums.h"
+#include "kernels/prefill_driver.h"
 #include "kernels/simd_kernels.h"
+#include "kernels/tile_sums.h"
 
 namespace nanoinfer::kernels {
 namespace {
@@ -45,10 +46,11 @@ struct Avx512Ops {
 
 // ---------------------------------------------------------------------------------------------
 // The f32 prefill product (n_tokens > 1), written with intrinsics after the avx512-bf16 tier's
-// (kernels_avx512_bf16.cpp): register tiles of kRowTile rows x kTokenTile tokens, the tile's
-// sums reduced in registers and stored one masked vector per token, rows over kMaxPassCols
-// columns in passes with the accumulators carried between passes, token blocks, and each tile
-// prefetching its share of the next weight slice into L2. Every (row, token) accumulator runs
+// (kernels_avx512_bf16.cpp) and run by the same driver (kernels/prefill_driver.h): register
+// tiles of kRowTile rows x kTokenTile tokens, the tile's sums reduced in registers and stored
+// one masked vector per token, rows over kMaxPassCols columns in passes with the accumulators
+// carried between passes, token blocks, and each tile prefetching its share of the next
+// weight slice into L2. Every (row, token) accumulator runs
 // exactly matmul_tile's chain (simd_kernels.h): fma(w, x, acc) over the columns in ascending
 // steps of 16, then the zero-padded tail (both operands masked to zeros), then xsimd's
 // avx512f hadd tree, then + bias; so the results are bitwise the generic kernel's, which the
@@ -68,7 +70,6 @@ constexpr size_t kTokenBlock = 128, kWideTokenBlock = 64;
 constexpr size_t kPassCols = 768, kMaxPassCols = 2048;
 static_assert(kPassCols % kW == 0, "passes end on whole vectors");
 static_assert(kRowTile * kTokenTile + kTokenTile + 1 <= 32, "the tile fits the 32 zmm registers");
-constexpr size_t kCarryTiles = (kWideTokenBlock + kTokenTile - 1) / kTokenTile;
 
 using tile_sums::mask16;
 
@@ -95,13 +96,23 @@ struct F32Tree {
   [[gnu::always_inline]] static __m512 reduce16(const __m512* in) { return nanoinfer::kernels::f32prefill::reduce16(in); }
 };
 
+// The tile for the prefill driver (kernels/prefill_driver.h).
+struct Tile : prefill::Shape<float, float, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock,
+                             kPassCols, kMaxPassCols> {
+  template <size_t R, size_t T, bool kPasses>
+  static void run(const float* w, const float* bias, const float* x, size_t x_stride, float* y,
+                  size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end,
+                  __m512* carry);
+};
+
 // Columns [c_begin, c_end) of one R x T register tile: rows r0.. of w, tokens t0.. of x (x
-// points at token t0's row, rows `cols` apart). Accumulator e = t * R + r. The pass that
+// points at token t0's row, rows x_stride apart). Accumulator e = t * R + r. The pass that
 // reaches `cols` runs the tail, reduces and stores; the others leave the accumulators in
 // `carry` (R * T vectors, stored and loaded whole), where the next pass picks them up.
 template <size_t R, size_t T, bool kPasses>
-inline void tile(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
-                 size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
+inline void Tile::run(const float* w, const float* bias, const float* x, size_t x_stride, float* y,
+                      size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end,
+                      __m512* carry) {
   __m512 acc[R * T];
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const float* wr[R];
@@ -112,7 +123,7 @@ inline void tile(const float* w, const float* bias, const float* x, float* y, si
   for (size_t c = c_begin; c < body; c += kW) {
     __m512 xv[T];
 #pragma GCC unroll 8
-    for (size_t t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x + t * cols + c);
+    for (size_t t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x + t * x_stride + c);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
       __m512 wv = _mm512_loadu_ps(wr[r] + c);
@@ -132,7 +143,7 @@ inline void tile(const float* w, const float* bias, const float* x, float* y, si
     const __mmask16 m = mask16(cols - body);
     __m512 xv[T];
 #pragma GCC unroll 8
-    for (size_t t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * cols + body);
+    for (size_t t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * x_stride + body);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
       const __m512 wv = _mm512_maskz_loadu_ps(m, wr[r] + body);
@@ -143,99 +154,9 @@ inline void tile(const float* w, const float* bias, const float* x, float* y, si
   tile_sums::store_sums<F32Tree, R, T>(acc, bias, y, rows, r0, t0);
 }
 
-// The weights a strip reads next (its next pass, or the next strip's first): `rows` segments
-// of `bytes` bytes, `stride` bytes apart; each tile of a strip asks for its share of the lines
-// into L2 (a hint: it never faults).
-struct Slice {
-  const char* base = nullptr;
-  size_t bytes = 0, stride = 0, rows = 0;
-};
-
-inline void prefetch_share(const Slice& s, size_t part, size_t parts) {
-  const size_t lines_per_row = (s.bytes + 63) / 64, lines = lines_per_row * s.rows;
-  const size_t begin = lines * part / parts, end = lines * (part + 1) / parts;
-  for (size_t l = begin; l < end; ++l)
-    _mm_prefetch(s.base + (l / lines_per_row) * s.stride + (l % lines_per_row) * 64, _MM_HINT_T1);
-}
-
-// Columns [c_begin, c_end) of tokens [t_begin, t_end) for one strip of R rows: full token
-// tiles, then one narrower tile; tile i carries its accumulators in carry[i].
-template <size_t R, bool kPasses>
-void strip(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
-           size_t t_begin, size_t t_end, size_t c_begin, size_t c_end, __m512* carry, const Slice& next) {
-  static_assert(kTokenTile >= 1 && kTokenTile <= 8);
-  constexpr size_t kCarry = R * kTokenTile;
-  const size_t tiles = (t_end - t_begin + kTokenTile - 1) / kTokenTile;
-  size_t t = t_begin, i = 0;
-  for (; t + kTokenTile <= t_end; t += kTokenTile, carry += kCarry, ++i) {
-    prefetch_share(next, i, tiles);
-    tile<R, kTokenTile, kPasses>(w, bias, x + t * cols, y, rows, cols, r0, t, c_begin, c_end, carry);
-  }
-  if (t < t_end) prefetch_share(next, i, tiles);
-  const float* xt = x + t * cols;
-  switch (t_end - t) {
-    case 0: break;
-    case 1: tile<R, 1, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 2: if constexpr (kTokenTile > 2) tile<R, 2, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 3: if constexpr (kTokenTile > 3) tile<R, 3, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 4: if constexpr (kTokenTile > 4) tile<R, 4, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 5: if constexpr (kTokenTile > 5) tile<R, 5, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 6: if constexpr (kTokenTile > 6) tile<R, 6, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 7: if constexpr (kTokenTile > 7) tile<R, 7, kPasses>(w, bias, xt, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    default: break;
-  }
-}
-
-// One strip over all its columns, in passes when the rows are wide.
-template <size_t R>
-void strip_passes(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
-                  size_t row_end, size_t t_begin, size_t t_end) {
-  const size_t row_bytes = cols * sizeof(float);
-  const size_t next_r = r0 + R;
-  const size_t next_rows = next_r < row_end ? (row_end - next_r < kRowTile ? row_end - next_r : kRowTile) : 0;
-  const char* next_strip = reinterpret_cast<const char*>(w + next_r * cols);
-  if (cols <= kMaxPassCols) {
-    const Slice next{next_strip, row_bytes, row_bytes, next_rows};
-    strip<R, false>(w, bias, x, y, rows, cols, r0, t_begin, t_end, 0, cols, nullptr, next);
-    return;
-  }
-  alignas(64) thread_local __m512 carry[kCarryTiles * kRowTile * kTokenTile];
-  for (size_t c = 0; c < cols; c += kPassCols) {
-    const size_t e = c + kPassCols < cols ? c + kPassCols : cols;
-    const Slice next = e < cols ? Slice{reinterpret_cast<const char*>(w + r0 * cols + e),
-                                        (e + kPassCols < cols ? kPassCols : cols - e) * sizeof(float), row_bytes, R}
-                                : Slice{next_strip, kPassCols * sizeof(float), row_bytes, next_rows};
-    strip<R, true>(w, bias, x, y, rows, cols, r0, t_begin, t_end, c, e, carry, next);
-  }
-}
-
-void matmul(const float* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t n_tokens,
-            size_t row_begin, size_t row_end) {
-  const size_t block = cols <= kMaxPassCols ? kTokenBlock : kWideTokenBlock;
-  for (size_t tb = 0; tb < n_tokens; tb += block) {
-    const size_t te = tb + block < n_tokens ? tb + block : n_tokens;
-    size_t r = row_begin;
-    for (; r + kRowTile <= row_end; r += kRowTile) strip_passes<kRowTile>(w, bias, x, y, rows, cols, r, row_end, tb, te);
-    switch (row_end - r) {
-      case 0: break;
-      case 1: strip_passes<1>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
-      case 2: if constexpr (kRowTile > 2) strip_passes<2>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
-      case 3: if constexpr (kRowTile > 3) strip_passes<3>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
-      case 4: if constexpr (kRowTile > 4) strip_passes<4>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
-      case 5: if constexpr (kRowTile > 5) strip_passes<5>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
-      case 6: if constexpr (kRowTile > 6) strip_passes<6>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
-      case 7: if constexpr (kRowTile > 7) strip_passes<7>(w, bias, x, y, rows, cols, r, row_end, tb, te); break;
-      default: break;
-    }
-  }
-}
-
 }  // namespace f32prefill
 
-}  // namespace
-
-namespace avx512 {
-
+// One token: the generic kernel (simd_kernels.h); more: f32prefill, bitwise the same.
 void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                 size_t n_tokens, size_t row_begin, size_t row_end) {
   if (n_tokens == 0 || row_begin >= row_end) return;
@@ -243,22 +164,18 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
     matmul<Avx512Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
     return;
   }
-  f32prefill::matmul(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+  prefill::matmul<f32prefill::Tile>(reinterpret_cast<const float*>(w), bias, x, cols, y, rows, cols,
+                                    n_tokens, row_begin, row_end);
 }
 
-void matmul_bf16(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                 size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul<Avx512Ops>(reinterpret_cast<const uint16_t*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
-}
+}  // namespace
 
-void dot_rows_f32(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale, float* out) {
-  dot_rows<Avx512Ops>(q, rows, stride, count, n, scale, out);
-}
+namespace avx512 {
 
-void axpy_rows_f32(const float* alphas, float mult, const float* rows, size_t stride, size_t count, size_t n,
-                   float* y) {
-  axpy_rows<Avx512Ops>(alphas, mult, rows, stride, count, n, y);
-}
+constinit const ByType<MatmulFn> matmul{.f32 = matmul_f32,
+                                        .bf16 = matmul_bytes<Avx512Ops, uint16_t>};
+constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx512Ops>;
+constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx512Ops>;
 
 }  // namespace avx512
 

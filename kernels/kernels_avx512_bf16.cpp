@@ -29,6 +29,7 @@
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
+#include "kernels/prefill_driver.h"
 #include "kernels/tile_sums.h"
 
 namespace nanoinfer::kernels {
@@ -90,7 +91,16 @@ struct Bf16Tree {
 // buffer (stored and loaded whole: the chain of each accumulator is unchanged).
 constexpr size_t kPassCols = 1216, kMaxPassCols = 2048;
 static_assert(kPassCols % kChunk == 0, "passes end on whole chunks");
-constexpr size_t kCarryTiles = (kWideTokenBlock + kTokenTile - 1) / kTokenTile;
+
+// The tile for the prefill driver (kernels/prefill_driver.h): x is the rounded block, rows
+// x_stride = padded_cols(cols) apart.
+struct Tile : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock,
+                             kPassCols, kMaxPassCols> {
+  template <size_t R, size_t T, bool kPasses>
+  static void run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y,
+                  size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end,
+                  __m512* carry);
+};
 
 // Columns [c_begin, c_end) of one R x T register tile: rows r0.., tokens t0.. of the rounded
 // block xb (row stride `stride`, token t0 at xb). Accumulator e = t * R + r. c_begin is a
@@ -98,8 +108,9 @@ constexpr size_t kCarryTiles = (kWideTokenBlock + kTokenTile - 1) / kTokenTile;
 // accumulators in `carry` (R * T vectors), where the next pass picks them up. Without
 // kPasses the tile is one pass over the whole row (c_begin 0, c_end cols, no carry).
 template <size_t R, size_t T, bool kPasses>
-inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
-                 size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
+inline void Tile::run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride,
+                      float* y, size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin,
+                      size_t c_end, __m512* carry) {
   __m512 acc[R * T];
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const uint16_t* wr[R];
@@ -146,77 +157,7 @@ inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_
 template <size_t R, size_t T>
 inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
                  size_t cols, size_t r0, size_t t0) {
-  tile<R, T, false>(w, bias, xb, stride, y, rows, cols, r0, t0, 0, cols, nullptr);
-}
-
-// The weights a strip reads next (its next pass, or the next strip's first): `rows` segments
-// of `bytes` bytes, `stride` bytes apart. A strip's tiles re-read their slice from L1, but the
-// first tile would wait for it from L3 or memory, 8 rows at a time, faster than the hardware
-// prefetcher ramps up on each row; so each tile of a strip asks for its share of the next
-// slice's lines into L2 (a hint: it never faults). On Zen 5, 2 threads, 512 tokens: ~5% on
-// the 896-column products (into L1 instead: no gain, and down_proj slower).
-struct Slice {
-  const char* base = nullptr;
-  size_t bytes = 0, stride = 0, rows = 0;
-};
-
-inline void prefetch_share(const Slice& s, size_t part, size_t parts) {
-  const size_t lines_per_row = (s.bytes + 63) / 64, lines = lines_per_row * s.rows;
-  const size_t begin = lines * part / parts, end = lines * (part + 1) / parts;
-  for (size_t l = begin; l < end; ++l)
-    _mm_prefetch(s.base + (l / lines_per_row) * s.stride + (l % lines_per_row) * 64, _MM_HINT_T1);
-}
-
-// Columns [c_begin, c_end) of tokens [t_begin, t_end) of the block for one strip of R rows:
-// full token tiles, then one narrower tile; tile i carries its accumulators in carry[i].
-template <size_t R, bool kPasses>
-void strip(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
-           size_t cols, size_t r0, size_t t_begin, size_t t_end, size_t c_begin, size_t c_end, __m512* carry,
-           const Slice& next) {
-  static_assert(kTokenTile >= 1 && kTokenTile <= 8);
-  constexpr size_t kCarry = R * kTokenTile;  // vectors per tile in the carry buffer
-  const size_t tiles = (t_end - t_begin + kTokenTile - 1) / kTokenTile;
-  const uint16_t* xt = xb;
-  size_t t = t_begin, i = 0;
-  for (; t + kTokenTile <= t_end; t += kTokenTile, xt += kTokenTile * stride, carry += kCarry, ++i) {
-    prefetch_share(next, i, tiles);
-    tile<R, kTokenTile, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry);
-  }
-  if (t < t_end) prefetch_share(next, i, tiles);
-  switch (t_end - t) {
-    case 0: break;
-    case 1: tile<R, 1, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 2: if constexpr (kTokenTile > 2) tile<R, 2, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 3: if constexpr (kTokenTile > 3) tile<R, 3, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 4: if constexpr (kTokenTile > 4) tile<R, 4, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 5: if constexpr (kTokenTile > 5) tile<R, 5, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 6: if constexpr (kTokenTile > 6) tile<R, 6, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    case 7: if constexpr (kTokenTile > 7) tile<R, 7, kPasses>(w, bias, xt, stride, y, rows, cols, r0, t, c_begin, c_end, carry); break;
-    default: break;
-  }
-}
-
-// One strip over all its columns, in passes when the rows are wide; rows before row_end are
-// the call's, whose next strip's weights are prefetched.
-template <size_t R>
-void strip_passes(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
-                  size_t cols, size_t r0, size_t row_end, size_t t_begin, size_t t_end) {
-  const size_t row_bytes = cols * sizeof(uint16_t);
-  const size_t next_r = r0 + R, next_rows = next_r < row_end ? (row_end - next_r < kRowTile ? row_end - next_r : kRowTile) : 0;
-  const char* next_strip = reinterpret_cast<const char*>(w + next_r * cols);
-  if (cols <= kMaxPassCols) {
-    const Slice next{next_strip, row_bytes, row_bytes, next_rows};
-    strip<R, false>(w, bias, xb, stride, y, rows, cols, r0, t_begin, t_end, 0, cols, nullptr, next);
-    return;
-  }
-  alignas(64) thread_local __m512 carry[kCarryTiles * kRowTile * kTokenTile];
-  for (size_t c = 0; c < cols; c += kPassCols) {
-    const size_t e = c + kPassCols < cols ? c + kPassCols : cols;
-    const Slice next = e < cols ? Slice{reinterpret_cast<const char*>(w + r0 * cols + e),
-                                        (e + kPassCols < cols ? kPassCols : cols - e) * sizeof(uint16_t), row_bytes, R}
-                                : Slice{next_strip, kPassCols * sizeof(uint16_t), row_bytes, next_rows};
-    strip<R, true>(w, bias, xb, stride, y, rows, cols, r0, t_begin, t_end, c, e, carry, next);
-  }
+  Tile::run<R, T, false>(w, bias, xb, stride, y, rows, cols, r0, t0, 0, cols, nullptr);
 }
 
 // The rounded activations of one call: per thread, grown to the largest block seen and then
@@ -264,25 +205,7 @@ void matmul_bf16_rounded(const std::byte* w_bytes, const float* bias, const uint
     for (; r < row_end; ++r) tile<1, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
     return;
   }
-  const size_t block = cols <= kMaxPassCols ? kTokenBlock : kWideTokenBlock;
-  for (size_t tb = 0; tb < n_tokens; tb += block) {
-    const size_t te = tb + block < n_tokens ? tb + block : n_tokens;
-    const uint16_t* xt = xb + tb * stride;
-    size_t r = row_begin;
-    for (; r + kRowTile <= row_end; r += kRowTile) strip_passes<kRowTile>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te);
-    // The last rows: one narrower strip.
-    switch (row_end - r) {
-      case 0: break;
-      case 1: strip_passes<1>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
-      case 2: if constexpr (kRowTile > 2) strip_passes<2>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
-      case 3: if constexpr (kRowTile > 3) strip_passes<3>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
-      case 4: if constexpr (kRowTile > 4) strip_passes<4>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
-      case 5: if constexpr (kRowTile > 5) strip_passes<5>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
-      case 6: if constexpr (kRowTile > 6) strip_passes<6>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
-      case 7: if constexpr (kRowTile > 7) strip_passes<7>(w, bias, xt, stride, y, rows, cols, r, row_end, tb, te); break;
-      default: break;
-    }
-  }
+  prefill::matmul<Tile>(w, bias, xb, stride, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 // From f32 activations: rounded into this thread's buffer, then the product above.

@@ -1,22 +1,18 @@
-// Q8_0 / Q4_0 products for the avx2 tier (AVX2 + FMA + F16C): vpmaddubsw + vpmaddwd, 256-bit.
-// The avx512 tier uses these too (kernels/dispatch.cpp).
+// The quantized products of the avx2 tier (AVX2 + FMA + F16C; the avx512 tier uses them too,
+// kernels/dispatch.cpp): Q8_0 / Q4_0 by kernels/quant_simd.h and the packed K and Q4_1 / Q5_0 /
+// Q5_1 products by kernels/quant_k_simd.h, both with vpmaddubsw + vpmaddwd on 256 bits (the
+// packed ones two slices per 16-row group). Also the quantizer's search steps.
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "kernels/quant_k_simd.h"
 #include "kernels/quant_simd.h"
 
 namespace nanoinfer::kernels::avx2 {
 
-void matmul_quantized_q8_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_quantized<Ymm<false>, WeightType::Q8_0>(w, bias, x, y, rows, row_begin, row_end);
-}
-
-void matmul_quantized_q4_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_quantized<Ymm<false>, WeightType::Q4_0>(w, bias, x, y, rows, row_begin, row_end);
-}
+constinit const ByType<MatmulQuantizedFn> matmul_quantized = quantized_products<Ymm<false>>();
+constinit const ByType<MatmulPackedFn> matmul_packed = packed_k_products<PackedYmm<false>>();
 
 // Shared by every tier from avx2 up: quantize_block needs nothing beyond AVX2.
 void quantize_activations(const float* x, size_t cols, size_t n, QuantizedActivations& out) {

@@ -18,6 +18,7 @@
 #endif
 
 #include "kernels/packed_driver.h"
+#include "kernels/quant_k_simd.h"
 #include "kernels/quant_simd.h"
 
 namespace nanoinfer::kernels {
@@ -250,8 +251,9 @@ void packed_group(const uint8_t* g, size_t nb, const int8_t* const* xq, const fl
 // The packed product (MatmulPackedFn): whole groups here (kernels/packed_driver.h), rows of a
 // partial last group by the ordinary kernel.
 template <WeightType kType>
-void matmul_packed(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& a, float* y,
-                   size_t stride, size_t row_begin, size_t row_end) {
+void matmul_packed_scaled(const std::byte* w, size_t w_rows, const float* bias,
+                          const QuantizedActivations& a, float* y, size_t stride, size_t row_begin,
+                          size_t row_end) {
   const auto group = [&](auto tg, const uint8_t* g, size_t, size_t t0, __m512* acc) {
     constexpr size_t TG = decltype(tg)::value;
     const int8_t* xq[TG];
@@ -267,27 +269,14 @@ void matmul_packed(const std::byte* w, size_t w_rows, const float* bias, const Q
 
 }  // namespace
 
+// Q8_0 / Q4_0 on this file's family, and every other quantized type's packed product by
+// kernels/quant_k_simd.h on 16 lanes (a whole 16-row group per vector).
 namespace avx512_vnni {
 
-void matmul_quantized_q8_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_quantized<ZmmVnni, WeightType::Q8_0>(w, bias, x, y, rows, row_begin, row_end);
-}
-
-void matmul_quantized_q4_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_quantized<ZmmVnni, WeightType::Q4_0>(w, bias, x, y, rows, row_begin, row_end);
-}
-
-void matmul_packed_q8_0(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x, float* y,
-                        size_t stride, size_t row_begin, size_t row_end) {
-  matmul_packed<WeightType::Q8_0>(w, w_rows, bias, x, y, stride, row_begin, row_end);
-}
-
-void matmul_packed_q4_0(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& x, float* y,
-                        size_t stride, size_t row_begin, size_t row_end) {
-  matmul_packed<WeightType::Q4_0>(w, w_rows, bias, x, y, stride, row_begin, row_end);
-}
+constinit const ByType<MatmulQuantizedFn> matmul_quantized = quantized_products<ZmmVnni>();
+constinit const ByType<MatmulPackedFn> matmul_packed =
+    packed_k_products<PackedZmm>().with({.q8_0 = matmul_packed_scaled<WeightType::Q8_0>,
+                                         .q4_0 = matmul_packed_scaled<WeightType::Q4_0>});
 
 }  // namespace avx512_vnni
 }  // namespace nanoinfer::kernels

@@ -227,32 +227,13 @@ void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& 
   }
 }
 
-// The scalar reference of a type's product (kernels/kernels.h).
-template <WeightType kType>
-constexpr MatmulQuantizedFn scalar_product() {
-  switch (kType) {
-    case WeightType::Q4_1: return matmul_quantized_q4_1;
-    case WeightType::Q5_0: return matmul_quantized_q5_0;
-    case WeightType::Q5_1: return matmul_quantized_q5_1;
-    case WeightType::Q4_K: return matmul_quantized_q4_k;
-    case WeightType::Q5_K: return matmul_quantized_q5_k;
-    case WeightType::Q6_K: return matmul_quantized_q6_k;
-    case WeightType::Q8_0:
-    case WeightType::Q4_0:
-    case WeightType::F32:
-    case WeightType::BF16: break;
-  }
-  return nullptr;
-}
-
 // The packed product (MatmulPackedFn) of the K types and Q4_1 / Q5_0 / Q5_1 on policy P: whole
 // groups by the kernels above,
 // the rows of a partial last group by the scalar reference (bitwise the same).
 template <class P, WeightType kType>
 void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& a, float* y,
                      size_t stride, size_t row_begin, size_t row_end) {
-  static_assert(kType == WeightType::Q4_1 || kType == WeightType::Q5_0 || kType == WeightType::Q5_1 ||
-                    kType == WeightType::Q4_K || kType == WeightType::Q5_K || kType == WeightType::Q6_K,
+  static_assert(kType != WeightType::Q8_0 && kType != WeightType::Q4_0,
                 "int8 / int4 have their own packed kernels (quant_avx512_vnni.cpp)");
   const WeightTypeInfo& info = weight_type_info(kType);
   const size_t nsb = a.cols / info.block_elems, row_bytes = nsb * info.block_bytes;
@@ -265,9 +246,20 @@ void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const
     else block32_group<P, TG, kType>(g, part, nsb, x, acc);
   };
   const auto rest = [&](size_t begin, size_t end) {
-    scalar_product<kType>()(w, bias, a, y, stride, begin, end);
+    scalar_table().matmul_quantized[kType](w, bias, a, y, stride, begin, end);
   };
   packed_product<P>(w, row_bytes, w_rows, bias, a, y, stride, row_begin, row_end, group, rest);
+}
+
+// This header's packed products on policy P: the entries a tier's file gives its table.
+template <class P>
+constexpr ByType<MatmulPackedFn> packed_k_products() {
+  return {.q4_1 = matmul_packed_k<P, WeightType::Q4_1>,
+          .q5_0 = matmul_packed_k<P, WeightType::Q5_0>,
+          .q5_1 = matmul_packed_k<P, WeightType::Q5_1>,
+          .q4_k = matmul_packed_k<P, WeightType::Q4_K>,
+          .q5_k = matmul_packed_k<P, WeightType::Q5_K>,
+          .q6_k = matmul_packed_k<P, WeightType::Q6_K>};
 }
 
 }  // namespace

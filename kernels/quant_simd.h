@@ -34,23 +34,13 @@
 namespace nanoinfer::kernels {
 namespace {
 
-// The block types these families implement; any other type fails to compile (it needs its
-// own weight loading and offset in each family before it can join): kBlockBytes is a constexpr
-// variable, so the throw below cannot be evaluated. (constexpr, not consteval: clang 14-16
-// refuse a consteval call in a variable template's initializer.)
+// The block types these families implement; any other type fails to compile (the K and
+// Q4_1 / Q5_0 / Q5_1 types have their own kernels, kernels/quant_k_simd.h): kBlockBytes is a
+// constexpr variable, so the throw below cannot be evaluated. (constexpr, not consteval: clang
+// 14-16 refuse a consteval call in a variable template's initializer.)
 constexpr size_t simd_block_bytes(WeightType type) {
-  switch (type) {
-    case WeightType::Q8_0: return sizeof(BlockQ8_0);
-    case WeightType::Q4_0: return sizeof(BlockQ4_0);
-    case WeightType::Q4_1:
-    case WeightType::Q5_0:
-    case WeightType::Q5_1:
-    case WeightType::Q4_K:
-    case WeightType::Q5_K:
-    case WeightType::Q6_K:  // their own kernels: kernels/quant_k_*.cpp
-    case WeightType::F32:
-    case WeightType::BF16: break;
-  }
+  if (type == WeightType::Q8_0) return sizeof(BlockQ8_0);
+  if (type == WeightType::Q4_0) return sizeof(BlockQ4_0);
   throw "the quantized SIMD families have no kernel for this type";
 }
 template <WeightType kType>
@@ -315,6 +305,13 @@ void matmul_quantized(const std::byte* w, const float* bias, const QuantizedActi
       for (size_t t0 = tb; t0 < te; t0 += TG)
         run_group<Fam, kType, TG>(w, row_bytes, bias, y, rows, r0, row_end, a, t0);
   }
+}
+
+// This header's products on family Fam: the entries a tier's file gives its table.
+template <class Fam>
+constexpr ByType<MatmulQuantizedFn> quantized_products() {
+  return {.q8_0 = matmul_quantized<Fam, WeightType::Q8_0>,
+          .q4_0 = matmul_quantized<Fam, WeightType::Q4_0>};
 }
 
 }  // namespace

@@ -54,11 +54,12 @@ namespace {
 
 // The product for any scaled-integer type, reading its blocks through the type's unpack
 // (src/base/weight_blocks.h): weight i of a block is d * q[i].
-void matmul_quantized(WeightType type, const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
-                      size_t rows, size_t row_begin, size_t row_end) {
-  const WeightTypeInfo& info = weight_type_info(type);
+template <WeightType kType>
+void matmul_scaled(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
+                   size_t rows, size_t row_begin, size_t row_end) {
+  const WeightTypeInfo& info = weight_type_info(kType);
   const size_t nb = x.nb;
-  const size_t row_bytes = weight_row_bytes(type, x.cols);
+  const size_t row_bytes = weight_row_bytes(kType, x.cols);
   ScaledBlock blk;
   for (size_t t = 0; t < x.n; ++t) {
     const int8_t* xq = x.q.data() + t * x.cols;
@@ -98,16 +99,8 @@ void quantize_activations(const float* x, size_t cols, size_t n, QuantizedActiva
   }
 }
 
-void matmul_quantized_q8_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_quantized(WeightType::Q8_0, w, bias, x, y, rows, row_begin, row_end);
-}
-
-void matmul_quantized_q4_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_quantized(WeightType::Q4_0, w, bias, x, y, rows, row_begin, row_end);
-}
-
+constinit const ByType<MatmulQuantizedFn> matmul_quantized_scaled{
+    .q8_0 = matmul_scaled<WeightType::Q8_0>, .q4_0 = matmul_scaled<WeightType::Q4_0>};
 
 float score_block(const float* w, const float* a, float d, float id, int lo, int hi, int8_t* q) {
   const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
@@ -159,19 +152,10 @@ struct PackedLayout {
   uint8_t flip;
 };
 
+// Q8_0 and Q4_0's; every other quantized type's packed layout is its file's (pack_quantized).
 PackedLayout packed_layout(WeightType type) {
-  switch (type) {
-    case WeightType::Q8_0: return {8, 0x80u};
-    case WeightType::Q4_0: return {4, 0x00u};
-    case WeightType::Q4_1:
-    case WeightType::Q5_0:
-    case WeightType::Q5_1:
-    case WeightType::Q4_K:
-    case WeightType::Q5_K:
-    case WeightType::Q6_K:  // pack_quantized_k
-    case WeightType::F32:
-    case WeightType::BF16: break;
-  }
+  if (type == WeightType::Q8_0) return {8, 0x80u};
+  if (type == WeightType::Q4_0) return {4, 0x00u};
   fail("pack_quantized: {} has no packed layout", weight_type_name(type));
 }
 

@@ -125,18 +125,9 @@ const std::byte* packed_row_of(const std::byte* w, size_t rows, size_t cols, siz
 
 }  // namespace
 
-void matmul_quantized_q4_1(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_block32<BlockQ4_1>(w, bias, x, y, rows, row_begin, row_end);
-}
-void matmul_quantized_q5_0(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_block32<BlockQ5_0>(w, bias, x, y, rows, row_begin, row_end);
-}
-void matmul_quantized_q5_1(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_block32<BlockQ5_1>(w, bias, x, y, rows, row_begin, row_end);
-}
+constinit const ByType<MatmulQuantizedFn> matmul_quantized_file{.q4_1 = matmul_block32<BlockQ4_1>,
+                                                                .q5_0 = matmul_block32<BlockQ5_0>,
+                                                                .q5_1 = matmul_block32<BlockQ5_1>};
 
 void pack_quantized_file(WeightType type, std::byte* w, size_t rows, size_t cols) {
   if (type == WeightType::Q4_1) return pack_rows<BlockQ4_1>(w, rows, cols);

@@ -78,20 +78,8 @@ void matmul_k_min(const std::byte* w, const float* bias, const QuantizedActivati
   }
 }
 
-}  // namespace
-
-void matmul_quantized_q4_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_k_min<BlockQ4_K, q4_k_quant>(w, bias, x, y, rows, row_begin, row_end);
-}
-
-void matmul_quantized_q5_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
-  matmul_k_min<BlockQ5_K, q5_k_quant>(w, bias, x, y, rows, row_begin, row_end);
-}
-
-void matmul_quantized_q6_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                           size_t row_begin, size_t row_end) {
+void matmul_q6_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
+                 size_t rows, size_t row_begin, size_t row_end) {
   const size_t nsb = x.cols / kSuperBlock, row_bytes = nsb * sizeof(BlockQ6_K);
   for (size_t t = 0; t < x.n; ++t) {
     const int8_t* xq = x.q.data() + t * x.cols;
@@ -113,6 +101,13 @@ void matmul_quantized_q6_k(const std::byte* w, const float* bias, const Quantize
     }
   }
 }
+
+}  // namespace
+
+constinit const ByType<MatmulQuantizedFn> matmul_quantized_k{
+    .q4_k = matmul_k_min<BlockQ4_K, q4_k_quant>,
+    .q5_k = matmul_k_min<BlockQ5_K, q5_k_quant>,
+    .q6_k = matmul_q6_k};
 
 // ---- the K types' packed layout (kernels/quant_blocks.h) --------------------------------------
 

@@ -125,6 +125,13 @@ void matmul(const WT* w, const float* bias, const float* x, float* y, size_t row
   }
 }
 
+// matmul as a MatmulFn: the weights' bytes read as WT (float, or bf16 bit patterns).
+template <class Ops, class WT>
+void matmul_bytes(const std::byte* w, const float* bias, const float* x, float* y, size_t rows,
+                  size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
+  matmul<Ops>(reinterpret_cast<const WT*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
 template <class Ops>
 float dot(const float* a, const float* b, size_t n) {
   using B = typename Ops::batch;

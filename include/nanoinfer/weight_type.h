@@ -7,9 +7,11 @@
 // on the type; the kernels for a type sit in the kernel tables (kernels/kernels.h).
 //
 // Adding a type: a value here, its row (src/base/weight_type.cpp), its block layout and
-// scalar references (src/base/weight_blocks.{h,cpp}), its entries in the kernel tables and
-// its scalar product (kernels/), optionally faster kernels per ISA. The switches over this
-// enum have no `default:`, so the compiler names every place that must decide for a new type.
+// scalar references (src/base/weight_blocks.{h,cpp}), its member of kernels::ByType and its
+// scalar product (kernels/), optionally faster kernels per ISA, each an entry in the list of
+// the file that has it (the tier tables, kernels/dispatch.cpp, take them from there). The
+// switches over this enum have no `default:`, so the compiler names every place that must
+// decide for a new type.
 #pragma once
 
 #include <cstddef>
@@ -60,6 +62,9 @@ struct WeightTypeInfo {
   void (*dequantize_row)(const std::byte* row, float* out, size_t cols);
   // [cols] floats -> row, round to nearest; throws Error on non-finite weights.
   void (*quantize_row)(const float* in, std::byte* row, size_t cols);
+  // Types with one scale per block: quantize_row with one scale per `group` weights instead
+  // (a multiple of the block; every block of a group carries its scale), nullptr otherwise.
+  void (*quantize_row_grouped)(const float* in, std::byte* row, size_t cols, size_t group);
   // Every weight (float types) or every block scale is finite.
   bool (*finite_row)(const std::byte* row, size_t cols);
   // The 32-block scaled-integer types (nullptr otherwise, the K types included): one block

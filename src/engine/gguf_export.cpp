@@ -34,8 +34,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-GgmlType ggml_type_of(WeightType t) { return static_cast<GgmlType>(weight_type_info(t).gguf_type); }
-
 // A JSON object file of the model directory; an empty object when the file is absent.
 nlohmann::json read_json_object(const ModelSource& src, std::string_view name) {
   const std::optional<std::string> text = src.read_text(name, kMaxConfigFileBytes);
@@ -216,10 +214,12 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
     auto freqs = std::make_shared<std::vector<float>>(plain.size());
     for (size_t i = 0; i < plain.size(); ++i) (*freqs)[i] = static_cast<float>(plain[i] / scaled[i]);
     auto at = std::make_shared<size_t>(0);
-    w.add("rope_freqs.weight", GgmlType::F32, {freqs->size()}, [freqs, at](std::span<std::byte> chunk) {
-      std::memcpy(chunk.data(), reinterpret_cast<const std::byte*>(freqs->data()) + *at, chunk.size());
-      *at += chunk.size();
-    });
+    w.add("rope_freqs.weight", ggml_type_of(WeightType::F32), {freqs->size()},
+          [freqs, at](std::span<std::byte> chunk) {
+            std::memcpy(chunk.data(), reinterpret_cast<const std::byte*>(freqs->data()) + *at,
+                        chunk.size());
+            *at += chunk.size();
+          });
   }
   // The file type names what most matrices hold (a q4_0 file keeps its logits matrix q8_0, as
   // llama.cpp's own mostly-q4_0 files keep theirs in a wider type).

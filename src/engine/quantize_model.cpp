@@ -303,9 +303,10 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
         if (progress) progress({"factor", done, calib.cal.gram.size()});
         const size_t dim = calib.cal.mean_sq.at(key).size();
         const size_t total = calib.cal.gram.size();
-        factors[key] = std::make_shared<const GptqFactor>(gptq_factor(gram.data(), dim, pool, [&] {
-          if (progress) progress({"factor", done, total});
-        }));
+        factors[key] = std::make_shared<const GptqFactor>(
+            gptq_factor(gram.data(), dim, pool, calib.cal.isa, [&] {
+              if (progress) progress({"factor", done, total});
+            }));
         std::vector<float>().swap(gram);  // the Gram matrix is no longer needed
         ++done;
       }

@@ -83,7 +83,7 @@ struct GgufKeyValue {
 
 struct GgufTensorInfo {
   std::string name;
-  GgmlType type = GgmlType::F32;
+  GgmlType type{};             // id 0: F32
   std::vector<uint64_t> dims;  // ggml order: dims[0] is the row length
   uint64_t offset = 0;         // relative to the data section; a multiple of the alignment
   uint64_t nbytes = 0;         // bytes of data (whole blocks)

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstring>
+#include <string>
 
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
@@ -13,9 +14,7 @@ namespace nanoinfer {
 namespace {
 
 // The file-only type; the weight types' rows come from the weight-type table.
-constexpr std::array<GgmlTypeInfo, 1> kFileTypes{{
-    {GgmlType::F16, "F16", 1, 2},
-}};
+constexpr GgmlTypeInfo kF16{GgmlType::F16, "F16", 1, 2};
 
 // Every id ggml has assigned, indexed by id; "" marks ids that were retired.
 constexpr std::array<std::string_view, 40> kAllNames{
@@ -37,9 +36,12 @@ std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id) {
     return GgmlTypeInfo{static_cast<GgmlType>(id), info.gguf_name, static_cast<uint32_t>(info.block_elems),
                         static_cast<uint32_t>(info.block_bytes)};
   }
-  for (const auto& t : kFileTypes)
-    if (static_cast<uint32_t>(t.type) == id) return t;
+  if (id == static_cast<uint32_t>(kF16.type)) return kF16;
   return std::nullopt;
+}
+
+GgmlType ggml_type_of(WeightType type) {
+  return static_cast<GgmlType>(weight_type_info(type).gguf_type);
 }
 
 GgmlTypeInfo ggml_type_info(GgmlType type) {
@@ -52,8 +54,14 @@ std::string_view ggml_type_name(uint32_t id) {
   return "?";
 }
 
-std::string_view ggml_supported_type_names() {
-  return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
+std::string ggml_supported_type_names() {
+  std::string out;
+  for (uint32_t id = 0; id < kAllNames.size(); ++id) {
+    if (!ggml_type_info(id)) continue;
+    if (!out.empty()) out += ", ";
+    out += kAllNames[id];
+  }
+  return out;
 }
 
 size_t ggml_row_bytes(GgmlType type, uint64_t n) {
@@ -69,25 +77,10 @@ void dequantize_row_f16(const std::byte* src, float* dst, size_t n) {
 }
 
 void dequantize_row(GgmlType type, const std::byte* src, float* dst, size_t n) {
-  (void)ggml_row_bytes(type, n);  // rejects partial blocks
+  (void)ggml_row_bytes(type, n);  // rejects partial blocks and unsupported types
   if (const std::optional<WeightType> w = weight_type_from_gguf(static_cast<uint32_t>(type)))
     return dequantize_row(*w, src, dst, n);
-  switch (type) {
-    case GgmlType::F32:
-    case GgmlType::BF16:
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_0:
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_0:
-    case GgmlType::Q5_1:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-      break;  // weight types, above
-    case GgmlType::F16:
-      return dequantize_row_f16(src, dst, n);
-  }
-  fail("ggml type id {} is not supported", static_cast<uint32_t>(type));
+  return dequantize_row_f16(src, dst, n);  // the one file-only type
 }
 
 }  // namespace nanoinfer

@@ -1,8 +1,8 @@
 // ggml tensor types as stored in GGUF files: the type ids, their block geometry, the packed
 // block layouts, and a scalar dequantize-to-f32 reference for each type we read. The types the
-// engine computes with (F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) are rows of the weight-type table
-// (nanoinfer/weight_type.h): their geometry, block layouts and dequantizers are taken from
-// there, and only the file-only type (F16) is described here.
+// engine computes with (F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) are rows of the
+// weight-type table (nanoinfer/weight_type.h): their ids, geometry, block layouts and dequantizers
+// are taken from there, and only the file-only type (F16) is described here.
 //
 // Every quantized type stores a row as consecutive blocks; a block covers `block_elems`
 // consecutive elements of one row (a row is always a whole number of blocks) and takes
@@ -17,27 +17,21 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "base/weight_blocks.h"
+#include "nanoinfer/weight_type.h"
 
 namespace nanoinfer {
 
-// ggml's type ids (the numbers are part of the file format). Only the ones we read are named;
-// a weight type's id is its row's gguf_type (a test holds the two to the same numbers).
+// A ggml type id as a GGUF tensor info holds it (the numbers are part of the file format). The
+// weight types' ids are a column of the weight-type table (WeightTypeInfo::gguf_type, named by
+// ggml_type_of); the one type only files bring, F16 (widened to f32 on load), is named here.
 enum class GgmlType : uint32_t {
-  F32 = 0,
   F16 = 1,
-  Q4_0 = 2,
-  Q4_1 = 3,
-  Q5_0 = 6,
-  Q5_1 = 7,
-  Q8_0 = 8,
-  Q4_K = 12,
-  Q5_K = 13,
-  Q6_K = 14,
-  BF16 = 30,
 };
+GgmlType ggml_type_of(WeightType type);
 
 struct GgmlTypeInfo {
   GgmlType type;
@@ -52,8 +46,8 @@ GgmlTypeInfo ggml_type_info(GgmlType type);
 // ggml's name for any id it has ever assigned ("Q2_K", "IQ4_XS", ...), "?" for others; used
 // to say which type a file needs when we do not support it.
 std::string_view ggml_type_name(uint32_t id);
-// "F32, F16, Q4_0, ...": the supported types, for error messages.
-std::string_view ggml_supported_type_names();
+// "F32, F16, Q4_0, ...": the supported types in ggml's id order, for error messages.
+std::string ggml_supported_type_names();
 
 // ---- block layouts ------------------------------------------------------------------------
 // f16 fields are raw bits (uint16_t). Structs contain no padding (checked by static_assert),

@@ -44,6 +44,7 @@ Calibration calibrate(const Model& model, std::span<const int32_t> tokens, size_
 
   Calibration cal;
   cal.ctx = ctx;
+  cal.isa = model.isa();
   std::map<std::pair<std::string, int>, ChannelSums> sums;
   bool finite = true;
   // The tap runs between the model's own parallel ops, so a second pool never competes
@@ -65,7 +66,7 @@ Calibration calibrate(const Model& model, std::span<const int32_t> tokens, size_
     if (gram) {
       std::vector<float>& h = cal.gram[key];
       if (h.empty()) h.assign(gram_packed_size(e.dim), 0.0f);
-      accumulate_gram(e.data, e.n_tokens, e.dim, h.data(), scratch, pool);
+      accumulate_gram(e.data, e.n_tokens, e.dim, h.data(), scratch, pool, cal.isa);
     }
     for (size_t t = 0; t < e.n_tokens; ++t) {
       const float* row = e.data + t * e.dim;

@@ -29,6 +29,7 @@ struct Calibration {
   uint64_t tokens = 0;   // positions run
   size_t windows = 0;
   size_t ctx = 0;
+  Isa isa = Isa::Scalar;  // the model's kernels, which made the Gram matrices (and factor them)
 };
 
 // The tap whose rows are the inputs of `spec`, or nullopt (an untied embedding, a vector).

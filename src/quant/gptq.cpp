@@ -87,7 +87,8 @@ void cholesky_lower(float* a, size_t n, const Compute& c, const std::function<vo
 
 }  // namespace
 
-void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch, ThreadPool& pool) {
+void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch,
+                     ThreadPool& pool, Isa isa) {
   if (n == 0) return;
   const size_t strip = std::min(dim, kStrip);
   scratch.resize(dim * n + strip * dim);
@@ -98,7 +99,7 @@ void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector
   // As products y = W x with W = X^T ([dim] rows of n) and the "tokens" the rows of X^T:
   // h[a][b] += sum_t X[t][a] X[t][b], for the rows a of a strip against the columns b up to
   // the strip's end (the lower triangle and a little of the upper, which is dropped).
-  const Compute compute{&pool, &kernels::table(best_isa())};
+  const Compute compute{&pool, &kernels::table(isa)};
   for (size_t s0 = 0; s0 < dim; s0 += strip) {
     const size_t s1 = std::min(dim, s0 + strip);
     linear(compute, f32_matrix(xt, s1, n), nullptr, xt + s0 * n, g, s1 - s0);
@@ -112,7 +113,8 @@ void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector
   }
 }
 
-GptqFactor gptq_factor(const float* h, size_t n, ThreadPool& pool, const std::function<void()>& check) {
+GptqFactor gptq_factor(const float* h, size_t n, ThreadPool& pool, Isa isa,
+                       const std::function<void()>& check) {
   double mean_diag = 0;
   for (size_t i = 0; i < n; ++i) mean_diag += h[gram_at(i, i)];
   mean_diag /= static_cast<double>(n);
@@ -132,11 +134,12 @@ GptqFactor gptq_factor(const float* h, size_t n, ThreadPool& pool, const std::fu
           for (size_t j = tj * kTile; j < std::min(i + 1, (tj + 1) * kTile); ++j)
             l[i * n + j] = static_cast<float>(static_cast<double>(h[gram_at(n - 1 - j, n - 1 - i)]) + (i == j ? damp : 0.0));
   });
-  const Compute compute{&pool, &kernels::table(best_isa())};
+  const Compute compute{&pool, &kernels::table(isa)};
   cholesky_lower(l.data(), n, compute, check);
 
   GptqFactor f;
   f.dim = n;
+  f.isa = isa;
   f.diag.resize(n);
   for (size_t k = 0; k < n; ++k) f.diag[k] = l[(n - 1 - k) * n + (n - 1 - k)];
   f.g.assign(f.block_offset(f.blocks()), 0.0f);
@@ -160,7 +163,7 @@ void gptq_quantize_rows(WeightType type, const float* w, size_t rows, size_t col
   const QuantRange range = range_of(type);
   const size_t row_bytes = weight_row_bytes(type, cols);
   const size_t block_bytes = weight_type_info(type).block_bytes;
-  const kernels::MatmulFn matmul = kernels::table(best_isa()).matmul_for(WeightType::F32);
+  const kernels::MatmulFn matmul = kernels::table(f.isa).matmul_for(WeightType::F32);
   // acc[r][k]: sum over the columns j of earlier blocks of d[r][j] G[k][j].
   std::vector<float> acc(rows * cols, 0.0f), p(kGptqBlock), d(rows * kGptqBlock), tmp;
   for (size_t b = 0; b < f.blocks(); ++b) {

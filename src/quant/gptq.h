@@ -37,6 +37,7 @@
 #include <functional>
 #include <vector>
 
+#include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/weight_type.h"
 
@@ -48,10 +49,11 @@ namespace nanoinfer {
 inline size_t gram_packed_size(size_t dim) { return dim * (dim + 1) / 2; }
 inline size_t gram_at(size_t a, size_t b) { return a * (a + 1) / 2 + b; }
 
-// H += X^T X for x: [n][dim] into the packed h (f32), with the f32 matrix product of the best
-// kernel set (the Gram matrix is the largest arithmetic of a calibration: dim^2 / 2 per
-// token). `scratch` is reused between calls.
-void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch, ThreadPool& pool);
+// H += X^T X for x: [n][dim] into the packed h (f32), with the f32 matrix product of `isa`'s
+// kernels, the calibration model's (the Gram matrix is the largest arithmetic of a
+// calibration: dim^2 / 2 per token). `scratch` is reused between calls.
+void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch,
+                     ThreadPool& pool, Isa isa);
 
 // What the sweep needs of the damped H (packed as above): G by blocks of 32
 // columns j, each block holding the rows k >= its first column, 32 floats per row (zero
@@ -59,6 +61,7 @@ void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector
 inline constexpr size_t kGptqBlock = 32;
 struct GptqFactor {
   size_t dim = 0;
+  Isa isa = Isa::Scalar;  // whose f32 products factored it; the sweep runs its products on them too
   std::vector<float> diag;  // R[k][k]
   std::vector<float> g;     // block b: [dim - 32 b][32] at block_offset(b); row i is k = 32 b + i
   size_t blocks() const { return (dim + kGptqBlock - 1) / kGptqBlock; }
@@ -71,9 +74,11 @@ struct GptqFactor {
     return block(b)[(k - b * kGptqBlock) * kGptqBlock + j % kGptqBlock];
   }
 };
-// `check` (if set) is called between the factorization's blocks (tens of milliseconds apart
-// at 4864 columns), so that it can abort by throwing.
-GptqFactor gptq_factor(const float* h, size_t dim, ThreadPool& pool, const std::function<void()>& check = {});
+// The products run on `isa`'s kernels (the calibration model's). `check` (if set) is called
+// between the factorization's blocks (tens of milliseconds apart at 4864 columns), so that it
+// can abort by throwing.
+GptqFactor gptq_factor(const float* h, size_t dim, ThreadPool& pool, Isa isa,
+                       const std::function<void()>& check = {});
 
 // Quantizes `rows` rows of w ([rows][cols], f32, cols a multiple of 32) into rows of `type`
 // blocks at `out` (rows * weight_row_bytes(type, cols) bytes). f: gptq_factor of the inputs'

@@ -72,14 +72,18 @@ constexpr size_t kTileRows = 16;
 }  // namespace
 
 void quantize_row_grouped(WeightType type, const float* w, std::byte* row, size_t cols, size_t group) {
-  const size_t block = weight_type_info(type).block_elems;
-  if (type != WeightType::Q8_0 && type != WeightType::Q4_0) {
-    fail("quantize: scale groups are for {} and {}, not {}", weight_type_name(WeightType::Q8_0),
-         weight_type_name(WeightType::Q4_0), weight_type_name(type));
+  const WeightTypeInfo& info = weight_type_info(type);
+  const size_t block = info.block_elems;
+  if (info.quantize_row_grouped == nullptr) {
+    std::string grouped;
+    for (const WeightTypeInfo& t : all_weight_types())
+      if (t.quantize_row_grouped != nullptr)
+        grouped += fmt::format("{}{}", grouped.empty() ? "" : " and ", t.name);
+    fail("quantize: scale groups are for {}, not {}", grouped, info.name);
   }
   if (group == 0 || group % block != 0) fail("quantize: a scale group of {} is not a multiple of the block, {}", group, block);
   if (cols % block != 0) fail("quantize: {} columns are not whole blocks of {}", cols, block);
-  (type == WeightType::Q8_0 ? quantize_row_q8_0_grouped : quantize_row_q4_0_grouped)(w, row, cols, group);
+  info.quantize_row_grouped(w, row, cols, group);
 }
 
 void check_finite_weights(const SafetensorsFile& in, const ModelConfig& cfg, ThreadPool& pool) {

@@ -58,8 +58,7 @@ TEST(WeightTypeTable, NamesJoinedForHelpText) {
   EXPECT_EQ(weight_type_names(WeightTypeKind::Quantized, true), join(quantized_gguf));
 }
 
-// The GGUF reader describes a weight type through its row: same name, same geometry, and the
-// file format's enum names the same id.
+// The GGUF reader describes a weight type through its row: the same id, name and geometry.
 TEST(WeightTypeTable, GgufTypesOfTheWeightTypesComeFromTheRows) {
   for (const WeightTypeInfo& t : all_weight_types()) {
     const std::optional<GgmlTypeInfo> g = ggml_type_info(t.gguf_type);

@@ -329,7 +329,7 @@ TEST_F(InspectGguf, MissingUnexpectedAndMisShapedTensorsAreNamedAsInTheFile) {
     GgufWriter w(tmp_ / "bad2.gguf");
     for (const GgufKeyValue& kv : bad.layout().metadata) w.set(kv.key, kv.value);
     for (const GgufTensorInfo& t : bad.tensors()) w.add(t.name, t.type, t.dims, bad.data(t));
-    w.add("model.norm.weight", GgmlType::F32, {128}, norm);
+    w.add("model.norm.weight", ggml_type_of(WeightType::F32), {128}, norm);
     w.write();
   }
   const ModelReport r = inspect_model(tmp_ / "bad2.gguf");

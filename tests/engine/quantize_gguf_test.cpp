@@ -128,8 +128,10 @@ TEST_F(QuantizeGguf, DefaultModelTiedEmbedding) {
     ASSERT_EQ(g.status, 0) << g.err;
     const GgufFile gg = GgufFile::open(dir_ / (name + ".gguf"));
     EXPECT_EQ(gg.find("output.weight"), nullptr);  // tied: one matrix
-    EXPECT_EQ(gg.find("token_embd.weight")->type, std::string(head) == "int8" ? GgmlType::Q8_0 : GgmlType::BF16);
-    EXPECT_EQ(gg.find("blk.0.ffn_up.weight")->type, GgmlType::Q4_0);
+    EXPECT_EQ(gg.find("token_embd.weight")->type, std::string(head) == "int8"
+                                                      ? ggml_type_of(WeightType::Q8_0)
+                                                      : ggml_type_of(WeightType::BF16));
+    EXPECT_EQ(gg.find("blk.0.ffn_up.weight")->type, ggml_type_of(WeightType::Q4_0));
     EXPECT_EQ(gg.layout().get_string("general.name"), "default-model");
     EXPECT_EQ(gg.layout().get_u32("tokenizer.ggml.bos_token_id"), 2045u);
     EXPECT_NE(gg.layout().get_string("tokenizer.chat_template").find("<|im_start|>"), std::string::npos);

@@ -78,11 +78,11 @@ TEST(GgmlTypes, IdsAndBlockGeometry) {
   EXPECT_EQ(ggml_type_name(10), "Q2_K");
   EXPECT_EQ(ggml_type_name(23), "IQ4_XS");
   EXPECT_EQ(ggml_type_name(4), "?");
-  EXPECT_EQ(ggml_row_bytes(GgmlType::Q4_K, 512), 288u);
-  EXPECT_EQ(ggml_row_bytes(GgmlType::Q8_0, 896), 952u);
-  EXPECT_THROW(ggml_row_bytes(GgmlType::Q5_0, 48), Error);
+  EXPECT_EQ(ggml_row_bytes(ggml_type_of(WeightType::Q4_K), 512), 288u);
+  EXPECT_EQ(ggml_row_bytes(ggml_type_of(WeightType::Q8_0), 896), 952u);
+  EXPECT_THROW(ggml_row_bytes(ggml_type_of(WeightType::Q5_0), 48), Error);
   std::vector<float> out(64);
-  EXPECT_THROW(dequantize_row(GgmlType::Q4_0, nullptr, out.data(), 31), Error);
+  EXPECT_THROW(dequantize_row(ggml_type_of(WeightType::Q4_0), nullptr, out.data(), 31), Error);
 }
 
 TEST(GgmlDequant, FloatTypesExact) {
@@ -94,13 +94,15 @@ TEST(GgmlDequant, FloatTypesExact) {
   EXPECT_TRUE(std::signbit(out[5]));
 
   const uint16_t bf16[] = {0x3F80, 0xC0A0, 0x0001};
-  dequantize_row(GgmlType::BF16, reinterpret_cast<const std::byte*>(bf16), out.data(), 3);
+  dequantize_row(ggml_type_of(WeightType::BF16), reinterpret_cast<const std::byte*>(bf16),
+                 out.data(), 3);
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], -5.0f);
   EXPECT_EQ(std::bit_cast<uint32_t>(out[2]), 0x00010000u);
 
   const uint32_t f32[] = {0x7FC12345u, 0x80000000u, 0x3F800001u};  // a NaN payload survives
-  dequantize_row(GgmlType::F32, reinterpret_cast<const std::byte*>(f32), out.data(), 3);
+  dequantize_row(ggml_type_of(WeightType::F32), reinterpret_cast<const std::byte*>(f32), out.data(),
+                 3);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), f32[i]);
 }
 
@@ -111,7 +113,7 @@ TEST(GgmlDequant, Q8_0) {
   b.qs[0] = -128, b.qs[1] = 127, b.qs[2] = 3;
   BlockQ8_0 c = b;
   c.d = kF16Third;
-  const auto y = dequant(GgmlType::Q8_0, std::vector{b, c});
+  const auto y = dequant(ggml_type_of(WeightType::Q8_0), std::vector{b, c});
   EXPECT_EQ(y[0], -64.0f);
   EXPECT_EQ(y[1], 63.5f);
   EXPECT_EQ(y[2], 1.5f);
@@ -126,7 +128,7 @@ TEST(GgmlDequant, Q4_0) {
   BlockQ4_0 b{};
   b.d = kF16Two;
   for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | (15 - j) << 4);
-  const auto y = dequant(GgmlType::Q4_0, std::vector{b});
+  const auto y = dequant(ggml_type_of(WeightType::Q4_0), std::vector{b});
   // Low nibbles are elements 0..15, high nibbles 16..31; value = d * (q - 8).
   EXPECT_EQ(y[0], -16.0f);   // q = 0
   EXPECT_EQ(y[8], 0.0f);     // q = 8
@@ -144,7 +146,7 @@ TEST(GgmlDequant, Q4_1) {
   b.d = kF16Quarter;
   b.m = kF16MinusOne;
   for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | (15 - j) << 4);
-  const auto y = dequant(GgmlType::Q4_1, std::vector{b});
+  const auto y = dequant(ggml_type_of(WeightType::Q4_1), std::vector{b});
   EXPECT_EQ(y[0], -1.0f);   // 0 * 0.25 - 1
   EXPECT_EQ(y[15], 2.75f);  // 15 * 0.25 - 1
   EXPECT_EQ(y[16], 2.75f);
@@ -160,7 +162,7 @@ TEST(GgmlDequant, Q5_0AndQ5_1) {
   const uint8_t qh[4] = {0x55, 0x55, 0xFF, 0x00};
   std::memcpy(b.qh, qh, 4);
   for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | j << 4);
-  const auto y = dequant(GgmlType::Q5_0, std::vector{b});
+  const auto y = dequant(ggml_type_of(WeightType::Q5_0), std::vector{b});
   EXPECT_EQ(y[0], 0.0f);    // 0 + 16 - 16
   EXPECT_EQ(y[1], -15.0f);  // 1 - 16
   EXPECT_EQ(y[14], 14.0f);  // 14 + 16 - 16
@@ -175,7 +177,7 @@ TEST(GgmlDequant, Q5_0AndQ5_1) {
   c.m = kF16Three;
   std::memcpy(c.qh, qh, 4);
   std::memcpy(c.qs, b.qs, 16);
-  const auto z = dequant(GgmlType::Q5_1, std::vector{c});
+  const auto z = dequant(ggml_type_of(WeightType::Q5_1), std::vector{c});
   EXPECT_EQ(z[0], 11.0f);   // 16 * 0.5 + 3
   EXPECT_EQ(z[1], 3.5f);    // 1 * 0.5 + 3
   EXPECT_EQ(z[14], 18.0f);  // 30 * 0.5 + 3
@@ -206,7 +208,7 @@ TEST(GgmlDequant, Q4_K) {
   BlockQ4_K c = b;
   c.d = kF16Third;
   c.dmin = kF16Third;
-  const auto y = dequant(GgmlType::Q4_K, std::vector{b, c});
+  const auto y = dequant(ggml_type_of(WeightType::Q4_K), std::vector{b, c});
   EXPECT_EQ(y[0], 0.0f);      // sub-block 0: 1 * 0 - 0.5 * 0
   EXPECT_EQ(y[5], 5.0f);      // 1 * 5
   EXPECT_EQ(y[32], 28.0f);    // sub-block 1 (high nibbles of bytes 0..31): 2 * 15 - 0.5 * 4
@@ -239,7 +241,7 @@ TEST(GgmlDequant, Q5_K) {
   for (int l = 0; l < 32; ++l) b.qh[l] = static_cast<uint8_t>(l * 37);
   BlockQ5_K c = b;
   c.d = kF16Third;
-  const auto y = dequant(GgmlType::Q5_K, std::vector{b, c});
+  const auto y = dequant(ggml_type_of(WeightType::Q5_K), std::vector{b, c});
   // Element 35: sub-block 1, l = 3: high nibble of byte 3 = 12, qh[3] = 111 = 0b1101111,
   // bit 1 set -> q = 28; 2 * 28 - 0.5 * 4.
   EXPECT_EQ(y[35], 54.0f);
@@ -272,7 +274,7 @@ TEST(GgmlDequant, Q6_K) {
   BlockQ6_K c = b;
   c.d = kF16Third;
   c.scales[3] = -128;
-  const auto y = dequant(GgmlType::Q6_K, std::vector{b, c});
+  const auto y = dequant(ggml_type_of(WeightType::Q6_K), std::vector{b, c});
   // Element 0: ql[0] = 0, qh[0] = 0 -> q = 0; (0.5 * 1) * (0 - 32).
   EXPECT_EQ(y[0], -16.0f);
   // Element 200: second half, r = 72: quarter 2 (high nibble of ql[64 + 8] = 72 -> 4), bits 4-5

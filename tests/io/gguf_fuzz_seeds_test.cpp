@@ -52,10 +52,12 @@ void every_value_type(GgufWriter& w) {
 void every_tensor_type(GgufWriter& w, std::vector<std::vector<std::byte>>& keep) {
   w.set_u32("general.alignment", 64);
   const std::vector<std::pair<GgmlType, std::vector<uint64_t>>> tensors = {
-      {GgmlType::F32, {4, 2}},   {GgmlType::F16, {3}},    {GgmlType::BF16, {2, 1, 1, 2}},
-      {GgmlType::Q8_0, {32, 2}}, {GgmlType::Q4_0, {32}},  {GgmlType::Q4_1, {32}},
-      {GgmlType::Q5_0, {64}},    {GgmlType::Q5_1, {32}},  {GgmlType::Q4_K, {256}},
-      {GgmlType::Q5_K, {256}},   {GgmlType::Q6_K, {256}}, {GgmlType::F32, {0, 3}},
+      {ggml_type_of(WeightType::F32), {4, 2}},        {GgmlType::F16, {3}},
+      {ggml_type_of(WeightType::BF16), {2, 1, 1, 2}}, {ggml_type_of(WeightType::Q8_0), {32, 2}},
+      {ggml_type_of(WeightType::Q4_0), {32}},         {ggml_type_of(WeightType::Q4_1), {32}},
+      {ggml_type_of(WeightType::Q5_0), {64}},         {ggml_type_of(WeightType::Q5_1), {32}},
+      {ggml_type_of(WeightType::Q4_K), {256}},        {ggml_type_of(WeightType::Q5_K), {256}},
+      {ggml_type_of(WeightType::Q6_K), {256}},        {ggml_type_of(WeightType::F32), {0, 3}},
   };
   keep.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -85,9 +87,9 @@ void qwen2_tiny(GgufWriter& w, std::vector<std::vector<std::byte>>& keep) {
   w.set_u32("tokenizer.ggml.eos_token_id", 3);
   keep.reserve(2);
   keep.push_back(pattern(32 * 4 * 4));
-  w.add("token_embd.weight", GgmlType::F32, {32, 4}, keep.back());
+  w.add("token_embd.weight", ggml_type_of(WeightType::F32), {32, 4}, keep.back());
   keep.push_back(pattern(32 * 4));
-  w.add("output_norm.weight", GgmlType::F32, {32}, keep.back());
+  w.add("output_norm.weight", ggml_type_of(WeightType::F32), {32}, keep.back());
 }
 
 struct Seed {

@@ -104,7 +104,7 @@ TEST(GgufParse, SmallHandBuiltFile) {
   ASSERT_EQ(layout.tensors.size(), 1u);
   const GgufTensorInfo& t = layout.tensors[0];
   EXPECT_EQ(t.name, "t");
-  EXPECT_EQ(t.type, GgmlType::F32);
+  EXPECT_EQ(t.type, ggml_type_of(WeightType::F32));
   EXPECT_EQ(t.dims, (std::vector<uint64_t>{2}));
   EXPECT_EQ(t.nbytes, 8u);
   EXPECT_EQ(layout.find_tensor("t"), &t);
@@ -162,7 +162,7 @@ TEST(GgufWriter, WritesExactlyTheSpecifiedBytes) {
   GgufWriter w(dir / "small.gguf");
   w.set_u32("a", 7);
   const float values[2] = {1.0f, 2.0f};
-  w.add("t", GgmlType::F32, {2}, std::as_bytes(std::span(values)));
+  w.add("t", ggml_type_of(WeightType::F32), {2}, std::as_bytes(std::span(values)));
   w.write();
   EXPECT_EQ(test::read_bytes(dir / "small.gguf"), small_file().bytes);
   // Only the file itself: the temporary file was renamed, not left behind.
@@ -227,10 +227,12 @@ TEST(GgufWriter, RoundTripsEveryTensorTypeAligned) {
     std::vector<uint64_t> dims;
   };
   const std::vector<Case> cases = {
-      {GgmlType::F32, {3}},         {GgmlType::F16, {5, 2}},    {GgmlType::BF16, {1, 1, 1, 7}},
-      {GgmlType::Q8_0, {64, 3}},    {GgmlType::Q4_0, {32, 2}},  {GgmlType::Q4_1, {96}},
-      {GgmlType::Q5_0, {32, 1, 2}}, {GgmlType::Q5_1, {32}},     {GgmlType::Q4_K, {256, 2}},
-      {GgmlType::Q5_K, {512}},      {GgmlType::Q6_K, {256, 3}},
+      {ggml_type_of(WeightType::F32), {3}},           {GgmlType::F16, {5, 2}},
+      {ggml_type_of(WeightType::BF16), {1, 1, 1, 7}}, {ggml_type_of(WeightType::Q8_0), {64, 3}},
+      {ggml_type_of(WeightType::Q4_0), {32, 2}},      {ggml_type_of(WeightType::Q4_1), {96}},
+      {ggml_type_of(WeightType::Q5_0), {32, 1, 2}},   {ggml_type_of(WeightType::Q5_1), {32}},
+      {ggml_type_of(WeightType::Q4_K), {256, 2}},     {ggml_type_of(WeightType::Q5_K), {512}},
+      {ggml_type_of(WeightType::Q6_K), {256, 3}},
   };
   std::vector<std::vector<std::byte>> data;
   data.reserve(cases.size());  // the fill callbacks point into it
@@ -283,17 +285,18 @@ TEST(GgufWriter, RejectsBadInputAndLeavesNoFile) {
   TempDir dir;
   GgufWriter w(dir / "bad.gguf");
   const std::vector<std::byte> four(4);
-  EXPECT_THAT([&] { w.add("x", GgmlType::Q8_0, {16}, four); },
+  EXPECT_THAT([&] { w.add("x", ggml_type_of(WeightType::Q8_0), {16}, four); },
               ::testing::ThrowsMessage<Error>(
                   HasSubstr("row length 16 is not a multiple of the 32-element Q8_0 block")));
-  EXPECT_THAT([&] { w.add("x", GgmlType::F32, {2}, four); },
+  EXPECT_THAT([&] { w.add("x", ggml_type_of(WeightType::F32), {2}, four); },
               ::testing::ThrowsMessage<Error>(HasSubstr("need 8 bytes, given 4")));
   EXPECT_THAT([&] { w.set_u32("general.alignment", 12); },
               ::testing::ThrowsMessage<Error>(HasSubstr("power of two")));
-  w.add("x", GgmlType::F32, {1}, four);
-  EXPECT_THAT([&] { w.add("x", GgmlType::F32, {1}, four); },
+  w.add("x", ggml_type_of(WeightType::F32), {1}, four);
+  EXPECT_THAT([&] { w.add("x", ggml_type_of(WeightType::F32), {1}, four); },
               ::testing::ThrowsMessage<Error>(HasSubstr("tensor 'x' added twice")));
-  w.add("y", GgmlType::F32, {1}, [](std::span<std::byte>) { throw Error("fill failed"); });
+  w.add("y", ggml_type_of(WeightType::F32), {1},
+        [](std::span<std::byte>) { throw Error("fill failed"); });
   EXPECT_THROW(w.write(), Error);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 0);
 }
@@ -413,7 +416,7 @@ TEST(GgufCorrupt, UnknownTypes) {
   tensor.header(1, 0).tensor("blk.0.ffn_down.weight", {256}, 10, 0).pad_to(32).data(84);
   EXPECT_EQ(parse_error(tensor.bytes),
             "t.gguf: tensor 'blk.0.ffn_down.weight': ggml type 10 (Q2_K) is not supported "
-            "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
+            "(supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16)");
   Raw retired;
   retired.header(1, 0).tensor("w", {32}, 4, 0).pad_to(32).data(32);
   EXPECT_THAT(parse_error(retired.bytes), HasSubstr("ggml type 4 (?) is not supported"));

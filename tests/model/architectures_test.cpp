@@ -249,7 +249,7 @@ void write_gguf(const fs::path& model_dir, const fs::path& out, bool llama_layou
     }
     std::vector<uint64_t> dims(t.shape.rbegin(), t.shape.rend());
     keep.push_back(std::move(bytes));
-    w.add(*gguf_name_from_hf(t.name), GgmlType::F32, dims, keep.back());
+    w.add(*gguf_name_from_hf(t.name), ggml_type_of(WeightType::F32), dims, keep.back());
   }
   if (rope_freqs) {
     const auto plain = rope_inv_freq(d, cfg.rope_theta, std::nullopt);
@@ -259,7 +259,7 @@ void write_gguf(const fs::path& model_dir, const fs::path& out, bool llama_layou
     std::vector<std::byte> bytes(f.size() * sizeof(float));
     std::memcpy(bytes.data(), f.data(), bytes.size());
     keep.push_back(std::move(bytes));
-    w.add("rope_freqs.weight", GgmlType::F32, {f.size()}, keep.back());
+    w.add("rope_freqs.weight", ggml_type_of(WeightType::F32), {f.size()}, keep.back());
   }
   w.write();
 }

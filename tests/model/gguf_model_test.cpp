@@ -44,7 +44,7 @@ struct Qwen2File {
     w.set_f32("qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
     embd.assign(896 * vocab * 4, std::byte{0});
     if (edit) edit(w);
-    w.add("token_embd.weight", GgmlType::F32, {896, vocab}, embd);
+    w.add("token_embd.weight", ggml_type_of(WeightType::F32), {896, vocab}, embd);
     w.write();
     return GgufFile::open(dir / "m.gguf").layout();
   }
@@ -71,7 +71,7 @@ TEST(GgufConfig, UntiedWhenOutputWeightPresentAndDefaults) {
   Qwen2File f;
   std::vector<std::byte> out(896 * 64 * 4);
   const ModelConfig c = config_from_gguf(f.write([&](GgufWriter& w) {
-    w.add("output.weight", GgmlType::F32, {896, 64}, out);
+    w.add("output.weight", ggml_type_of(WeightType::F32), {896, 64}, out);
     w.set("qwen2.attention.head_count_kv", {uint64_t{14}});  // u64 is accepted too
   }));
   EXPECT_FALSE(c.tie_word_embeddings);

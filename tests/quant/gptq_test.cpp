@@ -77,8 +77,8 @@ TEST(Gptq, AccumulateGramMatchesTheDirectSum) {
   const std::vector<float> x = correlated_inputs(37, dim, 3);
   std::vector<float> h(gram_packed_size(dim) + guard, 0.0f), scratch;
   std::fill(h.end() - static_cast<std::ptrdiff_t>(guard), h.end(), -7.0f);
-  accumulate_gram(x.data(), 20, dim, h.data(), scratch, pool);
-  accumulate_gram(x.data() + 20 * dim, 17, dim, h.data(), scratch, pool);
+  accumulate_gram(x.data(), 20, dim, h.data(), scratch, pool, best_isa());
+  accumulate_gram(x.data() + 20 * dim, 17, dim, h.data(), scratch, pool, best_isa());
   const std::vector<double> want = direct_gram(x, 37, dim);
   double scale = 0;
   for (double v : want) scale = std::max(scale, std::abs(v));
@@ -119,7 +119,7 @@ TEST(Gptq, FactorIsTheDampedGramsCholeskyFromTheLastRow) {
   const std::vector<float> x = correlated_inputs(400, dim, 5);
   const std::vector<double> hd = direct_gram(x, 400, dim);
   const std::vector<float> h = packed_lower(hd, dim);
-  const GptqFactor f = gptq_factor(h.data(), dim, pool);
+  const GptqFactor f = gptq_factor(h.data(), dim, pool, best_isa());
   ASSERT_EQ(f.dim, dim);
   const double damp = 0.01 * mean_diagonal(hd, dim);
   std::vector<double> r(dim * dim, 0.0);
@@ -260,7 +260,7 @@ TEST(Gptq, FactoredSweepIsThePapersSequentialSweep) {
   const std::vector<double>& hd = problem.hd;
   const std::vector<float>& h = problem.h;
   const std::vector<float>& diag = problem.diag;
-  const GptqFactor f = gptq_factor(h.data(), cols, pool);
+  const GptqFactor f = gptq_factor(h.data(), cols, pool, best_isa());
   const std::vector<double> u_factor = factor_u(f), u_exact = exact_u(hd, cols);
   const std::vector<float> w = test::random_floats(rows * cols, 29);
   const auto output_error = [&](WeightType t, const std::vector<std::byte>& q) {
@@ -293,7 +293,7 @@ TEST(Gptq, DiagonalGramIsTheSearch) {
   const size_t rows = 8, cols = 64;
   std::vector<float> h(gram_packed_size(cols), 0.0f);
   for (size_t i = 0; i < cols; ++i) h[gram_at(i, i)] = 4.0f;
-  const GptqFactor f = gptq_factor(h.data(), cols, pool);
+  const GptqFactor f = gptq_factor(h.data(), cols, pool, best_isa());
   const std::vector<float> importance(cols, 4.0f);
   for (WeightType t : test::quant_types()) {
     const std::vector<float> w = test::random_floats(rows * cols, 21);
@@ -325,7 +325,7 @@ TEST(Gptq, LowersTheOutputErrorOnCorrelatedInputs) {
   const std::vector<float>& x = problem.x;
   const std::vector<float>& h = problem.h;
   const std::vector<float>& diag = problem.diag;
-  const GptqFactor f = gptq_factor(h.data(), cols, pool);
+  const GptqFactor f = gptq_factor(h.data(), cols, pool, best_isa());
   const std::vector<float> w = test::random_floats(rows * cols, 13);
   const auto output_error = [&](WeightType t, const std::vector<std::byte>& q) {
     return gptq_output_error(t, q, w, x, n, rows, cols);

@@ -131,11 +131,12 @@ void write_huge_k_scale_gguf(const std::filesystem::path& file, WeightType type)
   export_gguf(default_model_dir(), file, type);
   std::vector<std::byte> bytes = read_bytes(file);
   const GgufLayout layout = parse_gguf(bytes, file.string());
-  const auto ggml = static_cast<GgmlType>(weight_type_info(type).gguf_type);
+  const auto ggml = ggml_type_of(type);
   size_t blocks = 0;
   for (const GgufTensorInfo& t : layout.tensors) {
     size_t step = block_bytes, d_at = d_offset;
-    if (t.type == GgmlType::Q8_0) {  // the tied embedding: its scale d first, then 32 int8
+    if (t.type ==
+        ggml_type_of(WeightType::Q8_0)) {  // the tied embedding: its scale d first, then 32 int8
       step = sizeof(uint16_t) + 32, d_at = 0;
     } else if (t.type != ggml) {
       continue;
