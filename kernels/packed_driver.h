@@ -128,7 +128,7 @@ struct PackedYmm {
 // How far ahead of its loads a packed kernel asks for the weights' cache lines (bytes). A
 // decode step streams each group once; the prefetch keeps more lines in flight than the
 // hardware prefetcher alone does while the core is busy with the products. 4 KiB: on Zen 5
-// (2 threads, synth15-Q4_K_M / Q5_K_M decode, 3 alternating rounds; README, "GGUF, both ways")
+// (2 threads, synth15-Q4_K_M / Q5_K_M decode, 3 alternating rounds; docs/PERFORMANCE.md)
 // its median tg32 beat 1, 2 and 3 KiB's on both files; 1 KiB was the slowest.
 constexpr size_t kPrefetchAhead = 4096;
 inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }

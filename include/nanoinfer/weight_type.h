@@ -88,7 +88,8 @@ std::optional<WeightType> weight_type_from_gguf(uint32_t gguf_type);
 // q4_1, ..., q5_k or q6_k" (All), "int8, int4, q4_1, ..., q6_k" (Quantized), "int8 or int4" (Scaled:
 // the 32-block types `quantize` makes), "f32 or bf16" (Float); `gguf`: their GGUF spellings
 // ("Q8_0 or Q4_0").
-enum class WeightTypeKind : uint8_t { All, Float, Quantized, Scaled };
+// Writable: what `quantize` can write, the float types and the scaled-block ones.
+enum class WeightTypeKind : uint8_t { All, Float, Quantized, Scaled, Writable };
 std::string weight_type_names(WeightTypeKind kind = WeightTypeKind::All, bool gguf = false);
 // Bytes of one row of `cols` weights; throws Error when cols is not a whole number of blocks.
 size_t weight_row_bytes(WeightType type, size_t cols);

@@ -204,7 +204,8 @@ std::string weight_type_names(WeightTypeKind kind, bool gguf) {
   for (const WeightTypeInfo& info : kTypes) {
     const bool wanted = kind == WeightTypeKind::All || (kind == WeightTypeKind::Scaled && info.scaled_blocks()) ||
                         (kind == WeightTypeKind::Quantized && info.quantized) ||
-                        (kind == WeightTypeKind::Float && !info.quantized);
+                        (kind == WeightTypeKind::Float && !info.quantized) ||
+                        (kind == WeightTypeKind::Writable && (!info.quantized || info.scaled_blocks()));
     if (wanted) names.push_back(gguf ? info.gguf_name : info.name);
   }
   std::string out;

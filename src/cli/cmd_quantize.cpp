@@ -83,7 +83,7 @@ QuantizeOptions options_from(const QuantizeFlags& f) {
   }
   if (!f.head_type.empty()) {
     o.head_type = weight_type_from_name(f.head_type);
-    if (!o.head_type) fail("--head-type must be {}, got '{}'", weight_type_names(), f.head_type);
+    if (!o.head_type) fail("--head-type must be {}, got '{}'", weight_type_names(WeightTypeKind::Writable), f.head_type);
   }
   if (f.calib_windows < 0) fail("--calib-windows must be >= 1 (or 0 = the default), got {}", f.calib_windows);
   require_non_negative(f.calib_ctx, "--calib-ctx");
@@ -190,7 +190,8 @@ void setup_quantize(CLI::App& app) {
   f->calib_ctx_flag =
       app.add_option("--calib-ctx", f->calib_ctx, "Tokens per calibration window (0 = min(512, the model's context))");
   app.add_option("--head-type", f->head_type,
-                 "Type of the matrix computing the logits (tied embedding or lm_head): " + weight_type_names() +
+                 "Type of the matrix computing the logits (tied embedding or lm_head): " +
+                     weight_type_names(WeightTypeKind::Writable) +
                      " (default: int8 for both types; see docs/QUANTIZATION.md)");
   app.add_option("-t,--threads", f->threads, kThreadsHelp);
   app.add_option("--format", f->format,

@@ -240,8 +240,8 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
     fail("quantize: the type must be {}, got {}", weight_type_names(WeightTypeKind::Scaled), weight_type_name(o.type));
   }
   if (o.head_type && weight_type_info(*o.head_type).quantized && !weight_type_info(*o.head_type).scaled_blocks()) {
-    fail("quantize: the logits matrix's type must be {} or {}, got {}", weight_type_names(WeightTypeKind::Float),
-         weight_type_names(WeightTypeKind::Scaled), weight_type_name(*o.head_type));
+    fail("quantize: the logits matrix's type must be {}, got {}", weight_type_names(WeightTypeKind::Writable),
+         weight_type_name(*o.head_type));
   }
   QuantizeResult result;
   result.out = out_dir;

@@ -149,8 +149,8 @@ struct SchedulerOptions {
   size_t prefill_chunk = 512;
   // Rows one step carries while sequences decode (>= 1): their decode rows (and drafts), then
   // prompt rows up to this count, at least one. Each step is one forward pass, so this bounds
-  // what a prompt arriving adds to the running streams' inter-token time (README, "serve:
-  // running streams while a 16,384-token prompt arrives").
+  // what a prompt arriving adds to the running streams' inter-token time (docs/PERFORMANCE.md,
+  // "Serving").
   size_t step_tokens = 8;
   // > 0: while a prompt prefills beside decoding sequences, its rows per step are set from
   // measured step times so a step takes about this many times a decode-only step (StepBudget,

@@ -167,7 +167,7 @@ TEST_F(QuantizeCli, Refusals) {
   test::expect_one_line_error(
       run_cli({"quantize", "-m", path("m"), "--type", "int4", "--head-type", "q6_k", "--method", "rtn", "--out",
                path("x")}),
-      "quantize: the logits matrix's type must be f32 or bf16 or int8 or int4, got q6_k");
+      "quantize: the logits matrix's type must be f32, bf16, int8 or int4, got q6_k");
   test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--calib", path("none.txt"), "--out",
                                  path("x")}),
                         "cannot read calibration text");
