@@ -53,7 +53,7 @@ namespace {
 //   coefficients 1/k! rounded, weighted by |r|^k / k! for k >= 3               <= 0.01 u
 //   2^n          exact (the result is normal for x >= kExpLo)
 // Total <= 2.3 u (FMA) and <= 3.0 u (scalar reference), both below kExpRelError = 4 u = 2^-22,
-// the bound tests/attention_test.cpp holds every ISA to against float64 exp. A degree-6
+// the bound tests/kernels/attention_test.cpp holds every ISA to against float64 exp. A degree-6
 // polynomial (truncation 1.5e-7 = 2.5 u, so a total above 4 u near |r| = ln2/2) or a dropped
 // C2 (error n * 2e-4) would fail it.
 // Outside: x < kExpLo (e^x < FLT_MIN) gives +0, -inf included (absolute error < FLT_MIN);
@@ -110,7 +110,7 @@ void exp_rows(const float* x, float* y, size_t n) {
 //   * up         one rounding                                                        + u
 // Total <= 7 u + O(u^2) < kSiluRelError = 8 u = 2^-21 where the quotient and the result are
 // normal floats (a subnormal one is rounded to an absolute 2^-150 instead, times |up| for the
-// quotient's), the bound tests/attention_test.cpp holds every ISA to against float64.
+// quotient's), the bound tests/kernels/attention_test.cpp holds every ISA to against float64.
 // Outside: g < -kExpHi makes e' = +inf and the result a zero of sign(g up) (the exact one is
 // below 88.4 e^-88.37 |up| < 4e-37 |up| in magnitude); g > -kExpLo makes e' = 0 and the result
 // fl(g * up), exact to u; NaN stays NaN (as g = -inf does, as with std::exp: -inf / inf).

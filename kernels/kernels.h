@@ -90,7 +90,7 @@ using MatmulRoundedFn = void (*)(const std::byte* w, const float* bias, const ui
 // One entry per weight type, named, so that a kernel file lists the types it covers with
 // designated initializers (.q8_0 = ...) and a type it has no kernel for is visibly nullptr.
 // slot() switches over the enum without a `default:`, so a new WeightType does not compile
-// until it has a member here; tests/weight_type_table_test.cpp checks every table has an entry for
+// until it has a member here; tests/base/weight_type_table_test.cpp checks every table has an entry for
 // every type that needs one.
 template <class Fn>
 struct ByType {

@@ -22,12 +22,12 @@
 // project's test machine) 4 million random lane inputs over the whole bf16 range, subnormals
 // and NaNs included, matched it bitwise, and variants with the even column first, one rounding
 // for both products, or no DAZ/FTZ did not; vcvtne2ps2bf16 matched round_activation_bf16 for
-// all 2^32 inputs. tests/bf16_dot_test.cpp keeps the decisive cases.
+// all 2^32 inputs. tests/kernels/bf16_dot_test.cpp keeps the decisive cases.
 //
 // Accuracy: rounding x to bf16 moves each term by at most 2^-8 of |w x| (half an ulp at 8
 // significant bits), so |y - exact| <= 2^-8 * sum|w x| + gamma_m * (1 + 2^-8) * sum|w x| for
 // m = 2 * ceil(cols/32)
-// + 4 + 1 roundings, as long as nothing is subnormal (tests/kernels_test.cpp checks it).
+// + 4 + 1 roundings, as long as nothing is subnormal (tests/kernels/kernels_test.cpp checks it).
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -13,7 +13,7 @@
 // of rejected drafts (KvCache::truncate). Because the model computes every row of a chunk
 // bitwise as it computes that position alone (the kernels promise batched == per-token, and
 // attention reads the chunk's own keys back from the cache in its element type: see
-// tests/speculative_test.cpp), the emitted tokens are bitwise those of plain decoding, greedy
+// tests/generate/speculative_test.cpp), the emitted tokens are bitwise those of plain decoding, greedy
 // or sampled with the same seed (the sampler draws one number per token chosen, so its stream
 // advances identically). Drafts never change what is emitted, only how many passes it takes.
 //

@@ -10,7 +10,7 @@
 //
 // A rule changes only how rows are cut into tasks, never what a row computes: the kernels
 // compute each output element with one chain independent of the row range (kernels/kernels.h),
-// so the logits are bitwise the same under every rule (tests/tuning_test.cpp checks this over
+// so the logits are bitwise the same under every rule (tests/model/tuning_test.cpp checks this over
 // the whole range of each parameter).
 #pragma once
 

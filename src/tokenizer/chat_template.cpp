@@ -37,7 +37,7 @@ void tool_call(std::vector<ChatPiece>& out, const ChatToolCall& call, bool first
 }
 
 // Mirrors the branches of Qwen2.5's Jinja template one to one; see the header for the
-// rendered shape, tests/tokenizer_chat_template_test.cpp and tests/serve_tools_test.cpp for
+// rendered shape, tests/tokenizer/tokenizer_chat_template_test.cpp and tests/serve/serve_tools_test.cpp for
 // the checks against the template itself.
 std::vector<ChatPiece> render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                      std::span<const std::string> tools) {

@@ -104,7 +104,7 @@ TEST(WeightTypeTable, ScalarReferencesAgreeWithEachOther) {
     t.quantize_row(back.data(), row2.data(), cols);
     t.dequantize_row(row2.data(), again.data(), cols);
     // The K types' round-to-nearest reference re-derives sub-block scales from the range, which
-    // a dequantized row need not reproduce: tests/k_quant_test.cpp bounds it instead.
+    // a dequantized row need not reproduce: tests/kernels/k_quant_test.cpp bounds it instead.
     if (t.scaled_blocks() || !t.quantized) {
       EXPECT_EQ(back, again) << name(t) << ": a dequantized row requantizes to itself";
     }

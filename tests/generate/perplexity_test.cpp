@@ -317,8 +317,8 @@ TEST(Perplexity, DefaultModelMatchesTheReferenceWithin1e4Relative) {
   ModelOptions opts;
   opts.threads = 2;
   // The reference keeps activations in f32: pin a tier whose bf16 product does too (the
-  // stored weights are bf16; avx512-bf16 would round the activations, tests/model_test.cpp
-  // and tests/default_model_test.cpp bound that).
+  // stored weights are bf16; avx512-bf16 would round the activations, tests/model/model_test.cpp
+  // and tests/engine/default_model_test.cpp bound that).
   opts.isa = test::exact_activation_isa();
   opts.kv_type = DType::F32;
   Model model = open_model_alone(default_model(), opts);

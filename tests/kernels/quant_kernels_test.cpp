@@ -57,7 +57,7 @@ int quant_value(WeightType t, const std::vector<std::byte>& row, size_t b, size_
     case WeightType::Q5_1:
     case WeightType::Q4_K:
     case WeightType::Q5_K:
-    case WeightType::Q6_K:  // tests/k_quant_test.cpp
+    case WeightType::Q6_K:  // tests/kernels/k_quant_test.cpp
     case WeightType::F32:
     case WeightType::BF16: break;
   }

@@ -74,7 +74,7 @@ size_t file32_count() {
 
 // The ISAs a whole-model comparison runs on: every supported one; under the sanitizers the
 // scalar reference and the best (fusing and packing change how rows are grouped and laid out,
-// not the kernels, which tests/k_quant_test.cpp and the kernel tests hold bitwise on every ISA;
+// not the kernels, which tests/kernels/k_quant_test.cpp and the kernel tests hold bitwise on every ISA;
 // six ISAs of whole models took minutes there).
 std::vector<Isa> model_isas() {
   std::vector<Isa> all = supported_isas();
@@ -99,7 +99,7 @@ TEST(FusedProducts, LogitsBitwiseEqualToSeparateProductsForEveryTypeAndIsa) {
     for (const WeightTypeInfo& mode : all_weight_types()) {
       if (!fits(dir, mode.type)) continue;
       // Under the sanitizers the 32-block types only files bring (their kernels held bitwise on
-      // every ISA by tests/k_quant_test.cpp) take the first tiny model only.
+      // every ISA by tests/kernels/k_quant_test.cpp) take the first tiny model only.
       if (test::kSanitized && file32(mode) && dir != dirs.front()) continue;
       ++runs;
       for (Isa isa : model_isas()) {

@@ -71,7 +71,7 @@ TEST(Ops, RmsnormMatchesTheFormula) {
 }
 
 // In place (out = gate), every ISA, within kernels.h's 2^-21 of float64 (the dense sweep is
-// tests/attention_test.cpp's).
+// tests/kernels/attention_test.cpp's).
 TEST(Ops, SiluMulAndAdd) {
   ThreadPool threads(1);
   for (Isa isa : all_isas()) {

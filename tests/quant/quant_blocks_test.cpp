@@ -1,6 +1,6 @@
 // The block formats round trip (the reference quantizer and the importance-weighted search):
 // all-zero blocks, +-max, a single outlier, subnormal scales; scale groups against the formats'
-// bytes; the search's guarantees. GPTQ's are tests/gptq_test.cpp.
+// bytes; the search's guarantees. GPTQ's are tests/quant/gptq_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Causal GQA attention in double, written the obvious way: the reference both the exact
-// attention (tests/ops_test.cpp) and the tiled one (tests/attention_test.cpp) are checked
+// attention (tests/model/ops_test.cpp) and the tiled one (tests/kernels/attention_test.cpp) are checked
 // against. Query head h reads KV head h / (n_heads / n_kv_heads); query t (at position
 // pos0 + t) sees keys 0 .. pos0 + t. q is [n][n_heads * head_dim], k and v are
 // [pos0 + n][n_kv_heads * head_dim]; the result is laid out like q.

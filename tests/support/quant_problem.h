@@ -41,7 +41,7 @@ inline std::vector<WeightType> k_quant_types() {
 }
 
 // The types only llama.cpp's files bring (no ScaledBlock codec: the quantizer does not make
-// them): the K types and Q4_1, Q5_0, Q5_1; tests/k_quant_test.cpp.
+// them): the K types and Q4_1, Q5_0, Q5_1; tests/kernels/k_quant_test.cpp.
 inline std::vector<WeightType> file_types() {
   std::vector<WeightType> types;
   for (const WeightTypeInfo& info : all_weight_types())
