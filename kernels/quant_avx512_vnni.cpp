@@ -274,9 +274,15 @@ void matmul_packed_scaled(const std::byte* w, size_t w_rows, const float* bias,
 namespace avx512_vnni {
 
 constinit const ByType<MatmulQuantizedFn> matmul_quantized = quantized_products<ZmmVnni>();
-constinit const ByType<MatmulPackedFn> matmul_packed =
-    packed_k_products<PackedZmm>().with({.q8_0 = matmul_packed_scaled<WeightType::Q8_0>,
-                                         .q4_0 = matmul_packed_scaled<WeightType::Q4_0>});
+// Set member by member rather than through ByType::with: with's test of a function's address
+// against nullptr is not a constant expression under the sanitizers, and this list must be
+// constant-initialized (no code of this file may run before the CPU is checked).
+constinit const ByType<MatmulPackedFn> matmul_packed = [] {
+  ByType<MatmulPackedFn> products = packed_k_products<PackedZmm>();
+  products.q8_0 = matmul_packed_scaled<WeightType::Q8_0>;
+  products.q4_0 = matmul_packed_scaled<WeightType::Q4_0>;
+  return products;
+}();
 
 }  // namespace avx512_vnni
 }  // namespace nanoinfer::kernels
