@@ -10,6 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 packages=(
   build-essential cmake ninja-build pkg-config clang
+  clang-format  # scripts/check-format.sh, run as the clang_format test
   libcli11-dev nlohmann-json3-dev libsimdjson-dev libfmt-dev libxsimd-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev  # the HTTP server of `nanoinfer serve`

@@ -64,7 +64,7 @@ class Raw {
 };
 
 // The message of the Error that parsing `bytes` throws, or "" if it parses.
-std::string parse_error(const std::vector<std::byte>& bytes) {
+std::string gguf_parse_error(const std::vector<std::byte>& bytes) {
   try {
     parse_gguf(bytes, "t.gguf");
   } catch (const Error& e) {
@@ -304,25 +304,25 @@ TEST(GgufWriter, RejectsBadInputAndLeavesNoFile) {
 // ---- corrupted files: one message each ---------------------------------------------------------
 
 TEST(GgufCorrupt, EmptyAndWrongMagic) {
-  EXPECT_EQ(parse_error({}), "t.gguf: file is empty");
+  EXPECT_EQ(gguf_parse_error({}), "t.gguf: file is empty");
   Raw r;
   r.str_raw("GGUG").u32(3).u64(0).u64(0);
   EXPECT_EQ(
-      parse_error(r.bytes),
+      gguf_parse_error(r.bytes),
       "t.gguf: not a GGUF file: magic bytes are 47 47 55 47, expected 47 47 55 46 (\"GGUF\")");
   Raw two;
   two.str_raw("GG");
-  EXPECT_EQ(parse_error(two.bytes),
+  EXPECT_EQ(gguf_parse_error(two.bytes),
             "t.gguf: header: truncated: magic needs 4 bytes at offset 0, but the file ends 2 bytes "
             "later");
 }
 
 TEST(GgufCorrupt, BadVersion) {
-  EXPECT_EQ(parse_error(Raw().header(0, 0, 1).bytes),
+  EXPECT_EQ(gguf_parse_error(Raw().header(0, 0, 1).bytes),
             "t.gguf: header: version 1 is not supported (supported: 2, 3)");
-  EXPECT_EQ(parse_error(Raw().header(0, 0, 4).bytes),
+  EXPECT_EQ(gguf_parse_error(Raw().header(0, 0, 4).bytes),
             "t.gguf: header: version 4 is not supported (supported: 2, 3)");
-  EXPECT_THAT(parse_error(Raw().header(0, 0, 0x03000000u).bytes),
+  EXPECT_THAT(gguf_parse_error(Raw().header(0, 0, 0x03000000u).bytes),
               HasSubstr("version field reads 0x03000000: a big-endian GGUF file"));
 }
 
@@ -331,7 +331,7 @@ TEST(GgufCorrupt, TruncatedHeaderAtEveryField) {
   // [41, 74), padding to 96, data [96, 104), padding to 128.
   const auto full = small_file().bytes;
   auto cut = [&](size_t size) {
-    return parse_error(
+    return gguf_parse_error(
         std::vector<std::byte>(full.begin(), full.begin() + static_cast<ptrdiff_t>(size)));
   };
   EXPECT_EQ(cut(6),
@@ -357,18 +357,18 @@ TEST(GgufCorrupt, TruncatedHeaderAtEveryField) {
 
   Raw key;  // a key length longer than the file
   key.header(0, 1).u64(100).data(6);
-  EXPECT_EQ(parse_error(key.bytes),
+  EXPECT_EQ(gguf_parse_error(key.bytes),
             "t.gguf: metadata pair 0: truncated: key of length 100 needs 100 bytes at offset 32, "
             "but the file ends 6 bytes later");
   Raw value;  // a u32 value with one byte left
   value.header(0, 1).str("k").u32(4).u8(0);
-  EXPECT_EQ(parse_error(value.bytes),
+  EXPECT_EQ(gguf_parse_error(value.bytes),
             "t.gguf: metadata 'k': truncated: u32 value needs 4 bytes at offset 37, but the file "
             "ends 1 bytes later");
   Raw info;  // a tensor info without its offset
   info.header(1, 0).tensor("t", {2}, 0, 0);
   info.bytes.resize(49);
-  EXPECT_EQ(parse_error(info.bytes),
+  EXPECT_EQ(gguf_parse_error(info.bytes),
             "t.gguf: tensor 't': truncated: offset needs 8 bytes at offset 49, but the file ends 0 "
             "bytes later");
 }
@@ -376,7 +376,7 @@ TEST(GgufCorrupt, TruncatedHeaderAtEveryField) {
 TEST(GgufCorrupt, StringLengthPastEnd) {
   Raw r;
   r.header(0, 1).str("k").u32(8).u64(1000).str_raw("short");
-  EXPECT_EQ(parse_error(r.bytes),
+  EXPECT_EQ(gguf_parse_error(r.bytes),
             "t.gguf: metadata 'k': truncated: string of length 1000 needs 1000 bytes at offset 45, "
             "but the file ends 5 bytes later");
 }
@@ -385,7 +385,7 @@ TEST(GgufCorrupt, HugeKeyLength) {
   Raw r;
   r.header(0, 1).u64(uint64_t{1} << 62).u32(0).u8(0).u8(0);
   EXPECT_EQ(
-      parse_error(r.bytes),
+      gguf_parse_error(r.bytes),
       "t.gguf: metadata pair 0: key length 4611686018427387904 exceeds the limit of 65535 bytes");
 }
 
@@ -398,59 +398,59 @@ TEST(GgufCorrupt, HugeArrayCount) {
       .u64(uint64_t{1} << 60)
       .u64(1)
       .str_raw("x");
-  EXPECT_THAT(parse_error(r.bytes),
+  EXPECT_THAT(gguf_parse_error(r.bytes),
               HasSubstr("t.gguf: metadata 'tokenizer.ggml.tokens': array length 1152921504606846976 exceeds the "
                         "limit of 4194304 elements"));
 }
 
 TEST(GgufCorrupt, HugeCounts) {
-  EXPECT_EQ(parse_error(Raw().header(uint64_t{1} << 40, 0).data(100).bytes),
+  EXPECT_EQ(gguf_parse_error(Raw().header(uint64_t{1} << 40, 0).data(100).bytes),
             "t.gguf: header: tensor_count 1099511627776 needs at least 25 bytes per tensor info, "
             "but only 100 bytes follow the header");
-  EXPECT_EQ(parse_error(Raw().header(0, UINT64_MAX).bytes),
+  EXPECT_EQ(gguf_parse_error(Raw().header(0, UINT64_MAX).bytes),
             "t.gguf: header: metadata_kv_count 18446744073709551615 exceeds the limit of 4096 keys");
 }
 
 TEST(GgufCorrupt, UnknownTypes) {
   Raw tensor;
   tensor.header(1, 0).tensor("blk.0.ffn_down.weight", {256}, 10, 0).pad_to(32).data(84);
-  EXPECT_EQ(parse_error(tensor.bytes),
+  EXPECT_EQ(gguf_parse_error(tensor.bytes),
             "t.gguf: tensor 'blk.0.ffn_down.weight': ggml type 10 (Q2_K) is not supported "
             "(supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16)");
   Raw retired;
   retired.header(1, 0).tensor("w", {32}, 4, 0).pad_to(32).data(32);
-  EXPECT_THAT(parse_error(retired.bytes), HasSubstr("ggml type 4 (?) is not supported"));
+  EXPECT_THAT(gguf_parse_error(retired.bytes), HasSubstr("ggml type 4 (?) is not supported"));
   Raw value;
   value.header(0, 1).str("k").u32(13).u32(0);
-  EXPECT_EQ(parse_error(value.bytes), "t.gguf: metadata 'k': unknown value type 13 (valid: 0..12)");
+  EXPECT_EQ(gguf_parse_error(value.bytes), "t.gguf: metadata 'k': unknown value type 13 (valid: 0..12)");
   Raw element;
   element.header(0, 1).str("k").u32(9).u32(99).u64(0);
-  EXPECT_EQ(parse_error(element.bytes),
+  EXPECT_EQ(gguf_parse_error(element.bytes),
             "t.gguf: metadata 'k': unknown array element type 99 (valid: 0..12)");
   Raw boolean;
   boolean.header(0, 1).str("k").u32(7).u8(2);
-  EXPECT_EQ(parse_error(boolean.bytes), "t.gguf: metadata 'k': bool value 2 is neither 0 nor 1");
+  EXPECT_EQ(gguf_parse_error(boolean.bytes), "t.gguf: metadata 'k': bool value 2 is neither 0 nor 1");
 }
 
 TEST(GgufCorrupt, BadAlignment) {
   Raw r;
   r.header(0, 1).str("general.alignment").u32(4).u32(48);
-  EXPECT_EQ(parse_error(r.bytes),
+  EXPECT_EQ(gguf_parse_error(r.bytes),
             "t.gguf: metadata 'general.alignment': 48 is not a power of two of at least 8");
   Raw wrong_type;
   wrong_type.header(0, 1).str("general.alignment").u32(10).u64(32);
-  EXPECT_EQ(parse_error(wrong_type.bytes),
+  EXPECT_EQ(gguf_parse_error(wrong_type.bytes),
             "t.gguf: metadata 'general.alignment': expected u32, found u64 32");
   Raw unaligned;
   unaligned.header(1, 0).tensor("t", {2}, 0, 8).pad_to(32).data(64);
-  EXPECT_EQ(parse_error(unaligned.bytes),
+  EXPECT_EQ(gguf_parse_error(unaligned.bytes),
             "t.gguf: tensor 't': offset 8 is not a multiple of the alignment 32");
 }
 
 TEST(GgufCorrupt, OffsetOutOfBounds) {
   Raw r;
   r.header(1, 0).tensor("t", {2}, 0, uint64_t{1} << 63).pad_to(32).data(32);
-  EXPECT_EQ(parse_error(r.bytes),
+  EXPECT_EQ(gguf_parse_error(r.bytes),
             "t.gguf: tensor 't': data [9223372036854775808, +8 bytes) runs past the end of the "
             "data section (32 bytes from file offset 64)");
 }
@@ -458,28 +458,28 @@ TEST(GgufCorrupt, OffsetOutOfBounds) {
 TEST(GgufCorrupt, OverlappingTensors) {
   Raw r;
   r.header(2, 0).tensor("a", {16}, 0, 0).tensor("b", {4}, 0, 32).pad_to(32).data(64);
-  EXPECT_EQ(parse_error(r.bytes),
+  EXPECT_EQ(gguf_parse_error(r.bytes),
             "t.gguf: tensor 'b': data [32, 48) overlaps tensor 'a' at [0, 64)");
 }
 
 TEST(GgufCorrupt, TooManyDims) {
   Raw r;
   r.header(1, 0).tensor("t", {1, 1, 1, 1, 1}, 0, 0).pad_to(32).data(32);
-  EXPECT_EQ(parse_error(r.bytes), "t.gguf: tensor 't': n_dims 5 exceeds the maximum of 4");
+  EXPECT_EQ(gguf_parse_error(r.bytes), "t.gguf: tensor 't': n_dims 5 exceeds the maximum of 4");
 }
 
 TEST(GgufCorrupt, DimsOverflow) {
   Raw r;
   r.header(1, 0).tensor("t", {uint64_t{1} << 32, uint64_t{1} << 32}, 0, 0).pad_to(32).data(32);
-  EXPECT_EQ(parse_error(r.bytes),
+  EXPECT_EQ(gguf_parse_error(r.bytes),
             "t.gguf: tensor 't': dims [4294967296, 4294967296] overflow a 64-bit element count");
   Raw bytes_overflow;  // 2^62 f32 elements fit an int64 count but not a 64-bit byte size
   bytes_overflow.header(1, 0).tensor("t", {uint64_t{1} << 62}, 0, 0).pad_to(32).data(32);
-  EXPECT_EQ(parse_error(bytes_overflow.bytes),
+  EXPECT_EQ(gguf_parse_error(bytes_overflow.bytes),
             "t.gguf: tensor 't': dims [4611686018427387904] of F32 overflow a 64-bit byte count");
   Raw partial_block;
   partial_block.header(1, 0).tensor("t", {48, 2}, 2, 0).pad_to(32).data(64);
-  EXPECT_EQ(parse_error(partial_block.bytes),
+  EXPECT_EQ(gguf_parse_error(partial_block.bytes),
             "t.gguf: tensor 't': row length 48 (dims[0] of [48, 2]) is not a multiple of the "
             "32-element Q4_0 block");
 }
@@ -487,10 +487,10 @@ TEST(GgufCorrupt, DimsOverflow) {
 TEST(GgufCorrupt, DuplicateKeyAndTensor) {
   Raw keys;
   keys.header(0, 2).str("k").u32(4).u32(1).str("k").u32(4).u32(2);
-  EXPECT_EQ(parse_error(keys.bytes), "t.gguf: metadata 'k': duplicate key");
+  EXPECT_EQ(gguf_parse_error(keys.bytes), "t.gguf: metadata 'k': duplicate key");
   Raw tensors;
   tensors.header(2, 0).tensor("t", {1}, 0, 0).tensor("t", {1}, 0, 32).pad_to(32).data(64);
-  EXPECT_EQ(parse_error(tensors.bytes), "t.gguf: tensor 't': duplicate name");
+  EXPECT_EQ(gguf_parse_error(tensors.bytes), "t.gguf: tensor 't': duplicate name");
 }
 
 // Keys and names may hold any bytes: messages quote them as one-line excerpts (found by
@@ -499,27 +499,27 @@ TEST(GgufCorrupt, DuplicateKeyAndTensor) {
 TEST(GgufCorrupt, KeysAndNamesAreQuotedAsExcerpts) {
   Raw newline;
   newline.header(0, 2).str("a\nb").u32(4).u32(1).str("a\nb").u32(4).u32(2);
-  EXPECT_EQ(parse_error(newline.bytes), "t.gguf: metadata 'a\\nb': duplicate key");
+  EXPECT_EQ(gguf_parse_error(newline.bytes), "t.gguf: metadata 'a\\nb': duplicate key");
   Raw long_key;
   const std::string key(4000, 'k');
   long_key.header(0, 2).str(key).u32(4).u32(1).str(key).u32(4).u32(2);
-  EXPECT_EQ(parse_error(long_key.bytes),
+  EXPECT_EQ(gguf_parse_error(long_key.bytes),
             "t.gguf: metadata '" + std::string(64, 'k') + "... (4000 bytes)': duplicate key");
   Raw tensor;
   tensor.header(1, 0).tensor("x\ty", {1}, 999, 0).pad_to(32).data(32);
-  EXPECT_THAT(parse_error(tensor.bytes), ::testing::StartsWith("t.gguf: tensor 'x\\ty': "));
+  EXPECT_THAT(gguf_parse_error(tensor.bytes), ::testing::StartsWith("t.gguf: tensor 'x\\ty': "));
 }
 
 TEST(GgufCorrupt, EmptyNames) {
   Raw key;
   key.header(0, 1).str("").u32(4).u32(1).u8(0);
-  EXPECT_EQ(parse_error(key.bytes), "t.gguf: metadata pair 0: empty key");
+  EXPECT_EQ(gguf_parse_error(key.bytes), "t.gguf: metadata pair 0: empty key");
   Raw tensor;
   tensor.header(1, 0).tensor("", {1}, 0, 0).pad_to(32).data(32);
-  EXPECT_EQ(parse_error(tensor.bytes), "t.gguf: tensor info 0: empty tensor name");
+  EXPECT_EQ(gguf_parse_error(tensor.bytes), "t.gguf: tensor info 0: empty tensor name");
   Raw long_name;
   long_name.header(1, 0).tensor(std::string(65, 'n'), {1}, 0, 0).pad_to(32).data(32);
-  EXPECT_EQ(parse_error(long_name.bytes),
+  EXPECT_EQ(gguf_parse_error(long_name.bytes),
             "t.gguf: tensor info 0: name length 65 exceeds the limit of 64 bytes");
 }
 
@@ -531,8 +531,8 @@ TEST(GgufCorrupt, NestingTooDeep) {
     r.u32(0).u64(0);                                  // ... holding an empty u8 array
     return r.bytes;
   };
-  EXPECT_EQ(parse_error(nested(kGgufMaxArrayDepth)), "");
-  EXPECT_EQ(parse_error(nested(kGgufMaxArrayDepth + 1)),
+  EXPECT_EQ(gguf_parse_error(nested(kGgufMaxArrayDepth)), "");
+  EXPECT_EQ(gguf_parse_error(nested(kGgufMaxArrayDepth + 1)),
             "t.gguf: metadata 'deep': arrays nested more than 8 deep");
 }
 
@@ -545,13 +545,13 @@ TEST(GgufParse, MetadataKeyCountIsBounded) {
     for (uint64_t i = 0; i < n; ++i) r.str("k" + std::to_string(i)).u32(0).u8(1);
     return r.pad_to(32).bytes;
   };
-  EXPECT_EQ(parse_error(file_with_keys(kGgufMaxMetadataKeys)), "");
-  EXPECT_EQ(parse_error(file_with_keys(kGgufMaxMetadataKeys + 1)),
+  EXPECT_EQ(gguf_parse_error(file_with_keys(kGgufMaxMetadataKeys)), "");
+  EXPECT_EQ(gguf_parse_error(file_with_keys(kGgufMaxMetadataKeys + 1)),
             "t.gguf: header: metadata_kv_count 4097 exceeds the limit of 4096 keys");
   // The count is refused from the header alone, whatever follows.
   Raw r;
   r.header(0, uint64_t{1} << 24).data(64);
-  EXPECT_THAT(parse_error(r.bytes), HasSubstr("metadata_kv_count 16777216 exceeds the limit of 4096 keys"));
+  EXPECT_THAT(gguf_parse_error(r.bytes), HasSubstr("metadata_kv_count 16777216 exceeds the limit of 4096 keys"));
 }
 
 TEST(GgufParse, ArrayLengthIsBounded) {
@@ -561,8 +561,8 @@ TEST(GgufParse, ArrayLengthIsBounded) {
     r.data(static_cast<size_t>(n));
     return r.pad_to(32).bytes;
   };
-  EXPECT_EQ(parse_error(file_with_array(kGgufMaxArrayElems)), "");
-  EXPECT_EQ(parse_error(file_with_array(kGgufMaxArrayElems + 1)),
+  EXPECT_EQ(gguf_parse_error(file_with_array(kGgufMaxArrayElems)), "");
+  EXPECT_EQ(gguf_parse_error(file_with_array(kGgufMaxArrayElems + 1)),
             "t.gguf: metadata 'a': array length 4194305 exceeds the limit of 4194304 elements");
 }
 

@@ -16,7 +16,7 @@ using test::raw_safetensors;
 using ::testing::HasSubstr;
 
 // The message of the Error that parsing `bytes` throws, or "" if it parses.
-std::string parse_error(const std::vector<std::byte>& bytes) {
+std::string safetensors_parse_error(const std::vector<std::byte>& bytes) {
   try {
     parse_safetensors(bytes, "t.safetensors");
   } catch (const Error& e) {
@@ -47,18 +47,18 @@ TEST(SafetensorsParse, AcceptsValidHeaderWithPaddingScalarAndEmptyTensor) {
 }
 
 TEST(SafetensorsParse, EmptyFile) {
-  EXPECT_THAT(parse_error({}), HasSubstr("file is empty"));
+  EXPECT_THAT(safetensors_parse_error({}), HasSubstr("file is empty"));
 }
 
 TEST(SafetensorsParse, TruncatedFile) {
   auto bytes = raw_safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 16);
   bytes.resize(5);  // not even the length field
-  EXPECT_THAT(parse_error(bytes), HasSubstr("truncated: 5 bytes"));
+  EXPECT_THAT(safetensors_parse_error(bytes), HasSubstr("truncated: 5 bytes"));
 
   // Cut inside the data: the tensor's end is now past the end of the data section.
   bytes = raw_safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 16);
   bytes.erase(bytes.end() - 3, bytes.end());
-  EXPECT_THAT(parse_error(bytes),
+  EXPECT_THAT(safetensors_parse_error(bytes),
               HasSubstr("tensor 'a': data_offsets [0, 16] run past the end of the data section "
                         "(13 bytes)"));
 }
@@ -66,33 +66,33 @@ TEST(SafetensorsParse, TruncatedFile) {
 TEST(SafetensorsParse, HeaderLengthPastEnd) {
   auto bytes = raw_safetensors(R"({})", 0);
   bytes[0] = std::byte{200};  // claims 200 header bytes, file has 2
-  EXPECT_THAT(parse_error(bytes),
+  EXPECT_THAT(safetensors_parse_error(bytes),
               HasSubstr("header length 200 runs past the end of the file (2 bytes"));
 }
 
 TEST(SafetensorsParse, HeaderLengthOverCap) {
   auto bytes = raw_safetensors(R"({})", 0);
   bytes[7] = std::byte{0x01};  // 2^56 + 2
-  EXPECT_THAT(parse_error(bytes), HasSubstr("exceeds the 104857600 byte limit"));
+  EXPECT_THAT(safetensors_parse_error(bytes), HasSubstr("exceeds the 104857600 byte limit"));
 }
 
 TEST(SafetensorsParse, NonJsonHeader) {
-  EXPECT_THAT(parse_error(raw_safetensors("not json at all", 0)),
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors("not json at all", 0)),
               HasSubstr("header is not valid JSON"));
-  EXPECT_THAT(parse_error(raw_safetensors(R"({"a":{"dtype":"F32")", 0)),
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"F32")", 0)),
               HasSubstr("header is not valid JSON"));
-  EXPECT_THAT(parse_error(raw_safetensors(R"([1, 2, 3])", 0)),
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"([1, 2, 3])", 0)),
               HasSubstr("header must be a JSON object, found array"));
 }
 
 TEST(SafetensorsParse, UnknownDtype) {
-  EXPECT_THAT(parse_error(raw_safetensors(
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(
                   R"({"w":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}})", 4)),
               HasSubstr("tensor 'w': unknown dtype \"F8_E4M3\""));
 }
 
 TEST(SafetensorsParse, WrongByteLength) {
-  EXPECT_THAT(parse_error(raw_safetensors(
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(
                   R"({"w":{"dtype":"BF16","shape":[3,4],"data_offsets":[0,20]}})", 20)),
               HasSubstr("tensor 'w': shape [3, 4] BF16 needs 24 bytes, found 20"));
 }
@@ -100,54 +100,54 @@ TEST(SafetensorsParse, WrongByteLength) {
 TEST(SafetensorsParse, ShapeProductOverflow) {
   // 2^32 x 2^32 x 4 bytes wraps to 0 in 64 bits; it must not be accepted as an empty tensor.
   EXPECT_THAT(
-      parse_error(raw_safetensors(
+      safetensors_parse_error(raw_safetensors(
           R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0)),
       HasSubstr("tensor 'w': shape [4294967296, 4294967296] x 4 bytes overflows"));
 }
 
 TEST(SafetensorsParse, NegativeOrFractionalShape) {
   EXPECT_THAT(
-      parse_error(raw_safetensors(R"({"w":{"dtype":"I8","shape":[-4],"data_offsets":[0,4]}})", 4)),
+      safetensors_parse_error(raw_safetensors(R"({"w":{"dtype":"I8","shape":[-4],"data_offsets":[0,4]}})", 4)),
       HasSubstr("tensor 'w': shape entries must be non-negative integers, found -4"));
   EXPECT_THAT(
-      parse_error(raw_safetensors(R"({"w":{"dtype":"I8","shape":[4.0],"data_offsets":[0,4]}})", 4)),
+      safetensors_parse_error(raw_safetensors(R"({"w":{"dtype":"I8","shape":[4.0],"data_offsets":[0,4]}})", 4)),
       HasSubstr("tensor 'w': shape entries must be non-negative integers, found 4.0"));
 }
 
 TEST(SafetensorsParse, OverlappingOffsets) {
   EXPECT_THAT(
-      parse_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+      safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
                                   R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
                                   16)),
       HasSubstr("tensor 'b' at bytes [8, 16] overlaps tensor 'a' at [0, 16]"));
 }
 
 TEST(SafetensorsParse, OffsetsOutsideFile) {
-  EXPECT_THAT(parse_error(raw_safetensors(
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(
                   R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[100,104]}})", 8)),
               HasSubstr("tensor 'a': data_offsets [100, 104] run past the end of the data "
                         "section (8 bytes)"));
   EXPECT_THAT(
-      parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[6,2]}})", 8)),
+      safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[6,2]}})", 8)),
       HasSubstr("tensor 'a': data_offsets begin 6 is after end 2"));
 }
 
 TEST(SafetensorsParse, DuplicateTensor) {
-  EXPECT_THAT(parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
                                           R"("a":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
                                           8)),
               HasSubstr("duplicate tensor 'a'"));
 }
 
 TEST(SafetensorsParse, MissingFieldsAndBadMetadata) {
-  EXPECT_THAT(parse_error(raw_safetensors(R"({"a":{"shape":[4],"data_offsets":[0,4]}})", 4)),
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"a":{"shape":[4],"data_offsets":[0,4]}})", 4)),
               HasSubstr("tensor 'a': missing string field \"dtype\""));
-  EXPECT_THAT(parse_error(raw_safetensors(R"({"a":{"dtype":"U8","data_offsets":[0,4]}})", 4)),
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","data_offsets":[0,4]}})", 4)),
               HasSubstr("tensor 'a': missing array field \"shape\""));
   EXPECT_THAT(
-      parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0]}})", 4)),
+      safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0]}})", 4)),
       HasSubstr("tensor 'a': \"data_offsets\" must be [begin, end]"));
-  EXPECT_THAT(parse_error(raw_safetensors(R"({"__metadata__":{"k":1}})", 0)),
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"__metadata__":{"k":1}})", 0)),
               HasSubstr("\"__metadata__\" entry 'k' must be a string, found number"));
 }
 
