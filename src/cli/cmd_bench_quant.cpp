@@ -50,7 +50,7 @@ void run(const QuantBenchFlags& f) {
     fail("--calib-windows must be >= 1 (or 0 = the default), got {}", f.calib_windows);
   }
   bench::check_bench_results_path(f.output);
-  // Read before the model's options are resolved, as every command reads its input first.
+  // The text is read before the model options are resolved: a bad file is the error reported.
   const bench::QuantSweepInput input{.file = f.file,
                                      .text = read_file(f.file, kMaxTextFileBytes),
                                      .model_dir = f.model.model_dir,
