@@ -50,7 +50,7 @@ void run(const QuantBenchFlags& f) {
     fail("--calib-windows must be >= 1 (or 0 = the default), got {}", f.calib_windows);
   }
   bench::check_bench_results_path(f.output);
-  // The text is read before the model options are resolved: a bad file is the error reported.
+  // The text is read first, so a bad file is reported before a bad model option.
   const bench::QuantSweepInput input{.file = f.file,
                                      .text = read_file(f.file, kMaxTextFileBytes),
                                      .model_dir = f.model.model_dir,
