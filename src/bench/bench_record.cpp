@@ -25,6 +25,8 @@
 
 #include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
+#include "nanoinfer/json_limits.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -228,6 +230,35 @@ std::vector<double> measure_read_bandwidth(ThreadPool& pool, size_t bytes, int r
   std::memset(&word, 0x5a, sizeof word);
   if (sink.load() != static_cast<uint64_t>(runs) * (bytes / 8) * word) fail("bandwidth probe: the read sums disagree");
   return gbps;
+}
+
+std::vector<nlohmann::json> records_from_stdin(int threads, Isa isa,
+                                               const std::string& command_line) {
+  std::vector<nlohmann::json> records;
+  LineReader in("-");  // stdin, a line at a time, each line capped (file_io.h)
+  for (std::string line; in.next(line);) {
+    const size_t n = in.line_number();
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    check_json_depth(line, fmt::format("bench record: stdin line {}", n));
+    nlohmann::json r;
+    std::string problem;
+    if (!try_parse_json(line, r, problem) || !r.is_object()) {
+      fail("bench record: stdin line {} is not a JSON object", n);
+    }
+    if (!r.contains("bench") || !r["bench"].is_string()) {
+      fail("bench record: stdin line {} has no \"bench\" name (a string)", n);
+    }
+    for (const std::string& field : provenance_fields()) {
+      if (r.contains(field)) {
+        fail("bench record: stdin line {} sets \"{}\", a provenance field this command writes", n,
+             field);
+      }
+    }
+    nlohmann::json full = bench_context(threads, isa, command_line);
+    full.update(r);
+    records.push_back(std::move(full));
+  }
+  return records;
 }
 
 Summary summarize(std::vector<double> v) {

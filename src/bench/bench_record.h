@@ -34,6 +34,13 @@ nlohmann::json bench_context(int threads, Isa isa, const std::string& command_li
 // The fields bench_context writes, in its order.
 const std::vector<std::string>& provenance_fields();
 
+// `bench record`'s input: every non-blank line of stdin a JSON object with a "bench" name (a
+// string) and none of the provenance fields, each completed with
+// bench_context(threads, isa, command_line). Every line is read and checked before any record is
+// returned, so bad input appends nothing; throws Error naming the first bad line.
+std::vector<nlohmann::json> records_from_stdin(int threads, Isa isa,
+                                               const std::string& command_line);
+
 // Checks, before a benchmark runs, that its record can be appended to `file`: its directory
 // exists (it is not created, so a mistyped --results fails instead of growing a tree) and
 // the file, if present, is a writable regular file. Throws Error naming the path.

@@ -14,9 +14,7 @@
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
-#include "nanoinfer/file_io.h"
 #include "nanoinfer/isa.h"
-#include "nanoinfer/json_limits.h"
 #include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer::cli {
@@ -39,24 +37,8 @@ void bench_record(const RecordArgs& args) {
   }
   const int threads = ThreadPool::clamp_threads(resolve_threads(args.threads));
   // Every line is read and checked before the first is appended, so bad input appends nothing.
-  std::vector<nlohmann::json> records;
-  LineReader in("-");  // stdin, a line at a time, each line capped (file_io.h)
-  for (std::string line; in.next(line);) {
-    const size_t n = in.line_number();
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    check_json_depth(line, fmt::format("bench record: stdin line {}", n));
-    nlohmann::json r;
-    std::string problem;
-    if (!try_parse_json(line, r, problem) || !r.is_object()) fail("bench record: stdin line {} is not a JSON object", n);
-    if (!r.contains("bench") || !r["bench"].is_string())
-      fail("bench record: stdin line {} has no \"bench\" name (a string)", n);
-    for (const std::string& field : bench::provenance_fields()) {
-      if (r.contains(field)) fail("bench record: stdin line {} sets \"{}\", a provenance field this command writes", n, field);
-    }
-    nlohmann::json full = bench::bench_context(threads, isa, args.command_line);
-    full.update(r);
-    records.push_back(std::move(full));
-  }
+  const std::vector<nlohmann::json> records =
+      bench::records_from_stdin(threads, isa, args.command_line);
   if (records.empty()) fail("bench record: no record on stdin");
   for (const nlohmann::json& r : records) bench::append_bench_record(r, args.output);
   fmt::print(stderr, "nanoinfer: {} record(s) appended to {}\n", records.size(), args.output);

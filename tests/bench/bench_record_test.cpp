@@ -15,8 +15,12 @@
 #include <vector>
 #include <sstream>
 
+#include "bench/bench_quant.h"
 #include "bench/bench_record.h"
+#include "bench/bench_sampler.h"
+#include "bench/bench_tune.h"
 #include "nanoinfer/error.h"
+#include "support/checks.h"
 #include "support/files.h"
 
 namespace nanoinfer::bench {
@@ -197,6 +201,112 @@ TEST(BenchRecord, PeakRssCoversTouchedMemory) {
   volatile char sink = buf[kBytes / 2];
   (void)sink;
   EXPECT_GE(peak_rss_bytes(), kBytes);
+}
+
+// The measurements behind `bench quant`, `bench sampler` and `bench tune`, checked without
+// timing anything: the level names, the sampler's inputs and records, the sign-test round count
+// and the tune records' fields.
+
+std::string level_error(const std::string& list) {
+  return test::error_of([&] { parse_quant_levels(list); });
+}
+
+TEST(BenchQuantLevels, NamesSetTypeMethodHeadAndGroup) {
+  const std::vector<QuantLevel> levels =
+      parse_quant_levels("base,int8,int4-rtn:head=int4:group=128,int4-imatrix");
+  ASSERT_EQ(levels.size(), 4u);
+  EXPECT_TRUE(levels[0].base);
+  EXPECT_FALSE(levels[1].base);
+  EXPECT_EQ(levels[1].options.type, WeightType::Q8_0);
+  EXPECT_FALSE(levels[1].options.method.has_value());  // quantize's default, gptq
+  EXPECT_EQ(levels[2].name, "int4-rtn:head=int4:group=128");
+  EXPECT_EQ(levels[2].options.type, WeightType::Q4_0);
+  EXPECT_EQ(levels[2].options.method, QuantMethod::Rtn);
+  EXPECT_EQ(levels[2].options.head_type, WeightType::Q4_0);
+  EXPECT_EQ(levels[2].options.scale_group, 128u);
+  EXPECT_EQ(levels[3].options.method, QuantMethod::Imatrix);
+  EXPECT_EQ(levels[3].options.scale_group, 0u);
+}
+
+TEST(BenchQuantLevels, BadNamesAreErrorsNamingTheLevel) {
+  EXPECT_NE(level_error("base,int5").find("--levels: 'int5' is not base or int8|int4"),
+            std::string::npos);
+  EXPECT_NE(level_error("base:head=int4").find("'base:head=int4' is not"), std::string::npos);
+  EXPECT_NE(level_error("int4-rtn:group=100").find("the group must be a multiple of 32"),
+            std::string::npos);
+  EXPECT_NE(level_error("int4-gptq:group=64").find("groups beyond 32 are measured with -rtn"),
+            std::string::npos);
+  EXPECT_EQ(level_error(""), "--levels is empty");
+}
+
+TEST(BenchSampler, InputsAreFixedAndTheGreedyOpFindsEveryArgmax) {
+  const SamplerInputs a = sampler_inputs(301), b = sampler_inputs(301);
+  ASSERT_EQ(a.logits.size(), 8u);
+  EXPECT_EQ(a.logits, b.logits);
+  EXPECT_EQ(a.history, b.history);
+  ASSERT_EQ(a.history.size(), 64u);
+  for (int32_t id : a.history) EXPECT_LT(id, 301);
+  for (size_t i = 0; i < a.logits.size(); ++i) {
+    for (float x : a.logits[i]) EXPECT_LE(x, a.logits[i][static_cast<size_t>(a.top[i])]);
+  }
+  const std::span<const SamplerOp> ops = sampler_ops();
+  ASSERT_EQ(ops.size(), 4u);
+  EXPECT_STREQ(ops[0].name, "argmax");
+  // 8 calls cycle once through the vectors: the greedy checksum is the sum of their argmaxes.
+  const SamplerMeasure m = measure_sampler_op(a, ops[0], 8, 2);
+  uint64_t tops = 0;
+  for (int32_t t : a.top) tops += static_cast<uint64_t>(t);
+  EXPECT_EQ(m.checksum, 3 * tops);  // the warm-up and two timed runs
+  EXPECT_EQ(m.ms.size(), 2u);
+  EXPECT_EQ(m.history_tokens, 0u);
+}
+
+TEST(BenchSampler, RecordCarriesTheOpsSettingsAndTheProvenance) {
+  const SamplerInputs in = sampler_inputs(50);
+  const SamplerOp& chain = sampler_ops()[3];
+  const SamplerMeasure m = measure_sampler_op(in, chain, 3, 1);
+  EXPECT_EQ(m.history_tokens, 64u);
+  const nlohmann::json r = sampler_record(chain, m, 50, 3, 1);
+  for (const std::string& field : provenance_fields()) EXPECT_TRUE(r.contains(field)) << field;
+  EXPECT_EQ(r["bench"], "sampler");
+  EXPECT_EQ(r["op"], "chain");
+  EXPECT_EQ(r["top_k"], 40);
+  EXPECT_EQ(r["history_tokens"], 64);
+  EXPECT_EQ(r["calls_per_run"], 3);
+  EXPECT_EQ(r["token_checksum"], m.checksum);
+  EXPECT_EQ(r["samples_ms"].size(), 1u);
+}
+
+TEST(BenchTune, RoundsToReachIsTheFirstCountWhoseSignTestPassesMaxP) {
+  EXPECT_EQ(rounds_to_reach(0.01), 8);  // 2 / 2^8 = 0.0078; 2 / 2^7 = 0.0156
+  EXPECT_EQ(rounds_to_reach(1.0), 1);
+  for (double p : {0.5, 0.05, 0.001}) {
+    const int n = rounds_to_reach(p);
+    EXPECT_LE(sign_test_p(n, n), p);
+    EXPECT_GT(sign_test_p(n - 1, n - 1), p);
+  }
+}
+
+TEST(BenchTune, RecordNamesTheShapeTheBestCandidateAndTheSettings) {
+  TunedShape t{.name = "qkv"};
+  t.shape.rows = 512, t.shape.cols = 256, t.shape.prefill = true;
+  t.candidates.resize(2);
+  t.candidates[0].median_us = 4.0;
+  t.candidates[1].median_us = 2.0, t.candidates[1].gain_median = 2.0, t.candidates[1].wins = 7;
+  t.best = 1, t.kept = true;
+  const TuneSettings settings{.prefill_tokens = 16, .rounds = 7};
+  const nlohmann::json r = tune_record(t, "m", 2, Isa::Scalar, settings);
+  EXPECT_EQ(r["bench"], "tune");
+  EXPECT_EQ(r["model_filename"], "m");
+  EXPECT_EQ(r["n_tokens"], 16);
+  EXPECT_EQ(r["rows"], 512);
+  EXPECT_EQ(r["candidates"].size(), 2u);
+  EXPECT_EQ(r["default_median_us"], 4.0);
+  EXPECT_EQ(r["best_median_us"], 2.0);
+  EXPECT_EQ(r["gain_median"], 2.0);
+  EXPECT_EQ(r["wins"], 7);
+  EXPECT_EQ(r["kept"], true);
+  EXPECT_EQ(r["threads"], 2);
 }
 
 }  // namespace
