@@ -23,8 +23,8 @@
 
 #include "build_commit.h"
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/tuning_cache.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

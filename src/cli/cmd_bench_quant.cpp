@@ -16,8 +16,10 @@
 #include "common_options.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/inspect.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/perplexity.h"
-#include "nanoinfer/quantize.h"
+#include "nanoinfer/quantize_model.h"
 
 namespace nanoinfer::cli {
 namespace {

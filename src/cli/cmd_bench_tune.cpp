@@ -14,8 +14,9 @@
 #include "bench/bench_record.h"
 #include "command.h"
 #include "common_options.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/open_model.h"
+#include "nanoinfer/tuning_cache.h"
 
 namespace nanoinfer::cli {
 namespace {
