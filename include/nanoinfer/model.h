@@ -10,7 +10,7 @@
 // share is the model's thread pool, which runs one job at a time, so calls into one model are
 // still serialized: a call from another thread waits for the pool, not for any other state.
 //
-// Usage (models are opened through nanoinfer/engine.h, which reads each file once):
+// Usage (models are opened through nanoinfer/open_model.h, which reads each file once):
 //   Model model = open_model_alone("models/qwen2.5-0.5b-instruct");
 //   Sequence seq = model.new_sequence();
 //   auto logits = model.forward(prompt_ids, seq);          // [1][vocab], last position
@@ -129,7 +129,7 @@ class Sequence {
 class Model {
  public:
   // Loads the weights of an opened file (the engine opens it and reads its config once:
-  // nanoinfer/engine.h). The ISA is checked first, before any of its code runs or any weight is
+  // nanoinfer/open_model.h). The ISA is checked first, before any of its code runs or any weight is
   // read. Throws Error naming a missing tensor or a tensor with the wrong shape or type, or an
   // unsupported ISA.
   static Model load(const ModelConfig& cfg, const WeightSource& weights, const ModelOptions& opts);

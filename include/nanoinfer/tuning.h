@@ -6,7 +6,7 @@
 // applied to them — was one set of constants chosen on one machine. A `Tuning` replaces them
 // per product shape (weight type, rows, columns, decode or prefill) with what `bench tune`
 // measured faster on this machine (`Model::tune`), cached per CPU model, ISA and thread count
-// (nanoinfer/engine.h) and read when a model is opened.
+// (nanoinfer/tuning_cache.h) and read when a model is opened.
 //
 // A rule changes only how rows are cut into tasks, never what a row computes: the kernels
 // compute each output element with one chain independent of the row range (kernels/kernels.h),

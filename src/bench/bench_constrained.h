@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/logit_processor.h"
+#include "nanoinfer/open_model.h"
 
 namespace nanoinfer {
 class VocabTrie;  // nanoinfer/grammar.h

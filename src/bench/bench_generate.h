@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bench_record.h"
-#include "nanoinfer/engine.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer::bench {

@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "nanoinfer/open_model.h"
+
 namespace nanoinfer::bench {
 
 LoadMeasure measure_load(const std::filesystem::path& path, const std::string& name,

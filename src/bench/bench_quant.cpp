@@ -13,6 +13,7 @@
 #include "bench_record.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/inspect.h"
 #include "nanoinfer/perplexity.h"
 
 namespace nanoinfer::bench {

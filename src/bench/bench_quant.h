@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "nanoinfer/engine.h"
-#include "nanoinfer/quantize.h"
+#include "nanoinfer/open_model.h"
+#include "nanoinfer/quantize_model.h"
 
 namespace nanoinfer::bench {
 

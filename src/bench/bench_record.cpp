@@ -23,10 +23,10 @@
 
 #include "build_commit.h"
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/json_limits.h"
+#include "nanoinfer/tuning_cache.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/speculative.h"
 
 namespace nanoinfer::bench {

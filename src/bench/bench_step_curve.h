@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "nanoinfer/engine.h"
+#include "nanoinfer/open_model.h"
 
 namespace nanoinfer::bench {
 

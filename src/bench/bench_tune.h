@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "nanoinfer/engine.h"
+#include "nanoinfer/model.h"
+#include "nanoinfer/tuning_cache.h"
 #include "nanoinfer/tuning.h"
 
 namespace nanoinfer::bench {

@@ -12,8 +12,9 @@
 #include "bench_output.h"
 #include "command.h"
 #include "common_options.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/model_files.h"
+#include "nanoinfer/open_model.h"
 
 namespace nanoinfer::cli {
 namespace {

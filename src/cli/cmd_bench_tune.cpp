@@ -15,8 +15,9 @@
 #include "bench/bench_tune.h"
 #include "command.h"
 #include "common_options.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/open_model.h"
+#include "nanoinfer/tuning_cache.h"
 
 namespace nanoinfer::cli {
 namespace {

@@ -11,8 +11,9 @@
 #include <memory>
 
 #include "command.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/inspect.h"
+#include "nanoinfer/model_files.h"
 
 namespace nanoinfer::cli {
 namespace {

@@ -1,6 +1,6 @@
 // `nanoinfer quantize -m DIR --type int8|int4 [--method rtn|imatrix|gptq] [--calib FILE] --out DIR2`:
-// a quantized copy of a model directory (nanoinfer/quantize.h); with `--format gguf --out
-// FILE.gguf` the same weights as one GGUF file (quantize_to_gguf in nanoinfer/engine.h), and
+// a quantized copy of a model directory (nanoinfer/quantize_model.h); with `--format gguf --out
+// FILE.gguf` the same weights as one GGUF file (quantize_to_gguf in nanoinfer/gguf_export.h), and
 // `--type f32|bf16 --format gguf` converts without quantizing (export_gguf). Progress on stderr
 // when it is a terminal; SIGINT, SIGTERM or SIGHUP stops the run at the next progress step and
 // removes the partial output (a second signal removes it at once and ends the process); the
@@ -15,10 +15,10 @@
 
 #include "command.h"
 #include "common_options.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/gguf_export.h"
 #include "nanoinfer/interrupt.h"
-#include "nanoinfer/quantize.h"
+#include "nanoinfer/quantize_model.h"
 #include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer::cli {

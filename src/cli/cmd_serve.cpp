@@ -1,4 +1,4 @@
-// `nanoinfer serve`: the OpenAI-compatible HTTP server (nanoinfer/serve.h). Prints its URL on
+// `nanoinfer serve`: the OpenAI-compatible HTTP server (nanoinfer/server.h). Prints its URL on
 // stdout once it listens; SIGINT or SIGTERM stops it (in-flight requests are cancelled) and
 // the process exits 0.
 #include <fmt/format.h>
@@ -20,7 +20,7 @@
 #include "common_options.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/json_limits.h"
-#include "nanoinfer/serve.h"
+#include "nanoinfer/server.h"
 #include "speculation_options.h"
 
 namespace nanoinfer::cli {

@@ -11,10 +11,10 @@
 #include "common_options.h"
 #include "output.h"
 #include "nanoinfer/chat_template.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/json_limits.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer::cli {

@@ -13,6 +13,7 @@
 #include "nanoinfer/atomic_write.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generation_step.h"
+#include "nanoinfer/model_files.h"
 #include "nanoinfer/viz_trace.h"
 #include "viz_page.h"
 

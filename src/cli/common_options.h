@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/logit_processor.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer {

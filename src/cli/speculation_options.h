@@ -10,8 +10,8 @@
 #include <string>
 
 #include "common_options.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/speculative.h"
 
 namespace nanoinfer::cli {

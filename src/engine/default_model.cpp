@@ -1,7 +1,5 @@
 #include "engine/default_model.h"
 
-#include "nanoinfer/engine.h"
-
 namespace nanoinfer {
 
 std::optional<std::span<const std::byte>> embedded_file(std::string_view name) {
@@ -9,10 +7,6 @@ std::optional<std::span<const std::byte>> embedded_file(std::string_view name) {
     if (f.name == name) return f.bytes;
   }
   return std::nullopt;
-}
-
-std::filesystem::path embedded_model_label() {
-  return "(embedded)/default-model";
 }
 
 }  // namespace nanoinfer

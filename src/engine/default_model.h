@@ -1,7 +1,7 @@
 // The default model built into the executable: the files of data/default-model, embedded at
 // build time (CMakeLists.txt generates default_model_data.cpp, whose `.incbin` directives pull
 // the files in as read-only data), so the binary runs without the checkout it was built from.
-// An empty model path names it (nanoinfer/engine.h); open_model_source reads it in place.
+// An empty model path names it (nanoinfer/model_files.h); open_model_source reads it in place.
 #pragma once
 
 #include <cstddef>

@@ -1,11 +1,11 @@
 // export_gguf and quantize_to_gguf: a model directory written as one GGUF file llama.cpp loads
-// (nanoinfer/engine.h). The metadata is what llama.cpp's converter writes for a Qwen2, Qwen3 or
-// Llama checkpoint (general.architecture, its `{arch}.*` hyperparameters, the GPT-2-style
-// tokenizer arrays with pre-tokenizer "qwen2" or "llama-bpe", the chat template,
-// general.file_type; for Llama the q/k rows permuted and rope_freqs.weight); matrices in the requested type,
-// norms and biases in f32. A tensor already stored in its target type is copied byte for byte
-// (a quantized directory's blocks are never requantized); any other is converted one tensor at
-// a time, so memory holds at most one of them beside the writer.
+// (nanoinfer/gguf_export.h). The metadata is what llama.cpp's converter writes for a Qwen2, Qwen3
+// or Llama checkpoint (general.architecture, its `{arch}.*` hyperparameters, the GPT-2-style
+// tokenizer arrays with pre-tokenizer "qwen2" or "llama-bpe", the chat template, general.file_type;
+// for Llama the q/k rows permuted and rope_freqs.weight); matrices in the requested type, norms and
+// biases in f32. A tensor already stored in its target type is copied byte for byte (a quantized
+// directory's blocks are never requantized); any other is converted one tensor at a time, so memory
+// holds at most one of them beside the writer.
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -24,10 +24,11 @@
 #include "model/ops.h"
 #include "model/quant_scheme.h"
 #include "model/weight_source.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/gguf_export.h"
 #include "nanoinfer/json_limits.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/model_files.h"
 
 namespace nanoinfer {
 namespace {

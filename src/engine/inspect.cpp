@@ -1,5 +1,5 @@
 // inspect_model: a model directory's or GGUF file's tensors against the manifest of its
-// config, without loading any weights (nanoinfer/engine.h).
+// config, without loading any weights (nanoinfer/inspect.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,9 +17,9 @@
 #include "io/gguf.h"
 #include "model/manifest.h"
 #include "model/weight_source.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/inspect.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer {

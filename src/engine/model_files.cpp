@@ -1,4 +1,4 @@
-#include "nanoinfer/engine.h"
+#include "nanoinfer/model_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -53,6 +53,10 @@ ModelFiles locate_model(const std::filesystem::path& dir) {
     fail("{}: not found ({})", f.weights.string(), kHowToGetOne);
   }
   return f;
+}
+
+std::filesystem::path embedded_model_label() {
+  return "(embedded)/default-model";
 }
 
 }  // namespace nanoinfer

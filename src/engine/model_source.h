@@ -15,8 +15,8 @@
 #include "io/safetensors.h"
 #include "model/weight_source.h"
 #include "nanoinfer/config.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/model.h"
+#include "nanoinfer/model_files.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer {

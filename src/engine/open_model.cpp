@@ -1,11 +1,12 @@
-// open_model: the engine's one way from a model path to a runnable model (nanoinfer/engine.h).
+// open_model: the engine's one way from a model path to a runnable model (nanoinfer/open_model.h).
 #include <chrono>
 
 #include "engine/model_source.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/thread_pool.h"
+#include "nanoinfer/tuning_cache.h"
 #include "tokenizer/tokenizer_gguf.h"
 
 namespace nanoinfer {

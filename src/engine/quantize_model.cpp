@@ -1,4 +1,4 @@
-// quantize_model: a float model directory in, a quantized one out (nanoinfer/quantize.h).
+// quantize_model: a float model directory in, a quantized one out (nanoinfer/quantize_model.h).
 //
 //   check the input (float, finite) and the target (absent or an empty directory)
 //   -> make a temporary directory beside the target
@@ -7,7 +7,6 @@
 //      the tokenizer and generation files
 //   -> rename the temporary directory to the target.
 // Any error (or an exception thrown by the progress callback) removes the temporary directory.
-#include "nanoinfer/quantize.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -24,13 +23,14 @@
 #include "io/safetensors.h"
 #include "model/manifest.h"
 #include "model/quant_scheme.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "base/json_object.h"
 #include "nanoinfer/atomic_write.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/generation_config.h"
 #include "nanoinfer/isa.h"
+#include "nanoinfer/model_files.h"
+#include "nanoinfer/quantize_model.h"
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/tokenizer.h"
 #include "quant/calibrate.h"

@@ -1,4 +1,4 @@
-// The tuning cache (nanoinfer/engine.h): what `bench tune` measured, one small JSON file per
+// The tuning cache (nanoinfer/tuning_cache.h): what `bench tune` measured, one small JSON file per
 // ISA and thread count, read when a model is opened.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -8,10 +8,10 @@
 #include <system_error>
 
 #include "io/atomic_file.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/json_limits.h"
+#include "nanoinfer/tuning_cache.h"
 
 namespace nanoinfer {
 namespace {

@@ -59,33 +59,6 @@ double Rng::next_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0
 
 // ---- Sampler ----------------------------------------------------------------------------------
 
-RepetitionPenalty::RepetitionPenalty(int64_t vocab_size, double penalty) : penalty_(penalty) {
-  if (!(penalty > 0.0) || !std::isfinite(penalty)) fail("repetition penalty must be > 0, got {}", penalty);
-  if (penalty != 1.0) seen_.assign(static_cast<size_t>(std::max<int64_t>(vocab_size, 0)), 0u);
-}
-
-void RepetitionPenalty::process(std::span<double> scores, std::span<const int32_t> context) {
-  if (penalty_ == 1.0) return;
-  if (seen_.size() != scores.size()) fail("repetition penalty: expected {} scores, got {}", seen_.size(), scores.size());
-  if (++stamp_ == 0) {
-    std::fill(seen_.begin(), seen_.end(), 0u);
-    stamp_ = 1;
-  }
-  const auto vocab = static_cast<int64_t>(scores.size());
-  for (int32_t id : context) {
-    if (id < 0 || id >= vocab) {
-      fail("sampler: token id {} in the context is outside the vocabulary [0, {})", id, vocab);
-    }
-    const auto i = static_cast<size_t>(id);
-    if (seen_[i] == stamp_) continue;
-    seen_[i] = stamp_;
-    scores[i] = scores[i] < 0.0 ? scores[i] * penalty_ : scores[i] / penalty_;
-    if (!std::isfinite(scores[i])) {
-      fail("repetition penalty {} is so small that the penalised logits overflow", penalty_);
-    }
-  }
-}
-
 // The params, validated before any member is built from them.
 static const SamplerParams& validated(const SamplerParams& params) {
   validate(params);

@@ -19,7 +19,7 @@
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generation_step.h"
-#include "nanoinfer/serve.h"
+#include "nanoinfer/server.h"
 #include "chat_page_asset.h"
 #include "serve/access_log.h"
 #include "serve/api.h"

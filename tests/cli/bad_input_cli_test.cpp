@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "nanoinfer/engine.h"
+#include "nanoinfer/gguf_export.h"
 #include "nanoinfer/thread_pool.h"
 #include "support/files.h"
 #include "support/generation_model.h"

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/thread_pool.h"
 #include "support/files.h"
 #include "support/generation_model.h"

@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/open_model.h"
 #include "support/files.h"
 #include "support/generation_model.h"
 #include "support/run_cli.h"

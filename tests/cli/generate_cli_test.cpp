@@ -11,10 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/generation_config.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/open_model.h"
 #include "support/files.h"
 #include "support/generation_model.h"
 #include "support/run_cli.h"

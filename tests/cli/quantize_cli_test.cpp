@@ -17,11 +17,11 @@
 #include <sstream>
 
 #include "io/safetensors.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/interrupt.h"
 #include "nanoinfer/model.h"
-#include "nanoinfer/quantize.h"
+#include "nanoinfer/open_model.h"
+#include "nanoinfer/quantize_model.h"
 #include "support/checks.h"
 #include "support/files.h"
 #include "support/generation_model.h"

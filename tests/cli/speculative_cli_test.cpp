@@ -12,7 +12,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nanoinfer/engine.h"
 #include "support/files.h"
 #include "support/generation_model.h"
 #include "support/run_cli.h"

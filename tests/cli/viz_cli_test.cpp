@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nanoinfer/engine.h"
+#include "nanoinfer/open_model.h"
 #include "support/checks.h"
 #include "support/files.h"
 #include "support/run_cli.h"

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
+#include "nanoinfer/open_model.h"
 
 namespace nanoinfer {
 namespace {

@@ -13,8 +13,10 @@
 #include "engine/default_model.h"
 #include "engine/model_source.h"
 #include "io/safetensors.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/inspect.h"
+#include "nanoinfer/model_files.h"
+#include "nanoinfer/open_model.h"
 #include "support/files.h"
 
 namespace nanoinfer {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/model.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/tokenizer.h"
 
 namespace nanoinfer {

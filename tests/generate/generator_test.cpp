@@ -5,9 +5,9 @@
 
 #include <algorithm>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/open_model.h"
 #include "support/files.h"
 #include "support/generation_model.h"
 

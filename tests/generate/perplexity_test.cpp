@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/error.h"
 #include "model/manifest.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/perplexity.h"
 #include "io/safetensors_writer.h"
 #include "nanoinfer/tokenizer.h"

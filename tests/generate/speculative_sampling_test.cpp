@@ -22,8 +22,8 @@
 #include <map>
 #include <vector>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/sampler.h"
 #include "nanoinfer/speculative.h"
 #include "support/files.h"

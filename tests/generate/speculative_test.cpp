@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/speculative.h"
 #include "support/files.h"
 #include "support/generation_model.h"

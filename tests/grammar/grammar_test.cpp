@@ -10,7 +10,6 @@
 #include <random>
 
 #include "grammar/string_content.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/grammar.h"
 #include "nanoinfer/logit_processor.h"

@@ -20,8 +20,8 @@
 #include "model/manifest.h"
 #include "model/ops.h"
 #include "nanoinfer/config.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/tokenizer.h"
 #include "support/files.h"
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "nanoinfer/config.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/kv_cache.h"
 #include "nanoinfer/model.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/synth.h"
 #include "support/files.h"
 #include "support/run_cli.h"

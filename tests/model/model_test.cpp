@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
+#include "nanoinfer/open_model.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "support/checks.h"

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
+#include "nanoinfer/open_model.h"
 #include "support/checks.h"
 
 namespace nanoinfer {

@@ -13,10 +13,10 @@
 
 #include "model/linear.h"
 #include "model/ops.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/grammar.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/model.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/synth.h"
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/tokenizer.h"

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "io/safetensors.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
-#include "nanoinfer/quantize.h"
+#include "nanoinfer/open_model.h"
+#include "nanoinfer/quantize_model.h"
 #include "support/checks.h"
 #include "support/files.h"
 

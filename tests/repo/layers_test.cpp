@@ -23,6 +23,7 @@ struct Layer {
   std::string directory;
   std::set<std::string> public_headers;  // file names in include/nanoinfer/
   std::set<std::string> may_include;     // layer names, or "public"
+  size_t row = 0;                        // its place in the table, from 0 at the top
 };
 
 std::vector<std::string> words(const std::string& s) {
@@ -51,7 +52,9 @@ std::map<std::string, Layer> read_layer_table() {
       }
     }
     if (cells.size() != 4 || words(cells[0]).size() != 1 || words(cells[0])[0] == "layer") continue;
+    const size_t row = layers.size();
     Layer& l = layers[words(cells[0])[0]];
+    l.row = row;
     l.directory = words(cells[1]).at(0);
     for (const auto& h : words(cells[2])) l.public_headers.insert(h);
     for (const auto& m : words(cells[3])) l.may_include.insert(m);
@@ -130,6 +133,30 @@ TEST(Layers, EveryIncludeIsAllowedByTheArchitectureTable) {
                                  : "base");
   }
   EXPECT_GT(checked, 150u);
+}
+
+// The table's own order: a layer may include only layers listed before it (and `public` only
+// after every layer that owns a public header), so with the check above no include runs from a
+// lower layer up to a higher one.
+TEST(Layers, EachLayerIncludesOnlyLayersListedBeforeIt) {
+  const std::map<std::string, Layer> layers = read_layer_table();
+  ASSERT_GE(layers.size(), 8u) << "the layer table in docs/ARCHITECTURE.md was not found";
+  for (const auto& [name, l] : layers) {
+    for (const auto& m : l.may_include) {
+      if (m == "public") {
+        for (const auto& [owner, o] : layers) {
+          EXPECT_TRUE(o.public_headers.empty() || o.row < l.row)
+              << name << " may include every public header, but " << owner
+              << " (which owns some) is not listed before it";
+        }
+        continue;
+      }
+      ASSERT_TRUE(layers.count(m))
+          << name << " may include " << m << ", which is no layer of the table";
+      EXPECT_LT(layers.at(m).row, l.row)
+          << name << " may include " << m << ", which is listed after it";
+    }
+  }
 }
 
 // The other half of the picture: no source file grows past what one sitting can read.

@@ -9,8 +9,8 @@
 #include <numeric>
 
 #include "model/ops.h"
-#include "nanoinfer/engine.h"
 #include "nanoinfer/generation_step.h"
+#include "nanoinfer/open_model.h"
 #include "serve/scheduler.h"
 
 namespace nanoinfer::serve {

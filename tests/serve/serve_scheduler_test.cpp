@@ -10,8 +10,8 @@
 #include <future>
 #include <thread>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/open_model.h"
 #include "serve/scheduler.h"
 #include "support/files.h"
 #include "support/generation_model.h"

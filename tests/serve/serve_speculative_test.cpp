@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/generator.h"
+#include "nanoinfer/open_model.h"
 #include "serve/scheduler.h"
 #include "support/files.h"
 #include "support/generation_model.h"

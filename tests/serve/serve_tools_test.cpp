@@ -16,8 +16,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/generation_step.h"
+#include "nanoinfer/open_model.h"
 #include "serve/api.h"
 #include "serve/scheduler.h"
 #include "serve/tools.h"

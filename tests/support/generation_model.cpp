@@ -9,7 +9,7 @@
 
 #include "base/weight_blocks.h"
 #include "io/gguf.h"
-#include "nanoinfer/engine.h"
+#include "nanoinfer/gguf_export.h"
 #include "support/files.h"
 
 namespace nanoinfer::test {

@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "nanoinfer/engine.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/generation_step.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/tokenizer.h"
 #include "support/files.h"
 #include "support/generation_model.h"

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "nanoinfer/engine.h"
+#include "nanoinfer/open_model.h"
 #include "nanoinfer/speculative.h"
 
 namespace nanoinfer {

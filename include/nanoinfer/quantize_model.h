@@ -1,4 +1,5 @@
-// Quantizing a model directory: `nanoinfer quantize` as a library call.
+// Quantizing a model directory: `nanoinfer quantize` as a library call (its GGUF output,
+// quantize_to_gguf, is in nanoinfer/gguf_export.h).
 //
 // The output is a complete model directory (config.json with a `quantization_config`, the
 // tokenizer and generation files copied, model.safetensors with every quantized matrix as a
