@@ -18,10 +18,10 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <span>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,14 +33,13 @@
 namespace nanoinfer {
 namespace {
 
-
 struct Shape {
   const char* name;
   size_t rows, cols;
 };
 constexpr Shape kShapes[] = {
-    {"q_o_896x896", 896, 896},     {"kv_128x896", 128, 896},    {"gate_up_4864x896", 4864, 896},
-    {"down_896x4864", 896, 4864},  {"logits_151936x896", 151936, 896},
+    {"q_o_896x896", 896, 896},    {"kv_128x896", 128, 896},           {"gate_up_4864x896", 4864, 896},
+    {"down_896x4864", 896, 4864}, {"logits_151936x896", 151936, 896},
 };
 
 ThreadPool& pool_of(int threads) {
@@ -125,8 +124,8 @@ void BM_Linear(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   const double bytes = static_cast<double>(bytes_per_copy);
-  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9 * static_cast<double>(state.iterations()),
-                                              benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * 1e-9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(
       2e-9 * static_cast<double>(n * n_tokens) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.SetLabel(std::string(shape.name) + " " + std::string(isa_name(isa)) + " " +
@@ -145,7 +144,7 @@ void linear_args(benchmark::internal::Benchmark* b) {
             for (int64_t layout : {0, 1}) {
               if (tokens == 64 && shape == 4) continue;  // prefill never multiplies the logits by 64 tokens
               if (isa == 0 && (tokens == 64 || shape == 4)) continue;  // the scalar reference: decode, small shapes
-              if (layout == 1 && type < 2) continue;                  // only int8 and int4 are packed
+              if (layout == 1 && type < 2) continue;                   // only int8 and int4 are packed
               b->Args({shape, isa, type, threads, tokens, layout});
             }
   b->ArgNames({"shape", "isa", "type", "threads", "tokens", "layout"});
@@ -171,9 +170,9 @@ void BM_StreamReadCeiling(benchmark::State& state) {
     });
     benchmark::DoNotOptimize(partial);
   }
-  state.counters["GB/s"] = benchmark::Counter(2.0 * static_cast<double>(n * sizeof(float)) * 1e-9 *
-                                                  static_cast<double>(state.iterations()),
-                                              benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(n * sizeof(float)) * 1e-9 * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_StreamReadCeiling)->Arg(1)->Arg(2)->ArgName("threads")->UseRealTime()->MinTime(0.3)->Apply(add_min);
 
@@ -241,8 +240,8 @@ void BM_Attention(benchmark::State& state) {
     } else if (mode == 2) {
       attention(c, shape, q.data(), KvView{k16.data(), v16.data(), DType::F16, kv_dim}, out.data(), n, pos0, &work);
     } else {
-      attention(c, shape, q.data(), KvView{k_cold.data() + layer * k16.size(), v_cold.data() + layer * v16.size(),
-                                           DType::F16, kv_dim},
+      attention(c, shape, q.data(),
+                KvView{k_cold.data() + layer * k16.size(), v_cold.data() + layer * v16.size(), DType::F16, kv_dim},
                 out.data(), n, pos0, &work);
       layer = (layer + 1) % kColdLayers;
     }

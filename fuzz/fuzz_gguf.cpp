@@ -67,11 +67,11 @@ void dequantize_first_rows(const nanoinfer::GgufLayout& layout, const uint8_t* d
   for (const auto& t : layout.tensors) {
     if (t.nbytes == 0) continue;
     const uint64_t row = t.dims.empty() ? 1 : t.dims[0];
-    const uint64_t n = std::min<uint64_t>(row, 4096) / ggml_type_info(t.type).block_elems *
-                       ggml_type_info(t.type).block_elems;
+    const uint64_t n =
+        std::min<uint64_t>(row, 4096) / ggml_type_info(t.type).block_elems * ggml_type_info(t.type).block_elems;
     out.resize(static_cast<size_t>(n));
-    dequantize_row(t.type, reinterpret_cast<const std::byte*>(data + layout.data_offset + t.offset),
-                   out.data(), static_cast<size_t>(n));
+    dequantize_row(t.type, reinterpret_cast<const std::byte*>(data + layout.data_offset + t.offset), out.data(),
+                   static_cast<size_t>(n));
   }
 }
 

@@ -36,9 +36,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string gbnf = schema ? json_schema_to_gbnf(text, &budget) : text;
     const Grammar g = Grammar::from_gbnf(gbnf, "root", &budget);
     g.probe(budget, 256);
-    static const std::vector<std::string> vocab = {
-        "a", "b",  "{",        "}",    "\"",   "\"a",  "{\"", "1", "12", "-",
-        " ", "\n", "\xc3\xa9", "\xc3", "null", "true", ",",   ":", "[",  "]"};
+    static const std::vector<std::string> vocab = {"a",    "b",    "{", "}", "\"", "\"a",      "{\"",
+                                                   "1",    "12",   "-", " ", "\n", "\xc3\xa9", "\xc3",
+                                                   "null", "true", ",", ":", "[",  "]"};
     static const VocabTrie trie(vocab);
     TokenMasker masker(g, trie);
     std::vector<uint8_t> allowed;
@@ -47,21 +47,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t id = 0; id < vocab.size(); ++id) {
       GrammarState copy = state;
       if ((allowed[id] != 0) != copy.advance(vocab[id])) {
-        std::fprintf(stderr, "fuzz_grammar: the mask and the parser disagree on token '%s'\n",
-                     vocab[id].c_str());
+        std::fprintf(stderr, "fuzz_grammar: the mask and the parser disagree on token '%s'\n", vocab[id].c_str());
         std::abort();
       }
     }
   } catch (const Error&) {
     // refused: fine
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (seconds > kMaxSeconds) {
-    std::fprintf(
-        stderr,
-        "fuzz_grammar: %.1f s for %zu bytes, %llu steps charged: work the budget does not see\n",
-        seconds, size, static_cast<unsigned long long>(budget.used()));
+    std::fprintf(stderr, "fuzz_grammar: %.1f s for %zu bytes, %llu steps charged: work the budget does not see\n",
+                 seconds, size, static_cast<unsigned long long>(budget.used()));
     std::abort();
   }
   return 0;

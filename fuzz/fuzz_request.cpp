@@ -58,7 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (endpoint == serve::Endpoint::Chat) {
     check(!r.messages.empty(), "a chat request without messages");
     for (const ChatMessage& m : r.messages) {
-      check(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool", "an unknown role passed");
+      check(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool",
+            "an unknown role passed");
       check(m.tool_calls.empty() || m.role == "assistant", "tool calls on a message that is not the assistant's");
     }
   } else {
@@ -85,19 +86,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The response side takes any text the model makes of it.
   const serve::ResponseId rid{"cmpl-1", 0, r.model};
   const std::string text = r.stop.empty() ? r.prompt : r.stop.front();
-  for (const std::string& out :
-       {serve::response_json(endpoint, rid, text, serve::FinishReason::Stop, {ids.size(), 0}),
-        serve::chunk_json(endpoint, rid, {.text = text})}) {
+  for (const std::string& out : {serve::response_json(endpoint, rid, text, serve::FinishReason::Stop, {ids.size(), 0}),
+                                 serve::chunk_json(endpoint, rid, {.text = text})}) {
     check(out.find('\n') == std::string::npos, "response JSON over several lines");
     (void)nlohmann::json::parse(out);
   }
   // Tool calls: any text parses into content and calls, whose arguments are JSON objects.
   if (r.tools.parse()) {
     const serve::ParsedOutput parsed = serve::parse_tool_output(text, r.tools);
-    for (const serve::ToolCall& c : parsed.calls) check(nlohmann::json::parse(c.arguments).is_object(), "call arguments not an object");
-    const nlohmann::json response = nlohmann::json::parse(serve::response_json(
-        endpoint, rid, parsed.content, serve::FinishReason::ToolCalls, {ids.size(), 0}, nullptr, nullptr, &parsed.calls));
-    check(response.at("choices").at(0).at("message").contains("tool_calls") == !parsed.calls.empty(), "tool_calls lost");
+    for (const serve::ToolCall& c : parsed.calls)
+      check(nlohmann::json::parse(c.arguments).is_object(), "call arguments not an object");
+    const nlohmann::json response =
+        nlohmann::json::parse(serve::response_json(endpoint, rid, parsed.content, serve::FinishReason::ToolCalls,
+                                                   {ids.size(), 0}, nullptr, nullptr, &parsed.calls));
+    check(response.at("choices").at(0).at("message").contains("tool_calls") == !parsed.calls.empty(),
+          "tool_calls lost");
   }
   return 0;
 }

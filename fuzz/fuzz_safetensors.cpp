@@ -8,8 +8,8 @@
 #include <span>
 #include <string_view>
 
-#include "nanoinfer/error.h"
 #include "io/safetensors.h"
+#include "nanoinfer/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);

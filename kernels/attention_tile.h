@@ -137,9 +137,15 @@ struct Bf16 {
 struct F16 {
   uint16_t bits;
 };
-inline float widen(float x) { return x; }
-inline float widen(Bf16 x) { return bf16_to_f32(x.bits); }
-inline float widen(F16 x) { return f16_to_f32(x.bits); }
+inline float widen(float x) {
+  return x;
+}
+inline float widen(Bf16 x) {
+  return bf16_to_f32(x.bits);
+}
+inline float widen(F16 x) {
+  return f16_to_f32(x.bits);
+}
 
 // One lane, plain float arithmetic: the reference (compiled without FMA in kernels/scalar.cpp,
 // and used by the SIMD tiers for a head_dim that is not a whole number of vectors).
@@ -231,25 +237,25 @@ inline void score_rows(const float* qs, const float* kt, float* s, size_t hd, si
   static_assert(NJ % kVecTile == 0);
   for (size_t j0 = 0; j0 < NJ; j0 += kVecTile) {
     V acc[NR][kVecTile];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (size_t a = 0; a < NR; ++a)
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) acc[a][b] = Ops::zero();
     for (size_t d = 0; d < hd; ++d) {
       if (pf != nullptr) pf->step();
       V kv[kVecTile];
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) kv[b] = Ops::load(kt + d * kKeyBlock + (j0 + b) * W);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (size_t a = 0; a < NR; ++a) {
         const V qd = Ops::set1(qs[(r + a) * hd + d]);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (size_t b = 0; b < kVecTile; ++b) acc[a][b] = Ops::fma(qd, kv[b], acc[a][b]);
       }
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (size_t a = 0; a < NR; ++a)
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) Ops::store(s + (r + a) * kKeyBlock + (j0 + b) * W, acc[a][b]);
   }
 }
@@ -266,32 +272,33 @@ inline void accumulate_values(const float* p, const SrcT* vb, size_t vstride, fl
   size_t d0 = 0;
   for (; d0 + kVecTile * W <= hd; d0 += kVecTile * W) {
     V a[NR][kVecTile];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (size_t x = 0; x < NR; ++x)
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) a[x][b] = Ops::load(acc + (r + x) * hd + d0 + b * W);
     for (size_t j = 0; j < nj; ++j) {
       if (pf != nullptr) pf->step();
       V vv[kVecTile];
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) vv[b] = Ops::load_kv(vb + j * vstride + d0 + b * W);
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (size_t x = 0; x < NR; ++x) {
         const V pj = Ops::set1(p[(r + x) * kKeyBlock + j]);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (size_t b = 0; b < kVecTile; ++b) a[x][b] = Ops::fma(pj, vv[b], a[x][b]);
       }
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (size_t x = 0; x < NR; ++x)
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (size_t b = 0; b < kVecTile; ++b) Ops::store(acc + (r + x) * hd + d0 + b * W, a[x][b]);
   }
   for (; d0 < hd; d0 += W) {  // hd is a multiple of W
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (size_t x = 0; x < NR; ++x) {
       V a = Ops::load(acc + (r + x) * hd + d0);
-      for (size_t j = 0; j < nj; ++j) a = Ops::fma(Ops::set1(p[(r + x) * kKeyBlock + j]), Ops::load_kv(vb + j * vstride + d0), a);
+      for (size_t j = 0; j < nj; ++j)
+        a = Ops::fma(Ops::set1(p[(r + x) * kKeyBlock + j]), Ops::load_kv(vb + j * vstride + d0), a);
       Ops::store(acc + (r + x) * hd + d0, a);
     }
   }
@@ -337,7 +344,7 @@ uint64_t attention_tile(const AttentionTile& a) {
   const size_t n_keys = a.pos0 + a.n_q;
   const KvT* k = static_cast<const KvT*>(a.k);
   const KvT* v = static_cast<const KvT*>(a.v);
-  float* kt = a.scratch;          // [hd][kKeyBlock]
+  float* kt = a.scratch;            // [hd][kKeyBlock]
   float* vb = kt + hd * kKeyBlock;  // [kKeyBlock][hd]
   float* s = vb + kKeyBlock * hd;   // [R][kKeyBlock]: scores, then weights
   float* acc = s + R * kKeyBlock;   // [R][hd]

@@ -34,8 +34,8 @@ CpuFeatures detect() {
   // XGETBV exists only when the OS has set CR4.OSXSAVE (CPUID.1:ECX bit 27).
   if (bit(ecx, 27)) {
     const uint64_t xcr0 = read_xcr0();
-    f.set(F::OsYmm, (xcr0 & 0x6) == 0x6);     // SSE and AVX state
-    f.set(F::OsZmm, (xcr0 & 0xe0) == 0xe0);   // opmask, ZMM_Hi256, Hi16_ZMM
+    f.set(F::OsYmm, (xcr0 & 0x6) == 0x6);    // SSE and AVX state
+    f.set(F::OsZmm, (xcr0 & 0xe0) == 0xe0);  // opmask, ZMM_Hi256, Hi16_ZMM
   }
   unsigned max_leaf = 0;
   if (!__get_cpuid(0, &max_leaf, &ebx, &ecx, &edx) || max_leaf < 7) return f;
@@ -78,25 +78,44 @@ CpuFeatures detect_host() {
 
 std::string_view cpu_feature_name(CpuFeature f) {
   switch (f) {
-    case F::Sse3: return "sse3";
-    case F::Ssse3: return "ssse3";
-    case F::Sse41: return "sse4.1";
-    case F::Sse42: return "sse4.2";
-    case F::Popcnt: return "popcnt";
-    case F::Avx: return "avx";
-    case F::Fma: return "fma";
-    case F::F16c: return "f16c";
-    case F::Avx2: return "avx2";
-    case F::Avx512f: return "avx512f";
-    case F::Avx512dq: return "avx512dq";
-    case F::Avx512bw: return "avx512bw";
-    case F::Avx512vl: return "avx512vl";
-    case F::Avx512vnni: return "avx512vnni";
-    case F::AvxVnni: return "avxvnni";
-    case F::Avx512bf16: return "avx512bf16";
-    case F::OsYmm: return "OS YMM state";
-    case F::OsZmm: return "OS ZMM state";
-    case F::Count: break;
+    case F::Sse3:
+      return "sse3";
+    case F::Ssse3:
+      return "ssse3";
+    case F::Sse41:
+      return "sse4.1";
+    case F::Sse42:
+      return "sse4.2";
+    case F::Popcnt:
+      return "popcnt";
+    case F::Avx:
+      return "avx";
+    case F::Fma:
+      return "fma";
+    case F::F16c:
+      return "f16c";
+    case F::Avx2:
+      return "avx2";
+    case F::Avx512f:
+      return "avx512f";
+    case F::Avx512dq:
+      return "avx512dq";
+    case F::Avx512bw:
+      return "avx512bw";
+    case F::Avx512vl:
+      return "avx512vl";
+    case F::Avx512vnni:
+      return "avx512vnni";
+    case F::AvxVnni:
+      return "avxvnni";
+    case F::Avx512bf16:
+      return "avx512bf16";
+    case F::OsYmm:
+      return "OS YMM state";
+    case F::OsZmm:
+      return "OS ZMM state";
+    case F::Count:
+      break;
   }
   return "unknown";
 }
@@ -113,13 +132,16 @@ std::vector<Isa> all_isas() {
 // What each tier's files are compiled with, feature for feature (CMakeLists.txt): GCC's
 // -mavx2 also enables SSE3..SSE4.2 and POPCNT, so the check covers those too.
 std::vector<CpuFeature> isa_requirements(Isa isa) {
-  const std::initializer_list<F> avx2 = {F::Sse3, F::Ssse3, F::Sse41, F::Sse42, F::Popcnt, F::Avx,
-                                         F::Fma,  F::F16c,  F::Avx2,  F::OsYmm};
+  const std::initializer_list<F> avx2 = {F::Sse3, F::Ssse3, F::Sse41, F::Sse42, F::Popcnt,
+                                         F::Avx,  F::Fma,   F::F16c,  F::Avx2,  F::OsYmm};
   const std::initializer_list<F> avx512 = {F::Avx512f, F::Avx512dq, F::Avx512bw, F::Avx512vl, F::OsZmm};
   std::vector<F> req;
   switch (isa) {
-    case Isa::Scalar: break;
-    case Isa::Avx2: req.assign(avx2); break;
+    case Isa::Scalar:
+      break;
+    case Isa::Avx2:
+      req.assign(avx2);
+      break;
     case Isa::Avx2Vnni:
       req.assign(avx2);
       req.push_back(F::AvxVnni);
@@ -152,16 +174,24 @@ std::string isa_missing(Isa isa, const CpuFeatures& cpu) {
   }
   return missing;
 }
-std::string isa_missing(Isa isa) { return isa_missing(isa, host_cpu_features()); }
+std::string isa_missing(Isa isa) {
+  return isa_missing(isa, host_cpu_features());
+}
 
-bool isa_supported(Isa isa, const CpuFeatures& cpu) { return isa_missing(isa, cpu).empty(); }
-bool isa_supported(Isa isa) { return isa_supported(isa, host_cpu_features()); }
+bool isa_supported(Isa isa, const CpuFeatures& cpu) {
+  return isa_missing(isa, cpu).empty();
+}
+bool isa_supported(Isa isa) {
+  return isa_supported(isa, host_cpu_features());
+}
 
 void require_isa(Isa isa, const CpuFeatures& cpu) {
   const std::string missing = isa_missing(isa, cpu);
   if (!missing.empty()) fail("instruction set '{}' is not supported here: missing {}", isa_name(isa), missing);
 }
-void require_isa(Isa isa) { require_isa(isa, host_cpu_features()); }
+void require_isa(Isa isa) {
+  require_isa(isa, host_cpu_features());
+}
 
 Isa best_isa(const CpuFeatures& cpu) {
   const std::vector<Isa> isas = all_isas();
@@ -169,16 +199,24 @@ Isa best_isa(const CpuFeatures& cpu) {
     if (isa_supported(*it, cpu)) return *it;
   return Isa::Scalar;
 }
-Isa best_isa() { return best_isa(host_cpu_features()); }
+Isa best_isa() {
+  return best_isa(host_cpu_features());
+}
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
-    case Isa::Scalar: return "scalar";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx2Vnni: return "avx2-vnni";
-    case Isa::Avx512: return "avx512";
-    case Isa::Avx512Vnni: return "avx512-vnni";
-    case Isa::Avx512Bf16: return "avx512-bf16";
+    case Isa::Scalar:
+      return "scalar";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Avx2Vnni:
+      return "avx2-vnni";
+    case Isa::Avx512:
+      return "avx512";
+    case Isa::Avx512Vnni:
+      return "avx512-vnni";
+    case Isa::Avx512Bf16:
+      return "avx512-bf16";
   }
   return "unknown";
 }
@@ -200,14 +238,11 @@ Kernels scalar_kernels() {
   return Kernels{
       .isa = Isa::Scalar,
       .matmul = {.f32 = scalar::matmul_f32, .bf16 = scalar::matmul_bf16},
-      .matmul_quantized =
-          matmul_quantized_scaled.with(matmul_quantized_file).with(matmul_quantized_k),
+      .matmul_quantized = matmul_quantized_scaled.with(matmul_quantized_file).with(matmul_quantized_k),
       .quantize_activations = quantize_activations,
       .dot_rows_f32 = scalar::dot_rows_f32,
       .axpy_rows_f32 = scalar::axpy_rows_f32,
-      .attention = {.f32 = scalar::attention_f32,
-                    .bf16 = scalar::attention_bf16,
-                    .f16 = scalar::attention_f16},
+      .attention = {.f32 = scalar::attention_f32, .bf16 = scalar::attention_bf16, .f16 = scalar::attention_f16},
       .exp_f32 = scalar::exp_f32,
       .silu_mul_f32 = scalar::silu_mul_f32,
       .score_block = score_block,
@@ -314,6 +349,8 @@ const Kernels& table(Isa isa, const CpuFeatures& cpu) {
   return all_tables().at(static_cast<size_t>(isa));
 }
 
-const Kernels& table(Isa isa) { return table(isa, host_cpu_features()); }
+const Kernels& table(Isa isa) {
+  return table(isa, host_cpu_features());
+}
 
 }  // namespace nanoinfer::kernels

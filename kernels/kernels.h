@@ -32,8 +32,8 @@ namespace nanoinfer::kernels {
 // `rows` is also the row stride of y: a product may write its columns into a wider output
 // (y pointing at the first column, `rows` the output's width), since no row outside the range
 // is ever read.
-using MatmulFn = void (*)(const std::byte* w, const float* bias, const float* x, float* y, size_t rows,
-                          size_t cols, size_t n_tokens, size_t row_begin, size_t row_end);
+using MatmulFn = void (*)(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                          size_t n_tokens, size_t row_begin, size_t row_end);
 
 // Activations quantized for the Q8_0 / Q4_0 products: every block of 32 by
 // quantize_activation_block. Quantized once per input, they serve every thread and every
@@ -82,7 +82,9 @@ using MatmulPackedFn = void (*)(const std::byte* w, size_t w_rows, const float* 
 // for every thread and every matrix reading it (as the quantized types do): x: [n][cols] f32
 // -> xb: [n][bf16_row_stride(cols)] bf16, rounded as round_activation_bf16, zero past cols;
 // then MatmulFn's product from xb (bitwise what the MatmulFn entry gives for x).
-inline constexpr size_t bf16_row_stride(size_t cols) { return (cols + 31) / 32 * 32; }
+inline constexpr size_t bf16_row_stride(size_t cols) {
+  return (cols + 31) / 32 * 32;
+}
 using RoundActivationsFn = void (*)(const float* x, size_t n, size_t cols, uint16_t* xb);
 using MatmulRoundedFn = void (*)(const std::byte* w, const float* bias, const uint16_t* xb, float* y, size_t rows,
                                  size_t cols, size_t n_tokens, size_t row_begin, size_t row_end);
@@ -261,8 +263,8 @@ const std::byte* packed_row_file(WeightType type, const std::byte* w, size_t row
                                  std::byte* scratch);
 
 // The signatures, to declare the kernels each tier defines (a function type, not a pointer).
-using MatmulSig = void(const std::byte* w, const float* bias, const float* x, float* y, size_t rows,
-                       size_t cols, size_t n_tokens, size_t row_begin, size_t row_end);
+using MatmulSig = void(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                       size_t n_tokens, size_t row_begin, size_t row_end);
 using QuantizeActivationsSig = void(const float* x, size_t cols, size_t n, QuantizedActivations& out);
 using DotRowsSig = void(const float* q, const float* rows, size_t stride, size_t count, size_t n, float scale,
                         float* out);
@@ -278,8 +280,7 @@ using RefitBlockSig = void(const float* w, const float* a, const int8_t* q, doub
 // (kernels/scalar_quant.cpp, which states the exact accumulation rule every ISA reproduces
 // bitwise), the K types (kernels/scalar_quant_k.cpp, which states their rule), and Q4_1, Q5_0,
 // Q5_1 (kernels/scalar_quant_file.cpp, likewise).
-extern const ByType<MatmulQuantizedFn> matmul_quantized_scaled, matmul_quantized_k,
-    matmul_quantized_file;
+extern const ByType<MatmulQuantizedFn> matmul_quantized_scaled, matmul_quantized_k, matmul_quantized_file;
 // The activation side of those products: 32 floats -> 32 int8 (round half to even) and the
 // returned scale d = max|x| / 127, or d = 0 and all-zero q when that d is below FLT_MIN.
 float quantize_activation_block(const float* x, int8_t* q);
@@ -301,7 +302,7 @@ uint16_t round_activation_bf16(float f);
 // tier from the one below it. The quantized products come as one ByType per file, listing the
 // types that file has kernels for. Everything else in those files has internal linkage, so the
 // linker can never merge a function compiled for a higher tier into a lower tier's table.
-namespace scalar {       // kernels/scalar.cpp (baseline x86-64, no FMA)
+namespace scalar {  // kernels/scalar.cpp (baseline x86-64, no FMA)
 MatmulSig matmul_f32, matmul_bf16;
 DotRowsSig dot_rows_f32;
 AxpyRowsSig axpy_rows_f32;
@@ -309,7 +310,7 @@ AttentionTileSig attention_f32, attention_bf16, attention_f16;
 ExpRowsSig exp_f32;
 SiluMulSig silu_mul_f32;
 }  // namespace scalar
-namespace avx2 {         // kernels/kernels_avx2.cpp, kernels/quant_avx2.cpp
+namespace avx2 {  // kernels/kernels_avx2.cpp, kernels/quant_avx2.cpp
 extern const ByType<MatmulFn> matmul;
 extern const ByType<MatmulQuantizedFn> matmul_quantized;
 extern const ByType<MatmulPackedFn> matmul_packed;
@@ -322,11 +323,11 @@ extern const ByKvType attention;
 extern const ExpRowsFn exp_f32;
 extern const SiluMulFn silu_mul_f32;
 }  // namespace avx2
-namespace avx2_vnni {    // kernels/quant_avx2_vnni.cpp
+namespace avx2_vnni {  // kernels/quant_avx2_vnni.cpp
 extern const ByType<MatmulQuantizedFn> matmul_quantized;
 extern const ByType<MatmulPackedFn> matmul_packed;
 }  // namespace avx2_vnni
-namespace avx512 {       // kernels/kernels_avx512.cpp, kernels/attention_avx512.cpp
+namespace avx512 {  // kernels/kernels_avx512.cpp, kernels/attention_avx512.cpp
 extern const ByType<MatmulFn> matmul;
 extern const DotRowsFn dot_rows_f32;
 extern const AxpyRowsFn axpy_rows_f32;

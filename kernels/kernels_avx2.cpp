@@ -53,8 +53,7 @@ uint64_t attention_avx2(const AttentionTile& a) {
 
 namespace avx2 {
 
-constinit const ByType<MatmulFn> matmul{.f32 = matmul_bytes<Avx2Ops, float>,
-                                        .bf16 = matmul_bytes<Avx2Ops, uint16_t>};
+constinit const ByType<MatmulFn> matmul{.f32 = matmul_bytes<Avx2Ops, float>, .bf16 = matmul_bytes<Avx2Ops, uint16_t>};
 constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx2Ops>;
 constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx2Ops>;
 constinit const ByKvType attention{

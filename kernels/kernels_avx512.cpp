@@ -84,7 +84,8 @@ using tile_sums::mask16;
 #pragma GCC unroll 2
   for (int j = 0; j < 2; ++j) {
     const __m512 p = v2[2 * j], q = v2[2 * j + 1];
-    v3[j] = _mm512_add_ps(_mm512_shuffle_ps(p, q, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 1, 3, 1)));
+    v3[j] = _mm512_add_ps(_mm512_shuffle_ps(p, q, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_ps(p, q, _MM_SHUFFLE(3, 1, 3, 1)));
   }
   // Lane 4L + s: (v[0] + v[1]) + (v[2] + v[3]) of in[4s + L].
   return _mm512_add_ps(_mm512_shuffle_ps(v3[0], v3[1], _MM_SHUFFLE(2, 0, 2, 0)),
@@ -93,16 +94,17 @@ using tile_sums::mask16;
 
 // The tile epilogue (kernels/tile_sums.h) over this tier's tree.
 struct F32Tree {
-  [[gnu::always_inline]] static __m512 reduce16(const __m512* in) { return nanoinfer::kernels::f32prefill::reduce16(in); }
+  [[gnu::always_inline]] static __m512 reduce16(const __m512* in) {
+    return nanoinfer::kernels::f32prefill::reduce16(in);
+  }
 };
 
 // The tile for the prefill driver (kernels/prefill_driver.h).
-struct Tile : prefill::Shape<float, float, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock,
-                             kPassCols, kMaxPassCols> {
+struct Tile
+    : prefill::Shape<float, float, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols, kMaxPassCols> {
   template <size_t R, size_t T, bool kPasses>
-  static void run(const float* w, const float* bias, const float* x, size_t x_stride, float* y,
-                  size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end,
-                  __m512* carry);
+  static void run(const float* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows,
+                  size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry);
 };
 
 // Columns [c_begin, c_end) of one R x T register tile: rows r0.. of w, tokens t0.. of x (x
@@ -110,9 +112,8 @@ struct Tile : prefill::Shape<float, float, kRowTile, kTokenTile, kTokenBlock, kW
 // reaches `cols` runs the tail, reduces and stores; the others leave the accumulators in
 // `carry` (R * T vectors, stored and loaded whole), where the next pass picks them up.
 template <size_t R, size_t T, bool kPasses>
-inline void Tile::run(const float* w, const float* bias, const float* x, size_t x_stride, float* y,
-                      size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end,
-                      __m512* carry) {
+inline void Tile::run(const float* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows,
+                      size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
   __m512 acc[R * T];
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const float* wr[R];
@@ -164,16 +165,15 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
     matmul<Avx512Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
     return;
   }
-  prefill::matmul<f32prefill::Tile>(reinterpret_cast<const float*>(w), bias, x, cols, y, rows, cols,
-                                    n_tokens, row_begin, row_end);
+  prefill::matmul<f32prefill::Tile>(reinterpret_cast<const float*>(w), bias, x, cols, y, rows, cols, n_tokens,
+                                    row_begin, row_end);
 }
 
 }  // namespace
 
 namespace avx512 {
 
-constinit const ByType<MatmulFn> matmul{.f32 = matmul_f32,
-                                        .bf16 = matmul_bytes<Avx512Ops, uint16_t>};
+constinit const ByType<MatmulFn> matmul{.f32 = matmul_f32, .bf16 = matmul_bytes<Avx512Ops, uint16_t>};
 constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx512Ops>;
 constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx512Ops>;
 

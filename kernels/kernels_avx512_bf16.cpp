@@ -10,14 +10,13 @@
 // Prefill: register tiles of 8 rows x 3 tokens (24 accumulators + 3 activation vectors + 1
 // weight vector = 28 zmm), tokens in blocks of 128 (64 for rows read in passes, below) so the
 // block's activations stay in L2 while each strip of 8 rows reads them once (128 against 64:
-// ~8% on the 896-column products at 512 tokens, fewer re-reads of the weights). A tile's accumulators are reduced in registers and
-// each token's 8 sums stored as one masked vector (store_sums): at 896 columns (28 chunks,
-// ~340 cycles of vdpbf16ps per tile) the earlier epilogue, sums through the stack and 24
-// scalar stores, cost ~200 cycles per tile, a third of the product's time.
-// Decode (one token): 16 rows at a time, so 16 chains hide the instruction's latency and 16
-// weight streams are in flight. Either way the lanes of up to 16 accumulators are summed
-// together by one transposing tree (reduce16) that adds, for each accumulator, exactly the
-// pairs the reference adds: the results do not depend on the tile, the thread or the batch.
+// ~8% on the 896-column products at 512 tokens, fewer re-reads of the weights). A tile's accumulators are reduced in
+// registers and each token's 8 sums stored as one masked vector (store_sums): at 896 columns (28 chunks, ~340 cycles of
+// vdpbf16ps per tile) the earlier epilogue, sums through the stack and 24 scalar stores, cost ~200 cycles per tile, a
+// third of the product's time. Decode (one token): 16 rows at a time, so 16 chains hide the instruction's latency and
+// 16 weight streams are in flight. Either way the lanes of up to 16 accumulators are summed together by one transposing
+// tree (reduce16) that adds, for each accumulator, exactly the pairs the reference adds: the results do not depend on
+// the tile, the thread or the batch.
 //
 // GCC 12's unmasked AVX-512 intrinsics start from _mm512_undefined_*(), which it then flags
 // as uninitialized once inlined (GCC bug 105593, fixed in GCC 13).
@@ -41,7 +40,9 @@ constexpr size_t kTokenBlock = 128, kWideTokenBlock = 64;
 constexpr size_t kPrefetchAhead = 512;  // bytes: 8 lines ahead of each decode row
 static_assert(kChunk == 32, "bf16_row_stride (kernels.h) pads to whole chunks");
 
-size_t padded_cols(size_t cols) { return bf16_row_stride(cols); }
+size_t padded_cols(size_t cols) {
+  return bf16_row_stride(cols);
+}
 
 using tile_sums::mask16;
 
@@ -94,12 +95,11 @@ static_assert(kPassCols % kChunk == 0, "passes end on whole chunks");
 
 // The tile for the prefill driver (kernels/prefill_driver.h): x is the rounded block, rows
 // x_stride = padded_cols(cols) apart.
-struct Tile : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock,
-                             kPassCols, kMaxPassCols> {
+struct Tile
+    : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols, kMaxPassCols> {
   template <size_t R, size_t T, bool kPasses>
-  static void run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y,
-                  size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end,
-                  __m512* carry);
+  static void run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
+                  size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry);
 };
 
 // Columns [c_begin, c_end) of one R x T register tile: rows r0.., tokens t0.. of the rounded
@@ -108,9 +108,8 @@ struct Tile : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlo
 // accumulators in `carry` (R * T vectors), where the next pass picks them up. Without
 // kPasses the tile is one pass over the whole row (c_begin 0, c_end cols, no carry).
 template <size_t R, size_t T, bool kPasses>
-inline void Tile::run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride,
-                      float* y, size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin,
-                      size_t c_end, __m512* carry) {
+inline void Tile::run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
+                      size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
   __m512 acc[R * T];
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const uint16_t* wr[R];
@@ -189,7 +188,9 @@ uint16_t* activation_buffer(size_t n) {
 
 namespace avx512_bf16 {
 
-void round_activations(const float* x, size_t n, size_t cols, uint16_t* xb) { round_rows(x, n, cols, xb); }
+void round_activations(const float* x, size_t n, size_t cols, uint16_t* xb) {
+  round_rows(x, n, cols, xb);
+}
 
 // xb: [n_tokens][padded_cols(cols)], rounded (round_rows). Token blocks keep
 // the activations a strip of rows reads within L2.

@@ -45,27 +45,53 @@ struct PackedZmm {
   static V and_(V a, V b) { return _mm512_and_si512(a, b); }
   static V or_(V a, V b) { return _mm512_or_si512(a, b); }
   template <int n>
-  static V srl16(V a) { return _mm512_srli_epi16(a, n); }
+  static V srl16(V a) {
+    return _mm512_srli_epi16(a, n);
+  }
   template <int n>
-  static V sll16(V a) { return _mm512_slli_epi16(a, n); }
+  static V sll16(V a) {
+    return _mm512_slli_epi16(a, n);
+  }
   static V srl16(V a, int n) { return _mm512_srl_epi16(a, _mm_cvtsi32_si128(n)); }
   static V add(V a, V b) { return _mm512_add_epi32(a, b); }
   static V sub(V a, V b) { return _mm512_sub_epi32(a, b); }
   static V mullo(V a, V b) { return _mm512_mullo_epi32(a, b); }
 #ifdef __AVX512VNNI__
   // acc + the sums of 4 products u8 x s8 per lane, exact.
-  static V dot(V acc, V u, V s) { return _mm512_dpbusd_epi32(acc, u, s); }
+  static V dot(V acc, V u, V s) {
+    return _mm512_dpbusd_epi32(acc, u, s);
+  }
 #endif
-  static F cvt(V a) { return _mm512_cvtepi32_ps(a); }
-  static F add(F a, F b) { return _mm512_add_ps(a, b); }
-  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
-  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
-  static F set(float v) { return _mm512_set1_ps(v); }
-  static F f16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-  static __m128i bytes(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-  static F u8f(__m128i b) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)); }
-  static V i8(__m128i b) { return _mm512_cvtepi8_epi32(b); }
-  static void store(float* out, F v) { _mm512_storeu_ps(out, v); }
+  static F cvt(V a) {
+    return _mm512_cvtepi32_ps(a);
+  }
+  static F add(F a, F b) {
+    return _mm512_add_ps(a, b);
+  }
+  static F sub(F a, F b) {
+    return _mm512_sub_ps(a, b);
+  }
+  static F mul(F a, F b) {
+    return _mm512_mul_ps(a, b);
+  }
+  static F set(float v) {
+    return _mm512_set1_ps(v);
+  }
+  static F f16(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m128i bytes(const uint8_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  }
+  static F u8f(__m128i b) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b));
+  }
+  static V i8(__m128i b) {
+    return _mm512_cvtepi8_epi32(b);
+  }
+  static void store(float* out, F v) {
+    _mm512_storeu_ps(out, v);
+  }
 };
 #endif
 
@@ -93,9 +119,13 @@ struct PackedYmm {
   static V and_(V a, V b) { return _mm256_and_si256(a, b); }
   static V or_(V a, V b) { return _mm256_or_si256(a, b); }
   template <int n>
-  static V srl16(V a) { return _mm256_srli_epi16(a, n); }
+  static V srl16(V a) {
+    return _mm256_srli_epi16(a, n);
+  }
   template <int n>
-  static V sll16(V a) { return _mm256_slli_epi16(a, n); }
+  static V sll16(V a) {
+    return _mm256_slli_epi16(a, n);
+  }
   static V srl16(V a, int n) { return _mm256_srl_epi16(a, _mm_cvtsi32_si128(n)); }
   static V add(V a, V b) { return _mm256_add_epi32(a, b); }
   static V sub(V a, V b) { return _mm256_sub_epi32(a, b); }
@@ -112,16 +142,36 @@ struct PackedYmm {
       return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
     }
   }
-  static F cvt(V a) { return _mm256_cvtepi32_ps(a); }
-  static F add(F a, F b) { return _mm256_add_ps(a, b); }
-  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
-  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F set(float v) { return _mm256_set1_ps(v); }
-  static F f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static __m128i bytes(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
-  static F u8f(__m128i b) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)); }
-  static V i8(__m128i b) { return _mm256_cvtepi8_epi32(b); }
-  static void store(float* out, F v) { _mm256_storeu_ps(out, v); }
+  static F cvt(V a) {
+    return _mm256_cvtepi32_ps(a);
+  }
+  static F add(F a, F b) {
+    return _mm256_add_ps(a, b);
+  }
+  static F sub(F a, F b) {
+    return _mm256_sub_ps(a, b);
+  }
+  static F mul(F a, F b) {
+    return _mm256_mul_ps(a, b);
+  }
+  static F set(float v) {
+    return _mm256_set1_ps(v);
+  }
+  static F f16(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static __m128i bytes(const uint8_t* p) {
+    return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  }
+  static F u8f(__m128i b) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+  }
+  static V i8(__m128i b) {
+    return _mm256_cvtepi8_epi32(b);
+  }
+  static void store(float* out, F v) {
+    _mm256_storeu_ps(out, v);
+  }
 };
 #endif
 
@@ -131,7 +181,9 @@ struct PackedYmm {
 // (2 threads, synth15-Q4_K_M / Q5_K_M decode, 3 alternating rounds; docs/PERFORMANCE.md)
 // its median tg32 beat 1, 2 and 3 KiB's on both files; 1 KiB was the slowest.
 constexpr size_t kPrefetchAhead = 4096;
-inline void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+inline void prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+}
 
 // Token blocks bound the activations re-read for every row group, so they stay in L2 while
 // the weights stream from memory once per block.

@@ -30,8 +30,8 @@ namespace prefill {
 // TokenTile tokens; tokens in blocks of TokenBlock when rows are read in one
 // pass, of WideTokenBlock when rows wider than MaxPassCols are read in passes of PassCols
 // columns (the carry buffer holds one such block's tiles).
-template <class WT, class XT, size_t RowTile, size_t TokenTile, size_t TokenBlock,
-          size_t WideTokenBlock, size_t PassCols, size_t MaxPassCols>
+template <class WT, class XT, size_t RowTile, size_t TokenTile, size_t TokenBlock, size_t WideTokenBlock,
+          size_t PassCols, size_t MaxPassCols>
 struct Shape {
   using W = WT;
   using X = XT;
@@ -72,74 +72,66 @@ inline void with_count(size_t n, F&& f) {
 // Columns [c_begin, c_end) of tokens [t_begin, t_end) for one strip of R rows: full token
 // tiles, then one narrower tile; tile i carries its accumulators in carry[i].
 template <class Tile, size_t R, bool kPasses>
-void strip(const typename Tile::W* w, const float* bias, const typename Tile::X* x, size_t x_stride,
-           float* y, size_t rows, size_t cols, size_t r0, size_t t_begin, size_t t_end,
-           size_t c_begin, size_t c_end, __m512* carry, const Slice& next) {
+void strip(const typename Tile::W* w, const float* bias, const typename Tile::X* x, size_t x_stride, float* y,
+           size_t rows, size_t cols, size_t r0, size_t t_begin, size_t t_end, size_t c_begin, size_t c_end,
+           __m512* carry, const Slice& next) {
   constexpr size_t kT = Tile::kTokenTile, kCarry = R * kT;  // vectors per tile in the carry buffer
   static_assert(kT >= 1);
   const size_t tiles = (t_end - t_begin + kT - 1) / kT;
   size_t t = t_begin, i = 0;
   for (; t + kT <= t_end; t += kT, carry += kCarry, ++i) {
     prefetch_share(next, i, tiles);
-    Tile::template run<R, kT, kPasses>(w, bias, x + t * x_stride, x_stride, y, rows, cols, r0, t,
-                                       c_begin, c_end, carry);
+    Tile::template run<R, kT, kPasses>(w, bias, x + t * x_stride, x_stride, y, rows, cols, r0, t, c_begin, c_end,
+                                       carry);
   }
   if (t < t_end) prefetch_share(next, i, tiles);
   with_count<kT>(t_end - t, [&](auto n) {
-    Tile::template run<R, decltype(n)::value, kPasses>(w, bias, x + t * x_stride, x_stride, y, rows,
-                                                       cols, r0, t, c_begin, c_end, carry);
+    Tile::template run<R, decltype(n)::value, kPasses>(w, bias, x + t * x_stride, x_stride, y, rows, cols, r0, t,
+                                                       c_begin, c_end, carry);
   });
 }
 
 // One strip over all its columns, in passes when the rows are wide; the next strip's rows (up
 // to row_end) are the ones prefetched after its last pass.
 template <class Tile, size_t R>
-void strip_passes(const typename Tile::W* w, const float* bias, const typename Tile::X* x,
-                  size_t x_stride, float* y, size_t rows, size_t cols, size_t r0, size_t row_end,
-                  size_t t_begin, size_t t_end) {
+void strip_passes(const typename Tile::W* w, const float* bias, const typename Tile::X* x, size_t x_stride, float* y,
+                  size_t rows, size_t cols, size_t r0, size_t row_end, size_t t_begin, size_t t_end) {
   using W = typename Tile::W;
   constexpr size_t kRowTile = Tile::kRowTile, kPassCols = Tile::kPassCols;
   const size_t row_bytes = cols * sizeof(W);
   const size_t next_r = r0 + R;
-  const size_t next_rows =
-      next_r < row_end ? (row_end - next_r < kRowTile ? row_end - next_r : kRowTile) : 0;
+  const size_t next_rows = next_r < row_end ? (row_end - next_r < kRowTile ? row_end - next_r : kRowTile) : 0;
   const char* next_strip = reinterpret_cast<const char*>(w + next_r * cols);
   if (cols <= Tile::kMaxPassCols) {
     const Slice next{next_strip, row_bytes, row_bytes, next_rows};
-    strip<Tile, R, false>(w, bias, x, x_stride, y, rows, cols, r0, t_begin, t_end, 0, cols, nullptr,
-                          next);
+    strip<Tile, R, false>(w, bias, x, x_stride, y, rows, cols, r0, t_begin, t_end, 0, cols, nullptr, next);
     return;
   }
   constexpr size_t kCarryTiles = (Tile::kWideTokenBlock + Tile::kTokenTile - 1) / Tile::kTokenTile;
   alignas(64) thread_local __m512 carry[kCarryTiles * kRowTile * Tile::kTokenTile];
   for (size_t c = 0; c < cols; c += kPassCols) {
     const size_t e = c + kPassCols < cols ? c + kPassCols : cols;
-    const Slice next =
-        e < cols ? Slice{reinterpret_cast<const char*>(w + r0 * cols + e),
-                         (e + kPassCols < cols ? kPassCols : cols - e) * sizeof(W), row_bytes, R}
-                 : Slice{next_strip, kPassCols * sizeof(W), row_bytes, next_rows};
-    strip<Tile, R, true>(w, bias, x, x_stride, y, rows, cols, r0, t_begin, t_end, c, e, carry,
-                         next);
+    const Slice next = e < cols ? Slice{reinterpret_cast<const char*>(w + r0 * cols + e),
+                                        (e + kPassCols < cols ? kPassCols : cols - e) * sizeof(W), row_bytes, R}
+                                : Slice{next_strip, kPassCols * sizeof(W), row_bytes, next_rows};
+    strip<Tile, R, true>(w, bias, x, x_stride, y, rows, cols, r0, t_begin, t_end, c, e, carry, next);
   }
 }
 
 // y = W x + bias for rows [row_begin, row_end) and tokens [0, n_tokens) (x: token t's row at
 // x + t * x_stride): token blocks, each row range as full strips and one narrower strip.
 template <class Tile>
-void matmul(const typename Tile::W* w, const float* bias, const typename Tile::X* x,
-            size_t x_stride, float* y, size_t rows, size_t cols, size_t n_tokens, size_t row_begin,
-            size_t row_end) {
+void matmul(const typename Tile::W* w, const float* bias, const typename Tile::X* x, size_t x_stride, float* y,
+            size_t rows, size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
   constexpr size_t kR = Tile::kRowTile;
   static_assert(kR >= 1);
   const size_t block = cols <= Tile::kMaxPassCols ? Tile::kTokenBlock : Tile::kWideTokenBlock;
   for (size_t tb = 0; tb < n_tokens; tb += block) {
     const size_t te = tb + block < n_tokens ? tb + block : n_tokens;
     size_t r = row_begin;
-    for (; r + kR <= row_end; r += kR)
-      strip_passes<Tile, kR>(w, bias, x, x_stride, y, rows, cols, r, row_end, tb, te);
+    for (; r + kR <= row_end; r += kR) strip_passes<Tile, kR>(w, bias, x, x_stride, y, rows, cols, r, row_end, tb, te);
     with_count<kR>(row_end - r, [&](auto n) {
-      strip_passes<Tile, decltype(n)::value>(w, bias, x, x_stride, y, rows, cols, r, row_end, tb,
-                                             te);
+      strip_passes<Tile, decltype(n)::value>(w, bias, x, x_stride, y, rows, cols, r, row_end, tb, te);
     });
   }
 }

@@ -35,14 +35,14 @@ struct ZmmVnni {
   template <WeightType kType>
   static __m512i pair(const uint8_t* a, const uint8_t* b) {
     if constexpr (kType == WeightType::Q8_0) {
-      const __m512i q = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 2))),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)), 1);
+      const __m512i q =
+          _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 2))),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2)), 1);
       return _mm512_xor_si512(q, _mm512_set1_epi8(-128));
     } else {
-      const __m256i q = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2))),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)), 1);
+      const __m256i q =
+          _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2))),
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)), 1);
       // [qa | qb | qa >> 4 | qb >> 4] -> [qa | qa >> 4 | qb | qb >> 4], then the low nibbles.
       const __m512i n = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
       return _mm512_and_si512(_mm512_shuffle_i32x4(n, n, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(0x0f));
@@ -54,7 +54,8 @@ struct ZmmVnni {
     __m512i u[4];
 #pragma GCC unroll 16
     for (int i = 0; i < 4; ++i)
-      u[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+      u[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                              _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
     // 128-bit lane L of w0 holds, for vectors 0-3, the sum of their partials in lane L.
     const __m512i w0 = _mm512_add_epi32(_mm512_unpacklo_epi64(u[0], u[1]), _mm512_unpackhi_epi64(u[0], u[1]));
     const __m512i w1 = _mm512_add_epi32(_mm512_unpacklo_epi64(u[2], u[3]), _mm512_unpackhi_epi64(u[2], u[3]));
@@ -65,19 +66,23 @@ struct ZmmVnni {
 
   template <size_t TG>
   static __m512 per_token(const float* p) {
-    if constexpr (TG == 1) return _mm512_set1_ps(*p);
-    else return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+    if constexpr (TG == 1)
+      return _mm512_set1_ps(*p);
+    else
+      return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
   }
   template <size_t TG>
   static __m512i per_token(const int32_t* p) {
-    if constexpr (TG == 1) return _mm512_set1_epi32(*p);
-    else return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    if constexpr (TG == 1)
+      return _mm512_set1_epi32(*p);
+    else
+      return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   template <size_t TG>
   static __m512 per_row(const uint16_t* h) {
     const auto H = [h](size_t j) { return static_cast<short>(h[j / TG]); };
-    return _mm512_cvtph_ps(_mm256_setr_epi16(H(0), H(1), H(2), H(3), H(4), H(5), H(6), H(7), H(8), H(9), H(10),
-                                             H(11), H(12), H(13), H(14), H(15)));
+    return _mm512_cvtph_ps(_mm256_setr_epi16(H(0), H(1), H(2), H(3), H(4), H(5), H(6), H(7), H(8), H(9), H(10), H(11),
+                                             H(12), H(13), H(14), H(15)));
   }
 
   template <WeightType kType, size_t TG>
@@ -136,7 +141,8 @@ struct ZmmVnni {
         return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(c)), 1);
       };
-      const __m512i n = _mm512_inserti64x4(_mm512_castsi256_si512(two_rows(pa + 2, pc + 2)), two_rows(pa + s1 + 2, pc + s1 + 2), 1);
+      const __m512i n =
+          _mm512_inserti64x4(_mm512_castsi256_si512(two_rows(pa + 2, pc + 2)), two_rows(pa + s1 + 2, pc + s1 + 2), 1);
       lo = _mm512_and_si512(n, _mm512_set1_epi8(0x0f));
       hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), _mm512_set1_epi8(0x0f));
     }
@@ -150,8 +156,9 @@ struct ZmmVnni {
     constexpr int offset_shift = kType == WeightType::Q4_0 ? 3 : 7;
     const size_t b1 = kTwo ? b + 1 : b;
     // [x_b 0-15, x_b 16-31, x_b1 0-15, x_b1 16-31] -> each quarter's token elements.
-    const __m512i xx = kTwo ? _mm512_loadu_si512(xq + b * kQuantBlock)
-                            : _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kQuantBlock)));
+    const __m512i xx =
+        kTwo ? _mm512_loadu_si512(xq + b * kQuantBlock)
+             : _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * kQuantBlock)));
     const __m512i xlo = _mm512_shuffle_i32x4(xx, xx, _MM_SHUFFLE(2, 2, 0, 0));
     const __m512i xhi = _mm512_shuffle_i32x4(xx, xx, _MM_SHUFFLE(3, 3, 1, 1));
     __m512i v[4];
@@ -205,8 +212,8 @@ struct ZmmVnni {
 // Acc[t] += the 16 rows' sums for token t of every block. g: the group's first byte; xq, d, s:
 // as in ZmmVnni::group.
 template <WeightType kType, size_t TG>
-void packed_group(const uint8_t* g, size_t nb, const int8_t* const* xq, const float* d, const int32_t* s,
-                  size_t stride, __m512* acc) {
+void packed_group(const uint8_t* g, size_t nb, const int8_t* const* xq, const float* d, const int32_t* s, size_t stride,
+                  __m512* acc) {
   constexpr size_t group_block = kPackRows * kBlockBytes<kType>;
   constexpr int offset_shift = kType == WeightType::Q4_0 ? 3 : 7;  // 8 or 128
   for (size_t b = 0; b < nb; ++b) {
@@ -241,7 +248,8 @@ void packed_group(const uint8_t* g, size_t nb, const int8_t* const* xq, const fl
         i0 = _mm512_dpbusd_epi32(i0, w[k], word(k));
         i1 = _mm512_dpbusd_epi32(i1, w[k + 1], word(k + 1));
       }
-      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(s[b * stride + t] << offset_shift));
+      const __m512i isum =
+          _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(s[b * stride + t] << offset_shift));
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[b * stride + t]));
       acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(isum)));
     }
@@ -251,9 +259,8 @@ void packed_group(const uint8_t* g, size_t nb, const int8_t* const* xq, const fl
 // The packed product (MatmulPackedFn): whole groups here (kernels/packed_driver.h), rows of a
 // partial last group by the ordinary kernel.
 template <WeightType kType>
-void matmul_packed_scaled(const std::byte* w, size_t w_rows, const float* bias,
-                          const QuantizedActivations& a, float* y, size_t stride, size_t row_begin,
-                          size_t row_end) {
+void matmul_packed_scaled(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& a, float* y,
+                          size_t stride, size_t row_begin, size_t row_end) {
   const auto group = [&](auto tg, const uint8_t* g, size_t, size_t t0, __m512* acc) {
     constexpr size_t TG = decltype(tg)::value;
     const int8_t* xq[TG];

@@ -1,8 +1,8 @@
-// Q4_K / Q5_K / Q6_K and Q4_1 / Q5_0 / Q5_1 products over the packed layout (kernels/quant_blocks.h), written once against a
-// vector policy of kernels/packed_driver.h: PackedZmm with vpdpbusd (quant_k_avx512_vnni.cpp:
-// the avx512-vnni and avx512-bf16 tiers), PackedYmm<true> with AVX-VNNI (quant_k_avx2_vnni.cpp)
-// and PackedYmm<false> with vpmaddubsw + vpmaddwd (quant_k_avx2.cpp: the avx2 and avx512 tiers).
-// Include only from *_avx2*.cpp / *_avx512*.cpp files (internal linkage, simd_kernels.h).
+// Q4_K / Q5_K / Q6_K and Q4_1 / Q5_0 / Q5_1 products over the packed layout (kernels/quant_blocks.h), written once
+// against a vector policy of kernels/packed_driver.h: PackedZmm with vpdpbusd (quant_k_avx512_vnni.cpp: the avx512-vnni
+// and avx512-bf16 tiers), PackedYmm<true> with AVX-VNNI (quant_k_avx2_vnni.cpp) and PackedYmm<false> with vpmaddubsw +
+// vpmaddwd (quant_k_avx2.cpp: the avx2 and avx512 tiers). Include only from *_avx2*.cpp / *_avx512*.cpp files (internal
+// linkage, simd_kernels.h).
 //
 // Lane j is row j of a slice of a 16-row group. Per super-block, each vector load holds one
 // 4-byte word of quants of the slice's rows; the dot product against the token's activation
@@ -13,9 +13,9 @@
 //
 // Q4_K's quants are nibbles (unsigned, as vpdpbusd wants them) and its min term uses the
 // activation block's sum s[b]; Q5_K is Q4_K with a fifth bit per quant, taken from its qh words
-// (one 64-byte vector per word, read once per chunk from L1) and or-ed in as bit 4. Q6_K's are 6-bit unsigned q = value + 32: the kernel sums q * x
-// and subtracts 32 * (sum of the 16 activations of the sub-block), QuantizedActivations::s16,
-// which gives the reference's exact sum of (q - 32) * x.
+// (one 64-byte vector per word, read once per chunk from L1) and or-ed in as bit 4. Q6_K's are 6-bit unsigned q = value
+// + 32: the kernel sums q * x and subtracts 32 * (sum of the 16 activations of the sub-block),
+// QuantizedActivations::s16, which gives the reference's exact sum of (q - 32) * x.
 #pragma once
 
 #include "kernels/packed_driver.h"
@@ -106,7 +106,8 @@ void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
 #pragma GCC unroll 16
         for (size_t t = 0; t < TG; ++t) {
           const V isum = half == 0 ? ilo[t] : ihi[t];
-          const F inner = P::sub(P::mul(ds, P::cvt(isum)), P::mul(dm, P::set(static_cast<float>(x.s[b * x.stride + t]))));
+          const F inner =
+              P::sub(P::mul(ds, P::cvt(isum)), P::mul(dm, P::set(static_cast<float>(x.s[b * x.stride + t]))));
           acc[t] = P::add(acc[t], P::mul(P::set(x.d[b * x.stride + t]), inner));
         }
       }
@@ -143,16 +144,22 @@ void q6_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
           // Low 4 bits from the nibble, bits 4-5 from qh bits 2i, 2i + 1.
           const V lo4 = i < 2 ? P::and_(ql, low) : P::and_(P::template srl16<4>(ql), low);
           V hi2;
-          if (i == 0) hi2 = P::template sll16<4>(qh);
-          else if (i == 1) hi2 = P::template sll16<2>(qh);
-          else if (i == 2) hi2 = qh;
-          else hi2 = P::template srl16<2>(qh);
+          if (i == 0)
+            hi2 = P::template sll16<4>(qh);
+          else if (i == 1)
+            hi2 = P::template sll16<2>(qh);
+          else if (i == 2)
+            hi2 = qh;
+          else
+            hi2 = P::template srl16<2>(qh);
           const V w = P::or_(lo4, P::and_(hi2, top));
 #pragma GCC unroll 16
           for (size_t t = 0; t < TG; ++t) {
             const V xw = P::word(x.xq[t] + kQuantBlock * b + 4 * k);
-            if (k < 4) ua[t] = P::dot(ua[t], w, xw);
-            else ub[t] = P::dot(ub[t], w, xw);
+            if (k < 4)
+              ua[t] = P::dot(ua[t], w, xw);
+            else
+              ub[t] = P::dot(ub[t], w, xw);
           }
         }
         const size_t sub = 8 * h + 2 * i;  // the scales of elements 0-15 and 16-31 of block b
@@ -180,7 +187,7 @@ void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& 
   using F = typename P::F;
   constexpr size_t L = P::lanes;
   constexpr bool kMin = kType != WeightType::Q5_0, kFive = kType != WeightType::Q4_1;
-  constexpr size_t kBlockBytes = kType == WeightType::Q4_1 ? sizeof(BlockQ4_1)
+  constexpr size_t kBlockBytes = kType == WeightType::Q4_1   ? sizeof(BlockQ4_1)
                                  : kType == WeightType::Q5_0 ? sizeof(BlockQ5_0)
                                                              : sizeof(BlockQ5_1);
   constexpr size_t kGroupBytes = kPackRows * kBlockBytes, qs0 = kMin ? 64 : 32, qh0 = qs0 + 256;
@@ -240,10 +247,14 @@ void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const
   const auto group = [&](auto tg, const uint8_t* g, size_t part, size_t t0, typename P::F* acc) {
     constexpr size_t TG = decltype(tg)::value;
     const KTokens<TG> x(a, t0);
-    if constexpr (kType == WeightType::Q4_K) q4_k_group<P, TG>(g, part, nsb, x, acc);
-    else if constexpr (kType == WeightType::Q5_K) q4_k_group<P, TG, true>(g, part, nsb, x, acc);
-    else if constexpr (kType == WeightType::Q6_K) q6_k_group<P, TG>(g, part, nsb, x, acc);
-    else block32_group<P, TG, kType>(g, part, nsb, x, acc);
+    if constexpr (kType == WeightType::Q4_K)
+      q4_k_group<P, TG>(g, part, nsb, x, acc);
+    else if constexpr (kType == WeightType::Q5_K)
+      q4_k_group<P, TG, true>(g, part, nsb, x, acc);
+    else if constexpr (kType == WeightType::Q6_K)
+      q6_k_group<P, TG>(g, part, nsb, x, acc);
+    else
+      block32_group<P, TG, kType>(g, part, nsb, x, acc);
   };
   const auto rest = [&](size_t begin, size_t end) {
     scalar_table().matmul_quantized[kType](w, bias, a, y, stride, begin, end);

@@ -50,8 +50,7 @@ constexpr size_t kBlockBytes = simd_block_bytes(kType);
 // skipped because the running maximum is vmaxps's second operand), the same divisions, and
 // vcvtps2dq rounds half to even like nearbyint; out-of-range or NaN saturate to -128 in the
 // packs as in the reference. Also writes the block's sum of q and its two halves' sums.
-inline void quantize_block(const float* x, int8_t* q, float* d_out, int32_t* s_out, int32_t* s16_lo,
-                           int32_t* s16_hi) {
+inline void quantize_block(const float* x, int8_t* q, float* d_out, int32_t* s_out, int32_t* s16_lo, int32_t* s16_hi) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 v[4];
   __m256 m = _mm256_setzero_ps();
@@ -183,13 +182,17 @@ struct Ymm {
   // Lane j = p[j % TG]: the per-token values of a block for the slots.
   template <size_t TG>
   static __m256 per_token(const float* p) {
-    if constexpr (TG == 1) return _mm256_set1_ps(*p);
-    else return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
+    if constexpr (TG == 1)
+      return _mm256_set1_ps(*p);
+    else
+      return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
   }
   template <size_t TG>
   static __m256i per_token(const int32_t* p) {
-    if constexpr (TG == 1) return _mm256_set1_epi32(*p);
-    else return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    if constexpr (TG == 1)
+      return _mm256_set1_epi32(*p);
+    else
+      return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   // Lane j = the f16 scale at blk[j / TG], widened exactly.
   template <size_t TG>
@@ -310,8 +313,7 @@ void matmul_quantized(const std::byte* w, const float* bias, const QuantizedActi
 // This header's products on family Fam: the entries a tier's file gives its table.
 template <class Fam>
 constexpr ByType<MatmulQuantizedFn> quantized_products() {
-  return {.q8_0 = matmul_quantized<Fam, WeightType::Q8_0>,
-          .q4_0 = matmul_quantized<Fam, WeightType::Q4_0>};
+  return {.q8_0 = matmul_quantized<Fam, WeightType::Q8_0>, .q4_0 = matmul_quantized<Fam, WeightType::Q4_0>};
 }
 
 }  // namespace

@@ -13,8 +13,8 @@ namespace nanoinfer::kernels {
 namespace {
 
 template <class W, class Widen>
-void matmul_scalar(const W* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                   size_t n_tokens, size_t row_begin, size_t row_end, Widen widen) {
+void matmul_scalar(const W* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t n_tokens,
+                   size_t row_begin, size_t row_end, Widen widen) {
   for (size_t t = 0; t < n_tokens; ++t) {
     const float* xt = x + t * cols;
     for (size_t r = row_begin; r < row_end; ++r) {
@@ -61,11 +61,21 @@ void axpy_rows_f32(const float* alphas, float mult, const float* rows, size_t st
   for (size_t j = 0; j < count; ++j) axpy(alphas[j] * mult, rows + j * stride, y, n);
 }
 
-uint64_t attention_f32(const AttentionTile& a) { return attention_tile<ScalarOps, float>(a); }
-uint64_t attention_bf16(const AttentionTile& a) { return attention_tile<ScalarOps, Bf16>(a); }
-uint64_t attention_f16(const AttentionTile& a) { return attention_tile<ScalarOps, F16>(a); }
-void exp_f32(const float* x, float* y, size_t n) { exp_rows<ScalarOps>(x, y, n); }
-void silu_mul_f32(const float* gate, const float* up, float* out, size_t n) { silu_mul_rows<ScalarOps>(gate, up, out, n); }
+uint64_t attention_f32(const AttentionTile& a) {
+  return attention_tile<ScalarOps, float>(a);
+}
+uint64_t attention_bf16(const AttentionTile& a) {
+  return attention_tile<ScalarOps, Bf16>(a);
+}
+uint64_t attention_f16(const AttentionTile& a) {
+  return attention_tile<ScalarOps, F16>(a);
+}
+void exp_f32(const float* x, float* y, size_t n) {
+  exp_rows<ScalarOps>(x, y, n);
+}
+void silu_mul_f32(const float* gate, const float* up, float* out, size_t n) {
+  silu_mul_rows<ScalarOps>(gate, up, out, n);
+}
 
 }  // namespace scalar
 

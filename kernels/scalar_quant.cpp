@@ -55,8 +55,8 @@ namespace {
 // The product for any scaled-integer type, reading its blocks through the type's unpack
 // (src/base/weight_blocks.h): weight i of a block is d * q[i].
 template <WeightType kType>
-void matmul_scaled(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
-                   size_t rows, size_t row_begin, size_t row_end) {
+void matmul_scaled(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
+                   size_t row_begin, size_t row_end) {
   const WeightTypeInfo& info = weight_type_info(kType);
   const size_t nb = x.nb;
   const size_t row_bytes = weight_row_bytes(kType, x.cols);
@@ -87,8 +87,10 @@ void quantize_activations(const float* x, size_t cols, size_t n, QuantizedActiva
     for (size_t b = 0; b < a.nb; ++b) {
       int8_t* q = a.q.data() + t * cols + b * kQuantBlock;
       float d = 0.0f;
-      if (t < n) d = quantize_activation_block(x + t * cols + b * kQuantBlock, q);
-      else std::memset(q, 0, kQuantBlock);
+      if (t < n)
+        d = quantize_activation_block(x + t * cols + b * kQuantBlock, q);
+      else
+        std::memset(q, 0, kQuantBlock);
       int32_t half[2] = {0, 0};
       for (size_t i = 0; i < kQuantBlock; ++i) half[i / 16] += q[i];
       a.d[b * a.tokens + t] = d;
@@ -99,8 +101,8 @@ void quantize_activations(const float* x, size_t cols, size_t n, QuantizedActiva
   }
 }
 
-constinit const ByType<MatmulQuantizedFn> matmul_quantized_scaled{
-    .q8_0 = matmul_scaled<WeightType::Q8_0>, .q4_0 = matmul_scaled<WeightType::Q4_0>};
+constinit const ByType<MatmulQuantizedFn> matmul_quantized_scaled{.q8_0 = matmul_scaled<WeightType::Q8_0>,
+                                                                  .q4_0 = matmul_scaled<WeightType::Q4_0>};
 
 float score_block(const float* w, const float* a, float d, float id, int lo, int hi, int8_t* q) {
   const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
@@ -203,8 +205,8 @@ const std::byte* packed_row(WeightType type, const std::byte* w, size_t rows, si
     std::memcpy(blk, in + 2 * j, 2);
     for (size_t k = 0; k < words; ++k)
       for (size_t i = 0; i < 4; ++i)
-        blk[2 + 4 * k + i] =
-            std::byte{static_cast<uint8_t>(std::to_integer<uint8_t>(in[2 * kPackRows + 64 * k + 4 * j + i]) ^ layout.flip)};
+        blk[2 + 4 * k + i] = std::byte{
+            static_cast<uint8_t>(std::to_integer<uint8_t>(in[2 * kPackRows + 64 * k + 4 * j + i]) ^ layout.flip)};
   }
   return scratch;
 }

@@ -76,7 +76,9 @@ void gather_qh(const uint8_t* in, uint8_t (&qh)[4]) {
 // Row j's block <-> its place in the group's packed block (kPackRows * sizeof(Block) bytes).
 template <class Block>
 void pack_block(const Block& b, size_t j, uint8_t* out) {
-  constexpr bool kMin = requires { b.m; };
+  constexpr bool kMin = requires {
+    b.m;
+  };
   constexpr size_t qs0 = kMin ? 4 * kPackRows : 2 * kPackRows;
   std::memcpy(out + 2 * j, &b.d, 2);
   if constexpr (kMin) std::memcpy(out + 2 * kPackRows + 2 * j, &b.m, 2);
@@ -86,7 +88,9 @@ void pack_block(const Block& b, size_t j, uint8_t* out) {
 template <class Block>
 Block unpack_block(const uint8_t* in, size_t j) {
   Block b{};
-  constexpr bool kMin = requires { b.m; };
+  constexpr bool kMin = requires {
+    b.m;
+  };
   constexpr size_t qs0 = kMin ? 4 * kPackRows : 2 * kPackRows;
   std::memcpy(&b.d, in + 2 * j, 2);
   if constexpr (kMin) std::memcpy(&b.m, in + 2 * kPackRows + 2 * j, 2);
@@ -125,9 +129,8 @@ const std::byte* packed_row_of(const std::byte* w, size_t rows, size_t cols, siz
 
 }  // namespace
 
-constinit const ByType<MatmulQuantizedFn> matmul_quantized_file{.q4_1 = matmul_block32<BlockQ4_1>,
-                                                                .q5_0 = matmul_block32<BlockQ5_0>,
-                                                                .q5_1 = matmul_block32<BlockQ5_1>};
+constinit const ByType<MatmulQuantizedFn> matmul_quantized_file{
+    .q4_1 = matmul_block32<BlockQ4_1>, .q5_0 = matmul_block32<BlockQ5_0>, .q5_1 = matmul_block32<BlockQ5_1>};
 
 void pack_quantized_file(WeightType type, std::byte* w, size_t rows, size_t cols) {
   if (type == WeightType::Q4_1) return pack_rows<BlockQ4_1>(w, rows, cols);

@@ -78,8 +78,8 @@ void matmul_k_min(const std::byte* w, const float* bias, const QuantizedActivati
   }
 }
 
-void matmul_q6_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y,
-                 size_t rows, size_t row_begin, size_t row_end) {
+void matmul_q6_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
+                 size_t row_begin, size_t row_end) {
   const size_t nsb = x.cols / kSuperBlock, row_bytes = nsb * sizeof(BlockQ6_K);
   for (size_t t = 0; t < x.n; ++t) {
     const int8_t* xq = x.q.data() + t * x.cols;
@@ -105,9 +105,7 @@ void matmul_q6_k(const std::byte* w, const float* bias, const QuantizedActivatio
 }  // namespace
 
 constinit const ByType<MatmulQuantizedFn> matmul_quantized_k{
-    .q4_k = matmul_k_min<BlockQ4_K, q4_k_quant>,
-    .q5_k = matmul_k_min<BlockQ5_K, q5_k_quant>,
-    .q6_k = matmul_q6_k};
+    .q4_k = matmul_k_min<BlockQ4_K, q4_k_quant>, .q5_k = matmul_k_min<BlockQ5_K, q5_k_quant>, .q6_k = matmul_q6_k};
 
 // ---- the K types' packed layout (kernels/quant_blocks.h) --------------------------------------
 
@@ -119,21 +117,21 @@ size_t k_packed_offset(WeightType type, size_t j, size_t i) {
   if (type == WeightType::Q5_K) {  // Q4_K's layout of d, dmin, scales and qs, then qh
     if (i < 16) return k_packed_offset(WeightType::Q4_K, j, i);
     if (i < 48) {
-      const size_t q = i - 16, k = q / 4;                            // qh word k
+      const size_t q = i - 16, k = q / 4;  // qh word k
       return 2304 + 64 * k + 4 * j + q % 4;
     }
-    return k_packed_offset(WeightType::Q4_K, j, i - 32);             // qs
+    return k_packed_offset(WeightType::Q4_K, j, i - 32);  // qs
   }
   if (type == WeightType::Q4_K) {
-    if (i < 2) return 2 * j + i;                                     // d
-    if (i < 4) return 32 + 2 * j + (i - 2);                          // dmin
-    if (i < 16) return 64 + 16 * (i - 4) + j;                        // scale byte p = i - 4, one plane per p
-    const size_t q = i - 16, c = q / 32, k = (q % 32) / 4;           // chunk c, word k
+    if (i < 2) return 2 * j + i;                            // d
+    if (i < 4) return 32 + 2 * j + (i - 2);                 // dmin
+    if (i < 16) return 64 + 16 * (i - 4) + j;               // scale byte p = i - 4, one plane per p
+    const size_t q = i - 16, c = q / 32, k = (q % 32) / 4;  // chunk c, word k
     return 256 + 64 * (8 * c + k) + 4 * j + q % 4;
   }
   // Q6_K: ql (128), qh (64), scales (16), d (2).
-  if (i >= 208) return 2 * j + (i - 208);                            // d
-  if (i >= 192) return 32 + 16 * (i - 192) + j;                      // scale s, one plane per s
+  if (i >= 208) return 2 * j + (i - 208);        // d
+  if (i >= 192) return 32 + 16 * (i - 192) + j;  // scale s, one plane per s
   size_t h, k, v;
   if (i < 128) {
     h = i / 64;

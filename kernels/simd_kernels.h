@@ -28,8 +28,8 @@ namespace {
 // lane reduction and the bias: exactly the same operations for an element whatever R and T
 // are, which is what makes results independent of tiling, threads and batch size.
 template <class Ops, size_t R, size_t T, class WT>
-inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                        size_t r0, size_t t0) {
+inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
+                        size_t t0) {
   using B = typename Ops::batch;
   constexpr size_t W = Ops::width;
   B acc[R][T];
@@ -81,22 +81,38 @@ inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y
 
 // Tokens [t_begin, t_end) for one strip of R rows: full token tiles, then one narrower tile.
 template <class Ops, size_t R, class WT>
-inline void matmul_strip(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                         size_t r0, size_t t_begin, size_t t_end) {
+inline void matmul_strip(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
+                         size_t t_begin, size_t t_end) {
   constexpr size_t T = Ops::token_tile;
   static_assert(T >= 1 && T <= 8);
   size_t t = t_begin;
   for (; t + T <= t_end; t += T) matmul_tile<Ops, R, T>(w, bias, x, y, rows, cols, r0, t);
   switch (t_end - t) {
-    case 0: break;
-    case 1: matmul_tile<Ops, R, 1>(w, bias, x, y, rows, cols, r0, t); break;
-    case 2: if constexpr (T > 2) matmul_tile<Ops, R, 2>(w, bias, x, y, rows, cols, r0, t); break;
-    case 3: if constexpr (T > 3) matmul_tile<Ops, R, 3>(w, bias, x, y, rows, cols, r0, t); break;
-    case 4: if constexpr (T > 4) matmul_tile<Ops, R, 4>(w, bias, x, y, rows, cols, r0, t); break;
-    case 5: if constexpr (T > 5) matmul_tile<Ops, R, 5>(w, bias, x, y, rows, cols, r0, t); break;
-    case 6: if constexpr (T > 6) matmul_tile<Ops, R, 6>(w, bias, x, y, rows, cols, r0, t); break;
-    case 7: if constexpr (T > 7) matmul_tile<Ops, R, 7>(w, bias, x, y, rows, cols, r0, t); break;
-    default: break;
+    case 0:
+      break;
+    case 1:
+      matmul_tile<Ops, R, 1>(w, bias, x, y, rows, cols, r0, t);
+      break;
+    case 2:
+      if constexpr (T > 2) matmul_tile<Ops, R, 2>(w, bias, x, y, rows, cols, r0, t);
+      break;
+    case 3:
+      if constexpr (T > 3) matmul_tile<Ops, R, 3>(w, bias, x, y, rows, cols, r0, t);
+      break;
+    case 4:
+      if constexpr (T > 4) matmul_tile<Ops, R, 4>(w, bias, x, y, rows, cols, r0, t);
+      break;
+    case 5:
+      if constexpr (T > 5) matmul_tile<Ops, R, 5>(w, bias, x, y, rows, cols, r0, t);
+      break;
+    case 6:
+      if constexpr (T > 6) matmul_tile<Ops, R, 6>(w, bias, x, y, rows, cols, r0, t);
+      break;
+    case 7:
+      if constexpr (T > 7) matmul_tile<Ops, R, 7>(w, bias, x, y, rows, cols, r0, t);
+      break;
+    default:
+      break;
   }
 }
 
@@ -127,8 +143,8 @@ void matmul(const WT* w, const float* bias, const float* x, float* y, size_t row
 
 // matmul as a MatmulFn: the weights' bytes read as WT (float, or bf16 bit patterns).
 template <class Ops, class WT>
-void matmul_bytes(const std::byte* w, const float* bias, const float* x, float* y, size_t rows,
-                  size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
+void matmul_bytes(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                  size_t n_tokens, size_t row_begin, size_t row_end) {
   matmul<Ops>(reinterpret_cast<const WT*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
@@ -182,8 +198,7 @@ void dot_rows(const float* q, const float* rows, size_t stride, size_t count, si
 // up to 8 * width floats), it stays in registers across the rows: the same fma per element
 // and row, in the same order, without a load and store of y per row.
 template <class Ops, size_t NB>
-void axpy_rows_in_registers(const float* alphas, float mult, const float* rows, size_t stride, size_t count,
-                            float* y) {
+void axpy_rows_in_registers(const float* alphas, float mult, const float* rows, size_t stride, size_t count, float* y) {
   using B = typename Ops::batch;
   constexpr size_t W = Ops::width;
   B acc[NB];
@@ -201,11 +216,16 @@ void axpy_rows(const float* alphas, float mult, const float* rows, size_t stride
   constexpr size_t W = Ops::width;
   if (n % W == 0) {
     switch (n / W) {
-      case 1: return axpy_rows_in_registers<Ops, 1>(alphas, mult, rows, stride, count, y);
-      case 2: return axpy_rows_in_registers<Ops, 2>(alphas, mult, rows, stride, count, y);
-      case 4: return axpy_rows_in_registers<Ops, 4>(alphas, mult, rows, stride, count, y);
-      case 8: return axpy_rows_in_registers<Ops, 8>(alphas, mult, rows, stride, count, y);
-      default: break;
+      case 1:
+        return axpy_rows_in_registers<Ops, 1>(alphas, mult, rows, stride, count, y);
+      case 2:
+        return axpy_rows_in_registers<Ops, 2>(alphas, mult, rows, stride, count, y);
+      case 4:
+        return axpy_rows_in_registers<Ops, 4>(alphas, mult, rows, stride, count, y);
+      case 8:
+        return axpy_rows_in_registers<Ops, 8>(alphas, mult, rows, stride, count, y);
+      default:
+        break;
     }
   }
   for (size_t j = 0; j < count; ++j) axpy<Ops>(alphas[j] * mult, rows + j * stride, y, n);

@@ -14,7 +14,9 @@ namespace nanoinfer::kernels {
 namespace {
 namespace tile_sums {
 
-inline __mmask16 mask16(size_t n) { return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
+inline __mmask16 mask16(size_t n) {
+  return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
 
 // A tile's N accumulators at the start of its columns: zeros on the first pass over a row,
 // else the previous pass's, waiting in `carry`; and stored there for the next pass.

@@ -42,8 +42,7 @@ class ChatSession {
   // ChatTurnRefused and leaves the conversation as it was; a message longer than
   // max_message_bytes() is refused so before it is copied or tokenized. If the reply fails
   // part way (e.g. the model produces NaN logits), throws Error and starts over.
-  GenerationStats send(std::string_view user_text, const StopRules& options,
-                       const TextSink& on_text);
+  GenerationStats send(std::string_view user_text, const StopRules& options, const TextSink& on_text);
   // The longest message send() tokenizes: 4 x (the longest token's bytes) x the context. No
   // longer message can fit: each token stands for at most the longest token's bytes of
   // normalized text, and NFC normalization shortens text less than 4 times (its largest

@@ -70,8 +70,7 @@ struct ChatPiece {
   std::string_view text;
   bool is_content;  // a message's content (or the default system prompt), a tool, a call's name/arguments
 };
-std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages,
-                                          bool add_generation_prompt,
+std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                           std::span<const std::string> tools = {},
                                           ChatFormat format = ChatFormat::ChatML);
 
@@ -83,13 +82,11 @@ std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages,
 // role, as plain text, so a message cannot close its turn, forge the next one or forge tool
 // markup.
 std::vector<int32_t> encode_chat(const Tokenizer& tok, std::span<const ChatMessage> messages,
-                                 bool add_generation_prompt,
-                                 SpecialTokens content = SpecialTokens::AllAsText,
+                                 bool add_generation_prompt, SpecialTokens content = SpecialTokens::AllAsText,
                                  std::span<const std::string> tools = {});
 
 // TextPieces for Tokenizer::encode_pieces_append from chat pieces, skipping the first
 // `skip_bytes` bytes of the rendered text (what a cached sequence already holds).
-std::vector<TextPiece> chat_text_pieces(std::span<const ChatPiece> pieces, size_t skip_bytes,
-                                        SpecialTokens content);
+std::vector<TextPiece> chat_text_pieces(std::span<const ChatPiece> pieces, size_t skip_bytes, SpecialTokens content);
 
 }  // namespace nanoinfer

@@ -34,12 +34,12 @@ enum class Architecture { Qwen2, Qwen3, Llama };
 
 struct ArchitectureInfo {
   Architecture arch;
-  std::string_view name;         // "qwen2": HF model_type, GGUF general.architecture and key prefix
-  std::string_view family;       // for messages: "Qwen2 / Qwen2.5"
-  bool attention_bias;           // q, k and v carry biases (Qwen2)
-  bool qk_norm;                  // per-head RMSNorm on q and k before RoPE (Qwen3)
-  bool head_dim_from_config;     // head_dim may differ from hidden / heads (Qwen3, Llama)
-  bool llama3_rope_scaling;      // rope_scaling of type "llama3" is accepted (Llama)
+  std::string_view name;      // "qwen2": HF model_type, GGUF general.architecture and key prefix
+  std::string_view family;    // for messages: "Qwen2 / Qwen2.5"
+  bool attention_bias;        // q, k and v carry biases (Qwen2)
+  bool qk_norm;               // per-head RMSNorm on q and k before RoPE (Qwen3)
+  bool head_dim_from_config;  // head_dim may differ from hidden / heads (Qwen3, Llama)
+  bool llama3_rope_scaling;   // rope_scaling of type "llama3" is accepted (Llama)
 };
 
 const ArchitectureInfo& architecture_info(Architecture arch);
@@ -68,7 +68,8 @@ struct HyperParameterNames {
 // The one set of range and consistency checks for a config, whichever format it came from:
 // every dimension in [1, its bound above], rms_norm_eps in (0, 0.01], rope_theta finite in
 // [1, 1e12], heads dividing the hidden size (unless head_dim is explicit), kv heads the heads,
-// an even head dim of at most kMaxHeadDim, RoPE scaling factors that make sense. Throws Error "{origin}: field \"hidden_size\": expected ..." for the first problem.
+// an even head dim of at most kMaxHeadDim, RoPE scaling factors that make sense. Throws Error "{origin}: field
+// \"hidden_size\": expected ..." for the first problem.
 void check_hyperparameters(const ModelConfig& c, std::string_view origin, const HyperParameterNames& names);
 
 struct ModelConfig {

@@ -17,7 +17,9 @@ std::optional<DType> dtype_from_name(std::string_view name);
 size_t dtype_size(DType t);  // bytes per element
 
 // bf16 is the top half of an f32, so widening is a shift and exact for every bit pattern.
-inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t{h} << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return std::bit_cast<float>(uint32_t{h} << 16);
+}
 
 // Narrowing rounds to nearest, ties to even; NaN stays NaN (quietened), infinities stay.
 inline uint16_t f32_to_bf16(float f) {

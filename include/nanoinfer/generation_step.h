@@ -85,7 +85,7 @@ double logsumexp_of(std::span<const float> logits);
 // end-of-sequence id too), the raw logits it was chosen from and the scores the sampler's
 // filters saw (after the logit processors and the temperature).
 struct StepEvent {
-  size_t index;                    // tokens generated before this one
+  size_t index;  // tokens generated before this one
   int32_t token;
   std::span<const float> logits;   // [sampled vocab] as the model gave them
   std::span<const double> scores;  // [sampled vocab] processed, temperature-scaled
@@ -107,8 +107,8 @@ class StopStringFilter {
  private:
   std::vector<std::string> stops_;
   size_t longest_ = 0;
-  std::string text_;     // everything pushed
-  size_t emitted_ = 0;   // bytes of text_ already emitted
+  std::string text_;    // everything pushed
+  size_t emitted_ = 0;  // bytes of text_ already emitted
   bool stopped_ = false;
 };
 
@@ -130,16 +130,14 @@ class TokenChooser {
   // Throws Error for invalid params.
   TokenChooser(int64_t sample_vocab, const SamplerParams& params);
 
-  void add_processor(std::unique_ptr<LogitProcessor> processor) {
-    processors_.push_back(std::move(processor));
-  }
+  void add_processor(std::unique_ptr<LogitProcessor> processor) { processors_.push_back(std::move(processor)); }
   void restart();  // each processor is told (LogitProcessor::restart)
 
   // The next token after `context` (the processors' context) from `logits` [>= sample_vocab].
   // With a `draft` and its distribution `q` (speculative verification), by rejection sampling
   // (Sampler::choose_draft); otherwise as Sampler::choose(). Each processor is told the token.
-  int32_t choose(std::span<const float> logits, std::span<const int32_t> context,
-                 int32_t draft = -1, const DraftDistribution* q = nullptr);
+  int32_t choose(std::span<const float> logits, std::span<const int32_t> context, int32_t draft = -1,
+                 const DraftDistribution* q = nullptr);
   // choose() for a drafter: a sampled choice (temperature > 0) also leaves in `drawn_from` the
   // distribution it was drawn from, for the target's rejection sampling.
   int32_t choose_recording(std::span<const float> logits, std::span<const int32_t> context,
@@ -174,9 +172,7 @@ class GenerationStep {
   void restart(StopRules rules);
 
   // Appends a processor; processors run in the order added.
-  void add_processor(std::unique_ptr<LogitProcessor> processor) {
-    chooser_.add_processor(std::move(processor));
-  }
+  void add_processor(std::unique_ptr<LogitProcessor> processor) { chooser_.add_processor(std::move(processor)); }
   void set_observer(StepObserver observer) { observer_ = std::move(observer); }
 
   // One step, given the logits [>= sample_vocab] of the sequence after its last token, its

@@ -29,13 +29,13 @@
 namespace nanoinfer {
 
 struct GenerationStats {
-  size_t prompt_tokens = 0;     // positions prefilled by this call
-  size_t generated_tokens = 0;  // tokens sampled and kept (an end-of-sequence id is not kept)
-  size_t decode_steps = 0;      // forward passes after the prefill (one token, or a verification pass)
-  size_t decode_tokens = 0;     // tokens chosen from those passes' logits (kept, or end of sequence)
-  double prefill_seconds = 0;   // the prefill forward pass (and a draft model's: Drafter::prefill)
+  size_t prompt_tokens = 0;        // positions prefilled by this call
+  size_t generated_tokens = 0;     // tokens sampled and kept (an end-of-sequence id is not kept)
+  size_t decode_steps = 0;         // forward passes after the prefill (one token, or a verification pass)
+  size_t decode_tokens = 0;        // tokens chosen from those passes' logits (kept, or end of sequence)
+  double prefill_seconds = 0;      // the prefill forward pass (and a draft model's: Drafter::prefill)
   double first_token_seconds = 0;  // start of the call to the first token sampled
-  double decode_seconds = 0;    // first token sampled to the last one
+  double decode_seconds = 0;       // first token sampled to the last one
   StopReason stop_reason = StopReason::MaxTokens;
 
   // Speculative decoding (Generator::set_drafter): passes that verified at least one draft,
@@ -59,8 +59,8 @@ class Generator {
   Generator(const Model& model, const Tokenizer& tokenizer, const SamplerParams& params);
 
   // Appends `new_tokens` to the sequence, prefills everything not yet in the cache, then
-  // generates. Each call starts a new step (a fresh sampler stream from the params' seed). Throws Error, before any work, if the tokens do not fit in the context.
-  // `observer`, when set, sees every step (nanoinfer/generation_step.h).
+  // generates. Each call starts a new step (a fresh sampler stream from the params' seed). Throws Error, before any
+  // work, if the tokens do not fit in the context. `observer`, when set, sees every step (nanoinfer/generation_step.h).
   GenerationStats generate(std::span<const int32_t> new_tokens, const StopRules& rules, const TextSink& on_text,
                            const StepObserver& observer = {});
 

@@ -35,7 +35,6 @@ uint64_t export_gguf(const std::filesystem::path& model_dir, const std::filesyst
 // file's tensor data). The result's `out` and `file_bytes` are the GGUF file's. Errors as
 // quantize_model's and export_gguf's; any of them leaves neither file nor directory behind.
 QuantizeResult quantize_to_gguf(std::string_view model_path, const std::filesystem::path& out_file,
-                                const QuantizeOptions& options,
-                                const QuantizeProgressFn& progress = {});
+                                const QuantizeOptions& options, const QuantizeProgressFn& progress = {});
 
 }  // namespace nanoinfer

@@ -111,8 +111,8 @@ class GrammarState {
   bool advance(uint8_t byte);
   bool advance(std::string_view bytes);
 
-  bool complete() const;       // the bytes so far are a whole sentence: end of sequence allowed
-  bool can_continue() const;   // some byte may follow
+  bool complete() const;      // the bytes so far are a whole sentence: end of sequence allowed
+  bool can_continue() const;  // some byte may follow
   size_t stack_count() const { return stacks_.size(); }
 
   using Stack = std::vector<uint32_t>;
@@ -150,7 +150,7 @@ class VocabTrie {
     // The most characters of string content (string_content.h) a token in the subtree has
     // from this node's byte on; 255: some token's bytes from there are not string content.
     uint8_t tail_content;
-    uint32_t depth;       // 1 for children of the root
+    uint32_t depth;      // 1 for children of the root
     uint32_t end;        // index just past this node's subtree
     uint32_t tok_begin;  // tokens ending here: ids_[tok_begin, tok_end)
     uint32_t tok_end;

@@ -33,8 +33,22 @@ enum class Isa { Scalar, Avx2, Avx2Vnni, Avx512, Avx512Vnni, Avx512Bf16 };
 // What the CPU reports (CPUID) and the OS has enabled (XCR0, read with XGETBV): the only
 // input of every support decision below.
 enum class CpuFeature {
-  Sse3, Ssse3, Sse41, Sse42, Popcnt, Avx, Fma, F16c, Avx2,  // CPUID
-  Avx512f, Avx512dq, Avx512bw, Avx512vl, Avx512vnni, AvxVnni, Avx512bf16,
+  Sse3,
+  Ssse3,
+  Sse41,
+  Sse42,
+  Popcnt,
+  Avx,
+  Fma,
+  F16c,
+  Avx2,  // CPUID
+  Avx512f,
+  Avx512dq,
+  Avx512bw,
+  Avx512vl,
+  Avx512vnni,
+  AvxVnni,
+  Avx512bf16,
   OsYmm,  // XCR0 bits 1-2: the OS saves SSE and AVX state
   OsZmm,  // XCR0 bits 5-7: the OS saves opmask, ZMM_Hi256 and Hi16_ZMM state
   Count
@@ -63,9 +77,9 @@ struct CpuFeatures {
 const CpuFeatures& host_cpu_features();
 
 std::string_view isa_name(Isa isa);  // "scalar", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "avx512-bf16"
-std::optional<Isa> parse_isa(std::string_view name);   // those names; nullopt otherwise ("auto" is the caller's)
-std::vector<Isa> all_isas();                           // every ISA this build knows, lowest tier first
-std::vector<CpuFeature> isa_requirements(Isa isa);     // everything the ISA's check covers
+std::optional<Isa> parse_isa(std::string_view name);  // those names; nullopt otherwise ("auto" is the caller's)
+std::vector<Isa> all_isas();                          // every ISA this build knows, lowest tier first
+std::vector<CpuFeature> isa_requirements(Isa isa);    // everything the ISA's check covers
 
 // Each question below has a host form (host_cpu_features()) and one that takes the features,
 // so tests can ask about a CPU that is not this one.

@@ -24,8 +24,7 @@ inline constexpr size_t kMaxJsonDepth = 64;
 // Throws nanoinfer::Error "{origin}: JSON nested deeper than {max_depth} levels (at byte N)"
 // when arrays and objects nest deeper than max_depth. Brackets inside strings do not count;
 // malformed JSON is otherwise left to the parser to report.
-void check_json_depth(std::string_view json_text, std::string_view origin,
-                      size_t max_depth = kMaxJsonDepth);
+void check_json_depth(std::string_view json_text, std::string_view origin, size_t max_depth = kMaxJsonDepth);
 
 // What nlohmann::ordered_json::parse costs beyond reading the bytes: each new member of an
 // object is compared with those before it, so an object of m members costs m^2 / 2 comparisons

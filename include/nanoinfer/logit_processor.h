@@ -66,8 +66,8 @@ class FrequencyPresencePenalty final : public LogitProcessor {
 
  private:
   double frequency_, presence_;
-  std::vector<uint32_t> count_;       // [vocab]
-  std::vector<int32_t> generated_;    // distinct ids with a count
+  std::vector<uint32_t> count_;     // [vocab]
+  std::vector<int32_t> generated_;  // distinct ids with a count
 };
 
 // OpenAI's logit_bias: a fixed value added to the score of each listed token id.

@@ -108,10 +108,10 @@ class Sequence {
   KvCache& cache();
   const KvCache& cache() const;
   size_t length() const { return cache().length(); }  // positions in the cache
-  uint64_t positions_pushed() const;                    // work counter: positions through the model
-  uint64_t kv_rows_read() const;                        // work counter: K/V rows attention read
-  uint64_t attention_flops() const;                     // work counter: 4 head_dim per causal (query head, key) pair
-  double attention_seconds() const;                     // wall time its attention took (a timing, not a count)
+  uint64_t positions_pushed() const;                  // work counter: positions through the model
+  uint64_t kv_rows_read() const;                      // work counter: K/V rows attention read
+  uint64_t attention_flops() const;                   // work counter: 4 head_dim per causal (query head, key) pair
+  double attention_seconds() const;                   // wall time its attention took (a timing, not a count)
   // The logits of the last decode() step: [rows][vocab], one row per token the sequence pushed
   // in it. (forward() returns its own span.)
   std::span<const float> logits() const;
@@ -143,7 +143,7 @@ class Model {
   Isa isa() const { return *options().isa; }
   size_t vocab_size() const;
   size_t max_context() const;
-  WeightType weight_type() const;  // of the layer matrices as held in memory
+  WeightType weight_type() const;     // of the layer matrices as held in memory
   WeightType embedding_type() const;  // of the embedding table (and the tied LM head)
 
   Sequence new_sequence(size_t max_seq = 0) const;  // 0 = options().max_context
@@ -188,7 +188,7 @@ class Model {
   // Work counter: forward passes so far (each streams every weight matrix once): one per
   // decode() call, one per chunk of max_batch positions of a forward().
   uint64_t passes() const;
-  size_t bytes_per_token() const;     // weight bytes read per decode step (for GB/s)
+  size_t bytes_per_token() const;  // weight bytes read per decode step (for GB/s)
   // Work counter: thread-pool fork-joins (barriers) so far, loading included; the difference
   // across a decode step is its barrier count (ThreadPool::joins()).
   uint64_t barriers() const;
@@ -199,7 +199,7 @@ class Model {
   // (its input) and writes (its output: q|k|v, o, gate|up's 2 x intermediate, down, logits).
   uint64_t product_flops() const;
   uint64_t activation_bytes() const;
-  size_t weight_bytes() const;        // bytes of all weights as held in memory
+  size_t weight_bytes() const;  // bytes of all weights as held in memory
   int threads() const;
 
   // Measures, per product shape of this model (q/k/v, o, gate/up, down, logits; decode and

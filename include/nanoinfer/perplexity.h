@@ -47,7 +47,8 @@ struct PerplexityResult {
 };
 
 // Called after each window with the running totals.
-using PerplexityProgress = std::function<void(size_t windows_done, size_t windows_total, const PerplexityResult& so_far)>;
+using PerplexityProgress =
+    std::function<void(size_t windows_done, size_t windows_total, const PerplexityResult& so_far)>;
 
 // Throws Error when ctx < 2, ctx exceeds the model's context, fewer than two tokens are given,
 // or an id is out of the model's range.
@@ -63,9 +64,9 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
 // (per-position values are not independent within a window, so they are a lower bound).
 struct KlDivergenceResult {
   size_t ctx = 0;
-  size_t tokens = 0;   // in the input
+  size_t tokens = 0;  // in the input
   size_t windows = 0;
-  size_t scored = 0;   // positions compared (and tokens scored)
+  size_t scored = 0;             // positions compared (and tokens scored)
   PerplexityResult model, base;  // the perplexity of each
   // ln(PPL(model) / PPL(base)) = mean over positions of nll_model - nll_base; the paired
   // difference has a much smaller error than either perplexity.

@@ -52,8 +52,8 @@ struct QuantizeOptions {
   // Windows of calib_ctx tokens, from the start of the text; 0: 64, fewer for a model whose
   // calibration would pass 2e12 multiply-adds (at least 8: Qwen2.5-0.5B gets 8).
   size_t calib_windows = 0;
-  size_t calib_ctx = 0;       // 0: min(512, the model's context)
-  int threads = 0;            // 0: one per physical core; more than the CPUs: clamped to them
+  size_t calib_ctx = 0;  // 0: min(512, the model's context)
+  int threads = 0;       // 0: one per physical core; more than the CPUs: clamped to them
   // Weights sharing one scale in the matrices of `type`: 0 (the type's block, 32) or a multiple
   // of it, rtn only. A group of G is written as G/32 blocks that all carry the group's scale:
   // the values are exactly those of a format with groups of G, the file is not smaller
@@ -63,8 +63,8 @@ struct QuantizeOptions {
 };
 
 // Progress of a running quantization. `stage` is "calibrate" (done/total windows), "factor"
-// (gptq: done/total inputs factored) or "write" (done/total bytes of tensor data). A callback may throw to abort (e.g. on SIGINT); the
-// temporary directory is removed and the exception propagates.
+// (gptq: done/total inputs factored) or "write" (done/total bytes of tensor data). A callback may throw to abort (e.g.
+// on SIGINT); the temporary directory is removed and the exception propagates.
 struct QuantizeProgress {
   std::string_view stage;
   uint64_t done = 0;
@@ -77,16 +77,18 @@ struct QuantizeResult {
   WeightType type = WeightType::Q4_0;
   QuantMethod method = QuantMethod::Rtn;
   WeightType head_type = WeightType::Q8_0;
-  uint64_t file_bytes = 0;        // model.safetensors
-  uint64_t matrix_params = 0;     // weights of all matrices written (quantized or not)
-  uint64_t matrix_bytes = 0;      // their bytes in the file
-  uint64_t params = 0;            // all weights, norms and biases included
-  uint64_t tensor_bytes = 0;      // all tensor data
-  size_t scale_group = 0;         // weights per scale in the matrices of `type`
+  uint64_t file_bytes = 0;     // model.safetensors
+  uint64_t matrix_params = 0;  // weights of all matrices written (quantized or not)
+  uint64_t matrix_bytes = 0;   // their bytes in the file
+  uint64_t params = 0;         // all weights, norms and biases included
+  uint64_t tensor_bytes = 0;   // all tensor data
+  size_t scale_group = 0;      // weights per scale in the matrices of `type`
   // Bytes of scales repeated within a group (0 unless scale_group is beyond the block): a
   // format with groups of scale_group would store tensor_bytes - repeated_scale_bytes.
   uint64_t repeated_scale_bytes = 0;
-  double matrix_bits_per_weight() const { return 8.0 * static_cast<double>(matrix_bytes) / static_cast<double>(matrix_params); }
+  double matrix_bits_per_weight() const {
+    return 8.0 * static_cast<double>(matrix_bytes) / static_cast<double>(matrix_params);
+  }
   double bits_per_weight() const { return 8.0 * static_cast<double>(tensor_bytes) / static_cast<double>(params); }
   // sqrt(sum (w - q(w))^2 / sum w^2) over the quantized matrices: the plain (unweighted)
   // relative error of the weights.

@@ -119,9 +119,9 @@ class Sampler {
   int64_t vocab_size_;
   Rng rng_;
   RepetitionPenalty penalty_;
-  std::vector<double> scores_;    // [vocab] logits, processed, then temperature-scaled
-  std::vector<int32_t> order_;    // [vocab] candidate ids being filtered
-  std::vector<int32_t> kept_ids_;  // [vocab]
+  std::vector<double> scores_;      // [vocab] logits, processed, then temperature-scaled
+  std::vector<int32_t> order_;      // [vocab] candidate ids being filtered
+  std::vector<int32_t> kept_ids_;   // [vocab]
   std::vector<double> kept_probs_;  // [vocab]
   std::vector<double> heap_;        // [top_k] selection of the k-th largest score
 };

@@ -36,11 +36,11 @@ enum class PrefixCache { Auto, Shared, PerKey, Off };
 
 struct ServeOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;               // 0 = any free port (see Server::port)
-  size_t parallel = 4;           // sequences decoded together
-  size_t queue = 64;             // requests waiting beyond those; more get 503
-  size_t prefill_chunk = 512;    // prompt tokens per step while no sequence decodes
-  size_t step_tokens = 8;       // rows per step (decode rows + prompt rows) while sequences decode
+  int port = 8080;             // 0 = any free port (see Server::port)
+  size_t parallel = 4;         // sequences decoded together
+  size_t queue = 64;           // requests waiting beyond those; more get 503
+  size_t prefill_chunk = 512;  // prompt tokens per step while no sequence decodes
+  size_t step_tokens = 8;      // rows per step (decode rows + prompt rows) while sequences decode
   // > 0: while a prompt prefills beside decoding sequences, its rows per step are adapted to
   // measured times so a step takes about this many times a decode-only step (the running
   // streams' inter-token time); step_tokens then only sets the first such step. 0: fixed rows.
@@ -49,13 +49,13 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   PrefixCache prefix_cache = PrefixCache::Auto;
   size_t max_body_bytes = 4 << 20;  // larger bodies get 413
-  size_t max_connections = 512;   // open at once; more are answered 503 and closed
+  size_t max_connections = 512;     // open at once; more are answered 503 and closed
   // The work one request's grammar (response_format, grammar, tools) may cost to compile, in
   // GrammarBudget steps (nanoinfer/grammar.h; ~46 ns each); past it the request gets a 400.
   uint64_t grammar_steps = 64'000'000;
-  std::string model_id;          // the name /v1/models reports; "" = the model directory's name
-  bool web_page = true;          // the chat page at GET /
-  bool access_log = true;        // one line per request on stderr (method, path, status, tokens, time)
+  std::string model_id;    // the name /v1/models reports; "" = the model directory's name
+  bool web_page = true;    // the chat page at GET /
+  bool access_log = true;  // one line per request on stderr (method, path, status, tokens, time)
   // Origins allowed to call the API from a browser (CORS): "*" or exact origins such as
   // "http://localhost:3000". Empty: no CORS headers, preflights get 404.
   std::vector<std::string> cors_origins;

@@ -127,7 +127,7 @@ class ModelDrafter final : public Drafter {
   // How many of cached_ `context` starts with.
   size_t cached_prefix(std::span<const int32_t> context) const;
 
-  std::vector<int32_t> cached_;  // the tokens seq_'s cache holds
+  std::vector<int32_t> cached_;           // the tokens seq_'s cache holds
   std::optional<TokenChooser> chooser_;   // the params' processors and sampler (set_sampling)
   bool sampling_ = false;                 // temperature > 0: drafts are drawn, q kept
   std::vector<DraftDistribution> dists_;  // of the last draft's tokens (sampled)
@@ -206,7 +206,7 @@ class DraftLength {
   // Timed: seconds speculation lost against plain steps (negative: gained), and decode seconds.
   double lost_seconds() const { return lost_; }
   double decode_seconds() const { return elapsed_; }
-  double acceptance() const { return alpha_; }  // the current estimate of a
+  double acceptance() const { return alpha_; }   // the current estimate of a
   double row_cost() const { return row_cost_; }  // the current c
   // The argmax of the class comment for acceptance a and row cost c, k in 0..max.
   static size_t best(double a, double c, size_t max);
@@ -225,13 +225,13 @@ class DraftLength {
   double alpha_ = kPriorAcceptance;
   double row_cost_ = kDefaultRowCost;
   bool cost_measured_ = false;  // row_cost_ comes from a timed pass
-  double plain_spt_ = 0;  // seconds of the fastest plain step (0: none yet)
-  size_t passes_ = 0;     // since the last plain step
-  bool first_pass_ = true;    // timed: the first pass drafts one token
-  bool probing_ = false;      // timed: k fell to 0; probes must fit the loss account
-  double follow_spt_ = 0;     // seconds the drafter takes per token it catches up
-  double lost_ = 0;           // see lost_seconds()
-  double elapsed_ = 0;        // decode seconds: plain steps and passes
+  double plain_spt_ = 0;        // seconds of the fastest plain step (0: none yet)
+  size_t passes_ = 0;           // since the last plain step
+  bool first_pass_ = true;      // timed: the first pass drafts one token
+  bool probing_ = false;        // timed: k fell to 0; probes must fit the loss account
+  double follow_spt_ = 0;       // seconds the drafter takes per token it catches up
+  double lost_ = 0;             // see lost_seconds()
+  double elapsed_ = 0;          // decode seconds: plain steps and passes
 };
 
 // The speculative half of one sequence's decoding, the one Generator and the serve scheduler
@@ -277,18 +277,17 @@ class SpeculativeStep {
   // after a prefill (`decode_pass` false), or the pending token's and one per draft() token.
   // `history` is the sequence's tokens; the step appends what it keeps and streams its text.
   // Throws what the step throws (then nothing after that row has happened).
-  Verdict verify(GenerationStep& step, std::span<const float> logits, size_t vocab,
-                 std::vector<int32_t>& history, KvCache& cache, const TextSink& on_text,
-                 bool decode_pass, const ChoiceHook& on_choice = {});
+  Verdict verify(GenerationStep& step, std::span<const float> logits, size_t vocab, std::vector<int32_t>& history,
+                 KvCache& cache, const TextSink& on_text, bool decode_pass, const ChoiceHook& on_choice = {});
 
  private:
   std::unique_ptr<Drafter> drafter_;
   DraftLength length_ = DraftLength::fixed(0);
   DraftLength start_ = DraftLength::fixed(0);  // reset() goes back to it
   std::vector<int32_t> drafts_;
-  std::span<const DraftDistribution> dists_;  // the drafter's, of drafts_ (empty: point masses)
+  std::span<const DraftDistribution> dists_;          // the drafter's, of drafts_ (empty: point masses)
   std::chrono::steady_clock::time_point pass_start_;  // of the drafting and pass being verified
-  size_t pass_behind_ = 0;  // tokens the drafter caught up before drafting for that pass
+  size_t pass_behind_ = 0;                            // tokens the drafter caught up before drafting for that pass
   double draft_seconds_ = 0;
 };
 

@@ -24,16 +24,14 @@ struct SynthOptions {
 // biases are ~N(0, 0.02^2), norm weights ~N(1, 0.02^2); a tensor's values depend only on the
 // seed and its name, bit-for-bit on any machine. Returns the bytes of tensor data written.
 uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::path& out_file,
-                                 const SynthOptions& options,
-                                 const WriteProgress& progress = {});
+                                 const SynthOptions& options, const WriteProgress& progress = {});
 
 // Creates `out_dir`, which must not exist or be an empty directory (anything else, a link
-// to a directory included, is refused before anything is written), with config.json copied from `config_json`, generation_config.json and
-// tokenizer_config.json copied when they sit beside it, and model.safetensors. Free space for
-// all of it is checked before anything is created; on failure the files and directories this
-// call created are removed again (an empty directory that existed before stays).
-uint64_t synth_model_dir(const std::filesystem::path& config_json,
-                         const std::filesystem::path& out_dir, const SynthOptions& options,
-                         const WriteProgress& progress = {});
+// to a directory included, is refused before anything is written), with config.json copied from `config_json`,
+// generation_config.json and tokenizer_config.json copied when they sit beside it, and model.safetensors. Free space
+// for all of it is checked before anything is created; on failure the files and directories this call created are
+// removed again (an empty directory that existed before stays).
+uint64_t synth_model_dir(const std::filesystem::path& config_json, const std::filesystem::path& out_dir,
+                         const SynthOptions& options, const WriteProgress& progress = {});
 
 }  // namespace nanoinfer

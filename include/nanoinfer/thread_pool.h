@@ -36,8 +36,9 @@ template <class R, class... Args>
 class FunctionRef<R(Args...)> {
  public:
   template <class F>
-    requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> && std::is_invocable_r_v<R, F&, Args...>)
-  FunctionRef(F&& f) noexcept  // NOLINT(google-explicit-constructor): implicit, like std::function
+  requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> && std::is_invocable_r_v<R, F&, Args...>)
+      FunctionRef(F&& f)
+  noexcept  // NOLINT(google-explicit-constructor): implicit, like std::function
       : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
         call_([](void* object, Args... args) -> R {
           return (*static_cast<std::add_pointer_t<F>>(object))(std::forward<Args>(args)...);
@@ -151,9 +152,9 @@ class ThreadPool {
   alignas(64) std::atomic<size_t> finished_{0};      // chunks the workers finished this job
   alignas(64) std::atomic<int> sleepers_{0};         // workers blocked (or about to block) on wake_
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> joins_{0};                   // written by the caller only
-  std::atomic<uint64_t> chunks_{0};                  // likewise
-  std::atomic<int64_t> last_publish_ns_{0};          // steady clock of the last job, for spinners
+  std::atomic<uint64_t> joins_{0};           // written by the caller only
+  std::atomic<uint64_t> chunks_{0};          // likewise
+  std::atomic<int64_t> last_publish_ns_{0};  // steady clock of the last job, for spinners
 
   alignas(64) std::mutex sleep_mutex_;
   std::condition_variable wake_;

@@ -54,9 +54,9 @@ struct TokenizerVocab {
   std::string_view pre;                 // the pre-tokenizer by name; "qwen2"
   std::optional<int32_t> eos_id;
   std::optional<int32_t> pad_id;
-  std::optional<int32_t> bos_id;        // tokenizer.ggml.bos_token_id
-  bool add_bos = false;                 // tokenizer.ggml.add_bos_token: a plain prompt starts with bos_id
-  std::string_view chat_template;       // tokenizer.chat_template, or empty
+  std::optional<int32_t> bos_id;   // tokenizer.ggml.bos_token_id
+  bool add_bos = false;            // tokenizer.ggml.add_bos_token: a plain prompt starts with bos_id
+  std::string_view chat_template;  // tokenizer.chat_template, or empty
 };
 
 // Whether encode() turns the text of an added token into that token. Parse is the reference
@@ -91,8 +91,7 @@ class Tokenizer {
 
   // Added tokens in the text are recognised, special ones only with SpecialTokens::Parse.
   // Never fails for any byte string.
-  std::vector<int32_t> encode(std::string_view text,
-                              SpecialTokens special = SpecialTokens::Parse) const;
+  std::vector<int32_t> encode(std::string_view text, SpecialTokens special = SpecialTokens::Parse) const;
   // Appends to `ids` instead of returning a new vector.
   void encode_append(std::string_view text, std::vector<int32_t>& ids,
                      SpecialTokens special = SpecialTokens::Parse) const;

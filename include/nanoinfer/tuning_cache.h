@@ -27,10 +27,9 @@ struct TuningCache {
 // A missing file is no tuning and no note. A file that is not a tuning file (corrupt,
 // truncated, another format or version, a value out of range) or was measured on another CPU,
 // ISA or thread count is ignored: no tuning, and `note` says why in one line.
-TuningCache read_tuning_cache(const std::filesystem::path& file, std::string_view cpu, Isa isa,
-                              int threads);
+TuningCache read_tuning_cache(const std::filesystem::path& file, std::string_view cpu, Isa isa, int threads);
 // Writes it atomically (a temporary file beside it, renamed over it), creating its directory.
-void write_tuning_cache(const std::filesystem::path& file, const Tuning& tuning,
-                        std::string_view cpu, Isa isa, int threads);
+void write_tuning_cache(const std::filesystem::path& file, const Tuning& tuning, std::string_view cpu, Isa isa,
+                        int threads);
 
 }  // namespace nanoinfer

@@ -22,17 +22,17 @@
 namespace nanoinfer {
 
 struct VizTraceRequest {
-  std::string model_label;        // "settings.model" of the trace
-  std::string prompt_text;        // "settings.prompt": what the user typed
-  std::vector<int32_t> prompt;    // its tokens (encode_raw_prompt / encode_chat_prompt); non-empty
-  int64_t n_predict = 32;         // >= 1: steps traced at most
+  std::string model_label;      // "settings.model" of the trace
+  std::string prompt_text;      // "settings.prompt": what the user typed
+  std::vector<int32_t> prompt;  // its tokens (encode_raw_prompt / encode_chat_prompt); non-empty
+  int64_t n_predict = 32;       // >= 1: steps traced at most
   SamplerParams params;
-  std::vector<int32_t> eos_ids;   // the traced run ends at one (its step is shown)
+  std::vector<int32_t> eos_ids;  // the traced run ends at one (its step is shown)
 };
 
 struct VizTrace {
-  std::string json;        // the trace, one line (partial UTF-8 in pieces as U+FFFD)
-  size_t steps = 0;        // steps traced
+  std::string json;         // the trace, one line (partial UTF-8 in pieces as U+FFFD)
+  size_t steps = 0;         // steps traced
   bool race_agrees = true;  // cached and recomputed decoding chose the same tokens
 };
 

@@ -79,7 +79,9 @@ struct WeightTypeInfo {
 const WeightTypeInfo& weight_type_info(WeightType type);
 // Every type, in enum order: what the tests (and anything listing the types) iterate.
 std::span<const WeightTypeInfo> all_weight_types();
-inline std::string_view weight_type_name(WeightType type) { return weight_type_info(type).name; }
+inline std::string_view weight_type_name(WeightType type) {
+  return weight_type_info(type).name;
+}
 // "f32", "bf16", "int8", "int4" (also the GGUF spellings "F32", "BF16", "Q8_0", "Q4_0").
 std::optional<WeightType> weight_type_from_name(std::string_view name);
 // The type with this GGUF type id, or nullopt (a GGUF type the engine does not compute with).

@@ -65,7 +65,7 @@ uint16_t f32_to_f16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN, quiet
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN, quiet
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504: inf
   if (abs < 0x38800000u) {
     // Below the smallest normal half (2^-14): the result is a multiple of 2^-24. Adding 0.5

@@ -32,8 +32,7 @@ struct stat stat_or_fail(const std::filesystem::path& path) {
 }
 
 [[noreturn]] void too_large(std::string_view name, uint64_t size, uint64_t max_bytes) {
-  fail("{}: too large to read into memory ({} bytes; the limit is {} bytes)", name, size,
-       max_bytes);
+  fail("{}: too large to read into memory ({} bytes; the limit is {} bytes)", name, size, max_bytes);
 }
 
 // read() that retries on EINTR; returns bytes read (0 at end) or throws naming `name`.
@@ -178,8 +177,7 @@ bool LineReader::next(std::string& line) {
       return true;
     }
   }
-  fail("{} line {}: longer than the {} byte limit for one line", path_, line_number_ + 1,
-       max_line_bytes_);
+  fail("{} line {}: longer than the {} byte limit for one line", path_, line_number_ + 1, max_line_bytes_);
 }
 
 const char* file_kind_name(unsigned mode) {

@@ -108,7 +108,6 @@ uint64_t ordered_parse_cost(std::string_view text) {
   return steps;
 }
 
-
 std::string excerpt(std::string_view text, size_t max_bytes) {
   size_t cut = text.size();
   if (cut > max_bytes) {

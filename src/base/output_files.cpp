@@ -46,8 +46,8 @@ static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs l
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[std::size(kSignals)];
 std::once_flag g_installed;
-std::atomic<int> g_scopes{0};          // live InterruptScopes
-std::atomic<int> g_interrupted{0};     // the signal a scope recorded
+std::atomic<int> g_scopes{0};       // live InterruptScopes
+std::atomic<int> g_interrupted{0};  // the signal a scope recorded
 static_assert(std::atomic<int>::is_always_lock_free);
 
 // Removes everything in the open directory `dir`, subdirectories to `depth` more levels, with
@@ -144,18 +144,16 @@ void require_free_space(const std::filesystem::path& path, uint64_t bytes, std::
   std::filesystem::path existing = path.empty() ? std::filesystem::path(".") : path;
   std::error_code ec;
   while (!std::filesystem::exists(existing, ec)) {
-    existing = existing.has_parent_path() && existing.parent_path() != existing
-                   ? existing.parent_path()
-                   : std::filesystem::path(".");
+    existing = existing.has_parent_path() && existing.parent_path() != existing ? existing.parent_path()
+                                                                                : std::filesystem::path(".");
   }
   struct statvfs fs {};
   if (::statvfs(existing.c_str(), &fs) != 0)
     fail("{}: cannot check free space on {}: {}", what, existing.string(), std::strerror(errno));
-  const uint64_t available =
-      static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
+  const uint64_t available = static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
   if (bytes > available) {
-    fail("{}: needs {} but only {} are free on the file system of {}", what, human_bytes(bytes),
-         human_bytes(available), existing.string());
+    fail("{}: needs {} but only {} are free on the file system of {}", what, human_bytes(bytes), human_bytes(available),
+         existing.string());
   }
 }
 

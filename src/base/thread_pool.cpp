@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <system_error>
 #include <set>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "base/thread_pool_testing.h"
@@ -86,14 +86,17 @@ ThreadPool::ThreadPool(int n_threads) {
       // and a half-started pool would wait forever for workers that do not exist.
       const size_t started = workers_.size();
       stop_workers();
-      fail("thread pool: the system refused to start thread {} of {} ({}); the {} worker(s) "
-           "started were stopped. Use fewer threads (-t) or raise the process limit (ulimit -u)",
-           i + 1, n_threads_, e.what(), started);
+      fail(
+          "thread pool: the system refused to start thread {} of {} ({}); the {} worker(s) "
+          "started were stopped. Use fewer threads (-t) or raise the process limit (ulimit -u)",
+          i + 1, n_threads_, e.what(), started);
     }
   }
 }
 
-ThreadPool::~ThreadPool() { stop_workers(); }
+ThreadPool::~ThreadPool() {
+  stop_workers();
+}
 
 void ThreadPool::stop_workers() noexcept {
   {
@@ -289,8 +292,10 @@ int ThreadPool::physical_cores() {
     std::ifstream(dir + "physical_package_id") >> package;
     std::ifstream(dir + "core_id") >> core;
     // Without topology information count every allowed CPU as its own core.
-    if (package < 0 || core < 0) cores.emplace(-1, cpu);
-    else cores.emplace(package, core);
+    if (package < 0 || core < 0)
+      cores.emplace(-1, cpu);
+    else
+      cores.emplace(package, core);
   }
   if (cores.empty()) return cpus > 0 ? cpus : 1;
   return static_cast<int>(cores.size());

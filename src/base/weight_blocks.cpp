@@ -30,7 +30,8 @@ void store(std::byte* p, T v) {
 // The f16 bits of a block scale; a scale beyond f16's range (65504) cannot be stored.
 uint16_t block_scale(float d, float extreme) {
   const uint16_t h = f32_to_f16(d);
-  if ((h & 0x7c00u) == 0x7c00u) fail("quantize: a block of weights reaching {} needs a scale beyond f16's range", extreme);
+  if ((h & 0x7c00u) == 0x7c00u)
+    fail("quantize: a block of weights reaching {} needs a scale beyond f16's range", extreme);
   return h;
 }
 
@@ -81,7 +82,9 @@ void dequantize_row_bf16(const std::byte* row, float* out, size_t cols) {
 void quantize_row_bf16(const float* in, std::byte* row, size_t cols) {
   for (size_t i = 0; i < cols; ++i) store(row + 2 * i, f32_to_bf16(in[i]));
 }
-bool finite_row_bf16(const std::byte* row, size_t cols) { return finite_u16(row, cols, 2, 0x7f80u); }
+bool finite_row_bf16(const std::byte* row, size_t cols) {
+  return finite_u16(row, cols, 2, 0x7f80u);
+}
 
 // ---- Q8_0 -----------------------------------------------------------------------------------
 
@@ -99,7 +102,9 @@ void pack_block_q8_0(const ScaledBlock& in, std::byte* block) {
 void dequantize_row_q8_0(const std::byte* row, float* out, size_t cols) {
   dequantize_scaled<BlockQ8_0, unpack_block_q8_0>(row, out, cols);
 }
-void quantize_row_q8_0(const float* in, std::byte* row, size_t cols) { quantize_row_q8_0_grouped(in, row, cols, kQuantBlock); }
+void quantize_row_q8_0(const float* in, std::byte* row, size_t cols) {
+  quantize_row_q8_0_grouped(in, row, cols, kQuantBlock);
+}
 void quantize_row_q8_0_grouped(const float* in, std::byte* row, size_t cols, size_t group) {
   require_finite(in, cols);
   for (size_t g0 = 0; g0 < cols; g0 += group) {
@@ -140,7 +145,9 @@ void pack_block_q4_0(const ScaledBlock& in, std::byte* block) {
 void dequantize_row_q4_0(const std::byte* row, float* out, size_t cols) {
   dequantize_scaled<BlockQ4_0, unpack_block_q4_0>(row, out, cols);
 }
-void quantize_row_q4_0(const float* in, std::byte* row, size_t cols) { quantize_row_q4_0_grouped(in, row, cols, kQuantBlock); }
+void quantize_row_q4_0(const float* in, std::byte* row, size_t cols) {
+  quantize_row_q4_0_grouped(in, row, cols, kQuantBlock);
+}
 void quantize_row_q4_0_grouped(const float* in, std::byte* row, size_t cols, size_t group) {
   require_finite(in, cols);
   // The signed value of largest magnitude maps to -8, so the full range [-8, 7] is used on
@@ -176,9 +183,12 @@ namespace {
 
 template <class Block>
 void set_block_quant(Block& b, size_t i, int q) {
-  if (i < 16) b.qs[i] = static_cast<uint8_t>((b.qs[i] & 0xF0) | (q & 15));
-  else b.qs[i - 16] = static_cast<uint8_t>((b.qs[i - 16] & 0x0F) | (q & 15) << 4);
-  if constexpr (!std::is_same_v<Block, BlockQ4_1>) b.qh[i / 8] = static_cast<uint8_t>(b.qh[i / 8] | ((q >> 4) & 1) << (i % 8));
+  if (i < 16)
+    b.qs[i] = static_cast<uint8_t>((b.qs[i] & 0xF0) | (q & 15));
+  else
+    b.qs[i - 16] = static_cast<uint8_t>((b.qs[i - 16] & 0x0F) | (q & 15) << 4);
+  if constexpr (!std::is_same_v<Block, BlockQ4_1>)
+    b.qh[i / 8] = static_cast<uint8_t>(b.qh[i / 8] | ((q >> 4) & 1) << (i % 8));
 }
 
 // The order of each weight's steps is llama.cpp's (q * d + m; (q - 16) * d), so a row
@@ -243,16 +253,34 @@ bool finite_row_32(const std::byte* row, size_t cols) {
 
 }  // namespace
 
-void dequantize_row_q4_1(const std::byte* row, float* out, size_t cols) { dequantize_row_32<BlockQ4_1>(row, out, cols); }
-void quantize_row_q4_1(const float* in, std::byte* row, size_t cols) { quantize_row_32<BlockQ4_1>(in, row, cols); }
-bool finite_row_q4_1(const std::byte* row, size_t cols) { return finite_row_32<BlockQ4_1>(row, cols); }
+void dequantize_row_q4_1(const std::byte* row, float* out, size_t cols) {
+  dequantize_row_32<BlockQ4_1>(row, out, cols);
+}
+void quantize_row_q4_1(const float* in, std::byte* row, size_t cols) {
+  quantize_row_32<BlockQ4_1>(in, row, cols);
+}
+bool finite_row_q4_1(const std::byte* row, size_t cols) {
+  return finite_row_32<BlockQ4_1>(row, cols);
+}
 
-void dequantize_row_q5_0(const std::byte* row, float* out, size_t cols) { dequantize_row_32<BlockQ5_0>(row, out, cols); }
-void quantize_row_q5_0(const float* in, std::byte* row, size_t cols) { quantize_row_32<BlockQ5_0>(in, row, cols); }
-bool finite_row_q5_0(const std::byte* row, size_t cols) { return finite_row_32<BlockQ5_0>(row, cols); }
+void dequantize_row_q5_0(const std::byte* row, float* out, size_t cols) {
+  dequantize_row_32<BlockQ5_0>(row, out, cols);
+}
+void quantize_row_q5_0(const float* in, std::byte* row, size_t cols) {
+  quantize_row_32<BlockQ5_0>(in, row, cols);
+}
+bool finite_row_q5_0(const std::byte* row, size_t cols) {
+  return finite_row_32<BlockQ5_0>(row, cols);
+}
 
-void dequantize_row_q5_1(const std::byte* row, float* out, size_t cols) { dequantize_row_32<BlockQ5_1>(row, out, cols); }
-void quantize_row_q5_1(const float* in, std::byte* row, size_t cols) { quantize_row_32<BlockQ5_1>(in, row, cols); }
-bool finite_row_q5_1(const std::byte* row, size_t cols) { return finite_row_32<BlockQ5_1>(row, cols); }
+void dequantize_row_q5_1(const std::byte* row, float* out, size_t cols) {
+  dequantize_row_32<BlockQ5_1>(row, out, cols);
+}
+void quantize_row_q5_1(const float* in, std::byte* row, size_t cols) {
+  quantize_row_32<BlockQ5_1>(in, row, cols);
+}
+bool finite_row_q5_1(const std::byte* row, size_t cols) {
+  return finite_row_32<BlockQ5_1>(row, cols);
+}
 
 }  // namespace nanoinfer

@@ -70,8 +70,10 @@ static_assert(sizeof(BlockQ5_1) == 24);
 template <class Block>
 int block_quant(const Block& b, size_t i) {
   const int low = i < 16 ? b.qs[i] & 0x0F : b.qs[i - 16] >> 4;
-  if constexpr (requires { b.qh; }) return low | ((b.qh[i / 8] >> (i % 8)) & 1) << 4;
-  else return low;
+  if constexpr (requires { b.qh; })
+    return low | ((b.qh[i / 8] >> (i % 8)) & 1) << 4;
+  else
+    return low;
 }
 
 // ---- the K-quants: super-blocks of 256 weights -----------------------------------------------

@@ -32,7 +32,9 @@ uint8_t clamp_round(float v, int lo, int hi) {
   return static_cast<uint8_t>(std::clamp<long>(r, lo, hi));
 }
 
-bool f16_finite(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
+bool f16_finite(uint16_t h) {
+  return (h & 0x7c00u) != 0x7c00u;
+}
 
 }  // namespace
 
@@ -59,8 +61,10 @@ template <class Block>
 int k_min_quant(const Block& b, int j, int l) {
   const uint8_t byte = b.qs[32 * (j / 2) + l];
   const int q = j % 2 == 0 ? byte & 0x0F : byte >> 4;
-  if constexpr (std::is_same_v<Block, BlockQ5_K>) return q | ((b.qh[l] >> j) & 1) << 4;
-  else return q;
+  if constexpr (std::is_same_v<Block, BlockQ5_K>)
+    return q | ((b.qh[l] >> j) & 1) << 4;
+  else
+    return q;
 }
 
 template <class Block>
@@ -71,7 +75,8 @@ void dequantize_row_k_min(const std::byte* row, float* out, size_t cols) {
     for (int j = 0; j < 8; ++j) {
       const ScaleMin sm = k_scale_min(b.scales, j);
       const float ds = d * static_cast<float>(sm.scale), dm = dmin * static_cast<float>(sm.min);
-      for (int l = 0; l < 32; ++l) out[i * kSuperBlock + 32 * j + l] = ds * static_cast<float>(k_min_quant(b, j, l)) - dm;
+      for (int l = 0; l < 32; ++l)
+        out[i * kSuperBlock + 32 * j + l] = ds * static_cast<float>(k_min_quant(b, j, l)) - dm;
     }
   }
 }
@@ -125,13 +130,25 @@ bool finite_row_k_min(const std::byte* row, size_t cols) {
 
 }  // namespace
 
-void dequantize_row_q4_k(const std::byte* row, float* out, size_t cols) { dequantize_row_k_min<BlockQ4_K>(row, out, cols); }
-void quantize_row_q4_k(const float* in, std::byte* row, size_t cols) { quantize_row_k_min<BlockQ4_K>(in, row, cols); }
-bool finite_row_q4_k(const std::byte* row, size_t cols) { return finite_row_k_min<BlockQ4_K>(row, cols); }
+void dequantize_row_q4_k(const std::byte* row, float* out, size_t cols) {
+  dequantize_row_k_min<BlockQ4_K>(row, out, cols);
+}
+void quantize_row_q4_k(const float* in, std::byte* row, size_t cols) {
+  quantize_row_k_min<BlockQ4_K>(in, row, cols);
+}
+bool finite_row_q4_k(const std::byte* row, size_t cols) {
+  return finite_row_k_min<BlockQ4_K>(row, cols);
+}
 
-void dequantize_row_q5_k(const std::byte* row, float* out, size_t cols) { dequantize_row_k_min<BlockQ5_K>(row, out, cols); }
-void quantize_row_q5_k(const float* in, std::byte* row, size_t cols) { quantize_row_k_min<BlockQ5_K>(in, row, cols); }
-bool finite_row_q5_k(const std::byte* row, size_t cols) { return finite_row_k_min<BlockQ5_K>(row, cols); }
+void dequantize_row_q5_k(const std::byte* row, float* out, size_t cols) {
+  dequantize_row_k_min<BlockQ5_K>(row, out, cols);
+}
+void quantize_row_q5_k(const float* in, std::byte* row, size_t cols) {
+  quantize_row_k_min<BlockQ5_K>(in, row, cols);
+}
+bool finite_row_q5_k(const std::byte* row, size_t cols) {
+  return finite_row_k_min<BlockQ5_K>(row, cols);
+}
 
 // ---- Q6_K -----------------------------------------------------------------------------------
 
@@ -181,8 +198,7 @@ void quantize_row_q6_k(const float* in, std::byte* row, size_t cols) {
       const long sc = d > 0.0f ? std::clamp<long>(std::lround(step[s] / d), -127, 127) : 0;
       b.scales[s] = static_cast<int8_t>(sc);
       const float ds = d * static_cast<float>(sc);
-      for (int l = 0; l < 16; ++l)
-        q[16 * s + l] = ds != 0.0f ? clamp_round(x[16 * s + l] / ds + 32.0f, 0, 63) : 32;
+      for (int l = 0; l < 16; ++l) q[16 * s + l] = ds != 0.0f ? clamp_round(x[16 * s + l] / ds + 32.0f, 0, 63) : 32;
     }
     for (int h = 0; h < 2; ++h) {
       const uint8_t* qq = q + 128 * h;

@@ -183,9 +183,13 @@ static_assert(rows_in_enum_order(), "kTypes is indexed by WeightType");
 
 }  // namespace
 
-const WeightTypeInfo& weight_type_info(WeightType type) { return kTypes[static_cast<size_t>(type)]; }
+const WeightTypeInfo& weight_type_info(WeightType type) {
+  return kTypes[static_cast<size_t>(type)];
+}
 
-std::span<const WeightTypeInfo> all_weight_types() { return kTypes; }
+std::span<const WeightTypeInfo> all_weight_types() {
+  return kTypes;
+}
 
 std::optional<WeightType> weight_type_from_name(std::string_view name) {
   for (const WeightTypeInfo& info : kTypes)

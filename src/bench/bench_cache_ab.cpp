@@ -21,8 +21,7 @@ struct Path {
 // One run of a path, timed by the harness viz's race uses (run_timed_steps): step 0 pushes
 // the prompt, each later step either one position (cached) or the whole context again from an
 // empty cache (recomputed). Returns the tokens it chose.
-std::vector<int32_t> run_path(const OpenedModel& m, const std::vector<int32_t>& prompt,
-                              size_t n_gen, Path& path) {
+std::vector<int32_t> run_path(const OpenedModel& m, const std::vector<int32_t>& prompt, size_t n_gen, Path& path) {
   const std::vector<TimedStep> steps =
       run_timed_steps(m.model, m.tokenizer, prompt, n_gen, {.temperature = 0.0}, path.cached);
   if (steps.size() != n_gen) fail("cache A/B: expected {} steps, ran {}", n_gen, steps.size());
@@ -61,18 +60,15 @@ std::string put_path(nlohmann::json& ab, const Path& path) {
 
 }  // namespace
 
-std::pair<nlohmann::json, std::string> measure_cache_ab(const OpenedModel& m,
-                                                        const std::vector<int32_t>& prompt,
-                                                        size_t n_gen, int64_t repetitions,
-                                                        nlohmann::json record) {
+std::pair<nlohmann::json, std::string> measure_cache_ab(const OpenedModel& m, const std::vector<int32_t>& prompt,
+                                                        size_t n_gen, int64_t repetitions, nlohmann::json record) {
   const size_t n_prompt = prompt.size();
   Path paths[2] = {{"cached", true, {}, {}, {}}, {"uncached", false, {}, {}, {}}};
   for (int64_t r = 0; r < repetitions; ++r) {
     const std::vector<int32_t> cached = run_path(m, prompt, n_gen, paths[0]);
     const std::vector<int32_t> uncached = run_path(m, prompt, n_gen, paths[1]);
     if (cached != uncached) {
-      fail("cache A/B: cached and uncached greedy decoding differ (run {}); the KV cache is wrong",
-           r);
+      fail("cache A/B: cached and uncached greedy decoding differ (run {}); the KV cache is wrong", r);
     }
   }
   // The work each path must have done: the prompt, then one position per step (cached) or
@@ -80,8 +76,8 @@ std::pair<nlohmann::json, std::string> measure_cache_ab(const OpenedModel& m,
   const uint64_t want_cached = n_prompt + (n_gen - 1);
   const uint64_t want_uncached = n_gen * n_prompt + n_gen * (n_gen - 1) / 2;
   if (paths[0].positions != want_cached || paths[1].positions != want_uncached) {
-    fail("cache A/B: pushed {} (cached) and {} (uncached) positions, expected {} and {}",
-         paths[0].positions, paths[1].positions, want_cached, want_uncached);
+    fail("cache A/B: pushed {} (cached) and {} (uncached) positions, expected {} and {}", paths[0].positions,
+         paths[1].positions, want_cached, want_uncached);
   }
   record["bench"] = "generate-cache-ab";
   record["n_prompt"] = n_prompt;

@@ -19,9 +19,7 @@ namespace nanoinfer::bench {
 // (the prompt then one per step cached; n_prompt + k at step k recomputed). Per path:
 // tokens/s, time to first token, ms per later step. `record` carries the provenance fields;
 // returns it filled, and a note.
-std::pair<nlohmann::json, std::string> measure_cache_ab(const OpenedModel& m,
-                                                        const std::vector<int32_t>& prompt,
-                                                        size_t n_gen, int64_t repetitions,
-                                                        nlohmann::json record);
+std::pair<nlohmann::json, std::string> measure_cache_ab(const OpenedModel& m, const std::vector<int32_t>& prompt,
+                                                        size_t n_gen, int64_t repetitions, nlohmann::json record);
 
 }  // namespace nanoinfer::bench

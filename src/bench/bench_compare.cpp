@@ -86,7 +86,9 @@ nlohmann::json record_of(std::string_view line, const std::string& where) {
   return r;
 }
 
-bool discarded(const nlohmann::json& r) { return r.contains("discarded") && !r["discarded"].is_null(); }
+bool discarded(const nlohmann::json& r) {
+  return r.contains("discarded") && !r["discarded"].is_null();
+}
 
 // A field's value or null (a missing field matches only a missing field).
 nlohmann::json field(const nlohmann::json& r, const char* name) {
@@ -236,7 +238,8 @@ std::vector<nlohmann::json> read_bench_records(const std::string& file) {
   return records;
 }
 
-std::pair<std::vector<nlohmann::json>, std::vector<nlohmann::json>> split_last_run(std::vector<nlohmann::json> records) {
+std::pair<std::vector<nlohmann::json>, std::vector<nlohmann::json>> split_last_run(
+    std::vector<nlohmann::json> records) {
   if (records.empty()) return {};
   const nlohmann::json run = field(records.back(), "run");
   size_t first = records.size() - 1;

@@ -15,10 +15,10 @@
 // slowdown the two runs' own scatter cannot explain.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "nanoinfer/file_io.h"
 
@@ -72,7 +72,7 @@ class RecordComparison {
 class BenchRecordReader {
  public:
   explicit BenchRecordReader(const std::string& file);
-  bool next(nlohmann::json& record);  // false at the end
+  bool next(nlohmann::json& record);                           // false at the end
   size_t line_number() const { return lines_.line_number(); }  // of the record last returned
 
  private:

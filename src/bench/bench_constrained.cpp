@@ -26,12 +26,10 @@ struct ConstrainedRuns {
   size_t constrained_steps = 0;
 };
 
-ConstrainedRuns alternate_constrained(Generator& plain, Generator& constrained,
-                                      const std::vector<int32_t>& prompt, size_t n_gen,
-                                      int64_t repetitions, const std::vector<int32_t>& eos) {
+ConstrainedRuns alternate_constrained(Generator& plain, Generator& constrained, const std::vector<int32_t>& prompt,
+                                      size_t n_gen, int64_t repetitions, const std::vector<int32_t>& eos) {
   const StopRules plain_rules{.max_new_tokens = static_cast<int64_t>(n_gen) + 1};
-  const StopRules constrained_rules{.max_new_tokens = static_cast<int64_t>(n_gen) + 1,
-                                    .eos_ids = eos};
+  const StopRules constrained_rules{.max_new_tokens = static_cast<int64_t>(n_gen) + 1, .eos_ids = eos};
   const TextSink discard = [](std::string_view) {};
   ConstrainedRuns out;
   for (int64_t r = -1; r < repetitions; ++r) {  // r = -1 is the warm-up
@@ -56,8 +54,7 @@ ConstrainedRuns alternate_constrained(Generator& plain, Generator& constrained,
 // scores of the vocabulary's size (the values do not change the work); ms per token of each
 // repetition (none when there is no token to replay).
 std::vector<double> replay_mask(const std::function<std::unique_ptr<LogitProcessor>()>& compile,
-                                const std::vector<int32_t>& prompt,
-                                const std::vector<int32_t>& generated, size_t vocab,
+                                const std::vector<int32_t>& prompt, const std::vector<int32_t>& generated, size_t vocab,
                                 int64_t repetitions) {
   std::vector<double> mask_ms;
   std::vector<double> scores(vocab);
@@ -81,11 +78,9 @@ std::vector<double> replay_mask(const std::function<std::unique_ptr<LogitProcess
 
 }  // namespace
 
-std::pair<nlohmann::json, std::string> measure_constrained(const GrammarUnderTest& grammar,
-                                                           OpenedModel& m,
-                                                           const std::vector<int32_t>& prompt,
-                                                           size_t n_gen, int64_t repetitions,
-                                                           nlohmann::json record) {
+std::pair<nlohmann::json, std::string> measure_constrained(const GrammarUnderTest& grammar, OpenedModel& m,
+                                                           const std::vector<int32_t>& prompt, size_t n_gen,
+                                                           int64_t repetitions, nlohmann::json record) {
   // The constrained run may end early: the grammar allows end of sequence once the text is
   // complete, so it runs with the model's end-of-sequence ids; the plain run never stops early.
   const std::vector<int32_t> eos = stop_token_ids(m.generation, m.tokenizer, false);
@@ -104,16 +99,13 @@ std::pair<nlohmann::json, std::string> measure_constrained(const GrammarUnderTes
   Generator plain(m.model, m.tokenizer, {.temperature = 0.0});
   Generator constrained(m.model, m.tokenizer, {.temperature = 0.0});
   constrained.add_processor(compile());
-  const ConstrainedRuns runs =
-      alternate_constrained(plain, constrained, prompt, n_gen, repetitions, eos);
-  const std::vector<int32_t> generated(
-      constrained.tokens().begin() + static_cast<std::ptrdiff_t>(prompt.size()),
-      constrained.tokens().end());
-  const std::vector<double> mask_ms = replay_mask(
-      compile, prompt, generated, static_cast<size_t>(m.model.config().vocab_size), repetitions);
+  const ConstrainedRuns runs = alternate_constrained(plain, constrained, prompt, n_gen, repetitions, eos);
+  const std::vector<int32_t> generated(constrained.tokens().begin() + static_cast<std::ptrdiff_t>(prompt.size()),
+                                       constrained.tokens().end());
+  const std::vector<double> mask_ms =
+      replay_mask(compile, prompt, generated, static_cast<size_t>(m.model.config().vocab_size), repetitions);
 
-  const Summary ps = summarize(runs.plain_ts), cs = summarize(runs.constrained_ts),
-                cm = summarize(compile_ms);
+  const Summary ps = summarize(runs.plain_ts), cs = summarize(runs.constrained_ts), cm = summarize(compile_ms);
   const double ratio = cs.median / ps.median;
   record["bench"] = "generate-constrained";
   record["grammar"] = grammar.name;
@@ -131,8 +123,8 @@ std::pair<nlohmann::json, std::string> measure_constrained(const GrammarUnderTes
     const Summary ms = summarize(mask_ms);
     record["mask_ms_per_token_median"] = ms.median;
     record["mask_ms_per_token_min"] = ms.min;
-    mask_text = fmt::format("{:.3f} ms per token median ({:.3f} min), replaying {} tokens",
-                            ms.median, ms.min, generated.size());
+    mask_text = fmt::format("{:.3f} ms per token median ({:.3f} min), replaying {} tokens", ms.median, ms.min,
+                            generated.size());
   }
   std::string note = fmt::format(
       "constrained ({}, {} runs alternated, greedy, -p {}): decode {:.2f} tok/s against {:.2f} "
@@ -140,8 +132,8 @@ std::pair<nlohmann::json, std::string> measure_constrained(const GrammarUnderTes
       "the constrained runs decoded {} steps, the plain {}); the grammar's mask alone {}; "
       "compiling it "
       "{:.2f} ms median per request, the vocabulary trie {:.1f} ms once per tokenizer",
-      grammar.name, repetitions, prompt.size(), cs.median, ps.median, ratio, runs.constrained_steps,
-      n_gen, mask_text, cm.median, trie_ms);
+      grammar.name, repetitions, prompt.size(), cs.median, ps.median, ratio, runs.constrained_steps, n_gen, mask_text,
+      cm.median, trie_ms);
   return {std::move(record), std::move(note)};
 }
 

@@ -35,10 +35,8 @@ struct GrammarUnderTest {
 // does at start), compiling the grammar per request (schema -> GBNF -> rules -> processor),
 // and the mask per token, timed alone by replaying the constrained run's tokens through a
 // fresh processor. `record` carries the provenance fields; returns it filled, and a note.
-std::pair<nlohmann::json, std::string> measure_constrained(const GrammarUnderTest& grammar,
-                                                           OpenedModel& m,
-                                                           const std::vector<int32_t>& prompt,
-                                                           size_t n_gen, int64_t repetitions,
-                                                           nlohmann::json record);
+std::pair<nlohmann::json, std::string> measure_constrained(const GrammarUnderTest& grammar, OpenedModel& m,
+                                                           const std::vector<int32_t>& prompt, size_t n_gen,
+                                                           int64_t repetitions, nlohmann::json record);
 
 }  // namespace nanoinfer::bench

@@ -23,8 +23,8 @@ double seconds_of(Clock::duration d) {
 }
 
 // The warm-up and the timed runs: each a fresh sequence, prefill then n_gen decode steps.
-void time_runs(const OpenedModel& m, const std::vector<int32_t>& prompt, size_t n_gen,
-               int64_t repetitions, GenerateMeasure& out) {
+void time_runs(const OpenedModel& m, const std::vector<int32_t>& prompt, size_t n_gen, int64_t repetitions,
+               GenerateMeasure& out) {
   Generator generator(m.model, m.tokenizer, {.temperature = 0.0});
   // No end-of-sequence ids: every run decodes exactly n_gen steps (n_gen + 1 tokens sampled,
   // the first from the prefill's logits).
@@ -33,8 +33,7 @@ void time_runs(const OpenedModel& m, const std::vector<int32_t>& prompt, size_t 
   for (int64_t r = -1; r < repetitions; ++r) {  // r = -1 is the warm-up
     generator.reset();
     const GenerationStats s = generator.generate(prompt, options, discard);
-    if (s.decode_steps != n_gen)
-      fail("bench: expected {} decode steps, ran {}", n_gen, s.decode_steps);
+    if (s.decode_steps != n_gen) fail("bench: expected {} decode steps, ran {}", n_gen, s.decode_steps);
     if (r < 0) continue;
     out.pp.push_back(s.prefill_tokens_per_second());
     out.tg.push_back(s.decode_tokens_per_second());
@@ -69,8 +68,7 @@ WorkCounts count_work(const OpenedModel& m, const std::vector<int32_t>& prompt, 
   w.decode_attention_flops = static_cast<double>(seq.attention_flops() - attention1) / steps;
   w.decode_activation_bytes = static_cast<double>(model.activation_bytes() - bytes1) / steps;
   w.attention_share_prefill = prefill_attention / std::max(seconds_of(t1 - t0), 1e-9);
-  w.attention_share_decode =
-      (seq.attention_seconds() - prefill_attention) / std::max(seconds_of(t2 - t1), 1e-9);
+  w.attention_share_decode = (seq.attention_seconds() - prefill_attention) / std::max(seconds_of(t2 - t1), 1e-9);
   return w;
 }
 
@@ -92,8 +90,8 @@ nlohmann::json base_record(const OpenedModel& m, const GenerateMeasure& g) {
   base["attention_share_prefill"] = g.work.attention_share_prefill;
   base["attention_share_decode"] = g.work.attention_share_decode;
   base["model_filename"] = m.dir.string();
-  base["model_type"] = fmt::format("{} {:.1f}M {}", model.config().model_type,
-                                   static_cast<double>(n_params) / 1e6, dtype);
+  base["model_type"] =
+      fmt::format("{} {:.1f}M {}", model.config().model_type, static_cast<double>(n_params) / 1e6, dtype);
   base["model_size"] = model.weight_bytes();
   base["model_n_params"] = n_params;
   base["dtype"] = dtype;
@@ -125,8 +123,7 @@ nlohmann::json rate_record(const nlohmann::json& base, size_t n_prompt, size_t n
 }
 
 // Prefill's record ("pp"): the prompt alone, its time to first token and FLOP rate.
-nlohmann::json prefill_record(const GenerateMeasure& g, size_t n_prompt,
-                              const GenerateOptions& options) {
+nlohmann::json prefill_record(const GenerateMeasure& g, size_t n_prompt, const GenerateOptions& options) {
   nlohmann::json pp = rate_record(g.base, n_prompt, 0, 0, g.pp, g.pp_summary);
   pp["ttft_ms_median"] = g.ttft_summary.median * 1e3;
   pp["flops_per_prompt_token"] = g.work.prefill_flops / static_cast<double>(n_prompt);
@@ -140,8 +137,7 @@ nlohmann::json prefill_record(const GenerateMeasure& g, size_t n_prompt,
 
 // Decoding after the prompt ("tg"): llama-bench's "tg n_gen @ d n_prompt", with the work per
 // token and the read roofline.
-nlohmann::json decode_record(const GenerateMeasure& g, size_t n_prompt, size_t n_gen,
-                             const GenerateOptions& options) {
+nlohmann::json decode_record(const GenerateMeasure& g, size_t n_prompt, size_t n_gen, const GenerateOptions& options) {
   nlohmann::json tg = rate_record(g.base, 0, n_gen, n_prompt, g.tg, g.tg_summary);
   tg["effective_gbps"] = g.effective_gbps;
   tg["barriers_per_token"] = g.work.barriers_per_token;
@@ -162,8 +158,7 @@ nlohmann::json decode_record(const GenerateMeasure& g, size_t n_prompt, size_t n
 std::vector<int32_t> bench_prompt(size_t n, const Tokenizer& tok, const std::string& prompt_file) {
   if (!prompt_file.empty()) {
     std::vector<int32_t> ids = encode_raw_prompt(tok, read_file(prompt_file, 64u << 20));
-    if (ids.size() < n)
-      fail("--prompt-file {} has {} tokens, fewer than -p {}", prompt_file, ids.size(), n);
+    if (ids.size() < n) fail("--prompt-file {} has {} tokens, fewer than -p {}", prompt_file, ids.size(), n);
     ids.resize(n);
     return ids;
   }
@@ -174,8 +169,8 @@ std::vector<int32_t> bench_prompt(size_t n, const Tokenizer& tok, const std::str
   return ids;
 }
 
-GenerateMeasure measure_generate(const OpenedModel& m, const std::vector<int32_t>& prompt,
-                                 size_t n_gen, const GenerateOptions& options) {
+GenerateMeasure measure_generate(const OpenedModel& m, const std::vector<int32_t>& prompt, size_t n_gen,
+                                 const GenerateOptions& options) {
   const size_t n_prompt = prompt.size();
   GenerateMeasure g;
   time_runs(m, prompt, n_gen, options.repetitions, g);
@@ -185,10 +180,8 @@ GenerateMeasure measure_generate(const OpenedModel& m, const std::vector<int32_t
   g.effective_gbps = static_cast<double>(m.model.bytes_per_token()) * g.tg_summary.median / 1e9;
   g.peak_rss = peak_rss_bytes();
   g.work = count_work(m, prompt, n_gen);
-  g.roofline_pct =
-      options.bandwidth.median > 0 ? 100.0 * g.effective_gbps / options.bandwidth.median : 0.0;
-  g.prefill_gflops =
-      g.work.prefill_flops / static_cast<double>(n_prompt) * g.pp_summary.median / 1e9;
+  g.roofline_pct = options.bandwidth.median > 0 ? 100.0 * g.effective_gbps / options.bandwidth.median : 0.0;
+  g.prefill_gflops = g.work.prefill_flops / static_cast<double>(n_prompt) * g.pp_summary.median / 1e9;
   g.base = base_record(m, g);
   g.pp_record = prefill_record(g, n_prompt, options);
   g.tg_record = decode_record(g, n_prompt, n_gen, options);

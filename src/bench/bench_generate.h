@@ -28,7 +28,7 @@ struct WorkCounts {
   double attention_share_prefill = 0, attention_share_decode = 0;  // of the wall time
   double prefill_flops = 0;                                        // the whole prompt's
   double decode_product_flops = 0, decode_attention_flops = 0;     // per decoded token
-  double decode_activation_bytes = 0;  // read and written by the products
+  double decode_activation_bytes = 0;                              // read and written by the products
 };
 
 struct GenerateOptions {
@@ -48,14 +48,13 @@ struct GenerateMeasure {
   double prefill_gflops = 0;  // the prompt's FLOPs at the median prefill speed
   size_t peak_rss = 0;
   WorkCounts work;
-  nlohmann::json
-      base;  // the fields every record of this model and run shares ("bench": "generate")
+  nlohmann::json base;  // the fields every record of this model and run shares ("bench": "generate")
   nlohmann::json pp_record, tg_record;
 };
 
 // Greedy runs of a fresh sequence (`prompt`, then exactly n_gen decode steps), one warm-up and
 // `options.repetitions` timed; then the extra pass of WorkCounts; then the records.
-GenerateMeasure measure_generate(const OpenedModel& m, const std::vector<int32_t>& prompt,
-                                 size_t n_gen, const GenerateOptions& options);
+GenerateMeasure measure_generate(const OpenedModel& m, const std::vector<int32_t>& prompt, size_t n_gen,
+                                 const GenerateOptions& options);
 
 }  // namespace nanoinfer::bench

@@ -7,15 +7,14 @@
 
 namespace nanoinfer::bench {
 
-LoadMeasure measure_load(const std::filesystem::path& path, const std::string& name,
-                         const ModelOptions& options, int64_t runs) {
+LoadMeasure measure_load(const std::filesystem::path& path, const std::string& name, const ModelOptions& options,
+                         int64_t runs) {
   LoadMeasure l;
   Isa isa = Isa::Scalar;
   for (int64_t r = 0; r < runs; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     const Model model = open_model_alone(path, options);
-    l.seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    l.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     l.weight_bytes = model.weight_bytes();
     l.threads = model.threads();
     isa = model.isa();
@@ -39,8 +38,7 @@ LoadMeasure measure_load(const std::filesystem::path& path, const std::string& n
   return l;
 }
 
-nlohmann::json bandwidth_record(int threads, size_t bytes, int64_t runs,
-                                const std::vector<double>& gbps) {
+nlohmann::json bandwidth_record(int threads, size_t bytes, int64_t runs, const std::vector<double>& gbps) {
   const Summary s = summarize(gbps);
   nlohmann::json record = bench_context(threads, best_isa());
   record["bench"] = "bandwidth";

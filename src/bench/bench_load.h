@@ -26,11 +26,10 @@ struct LoadMeasure {
   double rss_over_weights = 0;
   nlohmann::json record;  // "bench": "load"
 };
-LoadMeasure measure_load(const std::filesystem::path& path, const std::string& name,
-                         const ModelOptions& options, int64_t runs);
+LoadMeasure measure_load(const std::filesystem::path& path, const std::string& name, const ModelOptions& options,
+                         int64_t runs);
 
 // The record of a bandwidth probe: `gbps` per pass of a `bytes` buffer read by `threads`.
-nlohmann::json bandwidth_record(int threads, size_t bytes, int64_t runs,
-                                const std::vector<double>& gbps);
+nlohmann::json bandwidth_record(int threads, size_t bytes, int64_t runs, const std::vector<double>& gbps);
 
 }  // namespace nanoinfer::bench

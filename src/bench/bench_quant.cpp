@@ -93,11 +93,8 @@ void measure_base(SweepState& s, QuantRow& row, nlohmann::json& record) {
   row.bytes = s.base_bytes;
   row.bits = 8.0 * static_cast<double>(s.base_bytes) / static_cast<double>(s.base_params);
   row.ppl = s.base_ppl->perplexity;
-  record.update({{"ppl", row.ppl},
-                 {"ppl_base", row.ppl},
-                 {"delta_ppl_pct", 0.0},
-                 {"kld_mean", 0.0},
-                 {"top1_agreement", 1.0}});
+  record.update(
+      {{"ppl", row.ppl}, {"ppl_base", row.ppl}, {"delta_ppl_pct", 0.0}, {"kld_mean", 0.0}, {"top1_agreement", 1.0}});
 }
 
 // The quantizer's side of a level's record.
@@ -114,8 +111,7 @@ nlohmann::json quantize_fields(const QuantizeResult& q, const QuantRow& row) {
           {"group_simulated", q.repeated_scale_bytes > 0},
           {"stored_bytes", q.tensor_bytes},
           {"file_bytes", q.file_bytes},
-          {"matrix_bits_per_weight",
-           8.0 * static_cast<double>(matrix_bytes) / static_cast<double>(q.matrix_params)},
+          {"matrix_bits_per_weight", 8.0 * static_cast<double>(matrix_bytes) / static_cast<double>(q.matrix_params)},
           {"calib_tokens", q.calib_tokens},
           {"quantize_seconds", q.seconds},
           {"quantize_threads", q.threads}};
@@ -137,8 +133,7 @@ nlohmann::json comparison_fields(const KlDivergenceResult& r) {
           {"scored", r.scored}};
 }
 
-void measure_quantized(SweepState& s, const QuantLevel& level, QuantRow& row,
-                       nlohmann::json& record) {
+void measure_quantized(SweepState& s, const QuantLevel& level, QuantRow& row, nlohmann::json& record) {
   QuantizeOptions options = level.options;
   options.calibration = s.input.calib;
   options.calib_windows = s.input.calib_windows;
@@ -186,8 +181,7 @@ QuantRow measure_level(SweepState& s, const QuantLevel& level) {
   record["bytes"] = row.bytes;
   record["bits_per_weight"] = row.bits;
   record["weight_relative_error"] = row.rel_error;
-  record["seconds"] =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  record["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   append_bench_record(record, s.input.output);
   return row;
 }
@@ -206,8 +200,8 @@ QuantSweep run_quant_sweep(const std::vector<QuantLevel>& levels, const QuantSwe
   OpenOptions base_options = input.options;
   base_options.model.weights.reset();  // the base is the model as stored
   const OpenedModel base = open_model(input.model_dir, base_options);
-  const size_t ctx = input.context > 0 ? static_cast<size_t>(input.context)
-                                       : std::min(kDefaultWindow, base.model.max_context());
+  const size_t ctx =
+      input.context > 0 ? static_cast<size_t>(input.context) : std::min(kDefaultWindow, base.model.max_context());
   std::vector<int32_t> tokens = base.tokenizer.encode(input.text);
   if (tokens.size() < 2) {
     fail("'{}' has {} token(s); perplexity needs at least 2", input.file, tokens.size());

@@ -6,17 +6,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <chrono>
-#include <cstdio>
-#include <cstring>
 #include <algorithm>
 #include <atomic>
-#include <cstdint>
-#include <cstdlib>
-#include <memory>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
@@ -48,13 +48,16 @@ struct Commit {
   bool dirty = false;
 };
 
-Commit build_commit() { return Commit{NANOINFER_BUILD_COMMIT, NANOINFER_BUILD_DIRTY != 0}; }
+Commit build_commit() {
+  return Commit{NANOINFER_BUILD_COMMIT, NANOINFER_BUILD_DIRTY != 0};
+}
 
 // An argument as a POSIX shell would need it: bare when it holds only safe characters, else
 // in single quotes (a quote inside written '\'').
 std::string shell_quoted(const std::string& arg) {
-  const bool safe = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                          "0123456789-_./=:,+@%") == std::string::npos;
+  const bool safe = !arg.empty() && arg.find_first_not_of(
+                                        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789-_./=:,+@%") == std::string::npos;
   if (safe) return arg;
   std::string q = "'";
   for (char c : arg) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -77,7 +80,6 @@ nlohmann::json cpu_flags() {
   }
   return flags;
 }
-
 
 // Sums the 64-bit words of [p, p + bytes), bytes a multiple of 64, p 64-byte aligned: a pure
 // streaming read (SSE2, which every x86-64 has, is far from limiting the ~30 GB/s a core
@@ -122,9 +124,10 @@ std::string utc_timestamp() {
 }  // namespace
 
 const std::vector<std::string>& provenance_fields() {
-  static const std::vector<std::string> fields = {
-      "commit", "dirty", "cpu", "cpu_flags", "isa", "threads", "logical_cores", "build_type",
-      "nanoinfer_version", "timestamp", "command_line", "run"};
+  static const std::vector<std::string> fields = {"commit",        "dirty",        "cpu",
+                                                  "cpu_flags",     "isa",          "threads",
+                                                  "logical_cores", "build_type",   "nanoinfer_version",
+                                                  "timestamp",     "command_line", "run"};
   return fields;
 }
 
@@ -152,8 +155,7 @@ void check_bench_results_path(const std::filesystem::path& file) {
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    fail("{}: no such directory for the bench record (create it or pass -o FILE)",
-         dir.string());
+    fail("{}: no such directory for the bench record (create it or pass -o FILE)", dir.string());
   if (::stat(file.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode)) fail("{}: not a regular file; cannot append the bench record", file.string());
     if (::access(file.c_str(), W_OK) != 0)
@@ -211,9 +213,8 @@ std::vector<double> measure_read_bandwidth(ThreadPool& pool, size_t bytes, int r
   std::byte* data = buffer.get();
   // Written once (in parallel, so the page faults are spread too): a read of untouched
   // anonymous memory would read the shared zero page, not DRAM.
-  pool.parallel_for(blocks, 1, [&](size_t begin, size_t end) {
-    std::memset(data + begin * kMiB, 0x5a, (end - begin) * kMiB);
-  });
+  pool.parallel_for(blocks, 1,
+                    [&](size_t begin, size_t end) { std::memset(data + begin * kMiB, 0x5a, (end - begin) * kMiB); });
 
   std::atomic<uint64_t> sink{0};  // the sums go somewhere, so the reads cannot be dropped
   std::vector<double> gbps;
@@ -232,8 +233,7 @@ std::vector<double> measure_read_bandwidth(ThreadPool& pool, size_t bytes, int r
   return gbps;
 }
 
-std::vector<nlohmann::json> records_from_stdin(int threads, Isa isa,
-                                               const std::string& command_line) {
+std::vector<nlohmann::json> records_from_stdin(int threads, Isa isa, const std::string& command_line) {
   std::vector<nlohmann::json> records;
   LineReader in("-");  // stdin, a line at a time, each line capped (file_io.h)
   for (std::string line; in.next(line);) {
@@ -250,8 +250,7 @@ std::vector<nlohmann::json> records_from_stdin(int threads, Isa isa,
     }
     for (const std::string& field : provenance_fields()) {
       if (r.contains(field)) {
-        fail("bench record: stdin line {} sets \"{}\", a provenance field this command writes", n,
-             field);
+        fail("bench record: stdin line {} sets \"{}\", a provenance field this command writes", n, field);
       }
     }
     nlohmann::json full = bench_context(threads, isa, command_line);

@@ -5,9 +5,9 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
@@ -38,8 +38,7 @@ const std::vector<std::string>& provenance_fields();
 // string) and none of the provenance fields, each completed with
 // bench_context(threads, isa, command_line). Every line is read and checked before any record is
 // returned, so bad input appends nothing; throws Error naming the first bad line.
-std::vector<nlohmann::json> records_from_stdin(int threads, Isa isa,
-                                               const std::string& command_line);
+std::vector<nlohmann::json> records_from_stdin(int threads, Isa isa, const std::string& command_line);
 
 // Checks, before a benchmark runs, that its record can be appended to `file`: its directory
 // exists (it is not created, so a mistyped --results fails instead of growing a tree) and
@@ -48,8 +47,7 @@ void check_bench_results_path(const std::filesystem::path& file);
 
 // Appends `record` as one line, creating the file (not its directory). A failed write
 // truncates the file back, so it never ends in half a line. Throws Error.
-void append_bench_record(const nlohmann::json& record,
-                         const std::filesystem::path& file = "bench/results.jsonl");
+void append_bench_record(const nlohmann::json& record, const std::filesystem::path& file = "bench/results.jsonl");
 
 // The process's peak resident set size so far.
 size_t peak_rss_bytes();

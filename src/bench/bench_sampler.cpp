@@ -31,9 +31,7 @@ constexpr SamplerOp kOps[] = {
     {"argmax", {.temperature = 0.0}, false},
     {"top-k", {.temperature = 1.0, .top_k = 40}, false},
     {"top-p", {.temperature = 1.0, .top_p = 0.9}, false},
-    {"chain",
-     {.temperature = 0.7, .top_k = 40, .top_p = 0.9, .min_p = 0.05, .repetition_penalty = 1.1},
-     true},
+    {"chain", {.temperature = 0.7, .top_k = 40, .top_p = 0.9, .min_p = 0.05, .repetition_penalty = 1.1}, true},
 };
 
 }  // namespace
@@ -59,11 +57,9 @@ SamplerInputs sampler_inputs(size_t vocab) {
   return in;
 }
 
-SamplerMeasure measure_sampler_op(const SamplerInputs& in, const SamplerOp& op, int64_t calls,
-                                  int64_t runs) {
+SamplerMeasure measure_sampler_op(const SamplerInputs& in, const SamplerOp& op, int64_t calls, int64_t runs) {
   Sampler sampler(static_cast<int64_t>(in.vocab), op.params);
-  const std::span<const int32_t> hist =
-      op.history ? std::span<const int32_t>(in.history) : std::span<const int32_t>();
+  const std::span<const int32_t> hist = op.history ? std::span<const int32_t>(in.history) : std::span<const int32_t>();
   SamplerMeasure m{.history_tokens = hist.size()};
   uint64_t n_calls = 0;
   for (int64_t r = -1; r < runs; ++r) {  // r = -1 is the warm-up
@@ -76,8 +72,7 @@ SamplerMeasure measure_sampler_op(const SamplerInputs& in, const SamplerOp& op, 
       m.checksum += static_cast<uint64_t>(token);
       ++n_calls;
     }
-    const double elapsed =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double elapsed = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (r >= 0) m.ms.push_back(elapsed / static_cast<double>(calls));
   }
   if (n_calls != static_cast<uint64_t>(calls * (runs + 1))) {
@@ -87,8 +82,7 @@ SamplerMeasure measure_sampler_op(const SamplerInputs& in, const SamplerOp& op, 
   return m;
 }
 
-nlohmann::json sampler_record(const SamplerOp& op, const SamplerMeasure& m, size_t vocab,
-                              int64_t calls, int64_t runs) {
+nlohmann::json sampler_record(const SamplerOp& op, const SamplerMeasure& m, size_t vocab, int64_t calls, int64_t runs) {
   nlohmann::json record = bench_context(1, best_isa());
   record["bench"] = "sampler";
   record["op"] = op.name;

@@ -48,11 +48,9 @@ struct SamplerMeasure {
 
 // One warm-up and `runs` timed runs of `calls` calls of op. Throws Error when the greedy op
 // does not choose the largest logit.
-SamplerMeasure measure_sampler_op(const SamplerInputs& in, const SamplerOp& op, int64_t calls,
-                                  int64_t runs);
+SamplerMeasure measure_sampler_op(const SamplerInputs& in, const SamplerOp& op, int64_t calls, int64_t runs);
 
 // The record of one operation ("bench": "sampler").
-nlohmann::json sampler_record(const SamplerOp& op, const SamplerMeasure& m, size_t vocab,
-                              int64_t calls, int64_t runs);
+nlohmann::json sampler_record(const SamplerOp& op, const SamplerMeasure& m, size_t vocab, int64_t calls, int64_t runs);
 
 }  // namespace nanoinfer::bench

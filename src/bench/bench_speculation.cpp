@@ -39,9 +39,8 @@ struct SpeculativeRuns {
   GenerationStats last;
 };
 
-SpeculativeRuns alternate_speculative(Generator& plain, Generator& spec,
-                                      const std::vector<int32_t>& prompt, size_t n_gen,
-                                      int64_t repetitions) {
+SpeculativeRuns alternate_speculative(Generator& plain, Generator& spec, const std::vector<int32_t>& prompt,
+                                      size_t n_gen, int64_t repetitions) {
   const StopRules rules{.max_new_tokens = static_cast<int64_t>(n_gen) + 1};
   const TextSink discard = [](std::string_view) {};
   SpeculativeRuns out;
@@ -58,49 +57,41 @@ SpeculativeRuns alternate_speculative(Generator& plain, Generator& spec,
     if (r < 0) continue;
     out.plain_ts.push_back(p.decode_tokens_per_second());
     out.spec_ts.push_back(out.last.decode_tokens_per_second());
-    out.draft_share.push_back(
-        out.last.decode_seconds > 0 ? out.last.draft_seconds / out.last.decode_seconds : 0.0);
+    out.draft_share.push_back(out.last.decode_seconds > 0 ? out.last.draft_seconds / out.last.decode_seconds : 0.0);
   }
   return out;
 }
 
 }  // namespace
 
-int32_t oracle_choice(const std::vector<int32_t>& truth, double rate, int32_t vocab, size_t i,
-                      int32_t otherwise) {
+int32_t oracle_choice(const std::vector<int32_t>& truth, double rate, int32_t vocab, size_t i, int32_t otherwise) {
   if (i >= truth.size()) return otherwise;
   SplitMix64 mix{i};
   const bool right = static_cast<double>(mix.next() >> 11) * 0x1.0p-53 < rate;
   return right ? truth[i] : (truth[i] + 1) % vocab;
 }
 
-std::unique_ptr<Drafter> make_oracle_drafter(std::vector<int32_t> truth, double rate,
-                                             int32_t vocab) {
+std::unique_ptr<Drafter> make_oracle_drafter(std::vector<int32_t> truth, double rate, int32_t vocab) {
   return std::make_unique<OracleDrafter>(std::move(truth), rate, vocab);
 }
 
-ModelDrafter::ChoiceOverride oracle_override(std::vector<int32_t> truth, double rate,
-                                             int32_t vocab) {
+ModelDrafter::ChoiceOverride oracle_override(std::vector<int32_t> truth, double rate, int32_t vocab) {
   return [truth = std::move(truth), rate, vocab](size_t i, int32_t drafted) {
     return oracle_choice(truth, rate, vocab, i, drafted);
   };
 }
 
-std::vector<int32_t> greedy_tokens(const OpenedModel& m, const std::vector<int32_t>& prompt,
-                                   size_t n_gen) {
+std::vector<int32_t> greedy_tokens(const OpenedModel& m, const std::vector<int32_t>& prompt, size_t n_gen) {
   Generator plain(m.model, m.tokenizer, {.temperature = 0.0});
-  plain.generate(prompt, {.max_new_tokens = static_cast<int64_t>(n_gen) + 1},
-                 [](std::string_view) {});
+  plain.generate(prompt, {.max_new_tokens = static_cast<int64_t>(n_gen) + 1}, [](std::string_view) {});
   return {plain.tokens().begin(), plain.tokens().end()};
 }
 
-std::vector<double> pass_cost_curve(const OpenedModel& m, const std::vector<int32_t>& prompt,
-                                    int64_t rounds) {
+std::vector<double> pass_cost_curve(const OpenedModel& m, const std::vector<int32_t>& prompt, int64_t rounds) {
   Sequence seq = m.model.new_sequence();
   m.model.forward(prompt, seq);
   // The pass's tokens are the prompt's first ones (any tokens cost the same).
-  const size_t rows_max =
-      std::min({kMaxPassRows, seq.cache().capacity() - seq.length(), prompt.size()});
+  const size_t rows_max = std::min({kMaxPassRows, seq.cache().capacity() - seq.length(), prompt.size()});
   std::vector<std::vector<double>> seconds(rows_max);
   using Clock = std::chrono::steady_clock;
   for (int64_t r = -1; r < rounds * 4; ++r) {  // r = -1 is the warm-up
@@ -120,14 +111,12 @@ std::vector<double> pass_cost_curve(const OpenedModel& m, const std::vector<int3
 
 std::pair<nlohmann::json, std::string> measure_speculation(const OpenedModel& m, Generator& spec,
                                                            const std::string& described,
-                                                           const std::vector<int32_t>& prompt,
-                                                           size_t n_gen, int64_t repetitions,
-                                                           nlohmann::json record) {
+                                                           const std::vector<int32_t>& prompt, size_t n_gen,
+                                                           int64_t repetitions, nlohmann::json record) {
   Generator plain(m.model, m.tokenizer, {.temperature = 0.0});
   const SpeculativeRuns runs = alternate_speculative(plain, spec, prompt, n_gen, repetitions);
   const GenerationStats& last = runs.last;
-  const Summary a = summarize(runs.plain_ts), b = summarize(runs.spec_ts),
-                d = summarize(runs.draft_share);
+  const Summary a = summarize(runs.plain_ts), b = summarize(runs.spec_ts), d = summarize(runs.draft_share);
   const double speedup = a.median > 0 ? b.median / a.median : 0.0;
   record["bench"] = "generate-speculative";
   record["n_prompt"] = prompt.size();
@@ -147,17 +136,16 @@ std::pair<nlohmann::json, std::string> measure_speculation(const OpenedModel& m,
   const std::vector<double> curve = pass_cost_curve(m, prompt, repetitions);
   record["pass_cost_relative"] = curve;
   std::string curve_text;
-  for (size_t i = 0; i < curve.size(); ++i)
-    curve_text += fmt::format("{}{}: {:.2f}", i ? ", " : "", i + 1, curve[i]);
+  for (size_t i = 0; i < curve.size(); ++i) curve_text += fmt::format("{}{}: {:.2f}", i ? ", " : "", i + 1, curve[i]);
   std::string note = fmt::format(
       "speculative A/B ({}; {} runs, {} tokens after a {}-token prompt, identical tokens): plain "
       "{:.2f} tok/s, "
       "speculative {:.2f} tok/s (x{:.2f}); acceptance {:.1f}% ({} of {} drafted), {:.2f} tokens "
       "per verification "
       "pass, {} target passes for {} tokens, drafting {:.1f}% of the decode time",
-      described, repetitions, n_gen, prompt.size(), a.median, b.median, speedup,
-      100.0 * last.acceptance_rate(), last.accepted_tokens, last.drafted_tokens,
-      last.tokens_per_verify_pass(), last.decode_steps, last.decode_tokens, 100.0 * d.median);
+      described, repetitions, n_gen, prompt.size(), a.median, b.median, speedup, 100.0 * last.acceptance_rate(),
+      last.accepted_tokens, last.drafted_tokens, last.tokens_per_verify_pass(), last.decode_steps, last.decode_tokens,
+      100.0 * d.median);
   note += fmt::format("; a pass of n tokens costs, relative to one decode step: {}", curve_text);
   return {std::move(record), std::move(note)};
 }

@@ -65,7 +65,8 @@ std::pair<nlohmann::json, std::string> measure_step_curve(const OpenedModel& m, 
     }
   }
   if (model.passes() - passes != static_cast<uint64_t>(rounds + 1) * rows.size()) {
-    fail("step curve: ran {} passes, expected {}", model.passes() - passes, static_cast<uint64_t>(rounds + 1) * rows.size());
+    fail("step curve: ran {} passes, expected {}", model.passes() - passes,
+         static_cast<uint64_t>(rounds + 1) * rows.size());
   }
   std::vector<double> median, min, relative;
   for (const auto& s : ms) {
@@ -86,9 +87,9 @@ std::pair<nlohmann::json, std::string> measure_step_curve(const OpenedModel& m, 
   record["step_ms_median"] = median;
   record["step_ms_min"] = min;
   record["step_cost_relative"] = relative;
-  std::string note = fmt::format(
-      "mixed step ({} decoding sequences + c prompt rows at depth {}, one pass, median of {} rounds): {}", decoders,
-      prompt.size(), rounds, text);
+  std::string note =
+      fmt::format("mixed step ({} decoding sequences + c prompt rows at depth {}, one pass, median of {} rounds): {}",
+                  decoders, prompt.size(), rounds, text);
   return {std::move(record), std::move(note)};
 }
 

@@ -63,8 +63,8 @@ void put_record(const std::string& model_dir, const std::string& file, size_t te
 
 }  // namespace
 
-TokenizeMeasure measure_tokenize(const std::string& model_dir, const std::string& file,
-                                 const std::string& text, int runs) {
+TokenizeMeasure measure_tokenize(const std::string& model_dir, const std::string& file, const std::string& text,
+                                 int runs) {
   PhaseTimes load, cold, warm;
   TokenizeMeasure t;
   for (int r = 0; r < runs; ++r) {

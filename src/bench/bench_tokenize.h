@@ -21,7 +21,7 @@ struct TokenizeMeasure {
 
 // `runs` loads of the tokenizer of `model_dir`, each followed by a cold and a warm encode of
 // `text` (named `file` in the record). Throws Error when the two encodes differ.
-TokenizeMeasure measure_tokenize(const std::string& model_dir, const std::string& file,
-                                 const std::string& text, int runs);
+TokenizeMeasure measure_tokenize(const std::string& model_dir, const std::string& file, const std::string& text,
+                                 int runs);
 
 }  // namespace nanoinfer::bench

@@ -7,10 +7,8 @@ namespace nanoinfer::bench {
 namespace {
 
 nlohmann::json candidate_json(const TuneCandidate& c) {
-  return {{"rule", describe(c.rule)},     {"median_us", c.median_us},
-          {"min_us", c.min_us},           {"max_us", c.max_us},
-          {"gain_median", c.gain_median}, {"gain_min", c.gain_min},
-          {"gain_max", c.gain_max},       {"wins", c.wins},
+  return {{"rule", describe(c.rule)},     {"median_us", c.median_us}, {"min_us", c.min_us},     {"max_us", c.max_us},
+          {"gain_median", c.gain_median}, {"gain_min", c.gain_min},   {"gain_max", c.gain_max}, {"wins", c.wins},
           {"p_value", c.p_value}};
 }
 
@@ -31,8 +29,7 @@ std::vector<TunedShape> tune_shapes(const Model& model, const TuneSettings& sett
   return model.tune(options);
 }
 
-TuningUpdate merge_tuning(const std::vector<TunedShape>& shapes, const std::string& cpu, Isa isa,
-                          int threads) {
+TuningUpdate merge_tuning(const std::vector<TunedShape>& shapes, const std::string& cpu, Isa isa, int threads) {
   TuningUpdate u{.file = tuning_cache_path(isa, threads)};
   if (const TuningCache old = read_tuning_cache(u.file, cpu, isa, threads); old.tuning != nullptr) {
     u.tuning = *old.tuning;

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "nanoinfer/model.h"
-#include "nanoinfer/tuning_cache.h"
 #include "nanoinfer/tuning.h"
+#include "nanoinfer/tuning_cache.h"
 
 namespace nanoinfer::bench {
 
@@ -36,8 +36,7 @@ struct TuningUpdate {
   Tuning tuning;
   size_t kept = 0;  // shapes whose best rule was kept
 };
-TuningUpdate merge_tuning(const std::vector<TunedShape>& shapes, const std::string& cpu, Isa isa,
-                          int threads);
+TuningUpdate merge_tuning(const std::vector<TunedShape>& shapes, const std::string& cpu, Isa isa, int threads);
 
 // The record of one tuned shape ("bench": "tune"), the model named `model`.
 nlohmann::json tune_record(const TunedShape& t, const std::string& model, int threads, Isa isa,

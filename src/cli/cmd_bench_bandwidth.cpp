@@ -31,8 +31,7 @@ void bench_bandwidth(const BandwidthArgs& args) {
   if (!args.output.empty()) bench::check_bench_results_path(args.output);
   ThreadPool pool(ThreadPool::clamp_threads(resolve_threads(args.threads)));
   const size_t bytes = static_cast<size_t>(args.size_mib) << 20;
-  const std::vector<double> gbps =
-      bench::measure_read_bandwidth(pool, bytes, static_cast<int>(args.runs));
+  const std::vector<double> gbps = bench::measure_read_bandwidth(pool, bytes, static_cast<int>(args.runs));
   const bench::Summary s = bench::summarize(gbps);
   fmt::print(
       "bench bandwidth: sequential read of {} MiB, {} thread(s), {} run(s): median {:.1f} GB/s, "
@@ -49,11 +48,9 @@ const bool registered_bench_bandwidth = register_command({
     [](CLI::App& sub) {
       auto args = std::make_shared<BandwidthArgs>();
       sub.add_option("-t,--threads", args->threads, kThreadsHelp);
-      sub.add_option("--size-mib", args->size_mib,
-                     "Buffer size in MiB; keep it far above the last-level cache")
+      sub.add_option("--size-mib", args->size_mib, "Buffer size in MiB; keep it far above the last-level cache")
           ->capture_default_str();
-      sub.add_option("-r,--repetitions", args->runs, "Timed passes over the buffer")
-          ->capture_default_str();
+      sub.add_option("-r,--repetitions", args->runs, "Timed passes over the buffer")->capture_default_str();
       sub.add_option("-o,--output", args->output,
                      "JSON-lines file to append the record to (default: none, print only)");
       sub.callback([args] { bench_bandwidth(*args); });

@@ -29,7 +29,8 @@ void bench_compare(const CompareArgs& args) {
   // The records are streamed (compare_results_file): only the newest run's are held.
   const bench::CompareReading reading = bench::compare_results_file(args.file, args.run, {.min_noise = args.min_noise});
   const std::vector<bench::FigureVerdict>& verdicts = reading.verdicts;
-  if (reading.candidates == 0) fail("bench compare: no record to compare in {}", args.run.empty() ? args.file : args.run);
+  if (reading.candidates == 0)
+    fail("bench compare: no record to compare in {}", args.run.empty() ? args.file : args.run);
   if (verdicts.empty()) fail("bench compare: none of the {} record(s) has a figure compare knows", reading.candidates);
   fmt::print("{}", bench::format_verdicts(verdicts));
   for (const bench::FigureVerdict& v : verdicts) {
@@ -49,10 +50,11 @@ const bool registered_bench_compare = register_command({
       sub.add_option("--min-noise", args->min_noise,
                      "Smallest relative spread granted to a figure before a slowdown counts as a regression")
           ->capture_default_str();
-      sub.footer("A figure regresses when its ratio to the last comparable record is below 1 - noise, noise being "
-                 "the larger relative spread ((max - min) / median) of the two records and at least --min-noise. "
-                 "Records with a \"discarded\" field are ignored (see bench discard). Exit status: 0 no regression, "
-                 "3 regression, 1 error.");
+      sub.footer(
+          "A figure regresses when its ratio to the last comparable record is below 1 - noise, noise being "
+          "the larger relative spread ((max - min) / median) of the two records and at least --min-noise. "
+          "Records with a \"discarded\" field are ignored (see bench discard). Exit status: 0 no regression, "
+          "3 regression, 1 error.");
       sub.callback([args] { bench_compare(*args); });
     },
 });

@@ -64,7 +64,7 @@ struct BenchFlags {
   std::optional<double> oracle_rate;  // --draft-oracle
   std::string prompt_file;            // empty: pseudo-random prompt ids
   GrammarFlags grammar;               // --json, --json-schema, --grammar: the constrained A/B
-  int64_t step_curve = 0;  // --step-curve B: serve's mixed step cost curve with B decoders
+  int64_t step_curve = 0;             // --step-curve B: serve's mixed step cost curve with B decoders
 };
 
 // What stdout shows, as llama-bench's -o.
@@ -94,8 +94,7 @@ bench::GrammarUnderTest grammar_under_test(const GrammarFlags& g, const Tokenize
 // Makes `spec` draft as the flags ask (--draft-oracle: drafts of the plain greedy continuation,
 // right with its probability, alone or overriding a draft model's choices); returns how, for
 // the record and the note.
-std::string attach_drafter(const BenchFlags& f, const Speculation& speculation,
-                           const OpenedModel& m, Generator& spec,
+std::string attach_drafter(const BenchFlags& f, const Speculation& speculation, const OpenedModel& m, Generator& spec,
                            const std::vector<int32_t>& prompt, size_t n_gen) {
   const std::string described = speculation.describe(/*timed=*/true);
   if (!f.oracle_rate) {
@@ -107,25 +106,21 @@ std::string attach_drafter(const BenchFlags& f, const Speculation& speculation,
   std::vector<int32_t> truth = bench::greedy_tokens(m, prompt, n_gen);
   if (speculation.enabled()) {
     // The draft model works as usual; the oracle decides which of its drafts are right.
-    speculation.attach(spec, m, {.temperature = 0.0},
-                       bench::oracle_override(std::move(truth), rate, vocab));
-    return fmt::format(
-        "{}; its drafts right with p = {:.2f} (the oracle's choice, the draft model's cost)",
-        described, rate);
+    speculation.attach(spec, m, {.temperature = 0.0}, bench::oracle_override(std::move(truth), rate, vocab));
+    return fmt::format("{}; its drafts right with p = {:.2f} (the oracle's choice, the draft model's cost)", described,
+                       rate);
   }
   const std::optional<int64_t> k = f.speculation.draft_max;
   spec.set_drafter(bench::make_oracle_drafter(std::move(truth), rate, vocab),
                    k ? DraftLength::fixed(static_cast<size_t>(*k))
                      : DraftLength::adaptive(DraftLength::kDefaultMax, /*timed=*/true));
   return fmt::format("oracle drafts right with p = {:.2f}, {}", rate,
-                     k ? fmt::format("k = {}", *k)
-                       : fmt::format("adaptive timed k <= {}", DraftLength::kDefaultMax));
+                     k ? fmt::format("k = {}", *k) : fmt::format("adaptive timed k <= {}", DraftLength::kDefaultMax));
 }
 
 // The line shown after the table for a pp/tg pair.
-std::string generate_note(const BenchFlags& f, const OpenedModel& m,
-                          const bench::GenerateMeasure& g, size_t n_prompt, size_t n_gen,
-                          const bench::Summary& bandwidth) {
+std::string generate_note(const BenchFlags& f, const OpenedModel& m, const bench::GenerateMeasure& g, size_t n_prompt,
+                          size_t n_gen, const bench::Summary& bandwidth) {
   const bench::WorkCounts& w = g.work;
   const int threads = m.model.options().threads;
   std::string note = fmt::format(
@@ -139,13 +134,11 @@ std::string generate_note(const BenchFlags& f, const OpenedModel& m,
       "read and written by "
       "the products; prefill: {:.2f} MFLOP per prompt token, {:.1f} GFLOP/s at the median",
       n_prompt, n_gen, threads, g.ttft_summary.median * 1e3, f.repetitions, g.effective_gbps,
-      format_bytes(static_cast<double>(m.model.bytes_per_token())),
-      format_bytes(static_cast<double>(g.peak_rss)), kv_type_name(m.model.options().kv_type),
-      w.kv_bytes_per_position, 100.0 * w.attention_share_prefill, 100.0 * w.attention_share_decode,
-      m.model.bytes_per_token(), w.barriers_per_token, w.decode_product_flops / 1e6,
-      w.decode_attention_flops / 1e6, n_prompt, n_prompt + n_gen - 1,
-      w.decode_activation_bytes / 1024, w.prefill_flops / static_cast<double>(n_prompt) / 1e6,
-      g.prefill_gflops);
+      format_bytes(static_cast<double>(m.model.bytes_per_token())), format_bytes(static_cast<double>(g.peak_rss)),
+      kv_type_name(m.model.options().kv_type), w.kv_bytes_per_position, 100.0 * w.attention_share_prefill,
+      100.0 * w.attention_share_decode, m.model.bytes_per_token(), w.barriers_per_token, w.decode_product_flops / 1e6,
+      w.decode_attention_flops / 1e6, n_prompt, n_prompt + n_gen - 1, w.decode_activation_bytes / 1024,
+      w.prefill_flops / static_cast<double>(n_prompt) / 1e6, g.prefill_gflops);
   if (f.compute_gflops > 0) {
     note += fmt::format(" = {:.1f}% of the compute roofline ({:.1f} GFLOP/s, --compute-gflops)",
                         100.0 * g.prefill_gflops / f.compute_gflops, f.compute_gflops);
@@ -172,27 +165,25 @@ struct Measured {
   }
 };
 
-Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_gen,
-                 const bench::Summary& bandwidth, const Speculation& speculation) {
+Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_gen, const bench::Summary& bandwidth,
+                 const Speculation& speculation) {
   const std::vector<int32_t> prompt = bench::bench_prompt(n_prompt, m.tokenizer, f.prompt_file);
-  const bench::GenerateMeasure g =
-      bench::measure_generate(m, prompt, n_gen,
-                              {.repetitions = f.repetitions,
-                               .bandwidth = bandwidth,
-                               .probe_bytes = static_cast<size_t>(f.probe_mib) << 20,
-                               .compute_gflops = f.compute_gflops});
+  const bench::GenerateMeasure g = bench::measure_generate(m, prompt, n_gen,
+                                                           {.repetitions = f.repetitions,
+                                                            .bandwidth = bandwidth,
+                                                            .probe_bytes = static_cast<size_t>(f.probe_mib) << 20,
+                                                            .compute_gflops = f.compute_gflops});
   Measured out;
   out.notes.push_back(generate_note(f, m, g, n_prompt, n_gen, bandwidth));
   out.records.push_back(g.pp_record);
   out.records.push_back(g.tg_record);
   if (f.cache_ab) out.add(bench::measure_cache_ab(m, prompt, n_gen, f.repetitions, g.base));
   if (grammar_requested(f.grammar)) {
-    out.add(bench::measure_constrained(grammar_under_test(f.grammar, m.tokenizer), m, prompt, n_gen,
-                                       f.repetitions, g.base));
+    out.add(bench::measure_constrained(grammar_under_test(f.grammar, m.tokenizer), m, prompt, n_gen, f.repetitions,
+                                       g.base));
   }
   if (f.step_curve > 0) {
-    out.add(bench::measure_step_curve(m, prompt, static_cast<size_t>(f.step_curve), f.repetitions,
-                                      g.base));
+    out.add(bench::measure_step_curve(m, prompt, static_cast<size_t>(f.step_curve), f.repetitions, g.base));
   }
   if (speculation.enabled() || f.oracle_rate) {
     Generator spec(m.model, m.tokenizer, {.temperature = 0.0});
@@ -205,23 +196,20 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
 // The markdown table's row of a pp or tg record, as llama-bench names the tests.
 std::string md_row(const nlohmann::json& r) {
   const uint64_t depth = r["n_depth"].get<uint64_t>();
-  const std::string test = r["n_gen"].get<uint64_t>() == 0
-                               ? fmt::format("pp{}", r["n_prompt"].get<uint64_t>())
-                               : fmt::format("tg{}{}", r["n_gen"].get<uint64_t>(),
-                                             depth ? fmt::format(" @ d{}", depth) : "");
+  const std::string test = r["n_gen"].get<uint64_t>() == 0 ? fmt::format("pp{}", r["n_prompt"].get<uint64_t>())
+                                                           : fmt::format("tg{}{}", r["n_gen"].get<uint64_t>(),
+                                                                         depth ? fmt::format(" @ d{}", depth) : "");
   const double median = r["median_ts"], min = r["min_ts"], max = r["max_ts"];
-  return fmt::format(
-      "| {} | {} | {:.1f} M | {} | {} | {} | {} | {:.2f} | {:.2f} | {:.1f}% |",
-      std::filesystem::path(r["model_filename"].get<std::string>()).filename().string(),
-      format_bytes(r["model_size"].get<double>()), r["model_n_params"].get<double>() / 1e6,
-      r["dtype"].get<std::string>(), r["isa"].get<std::string>(), r["n_threads"].get<int>(), test,
-      median, min, median > 0 ? 100.0 * (max - min) / median : 0.0);
+  return fmt::format("| {} | {} | {:.1f} M | {} | {} | {} | {} | {:.2f} | {:.2f} | {:.1f}% |",
+                     std::filesystem::path(r["model_filename"].get<std::string>()).filename().string(),
+                     format_bytes(r["model_size"].get<double>()), r["model_n_params"].get<double>() / 1e6,
+                     r["dtype"].get<std::string>(), r["isa"].get<std::string>(), r["n_threads"].get<int>(), test,
+                     median, min, median > 0 ? 100.0 * (max - min) / median : 0.0);
 }
 
-constexpr const char* kCsvColumns[] = {"model_filename", "dtype",     "isa",     "n_threads",
-                                       "n_prompt",       "n_gen",     "n_depth", "avg_ts",
-                                       "stddev_ts",      "median_ts", "min_ts",  "max_ts",
-                                       "build_commit",   "cpu_info"};
+constexpr const char* kCsvColumns[] = {"model_filename", "dtype",   "isa",          "n_threads", "n_prompt",
+                                       "n_gen",          "n_depth", "avg_ts",       "stddev_ts", "median_ts",
+                                       "min_ts",         "max_ts",  "build_commit", "cpu_info"};
 
 std::string csv_field(const nlohmann::json& v) {
   std::string text = v.is_string() ? v.get<std::string>() : v.dump();
@@ -244,14 +232,10 @@ void check_lists(const BenchFlags& f) {
 
 void check_options(const BenchFlags& f) {
   if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
-  if (f.step_curve < 0 || f.step_curve > 64)
-    fail("--step-curve takes 1..64 decoding sequences, got {}", f.step_curve);
-  if (f.probe_mib < 0)
-    fail("--probe-mib must be >= 0 (0 = no bandwidth probe), got {}", f.probe_mib);
-  if (!(f.compute_gflops >= 0))
-    fail("--compute-gflops must be >= 0 (0 = none), got {}", f.compute_gflops);
-  (void)grammar_requested(
-      f.grammar);  // --json, --json-schema, --grammar: at most one, before any run
+  if (f.step_curve < 0 || f.step_curve > 64) fail("--step-curve takes 1..64 decoding sequences, got {}", f.step_curve);
+  if (f.probe_mib < 0) fail("--probe-mib must be >= 0 (0 = no bandwidth probe), got {}", f.probe_mib);
+  if (!(f.compute_gflops >= 0)) fail("--compute-gflops must be >= 0 (0 = none), got {}", f.compute_gflops);
+  (void)grammar_requested(f.grammar);  // --json, --json-schema, --grammar: at most one, before any run
 }
 
 // -t's counts, else NANOINFER_THREADS's (a list too), else one per physical core.
@@ -267,18 +251,16 @@ std::vector<int64_t> thread_counts(const BenchFlags& f) {
 // The speculation the flags ask for; --draft-oracle's own checks after Speculation's.
 Speculation speculation_of(const BenchFlags& f) {
   // --draft-max also sets the oracle's k (Speculation refuses it without a drafter of its own).
-  const bool oracle_alone = f.oracle_rate && f.speculation.lookup == std::nullopt &&
-                            f.speculation.draft.empty() && f.speculation.draft_self.empty();
+  const bool oracle_alone = f.oracle_rate && f.speculation.lookup == std::nullopt && f.speculation.draft.empty() &&
+                            f.speculation.draft_self.empty();
   SpeculationFlags own = f.speculation;
   if (oracle_alone) own.draft_max.reset();
   Speculation speculation(own);
   if (f.oracle_rate) {
-    if (f.speculation.draft_max &&
-        (*f.speculation.draft_max < 0 || *f.speculation.draft_max > 64)) {
+    if (f.speculation.draft_max && (*f.speculation.draft_max < 0 || *f.speculation.draft_max > 64)) {
       fail("--draft-max must be 0 to 64, got {}", *f.speculation.draft_max);
     }
-    if (!(*f.oracle_rate >= 0 && *f.oracle_rate <= 1))
-      fail("--draft-oracle must be 0 to 1, got {}", *f.oracle_rate);
+    if (!(*f.oracle_rate >= 0 && *f.oracle_rate <= 1)) fail("--draft-oracle must be 0 to 1, got {}", *f.oracle_rate);
     if (f.speculation.lookup)
       fail(
           "--draft-oracle excludes --lookup (it overrides a draft model's choices, with --draft or "
@@ -288,8 +270,7 @@ Speculation speculation_of(const BenchFlags& f) {
 }
 
 // Every combination of -t, -p and -n (the model opened once per thread count).
-Measured measure_all(const BenchFlags& f, const std::vector<int64_t>& threads,
-                     Speculation& speculation) {
+Measured measure_all(const BenchFlags& f, const std::vector<int64_t>& threads, Speculation& speculation) {
   Measured all;
   for (int64_t t : threads) {
     ModelFlags flags = f.model;
@@ -307,13 +288,12 @@ Measured measure_all(const BenchFlags& f, const std::vector<int64_t>& threads,
     bench::Summary bandwidth;
     if (f.probe_mib > 0) {
       ThreadPool probe_pool(m.model.threads());
-      bandwidth = bench::summarize(
-          bench::measure_read_bandwidth(probe_pool, static_cast<size_t>(f.probe_mib) << 20, 5));
+      bandwidth =
+          bench::summarize(bench::measure_read_bandwidth(probe_pool, static_cast<size_t>(f.probe_mib) << 20, 5));
     }
     for (int64_t p : f.n_prompt) {
       for (int64_t n : f.n_gen) {
-        Measured one =
-            measure(f, m, static_cast<size_t>(p), static_cast<size_t>(n), bandwidth, speculation);
+        Measured one = measure(f, m, static_cast<size_t>(p), static_cast<size_t>(n), bandwidth, speculation);
         for (auto& r : one.records) all.records.push_back(std::move(r));
         for (auto& line : one.notes) all.notes.push_back(std::move(line));
       }
@@ -366,10 +346,8 @@ void run(const BenchFlags& f) {
   // it (no ./bench) nowhere but stdout.
   std::string results = f.results;
   if (results.empty() && std::filesystem::is_directory("bench")) results = "bench/results.jsonl";
-  if (!results.empty())
-    bench::check_bench_results_path(results);  // before the runs, not after them
-  if (f.compare && results.empty())
-    fail("--compare needs a results file (--results FILE, or ./bench)");
+  if (!results.empty()) bench::check_bench_results_path(results);  // before the runs, not after them
+  if (f.compare && results.empty()) fail("--compare needs a results file (--results FILE, or ./bench)");
   // The history the run is compared with: the file as it was before this run's records.
   std::vector<nlohmann::json> history;
   if (f.compare && std::filesystem::exists(results)) history = bench::read_bench_records(results);
@@ -380,8 +358,7 @@ void run(const BenchFlags& f) {
     if (!results.empty()) bench::append_bench_record(r, results);
   }
   print_records(format, all);
-  if (!results.empty())
-    fmt::print(stderr, "nanoinfer: {} records appended to {}\n", all.records.size(), results);
+  if (!results.empty()) fmt::print(stderr, "nanoinfer: {} records appended to {}\n", all.records.size(), results);
   if (f.compare) {
     const std::vector<bench::FigureVerdict> verdicts = bench::compare_records(history, all.records);
     fmt::print(stderr, "{}", bench::format_verdicts(verdicts));
@@ -401,25 +378,21 @@ void setup_bench_generate(CLI::App& app) {
                  "$NANOINFER_THREADS when set, "
                  "a list too, else 0)")
       ->delimiter(',');
-  app.add_option("-p,--n-prompt", f->n_prompt,
-                 "Prompt lengths to prefill, comma-separated (default 64)")
+  app.add_option("-p,--n-prompt", f->n_prompt, "Prompt lengths to prefill, comma-separated (default 64)")
       ->delimiter(',');
-  app.add_option("-n,--n-gen", f->n_gen,
-                 "Tokens to decode after the prompt, comma-separated (default 32)")
+  app.add_option("-n,--n-gen", f->n_gen, "Tokens to decode after the prompt, comma-separated (default 32)")
       ->delimiter(',');
   app.add_option("-r,--repetitions", f->repetitions, "Measured runs after one warm-up (default 5)");
   app.add_option("--step-curve", f->step_curve,
                  "Also time serve's mixed step: B sequences decoding plus 0..64 rows of a prompt "
                  "at depth -p, in one "
                  "pass, alternated (what serve --step-tokens trades)");
-  app.add_flag(
-      "--cache-ab", f->cache_ab,
-      "Also time cached against uncached (full recompute) decoding, asserting equal tokens");
-  app.add_option(
-      "--compute-gflops", f->compute_gflops,
-      "The compute roofline in GFLOP/s (the compute probe of tools/bench/kernel-tiers, a "
-      "\"compute\" "
-      "record of bench/kernels.jsonl): prefill's FLOP rate is also printed as a share of it");
+  app.add_flag("--cache-ab", f->cache_ab,
+               "Also time cached against uncached (full recompute) decoding, asserting equal tokens");
+  app.add_option("--compute-gflops", f->compute_gflops,
+                 "The compute roofline in GFLOP/s (the compute probe of tools/bench/kernel-tiers, a "
+                 "\"compute\" "
+                 "record of bench/kernels.jsonl): prefill's FLOP rate is also printed as a share of it");
   app.add_option("--probe-mib", f->probe_mib,
                  "Buffer of the read-bandwidth probe the roofline share is computed from, in MiB "
                  "(default 1024; 0 = no probe)");
@@ -434,11 +407,9 @@ void setup_bench_generate(CLI::App& app) {
                  "which of its tokens are right")
       ->type_name("P");
   add_grammar_flags(app, f->grammar);  // the constrained A/B: mask and compile costs too
-  app.add_option(
-      "--prompt-file", f->prompt_file,
-      "Take the prompt's first -p tokens from this text file (default: pseudo-random token ids)");
-  app.add_option("-o,--output", f->format,
-                 "What stdout shows: md (default), csv, json or jsonl, as llama-bench's -o");
+  app.add_option("--prompt-file", f->prompt_file,
+                 "Take the prompt's first -p tokens from this text file (default: pseudo-random token ids)");
+  app.add_option("-o,--output", f->format, "What stdout shows: md (default), csv, json or jsonl, as llama-bench's -o");
   app.add_flag("--compare", f->compare,
                "Compare this run's records with the results file's earlier ones of this machine "
                "and test (as "

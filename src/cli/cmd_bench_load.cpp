@@ -35,11 +35,10 @@ void bench_load(const LoadArgs& args) {
   const double median = l.summary.median;
   fmt::print("bench load: {} ({} weights, {}), {} thread(s), {} run(s)\n", name, l.weight_type,
              format_bytes(static_cast<double>(l.weight_bytes)), l.threads, args.runs);
-  fmt::print("  load   median {:.3f} s, min {:.3f} s, max {:.3f} s  ({:.2f} GB/s at the median)\n",
-             median, l.summary.min, l.summary.max,
-             static_cast<double>(l.weight_bytes) / median / 1e9);
-  fmt::print("  memory peak resident {} = {:.3f} x the weight bytes\n",
-             format_bytes(static_cast<double>(l.peak_rss)), l.rss_over_weights);
+  fmt::print("  load   median {:.3f} s, min {:.3f} s, max {:.3f} s  ({:.2f} GB/s at the median)\n", median,
+             l.summary.min, l.summary.max, static_cast<double>(l.weight_bytes) / median / 1e9);
+  fmt::print("  memory peak resident {} = {:.3f} x the weight bytes\n", format_bytes(static_cast<double>(l.peak_rss)),
+             l.rss_over_weights);
   append_record_and_say(l.record, args.output);
 }
 
@@ -51,8 +50,7 @@ const bool registered_bench_load = register_command({
       auto args = std::make_shared<LoadArgs>();
       add_model_flags(sub, args->model);
       sub.add_option("--runs", args->runs, "Loads to time")->capture_default_str();
-      sub.add_option("-o,--output", args->output, "JSON-lines file the record is appended to")
-          ->capture_default_str();
+      sub.add_option("-o,--output", args->output, "JSON-lines file the record is appended to")->capture_default_str();
       sub.callback([args] { bench_load(*args); });
     },
 });

@@ -29,17 +29,14 @@ struct QuantBenchFlags {
 };
 
 void print_table(const bench::QuantSweep& sweep, const QuantBenchFlags& f) {
-  fmt::print("bench quant: {} over {} ({} tokens, windows of {})\n\n", sweep.model, f.file,
-             sweep.tokens, sweep.ctx);
+  fmt::print("bench quant: {} over {} ({} tokens, windows of {})\n\n", sweep.model, f.file, sweep.tokens, sweep.ctx);
   fmt::print(
       "| level | type | method | logits matrix | bytes | bits/weight | PPL | ΔPPL % | KLD mean | "
       "top-1 % | weight rel. error |\n");
   fmt::print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const bench::QuantRow& r : sweep.rows) {
-    fmt::print(
-        "| {} | {} | {} | {} | {} | {:.3f} | {:.4f} | {:+.3f} | {:.3e} | {:.2f} | {:.4f} |\n",
-        r.level, r.type, r.method, r.head, r.bytes, r.bits, r.ppl, r.delta, r.kld, 100.0 * r.top1,
-        r.rel_error);
+    fmt::print("| {} | {} | {} | {} | {} | {:.3f} | {:.4f} | {:+.3f} | {:.3e} | {:.2f} | {:.4f} |\n", r.level, r.type,
+               r.method, r.head, r.bytes, r.bits, r.ppl, r.delta, r.kld, 100.0 * r.top1, r.rel_error);
   }
   fmt::print("\nappended {} record(s) to {}\n", sweep.rows.size(), f.output);
 }
@@ -70,9 +67,7 @@ const bool registered_bench_quant = register_command({
     [](CLI::App& sub) {
       auto f = std::make_shared<QuantBenchFlags>();
       add_model_flags(sub, f->model);
-      sub.add_option("-f,--file", f->file,
-                     "Text file to score (e.g. data/default-model/heldout.txt)")
-          ->required();
+      sub.add_option("-f,--file", f->file, "Text file to score (e.g. data/default-model/heldout.txt)")->required();
       sub.add_option("--levels", f->levels,
                      "Comma-separated levels: base, or int8|int4 with -rtn, -imatrix or -gptq "
                      "(default method gptq), "
@@ -84,13 +79,11 @@ const bool registered_bench_quant = register_command({
                      "with groups of G), "
                      "e.g. int4-rtn:group=128")
           ->capture_default_str();
-      sub.add_option("--calib", f->calib,
-                     "Calibration text (default: the training part of data/tinyshakespeare.txt)");
+      sub.add_option("--calib", f->calib, "Calibration text (default: the training part of data/tinyshakespeare.txt)");
       sub.add_option("--calib-windows", f->calib_windows,
                      "Calibration windows (0 = quantize's default: 64, fewer for a large model)")
           ->capture_default_str();
-      sub.add_option("-o,--output", f->output, "JSON-lines file the records are appended to")
-          ->capture_default_str();
+      sub.add_option("-o,--output", f->output, "JSON-lines file the records are appended to")->capture_default_str();
       sub.callback([f] { run(*f); });
     },
 });

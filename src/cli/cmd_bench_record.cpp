@@ -37,8 +37,7 @@ void bench_record(const RecordArgs& args) {
   }
   const int threads = ThreadPool::clamp_threads(resolve_threads(args.threads));
   // Every line is read and checked before the first is appended, so bad input appends nothing.
-  const std::vector<nlohmann::json> records =
-      bench::records_from_stdin(threads, isa, args.command_line);
+  const std::vector<nlohmann::json> records = bench::records_from_stdin(threads, isa, args.command_line);
   if (records.empty()) fail("bench record: no record on stdin");
   for (const nlohmann::json& r : records) bench::append_bench_record(r, args.output);
   fmt::print(stderr, "nanoinfer: {} record(s) appended to {}\n", records.size(), args.output);

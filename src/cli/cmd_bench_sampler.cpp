@@ -36,15 +36,14 @@ void bench_sampler(const SamplerArgs& args) {
   if (!args.output.empty()) bench::check_bench_results_path(args.output);
   const size_t vocab = static_cast<size_t>(args.vocab);
   const bench::SamplerInputs inputs = bench::sampler_inputs(vocab);
-  fmt::print("bench sampler: vocabulary {}, {} calls x {} runs, 1 thread (ms per call)\n", vocab,
-             args.calls, args.runs);
+  fmt::print("bench sampler: vocabulary {}, {} calls x {} runs, 1 thread (ms per call)\n", vocab, args.calls,
+             args.runs);
   for (const bench::SamplerOp& op : bench::sampler_ops()) {
     const bench::SamplerMeasure m = bench::measure_sampler_op(inputs, op, args.calls, args.runs);
     const bench::Summary& s = m.summary;
     fmt::print("  {:<7} median {:.4f}  min {:.4f}  max {:.4f}\n", op.name, s.median, s.min, s.max);
     if (args.output.empty()) continue;
-    bench::append_bench_record(bench::sampler_record(op, m, vocab, args.calls, args.runs),
-                               args.output);
+    bench::append_bench_record(bench::sampler_record(op, m, vocab, args.calls, args.runs), args.output);
   }
   if (!args.output.empty()) {
     fmt::print("appended {} records to {}\n", bench::sampler_ops().size(), args.output);
@@ -60,8 +59,7 @@ const bool registered_bench_sampler = register_command({
       auto args = std::make_shared<SamplerArgs>();
       sub.add_option("--vocab", args->vocab, "Vocabulary size")->capture_default_str();
       sub.add_option("--calls", args->calls, "Calls per timed run")->capture_default_str();
-      sub.add_option("-r,--repetitions", args->runs, "Timed runs after one warm-up")
-          ->capture_default_str();
+      sub.add_option("-r,--repetitions", args->runs, "Timed runs after one warm-up")->capture_default_str();
       sub.add_option("-o,--output", args->output,
                      "JSON-lines file to append the records to (default: none, print only)");
       sub.callback([args] { bench_sampler(*args); });

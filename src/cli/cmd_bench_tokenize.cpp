@@ -25,24 +25,21 @@ struct BenchTokenizeArgs {
   std::string results = "bench/results.jsonl";
 };
 
-void print_report(const BenchTokenizeArgs& args, size_t text_bytes,
-                  const bench::TokenizeMeasure& t) {
+void print_report(const BenchTokenizeArgs& args, size_t text_bytes, const bench::TokenizeMeasure& t) {
   const double mb = static_cast<double>(text_bytes) / 1e6;
   const auto n = static_cast<double>(t.tokens);
-  print_out("tokenizer: {}   input: {} ({} bytes, {} tokens)   1 thread, {} runs\n", args.model_dir,
-            args.file, text_bytes, t.tokens, args.runs);
-  print_out("{:<12} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>9}\n", "", "wall med", "wall best",
-            "cpu med", "cpu best", "MB/s", "tok/s", "MB/s cpu");
-  print_out("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms\n", "load", t.load.median * 1e3,
-            t.load.min * 1e3, t.load_cpu.median * 1e3, t.load_cpu.min * 1e3);
-  for (auto [name, w, c] : {std::tuple{"encode cold", t.cold, t.cold_cpu},
-                            std::tuple{"encode warm", t.warm, t.warm_cpu}}) {
-    print_out("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f} {:>11.0f} {:>9.1f}\n",
-              name, w.median * 1e3, w.min * 1e3, c.median * 1e3, c.min * 1e3, mb / w.median,
-              n / w.median, mb / c.median);
+  print_out("tokenizer: {}   input: {} ({} bytes, {} tokens)   1 thread, {} runs\n", args.model_dir, args.file,
+            text_bytes, t.tokens, args.runs);
+  print_out("{:<12} {:>11} {:>11} {:>11} {:>11} {:>9} {:>11} {:>9}\n", "", "wall med", "wall best", "cpu med",
+            "cpu best", "MB/s", "tok/s", "MB/s cpu");
+  print_out("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms\n", "load", t.load.median * 1e3, t.load.min * 1e3,
+            t.load_cpu.median * 1e3, t.load_cpu.min * 1e3);
+  for (auto [name, w, c] :
+       {std::tuple{"encode cold", t.cold, t.cold_cpu}, std::tuple{"encode warm", t.warm, t.warm_cpu}}) {
+    print_out("{:<12} {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f}ms {:>9.1f} {:>11.0f} {:>9.1f}\n", name, w.median * 1e3,
+              w.min * 1e3, c.median * 1e3, c.min * 1e3, mb / w.median, n / w.median, mb / c.median);
   }
-  print_out(
-      "(MB/s and tok/s from the median wall time; MB/s cpu from the median thread CPU time)\n");
+  print_out("(MB/s and tok/s from the median wall time; MB/s cpu from the median thread CPU time)\n");
 }
 
 void run(const BenchTokenizeArgs& args) {
@@ -50,8 +47,7 @@ void run(const BenchTokenizeArgs& args) {
   bench::check_bench_results_path(args.results);  // before the run, not after it
   const std::string text = read_file(args.file, kMaxTextFileBytes);
   if (text.empty()) fail("input file '{}' is empty", args.file);
-  const bench::TokenizeMeasure t =
-      bench::measure_tokenize(args.model_dir, args.file, text, args.runs);
+  const bench::TokenizeMeasure t = bench::measure_tokenize(args.model_dir, args.file, text, args.runs);
   print_report(args, text.size(), t);
   flush_out();  // a failed report fails the run before the record is appended
   bench::append_bench_record(t.record, args.results);
@@ -63,14 +59,10 @@ const bool registered_bench_tokenize = register_command({
     "Tokenizer load time and encode speed (cold and warm cache) on one thread",
     [](CLI::App& sub) {
       auto args = std::make_shared<BenchTokenizeArgs>();
-      sub.add_option("-m,--model", args->model_dir, "Model directory holding tokenizer.json")
-          ->required();
-      sub.add_option("-f,--file", args->file, "Text to encode, as one string")
-          ->capture_default_str();
-      sub.add_option("--runs", args->runs, "Runs; median and best are reported")
-          ->capture_default_str();
-      sub.add_option("-o,--output", args->results, "JSON-lines file the record is appended to")
-          ->capture_default_str();
+      sub.add_option("-m,--model", args->model_dir, "Model directory holding tokenizer.json")->required();
+      sub.add_option("-f,--file", args->file, "Text to encode, as one string")->capture_default_str();
+      sub.add_option("--runs", args->runs, "Runs; median and best are reported")->capture_default_str();
+      sub.add_option("-o,--output", args->results, "JSON-lines file the record is appended to")->capture_default_str();
       sub.callback([args] { run(*args); });
     },
 });

@@ -45,8 +45,7 @@ void check_settings(const bench::TuneSettings& s) {
 }
 
 std::string shape_name(const TunedShape& t) {
-  return fmt::format("{} {} {}x{}", t.name, weight_type_name(t.shape.type), t.shape.rows,
-                     t.shape.cols);
+  return fmt::format("{} {} {}x{}", t.name, weight_type_name(t.shape.type), t.shape.rows, t.shape.cols);
 }
 
 void print_table(const std::vector<TunedShape>& shapes, const bench::TuneSettings& s) {
@@ -57,8 +56,7 @@ void print_table(const std::vector<TunedShape>& shapes, const bench::TuneSetting
   for (const TunedShape& t : shapes) {
     const TuneCandidate& d = t.candidates.front();
     const TuneCandidate& b = t.candidates[t.best];
-    const std::string pass =
-        t.shape.prefill ? fmt::format("prefill {}", s.prefill_tokens) : "decode";
+    const std::string pass = t.shape.prefill ? fmt::format("prefill {}", s.prefill_tokens) : "decode";
     if (t.best == 0) {
       fmt::print(
           "| {} | {} | {:.1f} ({:.1f}-{:.1f}) | default (no candidate's median gain above 1) | | "
@@ -69,9 +67,8 @@ void print_table(const std::vector<TunedShape>& shapes, const bench::TuneSetting
     fmt::print(
         "| {} | {} | {:.1f} ({:.1f}-{:.1f}) | {} | {:.1f} ({:.1f}-{:.1f}) | x{:.3f} "
         "({:.3f}-{:.3f}) | {}/{} | {:.3g} | {} |\n",
-        shape_name(t), pass, d.median_us, d.min_us, d.max_us, describe(b.rule), b.median_us,
-        b.min_us, b.max_us, b.gain_median, b.gain_min, b.gain_max, b.wins, b.rounds, b.p_value,
-        t.kept ? "yes" : "no");
+        shape_name(t), pass, d.median_us, d.min_us, d.max_us, describe(b.rule), b.median_us, b.min_us, b.max_us,
+        b.gain_median, b.gain_min, b.gain_max, b.wins, b.rounds, b.p_value, t.kept ? "yes" : "no");
   }
   fmt::print(
       "(best = the candidate with the largest median gain; gain per round = the default's time / "
@@ -93,9 +90,8 @@ void bench_tune(const TuneArgs& args) {
   const Isa isa = m.model.isa();
   const int threads = m.model.threads();
   const std::string cpu = cpu_model_name();
-  fmt::print("bench tune: {} ({}), {} thread(s), ISA {}, {} rounds, prefill {} tokens\n",
-             m.dir.string(), weight_type_name(m.model.weight_type()), threads, isa_name(isa),
-             s.rounds, s.prefill_tokens);
+  fmt::print("bench tune: {} ({}), {} thread(s), ISA {}, {} rounds, prefill {} tokens\n", m.dir.string(),
+             weight_type_name(m.model.weight_type()), threads, isa_name(isa), s.rounds, s.prefill_tokens);
   if (threads <= 1) {
     fmt::print("one thread: there is no split to tune; nothing written\n");
     return;
@@ -104,12 +100,11 @@ void bench_tune(const TuneArgs& args) {
   print_table(shapes, s);
   const bench::TuningUpdate u = bench::merge_tuning(shapes, cpu, isa, threads);
   if (args.no_save) {
-    fmt::print("{} of {} shapes tuned; --no-save: the cache {} is unchanged\n", u.kept,
-               shapes.size(), u.file.string());
+    fmt::print("{} of {} shapes tuned; --no-save: the cache {} is unchanged\n", u.kept, shapes.size(), u.file.string());
   } else {
     write_tuning_cache(u.file, u.tuning, cpu, isa, threads);
-    fmt::print("{} of {} shapes tuned; {} rule(s) in {}\n", u.kept, shapes.size(),
-               u.tuning.rules.size(), u.file.string());
+    fmt::print("{} of {} shapes tuned; {} rule(s) in {}\n", u.kept, shapes.size(), u.tuning.rules.size(),
+               u.file.string());
   }
   if (args.output.empty()) return;
   for (const TunedShape& t : shapes) {
@@ -142,10 +137,8 @@ const bool registered_bench_tune = register_command({
                      "test's p is at most "
                      "this")
           ->capture_default_str();
-      sub.add_flag("--no-save", args->no_save,
-                   "Measure and print only; leave the tuning cache as it is");
-      sub.add_option("-o,--output", args->output,
-                     "JSON-lines file to append one record per shape to (default: none)");
+      sub.add_flag("--no-save", args->no_save, "Measure and print only; leave the tuning cache as it is");
+      sub.add_option("-o,--output", args->output, "JSON-lines file to append one record per shape to (default: none)");
       sub.footer(
           "Tuning changes only how rows are cut into tasks (whether a product is shared with the "
           "workers, how "

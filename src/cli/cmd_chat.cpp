@@ -20,13 +20,13 @@
 #include <limits>
 
 #include "command.h"
-#include "output.h"
 #include "common_options.h"
 #include "line_input.h"
-#include "speculation_options.h"
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "output.h"
+#include "speculation_options.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -73,14 +73,14 @@ void run(const ChatFlags& f) {
   options.max_new_tokens = f.n_predict > 0 ? f.n_predict : std::numeric_limits<int64_t>::max();
   options.interrupt = &interrupted;
   options.eos_ids = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
-  if (options.eos_ids.empty()) fail("{}: the tokenizer has no <|im_end|> token, so a chat turn could never end", m.dir.string());
+  if (options.eos_ids.empty())
+    fail("{}: the tokenizer has no <|im_end|> token, so a chat turn could never end", m.dir.string());
 
   Generator generator(m.model, m.tokenizer, sampling.params());
   // Each reply is constrained on its own: the grammar restarts with every turn.
   if (auto g = grammar_processor(f.grammar, m.tokenizer, options.eos_ids)) generator.add_processor(std::move(g));
   speculation.attach(generator, m, sampling.params());
-  ChatSession session(generator, m.tokenizer, f.system,
-                      f.special ? SpecialTokens::Parse : SpecialTokens::AllAsText);
+  ChatSession session(generator, m.tokenizer, f.system, f.special ? SpecialTokens::Parse : SpecialTokens::AllAsText);
   const bool interactive = ::isatty(STDIN_FILENO) != 0;
   if (f.verbose) fmt::print(stderr, "{}", sampling.describe());
   if (interactive) {
@@ -145,9 +145,8 @@ void run(const ChatFlags& f) {
         fmt::print(stderr, "[context ids: {}]\n[reply ids: {}]\n", fmt::join(all.first(reply_start), " "),
                    fmt::join(all.subspan(reply_start), " "));
         fmt::print(stderr, "[prefill {} tokens, {:.1f} tok/s | {} tokens, {:.2f} tok/s | {} | context {}/{}]\n",
-                   s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens,
-                   s.decode_tokens_per_second(), stop_reason_name(s.stop_reason),
-                   generator.tokens().size(), generator.context_size());
+                   s.prompt_tokens, s.prefill_tokens_per_second(), s.generated_tokens, s.decode_tokens_per_second(),
+                   stop_reason_name(s.stop_reason), generator.tokens().size(), generator.context_size());
         if (speculation.enabled()) fmt::print(stderr, "[{}]\n", speculation.stats_line(s));
       }
     } catch (const ChatTurnRefused& e) {
@@ -182,8 +181,8 @@ void setup_chat(CLI::App& app) {
   app.callback([f] { run(*f); });
 }
 
-const bool registered_chat = register_command(
-    {"", "chat", "Interactive multi-turn chat (reads stdin; works from a pipe)", setup_chat});
+const bool registered_chat =
+    register_command({"", "chat", "Interactive multi-turn chat (reads stdin; works from a pipe)", setup_chat});
 
 }  // namespace
 }  // namespace nanoinfer::cli

@@ -7,12 +7,12 @@
 #include <cstdio>
 
 #include "command.h"
-#include "output.h"
 #include "common_options.h"
-#include "speculation_options.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generation_step.h"
 #include "nanoinfer/generator.h"
+#include "output.h"
+#include "speculation_options.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -61,12 +61,12 @@ void run(const GenerateFlags& f) {
   if (f.verbose) fmt::print(stderr, "generated ids: {}\n", fmt::join(generator.tokens().subspan(tokens.size()), " "));
 
   const double decode_tps = s.decode_tokens_per_second();
-  fmt::print(stderr, "load {:.2f} s | prompt {} tokens, prefill {:.1f} tok/s | first token {:.3f} s\n",
-             m.load_seconds, s.prompt_tokens, s.prefill_tokens_per_second(), s.first_token_seconds);
+  fmt::print(stderr, "load {:.2f} s | prompt {} tokens, prefill {:.1f} tok/s | first token {:.3f} s\n", m.load_seconds,
+             s.prompt_tokens, s.prefill_tokens_per_second(), s.first_token_seconds);
   // Weight bytes stream once per target pass, however many tokens it verifies.
   const double passes_per_second = s.decode_seconds > 0 ? static_cast<double>(s.decode_steps) / s.decode_seconds : 0;
-  fmt::print(stderr, "generated {} tokens ({}) | decode {:.2f} tok/s | {:.1f} GB/s effective\n",
-             s.generated_tokens, stop_reason_name(s.stop_reason), decode_tps,
+  fmt::print(stderr, "generated {} tokens ({}) | decode {:.2f} tok/s | {:.1f} GB/s effective\n", s.generated_tokens,
+             stop_reason_name(s.stop_reason), decode_tps,
              static_cast<double>(m.model.bytes_per_token()) * passes_per_second / 1e9);
   if (speculation.enabled()) fmt::print(stderr, "{}\n", speculation.stats_line(s));
 }
@@ -81,8 +81,8 @@ void setup_generate(CLI::App& app) {
   app.callback([f] { run(*f); });
 }
 
-const bool registered_generate = register_command(
-    {"", "generate", "Generate text from a prompt, streamed to stdout", setup_generate});
+const bool registered_generate =
+    register_command({"", "generate", "Generate text from a prompt, streamed to stdout", setup_generate});
 
 }  // namespace
 }  // namespace nanoinfer::cli

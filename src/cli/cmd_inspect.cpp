@@ -20,8 +20,7 @@ namespace {
 
 std::string with_commas(uint64_t v) {
   std::string digits = std::to_string(v);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3)
-    digits.insert(static_cast<size_t>(i), ",");
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
   return digits;
 }
 
@@ -45,8 +44,7 @@ void print_gguf_facts(const GgufFacts& g) {
   }
   fmt::print("tokenizer: {} (pre-tokenizer {}), {} tokens, {} merges{}{}\n", g.tokenizer_model,
              g.tokenizer_pre.empty() ? "none" : g.tokenizer_pre, with_commas(g.tokens), with_commas(g.merges),
-             g.eos_token_id ? fmt::format(", eos {}", *g.eos_token_id) : "",
-             g.chat_template ? ", chat template" : "");
+             g.eos_token_id ? fmt::format(", eos {}", *g.eos_token_id) : "", g.chat_template ? ", chat template" : "");
 }
 
 void inspect(const std::filesystem::path& path) {
@@ -58,13 +56,11 @@ void inspect(const std::filesystem::path& path) {
   fmt::print(
       "config: {}, {} layers, hidden {}, heads {} (kv {}, head dim {}), intermediate {}, "
       "vocab {}, {} embeddings\n",
-      cfg.model_type, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads,
-      cfg.num_key_value_heads, cfg.head_dim(), cfg.intermediate_size, cfg.vocab_size,
-      cfg.tie_word_embeddings ? "tied" : "untied");
+      cfg.model_type, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
+      cfg.head_dim(), cfg.intermediate_size, cfg.vocab_size, cfg.tie_word_embeddings ? "tied" : "untied");
   if (gguf) print_gguf_facts(*r.gguf);
-  fmt::print("file:   {}, {} bytes ({:.1f} MiB), header {} bytes, {} tensors\n\n",
-             r.files.weights.string(), with_commas(r.file_bytes), mib(r.file_bytes),
-             with_commas(r.header_bytes), r.tensors.size());
+  fmt::print("file:   {}, {} bytes ({:.1f} MiB), header {} bytes, {} tensors\n\n", r.files.weights.string(),
+             with_commas(r.file_bytes), mib(r.file_bytes), with_commas(r.header_bytes), r.tensors.size());
 
   // A GGUF file's tensors are listed under both names: the manifest's and the file's own.
   size_t name_width = 4, file_width = 9;
@@ -72,8 +68,8 @@ void inspect(const std::filesystem::path& path) {
     name_width = std::max(name_width, t.name.size());
     file_width = std::max(file_width, t.file_name.size());
   }
-  const auto row = [&](std::string_view name, std::string_view file_name, std::string_view type,
-                       std::string_view shape, std::string_view bytes) {
+  const auto row = [&](std::string_view name, std::string_view file_name, std::string_view type, std::string_view shape,
+                       std::string_view bytes) {
     fmt::print("  {:<{}}  ", name, name_width);
     if (gguf) fmt::print("{:<{}}  ", file_name, file_width);
     fmt::print("{:<5}  {:<14}  {:>13}\n", type, shape, bytes);
@@ -100,9 +96,9 @@ void inspect(const std::filesystem::path& path) {
   uint64_t total = 0;
   for (const auto& [role, n] : params) total += n;
   fmt::print("\nparameters: {}\n", with_commas(total));
-  for (const auto& [role, label] : {std::pair{"embedding", "embeddings"}, std::pair{"attention", "attention"},
-                                    std::pair{"mlp", "mlp"}, std::pair{"norm", "norms"},
-                                    std::pair{"output", "lm_head"}}) {
+  for (const auto& [role, label] :
+       {std::pair{"embedding", "embeddings"}, std::pair{"attention", "attention"}, std::pair{"mlp", "mlp"},
+        std::pair{"norm", "norms"}, std::pair{"output", "lm_head"}}) {
     const uint64_t n = params[role];
     if (std::string_view(role) == "output" && n == 0) continue;  // tied: nothing stored
     fmt::print("  {:<11} {:>13}  {:6.2f}%\n", label, with_commas(n),
@@ -110,11 +106,14 @@ void inspect(const std::filesystem::path& path) {
   }
   std::vector<std::string> type_counts;
   for (const auto& [type, tt] : types) type_counts.push_back(fmt::format("{} x{}", type, tt.tensors));
-  fmt::print("tensor data: {} bytes ({:.1f} MiB); dtypes: {}\n", with_commas(tensor_bytes),
-             mib(tensor_bytes), fmt::join(type_counts, ", "));
-  const auto bits = [](uint64_t bytes, uint64_t n) { return n == 0 ? 0.0 : 8.0 * static_cast<double>(bytes) / static_cast<double>(n); };
+  fmt::print("tensor data: {} bytes ({:.1f} MiB); dtypes: {}\n", with_commas(tensor_bytes), mib(tensor_bytes),
+             fmt::join(type_counts, ", "));
+  const auto bits = [](uint64_t bytes, uint64_t n) {
+    return n == 0 ? 0.0 : 8.0 * static_cast<double>(bytes) / static_cast<double>(n);
+  };
   fmt::print("bits per weight: {:.3f} overall", bits(tensor_bytes, all_params));
-  for (const auto& [type, tt] : types) fmt::print("; {} {:.3f} ({} weights)", type, bits(tt.bytes, tt.params), with_commas(tt.params));
+  for (const auto& [type, tt] : types)
+    fmt::print("; {} {:.3f} ({} weights)", type, bits(tt.bytes, tt.params), with_commas(tt.params));
   fmt::print("\n");
   if (!r.quantization.empty()) fmt::print("quantization: {}\n", r.quantization);
 
@@ -136,7 +135,8 @@ const bool registered_inspect = register_command({
       auto positional = std::make_shared<std::string>();
       auto flag = std::make_shared<std::string>();
       const char* help =
-          "Model directory (config.json + model.safetensors) or a .gguf file (default: the model built into the binary)";
+          "Model directory (config.json + model.safetensors) or a .gguf file (default: the model built into the "
+          "binary)";
       CLI::Option* pos = sub.add_option("MODEL", *positional, help);
       sub.add_option("-m,--model", *flag, help)->excludes(pos);
       sub.callback([positional, flag] {

@@ -13,11 +13,11 @@
 #include <memory>
 
 #include "command.h"
-#include "output.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/perplexity.h"
+#include "output.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -66,7 +66,8 @@ PerplexityProgress progress_printer(std::string_view what) {
 
 // The standard error needs two scored tokens: with one there is none to give (not 0).
 std::string plus_minus(const PerplexityResult& r) {
-  return r.scored > 1 ? fmt::format("+/- {:.4f}", r.perplexity_stderr) : "+/- n/a (one token scored: no error estimate)";
+  return r.scored > 1 ? fmt::format("+/- {:.4f}", r.perplexity_stderr)
+                      : "+/- n/a (one token scored: no error estimate)";
 }
 nlohmann::json stderr_json(const PerplexityResult& r) {
   return r.scored > 1 ? nlohmann::json(r.perplexity_stderr) : nlohmann::json(nullptr);
@@ -94,8 +95,8 @@ void run_kl(const PerplexityFlags& f, const std::string& text) {
   if (tokens.size() < 2) fail("'{}' has {} token(s); perplexity needs at least 2", f.file, tokens.size());
 
   const auto start = std::chrono::steady_clock::now();
-  const KlDivergenceResult r = kl_divergence(m.model, base.model, tokens, ctx, progress_printer("kl-divergence"),
-                                             scoring_of(f.scoring));
+  const KlDivergenceResult r =
+      kl_divergence(m.model, base.model, tokens, ctx, progress_printer("kl-divergence"), scoring_of(f.scoring));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string weights(weight_type_name(m.model.weight_type()));
   if (f.json) {
@@ -127,10 +128,10 @@ void run_kl(const PerplexityFlags& f, const std::string& text) {
   print_out("model   {} ({} weights): perplexity {:.4f} {}\n", m.dir.string(), weights, r.model.perplexity,
             plus_minus(r.model));
   print_out("base    {}: perplexity {:.4f} {}\n", base.dir.string(), r.base.perplexity, plus_minus(r.base));
-  print_out("delta   PPL {:+.3f}% +/- {:.3f}%  (ln ratio {:.6f} +/- {:.6f})\n", r.delta_ppl_pct,
-             r.delta_ppl_pct_stderr, r.ln_ppl_ratio, r.ln_ppl_ratio_stderr);
+  print_out("delta   PPL {:+.3f}% +/- {:.3f}%  (ln ratio {:.6f} +/- {:.6f})\n", r.delta_ppl_pct, r.delta_ppl_pct_stderr,
+            r.ln_ppl_ratio, r.ln_ppl_ratio_stderr);
   print_out("KLD     mean {:.6g} +/- {:.2g}, median {:.6g}, p90 {:.6g}, p99 {:.6g}, max {:.6g}\n", r.kld_mean,
-             r.kld_stderr, r.kld_median, r.kld_p90, r.kld_p99, r.kld_max);
+            r.kld_stderr, r.kld_median, r.kld_p90, r.kld_p99, r.kld_max);
   print_out("top-1   {:.3f}% +/- {:.3f}% of positions agree\n", 100.0 * r.top1_agreement, 100.0 * r.top1_stderr);
   print_out("({} positions in {} windows of {}{}; {:.2f} s)\n", r.scored, r.windows, r.ctx,
             f.scoring == "second-half" ? ", second half of each" : "", seconds);
@@ -141,8 +142,8 @@ void run(const PerplexityFlags& f) {
   const std::string text = read_file(f.file, kMaxTextFileBytes);
   if (!f.kl_base.empty()) return run_kl(f, text);
   OpenedModel m = load_model(f.model);
-  const size_t ctx = f.model.context > 0 ? static_cast<size_t>(f.model.context)
-                                         : std::min(kDefaultWindow, m.model.max_context());
+  const size_t ctx =
+      f.model.context > 0 ? static_cast<size_t>(f.model.context) : std::min(kDefaultWindow, m.model.max_context());
   const std::vector<int32_t> tokens = m.tokenizer.encode(text);
   if (tokens.size() < 2) fail("'{}' has {} token(s); perplexity needs at least 2", f.file, tokens.size());
 
@@ -182,10 +183,11 @@ void setup_perplexity(CLI::App& app) {
                  "window may be shorter) or second-half (llama-perplexity's: whole windows only, the tokens "
                  "after the first c/2; use it with the same -c to compare numbers with llama-perplexity)")
       ->type_name("all|second-half");
-  app.footer("Windows are -c tokens (default 512, or the model's context if smaller), non-overlapping, each "
-             "from an empty cache. By default every token but a window's first is scored, so the result is "
-             "higher than llama-perplexity's on the same file and -c, which scores only each window's second "
-             "half (--scoring second-half does the same).");
+  app.footer(
+      "Windows are -c tokens (default 512, or the model's context if smaller), non-overlapping, each "
+      "from an empty cache. By default every token but a window's first is scored, so the result is "
+      "higher than llama-perplexity's on the same file and -c, which scores only each window's second "
+      "half (--scoring second-half does the same).");
   app.callback([f] { run(*f); });
 }
 

@@ -83,7 +83,8 @@ QuantizeOptions options_from(const QuantizeFlags& f) {
   }
   if (!f.head_type.empty()) {
     o.head_type = weight_type_from_name(f.head_type);
-    if (!o.head_type) fail("--head-type must be {}, got '{}'", weight_type_names(WeightTypeKind::Writable), f.head_type);
+    if (!o.head_type)
+      fail("--head-type must be {}, got '{}'", weight_type_names(WeightTypeKind::Writable), f.head_type);
   }
   if (f.calib_windows < 0) fail("--calib-windows must be >= 1 (or 0 = the default), got {}", f.calib_windows);
   require_non_negative(f.calib_ctx, "--calib-ctx");
@@ -143,7 +144,9 @@ void run(const QuantizeFlags& f) {
   const auto start = std::chrono::steady_clock::now();
   try {
     if (!quantized) {
-      export_gguf(f.model_dir, f.out, options.type, [&](uint64_t done, uint64_t total) { progress({"gguf", done, total}); });
+      export_gguf(f.model_dir, f.out, options.type, [&](uint64_t done, uint64_t total) {
+        progress({"gguf", done, total});
+      });
     } else if (gguf) {
       r = quantize_to_gguf(f.model_dir, f.out, options, progress);
     } else {
@@ -157,7 +160,8 @@ void run(const QuantizeFlags& f) {
 
   if (!quantized) {
     const auto bytes = std::filesystem::file_size(f.out);
-    fmt::print("wrote {}: {} (converted, not quantized; norms and biases f32)\n", f.out, weight_type_name(options.type));
+    fmt::print("wrote {}: {} (converted, not quantized; norms and biases f32)\n", f.out,
+               weight_type_name(options.type));
     fmt::print("  GGUF {} bytes ({})\n", bytes, format_bytes(static_cast<double>(bytes)));
     fmt::print("  {:.2f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return;
@@ -174,7 +178,8 @@ void run(const QuantizeFlags& f) {
 
 void setup_quantize(CLI::App& app) {
   auto f = std::make_shared<QuantizeFlags>();
-  app.add_option("-m,--model", f->model_dir, "Float model directory (default: the model built into this binary, data/default-model)");
+  app.add_option("-m,--model", f->model_dir,
+                 "Float model directory (default: the model built into this binary, data/default-model)");
   app.add_option("--type", f->type,
                  "Weight type: int8 (Q8_0 blocks) or int4 (Q4_0 blocks); with --format gguf also f32 or bf16 "
                  "(a plain conversion, nothing quantized)")
@@ -185,7 +190,9 @@ void setup_quantize(CLI::App& app) {
   app.add_option("--calib", f->calib,
                  "Calibration text for imatrix and gptq (default: the training part of data/tinyshakespeare.txt)");
   f->calib_windows_flag =
-      app.add_option("--calib-windows", f->calib_windows, "Calibration windows, from the start of the text (0 = 64, fewer for a large model: its f32 forward over them kept to ~2e12 multiply-adds, at least 8; Qwen2.5-0.5B: 8)")
+      app.add_option("--calib-windows", f->calib_windows,
+                     "Calibration windows, from the start of the text (0 = 64, fewer for a large model: its f32 "
+                     "forward over them kept to ~2e12 multiply-adds, at least 8; Qwen2.5-0.5B: 8)")
           ->capture_default_str();
   f->calib_ctx_flag =
       app.add_option("--calib-ctx", f->calib_ctx, "Tokens per calibration window (0 = min(512, the model's context))");
@@ -204,8 +211,9 @@ void setup_quantize(CLI::App& app) {
   app.callback([f] { run(*f); });
 }
 
-const bool registered_quantize =
-    register_command({"", "quantize", "Write an int8 or int4 copy of a model (a directory or GGUF), or a GGUF f32/bf16 conversion", setup_quantize});
+const bool registered_quantize = register_command(
+    {"", "quantize", "Write an int8 or int4 copy of a model (a directory or GGUF), or a GGUF f32/bf16 conversion",
+     setup_quantize});
 
 }  // namespace
 }  // namespace nanoinfer::cli

@@ -122,33 +122,39 @@ void run(const ServeFlags& f) {
   for (const std::string& origin : f.cors) {
     // It is written into a response header: CR LF there would start a header of its own.
     if (std::any_of(origin.begin(), origin.end(), [](char c) { return c < 0x21 || c > 0x7E; })) {
-      fail("--cors: the origin '{}' holds a space, a control character or a non-ASCII byte; an origin is "
-           "printable ASCII such as http://localhost:3000", escape_control(origin));
+      fail(
+          "--cors: the origin '{}' holds a space, a control character or a non-ASCII byte; an origin is "
+          "printable ASCII such as http://localhost:3000",
+          escape_control(origin));
     }
     // An origin is scheme://host[:port], nothing after: what a browser sends in Origin.
     const size_t scheme = origin.find("://");
     if (origin != "*" && (scheme == std::string::npos || origin.find('/', scheme + 3) != std::string::npos ||
                           scheme + 3 == origin.size())) {
-      fail("--cors takes '*' or an origin such as http://localhost:3000 (scheme, host and port only), got '{}'", origin);
+      fail("--cors takes '*' or an origin such as http://localhost:3000 (scheme, host and port only), got '{}'",
+           origin);
     }
     options.cors_origins.push_back(origin);
   }
   Server server(m, options);
   server.start();
   if (f.api_keys.empty() && !loopback(f.host)) {
-    fmt::print(stderr, "nanoinfer: warning: listening on {} without --api-key: anyone who can reach this "
-               "address can use the model (see docs/SERVING.md)\n", f.host);
+    fmt::print(stderr,
+               "nanoinfer: warning: listening on {} without --api-key: anyone who can reach this "
+               "address can use the model (see docs/SERVING.md)\n",
+               f.host);
   }
   fmt::print(stderr, "nanoinfer: serving '{}' ({}, context {}, {} parallel, queue {}; load {:.2f} s)\n",
-             server.model_id(), m.dir.string(), m.model.max_context(), options.parallel, options.queue,
-             m.load_seconds);
+             server.model_id(), m.dir.string(), m.model.max_context(), options.parallel, options.queue, m.load_seconds);
   if (!f.api_keys.empty()) {
     fmt::print(stderr, "nanoinfer: /v1/* requires an API key ('Authorization: Bearer KEY', {})\n",
-               f.api_keys.size() == 1 ? "the --api-key value" : fmt::format("one of the {} --api-key values", f.api_keys.size()));
+               f.api_keys.size() == 1 ? "the --api-key value"
+                                      : fmt::format("one of the {} --api-key values", f.api_keys.size()));
   }
   switch (server.prefix_cache()) {
     case PrefixCache::PerKey:
-      fmt::print(stderr, "nanoinfer: prefix cache per key: a prompt reuses only cached prompts sent with its own key\n");
+      fmt::print(stderr,
+                 "nanoinfer: prefix cache per key: a prompt reuses only cached prompts sent with its own key\n");
       break;
     case PrefixCache::Off:
       fmt::print(stderr, "nanoinfer: prefix cache off: every prompt is prefilled in full\n");
@@ -156,7 +162,8 @@ void run(const ServeFlags& f) {
     default:
       fmt::print(stderr, "nanoinfer: prefix cache shared: any request reuses any cached prompt (--prefix-cache)\n");
   }
-  if (speculation.enabled()) fmt::print(stderr, "nanoinfer: speculative decoding: {}\n", speculation.describe(/*timed=*/false));
+  if (speculation.enabled())
+    fmt::print(stderr, "nanoinfer: speculative decoding: {}\n", speculation.describe(/*timed=*/false));
   const bool ipv6 = f.host.find(':') != std::string::npos;
   fmt::print("http://{}{}{}:{}/v1\n", ipv6 ? "[" : "", f.host, ipv6 ? "]" : "", server.port());
   std::fflush(stdout);
@@ -227,7 +234,8 @@ void setup_serve(CLI::App& app) {
   app.add_option("--model-id", f->model_id, "Model name reported by /v1/models (default: the directory name)");
   app.add_flag("--no-webui", f->no_web_page, "Do not serve the chat page at / (the API only)");
   add_speculation_flags(app, f->speculation);
-  app.add_flag("-q,--quiet", f->quiet, "No access log (by default one line per request on stderr: client, method, "
+  app.add_flag("-q,--quiet", f->quiet,
+               "No access log (by default one line per request on stderr: client, method, "
                "path, status, prompt+completion tokens, seconds)");
   app.add_option("--cors", f->cors,
                  "Let web pages from ORIGIN call the API from a browser (CORS headers, preflights answered); "
@@ -236,8 +244,8 @@ void setup_serve(CLI::App& app) {
   app.callback([f] { run(*f); });
 }
 
-const bool registered_serve = register_command(
-    {"", "serve", "Serve the model over an OpenAI-compatible HTTP API", setup_serve});
+const bool registered_serve =
+    register_command({"", "serve", "Serve the model over an OpenAI-compatible HTTP API", setup_serve});
 
 }  // namespace
 }  // namespace nanoinfer::cli

@@ -8,9 +8,9 @@
 #include <memory>
 
 #include "command.h"
-#include "output.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/synth.h"
+#include "output.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -58,11 +58,10 @@ void synth(const SynthArgs& args) {
     if (tty && last_step >= 0) fmt::print(stderr, "\n");
     throw;
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (tty) fmt::print(stderr, "\n");
-  print_out("wrote {}/model.safetensors: {:.1f} MiB of {} tensors (seed {}) in {:.2f} s\n",
-             args.out, static_cast<double>(bytes) / (1 << 20), args.dtype, args.seed, seconds);
+  print_out("wrote {}/model.safetensors: {:.1f} MiB of {} tensors (seed {}) in {:.2f} s\n", args.out,
+            static_cast<double>(bytes) / (1 << 20), args.dtype, args.seed, seconds);
 }
 
 const bool registered_synth = register_command({
@@ -72,9 +71,10 @@ const bool registered_synth = register_command({
     [](CLI::App& sub) {
       auto args = std::make_shared<SynthArgs>();
       sub.add_option("--config", args->config, "config.json of the model to imitate")->required();
-      sub.add_option("--out", args->out, "Output model directory: must not exist (it is created, with its parents) or be empty")->required();
-      sub.add_option("--seed", args->seed, "Random seed (same seed, same bytes)")
-          ->capture_default_str();
+      sub.add_option("--out", args->out,
+                     "Output model directory: must not exist (it is created, with its parents) or be empty")
+          ->required();
+      sub.add_option("--seed", args->seed, "Random seed (same seed, same bytes)")->capture_default_str();
       sub.add_option("--dtype", args->dtype, "Weight dtype: bf16 or f32")->capture_default_str();
       sub.callback([args] { synth(*args); });
     },

@@ -2,20 +2,20 @@
 // and the batch mode `--jsonl` (one {"text": ...} object per input line -> one JSON array
 // of ids per output line), for inspecting tokenization and tokenizing data sets.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 
 #include "command.h"
 #include "common_options.h"
-#include "output.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/json_limits.h"
 #include "nanoinfer/open_model.h"
 #include "nanoinfer/tokenizer.h"
+#include "output.h"
 
 namespace nanoinfer::cli {
 namespace {
@@ -39,7 +39,9 @@ SpecialTokens message_specials(const TokenizeArgs& args) {
 
 // A token's bytes for display on one line: control bytes escaped (json_limits.h), backslash
 // and quote too, since the display quotes each token.
-std::string display(std::string_view bytes) { return escape_control(bytes, "\\'"); }
+std::string display(std::string_view bytes) {
+  return escape_control(bytes, "\\'");
+}
 
 void run_jsonl(const Tokenizer& tok, const TokenizeArgs& args) {
   LineReader in(args.file);
@@ -97,17 +99,21 @@ void run(const TokenizeArgs& args) {
 }
 
 const bool registered_tokenize = register_command({
-    "", "tokenize", "Show how a text is tokenized (or tokenize a JSONL data set with --jsonl)",
+    "",
+    "tokenize",
+    "Show how a text is tokenized (or tokenize a JSONL data set with --jsonl)",
     [](CLI::App& sub) {
       auto args = std::make_shared<TokenizeArgs>();
-      sub.add_option("-m,--model", args->model_dir, "Model directory holding tokenizer.json, or a .gguf file")->required();
+      sub.add_option("-m,--model", args->model_dir, "Model directory holding tokenizer.json, or a .gguf file")
+          ->required();
       sub.add_option("-p,--prompt", args->prompt, "Text to tokenize");
       sub.add_option("-f,--file", args->file, "File to tokenize ('-' for stdin)");
       sub.add_flag("--ids", args->ids_only, "Print only the ids, as one JSON array");
       sub.add_flag("--show-count", args->show_count, "Print the number of tokens at the end");
-      sub.add_flag("--chat", args->chat,
-                   "Wrap the text as one user message in the chat template (with the generation prompt) first, "
-                   "encoded as `chat` would: added-token text (<|im_end|>, <tool_call>) in the message stays plain text");
+      sub.add_flag(
+          "--chat", args->chat,
+          "Wrap the text as one user message in the chat template (with the generation prompt) first, "
+          "encoded as `chat` would: added-token text (<|im_end|>, <tool_call>) in the message stays plain text");
       sub.add_flag("--special", args->special,
                    "With --chat: parse added-token text (<|im_end|>, <tool_call>) in the message as the token, "
                    "as `chat --special` does. Without --chat special tokens are always parsed");

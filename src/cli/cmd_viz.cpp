@@ -71,7 +71,8 @@ void setup_viz(CLI::App& app) {
   add_prompt_flags(app, *f, 32, "Maximum tokens to generate and trace");
   app.add_option("--out", f->out, "Write the page to this HTML file (self-contained) instead of serving it");
   app.add_option("--trace", f->trace_out, "Also write the trace (JSON, docs/VIZ.md) to this file");
-  CLI::Option* port = app.add_option("--port", f->port, "Serve the page on 127.0.0.1:PORT (default 8080; 0 = any free port)");
+  CLI::Option* port =
+      app.add_option("--port", f->port, "Serve the page on 127.0.0.1:PORT (default 8080; 0 = any free port)");
   app.add_option("--max-requests", f->max_requests)->group("");  // tests: stop after N requests
   app.callback([f, port] { run(*f, port->count() > 0); });
 }

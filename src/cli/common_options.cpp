@@ -9,9 +9,9 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/generation_step.h"
 #include "nanoinfer/grammar.h"
 #include "nanoinfer/kv_cache.h"
-#include "nanoinfer/generation_step.h"
 #include "nanoinfer/thread_pool.h"
 
 namespace nanoinfer::cli {
@@ -168,12 +168,14 @@ std::vector<int32_t> encode_prompt(const Tokenizer& tok, const PromptFlags& flag
 
 void add_grammar_flags(CLI::App& app, GrammarFlags& flags) {
   app.add_flag("--json", flags.json, "Constrain the output to a JSON object");
-  app.add_option("--json-schema", flags.json_schema_file, "Constrain the output to JSON valid against this JSON Schema file");
+  app.add_option("--json-schema", flags.json_schema_file,
+                 "Constrain the output to JSON valid against this JSON Schema file");
   app.add_option("--grammar", flags.grammar_file, "Constrain the output to this GBNF grammar file");
 }
 
 bool grammar_requested(const GrammarFlags& flags) {
-  const int given = (flags.json ? 1 : 0) + (flags.json_schema_file.empty() ? 0 : 1) + (flags.grammar_file.empty() ? 0 : 1);
+  const int given =
+      (flags.json ? 1 : 0) + (flags.json_schema_file.empty() ? 0 : 1) + (flags.grammar_file.empty() ? 0 : 1);
   if (given > 1) fail("--json, --json-schema and --grammar exclude each other");
   return given == 1;
 }

@@ -28,7 +28,7 @@ struct ModelFlags {
   std::string isa = "auto";
   std::string dtype = "as-stored";
   std::string kv_type = "f16";
-  bool no_tune = false;        // --no-tune: the default split of every product, not the cache's
+  bool no_tune = false;  // --no-tune: the default split of every product, not the cache's
 };
 
 void add_model_flags(CLI::App& app, ModelFlags& flags);

@@ -57,8 +57,8 @@ struct Pending {
   std::chrono::steady_clock::time_point deadline;
 };
 
-constexpr size_t kMaxPending = 32;            // connections read at once; more wait in the backlog
-constexpr size_t kMaxHead = 16384;            // request line + headers
+constexpr size_t kMaxPending = 32;                       // connections read at once; more wait in the backlog
+constexpr size_t kMaxHead = 16384;                       // request line + headers
 constexpr auto kHeadTimeout = std::chrono::seconds(10);  // for the whole head
 
 bool head_complete(const std::string& head) {
@@ -79,7 +79,8 @@ void serve_html(std::string_view html, int port, const std::function<void(int po
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
   if (::bind(listener.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    fail("cannot listen on 127.0.0.1:{}: {} (choose another --port, or 0 for any free one)", port, std::strerror(errno));
+    fail("cannot listen on 127.0.0.1:{}: {} (choose another --port, or 0 for any free one)", port,
+         std::strerror(errno));
   }
   if (::listen(listener.fd, 16) != 0) fail("cannot listen on 127.0.0.1:{}: {}", port, std::strerror(errno));
   socklen_t len = sizeof addr;

@@ -28,7 +28,9 @@ bool register_command(CommandSpec spec) {
   return true;
 }
 
-const std::vector<CommandSpec>& registered_commands() { return registry(); }
+const std::vector<CommandSpec>& registered_commands() {
+  return registry();
+}
 
 }  // namespace nanoinfer::cli
 
@@ -98,10 +100,8 @@ std::string parse_error_line(CLI::App& app, const CLI::ParseError& e) {
   std::string message = e.what();
   if (message == "A subcommand is required") {
     if (!rest.empty() && !rest.front().starts_with('-'))
-      return fmt::format("{}unknown command '{}' (commands: {})", prefix, rest.front(),
-                         command_names(*innermost));
-    if (rest.empty())
-      return fmt::format("{}a command is required (commands: {})", prefix, command_names(*innermost));
+      return fmt::format("{}unknown command '{}' (commands: {})", prefix, rest.front(), command_names(*innermost));
+    if (rest.empty()) return fmt::format("{}a command is required (commands: {})", prefix, command_names(*innermost));
   }
   // CLI11 checks required options before unexpected ones, so "generate --bogus" would be
   // reported as a missing --prompt; the unknown argument is the more useful news.
@@ -114,13 +114,13 @@ std::string parse_error_line(CLI::App& app, const CLI::ParseError& e) {
 
 int main(int argc, char** argv) {
   using namespace nanoinfer::cli;
-  CLI::App app{"nanoinfer " NANOINFER_VERSION
-               " - a from-scratch LLM inference engine for the Qwen2 family"};
+  CLI::App app{"nanoinfer " NANOINFER_VERSION " - a from-scratch LLM inference engine for the Qwen2 family"};
   app.set_version_flag("--version", NANOINFER_VERSION);
   app.require_subcommand(1);
-  app.footer("Errors are one line on stderr, \"nanoinfer: error: ...\", with exit code 1.\n"
-             "Environment: NANOINFER_THREADS sets the default of every -t (a -t given wins); "
-             "NANOINFER_CPU_DISABLE hides CPU features from detection (see --isa).");
+  app.footer(
+      "Errors are one line on stderr, \"nanoinfer: error: ...\", with exit code 1.\n"
+      "Environment: NANOINFER_THREADS sets the default of every -t (a -t given wins); "
+      "NANOINFER_CPU_DISABLE hides CPU features from detection (see --isa).");
 
   auto commands = registered_commands();
   std::sort(commands.begin(), commands.end(),

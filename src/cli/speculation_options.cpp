@@ -78,8 +78,10 @@ void Speculation::load(const ModelFlags& target_flags, const OpenedModel& target
 
 std::unique_ptr<Drafter> Speculation::make_drafter(const OpenedModel& target, const SamplerParams& sampling) const {
   switch (kind_) {
-    case Kind::None: return nullptr;
-    case Kind::Lookup: return std::make_unique<PromptLookupDrafter>(static_cast<size_t>(*flags_.lookup));
+    case Kind::None:
+      return nullptr;
+    case Kind::Lookup:
+      return std::make_unique<PromptLookupDrafter>(static_cast<size_t>(*flags_.lookup));
     case Kind::Draft:
     case Kind::DraftSelf:
       if (!draft_) fail("internal error: the draft model was not loaded");
@@ -113,22 +115,28 @@ void Speculation::attach(Generator& generator, const OpenedModel& target, const 
 }
 
 std::string Speculation::describe(bool timed) const {
-  const std::string k = flags_.draft_max ? fmt::format("k = {}", *flags_.draft_max)
-                                         : fmt::format("adaptive{} k <= {}", timed ? " timed" : "", DraftLength::kDefaultMax);
+  const std::string k = flags_.draft_max
+                            ? fmt::format("k = {}", *flags_.draft_max)
+                            : fmt::format("adaptive{} k <= {}", timed ? " timed" : "", DraftLength::kDefaultMax);
   switch (kind_) {
-    case Kind::None: return "off";
-    case Kind::Lookup: return fmt::format("prompt lookup (n-grams up to {}), {}", *flags_.lookup, k);
-    case Kind::Draft: return fmt::format("draft model {}, {}", flags_.draft, k);
-    case Kind::DraftSelf: return fmt::format("self-draft {}, {}", flags_.draft_self, k);
+    case Kind::None:
+      return "off";
+    case Kind::Lookup:
+      return fmt::format("prompt lookup (n-grams up to {}), {}", *flags_.lookup, k);
+    case Kind::Draft:
+      return fmt::format("draft model {}, {}", flags_.draft, k);
+    case Kind::DraftSelf:
+      return fmt::format("self-draft {}, {}", flags_.draft_self, k);
   }
   return "?";
 }
 
 std::string Speculation::stats_line(const GenerationStats& s) const {
-  return fmt::format("speculation: {} | drafted {}, accepted {} ({:.1f}%) | {} verification passes, {:.2f} tokens "
-                     "per pass | {} target passes for {} tokens",
-                     describe(attached_timed_), s.drafted_tokens, s.accepted_tokens, 100.0 * s.acceptance_rate(), s.verify_passes,
-                     s.tokens_per_verify_pass(), s.decode_steps, s.decode_tokens);
+  return fmt::format(
+      "speculation: {} | drafted {}, accepted {} ({:.1f}%) | {} verification passes, {:.2f} tokens "
+      "per pass | {} target passes for {} tokens",
+      describe(attached_timed_), s.drafted_tokens, s.accepted_tokens, 100.0 * s.acceptance_rate(), s.verify_passes,
+      s.tokens_per_verify_pass(), s.decode_steps, s.decode_tokens);
 }
 
 }  // namespace nanoinfer::cli

@@ -19,7 +19,9 @@ constexpr std::string_view kCssLink = R"(<link rel="stylesheet" href="viz.css">)
 constexpr std::string_view kJsLink = R"(<script src="viz.js"></script>)";
 constexpr std::string_view kTraceSlot = "/*TRACE*/";
 
-constexpr char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+constexpr char ascii_lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 // Occurrences of `needle` in `text`; ignoring ASCII case, as the HTML parser does for tag names.
 constexpr size_t count(std::string_view text, std::string_view needle, bool ignore_case = false) {
@@ -32,7 +34,9 @@ constexpr size_t count(std::string_view text, std::string_view needle, bool igno
   }
   return n;
 }
-constexpr size_t count_ci(std::string_view text, std::string_view needle) { return count(text, needle, true); }
+constexpr size_t count_ci(std::string_view text, std::string_view needle) {
+  return count(text, needle, true);
+}
 
 static_assert(count(viz_assets::html, kCssLink) == 1, "web/viz/viz.html must link viz.css exactly once");
 static_assert(count(viz_assets::html, kJsLink) == 1, "web/viz/viz.html must load viz.js exactly once");

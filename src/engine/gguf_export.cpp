@@ -25,9 +25,9 @@
 #include "model/quant_scheme.h"
 #include "model/weight_source.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/file_io.h"
 #include "nanoinfer/gguf_export.h"
 #include "nanoinfer/json_limits.h"
-#include "nanoinfer/file_io.h"
 #include "nanoinfer/model_files.h"
 
 namespace nanoinfer {
@@ -56,13 +56,15 @@ void set_tokenizer(GgufWriter& w, const ModelSource& src, std::string_view token
   for (size_t i = 0; i < padded_vocab; ++i) tokens[i] = "[PAD" + std::to_string(i) + "]";
   for (const auto& [spelling, id] : j.at("model").at("vocab").items()) {
     const size_t i = id.get<size_t>();
-    if (i >= padded_vocab) fail("{}: token id {} is past the model's {} embedding rows", path.string(), i, padded_vocab);
+    if (i >= padded_vocab)
+      fail("{}: token id {} is past the model's {} embedding rows", path.string(), i, padded_vocab);
     tokens[i] = spelling;
     types[i] = 1;
   }
   for (const auto& t : j.at("added_tokens")) {
     const size_t i = t.at("id").get<size_t>();
-    if (i >= padded_vocab) fail("{}: token id {} is past the model's {} embedding rows", path.string(), i, padded_vocab);
+    if (i >= padded_vocab)
+      fail("{}: token id {} is past the model's {} embedding rows", path.string(), i, padded_vocab);
     const auto content = t.at("content").get<std::string>();
     tokens[i] = content;
     types[i] = t.at("special").get<bool>() || (content.starts_with("<|") && content.ends_with("|>")) ? 3 : 4;
@@ -118,8 +120,8 @@ std::string model_name(const fs::path& dir) {
 }
 
 // The body of both public calls: `dir` is a located model directory, `out` checked.
-uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<WeightType> type,
-                    const std::string& name, const GgufExportProgress& progress) {
+uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<WeightType> type, const std::string& name,
+                    const GgufExportProgress& progress) {
   const std::unique_ptr<const ModelSource> opened = open_model_directory(dir);
   const ModelFiles& files = opened->files;
   const ModelConfig& cfg = opened->config;
@@ -180,7 +182,8 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
     auto pos = std::make_shared<size_t>(0);
     // The Hugging Face row that file row r holds: r itself, or for Llama's q and k the one
     // llama.cpp's permutation puts there (row t d/2 + j of a head at row 2j + t).
-    const size_t d = llama && (spec.slot == TensorSlot::Q || spec.slot == TensorSlot::K) ? static_cast<size_t>(cfg.head_dim()) : 0;
+    const size_t d =
+        llama && (spec.slot == TensorSlot::Q || spec.slot == TensorSlot::K) ? static_cast<size_t>(cfg.head_dim()) : 0;
     const auto source_row = [d](size_t r) { return d == 0 ? r : r - r % d + (r % d % 2) * (d / 2) + r % d / 2; };
     if (t->exact == to && t->row_bytes == row_bytes && d == 0) {
       // Stored as written: the bytes pass through unchanged, chunk by chunk.
@@ -215,12 +218,10 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
     auto freqs = std::make_shared<std::vector<float>>(plain.size());
     for (size_t i = 0; i < plain.size(); ++i) (*freqs)[i] = static_cast<float>(plain[i] / scaled[i]);
     auto at = std::make_shared<size_t>(0);
-    w.add("rope_freqs.weight", ggml_type_of(WeightType::F32), {freqs->size()},
-          [freqs, at](std::span<std::byte> chunk) {
-            std::memcpy(chunk.data(), reinterpret_cast<const std::byte*>(freqs->data()) + *at,
-                        chunk.size());
-            *at += chunk.size();
-          });
+    w.add("rope_freqs.weight", ggml_type_of(WeightType::F32), {freqs->size()}, [freqs, at](std::span<std::byte> chunk) {
+      std::memcpy(chunk.data(), reinterpret_cast<const std::byte*>(freqs->data()) + *at, chunk.size());
+      *at += chunk.size();
+    });
   }
   // The file type names what most matrices hold (a q4_0 file keeps its logits matrix q8_0, as
   // llama.cpp's own mostly-q4_0 files keep theirs in a wider type).

@@ -48,24 +48,42 @@ std::optional<uint64_t> first_nonfinite_row(uint64_t rows, size_t row_bytes, siz
 // MOSTLY_ prefix), for the types a qwen2 file commonly comes in; "" for the rest.
 std::string_view file_type_name(uint32_t n) {
   switch (n) {
-    case 0: return "ALL_F32";
-    case 1: return "F16";
-    case 2: return "Q4_0";
-    case 3: return "Q4_1";
-    case 7: return "Q8_0";
-    case 8: return "Q5_0";
-    case 9: return "Q5_1";
-    case 10: return "Q2_K";
-    case 11: return "Q3_K_S";
-    case 12: return "Q3_K_M";
-    case 13: return "Q3_K_L";
-    case 14: return "Q4_K_S";
-    case 15: return "Q4_K_M";
-    case 16: return "Q5_K_S";
-    case 17: return "Q5_K_M";
-    case 18: return "Q6_K";
-    case 32: return "BF16";
-    default: return "";
+    case 0:
+      return "ALL_F32";
+    case 1:
+      return "F16";
+    case 2:
+      return "Q4_0";
+    case 3:
+      return "Q4_1";
+    case 7:
+      return "Q8_0";
+    case 8:
+      return "Q5_0";
+    case 9:
+      return "Q5_1";
+    case 10:
+      return "Q2_K";
+    case 11:
+      return "Q3_K_S";
+    case 12:
+      return "Q3_K_M";
+    case 13:
+      return "Q3_K_L";
+    case 14:
+      return "Q4_K_S";
+    case 15:
+      return "Q4_K_M";
+    case 16:
+      return "Q5_K_S";
+    case 17:
+      return "Q5_K_M";
+    case 18:
+      return "Q6_K";
+    case 32:
+      return "BF16";
+    default:
+      return "";
   }
 }
 
@@ -160,8 +178,8 @@ ModelReport inspect_model(const fs::path& path) {
     std::optional<Tokenizer> tokenizer;
     if (src->gguf || src->has("tokenizer.json")) tokenizer.emplace(load_tokenizer(*src));
     if (tokenizer && static_cast<uint64_t>(tokenizer->vocab_size()) > static_cast<uint64_t>(report.config.vocab_size)) {
-      report.problems.push_back(fmt::format("the tokenizer has {} tokens but the model only {}", tokenizer->vocab_size(),
-                                            report.config.vocab_size));
+      report.problems.push_back(fmt::format("the tokenizer has {} tokens but the model only {}",
+                                            tokenizer->vocab_size(), report.config.vocab_size));
     }
   } catch (const Error& e) {
     // The message leads with the file's path, which the verdict names already.

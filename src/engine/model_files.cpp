@@ -44,12 +44,10 @@ ModelFiles locate_model(const std::filesystem::path& dir) {
     fail("{}: not a model directory ({})", dir.string(), kHowToGetOne);
   }
   if (!std::filesystem::exists(f.config))
-    fail("{}: not found; a model directory needs its config.json ({})", f.config.string(),
-         kHowToGetOne);
+    fail("{}: not found; a model directory needs its config.json ({})", f.config.string(), kHowToGetOne);
   if (!std::filesystem::exists(f.weights)) {
     if (std::filesystem::exists(dir / "model.safetensors.index.json"))
-      fail("{}: not found; sharded checkpoints (model.safetensors.index.json) are not supported",
-           f.weights.string());
+      fail("{}: not found; sharded checkpoints (model.safetensors.index.json) are not supported", f.weights.string());
     fail("{}: not found ({})", f.weights.string(), kHowToGetOne);
   }
   return f;

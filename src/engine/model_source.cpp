@@ -7,8 +7,8 @@
 #include "engine/default_model.h"
 #include "model/gguf_config.h"
 #include "nanoinfer/error.h"
-#include "nanoinfer/kv_cache.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/kv_cache.h"
 #include "tokenizer/tokenizer_gguf.h"
 
 namespace nanoinfer {
@@ -106,13 +106,15 @@ Model load_model(const ModelSource& src, const ModelOptions& options) {
   const uint64_t per_position =
       dtype_size(options.kv_type) * 2 * static_cast<uint64_t>(c.num_hidden_layers) * static_cast<uint64_t>(c.kv_dim()) +
       4 * static_cast<uint64_t>(c.head_dim());
-  const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+  const uint64_t memory =
+      static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
   const uint64_t ctx = options.max_context;
   if (ctx > 0 && memory > 0 && ctx > memory / per_position) {
-    fail("-c {}: a context of {} positions needs {:.1f} GiB for its KV cache and RoPE tables, more than this "
-         "machine's {:.1f} GiB of memory (KV cache in {}: --kv-type and -c set its size)",
-         ctx, ctx, static_cast<double>(ctx) * static_cast<double>(per_position) / (1 << 30),
-         static_cast<double>(memory) / (1 << 30), kv_type_name(options.kv_type));
+    fail(
+        "-c {}: a context of {} positions needs {:.1f} GiB for its KV cache and RoPE tables, more than this "
+        "machine's {:.1f} GiB of memory (KV cache in {}: --kv-type and -c set its size)",
+        ctx, ctx, static_cast<double>(ctx) * static_cast<double>(per_position) / (1 << 30),
+        static_cast<double>(memory) / (1 << 30), kv_type_name(options.kv_type));
   }
   if (ctx == 0 && memory > 0) {
     const uint64_t fits = memory / per_position;

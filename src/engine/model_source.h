@@ -26,7 +26,7 @@ struct ModelSource {
   // default model: names under embedded_model_label(), for messages only.
   ModelFiles files;
   bool embedded = false;  // the default model built into the executable, read in place
-  ModelConfig config;  // from config.json, or from a GGUF file's qwen2.* metadata
+  ModelConfig config;     // from config.json, or from a GGUF file's qwen2.* metadata
   // Exactly one is open; `weights` reads through it, so a ModelSource never moves (it is
   // handed out behind a unique_ptr).
   std::optional<SafetensorsFile> safetensors;

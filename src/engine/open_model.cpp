@@ -16,9 +16,10 @@ OpenedModel open_model(std::string_view path, const OpenOptions& options) {
   const std::unique_ptr<const ModelSource> src = open_model_source(path);
   const std::filesystem::path tokenizer_json = src->path_of("tokenizer.json");
   if (!src->gguf && !src->has("tokenizer.json")) {
-    fail("{}: not found; generation needs the model's tokenizer (scripts/download-qwen2.5-0.5b.sh "
-         "fetches it; for a `nanoinfer synth` model copy Qwen2.5's tokenizer.json into the directory)",
-         tokenizer_json.string());
+    fail(
+        "{}: not found; generation needs the model's tokenizer (scripts/download-qwen2.5-0.5b.sh "
+        "fetches it; for a `nanoinfer synth` model copy Qwen2.5's tokenizer.json into the directory)",
+        tokenizer_json.string());
   }
   TuningCache tuning;
   ModelOptions model_options = options.model;
@@ -44,8 +45,12 @@ OpenedModel open_model(std::string_view path, const OpenOptions& options) {
     fail("{}: the tokenizer has {} tokens but the model only {} (they do not belong together)",
          src->gguf ? src->files.weights.string() : tokenizer_json.string(), tokenizer.vocab_size(), model.vocab_size());
   }
-  return {src->gguf ? src->files.weights : src->files.dir, std::move(model), std::move(tokenizer),
-          std::move(generation), seconds, std::move(tuning)};
+  return {src->gguf ? src->files.weights : src->files.dir,
+          std::move(model),
+          std::move(tokenizer),
+          std::move(generation),
+          seconds,
+          std::move(tuning)};
 }
 
 Model open_model_alone(const std::filesystem::path& path, const ModelOptions& options) {

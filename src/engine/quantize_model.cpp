@@ -19,13 +19,13 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/json_object.h"
 #include "engine/model_source.h"
 #include "io/safetensors.h"
 #include "model/manifest.h"
 #include "model/quant_scheme.h"
-#include "nanoinfer/error.h"
-#include "base/json_object.h"
 #include "nanoinfer/atomic_write.h"
+#include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/generation_config.h"
 #include "nanoinfer/isa.h"
@@ -41,9 +41,12 @@ namespace nanoinfer {
 
 std::string_view quant_method_name(QuantMethod method) {
   switch (method) {
-    case QuantMethod::Rtn: return "rtn";
-    case QuantMethod::Imatrix: return "imatrix";
-    case QuantMethod::Gptq: return "gptq";
+    case QuantMethod::Rtn:
+      return "rtn";
+    case QuantMethod::Imatrix:
+      return "imatrix";
+    case QuantMethod::Gptq:
+      return "gptq";
   }
   return "?";
 }
@@ -164,8 +167,9 @@ std::vector<int32_t> calibration_tokens(const fs::path& file, const Tokenizer& t
   constexpr size_t kMargin = 64;
   // A token is rarely more than 16 bytes of text; no file this reads holds more than
   // kMaxTextFileBytes tokens, so a larger count (many windows) asks for all of it.
-  uint64_t want = needed >= kMaxTextFileBytes ? kMaxTextFileBytes
-                                              : std::max<uint64_t>(uint64_t{1} << 16, uint64_t{16} * (needed + kMargin));
+  uint64_t want = needed >= kMaxTextFileBytes
+                      ? kMaxTextFileBytes
+                      : std::max<uint64_t>(uint64_t{1} << 16, uint64_t{16} * (needed + kMargin));
   for (;;) {
     want = std::min(want, kMaxTextFileBytes);
     std::string text = read_file_head(file, want);
@@ -253,7 +257,8 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
          weight_type_name(o.type), block);
   }
   if (o.scale_group > block && result.method != QuantMethod::Rtn) {
-    fail("quantize: scale groups beyond the block ({}) are for --method rtn, not {}", block, quant_method_name(result.method));
+    fail("quantize: scale groups beyond the block ({}) are for --method rtn, not {}", block,
+         quant_method_name(result.method));
   }
   result.scale_group = o.scale_group == 0 ? block : o.scale_group;
   result.threads = o.threads;
@@ -303,10 +308,9 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
         if (progress) progress({"factor", done, calib.cal.gram.size()});
         const size_t dim = calib.cal.mean_sq.at(key).size();
         const size_t total = calib.cal.gram.size();
-        factors[key] = std::make_shared<const GptqFactor>(
-            gptq_factor(gram.data(), dim, pool, calib.cal.isa, [&] {
-              if (progress) progress({"factor", done, total});
-            }));
+        factors[key] = std::make_shared<const GptqFactor>(gptq_factor(gram.data(), dim, pool, calib.cal.isa, [&] {
+          if (progress) progress({"factor", done, total});
+        }));
         std::vector<float>().swap(gram);  // the Gram matrix is no longer needed
         ++done;
       }

@@ -42,7 +42,8 @@ Tuning parse_rules(const nlohmann::json& rules) {
     if (prefill == r.end() || !prefill->is_boolean()) fail("a rule's \"prefill\" is not true or false");
     shape.prefill = prefill->get<bool>();
     SplitRule rule;
-    if (!parse_split(r.value("split", std::string()), rule.split)) fail("a rule's \"split\" is not auto, always or never");
+    if (!parse_split(r.value("split", std::string()), rule.split))
+      fail("a rule's \"split\" is not auto, always or never");
     rule.chunks_per_thread = static_cast<uint32_t>(size("chunks_per_thread", 0, kMaxChunksPerThread));
     rule.epilogue_kib = static_cast<uint32_t>(size("epilogue_kib", 0, kMaxEpilogueKib));
     if (rule.epilogue_kib != 0 && rule.epilogue_kib < kMinEpilogueKib) {
@@ -102,7 +103,8 @@ TuningCache read_tuning_cache(const std::filesystem::path& file, std::string_vie
     const std::string its_cpu = j.value("cpu", std::string());
     if (its_cpu != cpu) return ignored(fmt::format("measured on '{}', this CPU is '{}'", its_cpu, cpu));
     const std::string its_isa = j.value("isa", std::string());
-    if (its_isa != isa_name(isa)) return ignored(fmt::format("measured for ISA {}, this run uses {}", its_isa, isa_name(isa)));
+    if (its_isa != isa_name(isa))
+      return ignored(fmt::format("measured for ISA {}, this run uses {}", its_isa, isa_name(isa)));
     if (!j.contains("threads") || !j["threads"].is_number_integer() || j["threads"].get<int>() != threads) {
       return ignored(fmt::format("not measured with {} threads", threads));
     }
@@ -130,7 +132,7 @@ void write_tuning_cache(const std::filesystem::path& file, const Tuning& tuning,
                      {"chunks_per_thread", r.rule.chunks_per_thread},
                      {"epilogue_kib", r.rule.epilogue_kib}});
   }
-  const nlohmann::json j = {{"format", kFormat},   {"version", kVersion}, {"cpu", cpu},
+  const nlohmann::json j = {{"format", kFormat},    {"version", kVersion}, {"cpu", cpu},
                             {"isa", isa_name(isa)}, {"threads", threads},  {"rules", rules}};
   const std::string text = j.dump(1) + "\n";
   AtomicFile out(file);

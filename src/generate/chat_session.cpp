@@ -21,7 +21,9 @@ ChatSession::ChatSession(Generator& generator, const Tokenizer& tokenizer, std::
   reset();
 }
 
-size_t ChatSession::max_message_bytes() const { return 4 * max_token_bytes_ * generator_.context_size(); }
+size_t ChatSession::max_message_bytes() const {
+  return 4 * max_token_bytes_ * generator_.context_size();
+}
 
 void ChatSession::reset() {
   generator_.reset();
@@ -32,12 +34,12 @@ void ChatSession::reset() {
 
 size_t ChatSession::rendered_tokens(std::span<const ChatMessage> messages) const {
   std::vector<int32_t> ids;
-  tokenizer_.encode_pieces_append(chat_text_pieces(render_chat_pieces(messages, true, {}, tokenizer_.chat_format()), 0, content_), ids);
+  tokenizer_.encode_pieces_append(
+      chat_text_pieces(render_chat_pieces(messages, true, {}, tokenizer_.chat_format()), 0, content_), ids);
   return ids.size();
 }
 
-GenerationStats ChatSession::send(std::string_view user_text, const StopRules& options,
-                                  const TextSink& on_text) {
+GenerationStats ChatSession::send(std::string_view user_text, const StopRules& options, const TextSink& on_text) {
   if (user_text.size() > max_message_bytes()) {
     throw ChatTurnRefused(fmt::format(
         "message not sent: {} bytes cannot fit a context of {} tokens (at most {} bytes: 4 x {}, the longest "
@@ -54,8 +56,9 @@ GenerationStats ChatSession::send(std::string_view user_text, const StopRules& o
   const size_t first = !messages_.empty() && messages_.front().role == "system" ? 1 : 0;
   if (messages_.size() - first > 1) {
     std::vector<int32_t> fresh;
-    tokenizer_.encode_pieces_append(
-        chat_text_pieces(render_chat_pieces(messages_, true, {}, tokenizer_.chat_format()), sequence_text_.size(), content_), fresh);
+    tokenizer_.encode_pieces_append(chat_text_pieces(render_chat_pieces(messages_, true, {}, tokenizer_.chat_format()),
+                                                     sequence_text_.size(), content_),
+                                    fresh);
     if (generator_.tokens().size() + fresh.size() + reserve > context) {
       std::vector<ChatMessage> kept(messages_);
       size_t drops = 0;

@@ -31,16 +31,13 @@ std::optional<double> get_number(const Json& j, const char* key, std::string_vie
 std::optional<int64_t> get_int(const Json& j, const char* key, std::string_view origin) {
   const Json* v = find(j, key);
   if (v == nullptr) return std::nullopt;
-  if (!v->is_number_integer())
-    fail("{}: field \"{}\": expected an integer, found {}", origin, key, json_excerpt(*v));
+  if (!v->is_number_integer()) fail("{}: field \"{}\": expected an integer, found {}", origin, key, json_excerpt(*v));
   return v->get<int64_t>();
 }
 
 int32_t token_id(const Json& v, std::string_view origin) {
-  if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
-      v.get<int64_t>() > std::numeric_limits<int32_t>::max())
-    fail("{}: field \"eos_token_id\": expected a token id (a non-negative integer), found {}",
-         origin, json_excerpt(v));
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max())
+    fail("{}: field \"eos_token_id\": expected a token id (a non-negative integer), found {}", origin, json_excerpt(v));
   return static_cast<int32_t>(v.get<int64_t>());
 }
 
@@ -51,8 +48,7 @@ GenerationConfig GenerationConfig::parse(std::string_view json_text, std::string
 
   GenerationConfig c;
   if (const Json* v = find(j, "do_sample")) {
-    if (!v->is_boolean())
-      fail("{}: field \"do_sample\": expected true or false, found {}", origin, json_excerpt(*v));
+    if (!v->is_boolean()) fail("{}: field \"do_sample\": expected true or false, found {}", origin, json_excerpt(*v));
     c.do_sample = v->get<bool>();
   }
   c.temperature = get_number(j, "temperature", origin);
@@ -93,10 +89,14 @@ GenerationConfig GenerationConfig::load_from_dir(const std::filesystem::path& mo
 
 std::string_view setting_source_name(SettingSource source) {
   switch (source) {
-    case SettingSource::Default: return "default";
-    case SettingSource::GenerationConfig: return "generation_config.json";
-    case SettingSource::Flag: return "flag";
-    case SettingSource::Random: return "random";
+    case SettingSource::Default:
+      return "default";
+    case SettingSource::GenerationConfig:
+      return "generation_config.json";
+    case SettingSource::Flag:
+      return "flag";
+    case SettingSource::Random:
+      return "random";
   }
   return "?";
 }

@@ -11,11 +11,16 @@ namespace nanoinfer {
 
 std::string_view stop_reason_name(StopReason reason) {
   switch (reason) {
-    case StopReason::Eos: return "end of sequence";
-    case StopReason::StopString: return "stop string";
-    case StopReason::MaxTokens: return "token limit";
-    case StopReason::ContextFull: return "context full";
-    case StopReason::Interrupted: return "interrupted";
+    case StopReason::Eos:
+      return "end of sequence";
+    case StopReason::StopString:
+      return "stop string";
+    case StopReason::MaxTokens:
+      return "token limit";
+    case StopReason::ContextFull:
+      return "context full";
+    case StopReason::Interrupted:
+      return "interrupted";
   }
   return "?";
 }
@@ -54,9 +59,8 @@ std::vector<TokenCandidate> top_candidates(std::span<const float> logits, size_t
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   k = std::min(k, order.size());
-  std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k), order.end(), [&](int32_t a, int32_t b) {
-    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-  });
+  std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k), order.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
   std::vector<TokenCandidate> top;
   top.reserve(k);
   for (size_t c = 0; c < k; ++c) {
@@ -126,15 +130,12 @@ int64_t sampled_vocab(size_t model_rows, int64_t tokenizer_vocab) {
 }
 
 size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
-  return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first -
-                             a.begin());
+  return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
 }
 
-TokenChooser::TokenChooser(int64_t sample_vocab, const SamplerParams& params)
-    : sampler_(sample_vocab, params) {
+TokenChooser::TokenChooser(int64_t sample_vocab, const SamplerParams& params) : sampler_(sample_vocab, params) {
   if (params.repetition_penalty != 1.0) {
-    processors_.push_back(
-        std::make_unique<RepetitionPenalty>(sample_vocab, params.repetition_penalty));
+    processors_.push_back(std::make_unique<RepetitionPenalty>(sample_vocab, params.repetition_penalty));
   }
 }
 
@@ -144,8 +145,7 @@ void TokenChooser::restart() {
 
 void TokenChooser::process(std::span<const float> logits, std::span<const int32_t> context) {
   const size_t vocab = static_cast<size_t>(sampler_.vocab_size());
-  if (logits.size() < vocab)
-    fail("internal error: {} logits for a vocabulary of {}", logits.size(), vocab);
+  if (logits.size() < vocab) fail("internal error: {} logits for a vocabulary of {}", logits.size(), vocab);
   sampled_ = logits.first(vocab);
   scores_ = sampler_.load(sampled_);
   for (const auto& p : processors_) p->process(scores_, context);
@@ -155,17 +155,15 @@ void TokenChooser::accept(int32_t id) {
   for (const auto& p : processors_) p->accept(id);
 }
 
-int32_t TokenChooser::choose(std::span<const float> logits, std::span<const int32_t> context,
-                             int32_t draft, const DraftDistribution* q) {
+int32_t TokenChooser::choose(std::span<const float> logits, std::span<const int32_t> context, int32_t draft,
+                             const DraftDistribution* q) {
   process(logits, context);
-  const int32_t id =
-      q != nullptr && draft >= 0 ? sampler_.choose_draft(draft, *q) : sampler_.choose();
+  const int32_t id = q != nullptr && draft >= 0 ? sampler_.choose_draft(draft, *q) : sampler_.choose();
   accept(id);
   return id;
 }
 
-int32_t TokenChooser::choose_recording(std::span<const float> logits,
-                                       std::span<const int32_t> context,
+int32_t TokenChooser::choose_recording(std::span<const float> logits, std::span<const int32_t> context,
                                        DraftDistribution& drawn_from) {
   process(logits, context);
   const int32_t id = sampler_.choose(&drawn_from);
@@ -175,8 +173,7 @@ int32_t TokenChooser::choose_recording(std::span<const float> logits,
 
 // ---- GenerationStep ---------------------------------------------------------------------------
 
-GenerationStep::GenerationStep(const Tokenizer& tok, int64_t sample_vocab,
-                               const SamplerParams& params, StopRules rules)
+GenerationStep::GenerationStep(const Tokenizer& tok, int64_t sample_vocab, const SamplerParams& params, StopRules rules)
     : tok_(&tok),
       chooser_(sample_vocab, params),
       rules_(std::move(rules)),

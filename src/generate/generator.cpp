@@ -34,8 +34,7 @@ double GenerationStats::tokens_per_verify_pass() const {
 Generator::Generator(const Model& model, const Tokenizer& tokenizer, const SamplerParams& params)
     : model_(model),
       tokenizer_(tokenizer),
-      step_(tokenizer, sampled_vocab(model.vocab_size(), tokenizer.vocab_size()), params,
-            StopRules{}),
+      step_(tokenizer, sampled_vocab(model.vocab_size(), tokenizer.vocab_size()), params, StopRules{}),
       seq_(model.new_sequence()) {}
 
 void Generator::set_drafter(std::unique_ptr<Drafter> drafter, DraftLength length) {
@@ -52,19 +51,19 @@ void Generator::check_fits(std::span<const int32_t> new_tokens, const StopRules&
   if (rules.max_new_tokens < 0) fail("the number of tokens to generate must be >= 0");
   for (int32_t id : new_tokens) {
     if (id < 0 || static_cast<size_t>(id) >= model_.vocab_size()) {
-      fail("token id {} is outside the model's vocabulary of {} (tokenizer and model do not match)",
-           id, model_.vocab_size());
+      fail("token id {} is outside the model's vocabulary of {} (tokenizer and model do not match)", id,
+           model_.vocab_size());
     }
   }
   if (to_push_.empty()) fail("nothing to generate from: the prompt is empty");
   const size_t capacity = seq_.cache().capacity();
   if (seq_.cache().length() + to_push_.size() > capacity) {
     if (seq_.cache().length() == 0) {
-      fail("the prompt is {} tokens but the context holds {}; shorten it or raise -c (at most {})",
-           to_push_.size(), capacity, model_.max_context());
+      fail("the prompt is {} tokens but the context holds {}; shorten it or raise -c (at most {})", to_push_.size(),
+           capacity, model_.max_context());
     }
-    fail("this turn needs {} more tokens but only {} of the context's {} are left; /reset or raise -c",
-         to_push_.size(), capacity - seq_.cache().length(), capacity);
+    fail("this turn needs {} more tokens but only {} of the context's {} are left; /reset or raise -c", to_push_.size(),
+         capacity - seq_.cache().length(), capacity);
   }
 }
 
@@ -98,8 +97,7 @@ GenerationStats Generator::generate(std::span<const int32_t> new_tokens, const S
   bool decode_pass = false;
   while (true) {
     const SpeculativeStep::Verdict v =
-        spec_.verify(step_, logits, model_.vocab_size(), history_, seq_.cache(), on_text,
-                     decode_pass, first_choice);
+        spec_.verify(step_, logits, model_.vocab_size(), history_, seq_.cache(), on_text, decode_pass, first_choice);
     if (decode_pass) stats.decode_tokens += v.chosen;
     if (v.drafted > 0) {
       stats.verified_tokens += v.chosen;

@@ -11,7 +11,9 @@
 namespace nanoinfer {
 namespace {
 
-size_t argmax(const float* x, size_t n) { return static_cast<size_t>(std::max_element(x, x + n) - x); }
+size_t argmax(const float* x, size_t n) {
+  return static_cast<size_t>(std::max_element(x, x + n) - x);
+}
 
 // Nearest rank: the smallest value with at least a fraction q of the values at or below it.
 double quantile(const std::vector<double>& sorted, double q) {

@@ -16,7 +16,8 @@ RepetitionPenalty::RepetitionPenalty(int64_t vocab_size, double penalty) : penal
 
 void RepetitionPenalty::process(std::span<double> scores, std::span<const int32_t> context) {
   if (penalty_ == 1.0) return;
-  if (seen_.size() != scores.size()) fail("repetition penalty: expected {} scores, got {}", seen_.size(), scores.size());
+  if (seen_.size() != scores.size())
+    fail("repetition penalty: expected {} scores, got {}", seen_.size(), scores.size());
   if (++stamp_ == 0) {
     std::fill(seen_.begin(), seen_.end(), 0u);
     stamp_ = 1;

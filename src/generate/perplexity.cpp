@@ -28,12 +28,13 @@ std::vector<PerplexityWindow> perplexity_windows(size_t n_tokens, size_t ctx, Pe
     for (size_t begin = 0; begin + ctx <= n_tokens; begin += ctx) windows.push_back({begin, ctx, ctx / 2});
     return windows;
   }
-  for (size_t begin = 0; begin + 1 < n_tokens; begin += ctx) windows.push_back({begin, std::min(ctx, n_tokens - begin), 0});
+  for (size_t begin = 0; begin + 1 < n_tokens; begin += ctx)
+    windows.push_back({begin, std::min(ctx, n_tokens - begin), 0});
   return windows;
 }
 
-void score_windows(std::span<const Model* const> models, std::span<const int32_t> tokens,
-                   size_t ctx, std::span<const PerplexityWindow> plan, const ScorePosition& score,
+void score_windows(std::span<const Model* const> models, std::span<const int32_t> tokens, size_t ctx,
+                   std::span<const PerplexityWindow> plan, const ScorePosition& score,
                    const std::function<void()>& window_done) {
   std::vector<Sequence> seqs;
   for (const Model* m : models) seqs.push_back(m->new_sequence(ctx));
@@ -51,8 +52,7 @@ void score_windows(std::span<const Model* const> models, std::span<const int32_t
         const size_t t = p + i;  // logits of position t score token t + 1
         if (t + 1 >= window.size()) break;
         if (t < w.first_scored) continue;
-        for (size_t m = 0; m < models.size(); ++m)
-          rows[m] = logits[m].data() + i * models[m]->vocab_size();
+        for (size_t m = 0; m < models.size(); ++m) rows[m] = logits[m].data() + i * models[m]->vocab_size();
         score(rows, {wi, t, w.begin + t, static_cast<size_t>(window[t + 1])});
       }
     }
@@ -81,8 +81,8 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
     // Finite logits always give a finite NLL; anything else is a broken model, and a
     // "perplexity nan" printed with exit code 0 would pass for a result.
     if (!std::isfinite(nll)) {
-      fail("perplexity: the model produced non-finite logits at token {} (window {}, position {})",
-           at.token, at.window + 1, at.position);
+      fail("perplexity: the model produced non-finite logits at token {} (window {}, position {})", at.token,
+           at.window + 1, at.position);
     }
     r.nll_sum += nll;
     ++r.scored;
@@ -95,9 +95,10 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
     // above 709 nats, where a uniform guess over any vocabulary scores ~12): "inf" is no
     // measurement, and the logits' magnitudes are far beyond any trained model's.
     if (!std::isfinite(r.perplexity) || !std::isfinite(r.perplexity_stderr)) {
-      fail("perplexity: overflows in window {} (mean negative log-likelihood {:.4g} nats per token): the model's "
-           "logits are far beyond any trained model's, its weights corrupt",
-           r.windows, r.mean_nll);
+      fail(
+          "perplexity: overflows in window {} (mean negative log-likelihood {:.4g} nats per token): the model's "
+          "logits are far beyond any trained model's, its weights corrupt",
+          r.windows, r.mean_nll);
     }
     if (progress) progress(r.windows, plan.size(), r);
   };

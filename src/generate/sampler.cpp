@@ -27,7 +27,9 @@ void validate(const SamplerParams& p) {
 
 // ---- Rng --------------------------------------------------------------------------------------
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k) {
+  return (x << k) | (x >> (64 - k));
+}
 
 Rng::Rng(uint64_t seed) {
   SplitMix64 mix{seed};
@@ -55,7 +57,9 @@ uint64_t Rng::next_u64() {
   return result;
 }
 
-double Rng::next_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double Rng::next_double() {
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
 // ---- Sampler ----------------------------------------------------------------------------------
 
@@ -66,7 +70,10 @@ static const SamplerParams& validated(const SamplerParams& params) {
 }
 
 Sampler::Sampler(int64_t vocab_size, const SamplerParams& params)
-    : params_(validated(params)), vocab_size_(vocab_size), rng_(params.seed), penalty_(vocab_size, params.repetition_penalty) {
+    : params_(validated(params)),
+      vocab_size_(vocab_size),
+      rng_(params.seed),
+      penalty_(vocab_size, params.repetition_penalty) {
   if (vocab_size <= 0) fail("sampler: vocabulary size must be > 0, got {}", vocab_size);
   const auto n = static_cast<size_t>(vocab_size);
   scores_.resize(n);
@@ -89,18 +96,17 @@ std::span<double> Sampler::load(std::span<const float> logits) {
   }
   if (!finite) {
     const size_t bad = static_cast<size_t>(
-        std::find_if(logits.begin(), logits.end(), [](float x) { return !std::isfinite(x); }) -
-        logits.begin());
-    fail("the model produced a non-finite logit ({} for token {}): its weights or activations are "
-         "NaN or overflowed",
-         logits[bad], bad);
+        std::find_if(logits.begin(), logits.end(), [](float x) { return !std::isfinite(x); }) - logits.begin());
+    fail(
+        "the model produced a non-finite logit ({} for token {}): its weights or activations are "
+        "NaN or overflowed",
+        logits[bad], bad);
   }
   return scores_;
 }
 
 // probs[j] = softmax(scores[ids[j]]) over the given ids; returns the largest probability.
-static double softmax_into(const std::vector<double>& scores, std::span<const int32_t> ids,
-                           std::span<double> probs) {
+static double softmax_into(const std::vector<double>& scores, std::span<const int32_t> ids, std::span<double> probs) {
   double max_score = -INFINITY;
   for (int32_t id : ids) max_score = std::max(max_score, scores[static_cast<size_t>(id)]);
   double sum = 0.0;
@@ -142,8 +148,7 @@ Candidates Sampler::select() {
     }
     kept_ids_[0] = static_cast<int32_t>(best);
     kept_probs_[0] = 1.0;
-    return {std::span<const int32_t>(kept_ids_.data(), 1),
-            std::span<const double>(kept_probs_.data(), 1)};
+    return {std::span<const int32_t>(kept_ids_.data(), 1), std::span<const double>(kept_probs_.data(), 1)};
   }
 
   const std::vector<double>& s = scores_;
@@ -236,8 +241,7 @@ Candidates Sampler::select() {
 
 int32_t Sampler::draw(const Candidates& c, double u) {
   if (c.ids.empty() || c.ids.size() != c.probs.size())
-    fail("sampler: cannot draw from {} candidates with {} probabilities", c.ids.size(),
-         c.probs.size());
+    fail("sampler: cannot draw from {} candidates with {} probabilities", c.ids.size(), c.probs.size());
   double total = 0.0;
   for (double p : c.probs) total += p;
   if (!(total > 0.0) || !std::isfinite(total))

@@ -36,8 +36,7 @@ void PromptLookupDrafter::draft(std::span<const int32_t> context, size_t k, std:
 
 ModelDrafter::ModelDrafter(const Model& draft, int64_t sample_vocab, const SamplerParams& params)
     : model_(draft),
-      vocab_(static_cast<size_t>(
-          sampled_vocab(draft.vocab_size(), std::max<int64_t>(sample_vocab, 1)))),
+      vocab_(static_cast<size_t>(sampled_vocab(draft.vocab_size(), std::max<int64_t>(sample_vocab, 1)))),
       seq_(draft.new_sequence()) {
   set_sampling(params);
 }
@@ -146,7 +145,9 @@ void require_same_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
 
 // ---- DraftLength ------------------------------------------------------------------------------
 
-DraftLength DraftLength::fixed(size_t k) { return DraftLength(k, k, false, false); }
+DraftLength DraftLength::fixed(size_t k) {
+  return DraftLength(k, k, false, false);
+}
 
 DraftLength DraftLength::adaptive(size_t max, bool timed) {
   if (max == 0) fail("the adaptive draft length needs a maximum of at least 1");
@@ -158,7 +159,7 @@ DraftLength DraftLength::adaptive(size_t max, bool timed) {
 size_t DraftLength::best(double a, double c, size_t max) {
   a = std::clamp(a, 0.0, 0.999);
   size_t k_best = 0;
-  double value_best = 1.0;  // a plain step: one token for one step
+  double value_best = 1.0;           // a plain step: one token for one step
   double tokens = 1.0, power = 1.0;  // (1 - a^(k+1)) / (1 - a) = 1 + a + .. + a^k
   for (size_t k = 1; k <= max; ++k) {
     power *= a;

@@ -38,8 +38,7 @@ void SpeculativeStep::prefill(std::span<const int32_t> context) {
   length_.prefilled(caught_up > 0 ? caught_up + 1 : 0, seconds_since(start));
 }
 
-std::span<const int32_t> SpeculativeStep::draft(std::span<const int32_t> context, size_t room,
-                                                size_t budget) {
+std::span<const int32_t> SpeculativeStep::draft(std::span<const int32_t> context, size_t room, size_t budget) {
   drafts_.clear();
   dists_ = {};
   draft_seconds_ = 0;
@@ -58,11 +57,9 @@ std::span<const int32_t> SpeculativeStep::draft(std::span<const int32_t> context
 
 // The rows go to the step in order, as plain decoding would hand them over one step at a
 // time, for as long as the step chooses the draft the next row assumed.
-SpeculativeStep::Verdict SpeculativeStep::verify(GenerationStep& step,
-                                                 std::span<const float> logits, size_t vocab,
-                                                 std::vector<int32_t>& history, KvCache& cache,
-                                                 const TextSink& on_text, bool decode_pass,
-                                                 const ChoiceHook& on_choice) {
+SpeculativeStep::Verdict SpeculativeStep::verify(GenerationStep& step, std::span<const float> logits, size_t vocab,
+                                                 std::vector<int32_t>& history, KvCache& cache, const TextSink& on_text,
+                                                 bool decode_pass, const ChoiceHook& on_choice) {
   const size_t rows = logits.size() / vocab;
   const size_t first = cache.length() - rows;  // the position of row 0
   Verdict v;
@@ -70,9 +67,8 @@ SpeculativeStep::Verdict SpeculativeStep::verify(GenerationStep& step,
   for (size_t r = 0; r < rows; ++r) {
     const size_t before = step.generated();
     const bool verifying = r < v.drafted;
-    v.end = step.next(logits.subspan(r * vocab, vocab), history, cache.capacity() - (first + r + 1),
-                      on_text, verifying ? drafts_[r] : -1,
-                      verifying && r < dists_.size() ? &dists_[r] : nullptr);
+    v.end = step.next(logits.subspan(r * vocab, vocab), history, cache.capacity() - (first + r + 1), on_text,
+                      verifying ? drafts_[r] : -1, verifying && r < dists_.size() ? &dists_[r] : nullptr);
     const bool kept = step.generated() > before;
     if (kept || v.end == StopReason::Eos) {
       ++v.chosen;
@@ -84,8 +80,7 @@ SpeculativeStep::Verdict SpeculativeStep::verify(GenerationStep& step,
   }
   if (drafter_ && decode_pass) {
     const double seconds = seconds_since(pass_start_);
-    v.drafted > 0 ? length_.passed(v.drafted, v.accepted, seconds, pass_behind_)
-                  : length_.plain_step(seconds);
+    v.drafted > 0 ? length_.passed(v.drafted, v.accepted, seconds, pass_behind_) : length_.plain_step(seconds);
   }
   // Roll back the positions of rejected drafts: keep the pending token and the drafts kept.
   if (v.drafted > 0) cache.truncate(first + 1 + v.accepted);

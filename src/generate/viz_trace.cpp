@@ -35,7 +35,9 @@ std::string piece(const Tokenizer& tok, int32_t id) {
   }
 }
 
-Json token_json(const Tokenizer& tok, int32_t id) { return Json{{"id", id}, {"piece", piece(tok, id)}}; }
+Json token_json(const Tokenizer& tok, int32_t id) {
+  return Json{{"id", id}, {"piece", piece(tok, id)}};
+}
 
 // The top candidates by raw logit (descending, ties by lower id) and the softmax mass at T = 1
 // of everything else, over the ids the sampler may choose.

@@ -21,14 +21,13 @@ struct ScoredPosition {
   size_t next;      // the id of token t + 1
 };
 // rows[m]: the logits [vocab] models[m] gives at the position.
-using ScorePosition =
-    std::function<void(std::span<const float* const> rows, const ScoredPosition& at)>;
+using ScorePosition = std::function<void(std::span<const float* const> rows, const ScoredPosition& at)>;
 
 // Pushes every window of `plan` through each of `models` (from an empty cache of ctx
 // positions, in pieces of a bounded number of tokens) and calls `score` at each of its
 // scored positions in order, then `window_done`.
-void score_windows(std::span<const Model* const> models, std::span<const int32_t> tokens,
-                   size_t ctx, std::span<const PerplexityWindow> plan, const ScorePosition& score,
+void score_windows(std::span<const Model* const> models, std::span<const int32_t> tokens, size_t ctx,
+                   std::span<const PerplexityWindow> plan, const ScorePosition& score,
                    const std::function<void()>& window_done);
 
 // Running mean and squared deviations (Welford).
@@ -42,9 +41,7 @@ struct Moments {
     m2 += d * (v - mean);
   }
   // Standard error of the mean; 0 with fewer than two values.
-  double sem() const {
-    return n > 1 ? std::sqrt(m2 / static_cast<double>(n - 1) / static_cast<double>(n)) : 0.0;
-  }
+  double sem() const { return n > 1 ? std::sqrt(m2 / static_cast<double>(n - 1) / static_cast<double>(n)) : 0.0; }
 };
 
 // The mean NLL, the perplexity and its error of `r` (nll_sum and scored set) from the

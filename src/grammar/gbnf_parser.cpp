@@ -71,14 +71,16 @@ class GbnfParser {
 
   size_t line() {
     const size_t end = std::max(line_at_, std::min(i_, s_.size()));
-    line_ += static_cast<size_t>(std::count(s_.begin() + static_cast<ptrdiff_t>(line_at_), s_.begin() + static_cast<ptrdiff_t>(end), '\n'));
+    line_ += static_cast<size_t>(
+        std::count(s_.begin() + static_cast<ptrdiff_t>(line_at_), s_.begin() + static_cast<ptrdiff_t>(end), '\n'));
     line_at_ = end;
     return line_;
   }
   [[noreturn]] void error(const std::string& what) { fail("grammar line {}: {}", line(), what); }
 
   static bool name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+           c == '.';
   }
   static bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -167,7 +169,8 @@ class GbnfParser {
           skip_space();
           if (i_ >= s_.size() || s_[i_] != '}') error("expected '}' closing a repetition");
           ++i_;
-          if (!rep.unbounded && rep.max < rep.min) error(fmt::format("repetition {{{},{}}}: max < min", rep.min, rep.max));
+          if (!rep.unbounded && rep.max < rep.min)
+            error(fmt::format("repetition {{{},{}}}: max < min", rep.min, rep.max));
         } else {
           break;
         }
@@ -198,10 +201,14 @@ class GbnfParser {
       if (i_ >= s_.size()) error("unfinished escape");
       const char c = s_[i_++];
       uint32_t d;
-      if (c >= '0' && c <= '9') d = static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') d = static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') d = static_cast<uint32_t>(c - 'A' + 10);
-      else error(fmt::format("'{}' is not a hex digit", c));
+      if (c >= '0' && c <= '9')
+        d = static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        d = static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        d = static_cast<uint32_t>(c - 'A' + 10);
+      else
+        error(fmt::format("'{}' is not a hex digit", c));
       v = v * 16 + d;
     }
     return v;
@@ -216,15 +223,32 @@ class GbnfParser {
       if (i_ >= s_.size()) error("unfinished escape");
       const char e = s_[i_++];
       switch (e) {
-        case 'n': return '\n';
-        case 'r': return '\r';
-        case 't': return '\t';
-        case '0': return 0;
-        case '\\': case '"': case '\'': case '[': case ']': case '-': case '^': case '/': case '.': return static_cast<unsigned char>(e);
-        case 'x': return hex(2);
-        case 'u': return hex(4);
-        case 'U': return hex(8);
-        default: error(fmt::format("unknown escape '\\{}'", e));
+        case 'n':
+          return '\n';
+        case 'r':
+          return '\r';
+        case 't':
+          return '\t';
+        case '0':
+          return 0;
+        case '\\':
+        case '"':
+        case '\'':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+        case '/':
+        case '.':
+          return static_cast<unsigned char>(e);
+        case 'x':
+          return hex(2);
+        case 'u':
+          return hex(4);
+        case 'U':
+          return hex(8);
+        default:
+          error(fmt::format("unknown escape '\\{}'", e));
       }
     }
     size_t len = 0;

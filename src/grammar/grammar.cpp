@@ -94,12 +94,18 @@ class Compiler {
       case Node::Seq:
         for (const Node& k : n.kids) emit(k, out, ctx);
         return;
-      case Node::Range: out.push_back({Impl::Bytes, n.lo, n.hi, 0}); return;
+      case Node::Range:
+        out.push_back({Impl::Bytes, n.lo, n.hi, 0});
+        return;
       case Node::Literal:
         for (char c : n.name) out.push_back({Impl::Bytes, static_cast<uint8_t>(c), static_cast<uint8_t>(c), 0});
         return;
-      case Node::Ref: out.push_back(ref(n, ctx)); return;
-      case Node::Alt: out.push_back(as_symbol(n, ctx)); return;
+      case Node::Ref:
+        out.push_back(ref(n, ctx));
+        return;
+      case Node::Alt:
+        out.push_back(as_symbol(n, ctx));
+        return;
       case Node::Repeat: {
         const Impl::Sym sub = as_symbol(n.kids[0], ctx);
         for (uint32_t k = 0; k < n.min; ++k) out.push_back(sub);
@@ -134,7 +140,7 @@ class Compiler {
   std::vector<char> derives(bool with_bytes) const {
     const size_t n = g_.alts.size();
     std::vector<char> marked(n, 0);
-    std::vector<uint32_t> alt_rule, pending;         // per alternative: its rule, its unmarked symbols
+    std::vector<uint32_t> alt_rule, pending;        // per alternative: its rule, its unmarked symbols
     std::vector<std::vector<uint32_t>> used_in(n);  // rule -> alternatives using it (with repeats)
     std::vector<uint32_t> work;
     for (uint32_t r = 0; r < n; ++r) {
@@ -253,7 +259,8 @@ class Compiler {
     // forever without completing.
     const std::vector<char> ends = derives(/*with_bytes=*/true);
     for (size_t r = 0; r < n; ++r) {
-      if (!ends[r]) fail("grammar: the rule '{}' never finishes (every way through it enters a rule again)", g_.names[r]);
+      if (!ends[r])
+        fail("grammar: the rule '{}' never finishes (every way through it enters a rule again)", g_.names[r]);
     }
   }
 };
@@ -351,8 +358,12 @@ Grammar Grammar::from_gbnf(std::string_view text, std::string_view root, Grammar
   return g;
 }
 
-size_t Grammar::rule_count() const { return impl_->alts.size(); }
-size_t Grammar::symbol_count() const { return impl_->syms.size(); }
+size_t Grammar::rule_count() const {
+  return impl_->alts.size();
+}
+size_t Grammar::symbol_count() const {
+  return impl_->syms.size();
+}
 
 GrammarState::GrammarState(const Grammar& grammar) : g_(grammar.impl_) {
   Expansion e;
@@ -379,9 +390,13 @@ bool GrammarState::advance(std::string_view bytes) {
   return true;
 }
 
-bool GrammarState::complete() const { return !stacks_.empty() && stacks_.front().empty(); }
+bool GrammarState::complete() const {
+  return !stacks_.empty() && stacks_.front().empty();
+}
 
-bool GrammarState::can_continue() const { return !stacks_.empty() && !stacks_.back().empty(); }
+bool GrammarState::can_continue() const {
+  return !stacks_.empty() && !stacks_.back().empty();
+}
 
 // ---- the vocabulary trie and the mask ---------------------------------------------------------------
 
@@ -449,7 +464,11 @@ std::string_view VocabTrie::bytes(int32_t id) const {
 
 GrammarProcessor::GrammarProcessor(const Grammar& grammar, std::shared_ptr<const VocabTrie> trie,
                                    std::vector<int32_t> eos_ids)
-    : grammar_(grammar), trie_(std::move(trie)), eos_ids_(std::move(eos_ids)), state_(grammar), masker_(grammar_, *trie_) {}
+    : grammar_(grammar),
+      trie_(std::move(trie)),
+      eos_ids_(std::move(eos_ids)),
+      state_(grammar),
+      masker_(grammar_, *trie_) {}
 
 void GrammarProcessor::restart() {
   state_ = GrammarState(grammar_);

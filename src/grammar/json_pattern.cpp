@@ -14,7 +14,9 @@ namespace nanoinfer {
 
 namespace {
 
-std::string code_point(uint32_t cp) { return cp < 0x10000 ? fmt::format("\\u{:04X}", cp) : fmt::format("\\U{:08X}", cp); }
+std::string code_point(uint32_t cp) {
+  return cp < 0x10000 ? fmt::format("\\u{:04X}", cp) : fmt::format("\\U{:08X}", cp);
+}
 
 }  // namespace
 
@@ -69,12 +71,23 @@ std::string json_chars(const std::vector<CodeRange>& set_in, const std::string& 
   for (uint32_t c = 0; c < 0x20; ++c) {
     if (!contains(set, c)) continue;
     switch (c) {
-      case '\n': alts.push_back(gbnf_literal("\\n")); break;
-      case '\r': alts.push_back(gbnf_literal("\\r")); break;
-      case '\t': alts.push_back(gbnf_literal("\\t")); break;
-      case '\b': alts.push_back(gbnf_literal("\\b")); break;
-      case '\f': alts.push_back(gbnf_literal("\\f")); break;
-      default: alts.push_back(gbnf_literal(fmt::format("\\u{:04x}", c)));
+      case '\n':
+        alts.push_back(gbnf_literal("\\n"));
+        break;
+      case '\r':
+        alts.push_back(gbnf_literal("\\r"));
+        break;
+      case '\t':
+        alts.push_back(gbnf_literal("\\t"));
+        break;
+      case '\b':
+        alts.push_back(gbnf_literal("\\b"));
+        break;
+      case '\f':
+        alts.push_back(gbnf_literal("\\f"));
+        break;
+      default:
+        alts.push_back(gbnf_literal(fmt::format("\\u{:04x}", c)));
     }
   }
   if (alts.empty()) fail("JSON Schema: 'pattern' at {}: a character class that matches nothing", where);
@@ -88,9 +101,9 @@ std::string json_chars(const std::vector<CodeRange>& set_in, const std::string& 
 
 const std::vector<CodeRange> kDigit = {{'0', '9'}};
 const std::vector<CodeRange> kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-const std::vector<CodeRange> kSpace = {{0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
-                                       {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
-                                       {0xFEFF, 0xFEFF}};
+const std::vector<CodeRange> kSpace = {{0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680},
+                                       {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F},
+                                       {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
 const std::vector<CodeRange> kDot = complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}});
 
 class Regex {
@@ -163,7 +176,8 @@ class Regex {
       const std::string body(p_.substr(i_ + 1, close - i_ - 1));
       const size_t comma = body.find(',');
       const auto num = [&](const std::string& s) -> int64_t {
-        if (s.empty() || s.size() > 5 || !std::all_of(s.begin(), s.end(), [](char d) { return d >= '0' && d <= '9'; })) {
+        if (s.empty() || s.size() > 5 ||
+            !std::all_of(s.begin(), s.end(), [](char d) { return d >= '0' && d <= '9'; })) {
           error(fmt::format("bad repetition '{{{}}}'", body));
         }
         return std::stoll(s);
@@ -190,7 +204,8 @@ class Regex {
     for (size_t k = 0; k < digits; ++k) {
       if (i_ >= p_.size() || !std::isxdigit(static_cast<unsigned char>(p_[i_]))) error("bad hex escape");
       const char c = p_[i_++];
-      v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (std::tolower(c) - 'a' + 10));
+      v = v * 16 +
+          static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (std::tolower(c) - 'a' + 10));
     }
     return v;
   }
@@ -200,18 +215,30 @@ class Regex {
     if (i_ >= p_.size()) error("'\\' at the end");
     const char e = p_[i_++];
     switch (e) {
-      case 'd': return kDigit;
-      case 'D': return complement(kDigit);
-      case 'w': return kWord;
-      case 'W': return complement(kWord);
-      case 's': return kSpace;
-      case 'S': return complement(kSpace);
-      case 'n': return {{'\n', '\n'}};
-      case 'r': return {{'\r', '\r'}};
-      case 't': return {{'\t', '\t'}};
-      case 'f': return {{'\f', '\f'}};
-      case 'v': return {{'\v', '\v'}};
-      case '0': return {{0, 0}};
+      case 'd':
+        return kDigit;
+      case 'D':
+        return complement(kDigit);
+      case 'w':
+        return kWord;
+      case 'W':
+        return complement(kWord);
+      case 's':
+        return kSpace;
+      case 'S':
+        return complement(kSpace);
+      case 'n':
+        return {{'\n', '\n'}};
+      case 'r':
+        return {{'\r', '\r'}};
+      case 't':
+        return {{'\t', '\t'}};
+      case 'f':
+        return {{'\f', '\f'}};
+      case 'v':
+        return {{'\v', '\v'}};
+      case '0':
+        return {{0, 0}};
       case 'x': {
         const uint32_t v = hex(2);
         return {{v, v}};
@@ -321,7 +348,9 @@ class Regex {
 
 }  // namespace
 
-std::string pattern_to_gbnf(std::string_view pattern, const std::string& where) { return Regex(pattern, where).translate(); }
+std::string pattern_to_gbnf(std::string_view pattern, const std::string& where) {
+  return Regex(pattern, where).translate();
+}
 
 // Decimal strings of the same length: every number from lo to hi.
 std::string same_length(const std::string& lo, const std::string& hi) {

@@ -77,8 +77,8 @@ class Gen {
   const std::string prefix_;
   std::string key_char() const { return prefix_ + "key-char"; }
   std::vector<std::pair<std::string, std::string>> rules_;
-  std::set<std::string> names_ = {"root", "value", "object", "member", "array", "string", "char", "hex4",
-                                  "number", "int-part", "integer", "key-char"};
+  std::set<std::string> names_ = {"root", "value", "object", "member",   "array",   "string",
+                                  "char", "hex4",  "number", "int-part", "integer", "key-char"};
   std::map<std::string, int> next_suffix_;  // per base name, the next number to try
   std::map<std::string, std::string> refs_;
   struct PendingRef {
@@ -218,7 +218,8 @@ class Gen {
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
       const json& branches = s.at(key);
-      if (!branches.is_array() || branches.empty()) fail("JSON Schema: '{}' at {} must be a non-empty array", key, where);
+      if (!branches.is_array() || branches.empty())
+        fail("JSON Schema: '{}' at {} must be a non-empty array", key, where);
       const json rest = without(s, {"anyOf", "oneOf", "$defs", "definitions"});
       std::vector<json> merged;
       std::string out = "(";
@@ -240,7 +241,8 @@ class Gen {
     if (s.contains("type")) types = types_of(s, where);
     if (s.contains("const")) {
       const json& c = s.at("const");
-      if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& t) { return type_matches(c, t); })) {
+      if (!types.empty() &&
+          std::none_of(types.begin(), types.end(), [&](const std::string& t) { return type_matches(c, t); })) {
         fail("JSON Schema: 'const' at {} does not have the schema's type", where);
       }
       if (s.contains("enum") && std::find(s.at("enum").begin(), s.at("enum").end(), c) == s.at("enum").end()) {
@@ -253,7 +255,9 @@ class Gen {
       if (!e.is_array() || e.empty()) fail("JSON Schema: 'enum' at {} must be a non-empty array", where);
       std::string out;
       for (const json& v : e) {
-        if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& t) { return type_matches(v, t); })) continue;
+        if (!types.empty() &&
+            std::none_of(types.begin(), types.end(), [&](const std::string& t) { return type_matches(v, t); }))
+          continue;
         out += (out.empty() ? "(" : " | ") + gbnf_literal(v.dump());
       }
       if (out.empty()) fail("JSON Schema: no value of 'enum' at {} has the schema's type", where);
@@ -263,11 +267,16 @@ class Gen {
       const auto has = [&](std::initializer_list<const char*> keys) {
         return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return s.contains(k); });
       };
-      if (has({"properties", "required", "additionalProperties"})) types = {"object"};
-      else if (has({"items", "prefixItems", "minItems", "maxItems"})) types = {"array"};
-      else if (has({"minLength", "maxLength", "pattern"})) types = {"string"};
-      else if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types = {"integer"};
-      else return "value";
+      if (has({"properties", "required", "additionalProperties"}))
+        types = {"object"};
+      else if (has({"items", "prefixItems", "minItems", "maxItems"}))
+        types = {"array"};
+      else if (has({"minLength", "maxLength", "pattern"}))
+        types = {"string"};
+      else if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}))
+        types = {"integer"};
+      else
+        return "value";
     }
     std::string out;
     for (const std::string& t : types) out += (out.empty() ? "(" : " | ") + type_body(t, s, where);
@@ -291,7 +300,8 @@ class Gen {
   std::string string_body(const json& s, const std::string& where) {
     const std::string quote = gbnf_literal("\"");
     if (s.contains("pattern")) {
-      if (s.contains("minLength") || s.contains("maxLength")) unsupported("'pattern' together with minLength/maxLength", where);
+      if (s.contains("minLength") || s.contains("maxLength"))
+        unsupported("'pattern' together with minLength/maxLength", where);
       if (!s.at("pattern").is_string()) fail("JSON Schema: 'pattern' at {} must be a string", where);
       return "(" + quote + " " + pattern_to_gbnf(s.at("pattern").get<std::string>(), where) + " " + quote + ")";
     }
@@ -407,7 +417,7 @@ class Gen {
       extra = json(true);
     }
     std::vector<std::tuple<std::string, json, bool>> order;  // name, schema, required
-    std::set<std::string> listed;  // (an ordered_json object is searched linearly)
+    std::set<std::string> listed;                            // (an ordered_json object is searched linearly)
     for (const auto& [name, ps] : props.items()) {
       order.emplace_back(name, ps, required.count(name) > 0);
       listed.insert(name);
@@ -427,7 +437,8 @@ class Gen {
     std::string a_next, b_next;  // rules after the last listed property, nothing / something emitted
     if (extra) {
       const std::string key = names.empty() ? "string" : key_not_in(names, where);
-      const std::string kv = rule("extra-kv", key + " " + gbnf_literal(":") + " " + schema(*extra, where + "/additionalProperties"));
+      const std::string kv =
+          rule("extra-kv", key + " " + gbnf_literal(":") + " " + schema(*extra, where + "/additionalProperties"));
       a_next = rule("extra-a", "( " + kv + " ( " + gbnf_literal(",") + " " + kv + " )* )?");
       b_next = rule("extra-b", "( " + gbnf_literal(",") + " " + kv + " )*");
     }
@@ -460,8 +471,10 @@ class Gen {
     if (s.contains("items")) {
       const json& it = s.at("items");
       if (it.is_array()) unsupported("'items' as an array (use prefixItems)", where);
-      if (it.is_boolean() && !it.get<bool>()) rest.reset();
-      else rest = it;
+      if (it.is_boolean() && !it.get<bool>())
+        rest.reset();
+      else
+        rest = it;
     }
     const int64_t k = static_cast<int64_t>(prefix.size());
     const int64_t lo = count_keyword(s, "minItems", where).value_or(0);
@@ -516,7 +529,9 @@ json parse_schema(std::string_view schema_json, GrammarBudget& budget) {
 
 }  // namespace
 
-std::string json_object_gbnf() { return std::string("root ::= object\n") + kBasics; }
+std::string json_object_gbnf() {
+  return std::string("root ::= object\n") + kBasics;
+}
 
 std::string json_schema_to_gbnf(std::string_view schema_json, GrammarBudget* budget) {
   GrammarBudget fallback;
@@ -533,6 +548,8 @@ std::string json_schema_to_gbnf_rules(std::string_view schema_json, std::string_
   return Gen(schema, b, std::string(prefix)).run();
 }
 
-std::string json_basics_gbnf() { return kBasics; }
+std::string json_basics_gbnf() {
+  return kBasics;
+}
 
 }  // namespace nanoinfer

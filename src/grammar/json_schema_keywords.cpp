@@ -11,14 +11,33 @@
 namespace nanoinfer::json_schema {
 
 namespace {
-const std::set<std::string> kKeywords = {"type", "properties", "required", "additionalProperties", "items",
-                                         "prefixItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
-                                         "$defs", "definitions", "minItems", "maxItems", "minLength", "maxLength",
-                                         "pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+const std::set<std::string> kKeywords = {"type",
+                                         "properties",
+                                         "required",
+                                         "additionalProperties",
+                                         "items",
+                                         "prefixItems",
+                                         "enum",
+                                         "const",
+                                         "anyOf",
+                                         "oneOf",
+                                         "allOf",
+                                         "$ref",
+                                         "$defs",
+                                         "definitions",
+                                         "minItems",
+                                         "maxItems",
+                                         "minLength",
+                                         "maxLength",
+                                         "pattern",
+                                         "minimum",
+                                         "maximum",
+                                         "exclusiveMinimum",
+                                         "exclusiveMaximum"};
 }  // namespace
 
-const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
-                                            "$comment", "deprecated", "readOnly", "writeOnly"};
+const std::set<std::string> kAnnotations = {"title", "description", "default",    "examples", "$schema",
+                                            "$id",   "$comment",    "deprecated", "readOnly", "writeOnly"};
 const std::set<std::string> kTypes = {"null", "boolean", "object", "array", "number", "integer", "string"};
 
 bool type_matches(const json& v, const std::string& t) {
@@ -29,8 +48,8 @@ bool type_matches(const json& v, const std::string& t) {
   if (t == "string") return v.is_string();
   if (t == "number") return v.is_number();
   if (t == "integer") {
-    return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
-                                     std::floor(v.get<double>()) == v.get<double>());
+    return v.is_number_integer() ||
+           (v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>());
   }
   return false;
 }
@@ -71,7 +90,6 @@ std::vector<std::string> types_of(const json& s, const std::string& where) {
   if (types.empty()) fail("JSON Schema: 'type' at {} is an empty list", where);
   return types;
 }
-
 
 json merge(const json& a, const json& b, const std::string& where) {
   if (a.is_boolean()) {
@@ -115,8 +133,10 @@ json merge(const json& a, const json& b, const std::string& where) {
       std::vector<std::string> ta = types_of(out, where), tb = types_of(b, where), both;
       for (const std::string& t : ta) {
         for (const std::string& u : tb) {
-          if (t == u || (t == "number" && u == "integer")) both.push_back(u);
-          else if (t == "integer" && u == "number") both.push_back(t);
+          if (t == u || (t == "number" && u == "integer"))
+            both.push_back(u);
+          else if (t == "integer" && u == "number")
+            both.push_back(t);
         }
       }
       if (both.empty()) fail("JSON Schema: allOf at {}: the types do not intersect", where);
@@ -149,9 +169,11 @@ void check_exclusive(const std::vector<json>& branches, const std::string& where
       break;
     }
     if (b.contains("const")) {
-      for (const std::string& t : kTypes) if (type_matches(b.at("const"), t)) c.insert(t);
+      for (const std::string& t : kTypes)
+        if (type_matches(b.at("const"), t)) c.insert(t);
     } else if (b.contains("type")) {
-      for (const std::string& t : types_of(b, where)) for (const std::string& u : cover(t)) c.insert(u);
+      for (const std::string& t : types_of(b, where))
+        for (const std::string& u : cover(t)) c.insert(u);
     } else {
       typed = false;
       break;
@@ -175,9 +197,12 @@ void check_exclusive(const std::vector<json>& branches, const std::string& where
   bool constant = true;
   for (const json& b : branches) {
     std::set<std::string> v;
-    if (b.is_object() && b.contains("const")) v.insert(b.at("const").dump());
-    else if (b.is_object() && b.contains("enum") && b.at("enum").is_array()) for (const json& x : b.at("enum")) v.insert(x.dump());
-    else constant = false;
+    if (b.is_object() && b.contains("const"))
+      v.insert(b.at("const").dump());
+    else if (b.is_object() && b.contains("enum") && b.at("enum").is_array())
+      for (const json& x : b.at("enum")) v.insert(x.dump());
+    else
+      constant = false;
     values.push_back(v);
   }
   if (constant && disjoint(values)) return;
@@ -188,8 +213,9 @@ void check_exclusive(const std::vector<json>& branches, const std::string& where
       std::vector<std::set<std::string>> tags;
       bool ok = true;
       for (const json& b : branches) {
-        const bool required = b.is_object() && b.contains("required") && b.at("required").is_array() &&
-                              std::find(b.at("required").begin(), b.at("required").end(), name) != b.at("required").end();
+        const bool required =
+            b.is_object() && b.contains("required") && b.at("required").is_array() &&
+            std::find(b.at("required").begin(), b.at("required").end(), name) != b.at("required").end();
         if (!required || !b.contains("properties") || !b.at("properties").contains(name) ||
             !b.at("properties").at(name).is_object() || !b.at("properties").at(name).contains("const")) {
           ok = false;
@@ -200,8 +226,10 @@ void check_exclusive(const std::vector<json>& branches, const std::string& where
       if (ok && disjoint(tags)) return;
     }
   }
-  unsupported("'oneOf' whose branches are not provably exclusive (distinct types, distinct constants, or a "
-              "required property with a distinct 'const' in each branch)", where);
+  unsupported(
+      "'oneOf' whose branches are not provably exclusive (distinct types, distinct constants, or a "
+      "required property with a distinct 'const' in each branch)",
+      where);
 }
 
 std::optional<int64_t> count_keyword(const json& s, const char* key, const std::string& where) {

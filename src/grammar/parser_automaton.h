@@ -58,7 +58,7 @@ class ParserAutomaton {
   };
 
   uint32_t stack(uint32_t parent, uint32_t pos);
-  void expand(uint32_t s);  // appends the expanded stacks to scratch_ (entered_, work_: this step's)
+  void expand(uint32_t s);    // appends the expanded stacks to scratch_ (entered_, work_: this step's)
   uint32_t intern_scratch();  // sorts scratch_, the set's state
   uint32_t compute_next(uint32_t state, uint8_t byte);
 
@@ -66,12 +66,12 @@ class ParserAutomaton {
   uint8_t class_of_[256];  // bytes no range of the grammar tells apart share a class
   size_t n_classes_ = 0;
 
-  std::vector<StackNode> stacks_;                  // [0]: the empty stack
-  std::unordered_map<uint64_t, uint32_t> stack_ids_;  // (parent, pos) -> stack
-  std::vector<uint32_t> set_items_;                // the stacks of state k:
-  std::vector<uint32_t> set_begin_;                // set_items_[set_begin_[k], set_begin_[k + 1])
+  std::vector<StackNode> stacks_;                        // [0]: the empty stack
+  std::unordered_map<uint64_t, uint32_t> stack_ids_;     // (parent, pos) -> stack
+  std::vector<uint32_t> set_items_;                      // the stacks of state k:
+  std::vector<uint32_t> set_begin_;                      // set_items_[set_begin_[k], set_begin_[k + 1])
   std::unordered_multimap<uint64_t, uint32_t> set_ids_;  // hash of the items -> state
-  std::vector<int32_t> next_;                      // [state][class]: the next state, -1 unknown
+  std::vector<int32_t> next_;                            // [state][class]: the next state, -1 unknown
   std::vector<uint32_t> scratch_;
   std::unordered_set<uint64_t> entered_;  // (rule, stack below) pairs entered in this step
   std::vector<uint32_t> todo_;            // stacks still to expand

@@ -23,14 +23,22 @@ Step step(uint8_t state, uint8_t b) {
       if (in(0xF1, 0xF3)) return {Need3, true};
       if (b == 0xF4) return {AfterF4, true};
       return {-1, true};
-    case Need1: return {in(0x80, 0xBF) ? int8_t{kBoundary} : int8_t{-1}, false};
-    case Need2: return {in(0x80, 0xBF) ? int8_t{Need1} : int8_t{-1}, false};
-    case Need3: return {in(0x80, 0xBF) ? int8_t{Need2} : int8_t{-1}, false};
-    case AfterE0: return {in(0xA0, 0xBF) ? int8_t{Need1} : int8_t{-1}, false};
-    case AfterED: return {in(0x80, 0x9F) ? int8_t{Need1} : int8_t{-1}, false};
-    case AfterF0: return {in(0x90, 0xBF) ? int8_t{Need2} : int8_t{-1}, false};
-    case AfterF4: return {in(0x80, 0x8F) ? int8_t{Need2} : int8_t{-1}, false};
-    default: return {-1, false};
+    case Need1:
+      return {in(0x80, 0xBF) ? int8_t{kBoundary} : int8_t{-1}, false};
+    case Need2:
+      return {in(0x80, 0xBF) ? int8_t{Need1} : int8_t{-1}, false};
+    case Need3:
+      return {in(0x80, 0xBF) ? int8_t{Need2} : int8_t{-1}, false};
+    case AfterE0:
+      return {in(0xA0, 0xBF) ? int8_t{Need1} : int8_t{-1}, false};
+    case AfterED:
+      return {in(0x80, 0x9F) ? int8_t{Need1} : int8_t{-1}, false};
+    case AfterF0:
+      return {in(0x90, 0xBF) ? int8_t{Need2} : int8_t{-1}, false};
+    case AfterF4:
+      return {in(0x80, 0x8F) ? int8_t{Need2} : int8_t{-1}, false};
+    default:
+      return {-1, false};
   }
 }
 

@@ -16,7 +16,7 @@ constexpr uint8_t kStates = 8;
 constexpr uint8_t kNotContent = 255;  // count_of: the bytes are not string content
 
 struct Step {
-  int8_t to;  // the next state; -1: the byte cannot follow
+  int8_t to;              // the next state; -1: the byte cannot follow
   bool starts_character;  // the byte begins a character (counted)
 };
 Step step(uint8_t state, uint8_t byte);

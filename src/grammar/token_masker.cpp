@@ -26,8 +26,7 @@
 namespace nanoinfer {
 
 struct TokenMasker::Impl {
-  Impl(const Grammar& grammar, const VocabTrie& t, Options o)
-      : trie(t), options(o), automaton(grammar.impl_) {
+  Impl(const Grammar& grammar, const VocabTrie& t, Options o) : trie(t), options(o), automaton(grammar.impl_) {
     depth_state.resize(trie.max_depth_ + 1);
     depth_content.assign(trie.max_depth_ + 1, 0);
     // Per content state, one byte for each (byte class, next content state) it may take.
@@ -61,8 +60,8 @@ struct TokenMasker::Impl {
   ParserAutomaton automaton;
   std::vector<Probe> probes[string_content::kStates];
   int cap = 0;
-  std::vector<Known> known;          // [state][content state]
-  std::vector<int16_t> depth;        // [state]: its content depth, -1 unknown
+  std::vector<Known> known;           // [state][content state]
+  std::vector<int16_t> depth;         // [state]: its content depth, -1 unknown
   std::vector<uint32_t> depth_state;  // [trie depth]: the state on the walk's current path
   std::vector<int> depth_content;     // [trie depth]: its content depth
   Work work;
@@ -164,7 +163,9 @@ TokenMasker::~TokenMasker() = default;
 TokenMasker::TokenMasker(TokenMasker&&) noexcept = default;
 TokenMasker& TokenMasker::operator=(TokenMasker&&) noexcept = default;
 
-void TokenMasker::mask(const GrammarState& state, std::vector<uint8_t>& allowed) { impl_->mask(state, allowed); }
+void TokenMasker::mask(const GrammarState& state, std::vector<uint8_t>& allowed) {
+  impl_->mask(state, allowed);
+}
 
 TokenMasker::Work TokenMasker::work() const {
   Work w = impl_->work;

@@ -17,14 +17,12 @@ namespace nanoinfer {
 
 AtomicFile::AtomicFile(const std::filesystem::path& final_path) : final_(final_path) {
   require_replaceable_file(final_path);
-  const auto dir =
-      final_path.has_parent_path() ? final_path.parent_path() : std::filesystem::path(".");
+  const auto dir = final_path.has_parent_path() ? final_path.parent_path() : std::filesystem::path(".");
   remove_stale_temps(final_path);
   std::string tmpl = (dir / (temp_name_prefix(final_path) + "XXXXXX")).string();
   fd_ = ::mkstemp(tmpl.data());
   if (fd_ < 0)
-    fail("{}: cannot create a temporary file in {}: {}", final_path.string(), dir.string(),
-         std::strerror(errno));
+    fail("{}: cannot create a temporary file in {}: {}", final_path.string(), dir.string(), std::strerror(errno));
   tmp_ = tmpl;
   try {
     on_signal_.emplace(tmp_);

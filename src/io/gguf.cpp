@@ -24,8 +24,8 @@ std::string quote(std::string_view name) {
   return excerpt(name, kGgufMaxTensorNameBytes);
 }
 
-constexpr std::array<std::string_view, 13> kValueTypeNames{
-    "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+constexpr std::array<std::string_view, 13> kValueTypeNames{"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                                           "bool", "string", "array", "u64", "i64", "f64"};
 
 // The fewest bytes one value of each type can occupy in a file: fixed-size scalars their size,
 // a string its 8-byte length, an array its 4-byte type and 8-byte count. Any count read from
@@ -78,8 +78,7 @@ class Cursor {
 
   std::string read_string(std::string_view field, std::string_view what, uint64_t max_len) {
     const uint64_t len = read<uint64_t>(field, fmt::format("{} length", what));
-    if (len > max_len)
-      bad(field, fmt::format("{} length {} exceeds the limit of {} bytes", what, len, max_len));
+    if (len > max_len) bad(field, fmt::format("{} length {} exceeds the limit of {} bytes", what, len, max_len));
     need(len, field, fmt::format("{} of length {}", what, len));
     std::string s(reinterpret_cast<const char*>(file_.data() + pos_), static_cast<size_t>(len));
     pos_ += len;
@@ -98,8 +97,7 @@ std::string_view type_name(uint32_t t) {
 
 uint32_t read_value_type(Cursor& c, std::string_view field, std::string_view what) {
   const uint32_t t = c.read<uint32_t>(field, what);
-  if (t >= kValueTypeNames.size())
-    c.bad(field, fmt::format("unknown {} {} (valid: 0..12)", what, t));
+  if (t >= kValueTypeNames.size()) c.bad(field, fmt::format("unknown {} {} (valid: 0..12)", what, t));
   return t;
 }
 
@@ -142,8 +140,7 @@ GgufValue read_value(Cursor& c, uint32_t type, std::string_view field, int depth
 
 // `depth` counts this array: a top-level array value is depth 1.
 GgufArray read_array(Cursor& c, std::string_view field, int depth) {
-  if (depth > kGgufMaxArrayDepth)
-    c.bad(field, fmt::format("arrays nested more than {} deep", kGgufMaxArrayDepth));
+  if (depth > kGgufMaxArrayDepth) c.bad(field, fmt::format("arrays nested more than {} deep", kGgufMaxArrayDepth));
   const uint32_t t = read_value_type(c, field, "array element type");
   const uint64_t n = c.read<uint64_t>(field, "array length");
   if (n > kGgufMaxArrayElems)
@@ -188,8 +185,7 @@ GgufArray read_array(Cursor& c, std::string_view field, int depth) {
       const std::vector<uint8_t> raw = c.read_vector<uint8_t>(n);
       std::vector<bool> v(raw.size());
       for (size_t i = 0; i < raw.size(); ++i) {
-        if (raw[i] > 1)
-          c.bad(field, fmt::format("bool element {} is {}, neither 0 nor 1", i, raw[i]));
+        if (raw[i] > 1) c.bad(field, fmt::format("bool element {} is {}, neither 0 nor 1", i, raw[i]));
         v[i] = raw[i] == 1;
       }
       a.items = std::move(v);
@@ -242,15 +238,14 @@ GgufTensorInfo read_tensor_info(Cursor& c, uint64_t index) {
   const std::string field = fmt::format("tensor '{}'", quote(t.name));
 
   const uint32_t n_dims = c.read<uint32_t>(field, "n_dims");
-  if (n_dims > kGgufMaxDims)
-    c.bad(field, fmt::format("n_dims {} exceeds the maximum of {}", n_dims, kGgufMaxDims));
+  if (n_dims > kGgufMaxDims) c.bad(field, fmt::format("n_dims {} exceeds the maximum of {}", n_dims, kGgufMaxDims));
   for (uint32_t i = 0; i < n_dims; ++i) t.dims.push_back(c.read<uint64_t>(field, "dimension"));
 
   const uint32_t type_id = c.read<uint32_t>(field, "type");
   const auto info = ggml_type_info(type_id);
   if (!info)
-    c.bad(field, fmt::format("ggml type {} ({}) is not supported (supported: {})", type_id,
-                             ggml_type_name(type_id), ggml_supported_type_names()));
+    c.bad(field, fmt::format("ggml type {} ({}) is not supported (supported: {})", type_id, ggml_type_name(type_id),
+                             ggml_supported_type_names()));
   t.type = info->type;
   t.offset = c.read<uint64_t>(field, "offset");
 
@@ -266,8 +261,7 @@ GgufTensorInfo read_tensor_info(Cursor& c, uint64_t index) {
                              "{} block",
                              row, dims_string(t.dims), info->block_elems, info->name));
   if (__builtin_mul_overflow(numel / info->block_elems, uint64_t{info->block_bytes}, &t.nbytes))
-    c.bad(field, fmt::format("dims {} of {} overflow a 64-bit byte count", dims_string(t.dims),
-                             info->name));
+    c.bad(field, fmt::format("dims {} of {} overflow a 64-bit byte count", dims_string(t.dims), info->name));
   return t;
 }
 
@@ -317,8 +311,7 @@ const GgufValue& GgufLayout::require(std::string_view key) const {
 }
 
 void GgufLayout::bad_value(std::string_view key, std::string_view expected) const {
-  fail("{}: metadata '{}': expected {}, found {}", origin, quote(key), expected,
-       describe(require(key)));
+  fail("{}: metadata '{}': expected {}, found {}", origin, quote(key), expected, describe(require(key)));
 }
 
 const std::string& GgufLayout::get_string(std::string_view key) const {
@@ -440,12 +433,9 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
   for (const auto& kv : layout.metadata) {
     if (kv.key != "general.alignment") continue;
     const auto* a = std::get_if<uint32_t>(&kv.value.value);
-    if (a == nullptr)
-      c.bad("metadata 'general.alignment'",
-            fmt::format("expected u32, found {}", describe(kv.value)));
+    if (a == nullptr) c.bad("metadata 'general.alignment'", fmt::format("expected u32, found {}", describe(kv.value)));
     if (*a < 8 || !std::has_single_bit(*a))
-      c.bad("metadata 'general.alignment'",
-            fmt::format("{} is not a power of two of at least 8", *a));
+      c.bad("metadata 'general.alignment'", fmt::format("{} is not a power of two of at least 8", *a));
     layout.alignment = *a;
   }
 
@@ -458,8 +448,7 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
   layout.tensors.reserve(static_cast<size_t>(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t = read_tensor_info(c, i);
-    if (!names.insert(t.name).second)
-      c.bad(fmt::format("tensor '{}'", quote(t.name)), "duplicate name");
+    if (!names.insert(t.name).second) c.bad(fmt::format("tensor '{}'", quote(t.name)), "duplicate name");
     layout.tensors.push_back(std::move(t));
   }
 
@@ -471,8 +460,7 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
 
   for (const auto& t : layout.tensors) {
     const std::string field = fmt::format("tensor '{}'", quote(t.name));
-    if (t.offset % a != 0)
-      c.bad(field, fmt::format("offset {} is not a multiple of the alignment {}", t.offset, a));
+    if (t.offset % a != 0) c.bad(field, fmt::format("offset {} is not a multiple of the alignment {}", t.offset, a));
     if (t.offset > layout.data_size || t.nbytes > layout.data_size - t.offset)
       c.bad(field, fmt::format("data [{}, +{} bytes) runs past the end of the data section ({} "
                                "bytes from file offset {})",
@@ -492,9 +480,8 @@ GgufLayout parse_gguf(std::span<const std::byte> file, std::string_view origin) 
     const GgufTensorInfo& cur = *by_offset[i];
     if (cur.offset < prev.offset + prev.nbytes)
       c.bad(fmt::format("tensor '{}'", quote(cur.name)),
-            fmt::format("data [{}, {}) overlaps tensor '{}' at [{}, {})", cur.offset,
-                        cur.offset + cur.nbytes, quote(prev.name), prev.offset,
-                        prev.offset + prev.nbytes));
+            fmt::format("data [{}, {}) overlaps tensor '{}' at [{}, {})", cur.offset, cur.offset + cur.nbytes,
+                        quote(prev.name), prev.offset, prev.offset + prev.nbytes));
   }
 
   layout.build_index();
@@ -512,14 +499,13 @@ GgufFile GgufFile::open(const std::filesystem::path& path) {
 }
 
 std::span<const std::byte> GgufFile::data(const GgufTensorInfo& info) const {
-  return map_.bytes().subspan(static_cast<size_t>(layout_.data_offset + info.offset),
-                              static_cast<size_t>(info.nbytes));
+  return map_.bytes().subspan(static_cast<size_t>(layout_.data_offset + info.offset), static_cast<size_t>(info.nbytes));
 }
 
 void GgufFile::read(const GgufTensorInfo& info, uint64_t offset, std::span<std::byte> dst) const {
   if (offset > info.nbytes || dst.size() > info.nbytes - offset) {
-    fail("{}: tensor '{}': read of {} bytes at {} is outside its {} bytes", path_.string(),
-         quote(info.name), dst.size(), offset, info.nbytes);
+    fail("{}: tensor '{}': read of {} bytes at {} is outside its {} bytes", path_.string(), quote(info.name),
+         dst.size(), offset, info.nbytes);
   }
   map_.read_at(layout_.data_offset + info.offset + offset, dst);
 }

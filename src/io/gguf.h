@@ -54,10 +54,9 @@ std::string_view gguf_value_type_name(GgufValueType t);  // "u32", "string", "ar
 // An array value: one std::vector of the element type. The alternatives are in type-id order,
 // so items.index() is the element's GgufValueType.
 struct GgufArray {
-  std::variant<std::vector<uint8_t>, std::vector<int8_t>, std::vector<uint16_t>,
-               std::vector<int16_t>, std::vector<uint32_t>, std::vector<int32_t>,
-               std::vector<float>, std::vector<bool>, std::vector<std::string>,
-               std::vector<GgufArray>, std::vector<uint64_t>, std::vector<int64_t>,
+  std::variant<std::vector<uint8_t>, std::vector<int8_t>, std::vector<uint16_t>, std::vector<int16_t>,
+               std::vector<uint32_t>, std::vector<int32_t>, std::vector<float>, std::vector<bool>,
+               std::vector<std::string>, std::vector<GgufArray>, std::vector<uint64_t>, std::vector<int64_t>,
                std::vector<double>>
       items;
 
@@ -68,8 +67,8 @@ struct GgufArray {
 
 // One metadata value; like GgufArray, value.index() is its GgufValueType.
 struct GgufValue {
-  std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string,
-               GgufArray, uint64_t, int64_t, double>
+  std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool, std::string, GgufArray, uint64_t,
+               int64_t, double>
       value;
 
   GgufValueType type() const { return static_cast<GgufValueType>(value.index()); }
@@ -94,11 +93,11 @@ struct GgufTensorInfo {
 
 // What a validated file says. Lookups by name are through the accessors below.
 struct GgufLayout {
-  std::string origin;        // names the file in error messages
-  uint32_t version = 0;      // 2 or 3
-  uint32_t alignment = 0;    // general.alignment, default 32
-  uint64_t data_offset = 0;  // file offset of the data section
-  uint64_t data_size = 0;    // bytes from data_offset to the end of the file (0 if past it)
+  std::string origin;                   // names the file in error messages
+  uint32_t version = 0;                 // 2 or 3
+  uint32_t alignment = 0;               // general.alignment, default 32
+  uint64_t data_offset = 0;             // file offset of the data section
+  uint64_t data_size = 0;               // bytes from data_offset to the end of the file (0 if past it)
   std::vector<GgufKeyValue> metadata;   // in file order
   std::vector<GgufTensorInfo> tensors;  // in file order
 
@@ -178,8 +177,7 @@ const std::vector<T>& GgufLayout::get_array_of(std::string_view key) const {
   const GgufArray& a = get_array(key);
   if (const auto* v = std::get_if<std::vector<T>>(&a.items)) return *v;
   const GgufArray probe{std::vector<T>{}};
-  bad_value(key,
-            std::string("an array of ") + std::string(gguf_value_type_name(probe.elem_type())));
+  bad_value(key, std::string("an array of ") + std::string(gguf_value_type_name(probe.elem_type())));
 }
 
 }  // namespace nanoinfer

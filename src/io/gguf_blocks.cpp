@@ -67,8 +67,7 @@ std::string ggml_supported_type_names() {
 size_t ggml_row_bytes(GgmlType type, uint64_t n) {
   const GgmlTypeInfo info = ggml_type_info(type);
   if (n % info.block_elems != 0)
-    fail("{}: {} elements are not a whole number of {}-element blocks", info.name, n,
-         info.block_elems);
+    fail("{}: {} elements are not a whole number of {}-element blocks", info.name, n, info.block_elems);
   return static_cast<size_t>(n / info.block_elems * info.block_bytes);
 }
 

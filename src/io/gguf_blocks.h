@@ -53,7 +53,7 @@ std::string ggml_supported_type_names();
 // f16 fields are raw bits (uint16_t). Structs contain no padding (checked by static_assert),
 // so a row of blocks can be read as an array of them when the base is 2-byte aligned.
 
-inline constexpr int kQK = 32;     // elements per block of the 32-element types (kQuantBlock)
+inline constexpr int kQK = 32;                               // elements per block of the 32-element types (kQuantBlock)
 inline constexpr int kQK_K = static_cast<int>(kSuperBlock);  // elements per super-block of the K types
 
 // Q8_0 and Q4_0: BlockQ8_0, BlockQ4_0 in src/base/weight_blocks.h.

@@ -83,12 +83,9 @@ uint64_t padding(uint64_t pos, uint64_t alignment) {
 
 void GgufWriter::set(std::string key, GgufValue value) {
   if (key.empty() || key.size() > kGgufMaxKeyBytes)
-    fail("{}: metadata key of {} bytes (must be 1..{})", path_.string(), key.size(),
-         kGgufMaxKeyBytes);
-  if (const auto* a = std::get_if<GgufArray>(&value.value);
-      a && array_depth(*a) > kGgufMaxArrayDepth)
-    fail("{}: metadata '{}': arrays nested more than {} deep", path_.string(), key,
-         kGgufMaxArrayDepth);
+    fail("{}: metadata key of {} bytes (must be 1..{})", path_.string(), key.size(), kGgufMaxKeyBytes);
+  if (const auto* a = std::get_if<GgufArray>(&value.value); a && array_depth(*a) > kGgufMaxArrayDepth)
+    fail("{}: metadata '{}': arrays nested more than {} deep", path_.string(), key, kGgufMaxArrayDepth);
   if (key == "general.alignment") {
     const auto* a = std::get_if<uint32_t>(&value.value);
     if (a == nullptr || *a < 8 || !std::has_single_bit(*a))
@@ -104,8 +101,7 @@ void GgufWriter::set(std::string key, GgufValue value) {
   metadata_.push_back({std::move(key), std::move(value)});
 }
 
-uint64_t GgufWriter::check_new(const std::string& name, GgmlType type,
-                               const std::vector<uint64_t>& dims) {
+uint64_t GgufWriter::check_new(const std::string& name, GgmlType type, const std::vector<uint64_t>& dims) {
   if (name.empty() || name.size() > kMaxWrittenNameBytes)
     fail("{}: tensor name '{}' must be 1..{} bytes", path_.string(), name, kMaxWrittenNameBytes);
   for (const auto& e : entries_)
@@ -119,20 +115,19 @@ uint64_t GgufWriter::check_new(const std::string& name, GgmlType type,
   const GgmlTypeInfo& info = ggml_type_info(type);
   const uint64_t row = dims.empty() ? 1 : dims[0];
   if (row % info.block_elems != 0)
-    fail("{}: tensor '{}': row length {} is not a multiple of the {}-element {} block",
-         path_.string(), name, row, info.block_elems, info.name);
+    fail("{}: tensor '{}': row length {} is not a multiple of the {}-element {} block", path_.string(), name, row,
+         info.block_elems, info.name);
   uint64_t nbytes;
   if (__builtin_mul_overflow(numel / info.block_elems, uint64_t{info.block_bytes}, &nbytes))
     fail("{}: tensor '{}': byte size overflows 64 bits", path_.string(), name);
   return nbytes;
 }
 
-void GgufWriter::add(std::string name, GgmlType type, std::vector<uint64_t> dims,
-                     std::span<const std::byte> data) {
+void GgufWriter::add(std::string name, GgmlType type, std::vector<uint64_t> dims, std::span<const std::byte> data) {
   const uint64_t nbytes = check_new(name, type, dims);
   if (nbytes != data.size())
-    fail("{}: tensor '{}': {} dims need {} bytes, given {}", path_.string(), name,
-         ggml_type_info(type).name, nbytes, data.size());
+    fail("{}: tensor '{}': {} dims need {} bytes, given {}", path_.string(), name, ggml_type_info(type).name, nbytes,
+         data.size());
   entries_.push_back({std::move(name), type, std::move(dims), nbytes, data, {}});
   data_bytes_ += nbytes;
 }

@@ -42,8 +42,7 @@ class GgufWriter {
 
   // `dims` in ggml order (dims[0] is the row length; a [out, in] matrix is {in, out}).
   // `data` is not copied: it must stay valid until write(). Its size must match type x dims.
-  void add(std::string name, GgmlType type, std::vector<uint64_t> dims,
-           std::span<const std::byte> data);
+  void add(std::string name, GgmlType type, std::vector<uint64_t> dims, std::span<const std::byte> data);
   void add(std::string name, GgmlType type, std::vector<uint64_t> dims, Fill fill);
 
   uint32_t alignment() const { return alignment_; }

@@ -74,7 +74,8 @@ void MappedFile::read_at(uint64_t offset, std::span<std::byte> dst) const {
     const ssize_t n = ::pread(fd_, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      fail("{}: read failed at offset {}: {}", path_.string(), offset + done, n < 0 ? std::strerror(errno) : "file shrank");
+      fail("{}: read failed at offset {}: {}", path_.string(), offset + done,
+           n < 0 ? std::strerror(errno) : "file shrank");
     }
     done += static_cast<size_t>(n);
   }
@@ -107,6 +108,8 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+  release();
+}
 
 }  // namespace nanoinfer

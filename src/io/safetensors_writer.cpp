@@ -6,8 +6,8 @@
 #include <set>
 #include <utility>
 
-#include "io/atomic_file.h"
 #include "base/output_files.h"
+#include "io/atomic_file.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -20,10 +20,8 @@ constexpr size_t kChunkBytes = size_t{8} << 20;
 
 }  // namespace
 
-uint64_t SafetensorsWriter::check_new(const std::string& name, DType dtype,
-                                      const std::vector<uint64_t>& shape) {
-  if (name.empty() || name == "__metadata__")
-    fail("{}: invalid tensor name '{}'", path_.string(), name);
+uint64_t SafetensorsWriter::check_new(const std::string& name, DType dtype, const std::vector<uint64_t>& shape) {
+  if (name.empty() || name == "__metadata__") fail("{}: invalid tensor name '{}'", path_.string(), name);
   for (const auto& e : entries_)
     if (e.name == name) fail("{}: tensor '{}' added twice", path_.string(), name);
   uint64_t nbytes = dtype_size(dtype);
@@ -40,8 +38,7 @@ void SafetensorsWriter::add(std::string name, DType dtype, std::vector<uint64_t>
                             std::span<const std::byte> data) {
   const uint64_t nbytes = check_new(name, dtype, shape);
   if (nbytes != data.size())
-    fail("{}: tensor '{}': shape needs {} bytes, given {}", path_.string(), name, nbytes,
-         data.size());
+    fail("{}: tensor '{}': shape needs {} bytes, given {}", path_.string(), name, nbytes, data.size());
   entries_.push_back({std::move(name), dtype, std::move(shape), nbytes, data, {}});
   data_bytes_ += nbytes;
 }
@@ -57,9 +54,8 @@ void SafetensorsWriter::write(const Progress& progress) const {
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   uint64_t offset = 0;
   for (const auto& e : entries_) {
-    header[e.name] = {{"dtype", dtype_name(e.dtype)},
-                      {"shape", e.shape},
-                      {"data_offsets", {offset, offset + e.nbytes}}};
+    header[e.name] = {
+        {"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.nbytes}}};
     offset += e.nbytes;
   }
   std::string text = header.dump();

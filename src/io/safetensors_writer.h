@@ -34,8 +34,7 @@ class SafetensorsWriter {
   void set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
 
   // `data` is not copied: it must stay valid until write(). Its size must be numel x dtype size.
-  void add(std::string name, DType dtype, std::vector<uint64_t> shape,
-           std::span<const std::byte> data);
+  void add(std::string name, DType dtype, std::vector<uint64_t> shape, std::span<const std::byte> data);
   void add(std::string name, DType dtype, std::vector<uint64_t> shape, Fill fill);
 
   uint64_t data_bytes() const { return data_bytes_; }  // sum of all tensors' bytes so far

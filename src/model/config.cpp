@@ -1,8 +1,8 @@
 #include "nanoinfer/config.h"
 
-#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <array>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "base/json_object.h"
@@ -23,8 +23,7 @@ int64_t get_int(const Json& j, const char* key, std::string_view origin,
     if (fallback) return *fallback;
     fail("{}: missing required field \"{}\"", origin, key);
   }
-  if (!it->is_number_integer())
-    fail("{}: field \"{}\": expected an integer, found {}", origin, key, json_excerpt(*it));
+  if (!it->is_number_integer()) fail("{}: field \"{}\": expected an integer, found {}", origin, key, json_excerpt(*it));
   if (it->is_number_unsigned())
     return static_cast<int64_t>(std::min<uint64_t>(it->get<uint64_t>(), uint64_t{INT64_MAX}));
   return it->get<int64_t>();
@@ -52,19 +51,33 @@ const HyperParameterNames kJsonNames{.gguf = false,
 bool get_bool(const Json& j, const char* key, bool fallback, std::string_view origin) {
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_boolean())
-    fail("{}: field \"{}\": expected true or false, found {}", origin, key, json_excerpt(*it));
+  if (!it->is_boolean()) fail("{}: field \"{}\": expected true or false, found {}", origin, key, json_excerpt(*it));
   return it->get<bool>();
 }
 
 // The architectures, one row each (the order is Architecture's).
 constexpr std::array<ArchitectureInfo, 3> kArchitectures{{
-    {.arch = Architecture::Qwen2, .name = "qwen2", .family = "Qwen2 / Qwen2.5", .attention_bias = true,
-     .qk_norm = false, .head_dim_from_config = false, .llama3_rope_scaling = false},
-    {.arch = Architecture::Qwen3, .name = "qwen3", .family = "Qwen3, dense", .attention_bias = false,
-     .qk_norm = true, .head_dim_from_config = true, .llama3_rope_scaling = false},
-    {.arch = Architecture::Llama, .name = "llama", .family = "Llama 3.x", .attention_bias = false,
-     .qk_norm = false, .head_dim_from_config = true, .llama3_rope_scaling = true},
+    {.arch = Architecture::Qwen2,
+     .name = "qwen2",
+     .family = "Qwen2 / Qwen2.5",
+     .attention_bias = true,
+     .qk_norm = false,
+     .head_dim_from_config = false,
+     .llama3_rope_scaling = false},
+    {.arch = Architecture::Qwen3,
+     .name = "qwen3",
+     .family = "Qwen3, dense",
+     .attention_bias = false,
+     .qk_norm = true,
+     .head_dim_from_config = true,
+     .llama3_rope_scaling = false},
+    {.arch = Architecture::Llama,
+     .name = "llama",
+     .family = "Llama 3.x",
+     .attention_bias = false,
+     .qk_norm = false,
+     .head_dim_from_config = true,
+     .llama3_rope_scaling = true},
 }};
 
 // rope_scaling: null, or {"rope_type" (or "type"): "llama3", factor, low_freq_factor,
@@ -73,7 +86,8 @@ std::optional<RopeScaling> parse_rope_scaling(const Json& j, const ArchitectureI
   const auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) return std::nullopt;
   const Json* type = nullptr;
-  if (it->is_object()) type = it->contains("rope_type") ? &(*it)["rope_type"] : it->contains("type") ? &(*it)["type"] : nullptr;
+  if (it->is_object())
+    type = it->contains("rope_type") ? &(*it)["rope_type"] : it->contains("type") ? &(*it)["type"] : nullptr;
   if (!arch.llama3_rope_scaling || type == nullptr || *type != "llama3")
     fail("{}: rope_scaling {} is not supported ({} takes {})", origin, json_excerpt(*it), arch.name,
          arch.llama3_rope_scaling ? "null or type \"llama3\"" : "none");
@@ -81,7 +95,8 @@ std::optional<RopeScaling> parse_rope_scaling(const Json& j, const ArchitectureI
   const auto need = [&](const char* key) {
     if (!it->contains(key)) fail("{}: rope_scaling: missing required field \"{}\"", origin, key);
   };
-  for (const char* key : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) need(key);
+  for (const char* key : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+    need(key);
   r.factor = get_number(*it, "factor", 1.0, origin);
   r.low_freq_factor = get_number(*it, "low_freq_factor", 1.0, origin);
   r.high_freq_factor = get_number(*it, "high_freq_factor", 4.0, origin);
@@ -91,7 +106,9 @@ std::optional<RopeScaling> parse_rope_scaling(const Json& j, const ArchitectureI
 
 }  // namespace
 
-const ArchitectureInfo& architecture_info(Architecture arch) { return kArchitectures[static_cast<size_t>(arch)]; }
+const ArchitectureInfo& architecture_info(Architecture arch) {
+  return kArchitectures[static_cast<size_t>(arch)];
+}
 
 const ArchitectureInfo* find_architecture(std::string_view name) {
   for (const ArchitectureInfo& a : kArchitectures)
@@ -122,8 +139,7 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
   // Features of these architectures that our forward pass does not implement: refusing them
   // here is better than generating plausible-looking garbage later.
   if (get_bool(j, "use_sliding_window", false, origin))
-    fail("{}: use_sliding_window=true is not supported (nanoinfer attends over the full context)",
-         origin);
+    fail("{}: use_sliding_window=true is not supported (nanoinfer attends over the full context)", origin);
   if (const auto it = j.find("hidden_act"); it != j.end() && *it != "silu")
     fail("{}: unsupported hidden_act {} ({} uses \"silu\")", origin, json_excerpt(*it), arch->name);
   if (get_bool(j, "attention_bias", arch->attention_bias, origin) != arch->attention_bias)
@@ -143,15 +159,14 @@ ModelConfig ModelConfig::parse(std::string_view json_text, std::string_view orig
   c.rope_theta = get_number(j, "rope_theta", 10000.0, origin);
   c.rms_norm_eps = get_number(j, "rms_norm_eps", 1e-6, origin);
   c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", false, origin);
-  if (const auto it = j.find("torch_dtype"); it != j.end() && it->is_string())
-    c.torch_dtype = it->get<std::string>();
+  if (const auto it = j.find("torch_dtype"); it != j.end() && it->is_string()) c.torch_dtype = it->get<std::string>();
   if (arch->head_dim_from_config) c.explicit_head_dim = get_int(j, "head_dim", origin, 0);
 
   check_hyperparameters(c, origin, kJsonNames);
-  if (const auto it = j.find("head_dim");
-      !arch->head_dim_from_config && it != j.end() && !it->is_null() && (!it->is_number_integer() || *it != c.head_dim()))
-    fail("{}: head_dim {} differs from hidden_size / num_attention_heads = {}", origin,
-         json_excerpt(*it), c.head_dim());
+  if (const auto it = j.find("head_dim"); !arch->head_dim_from_config && it != j.end() && !it->is_null() &&
+                                          (!it->is_number_integer() || *it != c.head_dim()))
+    fail("{}: head_dim {} differs from hidden_size / num_attention_heads = {}", origin, json_excerpt(*it),
+         c.head_dim());
   return c;
 }
 
@@ -203,10 +218,11 @@ void check_hyperparameters(const ModelConfig& c, std::string_view origin, const 
     if (!(r->factor >= 1.0 && r->factor <= 1024.0) || !(r->low_freq_factor >= 1.0) ||
         !(r->high_freq_factor > r->low_freq_factor && r->high_freq_factor <= 1024.0) ||
         r->original_max_position_embeddings < 1 || r->original_max_position_embeddings > kMaxPositions)
-      fail("{}: rope scaling factor {}, low_freq_factor {}, high_freq_factor {}, original_max_position_embeddings {}: "
-           "expected factor in [1, 1024], 1 <= low_freq_factor < high_freq_factor <= 1024, and a context in [1, {}]",
-           origin, r->factor, r->low_freq_factor, r->high_freq_factor, r->original_max_position_embeddings,
-           kMaxPositions);
+      fail(
+          "{}: rope scaling factor {}, low_freq_factor {}, high_freq_factor {}, original_max_position_embeddings {}: "
+          "expected factor in [1, 1024], 1 <= low_freq_factor < high_freq_factor <= 1024, and a context in [1, {}]",
+          origin, r->factor, r->low_freq_factor, r->high_freq_factor, r->original_max_position_embeddings,
+          kMaxPositions);
   }
 }
 

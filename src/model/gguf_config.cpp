@@ -77,7 +77,8 @@ ModelConfig config_from_gguf(const GgufLayout& layout) {
   c.num_attention_heads = dim(layout, k.num_attention_heads);
   c.num_key_value_heads =
       layout.find(k.num_key_value_heads) != nullptr ? dim(layout, k.num_key_value_heads) : c.num_attention_heads;
-  c.max_position_embeddings = layout.find(k.max_position_embeddings) != nullptr ? dim(layout, k.max_position_embeddings) : 32768;
+  c.max_position_embeddings =
+      layout.find(k.max_position_embeddings) != nullptr ? dim(layout, k.max_position_embeddings) : 32768;
   c.rope_theta = number(layout, k.rope_theta, 10000.0);
   c.rms_norm_eps = number(layout, k.rms_norm_eps, 1e-6);
   if (arch->head_dim_from_config && layout.find(k.head_dim) != nullptr) c.explicit_head_dim = dim(layout, k.head_dim);
@@ -86,8 +87,8 @@ ModelConfig config_from_gguf(const GgufLayout& layout) {
 
   const GgufTensorInfo* embd = layout.find_tensor("token_embd.weight");
   if (embd == nullptr) fail("{}: missing tensor 'token_embd.weight'", origin);
-  if (embd->dims.size() != 2 || embd->dims[0] != static_cast<uint64_t>(c.hidden_size) ||
-      embd->dims[1] == 0 || embd->dims[1] > static_cast<uint64_t>(kMaxVocabSize))
+  if (embd->dims.size() != 2 || embd->dims[0] != static_cast<uint64_t>(c.hidden_size) || embd->dims[1] == 0 ||
+      embd->dims[1] > static_cast<uint64_t>(kMaxVocabSize))
     fail(
         "{}: tensor 'token_embd.weight': expected dims [{}, vocab] (vocab in [1, {}]), found "
         "[{}]",
@@ -99,8 +100,8 @@ ModelConfig config_from_gguf(const GgufLayout& layout) {
   if (const GgufValue* tokens = layout.find("tokenizer.ggml.tokens")) {
     const auto* a = std::get_if<GgufArray>(&tokens->value);
     if (a != nullptr && a->size() != static_cast<size_t>(c.vocab_size))
-      fail("{}: metadata 'tokenizer.ggml.tokens' has {} tokens, token_embd.weight {} rows", origin,
-           a->size(), c.vocab_size);
+      fail("{}: metadata 'tokenizer.ggml.tokens' has {} tokens, token_embd.weight {} rows", origin, a->size(),
+           c.vocab_size);
   }
 
   check_hyperparameters(c, origin, k.names());  // the same checks as config.json's

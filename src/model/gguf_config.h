@@ -26,5 +26,4 @@ namespace nanoinfer {
 // Checks the same invariants as ModelConfig::parse; throws Error naming the file and key.
 ModelConfig config_from_gguf(const GgufLayout& layout);
 
-
 }  // namespace nanoinfer

@@ -23,7 +23,9 @@ size_t page_size() {
   return page;
 }
 
-size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
 
 // madvise's synchronous huge-page collapse: Linux 6.1's ABI value (glibc 2.36's headers do not
 // name it); an older kernel refuses it with EINVAL, and the advice is dropped.
@@ -73,21 +75,28 @@ void narrow(const float* src, std::byte* dst, size_t n, DType type) {
       }
       return;
     }
-    default: break;
+    default:
+      break;
   }
   fail("kv cache: unsupported element type {}", dtype_name(type));
 }
 
 }  // namespace
 
-bool is_kv_type(DType type) { return type == DType::F32 || type == DType::BF16 || type == DType::F16; }
+bool is_kv_type(DType type) {
+  return type == DType::F32 || type == DType::BF16 || type == DType::F16;
+}
 
 const char* kv_type_name(DType type) {
   switch (type) {
-    case DType::F32: return "f32";
-    case DType::BF16: return "bf16";
-    case DType::F16: return "f16";
-    default: return "?";
+    case DType::F32:
+      return "f32";
+    case DType::BF16:
+      return "bf16";
+    case DType::F16:
+      return "f16";
+    default:
+      return "?";
   }
 }
 
@@ -100,8 +109,7 @@ std::optional<DType> kv_type_from_name(std::string_view name) {
 KvCache::KvCache(size_t n_layers, size_t capacity, size_t kv_dim, DType type, Pages pages)
     : n_layers_(n_layers), capacity_(capacity), kv_dim_(kv_dim), type_(type), appends_(n_layers, 0) {
   if (n_layers == 0 || capacity == 0 || kv_dim == 0) {
-    fail("kv cache: layers ({}), capacity ({}) and kv_dim ({}) must all be positive", n_layers, capacity,
-         kv_dim);
+    fail("kv cache: layers ({}), capacity ({}) and kv_dim ({}) must all be positive", n_layers, capacity, kv_dim);
   }
   if (!is_kv_type(type)) fail("kv cache: unsupported element type {}", dtype_name(type));
   const size_t row = kv_dim * dtype_size(type);
@@ -128,7 +136,9 @@ KvCache::KvCache(size_t n_layers, size_t capacity, size_t kv_dim, DType type, Pa
   base_ = static_cast<std::byte*>(p) + (huge ? round_up(addr, kHugePage) - addr : 0);
 }
 
-KvCache::KvCache(KvCache&& o) noexcept { *this = std::move(o); }
+KvCache::KvCache(KvCache&& o) noexcept {
+  *this = std::move(o);
+}
 
 KvCache& KvCache::operator=(KvCache&& o) noexcept {
   if (this == &o) return *this;
@@ -160,7 +170,9 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
   return *this;
 }
 
-KvCache::~KvCache() { release(); }
+KvCache::~KvCache() {
+  release();
+}
 
 void KvCache::release() noexcept {
   if (map_) ::munmap(map_, map_bytes_);
@@ -168,7 +180,9 @@ void KvCache::release() noexcept {
   base_ = nullptr;
 }
 
-size_t KvCache::committed_bytes() const { return 2 * n_layers_ * writable_; }
+size_t KvCache::committed_bytes() const {
+  return 2 * n_layers_ * writable_;
+}
 
 // Past kHugeAfter positions: the regions become transparent huge pages (advice: without THP
 // they stay small pages), committed from now on in whole huge pages; the huge pages holding
@@ -190,10 +204,11 @@ void KvCache::grow(size_t positions) {
     const uint64_t more = 2 * n_layers_ * static_cast<uint64_t>(to - from);
     const uint64_t available = available_memory();
     if (available != 0 && more > available) {
-      fail("the KV cache needs {:.1f} MiB more for positions up to {} ({} bytes per position, {}), but only "
-           "{:.1f} MiB of memory are available: use a shorter context or a smaller --kv-type",
-           static_cast<double>(more) / (1 << 20), target, bytes_per_position(), kv_type_name(type_),
-           static_cast<double>(available) / (1 << 20));
+      fail(
+          "the KV cache needs {:.1f} MiB more for positions up to {} ({} bytes per position, {}), but only "
+          "{:.1f} MiB of memory are available: use a shorter context or a smaller --kv-type",
+          static_cast<double>(more) / (1 << 20), target, bytes_per_position(), kv_type_name(type_),
+          static_cast<double>(available) / (1 << 20));
     }
     for (size_t i = 0; i < 2 * n_layers_; ++i) {
       if (::mprotect(region(i) + from, to - from, PROT_READ | PROT_WRITE) != 0) {

@@ -10,7 +10,9 @@ namespace {
 constexpr size_t kRowGrain = 16;
 static_assert(kGateUpBlock % kRowGrain == 0, "gate/up blocks keep kernel tiles full");
 
-bool quantized(WeightType type) { return weight_type_info(type).quantized; }
+bool quantized(WeightType type) {
+  return weight_type_info(type).quantized;
+}
 
 // The input of a product as the kernels read it: the floats and, when a quantized matrix
 // reads them, the activations quantized once for every thread and every matrix of the call.

@@ -56,8 +56,8 @@ constexpr std::array<TensorRow, 14> kLayerTensors{{
 // Outside the layers: the embedding first, then (after the layers) the final norm and the
 // head. Tied embeddings reuse embed_tokens for the logits; some exports still store a copy,
 // which is accepted when its shape is right.
-constexpr TensorRow kEmbedding{"model.embed_tokens.weight", "token_embd.weight", Dim::Vocab, Dim::Hidden,
-                               R::Embedding, S::Embed};
+constexpr TensorRow kEmbedding{
+    "model.embed_tokens.weight", "token_embd.weight", Dim::Vocab, Dim::Hidden, R::Embedding, S::Embed};
 constexpr std::array<TensorRow, 2> kOutputTensors{{
     {"model.norm.weight", "output_norm.weight", Dim::Hidden, Dim::None, R::Norm, S::FinalNorm},
     {"lm_head.weight", "output.weight", Dim::Vocab, Dim::Hidden, R::Output, S::LmHead},
@@ -65,8 +65,8 @@ constexpr std::array<TensorRow, 2> kOutputTensors{{
 
 // A Llama 3 GGUF file carries its RoPE scaling as a divisor per frequency (llama.cpp computes it
 // from the config's rope_scaling when converting); a Hugging Face directory has no such tensor.
-constexpr TensorRow kRopeFreqs{"rope_freqs.weight", "rope_freqs.weight", Dim::HalfHeadDim, Dim::None, R::Rope,
-                               S::RopeFreqs, Llama};
+constexpr TensorRow kRopeFreqs{
+    "rope_freqs.weight", "rope_freqs.weight", Dim::HalfHeadDim, Dim::None, R::Rope, S::RopeFreqs, Llama};
 
 constexpr std::array<TensorRow, 4> kGlobalTensors{kEmbedding, kRopeFreqs, kOutputTensors[0], kOutputTensors[1]};
 
@@ -102,14 +102,22 @@ std::optional<std::string> map_name(std::string_view name, bool to_gguf) {
 std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg) {
   const auto size = [&](Dim d) -> uint64_t {
     switch (d) {
-      case Dim::None: return 0;
-      case Dim::Hidden: return static_cast<uint64_t>(cfg.hidden_size);
-      case Dim::QDim: return static_cast<uint64_t>(cfg.q_dim());
-      case Dim::HeadDim: return static_cast<uint64_t>(cfg.head_dim());
-      case Dim::HalfHeadDim: return static_cast<uint64_t>(cfg.head_dim() / 2);
-      case Dim::KvDim: return static_cast<uint64_t>(cfg.kv_dim());
-      case Dim::Inter: return static_cast<uint64_t>(cfg.intermediate_size);
-      case Dim::Vocab: return static_cast<uint64_t>(cfg.vocab_size);
+      case Dim::None:
+        return 0;
+      case Dim::Hidden:
+        return static_cast<uint64_t>(cfg.hidden_size);
+      case Dim::QDim:
+        return static_cast<uint64_t>(cfg.q_dim());
+      case Dim::HeadDim:
+        return static_cast<uint64_t>(cfg.head_dim());
+      case Dim::HalfHeadDim:
+        return static_cast<uint64_t>(cfg.head_dim() / 2);
+      case Dim::KvDim:
+        return static_cast<uint64_t>(cfg.kv_dim());
+      case Dim::Inter:
+        return static_cast<uint64_t>(cfg.intermediate_size);
+      case Dim::Vocab:
+        return static_cast<uint64_t>(cfg.vocab_size);
     }
     return 0;
   };
@@ -134,9 +142,13 @@ std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg) {
   return m;
 }
 
-std::optional<std::string> hf_name_from_gguf(std::string_view gguf_name) { return map_name(gguf_name, false); }
+std::optional<std::string> hf_name_from_gguf(std::string_view gguf_name) {
+  return map_name(gguf_name, false);
+}
 
-std::optional<std::string> gguf_name_from_hf(std::string_view hf_name) { return map_name(hf_name, true); }
+std::optional<std::string> gguf_name_from_hf(std::string_view hf_name) {
+  return map_name(hf_name, true);
+}
 
 uint64_t ModelConfig::parameter_count() const {
   uint64_t n = 0;
@@ -185,8 +197,8 @@ std::vector<std::string> manifest_problems(const std::vector<TensorSpec>& manife
     const auto it = by_name.find(spec.name);
     if (it == by_name.end()) {
       if (spec.required)
-        problems.push_back(fmt::format("missing tensor '{}' (expected shape [{}])", spec.name,
-                                       fmt::join(spec.shape, ", ")));
+        problems.push_back(
+            fmt::format("missing tensor '{}' (expected shape [{}])", spec.name, fmt::join(spec.shape, ", ")));
       continue;
     }
     const auto declared = block_types.find(spec.name);
@@ -209,24 +221,24 @@ std::vector<std::string> manifest_problems(const std::vector<TensorSpec>& manife
     if (it->second->shape != shape) {
       // U8 without a declaration is most likely a quantized file whose metadata was lost.
       const bool undeclared_u8 = !block && it->second->dtype == DType::U8;
-      problems.push_back(fmt::format("tensor '{}': expected shape [{}]{}, found [{}]{}", spec.name,
-                                     fmt::join(shape, ", "),
-                                     block ? fmt::format(" (bytes of {} blocks)", weight_type_info(*block).gguf_name) : "",
-                                     fmt::join(it->second->shape, ", "),
-                                     undeclared_u8 ? " of U8 (U8 blocks need a type in __metadata__ "
-                                                     "\"nanoinfer.weight_types\")"
-                                                   : ""));
+      problems.push_back(
+          fmt::format("tensor '{}': expected shape [{}]{}, found [{}]{}", spec.name, fmt::join(shape, ", "),
+                      block ? fmt::format(" (bytes of {} blocks)", weight_type_info(*block).gguf_name) : "",
+                      fmt::join(it->second->shape, ", "),
+                      undeclared_u8 ? " of U8 (U8 blocks need a type in __metadata__ "
+                                      "\"nanoinfer.weight_types\")"
+                                    : ""));
     }
   }
   for (const auto& t : tensors)
     if (!expected.contains(t.name))
-      problems.push_back(fmt::format("unexpected tensor '{}' (shape [{}]) not in the manifest",
-                                     t.name, fmt::join(t.shape, ", ")));
+      problems.push_back(
+          fmt::format("unexpected tensor '{}' (shape [{}]) not in the manifest", t.name, fmt::join(t.shape, ", ")));
   for (const auto& [name, type] : block_types) {
     const char* where = !expected.contains(name) ? "the manifest" : !by_name.contains(name) ? "the file" : nullptr;
     if (where != nullptr)
-      problems.push_back(fmt::format("tensor '{}' is declared {} but is not in {}", name,
-                                     weight_type_info(type).gguf_name, where));
+      problems.push_back(
+          fmt::format("tensor '{}' is declared {} but is not in {}", name, weight_type_info(type).gguf_name, where));
   }
   return problems;
 }

@@ -19,8 +19,26 @@ namespace nanoinfer {
 enum class TensorRole { Embedding, Attention, Mlp, Norm, Output, Rope };
 
 // Which field of the loaded model a tensor fills (src/model/weights.h).
-enum class TensorSlot { Embed, AttnNorm, Q, QBias, QNorm, K, KBias, KNorm, V, VBias, O, FfnNorm, Gate, Up, Down, FinalNorm, LmHead,
-                        RopeFreqs };
+enum class TensorSlot {
+  Embed,
+  AttnNorm,
+  Q,
+  QBias,
+  QNorm,
+  K,
+  KBias,
+  KNorm,
+  V,
+  VBias,
+  O,
+  FfnNorm,
+  Gate,
+  Up,
+  Down,
+  FinalNorm,
+  LmHead,
+  RopeFreqs
+};
 
 struct TensorSpec {
   std::string name;             // Hugging Face's: "model.layers.3.self_attn.q_proj.weight"
@@ -29,8 +47,8 @@ struct TensorSpec {
                                 // Llama's rope_freqs.weight (GGUF only: Llama 3's scaling as factors)
   TensorRole role;
   TensorSlot slot;
-  int layer = -1;               // -1 outside the layers
-  std::string gguf_name;        // llama.cpp's, in GGUF files: "blk.3.attn_q.weight"
+  int layer = -1;         // -1 outside the layers
+  std::string gguf_name;  // llama.cpp's, in GGUF files: "blk.3.attn_q.weight"
   bool is_matrix() const { return shape.size() == 2; }
 };
 

@@ -45,9 +45,7 @@
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 // ---- per-sequence state ---------------------------------------------------------------------
 
@@ -84,15 +82,15 @@ struct Sequence::State {
   const void* owner = nullptr;  // the Model::Impl this sequence belongs to
   size_t vocab = 0;
   KvCache cache;
-  Activations act;            // for its own chunks, and for the batched steps it comes first in
-  std::vector<Part> batch;    // the parts of a batched step it comes first in (reused)
-  std::vector<float> probs;   // [rows][n_heads][keys] attention weights; used only while a tap is set
+  Activations act;           // for its own chunks, and for the batched steps it comes first in
+  std::vector<Part> batch;   // the parts of a batched step it comes first in (reused)
+  std::vector<float> probs;  // [rows][n_heads][keys] attention weights; used only while a tap is set
   // [rows][vocab]: one row, or every position of the largest all_logits request (or batched
   // step it came first in) so far: the caller asked for that much output; grown, never per token.
   std::vector<float> logits;
-  size_t rows = 1;             // logits rows of the last decode step (Sequence::logits)
+  size_t rows = 1;  // logits rows of the last decode step (Sequence::logits)
   uint64_t positions_pushed = 0;
-  AttentionWork attention;    // attention's scratch (sized for decode at creation) and K/V rows read
+  AttentionWork attention;  // attention's scratch (sized for decode at creation) and K/V rows read
   Tap tap;
 
   void emit(std::string_view name, int layer, size_t pos, size_t n, size_t dim, const float* data) const {
@@ -104,13 +102,27 @@ Sequence::Sequence() : state_(std::make_unique<State>()) {}
 Sequence::Sequence(Sequence&&) noexcept = default;
 Sequence& Sequence::operator=(Sequence&&) noexcept = default;
 Sequence::~Sequence() = default;
-KvCache& Sequence::cache() { return state_->cache; }
-const KvCache& Sequence::cache() const { return state_->cache; }
-uint64_t Sequence::positions_pushed() const { return state_->positions_pushed; }
-uint64_t Sequence::kv_rows_read() const { return state_->attention.kv_rows_read; }
-uint64_t Sequence::attention_flops() const { return state_->attention.flops; }
-double Sequence::attention_seconds() const { return static_cast<double>(state_->attention.nanoseconds) * 1e-9; }
-void Sequence::set_tap(Tap tap) { state_->tap = std::move(tap); }
+KvCache& Sequence::cache() {
+  return state_->cache;
+}
+const KvCache& Sequence::cache() const {
+  return state_->cache;
+}
+uint64_t Sequence::positions_pushed() const {
+  return state_->positions_pushed;
+}
+uint64_t Sequence::kv_rows_read() const {
+  return state_->attention.kv_rows_read;
+}
+uint64_t Sequence::attention_flops() const {
+  return state_->attention.flops;
+}
+double Sequence::attention_seconds() const {
+  return static_cast<double>(state_->attention.nanoseconds) * 1e-9;
+}
+void Sequence::set_tap(Tap tap) {
+  state_->tap = std::move(tap);
+}
 
 // ---- the model ------------------------------------------------------------------------------
 
@@ -259,9 +271,10 @@ struct Model::Impl {
     const size_t at = first_beyond(data, p.n * dim, kF16Overflow);
     if (at == p.n * dim) return;
     if (!std::isfinite(data[at])) require_finite({&p, 1}, name, layer, data, p.n, dim);
-    fail("activation in layer {} beyond the f16 KV cache's range ({} at position {} is {:.3g}, the largest f16 is "
-         "65504): the model's weights overflow or are corrupt (--kv-type bf16 holds it)",
-         layer, name, p.pos + at / dim, data[at]);
+    fail(
+        "activation in layer {} beyond the f16 KV cache's range ({} at position {} is {:.3g}, the largest f16 is "
+        "65504): the model's weights overflow or are corrupt (--kv-type bf16 holds it)",
+        layer, name, p.pos + at / dim, data[at]);
   }
   // The smallest magnitude that rounds to infinity in f16 (65504 + half its last step of 32).
   static constexpr float kF16Overflow = 65519.99f;
@@ -323,7 +336,8 @@ struct Model::Impl {
     for (const StepPart& p : parts) {
       if (p.out == 0) continue;
       const size_t first = p.row + p.n - p.out;  // >= m: rows are packed toward the front only
-      rmsnorm(a.x.data() + first * H, w.final_norm, static_cast<float>(cfg.rms_norm_eps), a.xb.data() + m * H, p.out, H);
+      rmsnorm(a.x.data() + first * H, w.final_norm, static_cast<float>(cfg.rms_norm_eps), a.xb.data() + m * H, p.out,
+              H);
       p.seq->emit("final_norm", -1, p.pos + (p.n - p.out), p.out, H, a.xb.data() + m * H);
       m += p.out;
     }
@@ -362,28 +376,47 @@ Model Model::load(const ModelConfig& cfg, const WeightSource& weights, const Mod
   // RoPE's frequencies: the plain rule, scaled by the config's rope_scaling (Llama 3) or, in a
   // Llama GGUF file, divided by its rope_freqs tensor (the same scaling, as llama.cpp stores it).
   const auto* freqs = impl->w.rope_freqs;
-  std::vector<double> inv_freq =
-      rope_inv_freq(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta, freqs != nullptr ? std::nullopt : cfg.rope_scaling);
+  std::vector<double> inv_freq = rope_inv_freq(static_cast<size_t>(cfg.head_dim()), cfg.rope_theta,
+                                               freqs != nullptr ? std::nullopt : cfg.rope_scaling);
   for (size_t i = 0; freqs != nullptr && i < inv_freq.size(); ++i) {
-    if (!(freqs[i] > 0.0f)) fail("tensor 'rope_freqs.weight': element {} is {}, expected a positive divisor", i, freqs[i]);
+    if (!(freqs[i] > 0.0f))
+      fail("tensor 'rope_freqs.weight': element {} is {}, expected a positive divisor", i, freqs[i]);
     inv_freq[i] /= static_cast<double>(freqs[i]);
   }
   impl->rope = Rope(inv_freq, resolved.max_context);
   return Model(std::move(impl));
 }
 
-const ModelConfig& Model::config() const { return impl_->cfg; }
-const ModelOptions& Model::options() const { return impl_->opts; }
-size_t Model::vocab_size() const { return impl_->vocab(); }
-size_t Model::max_context() const { return impl_->opts.max_context; }
+const ModelConfig& Model::config() const {
+  return impl_->cfg;
+}
+const ModelOptions& Model::options() const {
+  return impl_->opts;
+}
+size_t Model::vocab_size() const {
+  return impl_->vocab();
+}
+size_t Model::max_context() const {
+  return impl_->opts.max_context;
+}
 WeightType Model::weight_type() const {
   return impl_->w.layers.empty() ? impl_->w.embed.type : impl_->w.layers[0].qkv.parts[0].type;  // q's type
 }
-WeightType Model::embedding_type() const { return impl_->w.embed.type; }
-uint64_t Model::positions_pushed() const { return impl_->positions_pushed.load(std::memory_order_relaxed); }
-size_t Model::bytes_per_token() const { return impl_->w.bytes_per_token; }
-uint64_t Model::barriers() const { return impl_->pool.joins(); }
-uint64_t Model::pool_chunks() const { return impl_->pool.chunks(); }
+WeightType Model::embedding_type() const {
+  return impl_->w.embed.type;
+}
+uint64_t Model::positions_pushed() const {
+  return impl_->positions_pushed.load(std::memory_order_relaxed);
+}
+size_t Model::bytes_per_token() const {
+  return impl_->w.bytes_per_token;
+}
+uint64_t Model::barriers() const {
+  return impl_->pool.joins();
+}
+uint64_t Model::pool_chunks() const {
+  return impl_->pool.chunks();
+}
 uint64_t Model::product_flops() const {
   const std::lock_guard<std::mutex> lock(impl_->pool_busy);
   return impl_->product_work.flops;
@@ -392,8 +425,12 @@ uint64_t Model::activation_bytes() const {
   const std::lock_guard<std::mutex> lock(impl_->pool_busy);
   return impl_->product_work.activation_bytes;
 }
-size_t Model::weight_bytes() const { return impl_->w.weight_bytes; }
-int Model::threads() const { return impl_->opts.threads; }
+size_t Model::weight_bytes() const {
+  return impl_->w.weight_bytes;
+}
+int Model::threads() const {
+  return impl_->opts.threads;
+}
 
 std::vector<TunedShape> Model::tune(const TuneOptions& options) const {
   const std::lock_guard<std::mutex> lock(impl_->pool_busy);
@@ -403,7 +440,8 @@ std::vector<TunedShape> Model::tune(const TuneOptions& options) const {
 Sequence Model::new_sequence(size_t max_seq) const {
   const Impl& m = *impl_;
   if (max_seq > m.opts.max_context) {
-    fail("a sequence of {} positions exceeds the model's context of {} (raise max_context)", max_seq, m.opts.max_context);
+    fail("a sequence of {} positions exceeds the model's context of {} (raise max_context)", max_seq,
+         m.opts.max_context);
   }
   Sequence seq;
   Sequence::State& s = *seq.state_;
@@ -421,7 +459,9 @@ std::span<const float> Model::forward(std::span<const int32_t> tokens, Sequence&
   return push(tokens, seq, all_logits, true);
 }
 
-void Model::forward_hidden(std::span<const int32_t> tokens, Sequence& seq) const { push(tokens, seq, true, false); }
+void Model::forward_hidden(std::span<const int32_t> tokens, Sequence& seq) const {
+  push(tokens, seq, true, false);
+}
 
 std::span<const float> Model::push(std::span<const int32_t> tokens, Sequence& seq, bool all_logits, bool head) const {
   const Impl& m = *impl_;
@@ -451,7 +491,8 @@ std::span<const float> Model::push(std::span<const int32_t> tokens, Sequence& se
     // Intermediate chunks produce logits only when all of them were asked for.
     const size_t rows = all_logits ? count : (last ? 1 : 0);
     const Sequence::State::Part chunk{&s, 0, count, cache.length(), rows};
-    m.step(s.act, {&chunk, 1}, tokens.data() + begin, count, head ? s.logits.data() + (all_logits ? begin * V : 0) : nullptr);
+    m.step(s.act, {&chunk, 1}, tokens.data() + begin, count,
+           head ? s.logits.data() + (all_logits ? begin * V : 0) : nullptr);
   }
   if (!head) return {};
   return {s.logits.data(), out_rows * V};
@@ -469,9 +510,11 @@ void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tok
 
 void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, std::span<const size_t> counts,
                    std::span<const size_t> outputs) const {
-  if (outputs.size() != counts.size()) fail("decode: {} token counts but {} output counts", counts.size(), outputs.size());
+  if (outputs.size() != counts.size())
+    fail("decode: {} token counts but {} output counts", counts.size(), outputs.size());
   for (size_t b = 0; b < outputs.size(); ++b) {
-    if (outputs[b] > counts[b]) fail("decode: sequence {} asks for {} logits rows of its {} tokens", b, outputs[b], counts[b]);
+    if (outputs[b] > counts[b])
+      fail("decode: sequence {} asks for {} logits rows of its {} tokens", b, outputs[b], counts[b]);
   }
   if (seqs.size() != counts.size()) fail("decode: {} sequences but {} token counts", seqs.size(), counts.size());
   size_t total = 0;
@@ -483,7 +526,9 @@ void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tok
   decode_rows(seqs, tokens, counts.data(), outputs.data());
 }
 
-uint64_t Model::passes() const { return impl_->passes.load(std::memory_order_relaxed); }
+uint64_t Model::passes() const {
+  return impl_->passes.load(std::memory_order_relaxed);
+}
 
 // counts: the tokens of each sequence, or null for one each; outputs: the logits rows of each
 // (its last), or null for all of its rows.

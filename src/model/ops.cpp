@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <vector>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numbers>
-#include <cstring>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "nanoinfer/error.h"
@@ -160,10 +160,17 @@ void attention(const Compute& c, const AttentionShape& shape, const float* q, co
   const size_t elem = dtype_size(kv.type);
   kernels::AttentionTileFn fn = nullptr;
   switch (kv.type) {
-    case DType::F32: fn = c.k->attention.f32; break;
-    case DType::BF16: fn = c.k->attention.bf16; break;
-    case DType::F16: fn = c.k->attention.f16; break;
-    default: fail("attention: unsupported cache element type {}", dtype_name(kv.type));
+    case DType::F32:
+      fn = c.k->attention.f32;
+      break;
+    case DType::BF16:
+      fn = c.k->attention.bf16;
+      break;
+    case DType::F16:
+      fn = c.k->attention.f16;
+      break;
+    default:
+      fail("attention: unsupported cache element type {}", dtype_name(kv.type));
   }
   AttentionWork local;
   AttentionWork& w = work ? *work : local;

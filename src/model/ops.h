@@ -113,7 +113,7 @@ struct AttentionWork {
   // Work counter: FLOPs of the causal (query head, key) pairs, 4 head_dim each (the score's
   // multiply-adds and the weighted sum's): query row t at position pos0 + t sees pos0 + t + 1 keys.
   uint64_t flops = 0;
-  uint64_t nanoseconds = 0;    // wall time in attention, for `bench generate` (the model times it)
+  uint64_t nanoseconds = 0;  // wall time in attention, for `bench generate` (the model times it)
 };
 size_t attention_scratch_size(const Compute& c, const AttentionShape& shape, size_t n, size_t pos0);
 void attention(const Compute& c, const AttentionShape& shape, const float* q, const KvView& kv, float* out, size_t n,

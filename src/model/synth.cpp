@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "base/output_files.h"
+#include "model/manifest.h"
 #include "nanoinfer/atomic_write.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/splitmix64.h"
-#include "model/manifest.h"
 
 namespace nanoinfer {
 
@@ -32,8 +32,7 @@ uint64_t fnv1a(std::string_view s) {
 // The sum is an exact integer and the scaling one multiply, so results are bit-reproducible.
 float standard_normal(SplitMix64& rng) {
   const uint64_t r = rng.next();
-  const int64_t sum =
-      static_cast<int64_t>((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48));
+  const int64_t sum = static_cast<int64_t>((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48));
   constexpr double kMean = 4 * 32767.5;
   constexpr double kInvStd = 1.0 / 37837.2277;  // sqrt(4 * (65536^2 - 1) / 12)
   return static_cast<float>((static_cast<double>(sum) - kMean) * kInvStd);
@@ -111,9 +110,10 @@ void require_new_model_dir(const std::filesystem::path& dir) {
   }
   std::error_code ec;
   if (!std::filesystem::is_empty(dir, ec) || ec) {
-    fail("{}: already exists and is not empty; synth writes a new model directory (remove it or choose another "
-         "--out)",
-         dir.string());
+    fail(
+        "{}: already exists and is not empty; synth writes a new model directory (remove it or choose another "
+        "--out)",
+        dir.string());
   }
 }
 
@@ -126,9 +126,8 @@ uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::
   return writer.data_bytes();
 }
 
-uint64_t synth_model_dir(const std::filesystem::path& config_json,
-                         const std::filesystem::path& out_dir, const SynthOptions& options,
-                         const WriteProgress& progress) {
+uint64_t synth_model_dir(const std::filesystem::path& config_json, const std::filesystem::path& out_dir,
+                         const SynthOptions& options, const WriteProgress& progress) {
   if (out_dir.empty()) fail("synth: --out is empty; name the model directory to write");
   const ModelConfig cfg = ModelConfig::load(config_json);
   const std::filesystem::path weights = out_dir / "model.safetensors";
@@ -139,10 +138,8 @@ uint64_t synth_model_dir(const std::filesystem::path& config_json,
   // can redirect a write), the files to copy, and room for all of it (the safetensors header,
   // a few KB, is left to the writer's own exact check).
   require_new_model_dir(out_dir);
-  std::vector<std::pair<std::filesystem::path, const char*>> copies = {
-      {config_json, "config.json"}};
-  const auto beside =
-      config_json.has_parent_path() ? config_json.parent_path() : std::filesystem::path(".");
+  std::vector<std::pair<std::filesystem::path, const char*>> copies = {{config_json, "config.json"}};
+  const auto beside = config_json.has_parent_path() ? config_json.parent_path() : std::filesystem::path(".");
   for (const char* name : {"generation_config.json", "tokenizer_config.json"})
     if (path_exists(beside / name)) copies.emplace_back(beside / name, name);
   uint64_t bytes = writer.data_bytes();
@@ -162,8 +159,7 @@ uint64_t synth_model_dir(const std::filesystem::path& config_json,
     if (ec) fail("{}: cannot create directory: {}", out_dir.string(), ec.message());
     // Weights first: an interrupted run leaves no config claiming a model is there.
     writer.write(progress);
-    for (const auto& [from, name] : copies)
-      write_file_atomically(out_dir / name, read_file(from, kMaxConfigFileBytes));
+    for (const auto& [from, name] : copies) write_file_atomically(out_dir / name, read_file(from, kMaxConfigFileBytes));
   } catch (...) {
     undo.run();
     throw;

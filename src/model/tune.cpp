@@ -29,11 +29,19 @@ std::vector<Product> products_of(const ModelWeights& w) {
   if (L > 0) {
     const LayerWeights& l0 = w.layers[0];
     const Weight& q = l0.qkv.parts.front();
-    out.push_back({"qkv", {q.type, l0.qkv.rows, q.cols, false}, false, l0.qkv.rows, L,
+    out.push_back({"qkv",
+                   {q.type, l0.qkv.rows, q.cols, false},
+                   false,
+                   l0.qkv.rows,
+                   L,
                    [&w](const Compute& c, size_t l, const float* x, float* y, float*, size_t n) {
                      linear(c, w.layers[l].qkv, x, y, n);
                    }});
-    out.push_back({"o", {l0.o.type, l0.o.rows, l0.o.cols, false}, false, l0.o.rows, L,
+    out.push_back({"o",
+                   {l0.o.type, l0.o.rows, l0.o.cols, false},
+                   false,
+                   l0.o.rows,
+                   L,
                    [&w](const Compute& c, size_t l, const float* x, float* y, float*, size_t n) {
                      const LayerWeights& lw = w.layers[l];
                      linear(c, lw.o, nullptr, x, y, n);
@@ -41,16 +49,28 @@ std::vector<Product> products_of(const ModelWeights& w) {
     const GateUpWeight& g = l0.gate_up;
     const bool fused = g.fused.data != nullptr;
     const Weight& gm = fused ? g.fused : g.gate;
-    out.push_back({"gate_up", {gm.type, gm.rows, gm.cols, false}, fused, 2 * g.inter, L,
+    out.push_back({"gate_up",
+                   {gm.type, gm.rows, gm.cols, false},
+                   fused,
+                   2 * g.inter,
+                   L,
                    [&w](const Compute& c, size_t l, const float* x, float* y, float* scratch, size_t n) {
                      linear_swiglu(c, w.layers[l].gate_up, x, scratch, y, n);
                    }});
-    out.push_back({"down", {l0.down.type, l0.down.rows, l0.down.cols, false}, false, l0.down.rows, L,
+    out.push_back({"down",
+                   {l0.down.type, l0.down.rows, l0.down.cols, false},
+                   false,
+                   l0.down.rows,
+                   L,
                    [&w](const Compute& c, size_t l, const float* x, float* y, float*, size_t n) {
                      linear(c, w.layers[l].down, nullptr, x, y, n);
                    }});
   }
-  out.push_back({"logits", {w.lm_head.type, w.lm_head.rows, w.lm_head.cols, false}, false, w.lm_head.rows, 1,
+  out.push_back({"logits",
+                 {w.lm_head.type, w.lm_head.rows, w.lm_head.cols, false},
+                 false,
+                 w.lm_head.rows,
+                 1,
                  [&w](const Compute& c, size_t, const float* x, float* y, float*, size_t n) {
                    linear(c, w.lm_head, nullptr, x, y, n);
                  }});
@@ -90,7 +110,8 @@ std::vector<SplitRule> split_candidates(int threads, bool default_splits, bool g
 
 std::vector<TunedShape> tune_products(const Compute& c, const ModelWeights& w, const TuneOptions& options) {
   if (options.rounds < 1) fail("tune: rounds must be >= 1, got {}", options.rounds);
-  if (!(options.min_gain >= 0 && options.min_gain < 1)) fail("tune: min_gain must be in [0, 1), got {}", options.min_gain);
+  if (!(options.min_gain >= 0 && options.min_gain < 1))
+    fail("tune: min_gain must be in [0, 1), got {}", options.min_gain);
   if (!(options.max_p > 0 && options.max_p <= 1)) fail("tune: max_p must be in (0, 1], got {}", options.max_p);
   const int threads = c.pool->size();
   std::vector<TunedShape> results;
@@ -105,7 +126,8 @@ std::vector<TunedShape> tune_products(const Compute& c, const ModelWeights& w, c
       if (prefill && p.name == "logits") continue;
       ProductShape shape = p.shape;
       shape.prefill = prefill;
-      const bool seen = std::any_of(results.begin(), results.end(), [&](const TunedShape& t) { return t.shape == shape; });
+      const bool seen =
+          std::any_of(results.begin(), results.end(), [&](const TunedShape& t) { return t.shape == shape; });
       if (seen) continue;
       const bool default_splits = shape.rows * shape.cols * n >= kMinParallelLinearWork;
       const std::vector<SplitRule> rules = split_candidates(threads, default_splits, p.gate_up);
@@ -115,8 +137,8 @@ std::vector<TunedShape> tune_products(const Compute& c, const ModelWeights& w, c
       for (float& v : x) v = static_cast<float>(static_cast<double>(rng.next() >> 11) * 0x1p-52 - 1.0);
       y.resize(n * p.out_floats);
       scratch.resize(p.name == "gate_up" ? n * p.out_floats : 0);
-      const int default_calls = static_cast<int>(
-          prefill ? std::clamp<size_t>(p.layers, 2, 8) : std::max<size_t>(4 * p.layers, 8));
+      const int default_calls =
+          static_cast<int>(prefill ? std::clamp<size_t>(p.layers, 2, 8) : std::max<size_t>(4 * p.layers, 8));
       const int calls = (prefill ? options.prefill_calls : options.decode_calls) > 0
                             ? (prefill ? options.prefill_calls : options.decode_calls)
                             : default_calls;
@@ -170,11 +192,11 @@ std::vector<TunedShape> tune_products(const Compute& c, const ModelWeights& w, c
       const TuneCandidate& b = t.candidates[t.best];
       t.kept = t.best != 0 && b.p_value <= options.max_p && b.gain_median >= 1 + options.min_gain;
       if (options.progress != nullptr) {
-        options.progress(options.progress_context,
-                         fmt::format("{} {} {}x{} {}: best {} ({:.1f} us vs {:.1f}), {}", p.name,
-                                     weight_type_name(shape.type), shape.rows, shape.cols,
-                                     prefill ? fmt::format("prefill {}", n) : "decode", describe(b.rule),
-                                     b.median_us, d.median_us, t.kept ? "kept" : "not kept"));
+        options.progress(
+            options.progress_context,
+            fmt::format("{} {} {}x{} {}: best {} ({:.1f} us vs {:.1f}), {}", p.name, weight_type_name(shape.type),
+                        shape.rows, shape.cols, prefill ? fmt::format("prefill {}", n) : "decode", describe(b.rule),
+                        b.median_us, d.median_us, t.kept ? "kept" : "not kept"));
       }
       results.push_back(std::move(t));
     }

@@ -9,9 +9,12 @@ namespace nanoinfer {
 
 const char* split_name(SplitRule::Split split) {
   switch (split) {
-    case SplitRule::Split::Auto: return "auto";
-    case SplitRule::Split::Always: return "always";
-    case SplitRule::Split::Never: return "never";
+    case SplitRule::Split::Auto:
+      return "auto";
+    case SplitRule::Split::Always:
+      return "always";
+    case SplitRule::Split::Never:
+      return "never";
   }
   return "?";
 }

@@ -47,7 +47,8 @@ std::vector<std::string> WeightSource::problems(const std::vector<TensorSpec>& m
     const size_t close = open == std::string::npos ? open : problem.find('\'', open + 1);
     if (gguf_names && close != std::string::npos) {
       const std::string hf = problem.substr(open + 1, close - open - 1);
-      if (const auto g = gguf_name_from_hf(hf)) problem.replace(open, close - open + 1, fmt::format("'{}' ({})", *g, hf));
+      if (const auto g = gguf_name_from_hf(hf))
+        problem.replace(open, close - open + 1, fmt::format("'{}' ({})", *g, hf));
     }
     out.push_back(std::move(problem));
   }
@@ -55,15 +56,17 @@ std::vector<std::string> WeightSource::problems(const std::vector<TensorSpec>& m
     // Kept away from the manifest check: a GGUF tensor spelled like a Hugging Face one is still
     // not one the loader maps.
     if (t.name.empty())
-      out.push_back(fmt::format("unexpected tensor '{}' (shape [{}]): not a tensor of any supported architecture", t.file_name,
-                                fmt::join(t.shape, ", ")));
+      out.push_back(fmt::format("unexpected tensor '{}' (shape [{}]): not a tensor of any supported architecture",
+                                t.file_name, fmt::join(t.shape, ", ")));
   }
   return out;
 }
 
 namespace {
 
-void widen_f32(const std::byte* row, float* out, size_t n) { std::memcpy(out, row, n * sizeof(float)); }
+void widen_f32(const std::byte* row, float* out, size_t n) {
+  std::memcpy(out, row, n * sizeof(float));
+}
 void widen_bf16(const std::byte* row, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint16_t h;
@@ -109,10 +112,17 @@ WeightSource safetensors_source(const SafetensorsFile& file) {
     }
     const uint64_t cols = info.shape.empty() ? 1 : info.shape.back();
     switch (info.dtype) {
-      case DType::F32: t.exact = WeightType::F32, t.widen_row = widen_f32; break;
-      case DType::BF16: t.exact = WeightType::BF16, t.widen_row = widen_bf16; break;
-      case DType::F16: t.widen_row = widen_f16; break;
-      default: break;  // rejected by the loader, naming the type
+      case DType::F32:
+        t.exact = WeightType::F32, t.widen_row = widen_f32;
+        break;
+      case DType::BF16:
+        t.exact = WeightType::BF16, t.widen_row = widen_bf16;
+        break;
+      case DType::F16:
+        t.widen_row = widen_f16;
+        break;
+      default:
+        break;  // rejected by the loader, naming the type
     }
     t.row_bytes = static_cast<size_t>(cols * dtype_size(info.dtype));
     src.tensors.push_back(std::move(t));

@@ -25,14 +25,14 @@ struct StoredTensor {
   // Hugging Face name, e.g. "model.layers.0.mlp.up_proj.weight"; empty for a GGUF tensor whose
   // name maps to none (kept for inspect to report; the loader refuses the file).
   std::string name;
-  std::string file_name;        // as named in the file: "blk.0.ffn_up.weight" in GGUF; = name
-  std::vector<uint64_t> shape;  // of the weights, row-major: [rows, cols] for a matrix, [n] for a vector
-  std::string type_name;        // the weights' type, for messages and inspect: "BF16", "Q8_0", "Q4_K", ...
-  std::string stored_type;      // as stored: = type_name, but "U8" for a safetensors block tensor
+  std::string file_name;               // as named in the file: "blk.0.ffn_up.weight" in GGUF; = name
+  std::vector<uint64_t> shape;         // of the weights, row-major: [rows, cols] for a matrix, [n] for a vector
+  std::string type_name;               // the weights' type, for messages and inspect: "BF16", "Q8_0", "Q4_K", ...
+  std::string stored_type;             // as stored: = type_name, but "U8" for a safetensors block tensor
   std::vector<uint64_t> stored_shape;  // as stored: [rows, row_bytes] for a safetensors block tensor
   uint64_t nbytes = 0;
-  size_t row_bytes = 0;                // bytes of one stored row (of shape.back() elements)
-  std::optional<WeightType> exact;     // the stored rows are exactly this weight type's rows
+  size_t row_bytes = 0;             // bytes of one stored row (of shape.back() elements)
+  std::optional<WeightType> exact;  // the stored rows are exactly this weight type's rows
   // Widens one stored row of `n` elements to f32, exactly (dequantizes a block type).
   std::function<void(const std::byte* row, float* out, size_t n)> widen_row;
 };

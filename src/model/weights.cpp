@@ -9,10 +9,10 @@
 #include <string>
 #include <utility>
 
-#include "nanoinfer/error.h"
 #include "kernels/kernels.h"
 #include "model/manifest.h"
 #include "model/quant_scheme.h"
+#include "nanoinfer/error.h"
 
 namespace nanoinfer {
 
@@ -21,7 +21,9 @@ namespace nanoinfer {
 namespace {
 
 constexpr size_t kAlign = 64;  // a cache line, and a whole AVX-512 register
-constexpr size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+constexpr size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
 
 }  // namespace
 
@@ -70,7 +72,9 @@ namespace {
 constexpr size_t kChunkBytes = size_t{8} << 20;
 
 // Every weight of a row (float types) or every block scale (block types) is finite.
-bool rows_finite(WeightType type, const std::byte* row, size_t cols) { return weight_type_info(type).finite_row(row, cols); }
+bool rows_finite(WeightType type, const std::byte* row, size_t cols) {
+  return weight_type_info(type).finite_row(row, cols);
+}
 
 class Loader {
  public:
@@ -79,7 +83,8 @@ class Loader {
       : src_(src), cfg_(cfg), fuse_(fuse), pack_for_(pack_for), target_(target), pool_(pool), out_(out) {
     // llama.cpp's converter permutes a Llama checkpoint's q and k rows for its adjacent-pair
     // RoPE; the forward rotates Hugging Face's half-split pairs, so they are put back.
-    if (src.gguf_names && cfg.architecture == Architecture::Llama) permuted_head_dim_ = static_cast<size_t>(cfg.head_dim());
+    if (src.gguf_names && cfg.architecture == Architecture::Llama)
+      permuted_head_dim_ = static_cast<size_t>(cfg.head_dim());
     for (const StoredTensor& t : src.tensors)
       if (!t.exact || weight_type_info(*t.exact).quantized) quantized_file_ = true;
   }
@@ -304,7 +309,8 @@ class Loader {
   const StoredTensor& checked(const std::string& name) const {
     const StoredTensor* t = src_.find(name);
     if (t == nullptr) fail("{}: missing tensor '{}'", src_.path.string(), name);
-    if (!t->widen_row) fail("{}: tensor '{}': expected F32, BF16 or F16, found {}", src_.path.string(), name, t->type_name);
+    if (!t->widen_row)
+      fail("{}: tensor '{}': expected F32, BF16 or F16, found {}", src_.path.string(), name, t->type_name);
     return *t;
   }
 
@@ -372,22 +378,50 @@ ModelWeights load_weights(const WeightSource& src, const ModelConfig& cfg, std::
       return b;
     };
     switch (spec->slot) {
-      case S::Embed: w.embed = load.matrix(*spec, cfg.tie_word_embeddings); break;
-      case S::LmHead: w.lm_head = load.matrix(*spec); break;
-      case S::FinalNorm: w.final_norm = load.vector(*spec); break;
-      case S::RopeFreqs: w.rope_freqs = load.vector(*spec, false); break;
-      case S::AttnNorm: L->attn_norm = load.vector(*spec); break;
+      case S::Embed:
+        w.embed = load.matrix(*spec, cfg.tie_word_embeddings);
+        break;
+      case S::LmHead:
+        w.lm_head = load.matrix(*spec);
+        break;
+      case S::FinalNorm:
+        w.final_norm = load.vector(*spec);
+        break;
+      case S::RopeFreqs:
+        w.rope_freqs = load.vector(*spec, false);
+        break;
+      case S::AttnNorm:
+        L->attn_norm = load.vector(*spec);
+        break;
       case S::Q:
         L->qkv = load.stacked({other(S::Q), other(S::K), other(S::V)}, biases());
         break;
-      case S::QNorm: L->q_norm = load.vector(*spec); break;
-      case S::KNorm: L->k_norm = load.vector(*spec); break;
-      case S::QBias: case S::K: case S::KBias: case S::V: case S::VBias: break;  // with Q
-      case S::O: L->o = load.matrix(*spec); break;
-      case S::FfnNorm: L->ffn_norm = load.vector(*spec); break;
-      case S::Gate: L->gate_up = load.gate_up(*other(S::Gate), *other(S::Up)); break;
-      case S::Up: break;  // with Gate
-      case S::Down: L->down = load.matrix(*spec); break;
+      case S::QNorm:
+        L->q_norm = load.vector(*spec);
+        break;
+      case S::KNorm:
+        L->k_norm = load.vector(*spec);
+        break;
+      case S::QBias:
+      case S::K:
+      case S::KBias:
+      case S::V:
+      case S::VBias:
+        break;  // with Q
+      case S::O:
+        L->o = load.matrix(*spec);
+        break;
+      case S::FfnNorm:
+        L->ffn_norm = load.vector(*spec);
+        break;
+      case S::Gate:
+        L->gate_up = load.gate_up(*other(S::Gate), *other(S::Up));
+        break;
+      case S::Up:
+        break;  // with Gate
+      case S::Down:
+        L->down = load.matrix(*spec);
+        break;
     }
   }
   if (cfg.tie_word_embeddings) w.lm_head = w.embed;

@@ -14,16 +14,16 @@
 // Matrices that read the same input are laid out for one product (model/linear.h): q, k and
 // v rows one after another with their biases concatenated, gate and up rows interleaved in
 // blocks of 16; quantized matrices are then packed for the kernel table's packed product
-// where it has one (kernels/quant_blocks.h). Only matrices of one type can share a layout; a file that mixes types within
-// a group (GGUF K-quant mixes) keeps that group's matrices apart, as does fuse = false.
+// where it has one (kernels/quant_blocks.h). Only matrices of one type can share a layout; a file that mixes types
+// within a group (GGUF K-quant mixes) keeps that group's matrices apart, as does fuse = false.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <vector>
 
-#include "model/weight_source.h"
 #include "model/linear.h"
+#include "model/weight_source.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/weight_type.h"
@@ -52,21 +52,21 @@ class WeightArena {
 };
 
 struct LayerWeights {
-  const float* attn_norm;  // [hidden]
-  StackedWeight qkv;       // [q_dim + 2 kv_dim][hidden]: q, k, v rows; bias [q_dim + 2 kv_dim] or none
+  const float* attn_norm;         // [hidden]
+  StackedWeight qkv;              // [q_dim + 2 kv_dim][hidden]: q, k, v rows; bias [q_dim + 2 kv_dim] or none
   const float* q_norm = nullptr;  // [head_dim], per-head RMSNorm of q before RoPE (Qwen3), or none
   const float* k_norm = nullptr;  // [head_dim], the same for k
-  Weight o;                // [hidden][q_dim]
-  const float* ffn_norm;   // [hidden]
-  GateUpWeight gate_up;    // [2 inter][hidden]: gate and up rows interleaved in blocks of 16
-  Weight down;             // [hidden][inter]
+  Weight o;                       // [hidden][q_dim]
+  const float* ffn_norm;          // [hidden]
+  GateUpWeight gate_up;           // [2 inter][hidden]: gate and up rows interleaved in blocks of 16
+  Weight down;                    // [hidden][inter]
 };
 
 struct ModelWeights {
-  WeightArena arena;        // everything below points into it
-  Weight embed;             // [vocab][hidden]
-  Weight lm_head;           // [vocab][hidden]; the same memory as embed when tied
-  const float* final_norm;  // [hidden]
+  WeightArena arena;                  // everything below points into it
+  Weight embed;                       // [vocab][hidden]
+  Weight lm_head;                     // [vocab][hidden]; the same memory as embed when tied
+  const float* final_norm;            // [hidden]
   const float* rope_freqs = nullptr;  // [head_dim / 2]: a Llama GGUF file's RoPE divisors, or none
   std::vector<LayerWeights> layers;
   size_t weight_bytes = 0;     // all weights as held

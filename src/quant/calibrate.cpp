@@ -21,16 +21,22 @@ std::optional<std::pair<std::string, int>> input_tap(const TensorSpec& spec, boo
   switch (spec.slot) {
     case TensorSlot::Q:
     case TensorSlot::K:
-    case TensorSlot::V: return std::pair{std::string("attn_norm"), spec.layer};
-    case TensorSlot::O: return std::pair{std::string("attn_out"), spec.layer};
+    case TensorSlot::V:
+      return std::pair{std::string("attn_norm"), spec.layer};
+    case TensorSlot::O:
+      return std::pair{std::string("attn_out"), spec.layer};
     case TensorSlot::Gate:
-    case TensorSlot::Up: return std::pair{std::string("ffn_norm"), spec.layer};
-    case TensorSlot::Down: return std::pair{std::string("ffn_act"), spec.layer};
-    case TensorSlot::LmHead: return std::pair{std::string("final_norm"), -1};
+    case TensorSlot::Up:
+      return std::pair{std::string("ffn_norm"), spec.layer};
+    case TensorSlot::Down:
+      return std::pair{std::string("ffn_act"), spec.layer};
+    case TensorSlot::LmHead:
+      return std::pair{std::string("final_norm"), -1};
     case TensorSlot::Embed:
       if (tied_embeddings) return std::pair{std::string("final_norm"), -1};
       return std::nullopt;
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -26,7 +26,7 @@ struct Calibration {
   // (tap name, layer) -> sum over tokens of x x^T, its lower triangle packed (quant/gptq.h:
   // gram_at); only when asked for.
   std::map<std::pair<std::string, int>, std::vector<float>> gram;
-  uint64_t tokens = 0;   // positions run
+  uint64_t tokens = 0;  // positions run
   size_t windows = 0;
   size_t ctx = 0;
   Isa isa = Isa::Scalar;  // the model's kernels, which made the Gram matrices (and factor them)

@@ -5,10 +5,10 @@
 
 #include "kernels/kernels.h"
 #include "model/linear.h"
-#include "quant/quantize.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/isa.h"
+#include "quant/quantize.h"
 
 namespace nanoinfer {
 namespace {
@@ -40,7 +40,8 @@ void cholesky_lower(float* a, size_t n, const Compute& c, const std::function<vo
     for (size_t j = 0; j < nb; ++j) {
       double s = d[j * nb + j];
       for (size_t k = 0; k < j; ++k) s -= d[j * nb + k] * d[j * nb + k];
-      if (!(s > 0)) fail("gptq: the calibration inputs' Gram matrix is not positive definite (pivot {} is {})", k0 + j, s);
+      if (!(s > 0))
+        fail("gptq: the calibration inputs' Gram matrix is not positive definite (pivot {} is {})", k0 + j, s);
       d[j * nb + j] = std::sqrt(s);
       for (size_t i = j + 1; i < nb; ++i) {
         double t = d[i * nb + j];
@@ -87,13 +88,13 @@ void cholesky_lower(float* a, size_t n, const Compute& c, const std::function<vo
 
 }  // namespace
 
-void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch,
-                     ThreadPool& pool, Isa isa) {
+void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch, ThreadPool& pool,
+                     Isa isa) {
   if (n == 0) return;
   const size_t strip = std::min(dim, kStrip);
   scratch.resize(dim * n + strip * dim);
-  float* xt = scratch.data();      // [dim][n]
-  float* g = xt + dim * n;         // [strip][<= dim]
+  float* xt = scratch.data();  // [dim][n]
+  float* g = xt + dim * n;     // [strip][<= dim]
   for (size_t t = 0; t < n; ++t)
     for (size_t c = 0; c < dim; ++c) xt[c * n + t] = x[t * dim + c];
   // As products y = W x with W = X^T ([dim] rows of n) and the "tokens" the rows of X^T:
@@ -113,8 +114,7 @@ void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector
   }
 }
 
-GptqFactor gptq_factor(const float* h, size_t n, ThreadPool& pool, Isa isa,
-                       const std::function<void()>& check) {
+GptqFactor gptq_factor(const float* h, size_t n, ThreadPool& pool, Isa isa, const std::function<void()>& check) {
   double mean_diag = 0;
   for (size_t i = 0; i < n; ++i) mean_diag += h[gram_at(i, i)];
   mean_diag /= static_cast<double>(n);
@@ -132,7 +132,8 @@ GptqFactor gptq_factor(const float* h, size_t n, ThreadPool& pool, Isa isa,
       for (size_t tj = 0; tj <= ti; ++tj)
         for (size_t i = ti * kTile; i < std::min(n, (ti + 1) * kTile); ++i)
           for (size_t j = tj * kTile; j < std::min(i + 1, (tj + 1) * kTile); ++j)
-            l[i * n + j] = static_cast<float>(static_cast<double>(h[gram_at(n - 1 - j, n - 1 - i)]) + (i == j ? damp : 0.0));
+            l[i * n + j] =
+                static_cast<float>(static_cast<double>(h[gram_at(n - 1 - j, n - 1 - i)]) + (i == j ? damp : 0.0));
   });
   const Compute compute{&pool, &kernels::table(isa)};
   cholesky_lower(l.data(), n, compute, check);

@@ -22,8 +22,8 @@
 // is chosen from the weights as the paper's sweep has them at that point (every earlier
 // column's correction applied; in the form above, the block swept once with q = w'), by the
 // importance-weighted search of quant/quantize.h with importances diag(H); then the block's
-// columns are rounded to it one at a time, each error feeding the later columns as above. Rows are independent (the sweep
-// of one row never reads another), so rows are split across threads in tiles.
+// columns are rounded to it one at a time, each error feeding the later columns as above. Rows are independent (the
+// sweep of one row never reads another), so rows are split across threads in tiles.
 //
 // H is damped by 1% of its mean diagonal before factoring (as GPTQ does), which keeps the
 // factorization stable when some inputs are (nearly) constant or never seen. The
@@ -46,14 +46,18 @@ namespace nanoinfer {
 // A Gram matrix H (symmetric) is held as its lower triangle packed by rows: H[a][b], b <= a,
 // at gram_at(a, b); gram_packed_size(dim) floats in all, half the square (for Qwen2.5-0.5B
 // 1.2 GB over its 97 inputs instead of 2.3 GB).
-inline size_t gram_packed_size(size_t dim) { return dim * (dim + 1) / 2; }
-inline size_t gram_at(size_t a, size_t b) { return a * (a + 1) / 2 + b; }
+inline size_t gram_packed_size(size_t dim) {
+  return dim * (dim + 1) / 2;
+}
+inline size_t gram_at(size_t a, size_t b) {
+  return a * (a + 1) / 2 + b;
+}
 
 // H += X^T X for x: [n][dim] into the packed h (f32), with the f32 matrix product of `isa`'s
 // kernels, the calibration model's (the Gram matrix is the largest arithmetic of a
 // calibration: dim^2 / 2 per token). `scratch` is reused between calls.
-void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch,
-                     ThreadPool& pool, Isa isa);
+void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch, ThreadPool& pool,
+                     Isa isa);
 
 // What the sweep needs of the damped H (packed as above): G by blocks of 32
 // columns j, each block holding the rows k >= its first column, 32 floats per row (zero
@@ -61,7 +65,7 @@ void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector
 inline constexpr size_t kGptqBlock = 32;
 struct GptqFactor {
   size_t dim = 0;
-  Isa isa = Isa::Scalar;  // whose f32 products factored it; the sweep runs its products on them too
+  Isa isa = Isa::Scalar;    // whose f32 products factored it; the sweep runs its products on them too
   std::vector<float> diag;  // R[k][k]
   std::vector<float> g;     // block b: [dim - 32 b][32] at block_offset(b); row i is k = 32 b + i
   size_t blocks() const { return (dim + kGptqBlock - 1) / kGptqBlock; }
@@ -77,8 +81,7 @@ struct GptqFactor {
 // The products run on `isa`'s kernels (the calibration model's). `check` (if set) is called
 // between the factorization's blocks (tens of milliseconds apart at 4864 columns), so that it
 // can abort by throwing.
-GptqFactor gptq_factor(const float* h, size_t dim, ThreadPool& pool, Isa isa,
-                       const std::function<void()>& check = {});
+GptqFactor gptq_factor(const float* h, size_t dim, ThreadPool& pool, Isa isa, const std::function<void()>& check = {});
 
 // Quantizes `rows` rows of w ([rows][cols], f32, cols a multiple of 32) into rows of `type`
 // blocks at `out` (rows * weight_row_bytes(type, cols) bytes). f: gptq_factor of the inputs'

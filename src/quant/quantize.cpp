@@ -14,10 +14,10 @@
 
 #include "io/safetensors_writer.h"
 #include "kernels/kernels.h"
-#include "quant/gptq.h"
 #include "model/manifest.h"
 #include "model/quant_scheme.h"
 #include "nanoinfer/error.h"
+#include "quant/gptq.h"
 
 namespace nanoinfer {
 namespace {
@@ -35,7 +35,9 @@ void widen(DType from, const std::byte* src, float* dst, size_t n) {
   }
 }
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+bool is_float(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
 
 const TensorInfo& float_tensor(const SafetensorsFile& in, const TensorSpec& spec) {
   const TensorInfo* info = in.find(spec.name);
@@ -77,11 +79,11 @@ void quantize_row_grouped(WeightType type, const float* w, std::byte* row, size_
   if (info.quantize_row_grouped == nullptr) {
     std::string grouped;
     for (const WeightTypeInfo& t : all_weight_types())
-      if (t.quantize_row_grouped != nullptr)
-        grouped += fmt::format("{}{}", grouped.empty() ? "" : " and ", t.name);
+      if (t.quantize_row_grouped != nullptr) grouped += fmt::format("{}{}", grouped.empty() ? "" : " and ", t.name);
     fail("quantize: scale groups are for {}, not {}", grouped, info.name);
   }
-  if (group == 0 || group % block != 0) fail("quantize: a scale group of {} is not a multiple of the block, {}", group, block);
+  if (group == 0 || group % block != 0)
+    fail("quantize: a scale group of {} is not a multiple of the block, {}", group, block);
   if (cols % block != 0) fail("quantize: {} columns are not whole blocks of {}", cols, block);
   info.quantize_row_grouped(w, row, cols, group);
 }
@@ -135,49 +137,54 @@ QuantizedFileStats write_quantized_weights(const SafetensorsFile& in, const Mode
     stats.params += numel;
     if (!spec->is_matrix()) {
       // Norm weights and biases: f32 in the file (they are tiny; the loader holds them in f32).
-      writer.add(spec->name, DType::F32, spec->shape, [&in, t = &info, offset = size_t{0}](std::span<std::byte> out) mutable {
-        const size_t n = out.size() / 4, elem = dtype_size(t->dtype);
-        std::vector<std::byte> raw(n * elem);
-        in.read(*t, offset * elem, raw);
-        std::vector<float> f(n);
-        widen(t->dtype, raw.data(), f.data(), n);
-        std::memcpy(out.data(), f.data(), out.size());
-        offset += n;
-      });
+      writer.add(spec->name, DType::F32, spec->shape,
+                 [&in, t = &info, offset = size_t{0}](std::span<std::byte> out) mutable {
+                   const size_t n = out.size() / 4, elem = dtype_size(t->dtype);
+                   std::vector<std::byte> raw(n * elem);
+                   in.read(*t, offset * elem, raw);
+                   std::vector<float> f(n);
+                   widen(t->dtype, raw.data(), f.data(), n);
+                   std::memcpy(out.data(), f.data(), out.size());
+                   offset += n;
+                 });
       stats.tensor_bytes += numel * 4;
       continue;
     }
     stats.matrix_params += numel;
     const auto it = plan.find(spec->name);
-    const DType as_float = it == plan.end() ? info.dtype : it->second.type == WeightType::F32 ? DType::F32 : DType::BF16;
+    const DType as_float = it == plan.end()                     ? info.dtype
+                           : it->second.type == WeightType::F32 ? DType::F32
+                                                                : DType::BF16;
     if (it == plan.end() || (!weight_type_info(it->second.type).quantized && as_float == info.dtype)) {
       // Kept as stored: bytes copied.
-      writer.add(spec->name, info.dtype, spec->shape, [&in, t = &info, offset = uint64_t{0}](std::span<std::byte> out) mutable {
-        in.read(*t, offset, out);
-        offset += out.size();
-      });
+      writer.add(spec->name, info.dtype, spec->shape,
+                 [&in, t = &info, offset = uint64_t{0}](std::span<std::byte> out) mutable {
+                   in.read(*t, offset, out);
+                   offset += out.size();
+                 });
       stats.matrix_bytes += info.nbytes();
       stats.tensor_bytes += info.nbytes();
       continue;
     }
     if (!weight_type_info(it->second.type).quantized) {
       // Another float type: widened, or rounded to bf16 (nearest even).
-      writer.add(spec->name, as_float, spec->shape, [&in, t = &info, as_float, offset = size_t{0}](std::span<std::byte> out) mutable {
-        const size_t n = out.size() / dtype_size(as_float), elem = dtype_size(t->dtype);
-        std::vector<std::byte> raw(n * elem);
-        in.read(*t, offset * elem, raw);
-        std::vector<float> f(n);
-        widen(t->dtype, raw.data(), f.data(), n);
-        for (size_t i = 0; i < n; ++i) {
-          if (as_float == DType::F32) {
-            std::memcpy(out.data() + 4 * i, &f[i], 4);
-          } else {
-            const uint16_t h = f32_to_bf16(f[i]);
-            std::memcpy(out.data() + 2 * i, &h, 2);
-          }
-        }
-        offset += n;
-      });
+      writer.add(spec->name, as_float, spec->shape,
+                 [&in, t = &info, as_float, offset = size_t{0}](std::span<std::byte> out) mutable {
+                   const size_t n = out.size() / dtype_size(as_float), elem = dtype_size(t->dtype);
+                   std::vector<std::byte> raw(n * elem);
+                   in.read(*t, offset * elem, raw);
+                   std::vector<float> f(n);
+                   widen(t->dtype, raw.data(), f.data(), n);
+                   for (size_t i = 0; i < n; ++i) {
+                     if (as_float == DType::F32) {
+                       std::memcpy(out.data() + 4 * i, &f[i], 4);
+                     } else {
+                       const uint16_t h = f32_to_bf16(f[i]);
+                       std::memcpy(out.data() + 2 * i, &h, 2);
+                     }
+                   }
+                   offset += n;
+                 });
       stats.matrix_bytes += numel * dtype_size(as_float);
       stats.tensor_bytes += numel * dtype_size(as_float);
       continue;
@@ -192,7 +199,8 @@ QuantizedFileStats write_quantized_weights(const SafetensorsFile& in, const Mode
     const size_t src_row = cols * dtype_size(info.dtype);
     block_types.emplace(spec->name, how.type);
     if (how.scale_group > weight_type_info(how.type).block_elems) {
-      if (how.search || how.gptq_factor) fail("quantize: tensor '{}': scale groups are for round-to-nearest only", spec->name);
+      if (how.search || how.gptq_factor)
+        fail("quantize: tensor '{}': scale groups are for round-to-nearest only", spec->name);
       const size_t blocks = cols / weight_type_info(how.type).block_elems;
       const size_t groups = (cols + how.scale_group - 1) / how.scale_group;
       stats.repeated_scale_bytes += rows * (blocks - groups) * sizeof(uint16_t);  // the f16 scale of each block

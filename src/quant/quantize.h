@@ -70,8 +70,7 @@ void quantize_row_search(WeightType type, const float* w, const float* importanc
 void quantize_row_grouped(WeightType type, const float* w, std::byte* row, size_t cols, size_t group);
 
 // sum_i importance[i] * (w[i] - dequantize(row)[i])^2 (importance nullptr: uniform).
-double weighted_row_error(WeightType type, const float* w, const float* importance, const std::byte* row,
-                          size_t cols);
+double weighted_row_error(WeightType type, const float* w, const float* importance, const std::byte* row, size_t cols);
 
 // How one matrix of the input is written.
 struct MatrixQuantization {

@@ -18,10 +18,10 @@
 
 #include "base/weight_blocks.h"
 #include "kernels/kernels.h"
-#include "quant/quantize.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/isa.h"
+#include "quant/quantize.h"
 
 namespace nanoinfer {
 namespace {
@@ -44,7 +44,9 @@ float block_loss(const float* w, const float* a, float d, const int8_t* q) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-double score(const float* w, const float* a, const Choice& c) { return block_loss(w, a, f16_to_f32(c.d), c.q); }
+double score(const float* w, const float* a, const Choice& c) {
+  return block_loss(w, a, f16_to_f32(c.d), c.q);
+}
 
 // Rounds w / d for the stored scale d16 and scores the result: the kernel table's
 // score_block, which is round_to_range and block_loss in one pass (bitwise, on every ISA).
@@ -68,8 +70,9 @@ bool refit(const float* w, const float* a, const int8_t* q, float& d) {
 }
 
 // Unpacks a stored block into a Choice (to score round-to-nearest's own result).
-void unpack(WeightType type, const std::byte* block, Choice& out) { weight_type_info(type).unpack_block(block, out); }
-
+void unpack(WeightType type, const std::byte* block, Choice& out) {
+  weight_type_info(type).unpack_block(block, out);
+}
 
 // Candidate targets t for the largest-magnitude weight m (d = m / t): around lo and around
 // hi, in steps of 0.1, from half a step beyond the end of the range to `clip` inside it.
@@ -177,8 +180,7 @@ void quantize_row_search(WeightType type, const float* w, const float* importanc
   }
 }
 
-double weighted_row_error(WeightType type, const float* w, const float* importance, const std::byte* row,
-                          size_t cols) {
+double weighted_row_error(WeightType type, const float* w, const float* importance, const std::byte* row, size_t cols) {
   std::vector<float> back(cols);
   dequantize_row(type, row, back.data(), cols);
   double sum = 0;

@@ -48,7 +48,8 @@ std::string log_field(std::string_view text) {
     const utf8::Decoded d = utf8::decode(text, pos);
     if (d.status != utf8::Status::kValid) {
       // Each byte of an ill-formed (or cut) sequence on its own.
-      for (uint32_t k = 0; k < d.length; ++k) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[pos + k]));
+      for (uint32_t k = 0; k < d.length; ++k)
+        out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[pos + k]));
     } else if (hidden(d.cp)) {
       out += d.cp <= 0xFFFF ? fmt::format("\\u{:04x}", static_cast<uint32_t>(d.cp))
                             : fmt::format("\\U{:08x}", static_cast<uint32_t>(d.cp));
@@ -61,9 +62,9 @@ std::string log_field(std::string_view text) {
 }
 
 std::string access_line(const AccessEntry& e) {
-  std::string line = fmt::format("nanoinfer: {} {} {} {}", e.client.empty() ? "-" : log_field(e.client),
-                                 e.method.empty() ? "-" : log_field(e.method), e.path.empty() ? "-" : log_field(e.path),
-                                 e.status);
+  std::string line =
+      fmt::format("nanoinfer: {} {} {} {}", e.client.empty() ? "-" : log_field(e.client),
+                  e.method.empty() ? "-" : log_field(e.method), e.path.empty() ? "-" : log_field(e.path), e.status);
   if (e.tokens) line += fmt::format(" tokens {}+{}", e.tokens->prompt_tokens, e.tokens->completion_tokens);
   if (e.cached > 0) line += fmt::format(" cached {}", e.cached);
   if (e.seconds) line += fmt::format(" {:.2f} s", *e.seconds);

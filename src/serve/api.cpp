@@ -90,8 +90,8 @@ std::string message_content(const json& content, size_t index) {
   if (!content.is_array()) wrong_type(where, "a string or an array of text parts", content);
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || !part.contains("type") || part.at("type") != "text" ||
-        !part.contains("text") || !part.at("text").is_string()) {
+    if (!part.is_object() || !part.contains("type") || part.at("type") != "text" || !part.contains("text") ||
+        !part.at("text").is_string()) {
       bad_request("invalid_value", fmt::format("{} parts must be {{\"type\": \"text\", \"text\": string}}", where));
     }
     text += part.at("text").get<std::string>();
@@ -160,13 +160,15 @@ std::vector<ChatMessage> parse_messages(const json& body) {
     }
     ChatMessage message{r, {}, {}};
     if (const json* calls = field(m, "tool_calls")) {
-      if (r != "assistant") bad_request("invalid_value", fmt::format("messages[{}].tool_calls: only assistant messages make calls", i));
+      if (r != "assistant")
+        bad_request("invalid_value", fmt::format("messages[{}].tool_calls: only assistant messages make calls", i));
       message.tool_calls = parse_tool_calls(*calls, i);
     }
     if (r == "tool") {
       // Not rendered (the template matches results to calls by order), but OpenAI requires it.
       const json* id = field(m, "tool_call_id");
-      if (!id || !id->is_string()) bad_request("invalid_value", fmt::format("messages[{}].tool_call_id is required (a string)", i));
+      if (!id || !id->is_string())
+        bad_request("invalid_value", fmt::format("messages[{}].tool_call_id is required (a string)", i));
     }
     const json* content = field(m, "content");
     if (content) {
@@ -187,7 +189,8 @@ ToolRequest parse_tools(const json& body, std::string_view body_text) {
   const json* tools = field(body, "tools");
   if (tools) {
     if (!tools->is_array()) wrong_type("tools", "an array", *tools);
-    if (tools->size() > 128) bad_request("invalid_value", fmt::format("'tools' holds {} functions; at most 128", tools->size()));
+    if (tools->size() > 128)
+      bad_request("invalid_value", fmt::format("'tools' holds {} functions; at most 128", tools->size()));
   }
   if (tools && !tools->empty()) {
     try {
@@ -206,19 +209,24 @@ ToolRequest parse_tools(const json& body, std::string_view body_text) {
       const json* f = field(tool, "function");
       if (!f || !f->is_object()) bad_request("invalid_value", fmt::format("{}.function must be an object", at));
       const json* name = field(*f, "name");
-      if (!name || !name->is_string()) bad_request("invalid_value", fmt::format("{}.function.name is required (a string)", at));
+      if (!name || !name->is_string())
+        bad_request("invalid_value", fmt::format("{}.function.name is required (a string)", at));
       const std::string n = name->get<std::string>();
       const bool valid = !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
       });
-      if (!valid) bad_request("invalid_value", fmt::format("{}.function.name must be 1 to 64 of a-z, A-Z, 0-9, _ and -, got '{}'", at, n));
+      if (!valid)
+        bad_request("invalid_value",
+                    fmt::format("{}.function.name must be 1 to 64 of a-z, A-Z, 0-9, _ and -, got '{}'", at, n));
       for (const ToolDef& d : t.tools) {
         if (d.name == n) bad_request("invalid_value", fmt::format("'tools' defines the function '{}' twice", n));
       }
-      if (const json* d = field(*f, "description"); d && !d->is_string()) wrong_type(at + ".function.description", "a string", *d);
+      if (const json* d = field(*f, "description"); d && !d->is_string())
+        wrong_type(at + ".function.description", "a string", *d);
       const json* params = field(*f, "parameters");
       if (params && !params->is_object()) wrong_type(at + ".function.parameters", "an object (a JSON Schema)", *params);
-      if (const json* st = field(*f, "strict"); st && !st->is_boolean()) wrong_type(at + ".function.strict", "a boolean", *st);
+      if (const json* st = field(*f, "strict"); st && !st->is_boolean())
+        wrong_type(at + ".function.strict", "a boolean", *st);
       ToolDef def{n, template_json(ordered.at(i)), {}};
       if (params) def.parameters = ordered.at(i).at("function").at("parameters").dump();
       t.tools.push_back(std::move(def));
@@ -237,18 +245,22 @@ ToolRequest parse_tools(const json& body, std::string_view body_text) {
           t.choice = s == "auto" ? ToolChoice::Auto : ToolChoice::Required;
         }
       } else {
-        bad_request("invalid_value", fmt::format("'tool_choice' must be none, auto, required or {{\"type\": \"function\", "
-                                                 "\"function\": {{\"name\": ...}}}}, got '{}'", s));
+        bad_request("invalid_value",
+                    fmt::format("'tool_choice' must be none, auto, required or {{\"type\": \"function\", "
+                                "\"function\": {{\"name\": ...}}}}, got '{}'",
+                                s));
       }
     } else if (c->is_object()) {
       const json* f = field(*c, "function");
       const json* name = f && f->is_object() ? field(*f, "name") : nullptr;
       if (field(*c, "type") == nullptr || *field(*c, "type") != "function" || !name || !name->is_string()) {
-        bad_request("invalid_value", "'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        bad_request("invalid_value",
+                    "'tool_choice' as an object must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
       }
       t.named = name->get<std::string>();
       if (std::none_of(t.tools.begin(), t.tools.end(), [&](const ToolDef& d) { return d.name == t.named; })) {
-        bad_request("invalid_value", fmt::format("'tool_choice' names the function '{}', which 'tools' does not define", t.named));
+        bad_request("invalid_value",
+                    fmt::format("'tool_choice' names the function '{}', which 'tools' does not define", t.named));
       }
       t.choice = ToolChoice::Named;
     } else {
@@ -314,7 +326,8 @@ void refuse_unimplemented(const json& body, Endpoint endpoint) {
     unsupported_field("modalities", "only [\"text\"]");
   }
   if (endpoint == Endpoint::Completion) {
-    if (auto b = integer_field(body, "best_of"); b && *b != 1) unsupported_field("best_of", "one candidate per request");
+    if (auto b = integer_field(body, "best_of"); b && *b != 1)
+      unsupported_field("best_of", "one candidate per request");
     if (const json* e = field(body, "echo"); e && *e != false) unsupported_field("echo", "not implemented");
     if (const json* x = field(body, "suffix"); x && *x != "") unsupported_field("suffix", "not implemented");
   }
@@ -330,7 +343,8 @@ class CompileSlot {
  public:
   explicit CompileSlot(const std::function<bool()>& cancelled) {
     while (!slots().try_acquire_for(std::chrono::milliseconds(50))) {
-      if (cancelled && cancelled()) bad_request("cancelled", "the request was cancelled while waiting to compile its grammar");
+      if (cancelled && cancelled())
+        bad_request("cancelled", "the request was cancelled while waiting to compile its grammar");
     }
     held_ = true;
   }
@@ -379,7 +393,8 @@ std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view 
     } else if (t == "json_schema") {
       const json* js = field(*rf, "json_schema");
       if (!js || !js->is_object()) bad_request("invalid_value", "'response_format.json_schema' must be an object");
-      if (const json* n = field(*js, "name"); n && !n->is_string()) wrong_type("response_format.json_schema.name", "a string", *n);
+      if (const json* n = field(*js, "name"); n && !n->is_string())
+        wrong_type("response_format.json_schema.name", "a string", *n);
       if (const json* st = field(*js, "strict"); st && !st->is_boolean()) {
         wrong_type("response_format.json_schema.strict", "a boolean", *st);
       }
@@ -399,7 +414,8 @@ std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view 
       }
       from_schema = true;
     } else if (t != "text") {
-      bad_request("invalid_value", fmt::format("'response_format.type' must be text, json_object or json_schema, got '{}'", t));
+      bad_request("invalid_value",
+                  fmt::format("'response_format.type' must be text, json_object or json_schema, got '{}'", t));
     }
   }
   if (const json* g = field(body, "grammar")) {
@@ -445,7 +461,8 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
   } catch (const json::exception& e) {
     bad_request("invalid_json", fmt::format("the body is not valid JSON: {}", e.what()));
   }
-  if (!body.is_object()) bad_request("invalid_json", fmt::format("the body must be a JSON object, got {}", type_name(body)));
+  if (!body.is_object())
+    bad_request("invalid_json", fmt::format("the body must be a JSON object, got {}", type_name(body)));
   // A schema or tools are read again in document order (ordered_json), whose parse is
   // quadratic in an object's members: charged to the grammar's budget before it runs.
   GrammarBudget budget(grammar_steps, cancelled);
@@ -526,8 +543,9 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
     r.tools = parse_tools(body, body_text);
     if (r.tools.choice == ToolChoice::Required || r.tools.choice == ToolChoice::Named) {
       if (r.grammar) {
-        bad_request("invalid_value", "tool_choice \"required\" or a named function constrains the output to tool calls: "
-                                     "it cannot be combined with a JSON 'response_format' or a 'grammar'");
+        bad_request("invalid_value",
+                    "tool_choice \"required\" or a named function constrains the output to tool calls: "
+                    "it cannot be combined with a JSON 'response_format' or a 'grammar'");
       }
       std::string gbnf;
       try {
@@ -546,7 +564,8 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
       want = lp->get<bool>();
     }
     const std::optional<int64_t> top = integer_field(body, "top_logprobs");
-    if (top && (*top < 0 || *top > 20)) bad_request("invalid_value", fmt::format("'top_logprobs' must be in [0, 20], got {}", *top));
+    if (top && (*top < 0 || *top > 20))
+      bad_request("invalid_value", fmt::format("'top_logprobs' must be in [0, 20], got {}", *top));
     if (top && !want) bad_request("invalid_value", "'top_logprobs' needs 'logprobs': true");
     if (want) r.top_logprobs = static_cast<int>(top.value_or(0));
   } else {
@@ -555,7 +574,8 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
       r.top_logprobs = static_cast<int>(*lp);
     }
   }
-  for (auto [name, slot] : {std::pair{"frequency_penalty", &r.frequency_penalty}, std::pair{"presence_penalty", &r.presence_penalty}}) {
+  for (auto [name, slot] :
+       {std::pair{"frequency_penalty", &r.frequency_penalty}, std::pair{"presence_penalty", &r.presence_penalty}}) {
     const std::optional<double> v = number_field(body, name);
     check_range(v, name, -2, false, 2);
     if (v) *slot = *v;
@@ -575,7 +595,8 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
       }
       if (!value.is_number()) wrong_type(fmt::format("logit_bias[\"{}\"]", key), "a number", value);
       const double b = value.get<double>();
-      if (!(b >= -100 && b <= 100)) bad_request("invalid_value", fmt::format("'logit_bias' values must be in [-100, 100], got {}", b));
+      if (!(b >= -100 && b <= 100))
+        bad_request("invalid_value", fmt::format("'logit_bias' values must be in [-100, 100], got {}", b));
       r.logit_bias[static_cast<int32_t>(id)] = b;
     }
   }

@@ -110,8 +110,8 @@ struct TokenLogprob {
 // `logprobs` (when the request asked) the choice's "logprobs". `tool_calls` (chat, when the
 // output was parsed for them): `text` is the content outside the calls, null when empty and
 // there are calls; the message lists "tool_calls" when there are.
-std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text,
-                          FinishReason finish, const Usage& usage, const TokenIds* ids = nullptr,
+std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text, FinishReason finish,
+                          const Usage& usage, const TokenIds* ids = nullptr,
                           const std::vector<TokenLogprob>* logprobs = nullptr,
                           const std::vector<ToolCall>* tool_calls = nullptr);
 // One server-sent event payload (without "data: "). Chat: a delta with the role (first chunk),
@@ -120,9 +120,9 @@ struct ChunkParts {
   bool role = false;
   std::string_view text;
   std::optional<FinishReason> finish;
-  std::optional<Usage> usage;  // the extra usage chunk of stream_options.include_usage
+  std::optional<Usage> usage;                           // the extra usage chunk of stream_options.include_usage
   const std::vector<TokenLogprob>* logprobs = nullptr;  // tokens of this chunk, when asked
-  size_t text_offset = 0;  // completions: bytes of text streamed before this chunk
+  size_t text_offset = 0;                               // completions: bytes of text streamed before this chunk
   // Chat: a whole tool call, as delta.tool_calls[{index, id, type, function: {name, arguments}}].
   const ToolCall* tool_call = nullptr;
   size_t tool_index = 0;

@@ -14,7 +14,9 @@ namespace {
 
 // Text the tokenizer produced is valid UTF-8, but a request may echo anything: replace rather
 // than throw when dumping.
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 }  // namespace
 
@@ -24,9 +26,12 @@ std::string error_json(const ApiError& error) {
 
 std::string_view finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::ToolCalls: return "tool_calls";
+    case FinishReason::Stop:
+      return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::ToolCalls:
+      return "tool_calls";
   }
   return "stop";
 }
@@ -51,7 +56,8 @@ json chat_logprobs(const std::vector<TokenLogprob>& lps) {
   for (const TokenLogprob& t : lps) {
     json top = json::array();
     for (const auto& [tok, lp] : t.top) top.push_back({{"token", tok}, {"logprob", lp}, {"bytes", bytes_of(tok)}});
-    content.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_of(t.token)}, {"top_logprobs", top}});
+    content.push_back(
+        {{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_of(t.token)}, {"top_logprobs", top}});
   }
   return {{"content", content}, {"refusal", nullptr}};
 }
@@ -76,16 +82,16 @@ json tool_call_json(const ToolCall& c) {
 }
 
 json head(Endpoint endpoint, const ResponseId& id, bool chunk) {
-  const char* object = endpoint == Endpoint::Chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
-                                                  : "text_completion";
+  const char* object =
+      endpoint == Endpoint::Chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
   return {{"id", id.id}, {"object", object}, {"created", id.created}, {"model", id.model}};
 }
 
 }  // namespace
 
-std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text,
-                          FinishReason finish, const Usage& usage, const TokenIds* ids,
-                          const std::vector<TokenLogprob>* logprobs, const std::vector<ToolCall>* tool_calls) {
+std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text, FinishReason finish,
+                          const Usage& usage, const TokenIds* ids, const std::vector<TokenLogprob>* logprobs,
+                          const std::vector<ToolCall>* tool_calls) {
   json j = head(endpoint, id, false);
   json choice = {{"index", 0}, {"finish_reason", finish_reason_name(finish)}};
   if (endpoint == Endpoint::Chat) {
@@ -139,9 +145,10 @@ std::string chunk_json(Endpoint endpoint, const ResponseId& id, const ChunkParts
 }
 
 std::string models_json(std::string_view model_id, int64_t created) {
-  return dump({{"object", "list"},
-               {"data", json::array({{{"id", model_id}, {"object", "model"}, {"created", created},
-                                      {"owned_by", "nanoinfer"}}})}});
+  return dump(
+      {{"object", "list"},
+       {"data",
+        json::array({{{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "nanoinfer"}}})}});
 }
 
 }  // namespace nanoinfer::serve

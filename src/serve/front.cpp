@@ -34,13 +34,20 @@ int ms_until(Clock::time_point deadline) {
 
 const char* reason_phrase(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    default: return "Error";
+    case 400:
+      return "Bad Request";
+    case 408:
+      return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
   }
 }
 
@@ -181,8 +188,10 @@ int Front::open(const std::string& host, int port) {
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
   if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0 || !found) {
-    fail("cannot listen on '{}': --host must be a numeric IPv4 or IPv6 address such as 127.0.0.1, 0.0.0.0 "
-         "or ::1 ({})", host, rc != 0 ? ::gai_strerror(rc) : "no address");
+    fail(
+        "cannot listen on '{}': --host must be a numeric IPv4 or IPv6 address such as 127.0.0.1, 0.0.0.0 "
+        "or ::1 ({})",
+        host, rc != 0 ? ::gai_strerror(rc) : "no address");
   }
   const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, found->ai_protocol);
   if (fd < 0) {
@@ -221,9 +230,10 @@ void Front::start() {
     const size_t started = heavy_.threads.size() + light_.threads.size();
     stopping_ = true;
     stop_pools();
-    fail("cannot start the server's threads ({} of {} started: {}); lower --parallel and --queue (each "
-         "waiting request holds a thread) or raise the process's thread or memory limit",
-         started, wanted, e.code().message());
+    fail(
+        "cannot start the server's threads ({} of {} started: {}); lower --parallel and --queue (each "
+        "waiting request holds a thread) or raise the process's thread or memory limit",
+        started, wanted, e.code().message());
   }
 }
 
@@ -244,9 +254,7 @@ void Front::shutdown() {
 
 void Front::stop_pools() {
   for (Pool* pool : {&heavy_, &light_}) {
-    {
-      std::lock_guard lock(pool->mutex);
-    }
+    { std::lock_guard lock(pool->mutex); }
     pool->cv.notify_all();
     for (std::thread& t : pool->threads) t.join();
     pool->threads.clear();
@@ -448,8 +456,9 @@ bool Front::on_head(Conn& c, size_t head_end) {
                              std::all_of(name.begin(), name.end(), is_token_char) &&
                              line.find_first_of("\r\n") == std::string_view::npos;
     if (!well_formed) {
-      refuse(c, 400, "bad_request", "a malformed header line (each must be 'Name: value' ending in CRLF, "
-                                    "with no folding)");
+      refuse(c, 400, "bad_request",
+             "a malformed header line (each must be 'Name: value' ending in CRLF, "
+             "with no folding)");
       return true;
     }
     std::string_view value = line.substr(colon + 1);

@@ -77,18 +77,17 @@ struct Scheduler::Slot {
   Sequence seq;
   std::vector<int32_t> history;  // prompt + generated; the first seq.length() are in the cache
   bool busy = false;
-  size_t prefilled = 0;          // prompt tokens in the cache: < job.prompt.size() while prefilling
-  uint64_t last_used = 0;        // for choosing among free slots: least recently used first
-  uint64_t scope = 0;            // the Job::cache_scope of the tokens the cache holds
+  size_t prefilled = 0;    // prompt tokens in the cache: < job.prompt.size() while prefilling
+  uint64_t last_used = 0;  // for choosing among free slots: least recently used first
+  uint64_t scope = 0;      // the Job::cache_scope of the tokens the cache holds
   std::shared_ptr<Channel> channel;
   Job job;
   std::optional<GenerationStep> step;  // while busy
-  SpeculativeStep spec;  // with SchedulerOptions::make_drafter's drafter, kept for every request
+  SpeculativeStep spec;                // with SchedulerOptions::make_drafter's drafter, kept for every request
   Clock::time_point submitted, last_token;
 };
 
-Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer,
-                     const SchedulerOptions& options, Metrics& metrics)
+Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer, const SchedulerOptions& options, Metrics& metrics)
     : model_(model),
       tokenizer_(tokenizer),
       options_(options),
@@ -101,14 +100,15 @@ Scheduler::Scheduler(const Model& model, const Tokenizer& tokenizer,
   for (size_t i = 0; i < options_.parallel; ++i) {
     auto slot = std::make_unique<Slot>();
     slot->seq = model_.new_sequence();
-    if (options_.make_drafter)
-      slot->spec = SpeculativeStep(options_.make_drafter(), DraftLength::fixed(0));
+    if (options_.make_drafter) slot->spec = SpeculativeStep(options_.make_drafter(), DraftLength::fixed(0));
     slots_.push_back(std::move(slot));
   }
   thread_ = std::thread([this] { loop(); });
 }
 
-Scheduler::~Scheduler() { shutdown(); }
+Scheduler::~Scheduler() {
+  shutdown();
+}
 
 std::shared_ptr<Channel> Scheduler::submit(Job job) {
   auto channel = std::make_shared<Channel>();
@@ -270,9 +270,8 @@ void Scheduler::run_step(const Batch& batch) {
     return;
   }
   const size_t rows = batch.tokens.size(), prompt_rows = rows - batch.decode_rows;
-  step_budget_.observe(
-      batch.decode_rows, prompt_rows,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count());
+  step_budget_.observe(batch.decode_rows, prompt_rows,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count());
   steps_.fetch_add(1, std::memory_order_relaxed);
   rows_.fetch_add(rows, std::memory_order_relaxed);
   if (batch.decode_rows > 0 && !batch.prefilling.empty()) {
@@ -290,24 +289,26 @@ void Scheduler::run_step(const Batch& batch) {
 // nothing can lift its mask), and the logprobs observer (the model's raw distribution).
 void Scheduler::add_request_features(GenerationStep& step, const Job& job, const std::shared_ptr<Channel>& channel) {
   if (job.frequency_penalty != 0 || job.presence_penalty != 0) {
-    step.add_processor(std::make_unique<FrequencyPresencePenalty>(sample_vocab_, job.frequency_penalty, job.presence_penalty));
+    step.add_processor(
+        std::make_unique<FrequencyPresencePenalty>(sample_vocab_, job.frequency_penalty, job.presence_penalty));
   }
   if (!job.logit_bias.empty()) step.add_processor(std::make_unique<LogitBias>(job.logit_bias));
   if (job.grammar) step.add_processor(std::make_unique<GrammarProcessor>(*job.grammar, job.trie, job.eos_ids));
   if (job.top_logprobs >= 0) {
-    step.set_observer([this, channel, k = static_cast<size_t>(job.top_logprobs), eos = job.eos_ids](const StepEvent& e) {
-      if (std::find(eos.begin(), eos.end(), e.token) != eos.end()) return;  // not part of the completion
-      const double lse = logsumexp_of(e.logits);
-      TokenLogprob lp;
-      lp.token = std::string(tokenizer_.token_bytes(e.token));
-      lp.logprob = static_cast<double>(e.logits[static_cast<size_t>(e.token)]) - lse;
-      if (k > 0) {
-        for (const TokenCandidate& c : top_candidates(e.logits, k, lse)) {
-          lp.top.emplace_back(std::string(tokenizer_.token_bytes(c.id)), c.logprob);
-        }
-      }
-      channel->append_logprob(std::move(lp));
-    });
+    step.set_observer(
+        [this, channel, k = static_cast<size_t>(job.top_logprobs), eos = job.eos_ids](const StepEvent& e) {
+          if (std::find(eos.begin(), eos.end(), e.token) != eos.end()) return;  // not part of the completion
+          const double lse = logsumexp_of(e.logits);
+          TokenLogprob lp;
+          lp.token = std::string(tokenizer_.token_bytes(e.token));
+          lp.logprob = static_cast<double>(e.logits[static_cast<size_t>(e.token)]) - lse;
+          if (k > 0) {
+            for (const TokenCandidate& c : top_candidates(e.logits, k, lse)) {
+              lp.top.emplace_back(std::string(tokenizer_.token_bytes(c.id)), c.logprob);
+            }
+          }
+          channel->append_logprob(std::move(lp));
+        });
   }
 }
 
@@ -333,16 +334,15 @@ void Scheduler::start(Slot& slot, Queued q) {
   slot.seq.cache().truncate(keep);
   slot.history = prompt;
   slot.prefilled = keep;  // the loop prefills the rest, a chunk per step
-  slot.spec.restart(slot.job.sampling, options_.draft_max ? DraftLength::fixed(*options_.draft_max)
-                                                          : DraftLength::adaptive());
+  slot.spec.restart(slot.job.sampling,
+                    options_.draft_max ? DraftLength::fixed(*options_.draft_max) : DraftLength::adaptive());
 }
 
 namespace {
 
 // How many of the first `limit` tokens of `prompt` are the first of `tokens`, of which only
 // the first `available` count.
-size_t prompt_prefix(std::span<const int32_t> tokens, size_t available,
-                     std::span<const int32_t> prompt, size_t limit) {
+size_t prompt_prefix(std::span<const int32_t> tokens, size_t available, std::span<const int32_t> prompt, size_t limit) {
   return common_prefix(tokens.first(std::min(available, tokens.size())), prompt.first(limit));
 }
 
@@ -390,8 +390,7 @@ bool Scheduler::share_prefix(Slot& slot) {
     }
     if (!s->busy || s->prefilled >= s->job.prompt.size() || s->scope != slot.scope) continue;
     if (s->prefilled < slot.prefilled || (s->prefilled == slot.prefilled && !earlier)) continue;
-    if (prompt_prefix(s->job.prompt, s->job.prompt.size(), prompt, limit) > slot.prefilled)
-      return true;
+    if (prompt_prefix(s->job.prompt, s->job.prompt.size(), prompt, limit) > slot.prefilled) return true;
   }
   return false;
 }

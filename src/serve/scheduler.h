@@ -87,7 +87,7 @@ class Channel {
   struct Piece {
     std::string text;
     std::vector<TokenLogprob> logprobs;  // of the tokens since the last piece, when asked
-    bool done = false;  // nothing more will come; see outcome()
+    bool done = false;                   // nothing more will come; see outcome()
   };
   // Blocks until there is text or the generation ended; takes the pending text.
   Piece next();
@@ -109,7 +109,7 @@ class Channel {
   const std::string& error() const { return error_; }
   size_t cached_prompt_tokens() const { return cached_; }  // prompt tokens reused from a cache
   size_t shared_prompt_tokens() const { return shared_; }  // of those, copied from other slots
-  size_t prefill_chunks() const { return chunks_; }  // forward passes its prompt took, once done
+  size_t prefill_chunks() const { return chunks_; }        // forward passes its prompt took, once done
   // Speculative decoding, once done: tokens drafted for its verification rows, and kept.
   size_t drafted_tokens() const { return drafted_; }
   size_t accepted_tokens() const { return accepted_; }

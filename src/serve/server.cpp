@@ -16,11 +16,11 @@
 #include <string_view>
 #include <thread>
 
+#include "chat_page_asset.h"
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generation_step.h"
 #include "nanoinfer/server.h"
-#include "chat_page_asset.h"
 #include "serve/access_log.h"
 #include "serve/api.h"
 #include "serve/front.h"
@@ -40,7 +40,7 @@ namespace {
 struct RequestTrace {
   std::chrono::steady_clock::time_point start{};
   std::shared_ptr<serve::Channel> channel;  // set once the request reached the scheduler
-  size_t key = 0;  // 1 + the index of the API key it authenticated with; 0 without
+  size_t key = 0;                           // 1 + the index of the API key it authenticated with; 0 without
 };
 thread_local RequestTrace request_trace;
 
@@ -88,7 +88,6 @@ std::string default_model_id(const std::filesystem::path& dir) {
   return p.filename().empty() ? "nanoinfer" : p.filename().string();
 }
 
-
 }  // namespace
 
 struct Server::Impl {
@@ -105,7 +104,7 @@ struct Server::Impl {
   std::atomic<bool> stopping{false};
   std::vector<int32_t> text_eos, chat_eos;
   std::shared_ptr<const VocabTrie> trie;  // the vocabulary's byte trie, for grammars
-  PrefixCache prefix_cache;                 // ServeOptions::prefix_cache, Auto resolved
+  PrefixCache prefix_cache;               // ServeOptions::prefix_cache, Auto resolved
 
   static PrefixCache resolve(const ServeOptions& o) {
     if (o.prefix_cache != PrefixCache::Auto) return o.prefix_cache;
@@ -133,16 +132,17 @@ struct Server::Impl {
     text_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/false);
     chat_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
     trie = VocabTrie::of(m.tokenizer);
-    scheduler = std::make_unique<serve::Scheduler>(
-        m.model, m.tokenizer, serve::SchedulerOptions{.parallel = options.parallel,
-                                                      .queue = options.queue,
-                                                      .prefill_chunk = options.prefill_chunk,
-                                                      .step_tokens = options.step_tokens,
-                                                      .step_latency = options.step_latency,
-                                                      .make_drafter = options.make_drafter,
-                                                      .draft_max = options.draft_max,
-                                                      .prefix_cache = prefix_cache != PrefixCache::Off},
-        metrics);
+    scheduler =
+        std::make_unique<serve::Scheduler>(m.model, m.tokenizer,
+                                           serve::SchedulerOptions{.parallel = options.parallel,
+                                                                   .queue = options.queue,
+                                                                   .prefill_chunk = options.prefill_chunk,
+                                                                   .step_tokens = options.step_tokens,
+                                                                   .step_latency = options.step_latency,
+                                                                   .make_drafter = options.make_drafter,
+                                                                   .draft_max = options.draft_max,
+                                                                   .prefix_cache = prefix_cache != PrefixCache::Off},
+                                           metrics);
     routes();
   }
 
@@ -172,13 +172,14 @@ struct Server::Impl {
     }
     if (const size_t at_least = bytes / (3 * max_token_bytes); at_least >= m.model.max_context()) {
       serve::bad_request("context_length_exceeded",
-                         fmt::format("the prompt is {} bytes, at least {} tokens, but the context holds {}",
-                                     bytes, at_least, m.model.max_context()));
+                         fmt::format("the prompt is {} bytes, at least {} tokens, but the context holds {}", bytes,
+                                     at_least, m.model.max_context()));
     }
     if (r.endpoint == Endpoint::Chat) {
       // As encode_chat_prompt, with the tools block (rendered for tool_choice none too, as vLLM
       // does: the prompt, and so the cached prefix, does not depend on the choice).
-      job.prompt = encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools);
+      job.prompt =
+          encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools);
       job.eos_ids = chat_eos;
     } else {
       job.prompt = encode_raw_prompt(m.tokenizer, r.prompt);
@@ -190,12 +191,13 @@ struct Server::Impl {
     if (n >= context) {
       serve::bad_request("context_length_exceeded",
                          fmt::format("the prompt is {} tokens but the context holds {} (and at least one "
-                                     "token must be generated)", n, context));
+                                     "token must be generated)",
+                                     n, context));
     }
     if (r.max_tokens && n + static_cast<size_t>(*r.max_tokens) > context) {
       serve::bad_request("context_length_exceeded",
-                         fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens",
-                                     n, *r.max_tokens, context));
+                         fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens", n,
+                                     *r.max_tokens, context));
     }
     job.max_tokens = r.max_tokens ? *r.max_tokens : static_cast<int64_t>(context - n);
     job.stop = r.stop;
@@ -206,8 +208,8 @@ struct Server::Impl {
     job.logit_bias = r.logit_bias;
     for (const auto& entry : r.logit_bias) {
       if (entry.first >= m.tokenizer.vocab_size()) {
-        serve::bad_request("invalid_value", fmt::format("'logit_bias' names token {}; the vocabulary has {}", entry.first,
-                                                        m.tokenizer.vocab_size()));
+        serve::bad_request("invalid_value", fmt::format("'logit_bias' names token {}; the vocabulary has {}",
+                                                        entry.first, m.tokenizer.vocab_size()));
       }
     }
     job.top_logprobs = r.top_logprobs;
@@ -221,8 +223,8 @@ struct Server::Impl {
     serve::Job job;
     try {
       // A grammar's compilation stops when the client leaves or the server stops.
-      r = serve::parse_request(req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); },
-                               options.grammar_steps);
+      r = serve::parse_request(
+          req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); }, options.grammar_steps);
       job = make_job(r);
     } catch (const ApiError& e) {
       if (serve::Front::client_gone()) {  // left while its grammar compiled (which stopped)
@@ -243,8 +245,7 @@ struct Server::Impl {
     if (!channel) {
       res.set_header("Retry-After", "1");
       send_error(res, stopping ? ApiError(503, "server_error", "shutting_down", "the server is shutting down")
-                               : ApiError(503, "server_error", "queue_full",
-                                          "the request queue is full; retry later"));
+                               : ApiError(503, "server_error", "queue_full", "the request queue is full; retry later"));
       return;
     }
     const serve::ResponseId id{fmt::format("{}-{}", endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl", next_id++),
@@ -280,7 +281,8 @@ struct Server::Impl {
                                              parsed ? &parsed->calls : nullptr),
                         "application/json");
       } else if (channel->outcome() == serve::Outcome::Cancelled) {
-        send_error(res, ApiError(503, "server_error", "cancelled", "the generation was cancelled (server shutting down)"));
+        send_error(res,
+                   ApiError(503, "server_error", "cancelled", "the generation was cancelled (server shutting down)"));
       } else {
         send_error(res, ApiError(500, "server_error", "generation_failed", channel->error()));
       }
@@ -300,7 +302,8 @@ struct Server::Impl {
     }
     res.set_chunked_content_provider(
         "text/event-stream",
-        [channel, id, endpoint, include_usage, first, want_logprobs, offset, tool_parser](size_t, httplib::DataSink& sink) mutable {
+        [channel, id, endpoint, include_usage, first, want_logprobs, offset, tool_parser](
+            size_t, httplib::DataSink& sink) mutable {
           const auto event = [&](const std::string& payload) {
             const std::string line = "data: " + payload + "\n\n";
             return sink.write(line.data(), line.size());
@@ -316,8 +319,10 @@ struct Server::Impl {
             std::vector<serve::ToolCallParser::Event> events;
             tool_parser->feed(p.text, events);
             if (p.done) tool_parser->finish(events);
-            const size_t calls_before = tool_parser->calls() - static_cast<size_t>(std::count_if(
-                events.begin(), events.end(), [](const serve::ToolCallParser::Event& e) { return e.call.has_value(); }));
+            const size_t calls_before =
+                tool_parser->calls() - static_cast<size_t>(std::count_if(
+                                           events.begin(), events.end(),
+                                           [](const serve::ToolCallParser::Event& e) { return e.call.has_value(); }));
             size_t index = calls_before;
             bool logprobs_sent = !want_logprobs || p.logprobs.empty();
             for (const serve::ToolCallParser::Event& e : events) {
@@ -443,20 +448,21 @@ struct Server::Impl {
     });
     // Statuses set by the library itself (unknown route, body too large, unparsable request)
     // get the same JSON as ours.
-    http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      if (res.status == 404) {
-        send_error(res, ApiError(404, "invalid_request_error", "not_found",
-                                 fmt::format("no route {} {}", req.method, req.path)));
-      } else if (res.status == 413) {
-        send_error(res, ApiError(413, "invalid_request_error", "request_too_large",
-                                 fmt::format("the body is over the limit of {} bytes", options.max_body_bytes)));
-      } else {
-        send_error(res, ApiError(res.status, "invalid_request_error", "bad_request",
-                                 fmt::format("HTTP status {}", res.status)));
-      }
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+    http.set_error_handler(
+        httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          if (res.status == 404) {
+            send_error(res, ApiError(404, "invalid_request_error", "not_found",
+                                     fmt::format("no route {} {}", req.method, req.path)));
+          } else if (res.status == 413) {
+            send_error(res, ApiError(413, "invalid_request_error", "request_too_large",
+                                     fmt::format("the body is over the limit of {} bytes", options.max_body_bytes)));
+          } else {
+            send_error(res, ApiError(res.status, "invalid_request_error", "bad_request",
+                                     fmt::format("HTTP status {}", res.status)));
+          }
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown error";
       try {
@@ -478,10 +484,10 @@ struct Server::Impl {
       http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
         const std::string origin = req.get_header_value("Origin");
         if (origin.empty()) return;
-        const bool any = std::find(options.cors_origins.begin(), options.cors_origins.end(), "*") !=
-                         options.cors_origins.end();
-        if (!any && std::find(options.cors_origins.begin(), options.cors_origins.end(), origin) ==
-                        options.cors_origins.end()) {
+        const bool any =
+            std::find(options.cors_origins.begin(), options.cors_origins.end(), "*") != options.cors_origins.end();
+        if (!any &&
+            std::find(options.cors_origins.begin(), options.cors_origins.end(), origin) == options.cors_origins.end()) {
           return;
         }
         res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
@@ -495,9 +501,8 @@ struct Server::Impl {
       http.Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) { res.status = 204; });
     }
 
-    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      completion(req, res, Endpoint::Chat);
-    });
+    http.Post("/v1/chat/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Endpoint::Chat); });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       completion(req, res, Endpoint::Completion);
     });
@@ -529,10 +534,11 @@ struct Server::Impl {
   }
 };
 
-Server::Server(const OpenedModel& model, const ServeOptions& options)
-    : impl_(std::make_unique<Impl>(model, options)) {}
+Server::Server(const OpenedModel& model, const ServeOptions& options) : impl_(std::make_unique<Impl>(model, options)) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 void Server::start() {
   Impl& s = *impl_;
@@ -541,9 +547,15 @@ void Server::start() {
   s.http.start();
 }
 
-int Server::port() const { return impl_->port; }
-const std::string& Server::model_id() const { return impl_->model_id; }
-PrefixCache Server::prefix_cache() const { return impl_->prefix_cache; }
+int Server::port() const {
+  return impl_->port;
+}
+const std::string& Server::model_id() const {
+  return impl_->model_id;
+}
+PrefixCache Server::prefix_cache() const {
+  return impl_->prefix_cache;
+}
 
 void Server::stop() {
   Impl& s = *impl_;

@@ -39,8 +39,8 @@ class StepBudget {
   // A step's forward pass took `seconds`, carrying these rows.
   void observe(size_t decode_rows, size_t prompt_rows, double seconds);
 
-  double decode_seconds() const { return decode_s_; }    // 0 until a decode-only step is timed
-  double row_seconds() const { return row_s_; }          // 0 until a mixed step is timed
+  double decode_seconds() const { return decode_s_; }  // 0 until a decode-only step is timed
+  double row_seconds() const { return row_s_; }        // 0 until a mixed step is timed
   bool adaptive() const { return ratio_ > 0 && decode_s_ > 0; }
 
  private:

@@ -17,7 +17,9 @@ namespace {
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
@@ -25,7 +27,9 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-std::string dump_scalar(const ojson& v) { return v.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+std::string dump_scalar(const ojson& v) {
+  return v.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
 
 void write_template_json(const ojson& v, std::string& out) {
   if (v.is_object()) {

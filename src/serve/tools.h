@@ -55,7 +55,7 @@ struct ToolRequest {
 std::string tool_call_gbnf(const ToolRequest& request, GrammarBudget* budget = nullptr);
 
 struct ToolCall {
-  std::string id;         // "call_" + 24 random letters and digits
+  std::string id;  // "call_" + 24 random letters and digits
   std::string name;
   std::string arguments;  // JSON text (an object as the model wrote it, compact)
 };
@@ -90,9 +90,9 @@ class ToolCallParser {
   std::vector<std::string> names_;
   size_t max_calls_;
   size_t calls_ = 0;
-  std::string buf_;        // text not yet judged
-  bool in_block_ = false;  // buf_ is inside a block (its "<tool_call>" consumed)
-  std::string held_ws_;    // trailing whitespace of the content so far: may precede a block
+  std::string buf_;           // text not yet judged
+  bool in_block_ = false;     // buf_ is inside a block (its "<tool_call>" consumed)
+  std::string held_ws_;       // trailing whitespace of the content so far: may precede a block
   bool after_block_ = false;  // whitespace right after a block is dropped
 };
 

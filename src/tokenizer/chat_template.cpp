@@ -51,8 +51,8 @@ std::vector<ChatPiece> render_chatml(std::span<const ChatMessage> messages, bool
     content(text);
     markup("<|im_end|>\n");
   };
-  const std::string_view system = messages[0].role == "system" ? std::string_view(messages[0].content)
-                                                               : kQwenDefaultSystemPrompt;
+  const std::string_view system =
+      messages[0].role == "system" ? std::string_view(messages[0].content) : kQwenDefaultSystemPrompt;
   if (!tools.empty()) {
     markup("<|im_start|>system\n");
     content(system);
@@ -108,7 +108,7 @@ size_t space_length(std::string_view s, size_t i) {
   if (c == 0xC2 && (b(1) == 0x85 || b(1) == 0xA0)) return 2;
   if (c == 0xE1 && b(1) == 0x9A && b(2) == 0x80) return 3;  // U+1680
   if (c == 0xE2 && b(1) == 0x80 && ((b(2) >= 0x80 && b(2) <= 0x8A) || b(2) == 0xA8 || b(2) == 0xA9 || b(2) == 0xAF))
-    return 3;  // U+2000..200A, U+2028, U+2029, U+202F
+    return 3;                                               // U+2000..200A, U+2028, U+2029, U+202F
   if (c == 0xE2 && b(1) == 0x81 && b(2) == 0x9F) return 3;  // U+205F
   if (c == 0xE3 && b(1) == 0x80 && b(2) == 0x80) return 3;  // U+3000
   return 0;
@@ -229,9 +229,12 @@ std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages,
                                           std::span<const std::string> tools, ChatFormat format) {
   if (messages.empty()) fail("chat template: the conversation has no messages");
   switch (format) {
-    case ChatFormat::ChatML: return render_chatml(messages, add_generation_prompt, tools);
-    case ChatFormat::Qwen3: return render_qwen3(messages, add_generation_prompt, tools);
-    case ChatFormat::Llama3: return render_llama3(messages, tools);
+    case ChatFormat::ChatML:
+      return render_chatml(messages, add_generation_prompt, tools);
+    case ChatFormat::Qwen3:
+      return render_qwen3(messages, add_generation_prompt, tools);
+    case ChatFormat::Llama3:
+      return render_llama3(messages, tools);
   }
   fail("chat template: unknown format");
 }

@@ -48,7 +48,9 @@ const std::array<uint8_t, 128> kAsciiClass = [] {
   return table;
 }();
 
-char32_t ascii_lower(char32_t c) { return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c; }
+char32_t ascii_lower(char32_t c) {
+  return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
 
 // The text decoded once into code points and their classes, so that the matcher can look
 // ahead and back by code point. Reused across calls (per thread) to avoid allocation.
@@ -60,7 +62,9 @@ struct Decoded {
 
 }  // namespace
 
-uint8_t char_class(char32_t cp) { return cp < 128 ? kAsciiClass[cp] : classify_slow(cp); }
+uint8_t char_class(char32_t cp) {
+  return cp < 128 ? kAsciiClass[cp] : classify_slow(cp);
+}
 
 std::optional<SplitPattern> SplitPattern::from_regex(std::string_view regex) {
   if (regex == kQwen2Pattern) return SplitPattern(1);
@@ -99,9 +103,7 @@ void SplitPattern::split(std::string_view text, std::vector<std::string_view>& p
   const size_t n = d.cps.size();
   auto is = [&](size_t k, uint8_t mask) { return k < n && (cls[k] & mask) != 0; };
   // [^\s\p{L}\p{N}]: neither space, letter nor number.
-  auto is_other = [&](size_t k) {
-    return k < n && (cls[k] & (kClassSpace | kClassLetter | kClassNumber)) == 0;
-  };
+  auto is_other = [&](size_t k) { return k < n && (cls[k] & (kClassSpace | kClassLetter | kClassNumber)) == 0; };
 
   // Returns the end of the match at i: the first alternative that matches wins, and within
   // it the backtracking regex engine's choice. Every code point starts some match, so no

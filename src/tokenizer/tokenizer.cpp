@@ -21,9 +21,9 @@ static bool nfc_may_change(std::string_view text) {
 std::string nfc_normalize(std::string_view text) {
   if (!nfc_may_change(text)) return std::string(text);
   utf8proc_uint8_t* out = nullptr;
-  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                          static_cast<utf8proc_ssize_t>(text.size()), &out,
-                                          static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &out, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   if (n < 0) fail("NFC normalization failed: {}", utf8proc_errmsg(n));  // input is valid UTF-8
   std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   std::free(out);
@@ -35,9 +35,8 @@ void AddedTokenMatcher::add(std::string content, int32_t id, bool special) {
   tokens_.push_back({std::move(content), id, special});
   auto& candidates = by_first_byte_[first];
   candidates.push_back(static_cast<uint32_t>(tokens_.size() - 1));
-  std::stable_sort(candidates.begin(), candidates.end(), [&](uint32_t a, uint32_t b) {
-    return tokens_[a].content.size() > tokens_[b].content.size();
-  });
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](uint32_t a, uint32_t b) { return tokens_[a].content.size() > tokens_[b].content.size(); });
 }
 
 std::optional<AddedTokenMatcher::Match> AddedTokenMatcher::find(std::string_view text, size_t from,
@@ -183,8 +182,8 @@ namespace {
 // punctuation and English contractions. Applied only when tokenizer_config.json asks.
 std::string clean_up_tokenization(std::string s) {
   static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
-      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"}, {" n't", "n't"},
-      {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (auto [from, to] : kRules) {
     std::string out;
     size_t pos = 0;
@@ -217,7 +216,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   return impl_->clean_up_tokenization_spaces ? clean_up_tokenization(std::move(text)) : text;
 }
 
-int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->bytes.size()); }
+int32_t Tokenizer::vocab_size() const {
+  return static_cast<int32_t>(impl_->bytes.size());
+}
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token_content) const {
   const uint32_t* id = impl_->content_to_id.find(token_content);
@@ -225,11 +226,21 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token_content) const
   return static_cast<int32_t>(*id);
 }
 
-std::optional<int32_t> Tokenizer::eos_token_id() const { return impl_->eos_id; }
-std::optional<int32_t> Tokenizer::pad_token_id() const { return impl_->pad_id; }
-std::span<const int32_t> Tokenizer::prompt_prefix() const { return impl_->prompt_prefix; }
-ChatFormat Tokenizer::chat_format() const { return impl_->chat_format; }
-bool Tokenizer::cleans_up_spaces() const { return impl_->clean_up_tokenization_spaces; }
+std::optional<int32_t> Tokenizer::eos_token_id() const {
+  return impl_->eos_id;
+}
+std::optional<int32_t> Tokenizer::pad_token_id() const {
+  return impl_->pad_id;
+}
+std::span<const int32_t> Tokenizer::prompt_prefix() const {
+  return impl_->prompt_prefix;
+}
+ChatFormat Tokenizer::chat_format() const {
+  return impl_->chat_format;
+}
+bool Tokenizer::cleans_up_spaces() const {
+  return impl_->clean_up_tokenization_spaces;
+}
 
 ChatFormat chat_format_of(std::string_view chat_template) {
   if (chat_template.find("<|start_header_id|>") != std::string_view::npos) return ChatFormat::Llama3;
@@ -237,8 +248,12 @@ ChatFormat chat_format_of(std::string_view chat_template) {
   return ChatFormat::ChatML;
 }
 
-size_t Tokenizer::cache_entries() const { return impl_->bpe->cache_entries(); }
-void Tokenizer::clear_cache() const { impl_->bpe->clear_cache(); }
+size_t Tokenizer::cache_entries() const {
+  return impl_->bpe->cache_entries();
+}
+void Tokenizer::clear_cache() const {
+  impl_->bpe->clear_cache();
+}
 
 StreamDecoder::StreamDecoder(const Tokenizer& tok) : tok_(&tok) {}
 

@@ -16,12 +16,14 @@ uint64_t pair_key(int32_t left, int32_t right) {
   return (uint64_t{static_cast<uint32_t>(left)} << 32) | static_cast<uint32_t>(right);
 }
 
-uint64_t hash_key(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) ^ (key >> 29); }
+uint64_t hash_key(uint64_t key) {
+  return (key * 0x9E3779B97F4A7C15ull) ^ (key >> 29);
+}
 
 }  // namespace
 
-BpeModel::BpeModel(const std::array<int32_t, 256>& byte_ids, const std::vector<BpeMerge>& merges,
-                   bool ignore_merges, StringTable whole_tokens)
+BpeModel::BpeModel(const std::array<int32_t, 256>& byte_ids, const std::vector<BpeMerge>& merges, bool ignore_merges,
+                   StringTable whole_tokens)
     : byte_ids_(byte_ids), ignore_merges_(ignore_merges), whole_tokens_(std::move(whole_tokens)) {
   const size_t capacity = std::bit_ceil(std::max<size_t>(16, merges.size() * 2));
   merges_.assign(capacity, MergeSlot{kEmpty, 0, 0});

@@ -28,8 +28,8 @@ class BpeModel {
   // byte_ids[b]: the id of the token for the single byte b. merges: in rank order.
   // whole_tokens: bytes -> id of every vocabulary token, used only with ignore_merges (a
   // piece that is itself a token is taken whole); may be empty otherwise.
-  BpeModel(const std::array<int32_t, 256>& byte_ids, const std::vector<BpeMerge>& merges,
-           bool ignore_merges, StringTable whole_tokens);
+  BpeModel(const std::array<int32_t, 256>& byte_ids, const std::vector<BpeMerge>& merges, bool ignore_merges,
+           StringTable whole_tokens);
   BpeModel(BpeModel&&) = delete;  // holds a mutex; lives inside Tokenizer::Impl
 
   // Appends the ids for one pre-tokenized piece (non-empty bytes).

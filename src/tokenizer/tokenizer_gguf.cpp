@@ -7,15 +7,13 @@ namespace nanoinfer {
 Tokenizer tokenizer_from_gguf(const GgufLayout& layout) {
   const std::string& model = layout.get_string("tokenizer.ggml.model");
   if (model != "gpt2")
-    fail("{}: tokenizer.ggml.model '{}' is not supported (supported: gpt2, byte-level BPE)",
-         layout.origin, model);
+    fail("{}: tokenizer.ggml.model '{}' is not supported (supported: gpt2, byte-level BPE)", layout.origin, model);
   if (layout.find("tokenizer.ggml.pre") == nullptr)
     fail("{}: metadata 'tokenizer.ggml.pre' is missing (supported: qwen2, llama-bpe)", layout.origin);
   auto optional_id = [&](std::string_view key) -> std::optional<int32_t> {
     if (layout.find(key) == nullptr) return std::nullopt;
     const uint32_t id = layout.get_u32(key);
-    if (id > static_cast<uint32_t>(INT32_MAX))
-      fail("{}: metadata '{}': {} is not a token id", layout.origin, key, id);
+    if (id > static_cast<uint32_t>(INT32_MAX)) fail("{}: metadata '{}': {} is not a token id", layout.origin, key, id);
     return static_cast<int32_t>(id);
   };
   TokenizerVocab v;

@@ -58,7 +58,7 @@ struct Tokenizer::Impl {
   AddedTokenMatcher normalized_added;  // added tokens with normalized=true (NFC content)
   bool nfc = false;
   std::optional<SplitPattern> split;  // nullopt: the whole section is one piece
-  std::optional<BpeModel> bpe;  // constructed in place (it holds a mutex)
+  std::optional<BpeModel> bpe;        // constructed in place (it holds a mutex)
 
   bool clean_up_tokenization_spaces = false;
   std::optional<int32_t> eos_id;

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <initializer_list>
 
-#include "nanoinfer/json_limits.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/json_limits.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/tokenizer_utf8.h"
 
@@ -134,7 +134,8 @@ void load_pre_tokenizer(const Reader& r, std::optional<element> e, Tokenizer::Im
                                  SplitPattern::supported_description()));
       }
       const std::string_view behavior = r.str(r.required(step, "behavior", where), "pre_tokenizer Split.behavior");
-      if (behavior != "Isolated") r.bad(where, fmt::format("behavior '{}' is not supported (supported: Isolated)", excerpt(behavior)));
+      if (behavior != "Isolated")
+        r.bad(where, fmt::format("behavior '{}' is not supported (supported: Isolated)", excerpt(behavior)));
       r.require_flag(step, "invert", false, where);
     } else if (type == "ByteLevel" && !byte_level) {
       constexpr std::string_view where = "pre_tokenizer ByteLevel";
@@ -143,7 +144,8 @@ void load_pre_tokenizer(const Reader& r, std::optional<element> e, Tokenizer::Im
       if (r.flag(step, "use_regex", true, where)) r.bad(where, "use_regex=true (the GPT-2 split) is not supported");
       byte_level = true;
     } else {
-      r.bad("pre_tokenizer", fmt::format("'{}' is not supported here (supported: Split then ByteLevel)", excerpt(type)));
+      r.bad("pre_tokenizer",
+            fmt::format("'{}' is not supported here (supported: Split then ByteLevel)", excerpt(type)));
     }
   }
   if (!byte_level) r.bad("pre_tokenizer", "a ByteLevel step is required");
@@ -159,8 +161,9 @@ void load_post_step(const Reader& r, object p, std::vector<int32_t>& prefix) {
     return;
   }
   if (type != "TemplateProcessing") {
-    r.bad("post_processor", fmt::format("type '{}' is not supported (supported: ByteLevel, TemplateProcessing, Sequence)",
-                                        excerpt(type)));
+    r.bad(
+        "post_processor",
+        fmt::format("type '{}' is not supported (supported: ByteLevel, TemplateProcessing, Sequence)", excerpt(type)));
   }
   constexpr std::string_view where = "post_processor TemplateProcessing";
   r.known_fields(p, {"type", "single", "pair", "special_tokens"}, where);
@@ -236,8 +239,9 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
   if (auto type = r.type_of(m, where); type != "BPE") {
     r.bad(where, fmt::format("type '{}' is not supported (supported: BPE)", excerpt(type)));
   }
-  r.known_fields(m, {"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
-                     "byte_fallback", "ignore_merges", "vocab", "merges"},
+  r.known_fields(m,
+                 {"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk",
+                  "byte_fallback", "ignore_merges", "vocab", "merges"},
                  where);
   if (!r.is_null(r.field(m, "dropout"))) r.bad(where, "dropout is not supported (must be null)");
   for (std::string_view affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
@@ -297,7 +301,8 @@ void load_model(const Reader& r, object root, Tokenizer::Impl& impl) {
       const std::string_view s = r.str(e, "model.merges[]");
       const size_t space = s.find(' ');
       if (space == std::string_view::npos || s.find(' ', space + 1) != std::string_view::npos) {
-        r.bad("model.merges", fmt::format("merge {} ('{}') is not two tokens separated by one space", merges.size(), excerpt(s)));
+        r.bad("model.merges",
+              fmt::format("merge {} ('{}') is not two tokens separated by one space", merges.size(), excerpt(s)));
       }
       left = s.substr(0, space), right = s.substr(space + 1);
     } else {
@@ -378,8 +383,10 @@ std::string widen_big_integers(std::string_view text) {
     const char c = text[i];
     if (in_string) {
       out += c;
-      if (c == '\\' && i + 1 < text.size()) out += text[++i];
-      else if (c == '"') in_string = false;
+      if (c == '\\' && i + 1 < text.size())
+        out += text[++i];
+      else if (c == '"')
+        in_string = false;
       ++i;
       continue;
     }
@@ -414,8 +421,9 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   const Reader r(impl->origin);
   simdjson::dom::parser parser;
   const object root = r.obj(parse_json(parser, tokenizer_json, r, "tokenizer.json"), "tokenizer.json");
-  r.known_fields(root, {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
-                        "post_processor", "decoder", "model"},
+  r.known_fields(root,
+                 {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "post_processor",
+                  "decoder", "model"},
                  "tokenizer.json");
   for (std::string_view f : {"truncation", "padding"}) {
     if (!r.is_null(r.field(root, f))) r.bad("tokenizer.json", fmt::format("{} is not supported (must be null)", f));
@@ -433,7 +441,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   if (!tokenizer_config_json.empty()) {
     simdjson::dom::parser config_parser;
     const std::string config_text = widen_big_integers(tokenizer_config_json);
-    const object config = r.obj(parse_json(config_parser, config_text, r, "tokenizer_config.json"), "tokenizer_config.json");
+    const object config =
+        r.obj(parse_json(config_parser, config_text, r, "tokenizer_config.json"), "tokenizer_config.json");
     impl->clean_up_tokenization_spaces = r.flag(config, "clean_up_tokenization_spaces", false, "tokenizer_config.json");
     impl->eos_id = config_token(r, config, "eos_token", *impl);
     impl->pad_id = config_token(r, config, "pad_token", *impl);

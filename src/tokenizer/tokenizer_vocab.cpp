@@ -22,7 +22,8 @@ struct PreTokenizer {
   bool ignore_merges;
 };
 constexpr std::array<PreTokenizer, 2> kPreTokenizers{{
-    {"qwen2", R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+    {"qwen2",
+     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
      true, false},
     {"llama-bpe",
      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
@@ -44,14 +45,14 @@ Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin
   const PreTokenizer* pre = nullptr;
   for (const PreTokenizer& p : kPreTokenizers)
     if (p.name == v.pre) pre = &p;
-  if (pre == nullptr) bad(*impl, fmt::format("pre-tokenizer '{}' is not supported (supported: qwen2, llama-bpe)", v.pre));
+  if (pre == nullptr)
+    bad(*impl, fmt::format("pre-tokenizer '{}' is not supported (supported: qwen2, llama-bpe)", v.pre));
   impl->nfc = pre->nfc;
   impl->split = SplitPattern::from_regex(pre->regex);
   StringTable whole_tokens;  // bytes -> id, for ignore_merges
   if (v.tokens.size() != v.token_types.size())
     bad(*impl, fmt::format("{} tokens but {} token types", v.tokens.size(), v.token_types.size()));
-  if (v.tokens.size() >= (size_t{1} << 24))
-    bad(*impl, fmt::format("{} tokens (at most 2^24)", v.tokens.size()));
+  if (v.tokens.size() >= (size_t{1} << 24)) bad(*impl, fmt::format("{} tokens (at most 2^24)", v.tokens.size()));
 
   static const std::vector<int> byte_of = byte_level_decoder_table();
   std::array<int32_t, 256> byte_ids;
@@ -74,9 +75,7 @@ Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin
     if (type == kControl || type == kUserDefined || type == kUnused) continue;
     if (type != kNormal)
       bad(*impl,
-          fmt::format(
-              "token {} has type {} (supported: 1 normal, 3 control, 4 user-defined, 5 unused)", id,
-              type));
+          fmt::format("token {} has type {} (supported: 1 normal, 3 control, 4 user-defined, 5 unused)", id, type));
     const std::string& spelling = v.tokens[id];
     std::string bytes;
     for (size_t pos = 0; pos < spelling.size();) {
@@ -120,9 +119,7 @@ Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin
     const std::string_view parts[3] = {left, right, joined};
     for (int i = 0; i < 3; ++i) {
       const uint32_t* id = impl->content_to_id.find(parts[i]);
-      if (id == nullptr)
-        bad(*impl,
-            fmt::format("merge {} uses '{}', which is not in the vocabulary", rank, parts[i]));
+      if (id == nullptr) bad(*impl, fmt::format("merge {} uses '{}', which is not in the vocabulary", rank, parts[i]));
       ids[i] = static_cast<int32_t>(*id);
     }
     merges.push_back({ids[0], ids[1], ids[2]});
@@ -131,8 +128,7 @@ Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin
 
   for (const auto& [name, id] : {std::pair{"eos", v.eos_id}, std::pair{"padding", v.pad_id},
                                  std::pair{"bos", v.add_bos ? v.bos_id : std::nullopt}}) {
-    if (id && (*id < 0 || static_cast<size_t>(*id) >= impl->kind.size() ||
-               impl->kind[*id] == Impl::Kind::kNone))
+    if (id && (*id < 0 || static_cast<size_t>(*id) >= impl->kind.size() || impl->kind[*id] == Impl::Kind::kNone))
       bad(*impl, fmt::format("{} token id {} is not a token", name, *id));
   }
   impl->eos_id = v.eos_id;

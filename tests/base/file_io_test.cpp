@@ -37,10 +37,8 @@ TEST(ReadFile, RefusesWhatIsNotARegularFileByName) {
   const std::string p = (dir / "x").string();
   EXPECT_EQ(error_of([&] { read_file(p, 100); }), p + ": not found");
   EXPECT_EQ(error_of([&] { read_file(dir / "x/y", 100); }), p + "/y: not found");
-  EXPECT_EQ(error_of([&] { read_file(dir.path(), 100); }),
-            dir.path().string() + ": is a directory, not a file");
-  EXPECT_EQ(error_of([] { read_file("/dev/zero", 100); }),
-            "/dev/zero: is a character device, not a regular file");
+  EXPECT_EQ(error_of([&] { read_file(dir.path(), 100); }), dir.path().string() + ": is a directory, not a file");
+  EXPECT_EQ(error_of([] { read_file("/dev/zero", 100); }), "/dev/zero: is a character device, not a regular file");
   // A FIFO with no writer: open() would block forever; the check comes first.
   ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0);
   EXPECT_EQ(error_of([&] { read_file(p, 100); }), p + ": is a FIFO, not a regular file");
@@ -52,9 +50,8 @@ TEST(ReadFile, RefusesWhatIsNotARegularFileByName) {
 TEST(ReadFile, CapNamesTheFileAndTheLimit) {
   test::TempDir dir;
   test::write_text(dir / "f", std::string(101, 'x'));
-  EXPECT_EQ(
-      error_of([&] { read_file(dir / "f", 100); }),
-      (dir / "f").string() + ": too large to read into memory (101 bytes; the limit is 100 bytes)");
+  EXPECT_EQ(error_of([&] { read_file(dir / "f", 100); }),
+            (dir / "f").string() + ": too large to read into memory (101 bytes; the limit is 100 bytes)");
   EXPECT_EQ(read_file(dir / "f", 101).size(), 101u);
 }
 
@@ -133,8 +130,7 @@ TEST(GenerationConfigLoad, PresentButUnreadableIsAnErrorNotAbsent) {
 
 TEST(TokenizerLoad, MissingAndNonRegularFilesAreNamed) {
   test::TempDir dir;
-  EXPECT_EQ(error_of([&] { Tokenizer::load(dir.path()); }),
-            (dir / "tokenizer.json").string() + ": not found");
+  EXPECT_EQ(error_of([&] { Tokenizer::load(dir.path()); }), (dir / "tokenizer.json").string() + ": not found");
   std::filesystem::create_directory(dir / "tokenizer.json");
   EXPECT_EQ(error_of([&] { Tokenizer::load(dir.path()); }),
             (dir / "tokenizer.json").string() + ": is a directory, not a file");

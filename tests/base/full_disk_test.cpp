@@ -45,8 +45,8 @@ SmallDiskRun run_on_small_disk(const fs::path& mount_point, uint64_t bytes, cons
   const std::string script =
       "mount -t tmpfs -o size=\"$1\" tmpfs \"$2\" || exit 90; d=\"$2\"; io=\"$3\"; shift 3; "
       "\"$@\" 2>\"$io/err\"; echo $? >\"$io/status\"; ls -A \"$d\" >\"$io/left\"";
-  std::string cmd = "unshare --user --map-root-user --mount sh -c " + quoted(script) + " sh " +
-                    std::to_string(bytes) + " " + quoted(mount_point.string()) + " " + quoted(io.string()) + " " +
+  std::string cmd = "unshare --user --map-root-user --mount sh -c " + quoted(script) + " sh " + std::to_string(bytes) +
+                    " " + quoted(mount_point.string()) + " " + quoted(io.string()) + " " +
                     quoted(NANOINFER_BINARY_PATH);
   for (const std::string& a : args) cmd += " " + quoted(a);
   const int raw = std::system(cmd.c_str());
@@ -61,7 +61,9 @@ SmallDiskRun run_on_small_disk(const fs::path& mount_point, uint64_t bytes, cons
   return r;
 }
 
-uint64_t pages(uint64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+uint64_t pages(uint64_t bytes) {
+  return (bytes + 4095) / 4096 * 4096;
+}
 
 class FullDisk : public ::testing::Test {
  protected:
@@ -74,7 +76,8 @@ class FullDisk : public ::testing::Test {
     tok.append((uint64_t{1} << 20) - tok.size(), ' ');
     test::write_text(dir_ / "m" / "tokenizer.json", tok);
     // The same quantization on a roomy disk: the weights' size.
-    const auto r = test::run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "rtn", "--out", path("q")});
+    const auto r =
+        test::run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "rtn", "--out", path("q")});
     ASSERT_EQ(r.status, 0) << r.err;
     weights_ = fs::file_size(dir_ / "q" / "model.safetensors");
     fs::create_directory(dir_ / "disk");

@@ -29,18 +29,15 @@ std::string nested(size_t depth, std::string_view inner = "") {
 
 TEST(JsonDepth, LimitIsExactAndCountsObjectsAndArrays) {
   EXPECT_EQ(error_of([] { check_json_depth(nested(64), "x"); }), "");
-  EXPECT_EQ(error_of([] { check_json_depth(nested(65), "x"); }),
-            "x: JSON nested deeper than 64 levels (at byte 64)");
+  EXPECT_EQ(error_of([] { check_json_depth(nested(65), "x"); }), "x: JSON nested deeper than 64 levels (at byte 64)");
   EXPECT_EQ(error_of([] { check_json_depth("{\"a\":" + nested(63) + "}", "x"); }), "");
-  EXPECT_THAT(error_of([] { check_json_depth("{\"a\":" + nested(64) + "}", "x"); }),
-              HasSubstr("deeper than 64"));
+  EXPECT_THAT(error_of([] { check_json_depth("{\"a\":" + nested(64) + "}", "x"); }), HasSubstr("deeper than 64"));
   // Siblings do not add up: depth is the nesting, not the number of brackets.
   std::string siblings = "[";
   for (int i = 0; i < 1000; ++i) siblings += (i ? "," : "") + nested(10);
   siblings += "]";
   EXPECT_EQ(error_of([&] { check_json_depth(siblings, "x"); }), "");
-  EXPECT_EQ(error_of([] { check_json_depth(nested(3), "x", 2); }),
-            "x: JSON nested deeper than 2 levels (at byte 2)");
+  EXPECT_EQ(error_of([] { check_json_depth(nested(3), "x", 2); }), "x: JSON nested deeper than 2 levels (at byte 2)");
 }
 
 TEST(JsonDepth, BracketsInStringsDoNotCount) {
@@ -83,8 +80,7 @@ TEST(Excerpt, ShortTextIsKeptLongTextIsCutOnACharacterBoundary) {
   EXPECT_EQ(excerpt(std::string(61, 'x')), std::string(60, 'x') + "... (61 bytes)");
   // "é" is two bytes; a cut at byte 5 of "aaaaé..." would split it, so the cut moves back.
   EXPECT_EQ(excerpt("aaaa\xC3\xA9zz", 5), "aaaa... (8 bytes)");
-  EXPECT_EQ(excerpt(std::string(100000, '[')).size(),
-            60 + std::string("... (100000 bytes)").size());
+  EXPECT_EQ(excerpt(std::string(100000, '[')).size(), 60 + std::string("... (100000 bytes)").size());
 }
 
 TEST(JsonLimits, ConfigJsonDeepValueIsAnErrorNotACrash) {
@@ -92,8 +88,8 @@ TEST(JsonLimits, ConfigJsonDeepValueIsAnErrorNotACrash) {
   std::string text = j.dump();
   text.insert(text.size() - 1, ",\"hidden_act\":" + nested(100000));
   EXPECT_EQ(error_of([&] { ModelConfig::parse(text, "cfg.json"); }),
-            "cfg.json: JSON nested deeper than 64 levels (at byte " +
-                std::to_string(j.dump().size() - 1 + 14 + 63) + ")");  // the 64th '['
+            "cfg.json: JSON nested deeper than 64 levels (at byte " + std::to_string(j.dump().size() - 1 + 14 + 63) +
+                ")");  // the 64th '['
 }
 
 TEST(JsonLimits, ConfigErrorQuotesOnlyAPrefixOfTheValue) {
@@ -111,19 +107,16 @@ TEST(JsonLimits, ConfigErrorQuotesOnlyAPrefixOfTheValue) {
 }
 
 TEST(JsonLimits, GenerationConfigDeepValueAndLongValue) {
-  EXPECT_THAT(
-      error_of([] { GenerationConfig::parse("{\"top_k\":" + nested(100000) + "}", "g.json"); }),
-      HasSubstr("g.json: JSON nested deeper than 64 levels"));
-  const std::string e = error_of([] {
-    GenerationConfig::parse("{\"top_k\":\"" + std::string(100000, 'k') + "\"}", "g.json");
-  });
+  EXPECT_THAT(error_of([] { GenerationConfig::parse("{\"top_k\":" + nested(100000) + "}", "g.json"); }),
+              HasSubstr("g.json: JSON nested deeper than 64 levels"));
+  const std::string e =
+      error_of([] { GenerationConfig::parse("{\"top_k\":\"" + std::string(100000, 'k') + "\"}", "g.json"); });
   EXPECT_THAT(e, HasSubstr("g.json: field \"top_k\": expected an integer, found \"kkk"));
   EXPECT_LT(e.size(), 200u);
 }
 
 TEST(JsonLimits, SafetensorsHeaderDeepShapeIsAnError) {
-  const std::string header =
-      R"({"a":{"dtype":"F32","shape":)" + nested(100000) + R"(,"data_offsets":[0,0]}})";
+  const std::string header = R"({"a":{"dtype":"F32","shape":)" + nested(100000) + R"(,"data_offsets":[0,0]}})";
   const std::vector<std::byte> file = test::raw_safetensors(header, 0);
   EXPECT_EQ(error_of([&] { parse_safetensors(file, "m.safetensors"); }),
             "m.safetensors: JSON nested deeper than 64 levels (at byte 90)");  // 28 + 62

@@ -32,8 +32,7 @@ using test::in_child;
 
 std::vector<std::string> names_in(const std::filesystem::path& dir) {
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    names.push_back(e.path().filename());
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename());
   return names;
 }
 
@@ -41,10 +40,8 @@ TEST(FreeSpace, EnoughPassesTooMuchNamesBothSizes) {
   test::TempDir dir;
   EXPECT_EQ(error_of([&] { require_free_space(dir / "not/yet/there.bin", 4096, "x"); }), "");
   EXPECT_THAT(
-      error_of(
-          [&] { require_free_space(dir / "not/yet/there.bin", uint64_t{1} << 62, "out.bin"); }),
-      MatchesRegex("out\\.bin: needs 4\\.0 EiB but only .* are free on the file system of " +
-                   dir.path().string()));
+      error_of([&] { require_free_space(dir / "not/yet/there.bin", uint64_t{1} << 62, "out.bin"); }),
+      MatchesRegex("out\\.bin: needs 4\\.0 EiB but only .* are free on the file system of " + dir.path().string()));
 }
 
 TEST(RemoveOnSignal, SigintAndSigtermRemoveRegisteredFilesAndStillEndTheProcess) {
@@ -153,10 +150,8 @@ TEST(SafetensorsWriterSignals, TooLargeForTheDiskFailsBeforeWritingAnything) {
   const auto file = dir / "model.safetensors";
   SafetensorsWriter writer(file);
   bool filled = false;
-  writer.add("huge", DType::F32, {uint64_t{1} << 40, 1 << 10},
-             [&](std::span<std::byte>) { filled = true; });
-  EXPECT_THAT(error_of([&] { writer.write(); }),
-              HasSubstr(file.string() + ": needs 4.0 PiB but only "));
+  writer.add("huge", DType::F32, {uint64_t{1} << 40, 1 << 10}, [&](std::span<std::byte>) { filled = true; });
+  EXPECT_THAT(error_of([&] { writer.write(); }), HasSubstr(file.string() + ": needs 4.0 PiB but only "));
   EXPECT_FALSE(filled);
   EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{});
 }
@@ -164,9 +159,7 @@ TEST(SafetensorsWriterSignals, TooLargeForTheDiskFailsBeforeWritingAnything) {
 TEST(SafetensorsWriterSignals, TotalSizeOverflowIsRejected) {
   SafetensorsWriter writer("x.safetensors");
   writer.add("a", DType::U8, {uint64_t{1} << 63}, [](std::span<std::byte>) {});
-  EXPECT_EQ(error_of([&] {
-              writer.add("b", DType::U8, {uint64_t{1} << 63}, [](std::span<std::byte>) {});
-            }),
+  EXPECT_EQ(error_of([&] { writer.add("b", DType::U8, {uint64_t{1} << 63}, [](std::span<std::byte>) {}); }),
             "x.safetensors: tensor 'b': the file's size overflows 64 bits");
 }
 
@@ -195,7 +188,7 @@ TEST(AtomicFile, LinksPlantedAtTemporaryNamesAreNeverFollowed) {
   EXPECT_FALSE(fs::is_symlink(target));
   EXPECT_EQ(test::read_text(victims / "file"), "victim");
   EXPECT_EQ(test::read_text(victims / "dir" / "inside"), "victim");
-  EXPECT_TRUE(fs::is_symlink(old_name));       // not ours: left alone
+  EXPECT_TRUE(fs::is_symlink(old_name));                // not ours: left alone
   EXPECT_FALSE(fs::exists(fs::symlink_status(stale)));  // ours, stale: the link removed, not its target
   EXPECT_EQ(names_in(victims.path()).size(), 2u);
 }

@@ -111,9 +111,9 @@ TEST(ThreadPool, ChunksAreAboutFourPerThreadInWholeGrains) {
 TEST(ThreadPool, ChunksPerThreadCutsFinerOrCoarser) {
   EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 0), 112u);
   EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 4), 112u);
-  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 1), 448u);   // 56 grains over 2 chunks
-  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 8), 64u);    // over 16 chunks: 3.5 -> 4 grains
-  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 64), 16u);   // more chunks wanted than grains: one each
+  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 1), 448u);  // 56 grains over 2 chunks
+  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 8), 64u);   // over 16 chunks: 3.5 -> 4 grains
+  EXPECT_EQ(ThreadPool::chunk_size(896, 16, 2, 64), 16u);  // more chunks wanted than grains: one each
   // The pool cuts its calls accordingly, and counts the chunks.
   ThreadPool pool(2);
   std::atomic<size_t> calls{0};
@@ -165,9 +165,8 @@ TEST(ThreadPool, CallerDoesNotWaitForALateWorker) {
   // alone for a while); calls nested in a chunk must still run whole, not wait for the pool.
   std::atomic<size_t> nested{0};
   for (int call = 0; call < 50; ++call) {
-    pool.parallel_for(64, 1, [&](size_t, size_t) {
-      pool.parallel_for(10, 1, [&](size_t b, size_t e) { nested.fetch_add(e - b); });
-    });
+    pool.parallel_for(
+        64, 1, [&](size_t, size_t) { pool.parallel_for(10, 1, [&](size_t b, size_t e) { nested.fetch_add(e - b); }); });
   }
   const size_t outer_chunks = (64 + ThreadPool::chunk_size(64, 1, 3) - 1) / ThreadPool::chunk_size(64, 1, 3);
   EXPECT_EQ(outer_chunks, 11u);  // chunks of 6 grains: 64 grains wanted in 12
@@ -186,7 +185,8 @@ TEST(ThreadPool, ManyCallsInARowKeepCountsExact) {
   std::atomic<size_t> total{0};
   constexpr int kCalls = 2000;
   for (int call = 0; call < kCalls; ++call) {
-    pool.parallel_for(96, 8, [&](size_t begin, size_t end) { total.fetch_add(end - begin, std::memory_order_relaxed); });
+    pool.parallel_for(96, 8,
+                      [&](size_t begin, size_t end) { total.fetch_add(end - begin, std::memory_order_relaxed); });
   }
   EXPECT_EQ(total.load(), size_t{96} * kCalls);
   EXPECT_EQ(pool.joins(), static_cast<uint64_t>(kCalls));
@@ -300,8 +300,7 @@ TEST(ThreadPool, ThreadStartFailureStopsTheStartedWorkersAndThrowsOneLine) {
                                    "the {} worker(s) started were stopped. Use fewer threads (-t) "
                                    "or raise the process limit (ulimit -u)",
                                    fail_at + 2,
-                                   std::make_error_code(std::errc::resource_unavailable_try_again).message(),
-                                   fail_at));
+                                   std::make_error_code(std::errc::resource_unavailable_try_again).message(), fail_at));
   }
   // Nothing is left behind: a new pool starts and works.
   ThreadPool pool(8);

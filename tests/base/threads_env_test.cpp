@@ -27,9 +27,8 @@ class ThreadsEnv : public ::testing::Test {
     return test::run_cli_process(args, options);
   }
   std::vector<std::string> generate(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> args{
-        "generate", "-m", dir_.path().string(), "-p", "the king", "-n", "4",
-        "--temp",   "0",  "--verbose"};
+    std::vector<std::string> args{"generate", "-m", dir_.path().string(), "-p", "the king", "-n", "4",
+                                  "--temp",   "0",  "--verbose"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -73,22 +72,22 @@ TEST_F(ThreadsEnv, InvalidValuesAreOneLineErrorsNamingTheVariable) {
   }
   // Every command with -t reads it the same way.
   const test::TempDir out;
-  expect_env_error(run({"quantize", "-m", dir_.path().string(), "--type", "int8", "--method", "rtn",
-                        "--out", (out / "q").string()},
-                       "two"),
-                   "two");
+  expect_env_error(
+      run({"quantize", "-m", dir_.path().string(), "--type", "int8", "--method", "rtn", "--out", (out / "q").string()},
+          "two"),
+      "two");
   EXPECT_FALSE(std::filesystem::exists(out / "q"));
   expect_env_error(run({"bench", "bandwidth", "--size-mib", "1", "-r", "1"}, "x"), "x");
-  expect_env_error(run({"bench", "generate", "-m", dir_.path().string(), "-p", "4", "-n", "2", "-r",
-                        "1", "-o", "jsonl", "--results", (out / "results.jsonl").string()},
+  expect_env_error(run({"bench", "generate", "-m", dir_.path().string(), "-p", "4", "-n", "2", "-r", "1", "-o", "jsonl",
+                        "--results", (out / "results.jsonl").string()},
                        "1,x"),
                    "1,x");
 }
 
 TEST_F(ThreadsEnv, BenchGenerateTakesAListAsItsDashTDoes) {
   const test::TempDir out;
-  const auto r = run({"bench", "generate", "-m", dir_.path().string(), "-p", "4", "-n", "2", "-r",
-                      "1", "-o", "jsonl", "--results", (out / "results.jsonl").string()},
+  const auto r = run({"bench", "generate", "-m", dir_.path().string(), "-p", "4", "-n", "2", "-r", "1", "-o", "jsonl",
+                      "--results", (out / "results.jsonl").string()},
                      "1,1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<nlohmann::json> records;

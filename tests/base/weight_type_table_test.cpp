@@ -21,7 +21,9 @@
 namespace nanoinfer {
 namespace {
 
-std::string name(const WeightTypeInfo& t) { return std::string(t.name); }
+std::string name(const WeightTypeInfo& t) {
+  return std::string(t.name);
+}
 
 TEST(WeightTypeTable, RowsAreIndexedByTheirTypeAndNamedOnce) {
   ASSERT_EQ(all_weight_types().size(), kWeightTypeCount);

@@ -18,9 +18,11 @@ using nlohmann::json;
 
 // A `bench generate` decode row of one machine and test, with its samples.
 json generate_row(double median, std::vector<double> samples, std::string run = "r") {
-  return {{"bench", "generate"}, {"cpu", "AMD EPYC"}, {"isa", "avx512-bf16"}, {"threads", 2},
-          {"model_filename", "m"}, {"dtype", "int4"}, {"type_k", "f16"}, {"n_prompt", 0},
-          {"n_gen", 32}, {"n_depth", 64}, {"median_ts", median}, {"samples_ts", samples}, {"run", run}};
+  return {{"bench", "generate"}, {"cpu", "AMD EPYC"},     {"isa", "avx512-bf16"},
+          {"threads", 2},        {"model_filename", "m"}, {"dtype", "int4"},
+          {"type_k", "f16"},     {"n_prompt", 0},         {"n_gen", 32},
+          {"n_depth", 64},       {"median_ts", median},   {"samples_ts", samples},
+          {"run", run}};
 }
 
 TEST(BenchCompare, RatiosToBestAndLastAndAVerdictBeyondTheSpread) {
@@ -69,8 +71,8 @@ TEST(BenchCompare, OnlyTheSameMachineAndTestAndNothingDiscarded) {
   thrown_out["discarded"] = "host busy";
   json other_bench = generate_row(200, {200});
   other_bench["bench"] = "generate-cache-ab";
-  const std::vector<json> history = {generate_row(100, {100}), other_isa, other_threads, other_cpu,
-                                     other_shape, no_dtype,        thrown_out, other_bench};
+  const std::vector<json> history = {
+      generate_row(100, {100}), other_isa, other_threads, other_cpu, other_shape, no_dtype, thrown_out, other_bench};
   const auto v = compare_records(history, {generate_row(100, {100})});
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].earlier, 1u);
@@ -89,8 +91,9 @@ TEST(BenchCompare, OnlyTheSameMachineAndTestAndNothingDiscarded) {
 // serve-bench rows compare only with rows of the same served model (and load).
 TEST(BenchCompare, ServeRowsOfAnotherModelAreNotComparable) {
   auto serve = [](std::string model, double tps) {
-    return json{{"bench", "serve"}, {"cpu", "c"}, {"isa", "avx512-bf16"}, {"threads", 2}, {"model", model},
-                {"prompt", "ROMEO:"}, {"clients", 1}, {"requests", 4}, {"max_tokens", 64}, {"tokens_per_s", tps}};
+    return json{{"bench", "serve"}, {"cpu", "c"},         {"isa", "avx512-bf16"}, {"threads", 2},
+                {"model", model},   {"prompt", "ROMEO:"}, {"clients", 1},         {"requests", 4},
+                {"max_tokens", 64}, {"tokens_per_s", tps}};
   };
   const std::vector<json> history = {serve("default-model", 4800), serve("synth-int8.gguf", 90)};
   const auto v = compare_records(history, {serve("synth-int8.gguf", 89)});
@@ -101,8 +104,9 @@ TEST(BenchCompare, ServeRowsOfAnotherModelAreNotComparable) {
   EXPECT_TRUE(compare_records(history, {serve("synth-int8.gguf", 80)})[0].regression);
   // serve-itl: the gap while a long prompt prefills, and its ratio to the gap before, lower is better.
   auto itl = [](std::string model, double during, double ratio) {
-    return json{{"bench", "serve-itl"}, {"cpu", "c"}, {"isa", "avx512-bf16"}, {"threads", 2}, {"model", model},
-                {"streams", 4}, {"long_tokens", 16384}, {"during_median_s", during}, {"ratio_median", ratio}};
+    return json{{"bench", "serve-itl"}, {"cpu", "c"},   {"isa", "avx512-bf16"}, {"threads", 2},
+                {"model", model},       {"streams", 4}, {"long_tokens", 16384}, {"during_median_s", during},
+                {"ratio_median", ratio}};
   };
   const std::vector<json> itl_history = {itl("a.gguf", 0.080, 2.8), itl("b.gguf", 0.010, 1.1)};
   const auto worse = compare_records(itl_history, {itl("a.gguf", 0.090, 3.1)});
@@ -117,8 +121,14 @@ TEST(BenchCompare, ServeRowsOfAnotherModelAreNotComparable) {
 
 TEST(BenchCompare, LowerIsBetterFiguresAndMinMaxSpreads) {
   auto load = [](double median, double min) {
-    return json{{"bench", "load"}, {"cpu", "c"}, {"isa", "scalar"}, {"threads", 1}, {"model", "m"},
-                {"weight_type", "bf16"}, {"load_seconds_median", median}, {"load_seconds_min", min}};
+    return json{{"bench", "load"},
+                {"cpu", "c"},
+                {"isa", "scalar"},
+                {"threads", 1},
+                {"model", "m"},
+                {"weight_type", "bf16"},
+                {"load_seconds_median", median},
+                {"load_seconds_min", min}};
   };
   // Twice as slow to load: speed ratio 0.5, noise from the min fields (0.2 / 2 = 10%).
   const auto v = compare_records({load(1.0, 0.9), load(0.8, 0.8)}, {load(2.0, 1.8)});
@@ -184,17 +194,25 @@ TEST(BenchCompare, StreamedFileGivesTheSameVerdictsHoldingOnlyTheNewestRun) {
     if (i % 13 == 0) r["n_gen"] = 64;
     if (i % 17 == 0) r["discarded"] = "host busy";
     if (i % 29 == 0) r["bench"] = "generate-cache-ab";
-    if (i % 31 == 0) r = json{{"bench", "load"}, {"cpu", "AMD EPYC"}, {"isa", "avx512-bf16"}, {"threads", 2},
-                              {"model", "m"}, {"weight_type", "bf16"}, {"load_seconds_median", 1.0 + i % 5 * 0.1},
-                              {"run", "run" + std::to_string(i / 5)}};
+    if (i % 31 == 0)
+      r = json{{"bench", "load"},
+               {"cpu", "AMD EPYC"},
+               {"isa", "avx512-bf16"},
+               {"threads", 2},
+               {"model", "m"},
+               {"weight_type", "bf16"},
+               {"load_seconds_median", 1.0 + i % 5 * 0.1},
+               {"run", "run" + std::to_string(i / 5)}};
     text += r.dump() + (i % 100 == 0 ? "\n\n" : "\n");
     ++records;
   }
   // The newest run: four records of one run id, of two kinds and two thread counts.
   for (int i = 0; i < 4; ++i) {
-    json r = i == 3 ? json{{"bench", "load"}, {"cpu", "AMD EPYC"}, {"isa", "avx512-bf16"}, {"threads", 2}, {"model", "m"},
-                           {"weight_type", "bf16"}, {"load_seconds_median", 1.3}, {"load_seconds_min", 1.2}}
-                    : generate_row(95 + i, {94.0 + i, 96.0 + i}, "newest");
+    json r =
+        i == 3
+            ? json{{"bench", "load"}, {"cpu", "AMD EPYC"},     {"isa", "avx512-bf16"},       {"threads", 2},
+                   {"model", "m"},    {"weight_type", "bf16"}, {"load_seconds_median", 1.3}, {"load_seconds_min", 1.2}}
+            : generate_row(95 + i, {94.0 + i, 96.0 + i}, "newest");
     if (i == 1) r["threads"] = 2;
     if (i == 2) r["threads"] = 3;
     r["run"] = "newest";
@@ -274,7 +292,9 @@ TEST(BenchCompare, DiscardRefusesASymlinkAndKeepsItsTarget) {
   // A line given twice, and a line past the end found only once the file is read: nothing is
   // written.
   EXPECT_EQ(test::error_of([&] { discard_bench_records(target, {2, 2}, "x"); }), target + ": line 2 is given twice");
-  EXPECT_EQ(test::error_of([&] { discard_bench_records(target, {1, 9}, "x"); }),
+  EXPECT_EQ(test::error_of([&] {
+              discard_bench_records(target, {1, 9}, "x");
+            }),
             target + ": no line 9 (the file has 2 lines)");
   EXPECT_EQ(test::read_text(target), text);
   EXPECT_EQ(test::entries(dir.path()), (std::vector<std::string>{"link.jsonl", "r.jsonl"}));

@@ -124,8 +124,7 @@ auto header_edited(std::function<void(Json&)> edit) {
     tiny(d);
     std::vector<std::byte> bytes = test::read_bytes(d / "m/model.safetensors");
     uint64_t len = 0;
-    for (int i = 7; i >= 0; --i)
-      len = (len << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
+    for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
     Json header = Json::parse(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, len));
     edit(header);
     const std::vector<std::byte> data(bytes.begin() + 8 + static_cast<ptrdiff_t>(len), bytes.end());
@@ -513,8 +512,7 @@ const std::vector<BadInputCase> kLoaderCases = {
 std::vector<std::string> temporary_files(const fs::path& dir) {
   std::vector<std::string> found;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.path().filename().string().find(".tmp.") != std::string::npos)
-      found.push_back(e.path().string());
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) found.push_back(e.path().string());
   }
   return found;
 }
@@ -527,8 +525,7 @@ TEST_P(BadInput, OneLineExitOneNoSignalNoLeftovers) {
   c.setup(dir.path());
   std::vector<std::string> args = c.args;
   for (std::string& a : args) {
-    for (size_t at; (at = a.find("{d}")) != std::string::npos;)
-      a.replace(at, 3, dir.path().string());
+    for (size_t at; (at = a.find("{d}")) != std::string::npos;) a.replace(at, 3, dir.path().string());
   }
   const test::CliProcess r = test::run_cli_process(
       args, {.stdin_text = c.stdin_text, .stdin_path = c.stdin_path, .stdout_path = c.stdout_path});
@@ -552,8 +549,7 @@ std::string case_name(const ::testing::TestParamInfo<BadInputCase>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, BadInput, ::testing::ValuesIn(kBadInputCases), case_name);
-INSTANTIATE_TEST_SUITE_P(LoaderCases, BadInput, ::testing::ValuesIn(kLoaderCases),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(LoaderCases, BadInput, ::testing::ValuesIn(kLoaderCases), case_name);
 
 TEST(BadInputTable, HasAtLeastFortyCases) {
   EXPECT_GE(kBadInputCases.size(), 40u);

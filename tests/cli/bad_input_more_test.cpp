@@ -33,12 +33,11 @@ TEST(BadInputTable, ThreadCountIsClampedWithAWarning) {
   if (ThreadPool::logical_cpus() >= 512) GTEST_SKIP() << "512 CPUs or more";
   test::TempDir dir;
   tiny_model(dir.path());
-  const test::CliProcess r = test::run_cli_process(
-      {"generate", "-m", (dir / "m").string(), "-p", "hi", "-n", "2", "-t", "512"});
+  const test::CliProcess r =
+      test::run_cli_process({"generate", "-m", (dir / "m").string(), "-p", "hi", "-n", "2", "-t", "512"});
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.err, ::testing::StartsWith(
-                         "nanoinfer: warning: 512 threads requested but this process can run on"));
+  EXPECT_THAT(r.err, ::testing::StartsWith("nanoinfer: warning: 512 threads requested but this process can run on"));
 }
 
 // quantize and bench quant go through the same clamp as every command (unclamped, -t 300 would
@@ -52,8 +51,7 @@ TEST(BadInputTable, QuantizeThreadCountIsClampedWithAWarning) {
                                                     "--method", "rtn", "-t", "512", "--out", (dir / "q").string()});
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.err, ::testing::StartsWith(
-                         "nanoinfer: warning: 512 threads requested but this process can run on"));
+  EXPECT_THAT(r.err, ::testing::StartsWith("nanoinfer: warning: 512 threads requested but this process can run on"));
   EXPECT_THAT(r.out, ::testing::HasSubstr(fmt::format(" s on {} threads\n", ThreadPool::logical_cpus())));
 }
 
@@ -61,9 +59,9 @@ TEST(BadInputTable, BenchQuantThreadCountIsClampedOnce) {
   if (ThreadPool::logical_cpus() >= 512) GTEST_SKIP() << "512 CPUs or more";
   test::TempDir dir;
   text_file(dir.path());
-  const test::CliProcess r = test::run_cli_process(
-      {"bench", "quant", "-m", (dir / "m").string(), "-f", (dir / "text.txt").string(), "-c", "16", "--levels",
-       "int8-rtn", "-t", "512", "-o", (dir / "r.jsonl").string()});
+  const test::CliProcess r =
+      test::run_cli_process({"bench", "quant", "-m", (dir / "m").string(), "-f", (dir / "text.txt").string(), "-c",
+                             "16", "--levels", "int8-rtn", "-t", "512", "-o", (dir / "r.jsonl").string()});
   ASSERT_TRUE(r.exited);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   size_t warnings = 0;
@@ -79,17 +77,18 @@ TEST(BadInputTable, BenchQuantThreadCountIsClampedOnce) {
 // tiny-untied with 16M positions: 16,777,216 x (2 x 3 layers x kv dim 64 + head dim 32) x 4 bytes
 // = 26 GiB.
 TEST(BadInputTable, ContextBeyondTheMachinesMemoryIsRefused) {
-  const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+  const uint64_t memory =
+      static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
   if (memory >= (uint64_t{26} << 30)) GTEST_SKIP() << "this machine has 26 GiB of memory or more";
   test::TempDir dir;
   config_with("max_position_embeddings", "16777216")(dir.path());
-  const test::CliProcess r =
-      test::run_cli_process({"generate", "-m", (dir / "m").string(), "-p", "hi", "-n", "1", "-c", "16777216",
-                                                   "--kv-type", "f32"});
+  const test::CliProcess r = test::run_cli_process(
+      {"generate", "-m", (dir / "m").string(), "-p", "hi", "-n", "1", "-c", "16777216", "--kv-type", "f32"});
   ASSERT_TRUE(r.exited);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, ::testing::StartsWith("nanoinfer: error: -c 16777216: a context of 16777216 positions needs 26.0 GiB "
-                                           "for its KV cache and RoPE tables, more than this machine's"));
+  EXPECT_THAT(r.err,
+              ::testing::StartsWith("nanoinfer: error: -c 16777216: a context of 16777216 positions needs 26.0 GiB "
+                                    "for its KV cache and RoPE tables, more than this machine's"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 

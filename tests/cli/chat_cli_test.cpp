@@ -55,8 +55,7 @@ TEST_F(ChatSessionTest, SecondTurnPrefillsOnlyItsNewTokens) {
   GenerationStats s2;
   collect(chat, "and then?", 5, &s2);
   // What the template adds for the second turn, tokenized on its own.
-  const size_t delta =
-      tok.encode("<|im_end|>\n<|im_start|>user\nand then?<|im_end|>\n<|im_start|>assistant\n").size();
+  const size_t delta = tok.encode("<|im_end|>\n<|im_start|>user\nand then?<|im_end|>\n<|im_start|>assistant\n").size();
   EXPECT_EQ(s2.prompt_tokens, pending + delta);
   EXPECT_EQ(model.positions_pushed() - before, pending + delta + s2.decode_steps);
 
@@ -121,10 +120,11 @@ TEST_F(ChatSessionTest, ALongMessageIsRefusedBeforeItIsTokenized) {
     collect(chat, words(chat.max_message_bytes() + 1), 2);
     ADD_FAILURE() << "not refused";
   } catch (const ChatTurnRefused& e) {
-    EXPECT_EQ(std::string(e.what()), fmt::format("message not sent: {} bytes cannot fit a context of 64 tokens (at most {} "
-                                                  "bytes: 4 x {}, the longest token's bytes, per token); shorten it or "
-                                                  "raise -c",
-                                                  chat.max_message_bytes() + 1, chat.max_message_bytes(), longest));
+    EXPECT_EQ(std::string(e.what()),
+              fmt::format("message not sent: {} bytes cannot fit a context of 64 tokens (at most {} "
+                          "bytes: 4 x {}, the longest token's bytes, per token); shorten it or "
+                          "raise -c",
+                          chat.max_message_bytes() + 1, chat.max_message_bytes(), longest));
   }
   EXPECT_EQ(tok.cache_entries(), 0u);
   EXPECT_EQ(chat.messages().size(), before.size());
@@ -150,9 +150,9 @@ TEST_F(ChatSessionTest, CliRefusesATooLongMessageAndGoesOn) {
   const size_t bound = chat.max_message_bytes();
   const std::string reply = collect(chat, "hello", 4);
   const std::vector<std::string> args = {"chat", "-m", dir_.path().string(), "--temp", "0", "-n", "4", "-t", "1",
-                                         "-c", "96"};
-  for (const std::string& message : {std::string(bound + 1, 'a'),         // refused unread by the tokenizer
-                                     std::string(bound / 4, 'b'),          // tokenized, too many tokens
+                                         "-c",   "96"};
+  for (const std::string& message : {std::string(bound + 1, 'a'),                // refused unread by the tokenizer
+                                     std::string(bound / 4, 'b'),                // tokenized, too many tokens
                                      std::string(bound, 'c') + "\\\nd\\\ne"}) {  // continued past the bound
     const test::CliProcess r = test::run_cli_process(args, {.stdin_text = message + "\nhello\n"});
     ASSERT_TRUE(r.exited);
@@ -185,7 +185,9 @@ TEST_F(ChatSessionTest, OutgrownConversationDropsItsOldestTurnsAndKeepsTheSystem
     EXPECT_EQ(kept.front().role, "system");
     EXPECT_EQ(kept.front().content, "x");
     // What is kept is the system prompt and the newest turns, in order.
-    const auto same = [](const ChatMessage& a, const ChatMessage& b) { return a.role == b.role && a.content == b.content; };
+    const auto same = [](const ChatMessage& a, const ChatMessage& b) {
+      return a.role == b.role && a.content == b.content;
+    };
     EXPECT_TRUE(std::equal(kept.begin() + 1, kept.end(), all.end() - static_cast<ptrdiff_t>(kept.size() - 1), same));
     EXPECT_EQ(tok.decode(gen.tokens()), chat.sequence_text());
     EXPECT_EQ(render_chat(kept, false), chat.sequence_text() + "<|im_end|>\n");
@@ -210,11 +212,11 @@ TEST_F(ChatSessionTest, InterruptStopsTheReplyAndKeepsWhatItSaid) {
   ChatSession chat(gen, tok, "");
   std::atomic<bool> stop{false};
   std::string out;
-  const GenerationStats s = chat.send("hello", {.max_new_tokens = 20, .eos_ids = {}, .interrupt = &stop},
-                                     [&](std::string_view t) {
-                                       out.append(t);
-                                       stop.store(true);  // as a Ctrl-C during the first token
-                                     });
+  const GenerationStats s =
+      chat.send("hello", {.max_new_tokens = 20, .eos_ids = {}, .interrupt = &stop}, [&](std::string_view t) {
+        out.append(t);
+        stop.store(true);  // as a Ctrl-C during the first token
+      });
   EXPECT_EQ(s.stop_reason, StopReason::Interrupted);
   EXPECT_EQ(s.generated_tokens, 1u);
   ASSERT_EQ(chat.messages().size(), 2u);
@@ -272,8 +274,8 @@ TEST_F(ChatSessionTest, CliFromAPipePrintsRepliesOnly) {
 }
 
 TEST_F(ChatSessionTest, CliResetAndEndOfInput) {
-  const auto r = test::run_cli({"chat", "-m", dir_.path().string(), "--temp", "0", "-n", "5"},
-                               "tell me\n/reset\ntell me\n");
+  const auto r =
+      test::run_cli({"chat", "-m", dir_.path().string(), "--temp", "0", "-n", "5"}, "tell me\n/reset\ntell me\n");
   ASSERT_EQ(r.status, 0) << r.err;
   // Two identical replies, each followed by a newline: out = X + "\n" + X + "\n".
   ASSERT_EQ(r.out.size() % 2, 0u);

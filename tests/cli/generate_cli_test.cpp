@@ -73,13 +73,13 @@ TEST_F(GenerateCli, SeedMakesSamplingReproducible) {
 }
 
 TEST_F(GenerateCli, VerboseNamesTheSourceOfEachSetting) {
-  const auto r = run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--temp", "0.5",
-                          "--min-p", "0.1", "--seed", "3", "--verbose"});
+  const auto r = run_cli(
+      {"generate", "-m", dir(), "-p", "x", "-n", "1", "--temp", "0.5", "--min-p", "0.1", "--seed", "3", "--verbose"});
   ASSERT_EQ(r.status, 0) << r.err;
-  for (const char* line : {"temperature        = 0.5 (flag)", "top_k              = 20 (generation_config.json)",
-                           "top_p              = 0.8 (generation_config.json)", "min_p              = 0.1 (flag)",
-                           "repetition_penalty = 1.1 (generation_config.json)", "seed               = 3 (flag)",
-                           "eos ids: 299"}) {
+  for (const char* line :
+       {"temperature        = 0.5 (flag)", "top_k              = 20 (generation_config.json)",
+        "top_p              = 0.8 (generation_config.json)", "min_p              = 0.1 (flag)",
+        "repetition_penalty = 1.1 (generation_config.json)", "seed               = 3 (flag)", "eos ids: 299"}) {
     EXPECT_NE(r.err.find(line), std::string::npos) << line << "\n" << r.err;
   }
 }
@@ -104,8 +104,8 @@ TEST_F(GenerateCli, StopStringTruncatesOutput) {
   size_t at = text.size() / 2;
   while (at > 0 && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) --at;
   const std::string stop = text.substr(at, 1);
-  const auto r = run_cli({"generate", "-m", dir(), "-p", "hello", "-n", "30", "--temp", "0",
-                          "--stop", "never-appears", "--stop", stop});
+  const auto r = run_cli(
+      {"generate", "-m", dir(), "-p", "hello", "-n", "30", "--temp", "0", "--stop", "never-appears", "--stop", stop});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, text.substr(0, text.find(stop)) + "\n");
   EXPECT_NE(r.err.find("(stop string)"), std::string::npos) << r.err;
@@ -137,7 +137,8 @@ TEST_F(GenerateCli, PromptFromAFileIsThePromptGivenInline) {
   };
   EXPECT_FALSE(prompt_tokens(inline_run.err).empty()) << inline_run.err;
   EXPECT_EQ(prompt_tokens(file_run.err), prompt_tokens(inline_run.err));
-  test::expect_one_line_error(run_cli({"generate", "-m", dir(), "-n", "2"}), "generate: give the prompt with -p TEXT or -f FILE");
+  test::expect_one_line_error(run_cli({"generate", "-m", dir(), "-n", "2"}),
+                              "generate: give the prompt with -p TEXT or -f FILE");
   test::expect_one_line_error(run_cli({"generate", "-m", dir(), "-p", "x", "-f", file.string()}), "excludes");
   test::expect_one_line_error(run_cli({"generate", "-m", dir(), "-f", (dir_ / "missing.txt").string()}), "missing.txt");
   test::expect_one_line_error(run_cli({"viz", "-m", dir(), "-n", "2"}), "viz: give the prompt with -p TEXT or -f FILE");
@@ -194,14 +195,14 @@ TEST_F(GenerateCli, BadValuesAreOneLineErrors) {
 
 TEST_F(GenerateCli, PromptLongerThanContextIsOneLineError) {
   test::expect_one_line_error(run_cli({"generate", "-m", dir(), "-p", std::string(40, 'z'), "-c", "8"}),
-                        "but the context holds 8");
+                              "but the context holds 8");
 }
 
 TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   test::TempDir out;
   const std::string results = (out / "results.jsonl").string();
-  const auto r = run_cli({"bench", "generate", "-m", dir(), "-p", "8", "-n", "4", "-r", "2",
-                          "-t", "1", "--cache-ab", "--probe-mib", "4", "--results", results});
+  const auto r = run_cli({"bench", "generate", "-m", dir(), "-p", "8", "-n", "4", "-r", "2", "-t", "1", "--cache-ab",
+                          "--probe-mib", "4", "--results", results});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("| pp8 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| tg4 @ d8 |"), std::string::npos) << r.out;
@@ -217,9 +218,8 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   EXPECT_EQ(records[1]["n_gen"], 4);
   EXPECT_EQ(records[1]["n_depth"], 8);  // decoded after the 8-token prompt: llama-bench's tg4 @ d8
   for (const auto& rec : {records[0], records[1]}) {
-    for (const char* key : {"avg_ts", "stddev_ts", "median_ts", "min_ts", "n_threads", "model_type",
-                            "model_size", "model_n_params", "cpu_info", "build_commit", "test_time",
-                            "peak_rss_bytes"}) {
+    for (const char* key : {"avg_ts", "stddev_ts", "median_ts", "min_ts", "n_threads", "model_type", "model_size",
+                            "model_n_params", "cpu_info", "build_commit", "test_time", "peak_rss_bytes"}) {
       EXPECT_TRUE(rec.contains(key)) << key;
     }
     EXPECT_EQ(rec["samples_ts"].size(), 2u);
@@ -238,8 +238,8 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   EXPECT_EQ(records[1]["read_bandwidth_probe_bytes"], 4u << 20);
   ASSERT_GT(records[1]["read_bandwidth_gbps"].get<double>(), 0.0);
   EXPECT_GE(records[1]["read_bandwidth_gbps"].get<double>(), records[1]["read_bandwidth_min_gbps"].get<double>());
-  EXPECT_DOUBLE_EQ(records[1]["roofline_pct"].get<double>(),
-                   100.0 * records[1]["effective_gbps"].get<double>() / records[1]["read_bandwidth_gbps"].get<double>());
+  EXPECT_DOUBLE_EQ(records[1]["roofline_pct"].get<double>(), 100.0 * records[1]["effective_gbps"].get<double>() /
+                                                                 records[1]["read_bandwidth_gbps"].get<double>());
   EXPECT_NE(r.out.find("barriers per token, "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("; read bandwidth"), std::string::npos) << r.out;
   // FLOPs and activation bytes per token (model/linear.h, model/ops.h): 2 per matrix weight;
@@ -276,17 +276,19 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
     EXPECT_GE(records[2][p + "_max_ts"].get<double>(), records[2][p + "_min_ts"].get<double>());
   }
   test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-r", "0"}), "-r must be >= 1");
-  test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "--probe-mib", "-1"}), "--probe-mib must be >= 0");
+  test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "--probe-mib", "-1"}),
+                              "--probe-mib must be >= 0");
   test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "250", "-n", "10"}),
-                        "exceed the context of 256");
+                              "exceed the context of 256");
 }
 
 // Lists as llama-bench takes them: every combination measured, in order; -o picks stdout's
 // format; outside the repository (no ./bench) nothing is written and that is not an error.
 TEST_F(GenerateCli, BenchListsAndOutputFormats) {
   test::TempDir cwd;
-  const std::string script = fmt::format("cd {} && {} bench generate -m {} -p 4,8 -n 2,3 -t 1,2 -r 1 --probe-mib 0 -o jsonl",
-                                         cwd.path().string(), NANOINFER_BINARY_PATH, dir());
+  const std::string script =
+      fmt::format("cd {} && {} bench generate -m {} -p 4,8 -n 2,3 -t 1,2 -r 1 --probe-mib 0 -o jsonl",
+                  cwd.path().string(), NANOINFER_BINARY_PATH, dir());
   // Through a shell, for the working directory.
   FILE* pipe = popen((script + " 2>/dev/null").c_str(), "r");
   ASSERT_NE(pipe, nullptr);
@@ -314,8 +316,8 @@ TEST_F(GenerateCli, BenchListsAndOutputFormats) {
     }
   }
   EXPECT_TRUE(std::filesystem::is_empty(cwd.path()));  // no bench/ here: nothing written
-  const auto csv = run_cli({"bench", "generate", "-m", dir(), "-p", "4", "-n", "2", "-t", "1", "-r", "1",
-                            "--probe-mib", "0", "-o", "csv", "--results", (cwd / "r.jsonl").string()});
+  const auto csv = run_cli({"bench", "generate", "-m", dir(), "-p", "4", "-n", "2", "-t", "1", "-r", "1", "--probe-mib",
+                            "0", "-o", "csv", "--results", (cwd / "r.jsonl").string()});
   ASSERT_EQ(csv.status, 0) << csv.err;
   EXPECT_EQ(csv.out.substr(0, csv.out.find('\n')),
             "model_filename,dtype,isa,n_threads,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,median_ts,min_ts,max_ts,"
@@ -324,7 +326,7 @@ TEST_F(GenerateCli, BenchListsAndOutputFormats) {
   const std::string appended = test::read_text(cwd / "r.jsonl");
   EXPECT_EQ(std::count(appended.begin(), appended.end(), '\n'), 2);  // the pp and tg records
   test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-o", "results.jsonl"}),
-                        "-o takes the output format md, csv, json or jsonl");
+                              "-o takes the output format md, csv, json or jsonl");
   test::expect_one_line_error(run_cli({"bench", "generate", "-m", dir(), "-p", "4,0"}), "-p must be >= 1, got 0");
 }
 

@@ -7,10 +7,10 @@
 #include <algorithm>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "support/files.h"
 #include "support/run_cli.h"
@@ -32,8 +32,8 @@ TEST(GrammarCli, JsonSchemaOutputValidates) {
       "n":{"type":"integer","minimum":1,"maximum":9}},"required":["ok","n"],"additionalProperties":false})");
   int ended = 0;
   for (int seed = 1; seed <= 4; ++seed) {
-    const auto r = run_cli({"generate", "-t", "1", "-p", "JSON:", "--temp", "1", "--seed", std::to_string(seed), "-n", "40",
-                            "--json-schema", schema});
+    const auto r = run_cli({"generate", "-t", "1", "-p", "JSON:", "--temp", "1", "--seed", std::to_string(seed), "-n",
+                            "40", "--json-schema", schema});
     ASSERT_EQ(r.status, 0) << r.err;
     if (r.err.find("end of sequence") == std::string::npos) continue;
     ++ended;
@@ -65,10 +65,12 @@ TEST(GrammarCli, ErrorsAreOneLineAndNamed) {
                                    write(dir, "s.json", R"({"type":"string","format":"email"})")});
   EXPECT_EQ(bad_schema.status, 1);
   EXPECT_NE(bad_schema.err.find("'format'"), std::string::npos) << bad_schema.err;
-  const auto bad_grammar = run_cli({"generate", "-p", "x", "-n", "1", "--grammar", write(dir, "g.gbnf", "root ::= nope\n")});
+  const auto bad_grammar =
+      run_cli({"generate", "-p", "x", "-n", "1", "--grammar", write(dir, "g.gbnf", "root ::= nope\n")});
   EXPECT_EQ(bad_grammar.status, 1);
   EXPECT_NE(bad_grammar.err.find("'nope'"), std::string::npos) << bad_grammar.err;
-  const auto both = run_cli({"generate", "-p", "x", "-n", "1", "--json", "--grammar", write(dir, "h.gbnf", "root ::= \"a\"\n")});
+  const auto both =
+      run_cli({"generate", "-p", "x", "-n", "1", "--json", "--grammar", write(dir, "h.gbnf", "root ::= \"a\"\n")});
   EXPECT_EQ(both.status, 1);
   EXPECT_NE(both.err.find("exclude each other"), std::string::npos) << both.err;
 }
@@ -89,7 +91,8 @@ TEST(GrammarCli, SchemaAndGrammarLimitsAreOneLineNamingTheFile) {
     const std::string file = write(dir, fmt::format("deep{}.json", depth), nested(depth));
     const auto r = run_cli({"generate", "-p", "x", "-n", "1", "--json-schema", file});
     EXPECT_EQ(r.status, 1) << depth;
-    EXPECT_NE(r.err.find("--json-schema " + file + ": JSON Schema: JSON nested deeper than 64 levels"), std::string::npos)
+    EXPECT_NE(r.err.find("--json-schema " + file + ": JSON Schema: JSON nested deeper than 64 levels"),
+              std::string::npos)
         << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
@@ -139,7 +142,6 @@ TEST(GrammarCli, BenchGenerateRecordsWhatTheGrammarCosts) {
   EXPECT_EQ(both.status, 1);
   EXPECT_NE(both.err.find("exclude each other"), std::string::npos) << both.err;
 }
-
 
 }  // namespace
 }  // namespace nanoinfer

@@ -32,8 +32,8 @@ struct RunResult {
 RunResult run_nanoinfer(const test::TempDir& dir, const std::string& args) {
   const auto out = dir / "stdout.txt";
   const auto err = dir / "stderr.txt";
-  const std::string cmd = std::string("'") + NANOINFER_BINARY_PATH + "' " + args + " >'" +
-                          out.string() + "' 2>'" + err.string() + "'";
+  const std::string cmd =
+      std::string("'") + NANOINFER_BINARY_PATH + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
   const int status = std::system(cmd.c_str());
   RunResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -80,8 +80,7 @@ class InspectCli : public ::testing::Test {
   static std::vector<std::byte> with_header_text(const std::string& text) {
     const SafetensorsLayout layout = parse_safetensors(*bytes_, "good");
     std::vector<std::byte> out = test::raw_safetensors(text, 0);
-    out.insert(out.end(), bytes_->begin() + static_cast<std::ptrdiff_t>(layout.data_offset),
-               bytes_->end());
+    out.insert(out.end(), bytes_->begin() + static_cast<std::ptrdiff_t>(layout.data_offset), bytes_->end());
     return out;
   }
 
@@ -97,8 +96,8 @@ std::vector<std::byte>* InspectCli::bytes_ = nullptr;
 
 TEST_F(InspectCli, SynthThenInspectPasses) {
   test::write_text(dir_ / "config.json", test::small_qwen2_config_json());
-  const RunResult s = run_nanoinfer(dir_, "synth --config '" + (dir_ / "config.json").string() +
-                                              "' --out '" + (dir_ / "m").string() + "' --seed 7");
+  const RunResult s = run_nanoinfer(
+      dir_, "synth --config '" + (dir_ / "config.json").string() + "' --out '" + (dir_ / "m").string() + "' --seed 7");
   ASSERT_EQ(s.exit_code, 0) << s.err;
   // stderr is a file, not a terminal: no progress lines, only the summary
   // on stdout.
@@ -147,8 +146,8 @@ TEST_F(InspectCli, SynthValuesFollowTheRecipe) {
   EXPECT_GT(norm_std, 0.01);
   EXPECT_LT(norm_std, 0.03);
   // Different seeds give different weights; the tensors differ from each other too.
-  write_synthetic_weights(ModelConfig::parse(test::small_qwen2_config_json(), "small"),
-                          dir_ / "other.safetensors", SynthOptions{.seed = 8});
+  write_synthetic_weights(ModelConfig::parse(test::small_qwen2_config_json(), "small"), dir_ / "other.safetensors",
+                          SynthOptions{.seed = 8});
   EXPECT_NE(test::read_bytes(dir_ / "other.safetensors"), *bytes_);
   const TensorView g = f.get("model.layers.0.mlp.gate_proj.weight");
   const TensorView u = f.get("model.layers.0.mlp.up_proj.weight");
@@ -181,8 +180,7 @@ TEST_F(InspectCli, NonJsonHeader) {
 
 TEST_F(InspectCli, UnknownDtype) {
   const auto b = with_header([](Json& h) { h["model.norm.weight"]["dtype"] = "Q4_K"; });
-  EXPECT_THAT(inspect_corrupt(b).err,
-              HasSubstr("tensor 'model.norm.weight': unknown dtype \"Q4_K\""));
+  EXPECT_THAT(inspect_corrupt(b).err, HasSubstr("tensor 'model.norm.weight': unknown dtype \"Q4_K\""));
 }
 
 TEST_F(InspectCli, WrongByteLength) {
@@ -202,33 +200,27 @@ TEST_F(InspectCli, OverlappingOffsets) {
 }
 
 TEST_F(InspectCli, OffsetsOutsideFile) {
-  const auto b = with_header([](Json& h) {
-    h["model.norm.weight"]["data_offsets"] = {1 << 30, (1 << 30) + 128};
-  });
-  EXPECT_THAT(inspect_corrupt(b).err,
-              HasSubstr("tensor 'model.norm.weight': data_offsets [1073741824, 1073741952] run "
-                        "past the end of the data section"));
+  const auto b = with_header([](Json& h) { h["model.norm.weight"]["data_offsets"] = {1 << 30, (1 << 30) + 128}; });
+  EXPECT_THAT(inspect_corrupt(b).err, HasSubstr("tensor 'model.norm.weight': data_offsets [1073741824, 1073741952] run "
+                                                "past the end of the data section"));
 }
 
 TEST_F(InspectCli, DuplicateTensor) {
   const SafetensorsLayout layout = parse_safetensors(*bytes_, "good");
   std::string text(reinterpret_cast<const char*>(bytes_->data()) + 8, layout.header_len);
   text.insert(1, R"("model.norm.weight":{"dtype":"BF16","shape":[0],"data_offsets":[0,0]},)");
-  EXPECT_THAT(inspect_corrupt(with_header_text(text)).err,
-              HasSubstr("duplicate tensor 'model.norm.weight'"));
+  EXPECT_THAT(inspect_corrupt(with_header_text(text)).err, HasSubstr("duplicate tensor 'model.norm.weight'"));
 }
 
 TEST_F(InspectCli, MissingTensor) {
   const auto b = with_header([](Json& h) { h.erase("model.layers.1.mlp.up_proj.weight"); });
-  EXPECT_THAT(inspect_corrupt(b).err,
-              HasSubstr("missing tensor 'model.layers.1.mlp.up_proj.weight' (expected shape "
-                        "[160, 64])"));
+  EXPECT_THAT(inspect_corrupt(b).err, HasSubstr("missing tensor 'model.layers.1.mlp.up_proj.weight' (expected shape "
+                                                "[160, 64])"));
 }
 
 TEST_F(InspectCli, UnexpectedTensor) {
   const auto b = with_header([](Json& h) {
-    h["model.layers.0.mlp.extra.weight"] = {
-        {"dtype", "BF16"}, {"shape", {0}}, {"data_offsets", {0, 0}}};
+    h["model.layers.0.mlp.extra.weight"] = {{"dtype", "BF16"}, {"shape", {0}}, {"data_offsets", {0, 0}}};
   });
   const RunResult r = inspect_corrupt(b);
   EXPECT_THAT(r.err, HasSubstr("unexpected tensor 'model.layers.0.mlp.extra.weight'"));
@@ -237,9 +229,7 @@ TEST_F(InspectCli, UnexpectedTensor) {
 
 TEST_F(InspectCli, MisShapedTensor) {
   // Transposed: same byte length, so only the manifest can catch it.
-  const auto b = with_header([](Json& h) {
-    h["model.layers.1.mlp.down_proj.weight"]["shape"] = {160, 64};
-  });
+  const auto b = with_header([](Json& h) { h["model.layers.1.mlp.down_proj.weight"]["shape"] = {160, 64}; });
   EXPECT_THAT(inspect_corrupt(b).err,
               HasSubstr("tensor 'model.layers.1.mlp.down_proj.weight': expected shape [64, 160], "
                         "found [160, 64]"));
@@ -250,9 +240,8 @@ TEST_F(InspectCli, SeveralProblemsReportTheFirstAndCount) {
     h.erase("model.norm.weight");
     h.erase("model.embed_tokens.weight");
   });
-  EXPECT_THAT(inspect_corrupt(b).err,
-              HasSubstr("missing tensor 'model.embed_tokens.weight' (expected shape [256, 64]) "
-                        "(and 1 more problem(s) listed above)"));
+  EXPECT_THAT(inspect_corrupt(b).err, HasSubstr("missing tensor 'model.embed_tokens.weight' (expected shape [256, 64]) "
+                                                "(and 1 more problem(s) listed above)"));
 }
 
 TEST_F(InspectCli, MissingFilesAndBadConfig) {
@@ -279,8 +268,7 @@ TEST_F(InspectCli, MissingFilesAndBadConfig) {
 TEST_F(InspectCli, SynthF32AndBadDtype) {
   const std::string cfg = (dir_ / "config.json").string();
   test::write_text(cfg, test::small_qwen2_config_json(false));
-  RunResult r = run_nanoinfer(
-      dir_, "synth --config '" + cfg + "' --out '" + (dir_ / "f").string() + "' --dtype f32");
+  RunResult r = run_nanoinfer(dir_, "synth --config '" + cfg + "' --out '" + (dir_ / "f").string() + "' --dtype f32");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run_nanoinfer(dir_, "inspect '" + (dir_ / "f").string() + "'");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -289,8 +277,7 @@ TEST_F(InspectCli, SynthF32AndBadDtype) {
   EXPECT_THAT(r.out, HasSubstr("lm_head            16,384"));
   EXPECT_THAT(r.out, HasSubstr("dtypes: F32 x27"));
 
-  r = run_nanoinfer(
-      dir_, "synth --config '" + cfg + "' --out '" + (dir_ / "g").string() + "' --dtype f16");
+  r = run_nanoinfer(dir_, "synth --config '" + cfg + "' --out '" + (dir_ / "g").string() + "' --dtype f16");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "nanoinfer: error: --dtype f16: expected bf16 or f32\n");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "g/model.safetensors"));
@@ -299,8 +286,8 @@ TEST_F(InspectCli, SynthF32AndBadDtype) {
 TEST_F(InspectCli, BenchLoadAppendsOneRecord) {
   const auto results = dir_ / "results.jsonl";
   for (int i = 0; i < 2; ++i) {
-    const RunResult r = run_nanoinfer(dir_, "bench load -m '" + model_->path().string() + "' -t 2 --runs 2 -o '" +
-                                                results.string() + "'");
+    const RunResult r = run_nanoinfer(
+        dir_, "bench load -m '" + model_->path().string() + "' -t 2 --runs 2 -o '" + results.string() + "'");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_THAT(r.out, HasSubstr("(bf16 weights, "));
     EXPECT_THAT(r.out, HasSubstr("peak resident"));
@@ -337,8 +324,8 @@ TEST_F(InspectCli, FullSizeQwen25SynthPasses) {
   const char* long_tests = std::getenv("NANOINFER_LONG_TESTS");
   if (long_tests == nullptr || std::string(long_tests) != "1")
     GTEST_SKIP() << "writes ~1 GB; set NANOINFER_LONG_TESTS=1 to run";
-  const RunResult s = run_nanoinfer(dir_, "synth --config '" + test::qwen25_config_path().string() +
-                                              "' --out '" + (dir_ / "q").string() + "'");
+  const RunResult s = run_nanoinfer(
+      dir_, "synth --config '" + test::qwen25_config_path().string() + "' --out '" + (dir_ / "q").string() + "'");
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_THAT(s.out, HasSubstr("942.3 MiB of bf16 tensors"));
   const RunResult r = run_nanoinfer(dir_, "inspect '" + (dir_ / "q").string() + "'");

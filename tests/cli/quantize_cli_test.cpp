@@ -43,7 +43,6 @@ std::string some_text() {
   return s;
 }
 
-
 // Entries of `dir` (names), sorted: to see that nothing was left behind.
 // A safetensors file's bytes with its header JSON replaced by edit(header) (data unchanged).
 std::vector<std::byte> edit_header(const std::vector<std::byte>& bytes, const std::function<void(Json&)>& edit) {
@@ -86,10 +85,10 @@ TEST_F(QuantizeCli, WritesADirectoryThatEveryCommandRuns) {
   EXPECT_EQ(q.err, "");  // no progress when stderr is not a terminal
   EXPECT_NE(q.out.find("wrote " + path("q") + ": int4 (gptq; logits matrix int8)"), std::string::npos) << q.out;
   EXPECT_NE(q.out.find("bits per weight overall"), std::string::npos) << q.out;
-  EXPECT_NE(q.out.find("calibrated on 192 tokens"), std::string::npos) << q.out;  // 3 windows of 64
+  EXPECT_NE(q.out.find("calibrated on 192 tokens"), std::string::npos) << q.out;      // 3 windows of 64
   EXPECT_EQ(entries(dir_.path()), (std::vector<std::string>{"m", "q", "text.txt"}));  // no temporary left
-  EXPECT_EQ(entries(dir_ / "q"), (std::vector<std::string>{"config.json", "generation_config.json",
-                                                            "model.safetensors", "tokenizer.json"}));
+  EXPECT_EQ(entries(dir_ / "q"),
+            (std::vector<std::string>{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"}));
   EXPECT_EQ(test::read_text(dir_ / "q/tokenizer.json"), test::read_text(dir_ / "m/tokenizer.json"));
 
   const Json config = Json::parse(test::read_text(dir_ / "q/config.json"));
@@ -106,7 +105,8 @@ TEST_F(QuantizeCli, WritesADirectoryThatEveryCommandRuns) {
   EXPECT_EQ(types.size(), 23u);
   for (const auto& [name, type] : types.items()) EXPECT_EQ(type, name == "lm_head.weight" ? "Q8_0" : "Q4_0") << name;
   for (const TensorInfo& t : f.tensors()) EXPECT_TRUE(t.dtype == DType::U8 || t.dtype == DType::F32) << t.name;
-  EXPECT_EQ(f.find("model.layers.0.mlp.up_proj.weight")->shape, (std::vector<uint64_t>{256, 72}));  // 128 cols: 4 blocks of 18 bytes
+  EXPECT_EQ(f.find("model.layers.0.mlp.up_proj.weight")->shape,
+            (std::vector<uint64_t>{256, 72}));  // 128 cols: 4 blocks of 18 bytes
 
   const auto inspect = run_cli({"inspect", path("q")});
   ASSERT_EQ(inspect.status, 0) << inspect.err;
@@ -120,8 +120,8 @@ TEST_F(QuantizeCli, WritesADirectoryThatEveryCommandRuns) {
   const auto gen = run_cli({"generate", "-m", path("q"), "-p", "the king", "-n", "8", "--temp", "0", "-t", "1"});
   EXPECT_EQ(gen.status, 0) << gen.err;
 
-  const auto ppl = run_cli({"perplexity", "-m", path("q"), "-f", path("text.txt"), "--kl-base", path("m"), "-c", "64",
-                            "--json", "-t", "2"});
+  const auto ppl = run_cli(
+      {"perplexity", "-m", path("q"), "-f", path("text.txt"), "--kl-base", path("m"), "-c", "64", "--json", "-t", "2"});
   ASSERT_EQ(ppl.status, 0) << ppl.err;
   const Json j = Json::parse(ppl.out);
   for (const char* field : {"ppl", "ppl_base", "delta_ppl_pct", "kld_mean", "kld_p99", "kld_max", "top1_agreement",
@@ -142,7 +142,8 @@ TEST_F(QuantizeCli, WritesADirectoryThatEveryCommandRuns) {
   EXPECT_EQ(Json::parse(base.out).at("tokens"), j.at("tokens"));
 
   // The human-readable form names every quantity once.
-  const auto text = run_cli({"perplexity", "-m", path("q"), "-f", path("text.txt"), "--kl-base", path("m"), "-c", "64"});
+  const auto text =
+      run_cli({"perplexity", "-m", path("q"), "-f", path("text.txt"), "--kl-base", path("m"), "-c", "64"});
   ASSERT_EQ(text.status, 0) << text.err;
   for (const char* word : {"base ", "delta   PPL", "KLD     mean", "p99", "top-1"}) {
     EXPECT_NE(text.out.find(word), std::string::npos) << word << "\n" << text.out;
@@ -152,25 +153,27 @@ TEST_F(QuantizeCli, WritesADirectoryThatEveryCommandRuns) {
 TEST_F(QuantizeCli, Refusals) {
   const auto q = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "rtn", "--out", path("q")});
   ASSERT_EQ(q.status, 0) << q.err;
-  test::expect_one_line_error(run_cli({"quantize", "-m", path("q"), "--type", "int4", "--out", path("x")}), "already quantized");
-  test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "rtn", "--out", path("q")}),
-                        "already exists");
+  test::expect_one_line_error(run_cli({"quantize", "-m", path("q"), "--type", "int4", "--out", path("x")}),
+                              "already quantized");
   test::expect_one_line_error(
-      run_cli({"quantize", "-m", path("m"), "--type", "int4", "--out", path("no-such-dir/x")}), "does not exist");
+      run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "rtn", "--out", path("q")}),
+      "already exists");
+  test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--out", path("no-such-dir/x")}),
+                              "does not exist");
   test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int3", "--out", path("x")}),
-                        "--type must be int8 or int4");
-  test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "awq", "--out", path("x")}),
-                        "--method must be rtn, imatrix or gptq");
+                              "--type must be int8 or int4");
+  test::expect_one_line_error(
+      run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "awq", "--out", path("x")}),
+      "--method must be rtn, imatrix or gptq");
   // The K-quants are read and run, not written: neither as the weights' type nor the logits matrix's.
   test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "q4_k", "--out", path("x")}),
-                        "--type must be int8 or int4");
+                              "--type must be int8 or int4");
+  test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--head-type", "q6_k", "--method",
+                                       "rtn", "--out", path("x")}),
+                              "quantize: the logits matrix's type must be f32, bf16, int8 or int4, got q6_k");
   test::expect_one_line_error(
-      run_cli({"quantize", "-m", path("m"), "--type", "int4", "--head-type", "q6_k", "--method", "rtn", "--out",
-               path("x")}),
-      "quantize: the logits matrix's type must be f32, bf16, int8 or int4, got q6_k");
-  test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--calib", path("none.txt"), "--out",
-                                 path("x")}),
-                        "cannot read calibration text");
+      run_cli({"quantize", "-m", path("m"), "--type", "int4", "--calib", path("none.txt"), "--out", path("x")}),
+      "cannot read calibration text");
 
   // A NaN among the weights, found before any calibration, naming the tensor.
   std::vector<std::byte> bytes = test::read_bytes(dir_ / "m/model.safetensors");
@@ -183,8 +186,8 @@ TEST_F(QuantizeCli, Refusals) {
   test::write_bytes(dir_ / "m/model.safetensors", bytes);
   for (const char* method : {"rtn", "gptq"}) {
     test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", method, "--calib",
-                                   path("text.txt"), "--out", path("x")}),
-                          "tensor 'model.layers.1.mlp.down_proj.weight' holds nan at element 17");
+                                         path("text.txt"), "--out", path("x")}),
+                                "tensor 'model.layers.1.mlp.down_proj.weight' holds nan at element 17");
   }
   EXPECT_EQ(entries(dir_.path()), (std::vector<std::string>{"m", "q", "text.txt"}));
 }
@@ -268,8 +271,8 @@ TEST_F(QuantizeCli, StaleTemporariesOfAKilledRunAreRemovedByTheNext) {
     return v;
   };
   EXPECT_EQ(entries(dir_.path()), sorted({live_dir, other, "m", "q", stale_file, "text.txt"}));
-  const auto g = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "rtn", "--format", "gguf",
-                          "--out", path("q.gguf")});
+  const auto g = run_cli(
+      {"quantize", "-m", path("m"), "--type", "int8", "--method", "rtn", "--format", "gguf", "--out", path("q.gguf")});
   ASSERT_EQ(g.status, 0) << g.err;
   EXPECT_EQ(entries(dir_.path()), sorted({live_dir, other, "m", "q", "q.gguf", "text.txt"}));
 }
@@ -287,8 +290,8 @@ TEST_F(QuantizeCli, OutWithATrailingSlashAndALargeCalibrationFile) {
     test::write_text(dir_ / "big.txt", text);
     fs::resize_file(dir_ / "big.txt", uint64_t{2} << 30);  // the rest reads as NUL bytes, stored nowhere
   }
-  const auto c = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "imatrix", "--calib", path("big.txt"),
-                          "--calib-windows", "2", "--calib-ctx", "32", "--out", path("c")});
+  const auto c = run_cli({"quantize", "-m", path("m"), "--type", "int8", "--method", "imatrix", "--calib",
+                          path("big.txt"), "--calib-windows", "2", "--calib-ctx", "32", "--out", path("c")});
   ASSERT_EQ(c.status, 0) << c.err;
   EXPECT_NE(c.out.find("calibrated on 64 tokens"), std::string::npos) << c.out;
 }
@@ -321,15 +324,18 @@ TEST_F(QuantizeCli, LoaderChecksTheDeclarations) {
     }
     return "(loaded)";
   };
-  const auto types = [](Json& h) -> Json { return Json::parse(h["__metadata__"]["nanoinfer.weight_types"].get<std::string>()); };
+  const auto types = [](Json& h) -> Json {
+    return Json::parse(h["__metadata__"]["nanoinfer.weight_types"].get<std::string>());
+  };
   const auto set_types = [](Json& h, const Json& t) { h["__metadata__"]["nanoinfer.weight_types"] = t.dump(); };
 
   EXPECT_NE(load_error([](Json& h) { h["__metadata__"].erase("nanoinfer.weight_types"); })
                 .find("tensor 'model.embed_tokens.weight': expected shape [300, 128], found [300, 72] of U8 (U8 blocks "
                       "need a type in __metadata__ \"nanoinfer.weight_types\")"),
             std::string::npos);
-  EXPECT_NE(load_error([](Json& h) { h["__metadata__"]["nanoinfer.weight_types"] = "[1, 2]"; }).find("is not a JSON object"),
-            std::string::npos);
+  EXPECT_NE(
+      load_error([](Json& h) { h["__metadata__"]["nanoinfer.weight_types"] = "[1, 2]"; }).find("is not a JSON object"),
+      std::string::npos);
   EXPECT_NE(load_error([&](Json& h) {
               Json t = types(h);
               t["lm_head.weight"] = "Q2_K";
@@ -341,7 +347,9 @@ TEST_F(QuantizeCli, LoaderChecksTheDeclarations) {
               Json t = types(h);
               t["model.layers.0.mlp.up_proj.weight"] = "Q8_0";
               set_types(h, t);
-            }).find("tensor 'model.layers.0.mlp.up_proj.weight': expected shape [256, 136] (bytes of Q8_0 blocks), found [256, 72]"),
+            })
+                .find("tensor 'model.layers.0.mlp.up_proj.weight': expected shape [256, 136] (bytes of Q8_0 blocks), "
+                      "found [256, 72]"),
             std::string::npos);
   EXPECT_NE(load_error([&](Json& h) {
               Json t = types(h);
@@ -363,9 +371,10 @@ TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
                           "base,int8-rtn,int4-rtn,int4-imatrix,int4-rtn:head=int4", "--calib", path("text.txt"),
                           "--calib-windows", "2", "-o", path("out.jsonl")});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.out.find("| level | type | method | logits matrix | bytes | bits/weight | PPL | ΔPPL % | KLD mean | top-1 % | "
-                       "weight rel. error |"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("| level | type | method | logits matrix | bytes | bits/weight | PPL | ΔPPL % | KLD mean | top-1 % | "
+                 "weight rel. error |"),
+      std::string::npos)
       << r.out;
   std::stringstream lines(test::read_text(dir_ / "out.jsonl"));
   std::vector<Json> records;
@@ -375,8 +384,8 @@ TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
   for (size_t i = 0; i < 5; ++i) {
     EXPECT_EQ(records[i].at("bench"), "quant");
     EXPECT_EQ(records[i].at("level"), levels[i]);
-    for (const char* field : {"bytes", "bits_per_weight", "ppl", "ppl_base", "delta_ppl_pct", "kld_mean", "top1_agreement",
-                              "weight_relative_error", "commit", "threads"}) {
+    for (const char* field : {"bytes", "bits_per_weight", "ppl", "ppl_base", "delta_ppl_pct", "kld_mean",
+                              "top1_agreement", "weight_relative_error", "commit", "threads"}) {
       EXPECT_TRUE(records[i].contains(field)) << levels[i] << " " << field;
     }
   }
@@ -396,7 +405,7 @@ TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
   for (size_t i = 1; i < 5; ++i) EXPECT_EQ(records[i].at("group_size"), 32) << levels[i];
 
   test::expect_one_line_error(run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int5"}),
-                        "--levels: 'int5' is not base or int8|int4");
+                              "--levels: 'int5' is not base or int8|int4");
   test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:head=int3"}),
       "--levels: 'int4-rtn:head=int3' is not base or int8|int4[-rtn|-imatrix|-gptq][:head=");

@@ -27,7 +27,6 @@ const std::vector<std::string> kPrompts = {
     "dead.\n\nKING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close",
 };
 
-
 // Greedy unless `extra` sets --temp.
 std::vector<std::string> generate_args(const std::string& prompt, std::vector<std::string> extra) {
   std::vector<std::string> args = {"generate", "-p", prompt, "-n", "80", "-t", "1"};
@@ -126,23 +125,25 @@ TEST(SpeculativeCli, BadFlagsAreOneLineErrors) {
   test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "0"})), "--lookup must be 1 to 64");
   test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "65"})), "--lookup must be 1 to 64");
   test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "2", "--draft-self", "int4"})),
-                        "--lookup, --draft and --draft-self exclude each other");
+                              "--lookup, --draft and --draft-self exclude each other");
   test::expect_one_line_error(run_cli(generate_args("a", {"--draft-max", "3"})),
-                        "--draft-max needs --lookup, --draft or --draft-self");
+                              "--draft-max needs --lookup, --draft or --draft-self");
   test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "2", "--draft-max", "-1"})),
-                        "--draft-max must be 0 to 64");
-  test::expect_one_line_error(run_cli(generate_args("a", {"--draft-self", "bf16"})), "--draft-self must be int8 or int4");
+                              "--draft-max must be 0 to 64");
+  test::expect_one_line_error(run_cli(generate_args("a", {"--draft-self", "bf16"})),
+                              "--draft-self must be int8 or int4");
   test::expect_one_line_error(run_cli(generate_args("a", {"--draft", tiny.path().string()})),
-                        "vocabulary has 300 tokens but the target's has 2048");
+                              "vocabulary has 300 tokens but the target's has 2048");
   test::expect_one_line_error(run_cli(generate_args("a", {"--draft", (tiny.path() / "nothing").string()})), "--draft ");
   test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "x"})), "--lookup");
   // serve checks them before it loads or listens.
   test::expect_one_line_error(run_cli({"serve", "--port", "0", "--lookup", "0"}), "--lookup must be 1 to 64");
   test::expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-max", "3"}),
-                        "--draft-max needs --lookup, --draft or --draft-self");
-  test::expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-self", "int2"}), "--draft-self must be int8 or int4");
+                              "--draft-max needs --lookup, --draft or --draft-self");
+  test::expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-self", "int2"}),
+                              "--draft-self must be int8 or int4");
   test::expect_one_line_error(run_cli({"serve", "--port", "0", "--draft", tiny.path().string()}),
-                        "vocabulary has 300 tokens but the target's has 2048");
+                              "vocabulary has 300 tokens but the target's has 2048");
 }
 
 // bench generate's speculative A/B: plain and speculative decoding of a text prompt, identical
@@ -153,9 +154,26 @@ TEST(SpeculativeCli, BenchReportsAcceptanceAndTokensPerPass) {
   const std::string results = (out.path() / "results.jsonl").string();
   const std::string text = (out.path() / "prompt.txt").string();
   test::write_text(text, kPrompts[1]);
-  const auto r = run_cli({"bench", "generate", "-p", "32", "-n", "24", "-r", "1", "-t", "1", "--probe-mib", "0",
-                          "--prompt-file", text, "--draft", test::default_model_dir().string(), "--draft-max", "5",
-                          "--results", results});
+  const auto r = run_cli({"bench",
+                          "generate",
+                          "-p",
+                          "32",
+                          "-n",
+                          "24",
+                          "-r",
+                          "1",
+                          "-t",
+                          "1",
+                          "--probe-mib",
+                          "0",
+                          "--prompt-file",
+                          text,
+                          "--draft",
+                          test::default_model_dir().string(),
+                          "--draft-max",
+                          "5",
+                          "--results",
+                          results});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("speculative A/B (draft model"), std::string::npos) << r.out;
   std::istringstream lines(test::read_text(results));
@@ -178,9 +196,9 @@ TEST(SpeculativeCli, BenchReportsAcceptanceAndTokensPerPass) {
   }
   ASSERT_EQ(spec["pass_cost_relative"].size(), 9u);  // passes of 1 .. 9 tokens
   EXPECT_DOUBLE_EQ(spec["pass_cost_relative"][0].get<double>(), 1.0);
-  test::expect_one_line_error(run_cli({"bench", "generate", "-p", "200", "-n", "8", "--prompt-file", text, "--probe-mib",
-                                 "0", "--results", results}),
-                        "fewer than -p 200");
+  test::expect_one_line_error(run_cli({"bench", "generate", "-p", "200", "-n", "8", "--prompt-file", text,
+                                       "--probe-mib", "0", "--results", results}),
+                              "fewer than -p 200");
 }
 
 // --draft-oracle P: drafts that know the plain continuation, right with probability P.
@@ -210,8 +228,26 @@ TEST(SpeculativeCli, BenchOracleDraftsAcceptAtTheGivenRate) {
   // With a draft model the oracle overrides its choices and the draft model does the drafting
   // work: the same counts as the free oracle's.
   for (const char* rate : {"1", "0"}) {
-    const auto r = run_cli({"bench", "generate", "-p", "16", "-n", "40", "-r", "1", "-t", "1", "--probe-mib", "0",
-                            "--draft-self", "int8", "--draft-oracle", rate, "--draft-max", "3", "--results", results});
+    const auto r = run_cli({"bench",
+                            "generate",
+                            "-p",
+                            "16",
+                            "-n",
+                            "40",
+                            "-r",
+                            "1",
+                            "-t",
+                            "1",
+                            "--probe-mib",
+                            "0",
+                            "--draft-self",
+                            "int8",
+                            "--draft-oracle",
+                            rate,
+                            "--draft-max",
+                            "3",
+                            "--results",
+                            results});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("self-draft int8, k = 3; its drafts right with p = "), std::string::npos) << r.out;
   }
@@ -228,9 +264,10 @@ TEST(SpeculativeCli, BenchOracleDraftsAcceptAtTheGivenRate) {
   EXPECT_EQ(spec[3]["accepted"], 0);
   EXPECT_EQ(spec[3]["verify_passes"], 39);
   test::expect_one_line_error(run_cli({"bench", "generate", "--draft-oracle", "1.5", "--probe-mib", "0"}),
-                        "--draft-oracle must be 0 to 1");
-  test::expect_one_line_error(run_cli({"bench", "generate", "--draft-oracle", "0.5", "--lookup", "2", "--probe-mib", "0"}),
-                        "--draft-oracle excludes --lookup");
+                              "--draft-oracle must be 0 to 1");
+  test::expect_one_line_error(
+      run_cli({"bench", "generate", "--draft-oracle", "0.5", "--lookup", "2", "--probe-mib", "0"}),
+      "--draft-oracle excludes --lookup");
 }
 
 TEST(SpeculativeCli, HelpNamesTheFlags) {

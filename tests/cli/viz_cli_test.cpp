@@ -33,7 +33,6 @@ using test::entries;
 namespace fs = std::filesystem;
 using test::run_cli;
 
-
 std::vector<int32_t> chosen_ids(const nlohmann::json& trace) {
   std::vector<int32_t> ids;
   for (const auto& step : trace["steps"]) ids.push_back(step["chosen"]["id"].get<int32_t>());
@@ -43,8 +42,8 @@ std::vector<int32_t> chosen_ids(const nlohmann::json& trace) {
 TEST(VizCli, GreedyTraceIsGeneratesTokensInTheDocumentedFormat) {
   test::TempDir dir;
   const std::string prompt = "ROMEO:";
-  const auto r = run_cli({"viz", "-p", prompt, "-n", "24", "--temp", "0", "--repeat-penalty", "1", "-t", "1",
-                          "--out", (dir / "page.html").string(), "--trace", (dir / "trace.json").string()});
+  const auto r = run_cli({"viz", "-p", prompt, "-n", "24", "--temp", "0", "--repeat-penalty", "1", "-t", "1", "--out",
+                          (dir / "page.html").string(), "--trace", (dir / "trace.json").string()});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "wrote " + (dir / "page.html").string() + "\n");
   // Only the two files: the temporaries were renamed into place.
@@ -81,8 +80,8 @@ TEST(VizCli, GreedyTraceIsGeneratesTokensInTheDocumentedFormat) {
 
 TEST(VizCli, SampledRunsAgreeAcrossCachedAndRecomputedDecoding) {
   test::TempDir dir;
-  const auto r = run_cli({"viz", "-p", "JULIET:\nO", "-n", "12", "--temp", "1.3", "--top-k", "0", "--seed", "7",
-                          "-t", "1", "--out", (dir / "p.html").string(), "--trace", (dir / "t.json").string()});
+  const auto r = run_cli({"viz", "-p", "JULIET:\nO", "-n", "12", "--temp", "1.3", "--top-k", "0", "--seed", "7", "-t",
+                          "1", "--out", (dir / "p.html").string(), "--trace", (dir / "t.json").string()});
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json trace = nlohmann::json::parse(test::read_text(dir / "t.json"));
   EXPECT_EQ(test::viz_trace_problem(trace), "");
@@ -100,7 +99,7 @@ TEST(VizCli, BadFlagsAreOneLineErrorsAndLeaveNoFile) {
   test::expect_one_line_error(run_cli({"viz", "-p", "x", "--temp", "-1", "--out", out}), "temperature");
   test::expect_one_line_error(run_cli({"viz", "-p", "x", "-m", (dir / "none").string(), "--out", out}), "none");
   test::expect_one_line_error(run_cli({"viz", "-p", "x", "-n", "2", "--out", (dir / "no/such/dir/p.html").string()}),
-                        "cannot create a temporary file");
+                              "cannot create a temporary file");
   EXPECT_TRUE(entries(dir.path()).empty());
 }
 
@@ -112,13 +111,12 @@ TEST(VizCli, RefusesTargetsThatAreNotRegularFiles) {
   test::write_text(dir / "real.html", "keep me");
   fs::create_symlink(dir / "real.html", dir / "link.html");
   ASSERT_EQ(::mkfifo((dir / "fifo.html").c_str(), 0600), 0);
-  for (const auto& [flag, target, kind] :
-       {std::tuple{"--out", (dir / "link.html").string(), "a symbolic link"},
-        std::tuple{"--out", (dir / "fifo.html").string(), "a FIFO"},
-        std::tuple{"--trace", (dir / "link.html").string(), "a symbolic link"},
-        std::tuple{"--out", std::string("/dev/null"), "a character device"},
-        std::tuple{"--out", std::string("/dev/full"), "a character device"},
-        std::tuple{"--out", dir.path().string(), "a directory"}}) {
+  for (const auto& [flag, target, kind] : {std::tuple{"--out", (dir / "link.html").string(), "a symbolic link"},
+                                           std::tuple{"--out", (dir / "fifo.html").string(), "a FIFO"},
+                                           std::tuple{"--trace", (dir / "link.html").string(), "a symbolic link"},
+                                           std::tuple{"--out", std::string("/dev/null"), "a character device"},
+                                           std::tuple{"--out", std::string("/dev/full"), "a character device"},
+                                           std::tuple{"--out", dir.path().string(), "a directory"}}) {
     const std::string other = (dir / "other.html").string();
     std::vector<std::string> argv{"viz", "-p", "x", "-n", "1", flag, target};
     if (std::string_view(flag) == "--trace") argv.insert(argv.end(), {"--out", other});

@@ -21,7 +21,9 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kTraceOpen = R"(<script id="trace" type="application/json">)";
 
-std::string fixture_text() { return test::read_text(fs::path(NANOINFER_SOURCE_DIR) / "tests/data/viz/trace.json"); }
+std::string fixture_text() {
+  return test::read_text(fs::path(NANOINFER_SOURCE_DIR) / "tests/data/viz/trace.json");
+}
 
 size_t count(std::string_view text, std::string_view needle) {
   size_t n = 0;
@@ -60,7 +62,7 @@ TEST(VizPage, RendersFixture) {
   EXPECT_EQ(page.find("/*TRACE*/"), std::string::npos);
   EXPECT_EQ(page.find("://"), std::string::npos);
   EXPECT_EQ(count(page, "<style>"), 1u);
-  EXPECT_NE(page.find("#heat .cell {"), std::string::npos);           // viz.css
+  EXPECT_NE(page.find("#heat .cell {"), std::string::npos);                          // viz.css
   EXPECT_NE(page.find("function sampleChain(top, history, s)"), std::string::npos);  // viz.js
   EXPECT_EQ(count(page, kTraceOpen), 1u);
   EXPECT_EQ(nlohmann::json::parse(embedded_trace(page)), nlohmann::json::parse(trace));

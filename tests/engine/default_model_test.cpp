@@ -78,10 +78,11 @@ TEST(DefaultModel, MatchesTheFloat64ReferenceLogitsAndGreedyTokens) {
 // f32 activations; each rounded input (at most 2^-8 relative per element) perturbs the logits
 // by about 2^-8 of their scale to first order, and these add at worst linearly, one per
 // product that rounds its input: q, k, v, o, gate, up, down per layer and the head
-// (tests/model/model_test.cpp derives the same bound), plus the 1e-4 the exact path is allowed. Greedy tokens must agree where the reference's margin
-// exceeds twice the bound (no error within the bound can swap them).
+// (tests/model/model_test.cpp derives the same bound), plus the 1e-4 the exact path is allowed. Greedy tokens must
+// agree where the reference's margin exceeds twice the bound (no error within the bound can swap them).
 TEST(DefaultModel, Bf16ActivationTierWithinTheDerivedBoundOfTheReference) {
-  if (!isa_supported(Isa::Avx512Bf16)) GTEST_SKIP() << "this CPU/OS lacks avx512-bf16: missing " << isa_missing(Isa::Avx512Bf16);
+  if (!isa_supported(Isa::Avx512Bf16))
+    GTEST_SKIP() << "this CPU/OS lacks avx512-bf16: missing " << isa_missing(Isa::Avx512Bf16);
   const SafetensorsFile ref =
       SafetensorsFile::open(fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models/default-model-reference.safetensors");
   const Model model = open_model_alone("", {.isa = Isa::Avx512Bf16, .threads = 2, .kv_type = DType::F32});

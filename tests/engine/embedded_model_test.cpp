@@ -23,9 +23,8 @@ namespace nanoinfer {
 namespace {
 
 TEST(EmbeddedModel, HoldsTheCheckoutsFilesByteForByte) {
-  const std::vector<std::string> expected = {"config.json", "generation_config.json",
-                                             "model.safetensors", "tokenizer.json",
-                                             "tokenizer_config.json"};
+  const std::vector<std::string> expected = {"config.json", "generation_config.json", "model.safetensors",
+                                             "tokenizer.json", "tokenizer_config.json"};
   std::vector<std::string> names;
   for (const EmbeddedFile& f : embedded_default_model()) {
     names.emplace_back(f.name);
@@ -51,8 +50,7 @@ TEST(EmbeddedModel, WeightsAreReadInPlaceNotCopied) {
   EXPECT_EQ(embedded_model_label().filename(), "default-model");
 
   // A tensor read through the view equals the same tensor read from the checkout's file.
-  const SafetensorsFile disk =
-      SafetensorsFile::open(test::default_model_dir() / "model.safetensors");
+  const SafetensorsFile disk = SafetensorsFile::open(test::default_model_dir() / "model.safetensors");
   const TensorInfo* in_memory = src->safetensors->find("model.norm.weight");
   const TensorInfo* on_disk = disk.find("model.norm.weight");
   ASSERT_NE(in_memory, nullptr);
@@ -73,8 +71,7 @@ TEST(EmbeddedModel, WeightsAreReadInPlaceNotCopied) {
 
 TEST(EmbeddedModel, EmptyPathOpensTheSameModelAsTheDirectory) {
   const OpenedModel embedded = open_model("", {.model = {.threads = 1}});
-  const OpenedModel disk =
-      open_model(test::default_model_dir().string(), {.model = {.threads = 1}});
+  const OpenedModel disk = open_model(test::default_model_dir().string(), {.model = {.threads = 1}});
   EXPECT_EQ(embedded.dir, embedded_model_label());
   EXPECT_EQ(embedded.tokenizer.vocab_size(), disk.tokenizer.vocab_size());
   EXPECT_EQ(embedded.generation.eos_token_ids, disk.generation.eos_token_ids);

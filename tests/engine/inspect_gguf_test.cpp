@@ -28,10 +28,10 @@ namespace nanoinfer {
 namespace {
 
 namespace fs = std::filesystem;
+using test::run_cli;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
-using test::run_cli;
 
 // tests/data/models/tiny-untied: hidden 128, 3 layers, kv dim 64, intermediate 256, vocab 300:
 // embed and lm_head 38,400 each, per layer 147,968 (q 16,384 + 128, k and v 8,192 + 64 each,
@@ -208,9 +208,10 @@ TEST_F(InspectGguf, CliPrintsTheDirectorysSummary) {
   EXPECT_THAT(g.out, HasSubstr("architecture qwen2, name \"m\", file type 0 (ALL_F32)\n"));
   EXPECT_THAT(g.out, HasSubstr("tokenizer: gpt2 (pre-tokenizer qwen2), 300 tokens, 41 merges\n"));
   // Both names on one line, then the type and the row-major shape.
-  EXPECT_THAT(line_with(g.out, "  model.layers.2.mlp.down_proj.weight "),
-              ::testing::MatchesRegex(" +model\\.layers\\.2\\.mlp\\.down_proj\\.weight +blk\\.2\\.ffn_down\\.weight +F32 +"
-                                      "\\[128, 256\\] +131,072"));
+  EXPECT_THAT(
+      line_with(g.out, "  model.layers.2.mlp.down_proj.weight "),
+      ::testing::MatchesRegex(" +model\\.layers\\.2\\.mlp\\.down_proj\\.weight +blk\\.2\\.ffn_down\\.weight +F32 +"
+                              "\\[128, 256\\] +131,072"));
   EXPECT_THAT(d.out, Not(HasSubstr("gguf")));
 
   const test::CliResult q = run_cli({"inspect", "-m", path("q8.gguf").string()});
@@ -224,7 +225,8 @@ TEST_F(InspectGguf, CliPrintsTheDirectorysSummary) {
   });
   const test::CliResult e = run_cli({"inspect", (tmp_ / "eos.gguf").string()});
   EXPECT_EQ(e.status, 0) << e.err;
-  EXPECT_THAT(e.out, HasSubstr("tokenizer: gpt2 (pre-tokenizer qwen2), 300 tokens, 41 merges, eos 299, chat template\n"));
+  EXPECT_THAT(e.out,
+              HasSubstr("tokenizer: gpt2 (pre-tokenizer qwen2), 300 tokens, 41 merges, eos 299, chat template\n"));
 
   const test::CliResult both = run_cli({"inspect", path("m").string(), "-m", path("f32.gguf").string()});
   EXPECT_NE(both.status, 0);
@@ -282,9 +284,9 @@ TEST_F(InspectGguf, NonFiniteValuesAreProblemsNamingTheTensor) {
   std::memcpy(bytes.data() + element_offset(path("f32.gguf"), "blk.1.ffn_up.weight", 5, 7), &nan, 4);
   test::write_bytes(tmp_ / "nan.gguf", bytes);
   const ModelReport r = inspect_model(tmp_ / "nan.gguf");
-  EXPECT_EQ(r.problems, (std::vector<std::string>{
-                            "tensor 'blk.1.ffn_up.weight' (model.layers.1.mlp.up_proj.weight) holds a NaN or "
-                            "infinite value (row 5)"}));
+  EXPECT_EQ(r.problems,
+            (std::vector<std::string>{"tensor 'blk.1.ffn_up.weight' (model.layers.1.mlp.up_proj.weight) holds a NaN or "
+                                      "infinite value (row 5)"}));
   const test::CliResult c = inspect_fails(tmp_ / "nan.gguf");
   EXPECT_EQ(c.err, "nanoinfer: error: " + (tmp_ / "nan.gguf").string() +
                        ": tensor 'blk.1.ffn_up.weight' (model.layers.1.mlp.up_proj.weight) holds a NaN or "

@@ -75,8 +75,9 @@ class QuantizeGguf : public ::testing::Test {
   }
   std::string path(std::string_view name) const { return (dir_ / name).string(); }
   std::vector<std::string> quantize(std::vector<std::string> extra) const {
-    std::vector<std::string> args = {"quantize", "-m", path("m"), "--calib", path("text.txt"), "--calib-windows", "2",
-                                     "--calib-ctx", "64", "-t", "2"};
+    std::vector<std::string> args = {
+        "quantize",    "-m", path("m"), "--calib", path("text.txt"), "--calib-windows", "2",
+        "--calib-ctx", "64", "-t",      "2"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -90,8 +91,8 @@ TEST_F(QuantizeGguf, HoldsExactlyTheDirectorysWeights) {
     const std::string name = std::string(type) + "-" + method;
     const auto d = run_cli(quantize({"--type", type, "--method", method, "--out", path(name)}));
     ASSERT_EQ(d.status, 0) << d.err;
-    const auto g = run_cli(quantize({"--type", type, "--method", method, "--format", "gguf", "--out",
-                                     path(name + ".gguf")}));
+    const auto g =
+        run_cli(quantize({"--type", type, "--method", method, "--format", "gguf", "--out", path(name + ".gguf")}));
     ASSERT_EQ(g.status, 0) << g.err;
     EXPECT_EQ(g.err, "");
     EXPECT_NE(g.out.find("wrote " + path(name + ".gguf") + ": " + type + " (" + method + "; logits matrix int8)"),
@@ -130,9 +131,8 @@ TEST_F(QuantizeGguf, DefaultModelTiedEmbedding) {
     ASSERT_EQ(g.status, 0) << g.err;
     const GgufFile gg = GgufFile::open(dir_ / (name + ".gguf"));
     EXPECT_EQ(gg.find("output.weight"), nullptr);  // tied: one matrix
-    EXPECT_EQ(gg.find("token_embd.weight")->type, std::string(head) == "int8"
-                                                      ? ggml_type_of(WeightType::Q8_0)
-                                                      : ggml_type_of(WeightType::BF16));
+    EXPECT_EQ(gg.find("token_embd.weight")->type,
+              std::string(head) == "int8" ? ggml_type_of(WeightType::Q8_0) : ggml_type_of(WeightType::BF16));
     EXPECT_EQ(gg.find("blk.0.ffn_up.weight")->type, ggml_type_of(WeightType::Q4_0));
     EXPECT_EQ(gg.layout().get_string("general.name"), "default-model");
     EXPECT_EQ(gg.layout().get_u32("tokenizer.ggml.bos_token_id"), 2045u);

@@ -23,8 +23,8 @@ std::filesystem::path real_model_dir() {
   return dir != nullptr ? std::filesystem::path(dir) : std::filesystem::path();
 }
 
-#define REQUIRE_REAL_MODEL(dir)                                                        \
-  const std::filesystem::path dir = real_model_dir();                                  \
+#define REQUIRE_REAL_MODEL(dir)                       \
+  const std::filesystem::path dir = real_model_dir(); \
   if (dir.empty()) GTEST_SKIP() << "NANOINFER_MODEL is unset: real-weight test skipped"
 
 TEST(RealModel, TokenizerKnownIds) {

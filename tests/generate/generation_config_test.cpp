@@ -44,25 +44,21 @@ TEST(GenerationConfigParse, ReadsQwen3AndLlamaFiles) {
 }
 
 TEST(GenerationConfigParse, EosMayBeASingleIdOrAbsent) {
-  EXPECT_EQ(GenerationConfig::parse(R"({"eos_token_id": 7})", "t").eos_token_ids,
-            (std::vector<int32_t>{7}));
+  EXPECT_EQ(GenerationConfig::parse(R"({"eos_token_id": 7})", "t").eos_token_ids, (std::vector<int32_t>{7}));
   EXPECT_TRUE(GenerationConfig::parse(R"({"eos_token_id": null})", "t").eos_token_ids.empty());
   EXPECT_TRUE(GenerationConfig::parse("{}", "t").eos_token_ids.empty());
 }
 
 TEST(GenerationConfigParse, RejectsBadValuesNamingTheFile) {
-  for (const char* bad : {R"({"temperature": -1})", R"({"top_p": 0})", R"({"top_k": 2.5})",
-                          R"({"top_k": -3})", R"({"repetition_penalty": 0})",
-                          R"({"min_p": 2})", R"({"eos_token_id": "x"})",
-                          R"({"eos_token_id": [1, -2]})", R"({"do_sample": "yes"})", "[1]",
-                          "{"}) {
+  for (const char* bad : {R"({"temperature": -1})", R"({"top_p": 0})", R"({"top_k": 2.5})", R"({"top_k": -3})",
+                          R"({"repetition_penalty": 0})", R"({"min_p": 2})", R"({"eos_token_id": "x"})",
+                          R"({"eos_token_id": [1, -2]})", R"({"do_sample": "yes"})", "[1]", "{"}) {
     SCOPED_TRACE(bad);
     try {
       GenerationConfig::parse(bad, "dir/generation_config.json");
       ADD_FAILURE() << "accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("dir/generation_config.json"), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("dir/generation_config.json"), std::string::npos) << e.what();
     }
   }
 }
@@ -92,8 +88,7 @@ TEST(GenerationConfigResolve, DefaultsThenFileThenFlags) {
   EXPECT_EQ(from_file.min_p.value, 0.0);
   EXPECT_EQ(from_file.min_p.source, SettingSource::Default);
 
-  const SamplingSettings flagged =
-      resolve_sampling(file, {.temperature = 0.0, .top_k = 3, .min_p = 0.1, .seed = 9});
+  const SamplingSettings flagged = resolve_sampling(file, {.temperature = 0.0, .top_k = 3, .min_p = 0.1, .seed = 9});
   EXPECT_EQ(flagged.temperature.value, 0.0);
   EXPECT_EQ(flagged.temperature.source, SettingSource::Flag);
   EXPECT_EQ(flagged.top_k.value, 3);
@@ -105,8 +100,7 @@ TEST(GenerationConfigResolve, DefaultsThenFileThenFlags) {
 }
 
 TEST(GenerationConfigResolve, DoSampleFalseMeansGreedyUnlessTempFlag) {
-  const GenerationConfig file =
-      GenerationConfig::parse(R"({"do_sample": false, "temperature": 0.6})", "t");
+  const GenerationConfig file = GenerationConfig::parse(R"({"do_sample": false, "temperature": 0.6})", "t");
   const SamplingSettings s = resolve_sampling(file, {.seed = 1});
   EXPECT_EQ(s.temperature.value, 0.0);
   EXPECT_EQ(s.temperature.source, SettingSource::GenerationConfig);
@@ -121,8 +115,7 @@ TEST(GenerationConfigResolve, InvalidFlagThrows) {
 TEST(GenerationConfigResolve, DescribeNamesEverySource) {
   const GenerationConfig file = GenerationConfig::parse(R"({"temperature": 0.7})", "t");
   const std::string text = resolve_sampling(file, {.top_k = 5}).describe();
-  EXPECT_NE(text.find("temperature        = 0.7 (generation_config.json)"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("temperature        = 0.7 (generation_config.json)"), std::string::npos) << text;
   EXPECT_NE(text.find("top_k              = 5 (flag)"), std::string::npos) << text;
   EXPECT_NE(text.find("top_p              = 1 (default)"), std::string::npos) << text;
   EXPECT_NE(text.find("(random)"), std::string::npos) << text;

@@ -177,8 +177,8 @@ TEST_F(GenerationStepTest, OneEndOfSequenceRule) {
   EXPECT_EQ(stop_token_ids(generation, *tok_, true), (std::vector<int32_t>{test::kTinyImEnd}));  // once
   // Without generation_config ids: the tokenizer's eos (none for this tokenizer) or nothing.
   generation.eos_token_ids.clear();
-  const std::vector<int32_t> fallback = tok_->eos_token_id() ? std::vector<int32_t>{*tok_->eos_token_id()}
-                                                             : std::vector<int32_t>{};
+  const std::vector<int32_t> fallback =
+      tok_->eos_token_id() ? std::vector<int32_t>{*tok_->eos_token_id()} : std::vector<int32_t>{};
   EXPECT_EQ(stop_token_ids(generation, *tok_, false), fallback);
 }
 

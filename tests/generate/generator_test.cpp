@@ -87,8 +87,7 @@ TEST_F(GeneratorTest, ContinuationPrefillsOnlyWhatTheCacheLacks) {
   Generator fresh(fresh_model, tok, kGreedyParams);
   std::vector<int32_t> prefix(gen.tokens().begin(), gen.tokens().end() - 3);
   fresh.generate(prefix, {.max_new_tokens = 3}, Collected{}.sink());
-  EXPECT_TRUE(std::equal(gen.tokens().begin(), gen.tokens().end(), fresh.tokens().begin(),
-                         fresh.tokens().end()));
+  EXPECT_TRUE(std::equal(gen.tokens().begin(), gen.tokens().end(), fresh.tokens().begin(), fresh.tokens().end()));
 }
 
 TEST_F(GeneratorTest, StopsAtAnEosIdWithoutEmittingIt) {
@@ -101,16 +100,15 @@ TEST_F(GeneratorTest, StopsAtAnEosIdWithoutEmittingIt) {
                                     probe.tokens().end());
   // The first position whose token did not occur before it: declaring it EOS stops there.
   size_t k = 1;
-  while (k < greedy.size() && std::find(greedy.begin(), greedy.begin() + static_cast<ptrdiff_t>(k),
-                                        greedy[k]) != greedy.begin() + static_cast<ptrdiff_t>(k)) {
+  while (k < greedy.size() && std::find(greedy.begin(), greedy.begin() + static_cast<ptrdiff_t>(k), greedy[k]) !=
+                                  greedy.begin() + static_cast<ptrdiff_t>(k)) {
     ++k;
   }
   ASSERT_LT(k, greedy.size()) << "greedy output repeats one token; pick another prompt";
 
   Generator gen(model, tok, kGreedyParams);
   Collected out;
-  const GenerationStats s =
-      gen.generate(prompt, {.max_new_tokens = 12, .eos_ids = {999, greedy[k]}}, out.sink());
+  const GenerationStats s = gen.generate(prompt, {.max_new_tokens = 12, .eos_ids = {999, greedy[k]}}, out.sink());
   EXPECT_EQ(s.stop_reason, StopReason::Eos);
   EXPECT_EQ(s.generated_tokens, k);
   EXPECT_EQ(out.text, tok.decode(std::span(greedy).first(k)));
@@ -134,8 +132,7 @@ TEST_F(GeneratorTest, StopStringEndsGenerationAndIsNotEmitted) {
 
   Generator gen(model, tok, kGreedyParams);
   Collected out;
-  const GenerationStats s =
-      gen.generate(prompt, {.max_new_tokens = 24, .stop_strings = {stop}}, out.sink());
+  const GenerationStats s = gen.generate(prompt, {.max_new_tokens = 24, .stop_strings = {stop}}, out.sink());
   EXPECT_EQ(s.stop_reason, StopReason::StopString);
   EXPECT_EQ(out.text, full.text.substr(0, first));
   EXPECT_LT(s.generated_tokens, 24u);
@@ -163,8 +160,7 @@ TEST_F(GeneratorTest, PromptLongerThanContextFailsBeforeAnyWork) {
     gen.generate(prompt, {.max_new_tokens = 1}, Collected{}.sink());
     FAIL() << "accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("17 tokens but the context holds 16"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("17 tokens but the context holds 16"), std::string::npos) << e.what();
   }
   EXPECT_EQ(model.positions_pushed(), 0u);
   EXPECT_TRUE(gen.tokens().empty());
@@ -198,16 +194,14 @@ TEST_F(GeneratorTest, NonFiniteLogitsAreAnErrorNamingTheStep) {
   test::make_logits_overflow(dir_.path());
   Model model = load();
   const Tokenizer tok = Tokenizer::load(dir_.path());
-  for (const SamplerParams& params :
-       {kGreedyParams, SamplerParams{.temperature = 1.0, .top_k = 5, .seed = 3}}) {
+  for (const SamplerParams& params : {kGreedyParams, SamplerParams{.temperature = 1.0, .top_k = 5, .seed = 3}}) {
     Generator gen(model, tok, params);
     Collected out;
     try {
       gen.generate(tok.encode("hello"), {.max_new_tokens = 4}, out.sink());
       ADD_FAILURE() << "generated from non-finite logits: " << out.text;
     } catch (const Error& e) {
-      EXPECT_THAT(e.what(), ::testing::StartsWith(
-                                "generated token 1: the model produced a non-finite logit ("));
+      EXPECT_THAT(e.what(), ::testing::StartsWith("generated token 1: the model produced a non-finite logit ("));
     }
     EXPECT_EQ(out.text, "");
   }

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors_writer.h"
+#include "model/manifest.h"
 #include "nanoinfer/config.h"
 #include "nanoinfer/error.h"
-#include "model/manifest.h"
 #include "nanoinfer/open_model.h"
 #include "nanoinfer/perplexity.h"
-#include "io/safetensors_writer.h"
 #include "nanoinfer/tokenizer.h"
 #include "support/files.h"
 #include "support/isa.h"
@@ -60,7 +60,9 @@ void write_model(const fs::path& dir, size_t vocab,
 }
 
 // All weights zero: the stream is zero, so every logit is 0 and the output uniform.
-void write_uniform_model(const fs::path& dir, size_t vocab) { write_model(dir, vocab); }
+void write_uniform_model(const fs::path& dir, size_t vocab) {
+  write_model(dir, vocab);
+}
 
 // All layer weights zero, so the residual stream stays the token's embedding. Only `token`
 // has a non-zero embedding (1 on dimension 0) and the final norm scales dimension 0 by 100:
@@ -156,8 +158,8 @@ TEST(Perplexity, WindowsAndScoredTokensAreCountedExactly) {
   struct Case {
     size_t n, ctx, windows, scored;
   };
-  for (const Case c : {Case{37, 10, 4, 33}, Case{31, 10, 3, 27}, Case{30, 10, 3, 27}, Case{2, 10, 1, 1},
-                       Case{300, 256, 2, 298}}) {
+  for (const Case c :
+       {Case{37, 10, 4, 33}, Case{31, 10, 3, 27}, Case{30, 10, 3, 27}, Case{2, 10, 1, 1}, Case{300, 256, 2, 298}}) {
     const uint64_t before = model.positions_pushed();
     const PerplexityResult r = perplexity(model, some_tokens(c.n, 50), c.ctx);
     EXPECT_EQ(r.windows, c.windows) << c.n << "/" << c.ctx;
@@ -183,8 +185,8 @@ TEST(Perplexity, SecondHalfScoringScoresOnlyTheSecondHalfOfWholeWindows) {
   write_certain_model(tmp.path(), vocab, token);
   Model model = load_f32(tmp.path());
   std::vector<int32_t> tokens(70, token);  // 4 whole windows of 16; the last 6 tokens dropped
-  tokens[5] = 7;    // scored by position 4 of window 1: first half, not scored
-  tokens[66] = 7;   // in the dropped tail
+  tokens[5] = 7;                           // scored by position 4 of window 1: first half, not scored
+  tokens[66] = 7;                          // in the dropped tail
   const uint64_t before = model.positions_pushed();
   const PerplexityResult a = perplexity(model, tokens, 16, {}, PerplexityScoring::SecondHalf);
   EXPECT_EQ(model.positions_pushed() - before, 64u);
@@ -293,18 +295,22 @@ TEST(Perplexity, MatchesTheReferenceLogitsOnATinyModel) {
   EXPECT_NEAR(r.perplexity, expected, 1e-5 * expected);
 }
 
-fs::path default_model() { return fs::path(NANOINFER_SOURCE_DIR) / "data/default-model"; }
+fs::path default_model() {
+  return fs::path(NANOINFER_SOURCE_DIR) / "data/default-model";
+}
 
 // The embedded default model against the reference tool's held-out perplexity, over the first
 // windows (the per-window NLL sums are in the reference; the whole file takes longer than a
 // unit test should).
 TEST(Perplexity, DefaultModelMatchesTheReferenceWithin1e4Relative) {
-  if (!fs::exists(default_model() / "model.safetensors") || !fs::exists(default_model() / "reference_perplexity.json")) {
+  if (!fs::exists(default_model() / "model.safetensors") ||
+      !fs::exists(default_model() / "reference_perplexity.json")) {
     GTEST_SKIP() << "data/default-model/ (model.safetensors, reference_perplexity.json) is not there yet";
   }
   const auto ref = nlohmann::json::parse(test::read_text(default_model() / "reference_perplexity.json"));
   const Tokenizer tokenizer = Tokenizer::load(default_model());
-  const std::vector<int32_t> tokens = tokenizer.encode(test::read_text(default_model() / ref["file"].get<std::string>()));
+  const std::vector<int32_t> tokens =
+      tokenizer.encode(test::read_text(default_model() / ref["file"].get<std::string>()));
   ASSERT_EQ(tokens.size(), ref["tokens"].get<size_t>()) << "the tokenizer disagrees with the reference's tokens";
   const size_t ctx = ref["ctx"].get<size_t>();
   const size_t n_windows = std::min<size_t>(8, ref["windows"].size());
@@ -367,7 +373,8 @@ TEST(PerplexityCli, CertainAndUniformModelsThroughTheCommand) {
     fs::copy_file(default_model() / "tokenizer.json", dir / "tokenizer.json");
     test::write_text(dir / "generation_config.json", fmt::format(R"({{"eos_token_id": {}}})", token));
 
-    const RunResult r = run(fmt::format("perplexity -m {} -f {} -c 16 -t 1 --json", dir.string(), (tmp / "text.txt").string()));
+    const RunResult r =
+        run(fmt::format("perplexity -m {} -f {} -c 16 -t 1 --json", dir.string(), (tmp / "text.txt").string()));
     ASSERT_EQ(r.status, 0) << r.out;
     const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
     EXPECT_EQ(j["tokens"], 40);
@@ -378,12 +385,14 @@ TEST(PerplexityCli, CertainAndUniformModelsThroughTheCommand) {
     } else {
       EXPECT_NEAR(j["perplexity"].get<double>(), double(vocab), 1e-12 * double(vocab));
     }
-    const RunResult text_out = run(fmt::format("perplexity -m {} -f {} -c 16", dir.string(), (tmp / "text.txt").string()));
+    const RunResult text_out =
+        run(fmt::format("perplexity -m {} -f {} -c 16", dir.string(), (tmp / "text.txt").string()));
     ASSERT_EQ(text_out.status, 0) << text_out.out;
     EXPECT_NE(text_out.out.find("+/-"), std::string::npos) << text_out.out;
     EXPECT_NE(text_out.out.find("37 tokens scored in 3 windows of 16"), std::string::npos) << text_out.out;
   }
-  const RunResult missing = run(fmt::format("perplexity -m {} -f {}", (tmp / "certain").string(), (tmp / "nope.txt").string()));
+  const RunResult missing =
+      run(fmt::format("perplexity -m {} -f {}", (tmp / "certain").string(), (tmp / "nope.txt").string()));
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.out.find("nope.txt: not found"), std::string::npos) << missing.out;
   const RunResult half = run(fmt::format("perplexity -m {} -f {} -c 16 --scoring second-half --json",
@@ -393,11 +402,12 @@ TEST(PerplexityCli, CertainAndUniformModelsThroughTheCommand) {
   EXPECT_EQ(h["windows"], 2);  // 40 tokens: two whole windows of 16
   EXPECT_EQ(h["scored"], 14);
   EXPECT_EQ(h["scoring"], "second-half");
-  const RunResult bad_scoring = run(fmt::format("perplexity -m {} -f {} --scoring half", (tmp / "certain").string(),
-                                                (tmp / "text.txt").string()));
+  const RunResult bad_scoring = run(
+      fmt::format("perplexity -m {} -f {} --scoring half", (tmp / "certain").string(), (tmp / "text.txt").string()));
   EXPECT_EQ(bad_scoring.status, 1);
   EXPECT_EQ(bad_scoring.out, "nanoinfer: error: --scoring must be 'all' or 'second-half', got 'half'\n");
-  const RunResult small_ctx = run(fmt::format("perplexity -m {} -f {} -c 1", (tmp / "certain").string(), (tmp / "text.txt").string()));
+  const RunResult small_ctx =
+      run(fmt::format("perplexity -m {} -f {} -c 1", (tmp / "certain").string(), (tmp / "text.txt").string()));
   EXPECT_EQ(small_ctx.status, 1);
   EXPECT_NE(small_ctx.out.find("at least 2"), std::string::npos) << small_ctx.out;
 }

@@ -28,8 +28,8 @@ PrefixJson template_step(const PrefixJson& single) {
           {"special_tokens",
            {{"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {kTinyBos}}, {"tokens", {"<|endoftext|>"}}}}}}};
 }
-const PrefixJson kTinyBosThenText = PrefixJson::array({{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}},
-                                       {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}});
+const PrefixJson kTinyBosThenText = PrefixJson::array(
+    {{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}});
 
 // The tiny tokenizer with `post` as its post-processor, the way Llama 3.2's file nests it.
 Tokenizer with_post_processor(const PrefixJson& post) {
@@ -40,14 +40,16 @@ Tokenizer with_post_processor(const PrefixJson& post) {
 
 PrefixJson llama_style_post() {
   return {{"type", "Sequence"},
-          {"processors", PrefixJson::array({{{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false},
-                                       {"use_regex", true}},
-                                      template_step(kTinyBosThenText)})}};
+          {"processors",
+           PrefixJson::array(
+               {{{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}},
+                template_step(kTinyBosThenText)})}};
 }
 
 TEST(PromptPrefix, TemplateProcessingStartsPlainPromptsWithItsSpecialToken) {
   const Tokenizer tok = with_post_processor(llama_style_post());
-  ASSERT_EQ(std::vector<int32_t>(tok.prompt_prefix().begin(), tok.prompt_prefix().end()), std::vector<int32_t>{kTinyBos});
+  ASSERT_EQ(std::vector<int32_t>(tok.prompt_prefix().begin(), tok.prompt_prefix().end()),
+            std::vector<int32_t>{kTinyBos});
   const std::vector<int32_t> text = tok.encode("the king");
   std::vector<int32_t> want{kTinyBos};
   want.insert(want.end(), text.begin(), text.end());
@@ -79,11 +81,16 @@ TEST(PromptPrefix, TemplatesItCannotFollowAreOneLineErrors) {
     PrefixJson post;
     const char* message;
   } cases[] = {
-      {template_step(text_then_bos), "tokenizer 'tiny': post_processor TemplateProcessing: special tokens after the text are not supported"},
-      {template_step(no_text), "tokenizer 'tiny': post_processor TemplateProcessing: the single template must hold the text ($A) once"},
-      {unknown, "tokenizer 'tiny': post_processor TemplateProcessing: special token '<|endoftext|>' is not in special_tokens"},
+      {template_step(text_then_bos),
+       "tokenizer 'tiny': post_processor TemplateProcessing: special tokens after the text are not supported"},
+      {template_step(no_text),
+       "tokenizer 'tiny': post_processor TemplateProcessing: the single template must hold the text ($A) once"},
+      {unknown,
+       "tokenizer 'tiny': post_processor TemplateProcessing: special token '<|endoftext|>' is not in special_tokens"},
       {out_of_vocab, "tokenizer 'tiny': post_processor: token id 5000 is not in the vocabulary"},
-      {{{"type", "BertProcessing"}}, "tokenizer 'tiny': post_processor: type 'BertProcessing' is not supported (supported: ByteLevel, TemplateProcessing, Sequence)"},
+      {{{"type", "BertProcessing"}},
+       "tokenizer 'tiny': post_processor: type 'BertProcessing' is not supported (supported: ByteLevel, "
+       "TemplateProcessing, Sequence)"},
   };
   for (const auto& c : cases) EXPECT_EQ(error_of([&] { with_post_processor(c.post); }), c.message) << c.post.dump();
 }
@@ -99,7 +106,8 @@ TEST(PromptPrefix, GgufAddBosTokenStartsPlainPrompts) {
     types[a["id"].get<size_t>()] = 3;
   }
   std::vector<std::string> merges;
-  for (const auto& m : doc["model"]["merges"]) merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+  for (const auto& m : doc["model"]["merges"])
+    merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
   TokenizerVocab v;
   v.tokens = tokens;
   v.token_types = types;
@@ -113,7 +121,9 @@ TEST(PromptPrefix, GgufAddBosTokenStartsPlainPrompts) {
   EXPECT_EQ(tok.prompt_prefix()[0], kTinyBos);
   EXPECT_EQ(encode_raw_prompt(tok, "the").front(), kTinyBos);
   v.bos_id = 5000;
-  EXPECT_EQ(error_of([&] { Tokenizer::from_vocab(v, "tiny.gguf"); }).find("bos token id 5000 is not a token") != std::string::npos, true);
+  EXPECT_EQ(error_of([&] { Tokenizer::from_vocab(v, "tiny.gguf"); }).find("bos token id 5000 is not a token") !=
+                std::string::npos,
+            true);
 }
 
 }  // namespace

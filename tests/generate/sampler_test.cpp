@@ -26,8 +26,7 @@ struct Kept {
   std::vector<double> probs;
 };
 
-Kept run_filter(const std::vector<float>& logits, SamplerParams params,
-                const std::vector<int32_t>& history = {}) {
+Kept run_filter(const std::vector<float>& logits, SamplerParams params, const std::vector<int32_t>& history = {}) {
   Sampler sampler(static_cast<int64_t>(logits.size()), params);
   const Candidates c = sampler.filter(logits, history);
   return {{c.ids.begin(), c.ids.end()}, {c.probs.begin(), c.probs.end()}};
@@ -112,8 +111,7 @@ TEST(SamplerGreedy, RepetitionPenaltyAppliesBeforeArgmax) {
 TEST(SamplerPenalty, DividesPositiveMultipliesNegativeOncePerToken) {
   const std::vector<float> logits{2.0f, -1.0f, 0.5f, 0.0f};
   // id 0 appears three times, id 1 twice: each is penalised once.
-  const Kept k = run_filter(logits, {.temperature = 1.0, .repetition_penalty = 1.25},
-                            {0, 1, 0, 0, 1, 3});
+  const Kept k = run_filter(logits, {.temperature = 1.0, .repetition_penalty = 1.25}, {0, 1, 0, 0, 1, 3});
   const std::vector<double> expected = softmax({2.0 / 1.25, -1.0 * 1.25, 0.5, 0.0});
   ASSERT_EQ(k.ids, (std::vector<int32_t>{0, 1, 2, 3}));
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(k.probs[i], expected[i], 1e-12);
@@ -201,8 +199,7 @@ TEST(SamplerDraw, SkipsZeroProbabilityCandidates) {
 }
 
 std::vector<int32_t> sample_sequence(uint64_t seed, int n) {
-  SamplerParams params{.temperature = 0.8, .top_k = 5, .top_p = 0.95, .repetition_penalty = 1.1,
-                       .seed = seed};
+  SamplerParams params{.temperature = 0.8, .top_k = 5, .top_p = 0.95, .repetition_penalty = 1.1, .seed = seed};
   Sampler sampler(16, params);
   std::vector<float> logits(16);
   std::vector<int32_t> history;
@@ -235,10 +232,9 @@ TEST(SamplerNonFinite, EveryModeRejectsNanAndInfLogitsNamingTheToken) {
   for (const SamplerParams& params : modes) {
     for (int b = 0; b < 3; ++b) {
       for (const size_t at : {size_t{0}, size_t{2}, size_t{4}}) {
-        SCOPED_TRACE(testing::Message() << "T=" << params.temperature << " k=" << params.top_k
-                                        << " p=" << params.top_p << " min_p=" << params.min_p
-                                        << " penalty=" << params.repetition_penalty << " bad="
-                                        << names[b] << " at " << at);
+        SCOPED_TRACE(testing::Message() << "T=" << params.temperature << " k=" << params.top_k << " p=" << params.top_p
+                                        << " min_p=" << params.min_p << " penalty=" << params.repetition_penalty
+                                        << " bad=" << names[b] << " at " << at);
         std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f};
         logits[at] = bad_values[b];
         Sampler sampler(5, params);
@@ -265,23 +261,24 @@ TEST(SamplerNonFinite, OverflowingTemperatureOrPenaltyIsAnError) {
             "temperature 1e-300 is so small that logits / temperature overflow; use --temp 0 "
             "for greedy");
   const std::vector<int32_t> history = {0};
-  EXPECT_EQ(error_of([&] {
-              Sampler(3, {.temperature = 0.0, .repetition_penalty = 1e-300}).sample(logits, history);
-            }),
+  EXPECT_EQ(error_of([&] { Sampler(3, {.temperature = 0.0, .repetition_penalty = 1e-300}).sample(logits, history); }),
             "repetition penalty 1e-300 is so small that the penalised logits overflow");
   // Large but finite scaled logits are fine: the softmax subtracts the maximum.
   EXPECT_EQ(Sampler(3, {.temperature = 1e-20, .seed = 1}).sample(logits, {}), 0);
 }
 
 TEST(SamplerDraw, EmptyOrZeroCandidatesAreAnErrorNotAnOutOfBoundsRead) {
-  EXPECT_EQ(error_of([] { Sampler::draw({}, 0.5); }),
-            "sampler: cannot draw from 0 candidates with 0 probabilities");
+  EXPECT_EQ(error_of([] { Sampler::draw({}, 0.5); }), "sampler: cannot draw from 0 candidates with 0 probabilities");
   const std::vector<int32_t> ids = {3, 4};
   const std::vector<double> zeros = {0.0, 0.0};
   const std::vector<double> nan = {NAN, 0.5};
-  EXPECT_EQ(error_of([&] { Sampler::draw({ids, zeros}, 0.5); }),
+  EXPECT_EQ(error_of([&] {
+              Sampler::draw({ids, zeros}, 0.5);
+            }),
             "sampler: candidate probabilities sum to 0, not a positive number");
-  EXPECT_EQ(error_of([&] { Sampler::draw({ids, nan}, 0.5); }),
+  EXPECT_EQ(error_of([&] {
+              Sampler::draw({ids, nan}, 0.5);
+            }),
             "sampler: candidate probabilities sum to nan, not a positive number");
 }
 

@@ -13,10 +13,10 @@
 #include "nanoinfer/generator.h"
 #include "nanoinfer/open_model.h"
 #include "nanoinfer/speculative.h"
+#include "support/checks.h"
 #include "support/files.h"
 #include "support/generation_model.h"
 #include "support/sanitized.h"
-#include "support/checks.h"
 
 namespace nanoinfer {
 namespace {
@@ -55,18 +55,20 @@ std::vector<std::string> looped_prompts() {
   return {prompts()[0], prompts()[2]};
 }
 // Tokens generated per run by those two tests.
-constexpr int64_t looped_tokens(int64_t n) { return kSanitized ? n / 2 : n; }
+constexpr int64_t looped_tokens(int64_t n) {
+  return kSanitized ? n / 2 : n;
+}
 
 struct Outcome {
   std::vector<int32_t> tokens;  // generated
   std::string text;
   GenerationStats stats;
-  uint64_t pushed = 0;          // positions through the target
+  uint64_t pushed = 0;  // positions through the target
   size_t cache_length = 0;
 };
 
 Outcome generate(const std::string& prompt, int64_t n, const SamplerParams& params,
-             std::unique_ptr<Drafter> drafter = nullptr, DraftLength length = DraftLength::adaptive()) {
+                 std::unique_ptr<Drafter> drafter = nullptr, DraftLength length = DraftLength::adaptive()) {
   const OpenedModel& m = target();
   Generator gen(m.model, m.tokenizer, params);
   if (drafter) gen.set_drafter(std::move(drafter), length);
@@ -87,7 +89,7 @@ Outcome generate(const std::string& prompt, int64_t n, const SamplerParams& para
 // over rejected positions continues bitwise as one that never held them.
 TEST(Speculative, ChunkLogitsAreBitwiseThoseOfSingleStepsAndRollbackIsClean) {
   for (std::optional<WeightType> type : {std::optional<WeightType>{}, std::optional(WeightType::Q8_0),
-                                          std::optional(WeightType::Q4_0), std::optional(WeightType::F32)}) {
+                                         std::optional(WeightType::Q4_0), std::optional(WeightType::F32)}) {
     const OpenedModel m = open_default(type);
     const std::vector<int32_t> ids = encode_raw_prompt(m.tokenizer, prompts()[1]);
     ASSERT_GE(ids.size(), 20u);
@@ -143,7 +145,7 @@ TEST(Speculative, PromptLookupDraftsTheLatestLongestMatch) {
 // 1.581 for k = 1..4 (k = 3); a plain step's 1 beats every k only below a ~ 0.15 (c itself).
 TEST(Speculative, AdaptiveLengthIsTheArgmaxOfTokensPerCost) {
   EXPECT_EQ(DraftLength::best(0.7, 0.15, 16), 3u);
-  EXPECT_EQ(DraftLength::best(0.7, 0.15, 2), 2u);   // capped
+  EXPECT_EQ(DraftLength::best(0.7, 0.15, 2), 2u);  // capped
   EXPECT_EQ(DraftLength::best(0.9, 0.15, 16), 8u);
   EXPECT_EQ(DraftLength::best(0.99, 0.15, 16), 16u);
   EXPECT_EQ(DraftLength::best(0.2, 0.15, 16), 1u);  // 1.2 / 1.15 = 1.04
@@ -161,11 +163,11 @@ TEST(Speculative, AdaptiveLengthFollowsTheAcceptanceAndBacksOffToPlainSteps) {
   d.passed(3, 3);  // a = 0.8464
   EXPECT_NEAR(d.acceptance(), 0.8464, 1e-12);
   EXPECT_EQ(d.next(), 6u);
-  d.passed(6, 6);  // a = 0.9597
+  d.passed(6, 6);           // a = 0.9597
   EXPECT_EQ(d.next(), 8u);  // capped
-  d.passed(8, 8);  // 0.9932
-  d.passed(8, 8);  // 0.9989
-  d.passed(8, 2);  // 0.9993 after the two kept, 0.7994 after the rejection
+  d.passed(8, 8);           // 0.9932
+  d.passed(8, 8);           // 0.9989
+  d.passed(8, 2);           // 0.9993 after the two kept, 0.7994 after the rejection
   EXPECT_NEAR(d.acceptance(), 0.7994, 1e-4);
   EXPECT_EQ(d.next(), 5u);
   // Drafts that are never kept: a falls by a fifth per pass, 0.6395, 0.5116, 0.4093,
@@ -349,7 +351,8 @@ TEST(Speculative, DraftModelGreedyOutputIsPlainGreedyOutput) {
       EXPECT_EQ(self_penalised.stats.accepted_tokens, self_penalised.stats.drafted_tokens) << prompt;
       for (const OpenedModel* draft : {&int4, &int8}) {
         for (DraftLength length : {DraftLength::adaptive(), DraftLength::fixed(3)}) {
-          const Outcome spec = generate(prompt, n, kGreedy, std::make_unique<ModelDrafter>(draft->model, vocab), length);
+          const Outcome spec =
+              generate(prompt, n, kGreedy, std::make_unique<ModelDrafter>(draft->model, vocab), length);
           ASSERT_EQ(spec.tokens, plain.tokens) << prompt << " draft " << weight_type_name(draft->model.weight_type());
           EXPECT_EQ(spec.stats.stop_reason, plain.stats.stop_reason);
           rejected += spec.stats.drafted_tokens - spec.stats.accepted_tokens;
@@ -402,7 +405,8 @@ TEST(Speculative, CountsPassesExactly) {
 
   // Always right: token 1 from the prefill; passes of 3 drafts + 1 give tokens 2-5 and 6-9;
   // the budget leaves no room for a draft before token 10, a plain step.
-  const Outcome right = generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 99), DraftLength::fixed(3));
+  const Outcome right =
+      generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 99), DraftLength::fixed(3));
   EXPECT_EQ(right.tokens, plain.tokens);
   EXPECT_EQ(right.stats.decode_steps, 3u);
   EXPECT_EQ(right.stats.verify_passes, 2u);
@@ -416,7 +420,8 @@ TEST(Speculative, CountsPassesExactly) {
 
   // The second draft of every pass is wrong: each pass keeps 1 draft + the target's token
   // (tokens 2-3, 4-5, 6-7, 8-9, the last pass drafting only 2), then a plain step for token 10.
-  const Outcome spoilt = generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 1), DraftLength::fixed(3));
+  const Outcome spoilt =
+      generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 1), DraftLength::fixed(3));
   EXPECT_EQ(spoilt.tokens, plain.tokens);
   EXPECT_EQ(spoilt.stats.decode_steps, 5u);
   EXPECT_EQ(spoilt.stats.verify_passes, 4u);
@@ -427,7 +432,8 @@ TEST(Speculative, CountsPassesExactly) {
   EXPECT_EQ(spoilt.cache_length, p + 9);  // rejected positions rolled back
 
   // The first draft always wrong: nothing accepted, every pass gives the target's own token.
-  const Outcome useless = generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 0), DraftLength::fixed(2));
+  const Outcome useless =
+      generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 0), DraftLength::fixed(2));
   EXPECT_EQ(useless.tokens, plain.tokens);
   EXPECT_EQ(useless.stats.accepted_tokens, 0u);
   EXPECT_EQ(useless.stats.decode_steps, 9u);

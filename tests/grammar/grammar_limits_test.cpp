@@ -78,9 +78,7 @@ TEST(GrammarLimits, SchemasNestedDeeperThanTheJsonLimitAreRefusedByName) {
   for (int i = 0; i < 100000; ++i) deep += "{\"anyOf\":[";
   deep += "{\"type\":\"integer\"}";
   for (int i = 0; i < 100000; ++i) deep += "]}";
-  EXPECT_NE(error_of([&] {
-              json_schema_to_gbnf(deep);
-            }).find("JSON Schema: JSON nested deeper than 64 levels"),
+  EXPECT_NE(error_of([&] { json_schema_to_gbnf(deep); }).find("JSON Schema: JSON nested deeper than 64 levels"),
             std::string::npos);
   // Within the limit, however the schema nests, the grammar text stays within the GBNF
   // parser's own limit on groups (deep expressions become rules).
@@ -90,10 +88,9 @@ TEST(GrammarLimits, SchemasNestedDeeperThanTheJsonLimitAreRefusedByName) {
   EXPECT_TRUE(matches(g, "42"));
   EXPECT_TRUE(matches(g, "null"));
   // A pattern's groups are bounded too.
-  const std::string pattern = "{\"type\":\"string\",\"pattern\":\"" + std::string(40, '(') + "a" +
-                              std::string(40, ')') + "\"}";
-  EXPECT_NE(error_of([&] { json_schema_to_gbnf(pattern); }).find("groups nested deeper than 32"),
-            std::string::npos);
+  const std::string pattern =
+      "{\"type\":\"string\",\"pattern\":\"" + std::string(40, '(') + "a" + std::string(40, ')') + "\"}";
+  EXPECT_NE(error_of([&] { json_schema_to_gbnf(pattern); }).find("groups nested deeper than 32"), std::string::npos);
 }
 
 // Steps charged to compile `gbnf_or_schema` (a schema when it starts with '{'), but for the
@@ -109,8 +106,7 @@ uint64_t steps(const std::string& text) {
 std::string object_schema(int n, bool properties, bool required) {
   std::string props, req;
   for (int i = 0; i < n; ++i) {
-    props += fmt::format("{}\"property_with_a_long_shared_prefix_{}\":{{\"type\":\"integer\"}}",
-                         i ? "," : "", i);
+    props += fmt::format("{}\"property_with_a_long_shared_prefix_{}\":{{\"type\":\"integer\"}}", i ? "," : "", i);
     req += fmt::format("{}\"property_with_a_long_shared_prefix_{}\"", i ? "," : "", i);
   }
   std::string s = "{\"type\":\"object\"";
@@ -129,16 +125,14 @@ TEST(GrammarLimits, CompileWorkIsLinearInTheGrammarsSize) {
     const double b = static_cast<double>(steps(make(2 * n)));
     return b / a;
   };
-  EXPECT_LT(ratio([](int n) { return "root ::= r0\n" + rule_chain(static_cast<size_t>(n)); }, 4000),
-            2.3);
+  EXPECT_LT(ratio([](int n) { return "root ::= r0\n" + rule_chain(static_cast<size_t>(n)); }, 4000), 2.3);
   EXPECT_LT(ratio([](int n) { return object_schema(n, true, false); }, 1000), 2.3);
   EXPECT_LT(ratio([](int n) { return object_schema(n, true, true); }, 1000), 2.3);
   EXPECT_LT(ratio([](int n) { return object_schema(n, false, true); }, 1000), 2.3);
   EXPECT_LT(ratio(
                 [](int n) {
                   std::string s = object_schema(n, true, false);
-                  return s.substr(0, s.size() - 1) +
-                         ",\"additionalProperties\":{\"type\":\"string\"}}";
+                  return s.substr(0, s.size() - 1) + ",\"additionalProperties\":{\"type\":\"string\"}}";
                 },
                 1000),
             2.3);
@@ -153,8 +147,7 @@ TEST(GrammarLimits, CompileWorkIsLinearInTheGrammarsSize) {
   EXPECT_LT(ratio(
                 [](int n) {
                   std::string b;
-                  for (int i = 0; i < n; ++i)
-                    b += fmt::format("{}{{\"const\":{}}}", i ? "," : "", i);
+                  for (int i = 0; i < n; ++i) b += fmt::format("{}{{\"const\":{}}}", i ? "," : "", i);
                   return "{\"oneOf\":[" + b + "]}";
                 },
                 2000),
@@ -167,29 +160,23 @@ TEST(GrammarLimits, TheBudgetStopsACompileAndSoDoesCancellation) {
   Grammar::from_gbnf(json_schema_to_gbnf(big, &measure), "root", &measure).probe(measure);
   const uint64_t need = measure.used();
   GrammarBudget small(need / 2);
-  EXPECT_NE(error_of([&] {
-              Grammar::from_gbnf(json_schema_to_gbnf(big, &small), "root", &small);
-            }).find("more than"),
+  EXPECT_NE(error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &small), "root", &small); }).find("more than"),
             std::string::npos);
   GrammarBudget enough(need);
-  EXPECT_EQ(error_of([&] {
-              Grammar::from_gbnf(json_schema_to_gbnf(big, &enough), "root", &enough).probe(enough);
-            }),
+  EXPECT_EQ(error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &enough), "root", &enough).probe(enough); }),
             "");
   int asked = 0;
   GrammarBudget cancelled(GrammarBudget::kDefaultSteps, [&] { return ++asked > 1; });
-  EXPECT_NE(error_of([&] {
-              Grammar::from_gbnf(json_schema_to_gbnf(big, &cancelled), "root", &cancelled);
-            }).find("cancelled"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &cancelled), "root", &cancelled); }).find("cancelled"),
+      std::string::npos);
   EXPECT_GE(asked, 2);
 }
 
 TEST(GrammarLimits, OrderedParseCostCountsEachObjectsMembersSquared) {
   EXPECT_EQ(ordered_parse_cost("[1,2,3]"), 0u);
   EXPECT_EQ(ordered_parse_cost("{}"), 0u);
-  EXPECT_EQ(ordered_parse_cost(R"({"a":1,"b":{"c":[1,2],"d":"}{,,"},"e":3})"),
-            3u * 3 / 2 + 2 * 2 / 2);
+  EXPECT_EQ(ordered_parse_cost(R"({"a":1,"b":{"c":[1,2],"d":"}{,,"},"e":3})"), 3u * 3 / 2 + 2 * 2 / 2);
   std::string wide = "{";
   for (int i = 0; i < 1000; ++i) wide += fmt::format("{}\"k{}\":{{}}", i ? "," : "", i);
   EXPECT_EQ(ordered_parse_cost(wide + "}"), 1000u * 1000 / 2);
@@ -229,8 +216,7 @@ TEST(GrammarLimits, AmbiguityThatExplodesInAFewBytesIsRefusedBeforeGenerating) {
   // The same from a schema's pattern: a run of a's splits into words of 1..399 a's in
   // exponentially many ways, and the parses remember where each word began.
   std::string words;
-  for (int k = 1; k < 400; ++k)
-    words += (k > 1 ? "|" : "") + std::string(static_cast<size_t>(k), 'a');
+  for (int k = 1; k < 400; ++k) words += (k > 1 ? "|" : "") + std::string(static_cast<size_t>(k), 'a');
   GrammarBudget b2;
   const std::string schema = "{\"type\":\"string\",\"pattern\":\"^(" + words + ")+$\"}";
   EXPECT_NE(error_of([&] {
@@ -241,8 +227,8 @@ TEST(GrammarLimits, AmbiguityThatExplodesInAFewBytesIsRefusedBeforeGenerating) {
   // rule again over the same stack is done once per byte, so the parses stay bounded (this
   // failed at the first token, over the limit).
   GrammarBudget b3;
-  const Grammar dots = Grammar::from_gbnf(
-      json_schema_to_gbnf(R"({"type":"string","pattern":"^(.*){1,1000}$"})", &b3), "root", &b3);
+  const Grammar dots =
+      Grammar::from_gbnf(json_schema_to_gbnf(R"({"type":"string","pattern":"^(.*){1,1000}$"})", &b3), "root", &b3);
   dots.probe(b3);
   GrammarState state(dots);
   ASSERT_TRUE(state.advance("\"abcdefghijklmnopqrstuvwxyz"));

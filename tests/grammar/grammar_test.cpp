@@ -15,8 +15,8 @@
 #include "nanoinfer/logit_processor.h"
 #include "nanoinfer/tokenizer.h"
 #include "support/files.h"
-#include "support/sanitized.h"
 #include "support/grammar_match.h"
+#include "support/sanitized.h"
 
 namespace nanoinfer {
 namespace {
@@ -67,7 +67,7 @@ TEST(Grammar, PlusStarOptionalAndNegatedClass) {
 TEST(Grammar, RulesMaySpanLinesAndEscapes) {
   const Grammar g = Grammar::from_gbnf("root ::= a\n  | b\nb ::= \"\\x41\\u00e9\\n\\t\"\na ::= [\\u0391-\\u03a9]\n");
   EXPECT_TRUE(matches(g, "A\xc3\xa9\n\t"));
-  EXPECT_TRUE(matches(g, "\xce\x91"));  // U+0391
+  EXPECT_TRUE(matches(g, "\xce\x91"));   // U+0391
   EXPECT_FALSE(matches(g, "\xce\xaa"));  // U+03AA
 }
 
@@ -76,10 +76,16 @@ TEST(Grammar, Utf8ClassesWorkByteByByte) {
   const Grammar g = Grammar::from_gbnf("root ::= [\\u0070-\\U00010010]\n");
   for (uint32_t cp : {0x70u, 0x7Fu, 0x80u, 0x7FFu, 0x800u, 0xD7FFu, 0xE000u, 0xFFFFu, 0x10000u, 0x10010u}) {
     std::string s;
-    if (cp < 0x80) s += static_cast<char>(cp);
-    else if (cp < 0x800) s += {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-    else if (cp < 0x10000) s += {static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), static_cast<char>(0x80 | (cp & 0x3F))};
-    else s += {static_cast<char>(0xF0 | (cp >> 18)), static_cast<char>(0x80 | ((cp >> 12) & 0x3F)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), static_cast<char>(0x80 | (cp & 0x3F))};
+    if (cp < 0x80)
+      s += static_cast<char>(cp);
+    else if (cp < 0x800)
+      s += {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    else if (cp < 0x10000)
+      s += {static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
+            static_cast<char>(0x80 | (cp & 0x3F))};
+    else
+      s += {static_cast<char>(0xF0 | (cp >> 18)), static_cast<char>(0x80 | ((cp >> 12) & 0x3F)),
+            static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), static_cast<char>(0x80 | (cp & 0x3F))};
     EXPECT_TRUE(matches(g, s)) << std::hex << cp;
     // Each proper prefix is a valid but incomplete state.
     for (size_t k = 1; k < s.size(); ++k) {
@@ -89,8 +95,8 @@ TEST(Grammar, Utf8ClassesWorkByteByByte) {
     }
   }
   EXPECT_FALSE(matches(g, "o"));                 // U+006F
-  EXPECT_FALSE(prefix_ok(g, "\xed\xa0\x80"));   // a surrogate
-  EXPECT_FALSE(prefix_ok(g, "\xc0\xaf"));       // overlong
+  EXPECT_FALSE(prefix_ok(g, "\xed\xa0\x80"));    // a surrogate
+  EXPECT_FALSE(prefix_ok(g, "\xc0\xaf"));        // overlong
   EXPECT_FALSE(matches(g, "\xf0\x90\x80\x91"));  // U+10011
 }
 
@@ -227,8 +233,12 @@ TEST(GrammarMask, EqualsBruteForceOnQwen25sVocabulary) {
   ASSERT_GT(vocab.size(), 150000u) << "run `bash scripts/fetch-test-assets.sh`";
   const Grammar json = Grammar::from_gbnf(json_object_gbnf());
   check_masks_along(json, vocab, "{\"\xe4\xbd\xa0\xe5\xa5\xbd\":[\"\xf0\x9f\x98\x80 \\u00e9\",-1.5]}", 4 * kQwenStride);
-  const Grammar pattern = Grammar::from_gbnf(json_schema_to_gbnf(R"({"type":"string","pattern":"^[\\u4e00-\\u9fff]{2}\\d$"})"));
-  check_masks_along(pattern, vocab, "\"\xe4\xb8\xad\xe6\x96\x87" "7\"", 2 * kQwenStride);
+  const Grammar pattern =
+      Grammar::from_gbnf(json_schema_to_gbnf(R"({"type":"string","pattern":"^[\\u4e00-\\u9fff]{2}\\d$"})"));
+  check_masks_along(pattern, vocab,
+                    "\"\xe4\xb8\xad\xe6\x96\x87"
+                    "7\"",
+                    2 * kQwenStride);
 }
 
 // The content counts the trie stores: every suffix's count from the one-pass tail_counts equals
@@ -242,13 +252,29 @@ TEST(StringContent, CountsCharactersAndRefusesWhatIsNotContent) {
   EXPECT_EQ(count_of("a\xe4\xb8"), 2);  // an incomplete character counts
   EXPECT_EQ(count_of("\x7f"), 1);
   for (const char* bad : {"\"", "a\\", "\x1f", "\x80", "\xc0\xaf", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
-                          "\xf5", "\xc3\xa9\xa9", "\xe4\xb8" "a"}) {
+                          "\xf5", "\xc3\xa9\xa9",
+                          "\xe4\xb8"
+                          "a"}) {
     EXPECT_EQ(count_of(bad), kNotContent) << bad;
   }
   EXPECT_EQ(count_of(std::string(300, 'x')), 254);
-  const std::vector<std::string> pieces = {"a", " ", "\"", "\\", "\x1f", "\x7f", "\xc3\xa9", "\xe4\xb8\xad", "\xed\x9f\xbf",
-                                           "\xed\xa0\x80", "\xf0\x9f\x98\x80", "\xf4\x90\x80\x80", "\x80", "\xe4", "\xe4\xb8",
-                                           "\xf0\x9f", "\xff"};
+  const std::vector<std::string> pieces = {"a",
+                                           " ",
+                                           "\"",
+                                           "\\",
+                                           "\x1f",
+                                           "\x7f",
+                                           "\xc3\xa9",
+                                           "\xe4\xb8\xad",
+                                           "\xed\x9f\xbf",
+                                           "\xed\xa0\x80",
+                                           "\xf0\x9f\x98\x80",
+                                           "\xf4\x90\x80\x80",
+                                           "\x80",
+                                           "\xe4",
+                                           "\xe4\xb8",
+                                           "\xf0\x9f",
+                                           "\xff"};
   std::mt19937 rng(5);
   for (int k = 0; k < 3000; ++k) {
     std::string t;
@@ -256,7 +282,8 @@ TEST(StringContent, CountsCharactersAndRefusesWhatIsNotContent) {
     for (int j = 0; j < n; ++j) t += pieces[rng() % pieces.size()];
     std::vector<uint8_t> tails(t.size());
     string_content::tail_counts(t, tails.data());
-    for (size_t i = 0; i < t.size(); ++i) ASSERT_EQ(tails[i], count_of(std::string_view(t).substr(i))) << t << " at " << i;
+    for (size_t i = 0; i < t.size(); ++i)
+      ASSERT_EQ(tails[i], count_of(std::string_view(t).substr(i))) << t << " at " << i;
   }
 }
 
@@ -268,11 +295,42 @@ TEST(StringContent, CountsCharactersAndRefusesWhatIsNotContent) {
 TEST(GrammarMask, ContentShortcutEqualsBruteForceOnUtf8Edges) {
   std::vector<std::string> vocab;
   for (int b = 0; b < 256; ++b) vocab.push_back(std::string(1, static_cast<char>(b)));
-  const std::vector<std::string> pieces = {
-      "a", "Z", " ", "\x7f", "\x1f", "\t", "\"", "\\", "\\n", "\\u00e9", "\xc2\x80", "\xdf\xbf", "\xc0\xaf", "\xc1\xbf",
-      "\xe0\xa0\x80", "\xe0\x9f\xbf", "\xed\x9f\xbf", "\xed\xa0\x80", "\xef\xbf\xbf", "\xf0\x90\x80\x80",
-      "\xf0\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xe4\xb8\xad", "\xf0\x9f\x98\x80",
-      "\x80", "\xbf", "\xe0", "\xe0\xa0", "\xed", "\xed\xa0", "\xf0\x90", "\xf4\x8f\xbf", "\xff", "\xfe"};
+  const std::vector<std::string> pieces = {"a",
+                                           "Z",
+                                           " ",
+                                           "\x7f",
+                                           "\x1f",
+                                           "\t",
+                                           "\"",
+                                           "\\",
+                                           "\\n",
+                                           "\\u00e9",
+                                           "\xc2\x80",
+                                           "\xdf\xbf",
+                                           "\xc0\xaf",
+                                           "\xc1\xbf",
+                                           "\xe0\xa0\x80",
+                                           "\xe0\x9f\xbf",
+                                           "\xed\x9f\xbf",
+                                           "\xed\xa0\x80",
+                                           "\xef\xbf\xbf",
+                                           "\xf0\x90\x80\x80",
+                                           "\xf0\x8f\xbf\xbf",
+                                           "\xf4\x8f\xbf\xbf",
+                                           "\xf4\x90\x80\x80",
+                                           "\xf5\x80\x80\x80",
+                                           "\xe4\xb8\xad",
+                                           "\xf0\x9f\x98\x80",
+                                           "\x80",
+                                           "\xbf",
+                                           "\xe0",
+                                           "\xe0\xa0",
+                                           "\xed",
+                                           "\xed\xa0",
+                                           "\xf0\x90",
+                                           "\xf4\x8f\xbf",
+                                           "\xff",
+                                           "\xfe"};
   std::mt19937 rng(23);
   for (int k = 0; k < 4000; ++k) {
     std::string t;
@@ -281,7 +339,8 @@ TEST(GrammarMask, ContentShortcutEqualsBruteForceOnUtf8Edges) {
     vocab.push_back(t);
   }
   for (int n = 1; n <= 30; ++n) vocab.push_back(std::string(static_cast<size_t>(n), 'x'));  // long content
-  const std::string doc = "\"a\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\x7f \\\" \\\\ \\u00e9 \xef\xbf\xbf\xf4\x8f\xbf\xbfz\"";
+  const std::string doc =
+      "\"a\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80\x7f \\\" \\\\ \\u00e9 \xef\xbf\xbf\xf4\x8f\xbf\xbfz\"";
   // The JSON string: the shortcut applies inside it.
   const Grammar json = Grammar::from_gbnf(json_schema_to_gbnf(R"({"type":"string"})"));
   EXPECT_GT(check_masks_along(json, vocab, doc), 0u);
@@ -289,7 +348,8 @@ TEST(GrammarMask, ContentShortcutEqualsBruteForceOnUtf8Edges) {
   const Grammar bounded = Grammar::from_gbnf(json_schema_to_gbnf(R"({"type":"string","minLength":2,"maxLength":7})"));
   EXPECT_GT(check_masks_along(bounded, vocab, "\"ab\xe4\xb8\xad\\n\xf0\x9f\x98\x80x\""), 0u);
   // One character short of the JSON class: DEL, or U+FFFF, or the 4-byte plane.
-  for (const char* cls : {R"([^"\\\x00-\x1F\x7F])", R"([^"\\\x00-\x1F\uFFFF])", R"([^"\\\x00-\x1F\U00010000-\U0010FFFF])"}) {
+  for (const char* cls :
+       {R"([^"\\\x00-\x1F\x7F])", R"([^"\\\x00-\x1F\uFFFF])", R"([^"\\\x00-\x1F\U00010000-\U0010FFFF])"}) {
     const Grammar g = Grammar::from_gbnf(std::string("root ::= \"\\\"\" ") + cls + "* \"\\\"\"\n");
     check_masks_along(g, vocab, "\"ab\xc3\xa9 \xe4\xb8\xad\"");
   }
@@ -335,9 +395,10 @@ TEST(GrammarMask, ContentShortcutEqualsBruteForceOnQwen25sVocabulary) {
       "\"tags\":[\"ab\",\"\xe4\xb8\xad\xe6\x96\x87\"],\"owner\":{\"contact\":\"mail me\"}}";
   EXPECT_GT(check_masks_along(schema, vocab, doc, 3 * kQwenStride), 1000000u / kQwenStride);
   const Grammar json = Grammar::from_gbnf(json_object_gbnf());
-  EXPECT_GT(check_masks_along(json, vocab, "{\"k\xc3\xa9y\":\"v \\\\ \\/ \\u20ac\xe2\x82\xac\",\"a\":[null,{\"b\":\"\"}]}",
-                              3 * kQwenStride),
-            500000u / kQwenStride);
+  EXPECT_GT(
+      check_masks_along(json, vocab, "{\"k\xc3\xa9y\":\"v \\\\ \\/ \\u20ac\xe2\x82\xac\",\"a\":[null,{\"b\":\"\"}]}",
+                        3 * kQwenStride),
+      500000u / kQwenStride);
 }
 
 // Random walks through the mask of the default tokenizer always produce JSON objects.
@@ -356,7 +417,8 @@ TEST(GrammarMask, RandomTokenWalksParseAsJson) {
       if (state.complete() && rng() % 3 == 0) break;
       masker.mask(state, mask);
       std::vector<int32_t> ids;
-      for (size_t id = 0; id < mask.size(); ++id) if (mask[id]) ids.push_back(static_cast<int32_t>(id));
+      for (size_t id = 0; id < mask.size(); ++id)
+        if (mask[id]) ids.push_back(static_cast<int32_t>(id));
       // Prefer structural tokens so walks end.
       int32_t pick = ids[rng() % ids.size()];
       for (int32_t id : ids) {

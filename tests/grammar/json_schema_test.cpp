@@ -12,7 +12,9 @@
 namespace nanoinfer {
 namespace {
 
-Grammar compile(const std::string& schema) { return Grammar::from_gbnf(json_schema_to_gbnf(schema)); }
+Grammar compile(const std::string& schema) {
+  return Grammar::from_gbnf(json_schema_to_gbnf(schema));
+}
 
 using test::matches;
 
@@ -76,7 +78,8 @@ TEST(JsonSchema, StringLengthsCountCharactersNotBytes) {
 }
 
 TEST(JsonSchema, IntegerBoundsAreExact) {
-  for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{-13, 127}, {0, 9}, {5, 5}, {-250, -7}, {10, 1000}, {-1, 1}}) {
+  for (const auto& [lo, hi] :
+       std::vector<std::pair<int, int>>{{-13, 127}, {0, 9}, {5, 5}, {-250, -7}, {10, 1000}, {-1, 1}}) {
     const Grammar g = compile(fmt::format(R"({{"type":"integer","minimum":{},"maximum":{}}})", lo, hi));
     for (int v = -1200; v <= 1200; ++v) {
       EXPECT_EQ(matches(g, std::to_string(v)), v >= lo && v <= hi) << v << " in [" << lo << ", " << hi << "]";
@@ -129,7 +132,8 @@ TEST(JsonSchema, RecursiveRefs) {
   EXPECT_TRUE(matches(g, R"({"v":1})"));
   EXPECT_TRUE(matches(g, R"({"v":1,"kids":[{"v":2,"kids":[]},{"v":3,"kids":[{"v":4}]}]})"));
   EXPECT_FALSE(matches(g, R"({"v":1,"kids":[{"kids":[]}]})"));
-  const Grammar d = compile(R"({"definitions":{"s":{"type":"string","maxLength":2}},"type":"array","items":{"$ref":"#/definitions/s"}})");
+  const Grammar d = compile(
+      R"({"definitions":{"s":{"type":"string","maxLength":2}},"type":"array","items":{"$ref":"#/definitions/s"}})");
   EXPECT_TRUE(matches(d, R"(["ab","c"])"));
   EXPECT_FALSE(matches(d, R"(["abc"])"));
 }
@@ -143,7 +147,7 @@ TEST(JsonSchema, PatternSubset) {
   const Grammar q = compile(R"({"type":"string","pattern":"^a\"b\\\\c.$"})");
   EXPECT_TRUE(matches(q, R"("a\"b\\cz")"));
   EXPECT_TRUE(matches(q, R"("a\"b\\c\t")"));
-  EXPECT_FALSE(matches(q, R"("a\"b\\c\n")"));  // '.' is not a line terminator
+  EXPECT_FALSE(matches(q, R"("a\"b\\c\n")"));                        // '.' is not a line terminator
   const Grammar u = compile(R"({"type":"string","pattern":"ab"})");  // unanchored: anywhere
   EXPECT_TRUE(matches(u, R"("xxaby")"));
   EXPECT_FALSE(matches(u, R"("xxa")"));

@@ -34,8 +34,7 @@ std::vector<float> dequant(GgmlType type, const std::vector<Block>& blocks) {
   std::vector<std::byte> odd(bytes.size() + 1);
   std::memcpy(odd.data() + 1, bytes.data(), bytes.size());
   dequantize_row(type, odd.data() + 1, shifted.data(), n);
-  for (size_t i = 0; i < n; ++i)
-    EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(shifted[i])) << i;
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(shifted[i])) << i;
   return out;
 }
 
@@ -89,20 +88,17 @@ TEST(GgmlDequant, FloatTypesExact) {
   const uint16_t f16[] = {kF16One, 0xC000, 0x7C00, 0x0001, 0x7BFF, 0x8000};
   std::vector<float> out(6);
   dequantize_row(GgmlType::F16, reinterpret_cast<const std::byte*>(f16), out.data(), 6);
-  EXPECT_EQ(out,
-            (std::vector<float>{1.0f, -2.0f, INFINITY, std::ldexp(1.0f, -24), 65504.0f, -0.0f}));
+  EXPECT_EQ(out, (std::vector<float>{1.0f, -2.0f, INFINITY, std::ldexp(1.0f, -24), 65504.0f, -0.0f}));
   EXPECT_TRUE(std::signbit(out[5]));
 
   const uint16_t bf16[] = {0x3F80, 0xC0A0, 0x0001};
-  dequantize_row(ggml_type_of(WeightType::BF16), reinterpret_cast<const std::byte*>(bf16),
-                 out.data(), 3);
+  dequantize_row(ggml_type_of(WeightType::BF16), reinterpret_cast<const std::byte*>(bf16), out.data(), 3);
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], -5.0f);
   EXPECT_EQ(std::bit_cast<uint32_t>(out[2]), 0x00010000u);
 
   const uint32_t f32[] = {0x7FC12345u, 0x80000000u, 0x3F800001u};  // a NaN payload survives
-  dequantize_row(ggml_type_of(WeightType::F32), reinterpret_cast<const std::byte*>(f32), out.data(),
-                 3);
+  dequantize_row(ggml_type_of(WeightType::F32), reinterpret_cast<const std::byte*>(f32), out.data(), 3);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), f32[i]);
 }
 
@@ -186,8 +182,7 @@ TEST(GgmlDequant, Q5_0AndQ5_1) {
 }
 
 // Scales {1, 2, 3, 63, 17, 33, 48, 5} and mins {0, 4, 62, 7, 40, 1, 20, 63}, packed by hand.
-constexpr uint8_t kKScales[12] = {0x41, 0x82, 0xC3, 0x3F, 0x80, 0x04,
-                                  0x7E, 0xC7, 0x81, 0x11, 0x40, 0xF5};
+constexpr uint8_t kKScales[12] = {0x41, 0x82, 0xC3, 0x3F, 0x80, 0x04, 0x7E, 0xC7, 0x81, 0x11, 0x40, 0xF5};
 constexpr uint8_t kSc[8] = {1, 2, 3, 63, 17, 33, 48, 5};
 constexpr uint8_t kMin[8] = {0, 4, 62, 7, 40, 1, 20, 63};
 
@@ -225,8 +220,7 @@ TEST(GgmlDequant, Q4_K) {
       const int j = e / 32;
       const uint8_t byte = blk.qs[32 * (j / 2) + e % 32];
       const int q = j % 2 == 0 ? byte & 0x0F : byte >> 4;
-      want.push_back(d * static_cast<float>(kSc[j]) * static_cast<float>(q) -
-                     dmin * static_cast<float>(kMin[j]));
+      want.push_back(d * static_cast<float>(kSc[j]) * static_cast<float>(q) - dmin * static_cast<float>(kMin[j]));
     }
   }
   expect_bitwise(y, want);
@@ -258,8 +252,7 @@ TEST(GgmlDequant, Q5_K) {
       const int j = e / 32, l = e % 32;
       const uint8_t byte = blk.qs[32 * (j / 2) + l];
       const int q = (j % 2 == 0 ? byte & 0x0F : byte >> 4) + 16 * ((blk.qh[l] >> j) & 1);
-      want.push_back(d * static_cast<float>(kSc[j]) * static_cast<float>(q) -
-                     dmin * static_cast<float>(kMin[j]));
+      want.push_back(d * static_cast<float>(kSc[j]) * static_cast<float>(q) - dmin * static_cast<float>(kMin[j]));
     }
   }
   expect_bitwise(y, want);

@@ -45,8 +45,7 @@ void every_value_type(GgufWriter& w) {
   w.set_array("a.bool", {std::vector<bool>{true, false}});
   w.set_array("a.i32", {std::vector<int32_t>{1, -1}});
   w.set_array("a.nested",
-              {std::vector<GgufArray>{{std::vector<uint8_t>{9}},
-                                      {std::vector<GgufArray>{{std::vector<float>{}}}}}});
+              {std::vector<GgufArray>{{std::vector<uint8_t>{9}}, {std::vector<GgufArray>{{std::vector<float>{}}}}}});
 }
 
 void every_tensor_type(GgufWriter& w, std::vector<std::vector<std::byte>>& keep) {
@@ -97,8 +96,7 @@ struct Seed {
   std::function<std::vector<std::byte>(const test::TempDir&)> make;
 };
 
-std::vector<std::byte> written(const test::TempDir& dir,
-                               const std::function<void(GgufWriter&)>& fill) {
+std::vector<std::byte> written(const test::TempDir& dir, const std::function<void(GgufWriter&)>& fill) {
   const auto path = dir / "seed.gguf";
   GgufWriter w(path);
   fill(w);
@@ -108,8 +106,7 @@ std::vector<std::byte> written(const test::TempDir& dir,
 
 std::vector<Seed> seeds() {
   return {
-      {"valid_every_value_type",
-       [](const test::TempDir& d) { return written(d, every_value_type); }},
+      {"valid_every_value_type", [](const test::TempDir& d) { return written(d, every_value_type); }},
       {"valid_every_tensor_type",
        [](const test::TempDir& d) {
          std::vector<std::vector<std::byte>> keep;

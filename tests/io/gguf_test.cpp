@@ -151,8 +151,7 @@ TEST(GgufParse, TypedGettersNameKeyAndFoundType) {
   EXPECT_EQ(error([&] { layout.get_u32("big"); }),
             "m.gguf: metadata 'big': expected an integer in [0, 2^32), found u64 1099511627776");
   EXPECT_EQ(error([&] { layout.get_string("nope"); }), "m.gguf: metadata 'nope' is missing");
-  EXPECT_EQ(error([&] { layout.get_array("f"); }),
-            "m.gguf: metadata 'f': expected an array, found f32 0.5");
+  EXPECT_EQ(error([&] { layout.get_array("f"); }), "m.gguf: metadata 'f': expected an array, found f32 0.5");
 }
 
 // ---- writer -----------------------------------------------------------------------------------
@@ -199,9 +198,8 @@ TEST(GgufWriter, RoundTripsEveryValueType) {
       {"a.i64", {GgufArray{std::vector<int64_t>{INT64_MIN}}}},
       {"a.f64", {GgufArray{std::vector<double>{1e300}}}},
       {"a.nested",
-       {GgufArray{std::vector<GgufArray>{
-           GgufArray{std::vector<std::string>{"x"}},
-           GgufArray{std::vector<GgufArray>{GgufArray{std::vector<int32_t>{-7}}}}}}}},
+       {GgufArray{std::vector<GgufArray>{GgufArray{std::vector<std::string>{"x"}},
+                                         GgufArray{std::vector<GgufArray>{GgufArray{std::vector<int32_t>{-7}}}}}}}},
   };
   for (const auto& kv : expected) w.set(kv.key, kv.value);
   w.set_u32("v.u32", 4000000000u);  // setting again keeps one entry in its first position
@@ -247,11 +245,10 @@ TEST(GgufWriter, RoundTripsEveryTensorTypeAligned) {
       w.add(name, cases[i].type, cases[i].dims, data.back());
     } else {  // through the chunked fill path
       const auto* src = &data.back();
-      w.add(name, cases[i].type, cases[i].dims,
-            [src, pos = size_t{0}](std::span<std::byte> out) mutable {
-              std::memcpy(out.data(), src->data() + pos, out.size());
-              pos += out.size();
-            });
+      w.add(name, cases[i].type, cases[i].dims, [src, pos = size_t{0}](std::span<std::byte> out) mutable {
+        std::memcpy(out.data(), src->data() + pos, out.size());
+        pos += out.size();
+      });
     }
   }
   uint64_t last_done = 0;
@@ -277,26 +274,23 @@ TEST(GgufWriter, RoundTripsEveryTensorTypeAligned) {
   }
   EXPECT_EQ(f.file_size() % 64, 0u);  // the last tensor is padded too
   EXPECT_EQ(&f.get("t3.Q8_0"), &f.tensors()[3]);
-  EXPECT_THAT([&] { f.get("missing"); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("missing tensor 'missing'")));
+  EXPECT_THAT([&] { f.get("missing"); }, ::testing::ThrowsMessage<Error>(HasSubstr("missing tensor 'missing'")));
 }
 
 TEST(GgufWriter, RejectsBadInputAndLeavesNoFile) {
   TempDir dir;
   GgufWriter w(dir / "bad.gguf");
   const std::vector<std::byte> four(4);
-  EXPECT_THAT([&] { w.add("x", ggml_type_of(WeightType::Q8_0), {16}, four); },
-              ::testing::ThrowsMessage<Error>(
-                  HasSubstr("row length 16 is not a multiple of the 32-element Q8_0 block")));
+  EXPECT_THAT(
+      [&] { w.add("x", ggml_type_of(WeightType::Q8_0), {16}, four); },
+      ::testing::ThrowsMessage<Error>(HasSubstr("row length 16 is not a multiple of the 32-element Q8_0 block")));
   EXPECT_THAT([&] { w.add("x", ggml_type_of(WeightType::F32), {2}, four); },
               ::testing::ThrowsMessage<Error>(HasSubstr("need 8 bytes, given 4")));
-  EXPECT_THAT([&] { w.set_u32("general.alignment", 12); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("power of two")));
+  EXPECT_THAT([&] { w.set_u32("general.alignment", 12); }, ::testing::ThrowsMessage<Error>(HasSubstr("power of two")));
   w.add("x", ggml_type_of(WeightType::F32), {1}, four);
   EXPECT_THAT([&] { w.add("x", ggml_type_of(WeightType::F32), {1}, four); },
               ::testing::ThrowsMessage<Error>(HasSubstr("tensor 'x' added twice")));
-  w.add("y", ggml_type_of(WeightType::F32), {1},
-        [](std::span<std::byte>) { throw Error("fill failed"); });
+  w.add("y", ggml_type_of(WeightType::F32), {1}, [](std::span<std::byte>) { throw Error("fill failed"); });
   EXPECT_THROW(w.write(), Error);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 0);
 }
@@ -307,9 +301,8 @@ TEST(GgufCorrupt, EmptyAndWrongMagic) {
   EXPECT_EQ(gguf_parse_error({}), "t.gguf: file is empty");
   Raw r;
   r.str_raw("GGUG").u32(3).u64(0).u64(0);
-  EXPECT_EQ(
-      gguf_parse_error(r.bytes),
-      "t.gguf: not a GGUF file: magic bytes are 47 47 55 47, expected 47 47 55 46 (\"GGUF\")");
+  EXPECT_EQ(gguf_parse_error(r.bytes),
+            "t.gguf: not a GGUF file: magic bytes are 47 47 55 47, expected 47 47 55 46 (\"GGUF\")");
   Raw two;
   two.str_raw("GG");
   EXPECT_EQ(gguf_parse_error(two.bytes),
@@ -331,8 +324,7 @@ TEST(GgufCorrupt, TruncatedHeaderAtEveryField) {
   // [41, 74), padding to 96, data [96, 104), padding to 128.
   const auto full = small_file().bytes;
   auto cut = [&](size_t size) {
-    return gguf_parse_error(
-        std::vector<std::byte>(full.begin(), full.begin() + static_cast<ptrdiff_t>(size)));
+    return gguf_parse_error(std::vector<std::byte>(full.begin(), full.begin() + static_cast<ptrdiff_t>(size)));
   };
   EXPECT_EQ(cut(6),
             "t.gguf: header: truncated: version needs 4 bytes at offset 4, but the file ends 2 "
@@ -384,20 +376,13 @@ TEST(GgufCorrupt, StringLengthPastEnd) {
 TEST(GgufCorrupt, HugeKeyLength) {
   Raw r;
   r.header(0, 1).u64(uint64_t{1} << 62).u32(0).u8(0).u8(0);
-  EXPECT_EQ(
-      gguf_parse_error(r.bytes),
-      "t.gguf: metadata pair 0: key length 4611686018427387904 exceeds the limit of 65535 bytes");
+  EXPECT_EQ(gguf_parse_error(r.bytes),
+            "t.gguf: metadata pair 0: key length 4611686018427387904 exceeds the limit of 65535 bytes");
 }
 
 TEST(GgufCorrupt, HugeArrayCount) {
   Raw r;
-  r.header(0, 1)
-      .str("tokenizer.ggml.tokens")
-      .u32(9)
-      .u32(8)
-      .u64(uint64_t{1} << 60)
-      .u64(1)
-      .str_raw("x");
+  r.header(0, 1).str("tokenizer.ggml.tokens").u32(9).u32(8).u64(uint64_t{1} << 60).u64(1).str_raw("x");
   EXPECT_THAT(gguf_parse_error(r.bytes),
               HasSubstr("t.gguf: metadata 'tokenizer.ggml.tokens': array length 1152921504606846976 exceeds the "
                         "limit of 4194304 elements"));
@@ -425,8 +410,7 @@ TEST(GgufCorrupt, UnknownTypes) {
   EXPECT_EQ(gguf_parse_error(value.bytes), "t.gguf: metadata 'k': unknown value type 13 (valid: 0..12)");
   Raw element;
   element.header(0, 1).str("k").u32(9).u32(99).u64(0);
-  EXPECT_EQ(gguf_parse_error(element.bytes),
-            "t.gguf: metadata 'k': unknown array element type 99 (valid: 0..12)");
+  EXPECT_EQ(gguf_parse_error(element.bytes), "t.gguf: metadata 'k': unknown array element type 99 (valid: 0..12)");
   Raw boolean;
   boolean.header(0, 1).str("k").u32(7).u8(2);
   EXPECT_EQ(gguf_parse_error(boolean.bytes), "t.gguf: metadata 'k': bool value 2 is neither 0 nor 1");
@@ -435,16 +419,13 @@ TEST(GgufCorrupt, UnknownTypes) {
 TEST(GgufCorrupt, BadAlignment) {
   Raw r;
   r.header(0, 1).str("general.alignment").u32(4).u32(48);
-  EXPECT_EQ(gguf_parse_error(r.bytes),
-            "t.gguf: metadata 'general.alignment': 48 is not a power of two of at least 8");
+  EXPECT_EQ(gguf_parse_error(r.bytes), "t.gguf: metadata 'general.alignment': 48 is not a power of two of at least 8");
   Raw wrong_type;
   wrong_type.header(0, 1).str("general.alignment").u32(10).u64(32);
-  EXPECT_EQ(gguf_parse_error(wrong_type.bytes),
-            "t.gguf: metadata 'general.alignment': expected u32, found u64 32");
+  EXPECT_EQ(gguf_parse_error(wrong_type.bytes), "t.gguf: metadata 'general.alignment': expected u32, found u64 32");
   Raw unaligned;
   unaligned.header(1, 0).tensor("t", {2}, 0, 8).pad_to(32).data(64);
-  EXPECT_EQ(gguf_parse_error(unaligned.bytes),
-            "t.gguf: tensor 't': offset 8 is not a multiple of the alignment 32");
+  EXPECT_EQ(gguf_parse_error(unaligned.bytes), "t.gguf: tensor 't': offset 8 is not a multiple of the alignment 32");
 }
 
 TEST(GgufCorrupt, OffsetOutOfBounds) {
@@ -458,8 +439,7 @@ TEST(GgufCorrupt, OffsetOutOfBounds) {
 TEST(GgufCorrupt, OverlappingTensors) {
   Raw r;
   r.header(2, 0).tensor("a", {16}, 0, 0).tensor("b", {4}, 0, 32).pad_to(32).data(64);
-  EXPECT_EQ(gguf_parse_error(r.bytes),
-            "t.gguf: tensor 'b': data [32, 48) overlaps tensor 'a' at [0, 64)");
+  EXPECT_EQ(gguf_parse_error(r.bytes), "t.gguf: tensor 'b': data [32, 48) overlaps tensor 'a' at [0, 64)");
 }
 
 TEST(GgufCorrupt, TooManyDims) {
@@ -519,8 +499,7 @@ TEST(GgufCorrupt, EmptyNames) {
   EXPECT_EQ(gguf_parse_error(tensor.bytes), "t.gguf: tensor info 0: empty tensor name");
   Raw long_name;
   long_name.header(1, 0).tensor(std::string(65, 'n'), {1}, 0, 0).pad_to(32).data(32);
-  EXPECT_EQ(gguf_parse_error(long_name.bytes),
-            "t.gguf: tensor info 0: name length 65 exceeds the limit of 64 bytes");
+  EXPECT_EQ(gguf_parse_error(long_name.bytes), "t.gguf: tensor info 0: name length 65 exceeds the limit of 64 bytes");
 }
 
 TEST(GgufCorrupt, NestingTooDeep) {

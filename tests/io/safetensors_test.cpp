@@ -4,9 +4,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "nanoinfer/error.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "nanoinfer/error.h"
 #include "support/files.h"
 
 namespace nanoinfer {
@@ -27,12 +27,11 @@ std::string safetensors_parse_error(const std::vector<std::byte>& bytes) {
 
 TEST(SafetensorsParse, AcceptsValidHeaderWithPaddingScalarAndEmptyTensor) {
   // a: F32 [2, 3] = 24 bytes at [0, 24); s: BF16 scalar at [24, 26); z: I8 [0, 5] empty.
-  const auto bytes =
-      raw_safetensors(R"({"__metadata__":{"format":"pt"},)"
-                      R"("a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
-                      R"("s":{"dtype":"BF16","shape":[],"data_offsets":[24,26]},)"
-                      R"("z":{"dtype":"I8","shape":[0,5],"data_offsets":[26,26]}}   )",
-                      26);
+  const auto bytes = raw_safetensors(R"({"__metadata__":{"format":"pt"},)"
+                                     R"("a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+                                     R"("s":{"dtype":"BF16","shape":[],"data_offsets":[24,26]},)"
+                                     R"("z":{"dtype":"I8","shape":[0,5],"data_offsets":[26,26]}}   )",
+                                     26);
   const SafetensorsLayout layout = parse_safetensors(bytes, "t");
   ASSERT_EQ(layout.tensors.size(), 3u);
   EXPECT_EQ(layout.data_offset, bytes.size() - 26);
@@ -66,8 +65,7 @@ TEST(SafetensorsParse, TruncatedFile) {
 TEST(SafetensorsParse, HeaderLengthPastEnd) {
   auto bytes = raw_safetensors(R"({})", 0);
   bytes[0] = std::byte{200};  // claims 200 header bytes, file has 2
-  EXPECT_THAT(safetensors_parse_error(bytes),
-              HasSubstr("header length 200 runs past the end of the file (2 bytes"));
+  EXPECT_THAT(safetensors_parse_error(bytes), HasSubstr("header length 200 runs past the end of the file (2 bytes"));
 }
 
 TEST(SafetensorsParse, HeaderLengthOverCap) {
@@ -77,8 +75,7 @@ TEST(SafetensorsParse, HeaderLengthOverCap) {
 }
 
 TEST(SafetensorsParse, NonJsonHeader) {
-  EXPECT_THAT(safetensors_parse_error(raw_safetensors("not json at all", 0)),
-              HasSubstr("header is not valid JSON"));
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors("not json at all", 0)), HasSubstr("header is not valid JSON"));
   EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"F32")", 0)),
               HasSubstr("header is not valid JSON"));
   EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"([1, 2, 3])", 0)),
@@ -86,56 +83,51 @@ TEST(SafetensorsParse, NonJsonHeader) {
 }
 
 TEST(SafetensorsParse, UnknownDtype) {
-  EXPECT_THAT(safetensors_parse_error(raw_safetensors(
-                  R"({"w":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}})", 4)),
-              HasSubstr("tensor 'w': unknown dtype \"F8_E4M3\""));
+  EXPECT_THAT(
+      safetensors_parse_error(raw_safetensors(R"({"w":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}})", 4)),
+      HasSubstr("tensor 'w': unknown dtype \"F8_E4M3\""));
 }
 
 TEST(SafetensorsParse, WrongByteLength) {
-  EXPECT_THAT(safetensors_parse_error(raw_safetensors(
-                  R"({"w":{"dtype":"BF16","shape":[3,4],"data_offsets":[0,20]}})", 20)),
-              HasSubstr("tensor 'w': shape [3, 4] BF16 needs 24 bytes, found 20"));
+  EXPECT_THAT(
+      safetensors_parse_error(raw_safetensors(R"({"w":{"dtype":"BF16","shape":[3,4],"data_offsets":[0,20]}})", 20)),
+      HasSubstr("tensor 'w': shape [3, 4] BF16 needs 24 bytes, found 20"));
 }
 
 TEST(SafetensorsParse, ShapeProductOverflow) {
   // 2^32 x 2^32 x 4 bytes wraps to 0 in 64 bits; it must not be accepted as an empty tensor.
-  EXPECT_THAT(
-      safetensors_parse_error(raw_safetensors(
-          R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0)),
-      HasSubstr("tensor 'w': shape [4294967296, 4294967296] x 4 bytes overflows"));
+  EXPECT_THAT(safetensors_parse_error(
+                  raw_safetensors(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0)),
+              HasSubstr("tensor 'w': shape [4294967296, 4294967296] x 4 bytes overflows"));
 }
 
 TEST(SafetensorsParse, NegativeOrFractionalShape) {
-  EXPECT_THAT(
-      safetensors_parse_error(raw_safetensors(R"({"w":{"dtype":"I8","shape":[-4],"data_offsets":[0,4]}})", 4)),
-      HasSubstr("tensor 'w': shape entries must be non-negative integers, found -4"));
-  EXPECT_THAT(
-      safetensors_parse_error(raw_safetensors(R"({"w":{"dtype":"I8","shape":[4.0],"data_offsets":[0,4]}})", 4)),
-      HasSubstr("tensor 'w': shape entries must be non-negative integers, found 4.0"));
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"w":{"dtype":"I8","shape":[-4],"data_offsets":[0,4]}})", 4)),
+              HasSubstr("tensor 'w': shape entries must be non-negative integers, found -4"));
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"w":{"dtype":"I8","shape":[4.0],"data_offsets":[0,4]}})", 4)),
+              HasSubstr("tensor 'w': shape entries must be non-negative integers, found 4.0"));
 }
 
 TEST(SafetensorsParse, OverlappingOffsets) {
-  EXPECT_THAT(
-      safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-                                  16)),
-      HasSubstr("tensor 'b' at bytes [8, 16] overlaps tensor 'a' at [0, 16]"));
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                                                      R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                                                      16)),
+              HasSubstr("tensor 'b' at bytes [8, 16] overlaps tensor 'a' at [0, 16]"));
 }
 
 TEST(SafetensorsParse, OffsetsOutsideFile) {
-  EXPECT_THAT(safetensors_parse_error(raw_safetensors(
-                  R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[100,104]}})", 8)),
-              HasSubstr("tensor 'a': data_offsets [100, 104] run past the end of the data "
-                        "section (8 bytes)"));
   EXPECT_THAT(
-      safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[6,2]}})", 8)),
-      HasSubstr("tensor 'a': data_offsets begin 6 is after end 2"));
+      safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[100,104]}})", 8)),
+      HasSubstr("tensor 'a': data_offsets [100, 104] run past the end of the data "
+                "section (8 bytes)"));
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[6,2]}})", 8)),
+              HasSubstr("tensor 'a': data_offsets begin 6 is after end 2"));
 }
 
 TEST(SafetensorsParse, DuplicateTensor) {
   EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},)"
-                                          R"("a":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
-                                          8)),
+                                                      R"("a":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
+                                                      8)),
               HasSubstr("duplicate tensor 'a'"));
 }
 
@@ -144,9 +136,8 @@ TEST(SafetensorsParse, MissingFieldsAndBadMetadata) {
               HasSubstr("tensor 'a': missing string field \"dtype\""));
   EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","data_offsets":[0,4]}})", 4)),
               HasSubstr("tensor 'a': missing array field \"shape\""));
-  EXPECT_THAT(
-      safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0]}})", 4)),
-      HasSubstr("tensor 'a': \"data_offsets\" must be [begin, end]"));
+  EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0]}})", 4)),
+              HasSubstr("tensor 'a': \"data_offsets\" must be [begin, end]"));
   EXPECT_THAT(safetensors_parse_error(raw_safetensors(R"({"__metadata__":{"k":1}})", 0)),
               HasSubstr("\"__metadata__\" entry 'k' must be a string, found number"));
 }
@@ -244,8 +235,7 @@ TEST(SafetensorsWriter, FailedWriteLeavesNothingBehind) {
   // The old file is untouched and no temporary file remains.
   EXPECT_EQ(test::read_text(dir / "m.safetensors"), "previous");
   int entries = 0;
-  for ([[maybe_unused]] const auto& ent : std::filesystem::directory_iterator(dir.path()))
-    ++entries;
+  for ([[maybe_unused]] const auto& ent : std::filesystem::directory_iterator(dir.path())) ++entries;
   EXPECT_EQ(entries, 1);
 }
 

@@ -16,10 +16,10 @@
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
+#include "support/isa.h"
 #include "support/naive_attention.h"
 #include "support/random.h"
 #include "support/sanitized.h"
-#include "support/isa.h"
 
 namespace nanoinfer {
 namespace {
@@ -66,9 +66,9 @@ TEST(VectorExp, WithinItsBoundOfFloat64OverTheWholeRange) {
 
 TEST(VectorExp, UnderflowsToZeroOverflowsToInfinityKeepsNan) {
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> x = {-inf, -std::numeric_limits<float>::max(), -1e30f, -1000.0f, -104.0f, -88.0f,
-                          std::nextafter(kExpLo, -inf), 88.5f, 89.0f, 1000.0f, inf,
-                          std::numeric_limits<float>::quiet_NaN()};
+  std::vector<float> x = {-inf,   -std::numeric_limits<float>::max(),     -1e30f, -1000.0f, -104.0f,
+                          -88.0f, std::nextafter(kExpLo, -inf),           88.5f,  89.0f,    1000.0f,
+                          inf,    std::numeric_limits<float>::quiet_NaN()};
   // A run of very negative inputs long enough for the vector body.
   for (int i = 0; i < 19; ++i) x.push_back(-87.4f - 0.731f * static_cast<float>(i));
   for (Isa isa : test::supported_isas()) {
@@ -148,8 +148,8 @@ TEST(VectorSilu, WithinItsBoundOfFloat64OverTheWholeRange) {
 TEST(VectorSilu, OutsideTheRangeGivesZeroOrTheProductAndKeepsNan) {
   const float inf = std::numeric_limits<float>::infinity();
   // Below -kExpHi: a zero of sign(g up), whose exact value is below 4e-37 |up|.
-  std::vector<float> g = {std::nextafter(-kExpHi, -inf), -88.7f, -89.0f, -1000.0f, -1e30f,
-                          std::nextafter(-kExpLo, inf), 88.0f, 1000.0f, 1e30f, inf,
+  std::vector<float> g = {std::nextafter(-kExpHi, -inf),          -88.7f, -89.0f,  -1000.0f, -1e30f,
+                          std::nextafter(-kExpLo, inf),           88.0f,  1000.0f, 1e30f,    inf,
                           std::numeric_limits<float>::quiet_NaN()};
   for (int i = 0; i < 19; ++i) g.push_back(-88.4f - 0.731f * static_cast<float>(i));  // the vector body
   std::vector<float> up(g.size(), -3.0f);
@@ -255,12 +255,11 @@ struct Case {
   float q_range;
 };
 const Case kCases[] = {
-    {{14, 2, 64}, 37, 90, 1.0f},   // queries 90..126: the keys end off an edge
-    {{14, 2, 64}, 130, 0, 3.0f},   // prefill from 0 across two edges, peaky softmax
-    {{14, 2, 64}, 1, 200, 3.0f},   // decode
-    {{6, 2, 16}, 61, 40, 2.0f},    // queries 40..100: the edge at 64 inside
-    {{4, 4, 8}, 70, 60, 1.0f},
-    {{6, 3, 12}, 45, 83, 2.0f},    // head_dim 12
+    {{14, 2, 64}, 37, 90, 1.0f},                              // queries 90..126: the keys end off an edge
+    {{14, 2, 64}, 130, 0, 3.0f},                              // prefill from 0 across two edges, peaky softmax
+    {{14, 2, 64}, 1, 200, 3.0f},                              // decode
+    {{6, 2, 16}, 61, 40, 2.0f},                               // queries 40..100: the edge at 64 inside
+    {{4, 4, 8}, 70, 60, 1.0f},   {{6, 3, 12}, 45, 83, 2.0f},  // head_dim 12
 };
 
 TEST(TiledAttention, MatchesFloat64AndTheExactPathWithinTheDerivedBound) {
@@ -277,8 +276,8 @@ TEST(TiledAttention, MatchesFloat64AndTheExactPathWithinTheDerivedBound) {
         worst = std::max(worst, std::abs(double(got[i]) - want[i]));
         worst_exact = std::max(worst_exact, std::abs(double(got[i]) - double(exact[i])));
       }
-      const std::string where = std::string(isa_name(isa)) + " n=" + std::to_string(p.n) + " pos0=" +
-                                std::to_string(p.pos0) + " hd=" + std::to_string(p.shape.head_dim);
+      const std::string where = std::string(isa_name(isa)) + " n=" + std::to_string(p.n) +
+                                " pos0=" + std::to_string(p.pos0) + " hd=" + std::to_string(p.shape.head_dim);
       EXPECT_LE(worst, bound) << where;
       // The exact path's own error is within the same bound (its sources are a subset: f32
       // scores, f32 sums, std::exp), so the two differ by at most twice it.
@@ -382,7 +381,8 @@ TEST(TiledAttention, CompactCacheTypesWithinTheirDerivedBound) {
     for (size_t h = 0; h < 14; ++h)
       for (size_t j = 0; j <= p.pos0 + t; ++j) {
         double a = 0;
-        for (size_t i = 0; i < 64; ++i) a += std::abs(double(p.q[t * 896 + h * 64 + i]) * scale * p.k[j * 128 + (h / 7) * 64 + i]);
+        for (size_t i = 0; i < 64; ++i)
+          a += std::abs(double(p.q[t * 896 + h * 64 + i]) * scale * p.k[j * 128 + (h / 7) * 64 + i]);
         s_max = std::max(s_max, a);
       }
   for (float x : p.v) vmax = std::max(vmax, double(std::abs(x)));
@@ -396,7 +396,8 @@ TEST(TiledAttention, CompactCacheTypesWithinTheirDerivedBound) {
       rounded.k[i] = type == DType::BF16 ? bf16_to_f32(k16[i]) : f16_to_f32(k16[i]);
       rounded.v[i] = type == DType::BF16 ? bf16_to_f32(v16[i]) : f16_to_f32(v16[i]);
     }
-    const std::vector<double> want_rounded = naive_attention(rounded.shape, rounded.q, rounded.k, rounded.v, p.n, p.pos0);
+    const std::vector<double> want_rounded =
+        naive_attention(rounded.shape, rounded.q, rounded.k, rounded.v, p.n, p.pos0);
     const double bound = tiled_bound(rounded.shape, rounded.q, rounded.k, rounded.v, p.n, p.pos0);
     const double bound_unrounded = bound + vmax * (2.1 * e * s_max + e);
     for (Isa isa : test::supported_isas()) {

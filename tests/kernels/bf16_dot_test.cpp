@@ -17,22 +17,26 @@
 
 #include "kernels/kernels.h"
 #include "nanoinfer/dtype.h"
+#include "support/checks.h"
 #include "support/guarded.h"
 #include "support/random.h"
-#include "support/checks.h"
 
 namespace nanoinfer::kernels {
 namespace {
 
 using test::random_floats;
 
-bool kernel_here() { return isa_supported(Isa::Avx512Bf16); }
-#define SKIP_WITHOUT_BF16_KERNEL()                                                                                \
-  if (!kernel_here())                                                                                             \
-  GTEST_SKIP() << "this CPU/OS lacks avx512-bf16 (missing " << isa_missing(Isa::Avx512Bf16)                       \
+bool kernel_here() {
+  return isa_supported(Isa::Avx512Bf16);
+}
+#define SKIP_WITHOUT_BF16_KERNEL()                                                          \
+  if (!kernel_here())                                                                       \
+  GTEST_SKIP() << "this CPU/OS lacks avx512-bf16 (missing " << isa_missing(Isa::Avx512Bf16) \
                << "): the kernel cannot run here; the emulation is checked by the other tests"
 
-MatmulFn kernel() { return table(Isa::Avx512Bf16).matmul_for(WeightType::BF16); }
+MatmulFn kernel() {
+  return table(Isa::Avx512Bf16).matmul_for(WeightType::BF16);
+}
 
 std::vector<float> run(MatmulFn fn, const std::vector<uint16_t>& w, const float* bias, const std::vector<float>& x,
                        size_t rows, size_t cols, size_t n_tokens) {
@@ -42,7 +46,9 @@ std::vector<float> run(MatmulFn fn, const std::vector<uint16_t>& w, const float*
   return y.values();
 }
 
-uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+uint32_t bits(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
 uint16_t bf16(float f) {
   const uint16_t h = f32_to_bf16(f);
   EXPECT_EQ(bf16_to_f32(h), f) << f << " is not a bf16 value";
@@ -56,8 +62,7 @@ TEST(Bf16Dot, ActivationRoundingIsNearestEvenWithSubnormalsFlushed) {
   } cases[] = {
       {0x3f800000, 0x3f80}, {0x3f808000, 0x3f80},  // a tie goes to the even neighbour...
       {0x3f818000, 0x3f82}, {0x3f808001, 0x3f81},  // ...whichever way that is; above a tie rounds up
-      {0x3f80ffff, 0x3f81}, {0xbf80ffff, 0xbf81},
-      {0x00800000, 0x0080},                        // the smallest normal stays
+      {0x3f80ffff, 0x3f81}, {0xbf80ffff, 0xbf81}, {0x00800000, 0x0080},  // the smallest normal stays
       {0x007fffff, 0x0000},                        // a subnormal becomes zero (nearest even would be 0x0080)
       {0x807fffff, 0x8000}, {0x80000000, 0x8000},  // of its sign
       {0x7f7fffff, 0x7f80},                        // rounds up to infinity
@@ -100,8 +105,7 @@ std::vector<LaneCase> lane_cases() {
       {"subnormal weights are zero", 2, {{1, {std::ldexp(1.0f, -133), std::ldexp(1.0f, 100)}}}, 0, false, 0.0f},
       // 2^-100 * 2^-30 = 2^-130 is a subnormal result: flushed. Without FTZ: 2^-130 survives
       // the lane tree (ordinary adds of zeros).
-      {"subnormal results are flushed",
-       2, {{1, {std::ldexp(1.0f, -100), std::ldexp(1.0f, -30)}}}, 0, false, 0.0f},
+      {"subnormal results are flushed", 2, {{1, {std::ldexp(1.0f, -100), std::ldexp(1.0f, -30)}}}, 0, false, 0.0f},
       // The largest subnormal activation rounds to zero, not to 2^-126 (which times 2^100
       // would give 2^-26).
       {"subnormal activations round to zero", 2, {{1, {std::ldexp(1.0f, 100), 0}}}, 0, false, 0.0f, 0x007fffff, 1},
@@ -132,8 +136,8 @@ TEST(Bf16Dot, HandComputedLanesFollowTheManual) {
       if (c.x_override_col < c.cols) x[c.x_override_col] = std::bit_cast<float>(c.x_bits_override);
       const std::vector<float> y =
           run(on_kernel ? kernel() : matmul_bf16_dot, w, c.with_bias ? &c.bias : nullptr, x, 1, c.cols, 1);
-      EXPECT_EQ(bits(y[0]), bits(c.expected)) << (on_kernel ? "kernel: " : "emulation: ") << c.rule << ": got "
-                                               << y[0] << ", expected " << c.expected;
+      EXPECT_EQ(bits(y[0]), bits(c.expected))
+          << (on_kernel ? "kernel: " : "emulation: ") << c.rule << ": got " << y[0] << ", expected " << c.expected;
     }
   }
 }
@@ -166,7 +170,8 @@ TEST(Bf16Dot, EmulationIsWithinTheRoundingBoundOfTheExactProduct) {
         }
         const double got = y[t * rows + r];
         ASSERT_LE(std::abs(got - exact_rounded), g * mag_rounded) << cols << " cols [" << t << "][" << r << "]";
-        ASSERT_LE(std::abs(got - exact), (0x1p-8 + g * (1 + 0x1p-8)) * mag) << cols << " cols [" << t << "][" << r << "]";
+        ASSERT_LE(std::abs(got - exact), (0x1p-8 + g * (1 + 0x1p-8)) * mag)
+            << cols << " cols [" << t << "][" << r << "]";
         const double last = bf16_to_f32(w[r * cols + cols - 1]) * bf16_to_f32(f32_to_bf16(x[t * cols + cols - 1]));
         caught += std::abs(last) > g * mag_rounded;
       }
@@ -189,10 +194,11 @@ TEST(Bf16Dot, KernelEqualsTheEmulationBitwiseOnShapesAndBatches) {
   // column passes (over 2,048: 4864 in passes of 1,216, 2,500 with a last pass of 68 columns
   // ending in a 4-column tail); prompts past one token block (128 tokens at <= 2,048 columns,
   // 64 above).
-  const Case cases[] = {{1, 1, many},    {3, 2, many},     {5, 31, many},      {17, 32, many},
-                        {19, 33, many},  {33, 37, many},   {16, 64, many},     {50, 128, many},
-                        {35, 896, many}, {21, 4864, {1, 2, 7, 65}}, {896, 896, {1, 9}}, {4864, 896, {1, 3}},
-                        {896, 4864, {1, 2}}, {19, 2500, {2, 7, 65}}, {24, 96, {131}}, {2, 0, {1, 3}}};
+  const Case cases[] = {
+      {1, 1, many},       {3, 2, many},        {5, 31, many},       {17, 32, many},         {19, 33, many},
+      {33, 37, many},     {16, 64, many},      {50, 128, many},     {35, 896, many},        {21, 4864, {1, 2, 7, 65}},
+      {896, 896, {1, 9}}, {4864, 896, {1, 3}}, {896, 4864, {1, 2}}, {19, 2500, {2, 7, 65}}, {24, 96, {131}},
+      {2, 0, {1, 3}}};
   int compared = 0;
   for (const Case& c : cases) {
     for (size_t tokens : c.tokens) {
@@ -224,7 +230,8 @@ TEST(Bf16Dot, KernelRowSplitsAreBitwiseTheWholeCall) {
     // Cuts inside every tile shape (4-row prefill strips, 16-row decode groups).
     const std::vector<float> pieces =
         test::run_row_ranges(tokens, rows, {0, 1, 6, 19, 20, 37, 50, 53}, [&](float* y, size_t begin, size_t end) {
-          kernel()(reinterpret_cast<const std::byte*>(w.data()), bias.data(), x.data(), y, rows, cols, tokens, begin, end);
+          kernel()(reinterpret_cast<const std::byte*>(w.data()), bias.data(), x.data(), y, rows, cols, tokens, begin,
+                   end);
         });
     EXPECT_TRUE(test::same_bits(pieces, whole)) << "tokens " << tokens;
   }
@@ -289,9 +296,13 @@ TEST(Bf16Dot, KernelEqualsTheEmulationOnArbitraryBitPatterns) {
     const int target[] = {254, 128, 140, 372};  // biased exponent sums of w and x for those
     const int x_center = target[round % 4] - e_lo - e_span / 2;
     // Finite inputs but for the odd infinity or NaN a few rounds put in (below).
-    auto exponent = [&](int lo) { return static_cast<uint32_t>(std::clamp(lo + static_cast<int>(rng() % e_span), 0, 254)); };
+    auto exponent = [&](int lo) {
+      return static_cast<uint32_t>(std::clamp(lo + static_cast<int>(rng() % e_span), 0, 254));
+    };
     for (auto& v : w) v = static_cast<uint16_t>((rng() & 0x8000) | (exponent(e_lo) << 7) | (rng() & 0x7f));
-    for (auto& v : x) v = std::bit_cast<float>(static_cast<uint32_t>((rng() & 0x80000000u) | (exponent(x_center) << 23) | (rng() & 0x7fffff)));
+    for (auto& v : x)
+      v = std::bit_cast<float>(
+          static_cast<uint32_t>((rng() & 0x80000000u) | (exponent(x_center) << 23) | (rng() & 0x7fffff)));
     for (auto& v : bias) v = std::bit_cast<float>(static_cast<uint32_t>(rng()));
     if (round % 5 == 0) {
       for (size_t i = 0; i < w.size(); i += 7) w[i] = static_cast<uint16_t>(rng() & 0x807f);  // subnormal or zero
@@ -310,8 +321,8 @@ TEST(Bf16Dot, KernelEqualsTheEmulationOnArbitraryBitPatterns) {
         EXPECT_TRUE(std::isnan(got[i])) << "round " << round << " element " << i;
       } else {
         zero_outputs += ref[i] == 0.0f;
-        EXPECT_EQ(bits(got[i]), bits(ref[i])) << "round " << round << " element " << i << ": " << got[i] << " vs "
-                                               << ref[i];
+        EXPECT_EQ(bits(got[i]), bits(ref[i]))
+            << "round " << round << " element " << i << ": " << got[i] << " vs " << ref[i];
       }
     }
   }

@@ -51,7 +51,8 @@ TEST(Isa, EveryTierIsRefusedWithExactlyTheFeatureItLacks) {
     for (size_t i = 0; i < kCpuFeatureCount; ++i) {
       const auto f = static_cast<CpuFeature>(i);
       if (std::find(req.begin(), req.end(), f) == req.end()) {
-        EXPECT_TRUE(isa_supported(isa, CpuFeatures::all().set(f, false))) << isa_name(isa) << " " << cpu_feature_name(f);
+        EXPECT_TRUE(isa_supported(isa, CpuFeatures::all().set(f, false)))
+            << isa_name(isa) << " " << cpu_feature_name(f);
       }
     }
   }
@@ -119,7 +120,6 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-
 class IsaCli : public ::testing::Test {
  protected:
   void SetUp() override { test::write_tiny_model_dir(dir_.path()); }
@@ -136,12 +136,12 @@ TEST_F(IsaCli, GenerateRefusesAnIsaTheCpuLacksInOneLine) {
                       "avx512f,avx512dq,avx512bw,avx512vl,avx512vnni,OS ZMM state,avxvnni,avx512bf16");
   const std::string avx512 = "avx512f, avx512dq, avx512bw, avx512vl, OS ZMM state";
   test::expect_error_exactly(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-vnni"}),
-                        "instruction set 'avx512-vnni' is not supported here: missing " + avx512 + ", avx512vnni");
+                             "instruction set 'avx512-vnni' is not supported here: missing " + avx512 + ", avx512vnni");
   test::expect_error_exactly(
       test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-bf16"}),
       "instruction set 'avx512-bf16' is not supported here: missing " + avx512 + ", avx512vnni, avx512bf16");
   test::expect_error_exactly(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx2-vnni"}),
-                        "instruction set 'avx2-vnni' is not supported here: missing avxvnni");
+                             "instruction set 'avx2-vnni' is not supported here: missing avxvnni");
   // auto falls back to what is left.
   if (avx2_here) {
     const auto r = test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--verbose"});
@@ -153,7 +153,8 @@ TEST_F(IsaCli, GenerateRefusesAnIsaTheCpuLacksInOneLine) {
 // auto takes avx512-bf16 where the CPU has it; hiding avx512bf16 alone steps down to
 // avx512-vnni (the exact-activation bf16 product).
 TEST_F(IsaCli, AutoPicksTheBf16TierAndHidingItStepsDownOne) {
-  if (!isa_supported(Isa::Avx512Bf16)) GTEST_SKIP() << "this CPU/OS lacks avx512-bf16: " << isa_missing(Isa::Avx512Bf16);
+  if (!isa_supported(Isa::Avx512Bf16))
+    GTEST_SKIP() << "this CPU/OS lacks avx512-bf16: " << isa_missing(Isa::Avx512Bf16);
   const auto best = test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--verbose"});
   ASSERT_EQ(best.status, 0) << best.err;
   EXPECT_NE(best.err.find(", avx512-bf16 kernels)"), std::string::npos) << best.err;
@@ -162,7 +163,7 @@ TEST_F(IsaCli, AutoPicksTheBf16TierAndHidingItStepsDownOne) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find(", avx512-vnni kernels)"), std::string::npos) << r.err;
   test::expect_error_exactly(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1", "--isa", "avx512-bf16"}),
-                        "instruction set 'avx512-bf16' is not supported here: missing avx512bf16");
+                             "instruction set 'avx512-bf16' is not supported here: missing avx512bf16");
 }
 
 TEST_F(IsaCli, HelpNamesEveryTier) {
@@ -176,7 +177,7 @@ TEST_F(IsaCli, UnknownFeatureToDisableIsAOneLineError) {
   (void)host_cpu_features();  // cached before the variable is set, as above
   const ScopedEnv env("NANOINFER_CPU_DISABLE", "avx1024");
   test::expect_error_exactly(test::run_cli({"generate", "-m", dir(), "-p", "x", "-n", "1"}),
-                        "NANOINFER_CPU_DISABLE: unknown CPU feature 'avx1024'");
+                             "NANOINFER_CPU_DISABLE: unknown CPU feature 'avx1024'");
 }
 
 }  // namespace

@@ -38,7 +38,9 @@ double half_value(uint16_t h) {  // IEEE f16, decoded here
   const double mag = exp == 0 ? std::ldexp(mant, -24) : std::ldexp(1024 + mant, exp - 25);
   return sign ? -mag : mag;
 }
-uint16_t u16_at(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+uint16_t u16_at(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | p[1] << 8);
+}
 
 // One block (a super-block of 256, or a block of 32) decoded from the format's description,
 // independently of the library: weight e = scale[e] * quant[e] - offset[e], every factor exact
@@ -188,7 +190,8 @@ TEST(KQuantBlocks, RoundToNearestQuantizerStaysWithinItsBound) {
     const size_t bb = weight_type_info(t).block_bytes, be = weight_type_info(t).block_elems;
     for (uint32_t seed = 0; seed < 8; ++seed) {
       std::vector<float> x = random_floats(4 * kSuperBlock, seed);
-      for (size_t i = 0; i < x.size(); ++i) x[i] *= std::ldexp(1.0f, static_cast<int>(seed) - 4) * (i % 97 == 0 ? 8.0f : 1.0f);
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] *= std::ldexp(1.0f, static_cast<int>(seed) - 4) * (i % 97 == 0 ? 8.0f : 1.0f);
       std::vector<std::byte> row(4 * kSuperBlock / be * bb);
       quantize_row(t, x.data(), row.data(), x.size());
       const std::vector<float> back = dequantized(t, row, x.size());
@@ -252,7 +255,8 @@ TEST(KQuantPacked, EveryRowUnpacksToItselfAndAPartialGroupIsUntouched) {
     // The layout's first bytes as kernels/quant_blocks.h states them: the 16 rows' d.
     for (size_t j = 0; j < kPackRows; ++j) {
       const size_t d_at = t != WeightType::Q6_K ? 0 : 208;
-      EXPECT_EQ(std::memcmp(packed.data() + 2 * j, raw.data() + j * rb + d_at, 2), 0) << weight_type_name(t) << " row " << j;
+      EXPECT_EQ(std::memcmp(packed.data() + 2 * j, raw.data() + j * rb + d_at, 2), 0)
+          << weight_type_name(t) << " row " << j;
     }
   }
 }
@@ -267,7 +271,12 @@ struct KProblem {
 };
 
 KProblem k_problem(WeightType t, size_t rows, size_t cols, size_t n, uint32_t seed) {
-  KProblem p{t, rows, cols, n, random_k_rows(t, rows, cols, seed), random_floats(n * cols, seed + 1),
+  KProblem p{t,
+             rows,
+             cols,
+             n,
+             random_k_rows(t, rows, cols, seed),
+             random_floats(n * cols, seed + 1),
              random_floats(rows, seed + 2)};
   // A few awkward activation blocks: zero, tiny (quantized to zero), huge, a NaN.
   for (size_t i = 0; i < 32 && p.x.size() >= 256; ++i) {
@@ -323,7 +332,8 @@ TEST(KQuantMatmul, EveryIsaPackedOrNotIsBitwiseTheScalarReferenceForAnySplitAndB
           for (const auto& [b, e] : {std::pair<size_t, size_t>{0, 7}, {7, 16}, {16, 33}, {33, p.rows}})
             k_product(k, p, packed, p.bias.data(), parts.data(), b, e);
           EXPECT_TRUE(parts.intact()) << what;
-          EXPECT_TRUE(same_bits(parts.values(), ref)) << what << " split" << describe_difference(parts.values(), ref, p.rows);
+          EXPECT_TRUE(same_bits(parts.values(), ref))
+              << what << " split" << describe_difference(parts.values(), ref, p.rows);
           ++compared;
         }
       }

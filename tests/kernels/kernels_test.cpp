@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -19,10 +19,10 @@
 
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
-#include "support/guarded.h"
-#include "support/random.h"
-#include "support/isa.h"
 #include "support/checks.h"
+#include "support/guarded.h"
+#include "support/isa.h"
+#include "support/random.h"
 
 namespace nanoinfer::kernels {
 namespace {
@@ -36,12 +36,15 @@ using test::random_floats;
 // bf16 product is the exception, see uses_bf16_dot.)
 size_t lane_width(Isa isa) {
   switch (isa) {
-    case Isa::Scalar: return 1;
+    case Isa::Scalar:
+      return 1;
     case Isa::Avx2:
-    case Isa::Avx2Vnni: return 8;
+    case Isa::Avx2Vnni:
+      return 8;
     case Isa::Avx512:
     case Isa::Avx512Vnni:
-    case Isa::Avx512Bf16: return 16;
+    case Isa::Avx512Bf16:
+      return 16;
   }
   return 0;
 }
@@ -49,7 +52,9 @@ size_t lane_width(Isa isa) {
 // The avx512-bf16 tier's bf16 product rounds the activations to bf16 and runs its own chain
 // (kernels/scalar_bf16_dot.cpp): held bitwise to matmul_bf16_dot, and to the exact result
 // with the bound that rounding adds.
-bool uses_bf16_dot(Isa isa, bool bf16) { return bf16 && isa == Isa::Avx512Bf16; }
+bool uses_bf16_dot(Isa isa, bool bf16) {
+  return bf16 && isa == Isa::Avx512Bf16;
+}
 
 // Roundings any term of y = bias + sum(w*x) can pass through (Higham's gamma_m argument):
 //  scalar: one for the product, one per sequential add (cols), one for the bias: cols + 2;
@@ -62,7 +67,9 @@ size_t roundings(Isa isa, size_t cols) {
   if (w == 1) return cols + 2;
   return (cols + w - 1) / w + static_cast<size_t>(std::log2(w)) + 1;
 }
-double gamma(size_t m) { return static_cast<double>(m + 1) * kUnitRoundoff; }
+double gamma(size_t m) {
+  return static_cast<double>(m + 1) * kUnitRoundoff;
+}
 
 // matmul_bf16_dot against the exact product of the unrounded activations: rounding x to bf16
 // moves each term by at most 2^-8 |w x| (half an ulp at 8 significant bits), and the chain
@@ -81,8 +88,13 @@ struct Problem {
   std::vector<float> w, x, bias;
   std::vector<uint16_t> w_bf16;
   Problem(size_t r, size_t c, size_t t, uint32_t seed)
-      : rows(r), cols(c), n_tokens(t), w(random_floats(r * c, seed)), x(random_floats(t * c, seed + 1)),
-        bias(random_floats(r, seed + 2)), w_bf16(r * c) {
+      : rows(r),
+        cols(c),
+        n_tokens(t),
+        w(random_floats(r * c, seed)),
+        x(random_floats(t * c, seed + 1)),
+        bias(random_floats(r, seed + 2)),
+        w_bf16(r * c) {
     for (size_t i = 0; i < w.size(); ++i) w_bf16[i] = f32_to_bf16(w[i]);
   }
   float weight(bool bf16, size_t r, size_t c) const {
@@ -157,10 +169,9 @@ TEST(Kernels, MatmulEveryIsaMatchesExactWithinDerivedBound) {
   // Awkward sizes: columns below, at and around the 8- and 16-lane widths and not multiples
   // of them; rows not multiples of any register tile; then the model's own shapes.
   const std::vector<Shape> shapes = {
-      {1, 1, all_tokens},     {3, 5, all_tokens},   {7, 15, all_tokens},    {9, 16, all_tokens},
-      {13, 17, all_tokens},   {5, 31, all_tokens},  {11, 33, all_tokens},   {6, 100, all_tokens},
-      {37, 129, all_tokens},  {19, 896, all_tokens}, {130, 4864, {1, 7}},   {896, 896, {1, 9}},
-      {4864, 896, {1, 3}},    {2, 0, {1, 2}},
+      {1, 1, all_tokens},  {3, 5, all_tokens},   {7, 15, all_tokens},  {9, 16, all_tokens},   {13, 17, all_tokens},
+      {5, 31, all_tokens}, {11, 33, all_tokens}, {6, 100, all_tokens}, {37, 129, all_tokens}, {19, 896, all_tokens},
+      {130, 4864, {1, 7}}, {896, 896, {1, 9}},   {4864, 896, {1, 3}},  {2, 0, {1, 2}},
   };
   size_t checked = 0;
   for (Isa isa : test::supported_isas()) {
@@ -172,8 +183,8 @@ TEST(Kernels, MatmulEveryIsaMatchesExactWithinDerivedBound) {
         for (bool bf16 : {false, true}) {
           for (bool with_bias : {true, false}) {
             const std::vector<float> y = p.run(k, bf16, with_bias);
-            const std::vector<float> y_ref = uses_bf16_dot(isa, bf16) ? p.run_bf16_dot_reference(with_bias)
-                                                                      : p.run(scalar_table(), bf16, with_bias);
+            const std::vector<float> y_ref =
+                uses_bf16_dot(isa, bf16) ? p.run_bf16_dot_reference(with_bias) : p.run(scalar_table(), bf16, with_bias);
             checked += expect_close_to_exact(p, bf16, with_bias, isa, y, y_ref);
           }
         }
@@ -272,7 +283,8 @@ TEST(Kernels, MatmulBatchIsBitwiseIdenticalToOneTokenAtATime) {
           for (size_t t = 0; t < tokens; ++t) {
             Problem one = p;
             one.n_tokens = 1;
-            one.x.assign(p.x.begin() + static_cast<ptrdiff_t>(t * cols), p.x.begin() + static_cast<ptrdiff_t>((t + 1) * cols));
+            one.x.assign(p.x.begin() + static_cast<ptrdiff_t>(t * cols),
+                         p.x.begin() + static_cast<ptrdiff_t>((t + 1) * cols));
             one.run(k, bf16, p.bias.data(), single.data() + t * p.rows, 0, p.rows);
           }
           EXPECT_TRUE(test::same_bits(batched, single)) << isa_name(isa) << " tokens " << tokens << " cols " << cols;
@@ -307,9 +319,9 @@ TEST(Kernels, MatmulWideRowsAndOddTokenCountsAreBitwiseOneTokenAtATime) {
           }
           EXPECT_TRUE(test::same_bits(batched, single))
               << isa_name(isa) << " cols " << cols << " bf16 " << bf16 << " bias " << with_bias;
-          const std::vector<float> pieces = test::run_row_ranges(
-              p.n_tokens, p.rows, {0, 3, 13, 16, 37},
-              [&](float* y, size_t begin, size_t end) { p.run(k, bf16, b, y, begin, end); });
+          const std::vector<float> pieces =
+              test::run_row_ranges(p.n_tokens, p.rows, {0, 3, 13, 16, 37},
+                                   [&](float* y, size_t begin, size_t end) { p.run(k, bf16, b, y, begin, end); });
           EXPECT_TRUE(test::same_bits(batched, pieces))
               << isa_name(isa) << " cols " << cols << " bf16 " << bf16 << " bias " << with_bias << " row ranges";
         }
@@ -350,7 +362,8 @@ TEST(Kernels, DotRowsAndAxpyRowsAreBitwiseThePerRowCalls) {
                                  alphas = random_floats(count, 9), y0 = random_floats(n, 10);
         std::vector<float> want(count);
         test::Guarded<float> got(count, std::nanf(""));
-        for (size_t j = 0; j < count; ++j) k.dot_rows_f32(q.data(), rows.data() + j * stride, stride, 1, n, 0.125f, &want[j]);
+        for (size_t j = 0; j < count; ++j)
+          k.dot_rows_f32(q.data(), rows.data() + j * stride, stride, 1, n, 0.125f, &want[j]);
         k.dot_rows_f32(q.data(), rows.data(), stride, count, n, 0.125f, got.data());
         ASSERT_TRUE(got.intact()) << isa_name(isa) << " dot_rows n " << n << " count " << count;
         ASSERT_EQ(std::memcmp(want.data(), got.data(), count * sizeof(float)), 0)
@@ -413,8 +426,8 @@ TEST(Kernels, DispatchAgreesWithProcCpuinfo) {
                     flags.count("popcnt") && flags.count("avx") && flags.count("avx2") && flags.count("fma") &&
                     flags.count("f16c");
   const bool avx2_vnni = avx2 && flags.count("avx_vnni");
-  const bool avx512 = avx2 && flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512dq") &&
-                      flags.count("avx512vl");
+  const bool avx512 =
+      avx2 && flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512dq") && flags.count("avx512vl");
   const bool avx512_vnni = avx512 && flags.count("avx512_vnni");
   const bool avx512_bf16 = avx512_vnni && flags.count("avx512_bf16");
   EXPECT_TRUE(isa_supported(Isa::Scalar));
@@ -425,10 +438,10 @@ TEST(Kernels, DispatchAgreesWithProcCpuinfo) {
   EXPECT_EQ(isa_supported(Isa::Avx512Bf16), avx512_bf16);
   const Isa best = avx512_bf16   ? Isa::Avx512Bf16
                    : avx512_vnni ? Isa::Avx512Vnni
-                   : avx512    ? Isa::Avx512
-                   : avx2_vnni ? Isa::Avx2Vnni
-                   : avx2      ? Isa::Avx2
-                               : Isa::Scalar;
+                   : avx512      ? Isa::Avx512
+                   : avx2_vnni   ? Isa::Avx2Vnni
+                   : avx2        ? Isa::Avx2
+                                 : Isa::Scalar;
   EXPECT_EQ(best_isa(), best);
   std::printf("  this machine: best ISA %s\n", std::string(isa_name(best_isa())).c_str());
 }

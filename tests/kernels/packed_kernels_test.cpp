@@ -43,8 +43,10 @@ std::vector<std::byte> random_bytes(size_t n, uint32_t seed) {
 // Q8_0 words offset by 128 (top bit flipped), Q4_0's nibble bytes unchanged.
 uint8_t held_byte(WeightType t, uint8_t q) {
   switch (t) {
-    case WeightType::Q8_0: return static_cast<uint8_t>(q ^ 0x80u);
-    case WeightType::Q4_0: return q;
+    case WeightType::Q8_0:
+      return static_cast<uint8_t>(q ^ 0x80u);
+    case WeightType::Q4_0:
+      return q;
     case WeightType::Q4_1:
     case WeightType::Q5_0:
     case WeightType::Q5_1:
@@ -52,7 +54,8 @@ uint8_t held_byte(WeightType t, uint8_t q) {
     case WeightType::Q5_K:
     case WeightType::Q6_K:  // tests/kernels/k_quant_test.cpp
     case WeightType::F32:
-    case WeightType::BF16: break;
+    case WeightType::BF16:
+      break;
   }
   ADD_FAILURE() << weight_type_name(t) << " has no packed layout";
   return q;
@@ -65,7 +68,8 @@ TEST(PackedLayout, EveryRowUnpacksToItselfAndAPartialGroupIsUntouched) {
     std::vector<std::byte> packed = raw;
     pack_quantized(t, packed.data(), rows, cols);
     // The partial last group keeps its bytes; the whole groups are rewritten.
-    EXPECT_EQ(std::memcmp(packed.data() + 2 * kPackRows * rb, raw.data() + 2 * kPackRows * rb, 5 * rb), 0) << weight_type_name(t);
+    EXPECT_EQ(std::memcmp(packed.data() + 2 * kPackRows * rb, raw.data() + 2 * kPackRows * rb, 5 * rb), 0)
+        << weight_type_name(t);
     EXPECT_NE(std::memcmp(packed.data(), raw.data(), 2 * kPackRows * rb), 0) << weight_type_name(t);
     std::vector<std::byte> scratch(rb);
     for (size_t r = 0; r < rows; ++r) {
@@ -94,7 +98,7 @@ TEST(PackedLayout, EveryRowUnpacksToItselfAndAPartialGroupIsUntouched) {
 TEST(PackedMatmul, EveryTierWithAPackedProductIsBitwiseTheReference) {
   const std::vector<QShape> shapes = {
       {16, 32, {1, 3, 4, 5}}, {17, 96, {1, 2, 9}}, {37, 64, {1, 4, 70}}, {64, 256, {1, 7}},
-      {15, 64, {1, 5}},       {896, 896, {1, 9}}, {160, 4864, {1, 4}},
+      {15, 64, {1, 5}},       {896, 896, {1, 9}},  {160, 4864, {1, 4}},
   };
   size_t compared = 0;
   for (WeightType t : test::quant_types()) {
@@ -118,8 +122,9 @@ TEST(PackedMatmul, EveryTierWithAPackedProductIsBitwiseTheReference) {
             const std::vector<float> y = test::run_row_ranges(n, s.rows, cuts, [&](float* out, size_t b, size_t e) {
               table(isa).matmul_packed_for(t)(packed.data(), s.rows, bias, xq, out, s.rows, b, e);
             });
-            ASSERT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << weight_type_name(t) << " " << s.rows << "x" << s.cols
-                                           << " tokens " << n << " bias " << with_bias << describe_difference(y, ref, s.rows);
+            ASSERT_TRUE(same_bits(y, ref))
+                << isa_name(isa) << " " << weight_type_name(t) << " " << s.rows << "x" << s.cols << " tokens " << n
+                << " bias " << with_bias << describe_difference(y, ref, s.rows);
             ++compared;
           }
         }
@@ -158,8 +163,8 @@ TEST(PackedMatmul, ArbitraryBlockBytesMatchTheReference) {
         table(isa).matmul_packed_for(t)(packed.data(), rows, nullptr, xq, out.data(), rows, 0, rows);
         EXPECT_TRUE(out.intact()) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
         const std::vector<float> y = out.values();
-        EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n << " first difference at "
-                                       << first_difference(y, ref);
+        EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n
+                                       << " first difference at " << first_difference(y, ref);
         ++compared;
       }
     }

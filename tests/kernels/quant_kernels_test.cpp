@@ -24,8 +24,8 @@ using test::awkward_activations;
 using test::describe_difference;
 using test::first_difference;
 using test::QProblem;
-using test::quantized_product;
 using test::QShape;
+using test::quantized_product;
 using test::random_floats;
 using test::same_bits;
 using test::supported_isas;
@@ -50,8 +50,10 @@ uint16_t scale_bits(WeightType t, const std::vector<std::byte>& row, size_t b) {
 int quant_value(WeightType t, const std::vector<std::byte>& row, size_t b, size_t i) {
   const auto* blk = reinterpret_cast<const uint8_t*>(row.data() + b * weight_type_info(t).block_bytes) + 2;
   switch (t) {
-    case WeightType::Q8_0: return static_cast<int8_t>(blk[i]);
-    case WeightType::Q4_0: return (i < 16 ? blk[i] & 0x0f : blk[i % 16] >> 4) - 8;
+    case WeightType::Q8_0:
+      return static_cast<int8_t>(blk[i]);
+    case WeightType::Q4_0:
+      return (i < 16 ? blk[i] & 0x0f : blk[i % 16] >> 4) - 8;
     case WeightType::Q4_1:
     case WeightType::Q5_0:
     case WeightType::Q5_1:
@@ -59,7 +61,8 @@ int quant_value(WeightType t, const std::vector<std::byte>& row, size_t b, size_
     case WeightType::Q5_K:
     case WeightType::Q6_K:  // tests/kernels/k_quant_test.cpp
     case WeightType::F32:
-    case WeightType::BF16: break;
+    case WeightType::BF16:
+      break;
   }
   ADD_FAILURE() << weight_type_name(t) << " has no blocks";
   return 0;
@@ -95,7 +98,8 @@ TEST(QuantBlocks, DequantizationIsExactForEveryScaleAndInteger) {
       for (size_t i = 0; i < kQuantBlock; ++i) {
         // f16 (11 significant bits) times an integer below 2^8 fits f32's 24 bits: exact.
         const double exact = f16_value(scales[b]) * quant_value(t, row, b, i);
-        ASSERT_EQ(out[b * kQuantBlock + i], static_cast<float>(exact)) << weight_type_name(t) << " block " << b << " element " << i;
+        ASSERT_EQ(out[b * kQuantBlock + i], static_cast<float>(exact))
+            << weight_type_name(t) << " block " << b << " element " << i;
         ASSERT_EQ(static_cast<double>(out[b * kQuantBlock + i]), exact);
       }
     }
@@ -136,7 +140,8 @@ void expect_round_trip(WeightType t, const std::vector<float>& x, const std::str
       case WeightType::Q5_K:
       case WeightType::Q6_K:
       case WeightType::F32:
-      case WeightType::BF16: FAIL() << weight_type_name(t) << " has no 32-blocks";
+      case WeightType::BF16:
+        FAIL() << weight_type_name(t) << " has no 32-blocks";
     }
     const double d16 = f16_value(scale_bits(t, row, b));
     for (size_t i = 0; i < kQuantBlock; ++i) {
@@ -152,7 +157,9 @@ void expect_round_trip(WeightType t, const std::vector<float>& x, const std::str
   }
 }
 
-std::vector<float> block_of(float v) { return std::vector<float>(kQuantBlock, v); }
+std::vector<float> block_of(float v) {
+  return std::vector<float>(kQuantBlock, v);
+}
 
 TEST(QuantBlocks, RoundTripOfAllZeroBlocks) {
   for (WeightType t : test::quant_types()) {
@@ -201,8 +208,8 @@ TEST(QuantBlocks, RoundTripWithSubnormalF16Scales) {
   for (WeightType t : test::quant_types()) {
     // Scales m / 127 (Q8_0) or m / 8 (Q4_0) between the smallest f16 subnormal, 2^-24, and
     // the smallest normal, 2^-14.
-    const std::vector<float> ms = t == WeightType::Q8_0 ? std::vector<float>{1e-3f, 1e-4f, 2e-5f}
-                                                        : std::vector<float>{4e-4f, 1e-5f, 1e-6f};
+    const std::vector<float> ms =
+        t == WeightType::Q8_0 ? std::vector<float>{1e-3f, 1e-4f, 2e-5f} : std::vector<float>{4e-4f, 1e-5f, 1e-6f};
     for (const float m : ms) {
       std::vector<float> x = random_floats(kQuantBlock, 13);
       for (float& v : x) v *= m;
@@ -289,9 +296,9 @@ TEST(QuantMatmul, EveryIsaIsBitwiseTheScalarReference) {
   // Rows: 1, odd, below / at / above every group (8, 16 lanes; 2 and 4 rows in prefill);
   // columns: one block and up; then the model's shapes.
   const std::vector<QShape> shapes = {
-      {1, 32, all},   {3, 32, all},    {7, 64, all},   {8, 96, all},       {9, 32, all},        {15, 160, all},
-      {16, 64, all},  {17, 224, all},  {33, 128, all}, {37, 32, {1, 70}},  {896, 896, {1, 9}},  {4864, 896, {1, 5}},
-      {896, 4864, {1, 4}}, {2, 0, {1, 3}},
+      {1, 32, all},       {3, 32, all},        {7, 64, all},        {8, 96, all},   {9, 32, all},
+      {15, 160, all},     {16, 64, all},       {17, 224, all},      {33, 128, all}, {37, 32, {1, 70}},
+      {896, 896, {1, 9}}, {4864, 896, {1, 5}}, {896, 4864, {1, 4}}, {2, 0, {1, 3}},
   };
   size_t compared = 0;
   for (WeightType t : test::quant_types()) {
@@ -302,8 +309,9 @@ TEST(QuantMatmul, EveryIsaIsBitwiseTheScalarReference) {
           const std::vector<float> ref = p.run(scalar_table(), with_bias);
           for (Isa isa : supported_isas()) {
             const std::vector<float> y = p.run(table(isa), with_bias);
-            ASSERT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << weight_type_name(t) << " " << s.rows << "x" << s.cols
-                                           << " tokens " << n << " bias " << with_bias << describe_difference(y, ref, s.rows);
+            ASSERT_TRUE(same_bits(y, ref))
+                << isa_name(isa) << " " << weight_type_name(t) << " " << s.rows << "x" << s.cols << " tokens " << n
+                << " bias " << with_bias << describe_difference(y, ref, s.rows);
             ++compared;
           }
         }
@@ -323,11 +331,12 @@ TEST(QuantMatmul, RowRangesThatSplitGroupsAreBitwiseTheWhole) {
         const Kernels& k = table(isa);
         const std::vector<float> whole = p.run(k);
         // Cut every group shape somewhere; each range alone, the other rows guarded.
-        const std::vector<float> pieces = test::run_row_ranges(
-            n, p.rows, {0, 1, 6, 19, 20, 37, 50, 53},
-            [&](float* y, size_t begin, size_t end) { p.run(k, p.bias.data(), y, begin, end); });
+        const std::vector<float> pieces =
+            test::run_row_ranges(n, p.rows, {0, 1, 6, 19, 20, 37, 50, 53},
+                                 [&](float* y, size_t begin, size_t end) { p.run(k, p.bias.data(), y, begin, end); });
         EXPECT_TRUE(same_bits(whole, pieces)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
-        EXPECT_TRUE(same_bits(whole, p.run(scalar_table()))) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
+        EXPECT_TRUE(same_bits(whole, p.run(scalar_table())))
+            << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
       }
     }
   }
@@ -340,9 +349,9 @@ TEST(QuantMatmul, ArbitraryBlockBytesAndAwkwardActivationsMatchTheReference) {
   const size_t rows = 21, cols = 256, nb = cols / kQuantBlock;
   std::vector<float> x = random_floats(5 * cols, 19);
   for (size_t i = 0; i < kQuantBlock; ++i) {
-    x[i] = 0.0f;                                   // token 0, block 0: zero
-    x[kQuantBlock + i] *= 1e-39f;                  // token 0, block 1: d below FLT_MIN
-    x[cols + i] *= 1e30f;                          // token 1, block 0: huge
+    x[i] = 0.0f;                                      // token 0, block 0: zero
+    x[kQuantBlock + i] *= 1e-39f;                     // token 0, block 1: d below FLT_MIN
+    x[cols + i] *= 1e30f;                             // token 1, block 0: huge
     x[2 * cols + i] = static_cast<float>(i) - 15.5f;  // token 2, block 0: halves
   }
   x[2 * cols] = 127.0f;
@@ -360,8 +369,8 @@ TEST(QuantMatmul, ArbitraryBlockBytesAndAwkwardActivationsMatchTheReference) {
         quantized_product(table(isa), t, w.data(), nullptr, x.data(), out.data(), rows, cols, n, 0, rows);
         EXPECT_TRUE(out.intact()) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
         const std::vector<float> y = out.values();
-        EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n << " first difference at "
-                                       << first_difference(y, ref);
+        EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n
+                                       << " first difference at " << first_difference(y, ref);
         for (float v : y) EXPECT_TRUE(std::isfinite(v));
       }
     }
@@ -406,7 +415,8 @@ TEST(QuantMatmul, ReferenceIsWithinTheDerivedBoundOfFloat64) {
             const double m = static_cast<double>(nb + 2) * kU;
             const double bound = m / (1 - m) * magnitude;
             const double err = std::abs(y[tok * s.rows + r] - exact);
-            ASSERT_LE(err, bound) << weight_type_name(t) << " " << s.rows << "x" << s.cols << " [" << tok << "][" << r << "]";
+            ASSERT_LE(err, bound) << weight_type_name(t) << " " << s.rows << "x" << s.cols << " [" << tok << "][" << r
+                                  << "]";
             ++checked;
             // The bound is tight enough to notice one block left out.
             caught += std::abs(last_block) > bound;
@@ -480,7 +490,8 @@ TEST(QuantMatmul, SharedQuantizedActivationsGiveBitwiseTheReference) {
       const QProblem a(t, 53, cols, n, 41), b(t, 16, cols, n, 42);
       const std::vector<float> x = awkward_activations(n, cols, 43);
       std::vector<float> ref_a(n * a.rows), ref_b(n * b.rows);
-      quantized_product(scalar_table(), t, a.w.data(), a.bias.data(), x.data(), ref_a.data(), a.rows, cols, n, 0, a.rows);
+      quantized_product(scalar_table(), t, a.w.data(), a.bias.data(), x.data(), ref_a.data(), a.rows, cols, n, 0,
+                        a.rows);
       quantized_product(scalar_table(), t, b.w.data(), nullptr, x.data(), ref_b.data(), b.rows, cols, n, 0, b.rows);
       for (Isa isa : supported_isas()) {
         const Kernels& k = table(isa);
@@ -490,11 +501,12 @@ TEST(QuantMatmul, SharedQuantizedActivationsGiveBitwiseTheReference) {
             test::run_row_ranges(n, a.rows, {0, 5, 16, 17, 40, 53}, [&](float* y, size_t begin, size_t end) {
               k.matmul_quantized_for(t)(a.w.data(), a.bias.data(), xq, y, a.rows, begin, end);
             });
-        const std::vector<float> yb = test::run_row_ranges(n, b.rows, {0, b.rows}, [&](float* y, size_t begin, size_t end) {
-          k.matmul_quantized_for(t)(b.w.data(), nullptr, xq, y, b.rows, begin, end);
-        });
-        EXPECT_TRUE(same_bits(ya, ref_a))
-            << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n << " first difference at " << first_difference(ya, ref_a);
+        const std::vector<float> yb =
+            test::run_row_ranges(n, b.rows, {0, b.rows}, [&](float* y, size_t begin, size_t end) {
+              k.matmul_quantized_for(t)(b.w.data(), nullptr, xq, y, b.rows, begin, end);
+            });
+        EXPECT_TRUE(same_bits(ya, ref_a)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n
+                                          << " first difference at " << first_difference(ya, ref_a);
         EXPECT_TRUE(same_bits(yb, ref_b)) << isa_name(isa) << " " << weight_type_name(t) << " tokens " << n;
         ++compared;
       }

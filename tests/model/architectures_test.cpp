@@ -31,7 +31,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-fs::path source(std::string_view rel) { return fs::path(NANOINFER_SOURCE_DIR) / rel; }
+fs::path source(std::string_view rel) {
+  return fs::path(NANOINFER_SOURCE_DIR) / rel;
+}
 
 const TensorSpec* find(const std::vector<TensorSpec>& m, std::string_view name) {
   for (const TensorSpec& t : m)
@@ -50,12 +52,12 @@ TEST(Architectures, ParameterCountsOfEveryConfig) {
     size_t tensors;
     const char* model_type;
   };
-  for (const Case& c : {Case{"data/qwen2.5-0.5b-instruct", 494'032'768, 290, "qwen2"},
-                        Case{"data/qwen2.5-1.5b-instruct", 1'543'714'304, 338, "qwen2"},
-                        Case{"data/qwen2.5-3b-instruct", 3'085'938'688, 434, "qwen2"},
-                        Case{"data/qwen2.5-7b-instruct", 7'615'616'512, 339, "qwen2"},
-                        Case{"data/qwen3-0.6b", 596'049'920, 310, "qwen3"},
-                        Case{"data/llama-3.2-1b", 1'235'814'400, 146, "llama"}}) {
+  for (const Case& c :
+       {Case{"data/qwen2.5-0.5b-instruct", 494'032'768, 290, "qwen2"},
+        Case{"data/qwen2.5-1.5b-instruct", 1'543'714'304, 338, "qwen2"},
+        Case{"data/qwen2.5-3b-instruct", 3'085'938'688, 434, "qwen2"},
+        Case{"data/qwen2.5-7b-instruct", 7'615'616'512, 339, "qwen2"},
+        Case{"data/qwen3-0.6b", 596'049'920, 310, "qwen3"}, Case{"data/llama-3.2-1b", 1'235'814'400, 146, "llama"}}) {
     const ModelConfig cfg = ModelConfig::load(source(c.dir) / "config.json");
     EXPECT_EQ(cfg.model_type, c.model_type) << c.dir;
     EXPECT_EQ(cfg.parameter_count(), c.params) << c.dir;
@@ -125,7 +127,10 @@ TEST(Architectures, RefusesWhatTheForwardDoesNotImplement) {
   EXPECT_THAT(parse_error(q3, [](auto& j) { j["attention_bias"] = true; }),
               HasSubstr("attention_bias=true is not supported for qwen3"));
   EXPECT_THAT(parse_error(q3, [](auto& j) { j["head_dim"] = 127; }), HasSubstr("field \"head_dim\": 127 must be even"));
-  EXPECT_THAT(parse_error(q3, [](auto& j) { j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; }),
+  EXPECT_THAT(parse_error(q3,
+                          [](auto& j) {
+                            j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+                          }),
               HasSubstr("rope_scaling {\"factor\":8.0,\"rope_type\":\"llama3\"} is not supported (qwen3 takes none)"));
   EXPECT_THAT(parse_error(ll, [](auto& j) { j["rope_scaling"]["rope_type"] = "yarn"; }),
               HasSubstr("is not supported (llama takes null or type \"llama3\")"));
@@ -142,7 +147,8 @@ TEST(Architectures, TokenizerConfigWithABigIntegerLoads) {
   const std::string json = test::read_text(test::default_model_dir() / "tokenizer.json");
   const Tokenizer tok = Tokenizer::from_json(
       json, R"({"model_max_length": 1000000000000000019884624838656, "f": 0.12345678901234567890123,
-               "e": 1.5e-3, "chat_template": "{{ '<|start_header_id|>' }}", "s": "12345678901234567890123"})", "t");
+               "e": 1.5e-3, "chat_template": "{{ '<|start_header_id|>' }}", "s": "12345678901234567890123"})",
+      "t");
   EXPECT_EQ(tok.chat_format(), ChatFormat::Llama3);
 }
 
@@ -184,7 +190,8 @@ float error_vs_reference(const Model& m, const fs::path& ref_dir) {
 }
 
 // A copy of a tiny model directory with its config edited.
-fs::path edited_copy(const test::TempDir& dir, std::string_view model, const std::function<void(nlohmann::json&)>& edit) {
+fs::path edited_copy(const test::TempDir& dir, std::string_view model,
+                     const std::function<void(nlohmann::json&)>& edit) {
   const fs::path from = source("tests/data/models") / model, to = dir / model;
   fs::create_directories(to);
   fs::copy_file(from / "model.safetensors", to / "model.safetensors");
@@ -208,9 +215,9 @@ TEST(Architectures, Qwen3HeadDimComesFromTheConfig) {
   // hidden / heads = 16 instead of head_dim 32: the file's q_proj no longer fits.
   test::TempDir dir;
   const fs::path derived = edited_copy(dir, "tiny-qwen3", [](auto& j) { j.erase("head_dim"); });
-  EXPECT_THAT([&] { load(derived); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("tensor 'model.layers.0.self_attn.q_proj.weight': expected shape "
-                                                        "[64, 64], found [128, 64]")));
+  EXPECT_THAT([&] { load(derived); }, ::testing::ThrowsMessage<Error>(
+                                          HasSubstr("tensor 'model.layers.0.self_attn.q_proj.weight': expected shape "
+                                                    "[64, 64], found [128, 64]")));
 }
 
 // ---- GGUF: a Qwen3 and a Llama directory written the way llama.cpp's converter does ---------

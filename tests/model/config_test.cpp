@@ -62,11 +62,9 @@ TEST(ConfigParse, SmallConfigAndDefaults) {
 }
 
 TEST(ConfigParse, MissingRequiredFieldIsNamed) {
-  for (const char* key : {"hidden_size", "vocab_size", "intermediate_size", "num_hidden_layers",
-                          "num_attention_heads", "model_type"})
-    EXPECT_THAT(error_with(key, nullptr),
-                HasSubstr(std::string("missing required field \"") + key + "\""))
-        << key;
+  for (const char* key :
+       {"hidden_size", "vocab_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "model_type"})
+    EXPECT_THAT(error_with(key, nullptr), HasSubstr(std::string("missing required field \"") + key + "\"")) << key;
 }
 
 TEST(ConfigParse, InvariantFailures) {
@@ -90,13 +88,11 @@ TEST(ConfigParse, InvariantFailures) {
 }
 
 TEST(ConfigParse, BadValues) {
-  EXPECT_THAT(error_with("hidden_size", 0),
-              HasSubstr("field \"hidden_size\": expected an integer"));
+  EXPECT_THAT(error_with("hidden_size", 0), HasSubstr("field \"hidden_size\": expected an integer"));
   EXPECT_THAT(error_with("hidden_size", -64), HasSubstr("found -64"));
   EXPECT_THAT(error_with("hidden_size", "64"), HasSubstr("found \"64\""));
   EXPECT_THAT(error_with("vocab_size", 1LL << 40), HasSubstr("field \"vocab_size\""));
-  EXPECT_THAT(error_with("rms_norm_eps", 0),
-              HasSubstr("field \"rms_norm_eps\": expected a positive"));
+  EXPECT_THAT(error_with("rms_norm_eps", 0), HasSubstr("field \"rms_norm_eps\": expected a positive"));
   EXPECT_THAT(error_with("tie_word_embeddings", "yes"), HasSubstr("expected true or false"));
 }
 
@@ -116,14 +112,16 @@ TEST(ConfigParse, DimensionsBoundedByRealModels) {
   EXPECT_THAT(error_with("num_hidden_layers", 100000),
               HasSubstr("field \"num_hidden_layers\": expected an integer in [1, 1024], found 100000"));
   EXPECT_THAT(error_with("num_hidden_layers", 1 << 24), HasSubstr("[1, 1024], found 16777216"));
-  EXPECT_THAT(error_with("vocab_size", 1 << 21), HasSubstr("field \"vocab_size\": expected an integer in [1, 1048576]"));
+  EXPECT_THAT(error_with("vocab_size", 1 << 21),
+              HasSubstr("field \"vocab_size\": expected an integer in [1, 1048576]"));
   EXPECT_THAT(error_with("intermediate_size", 1 << 19),
               HasSubstr("field \"intermediate_size\": expected an integer in [1, 262144]"));
   EXPECT_THAT(error_with("max_position_embeddings", 1 << 25), HasSubstr("[1, 16777216]"));
   EXPECT_THAT(error_with("num_key_value_heads", 2048), HasSubstr("field \"num_key_value_heads\""));
   EXPECT_THAT(error_with("vocab_size", nlohmann::json::parse("18446744073709551615")),
               HasSubstr("found 9223372036854775807"));
-  EXPECT_THAT(error_with("rope_theta", 1e300), HasSubstr("field \"rope_theta\": expected a number in [1, 1000000000000]"));
+  EXPECT_THAT(error_with("rope_theta", 1e300),
+              HasSubstr("field \"rope_theta\": expected a number in [1, 1000000000000]"));
   EXPECT_THAT(error_with("rope_theta", -5), HasSubstr("field \"rope_theta\": expected a positive number"));
   // What real models use passes: Qwen2.5-1M's context and rope_theta, a 256k vocabulary.
   EXPECT_EQ(error_with("max_position_embeddings", 1010000), "");
@@ -141,11 +139,9 @@ TEST(ConfigParse, UnsupportedModels) {
   EXPECT_THAT(error_with("model_type", "gemma3"),
               HasSubstr("unsupported model_type \"gemma3\" (nanoinfer supports 'qwen2' (Qwen2 / Qwen2.5), "
                         "'qwen3' (Qwen3, dense), 'llama' (Llama 3.x))"));
-  EXPECT_THAT(error_with("use_sliding_window", true),
-              HasSubstr("use_sliding_window=true is not supported"));
+  EXPECT_THAT(error_with("use_sliding_window", true), HasSubstr("use_sliding_window=true is not supported"));
   EXPECT_THAT(error_with("hidden_act", "gelu"), HasSubstr("unsupported hidden_act \"gelu\""));
-  EXPECT_THAT(error_with("rope_scaling", nlohmann::json{{"type", "yarn"}}),
-              HasSubstr("rope_scaling"));
+  EXPECT_THAT(error_with("rope_scaling", nlohmann::json{{"type", "yarn"}}), HasSubstr("rope_scaling"));
 }
 
 TEST(ConfigParse, NotJsonAndMissingFile) {

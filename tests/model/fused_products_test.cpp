@@ -64,10 +64,14 @@ bool fits(const fs::path& dir, WeightType type) {
   return static_cast<size_t>(cfg.hidden_size) % be == 0 && static_cast<size_t>(cfg.intermediate_size) % be == 0 &&
          static_cast<size_t>(cfg.num_attention_heads * cfg.head_dim()) % be == 0;
 }
-fs::path default_model_dir() { return fs::path(NANOINFER_SOURCE_DIR) / "data/default-model"; }
+fs::path default_model_dir() {
+  return fs::path(NANOINFER_SOURCE_DIR) / "data/default-model";
+}
 
 // The 32-block types only llama.cpp's files bring (Q4_1, Q5_0, Q5_1).
-bool file32(const WeightTypeInfo& t) { return t.quantized && !t.scaled_blocks() && t.block_elems == kQuantBlock; }
+bool file32(const WeightTypeInfo& t) {
+  return t.quantized && !t.scaled_blocks() && t.block_elems == kQuantBlock;
+}
 size_t file32_count() {
   return static_cast<size_t>(std::count_if(all_weight_types().begin(), all_weight_types().end(), file32));
 }
@@ -89,7 +93,6 @@ std::vector<fs::path> tiny_model_dirs() {
   std::sort(dirs.begin(), dirs.end());
   return dirs;
 }
-
 
 TEST(FusedProducts, LogitsBitwiseEqualToSeparateProductsForEveryTypeAndIsa) {
   const std::vector<fs::path> dirs = tiny_model_dirs();
@@ -188,8 +191,7 @@ void write_mixed_model(const fs::path& from, const fs::path& to) {
     const size_t rows = t.shape()[0], cols = t.shape()[1], row_bytes = weight_row_bytes(it->second, cols);
     std::vector<std::byte>& bytes = blocks.emplace_back(rows * row_bytes);
     for (size_t r = 0; r < rows; ++r)
-      quantize_row(it->second, reinterpret_cast<const float*>(t.data) + r * cols, bytes.data() + r * row_bytes,
-                            cols);
+      quantize_row(it->second, reinterpret_cast<const float*>(t.data) + r * cols, bytes.data() + r * row_bytes, cols);
     out.add(info.name, DType::U8, {rows, row_bytes}, bytes);
   }
   out.set_metadata(std::string(kWeightTypesKey), block_types_json(kMixed));

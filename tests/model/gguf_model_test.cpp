@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "io/gguf.h"
-#include "model/gguf_config.h"
 #include "io/gguf_writer.h"
+#include "model/gguf_config.h"
 #include "nanoinfer/error.h"
 #include "support/files.h"
 #include "support/tokenizer_corpus.h"
@@ -91,28 +91,22 @@ TEST(GgufConfig, RejectsOtherArchitecturesAndBadValues) {
   };
   EXPECT_THAT(
       error([](GgufWriter& w) { w.set_string("general.architecture", "gemma3"); }),
-      HasSubstr(
-          "m.gguf: general.architecture 'gemma3' is not supported (nanoinfer supports 'qwen2' (Qwen2 / Qwen2.5), "
-          "'qwen3' (Qwen3, dense), 'llama' (Llama 3.x))"));
+      HasSubstr("m.gguf: general.architecture 'gemma3' is not supported (nanoinfer supports 'qwen2' (Qwen2 / Qwen2.5), "
+                "'qwen3' (Qwen3, dense), 'llama' (Llama 3.x))"));
   EXPECT_THAT(error([](GgufWriter& w) { w.set_u32("qwen2.attention.head_count_kv", 3); }),
               HasSubstr("qwen2.attention.head_count 14 is not divisible by qwen2.attention.head_count_kv 3"));
-  EXPECT_THAT(
-      error([](GgufWriter& w) { w.set_u32("qwen2.block_count", 0); }),
-      HasSubstr("metadata 'qwen2.block_count': expected an integer in [1, 1024], found 0"));
-  EXPECT_THAT(
-      error([](GgufWriter& w) { w.set_string("qwen2.embedding_length", "896"); }),
-      HasSubstr(
-          "metadata 'qwen2.embedding_length': expected a non-negative integer, found string"));
-  EXPECT_THAT(
-      error([](GgufWriter& w) { w.set_u32("qwen2.vocab_size", 65); }),
-      HasSubstr("metadata 'qwen2.vocab_size' 65 differs from the 64 rows of token_embd.weight"));
+  EXPECT_THAT(error([](GgufWriter& w) { w.set_u32("qwen2.block_count", 0); }),
+              HasSubstr("metadata 'qwen2.block_count': expected an integer in [1, 1024], found 0"));
+  EXPECT_THAT(error([](GgufWriter& w) { w.set_string("qwen2.embedding_length", "896"); }),
+              HasSubstr("metadata 'qwen2.embedding_length': expected a non-negative integer, found string"));
+  EXPECT_THAT(error([](GgufWriter& w) { w.set_u32("qwen2.vocab_size", 65); }),
+              HasSubstr("metadata 'qwen2.vocab_size' 65 differs from the 64 rows of token_embd.weight"));
   EXPECT_THAT(error([](GgufWriter& w) { w.set_u32("qwen2.rope.dimension_count", 32); }),
               HasSubstr("'qwen2.rope.dimension_count' 32 differs"));
   EXPECT_THAT(error([](GgufWriter& w) { w.set_string("qwen2.rope.scaling.type", "yarn"); }),
               HasSubstr("RoPE scaling is not supported"));
-  EXPECT_THAT(
-      error([](GgufWriter& w) { w.set_f32("qwen2.attention.layer_norm_rms_epsilon", -1.0f); }),
-      HasSubstr("expected a positive number, found -1"));
+  EXPECT_THAT(error([](GgufWriter& w) { w.set_f32("qwen2.attention.layer_norm_rms_epsilon", -1.0f); }),
+              HasSubstr("expected a positive number, found -1"));
   // The same range checks as config.json (an eps of 1e30 would generate "\f\f\f...", a
   // freq_base of inf is no frequency).
   EXPECT_THAT(error([](GgufWriter& w) { w.set_f32("qwen2.attention.layer_norm_rms_epsilon", 1e30f); }),
@@ -128,9 +122,7 @@ TEST(GgufConfig, RejectsOtherArchitecturesAndBadValues) {
               HasSubstr("metadata 'qwen2.context_length': expected an integer in [1, 16777216], found 1099511627776"));
   EXPECT_THAT(error([](GgufWriter& w) { w.set_u32("qwen2.feed_forward_length", 1u << 30); }),
               HasSubstr("metadata 'qwen2.feed_forward_length': expected an integer in [1, 262144]"));
-  EXPECT_THAT(error([](GgufWriter& w) {
-                w.set_array("tokenizer.ggml.tokens", {std::vector<std::string>(63, "x")});
-              }),
+  EXPECT_THAT(error([](GgufWriter& w) { w.set_array("tokenizer.ggml.tokens", {std::vector<std::string>(63, "x")}); }),
               HasSubstr("'tokenizer.ggml.tokens' has 63 tokens, token_embd.weight 64 rows"));
 }
 
@@ -156,8 +148,8 @@ TEST(GgufNames, MapBothWays) {
     EXPECT_EQ(hf_name_from_gguf(gguf), hf);
     EXPECT_EQ(gguf_name_from_hf(hf), gguf);
   }
-  for (const char* bad : {"blk.01.attn_q.weight", "blk..attn_q.weight", "blk.x.attn_q.weight",
-                          "blk.1.attn_o.weight", "rope_freqs.bias", "blk.1"})
+  for (const char* bad : {"blk.01.attn_q.weight", "blk..attn_q.weight", "blk.x.attn_q.weight", "blk.1.attn_o.weight",
+                          "rope_freqs.bias", "blk.1"})
     EXPECT_EQ(hf_name_from_gguf(bad), std::nullopt) << bad;
   EXPECT_EQ(gguf_name_from_hf("model.layers.1.self_attn.rotary_emb.inv_freq"), std::nullopt);
 }
@@ -166,9 +158,7 @@ TEST(GgufNames, MapBothWays) {
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw std::runtime_error("cannot open " + path.string() +
-                             " (run scripts/fetch-test-assets.sh)");
+  if (!in) throw std::runtime_error("cannot open " + path.string() + " (run scripts/fetch-test-assets.sh)");
   std::ostringstream s;
   s << in.rdbuf();
   return std::move(s).str();
@@ -203,8 +193,7 @@ GgufVocabArrays convert_like_llama_cpp(const std::string& tokenizer_json, size_t
     a.types[id] = t["special"].get<bool>() || looks_special ? 3 : 4;
   }
   for (const auto& m : j["model"]["merges"])
-    a.merges.push_back(m.is_string() ? m.get<std::string>()
-                                     : m[0].get<std::string>() + " " + m[1].get<std::string>());
+    a.merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
   return a;
 }
 
@@ -244,8 +233,7 @@ TEST(GgufTokenizer, SameIdsAsTokenizerJsonOnTheReferenceCorpus) {
   for (const std::string& text : corpus) {
     const auto want = from_json.encode(text);
     const auto got = from_gguf.encode(text);
-    if (got != want && ++mismatches <= 5)
-      ADD_FAILURE() << "ids differ for a " << text.size() << "-byte string";
+    if (got != want && ++mismatches <= 5) ADD_FAILURE() << "ids differ for a " << text.size() << "-byte string";
     if (got == want) {
       EXPECT_EQ(from_gguf.decode(got), from_json.decode(want));
     }
@@ -260,8 +248,7 @@ TEST(GgufTokenizer, RejectsWhatItDoesNotReproduce) {
     std::vector<int> cp_of_byte(256);
     int next = 256;
     for (int b = 0; b < 256; ++b) {
-      const bool printable =
-          (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
       cp_of_byte[b] = printable ? b : next++;
     }
     return cp_of_byte;
@@ -297,13 +284,11 @@ TEST(GgufTokenizer, RejectsWhatItDoesNotReproduce) {
   };
   TokenizerVocab gpt4o = v;
   gpt4o.pre = "gpt-4o";
-  EXPECT_EQ(error(gpt4o),
-            "tokenizer 'tiny': pre-tokenizer 'gpt-4o' is not supported (supported: qwen2, llama-bpe)");
+  EXPECT_EQ(error(gpt4o), "tokenizer 'tiny': pre-tokenizer 'gpt-4o' is not supported (supported: qwen2, llama-bpe)");
   std::vector<std::string> bad_merges = {"a  b"};
   TokenizerVocab merge = v;
   merge.merges = bad_merges;
-  EXPECT_EQ(error(merge),
-            "tokenizer 'tiny': merge 0 ('a  b') is not two tokens separated by one space");
+  EXPECT_EQ(error(merge), "tokenizer 'tiny': merge 0 ('a  b') is not two tokens separated by one space");
   std::vector<std::string> missing_merges = {"a c"};
   merge.merges = missing_merges;
   EXPECT_EQ(error(merge), "tokenizer 'tiny': merge 0 uses 'ac', which is not in the vocabulary");
@@ -324,8 +309,7 @@ TEST(GgufTokenizer, RejectsWhatItDoesNotReproduce) {
   w.set_string("tokenizer.ggml.model", "llama");
   w.write();
   EXPECT_THAT([&] { tokenizer_from_gguf(GgufFile::open(dir / "t.gguf").layout()); },
-              ThrowsMessage<Error>(
-                  HasSubstr("tokenizer.ggml.model 'llama' is not supported (supported: gpt2")));
+              ThrowsMessage<Error>(HasSubstr("tokenizer.ggml.model 'llama' is not supported (supported: gpt2")));
 }
 
 }  // namespace

@@ -22,7 +22,9 @@ void append(KvCache& cache, size_t layer, float x = 0.0f) {
   cache.append(layer, rows.data(), rows.data());
 }
 
-const float* keys_f32(const KvCache& cache, size_t layer) { return static_cast<const float*>(cache.keys(layer)); }
+const float* keys_f32(const KvCache& cache, size_t layer) {
+  return static_cast<const float*>(cache.keys(layer));
+}
 
 TEST(KvCache, StepAppendsRowsAfterTheCommittedOnes) {
   KvCache cache(2, 8, 4);  // 2 layers, 8 positions, 4 floats per position
@@ -207,7 +209,7 @@ TEST(KvCache, HugePagesAlignRegionsAndCommitWholeHugePages) {
   EXPECT_EQ(c.commit_positions(), 8192u);
   EXPECT_EQ(c.committed_positions(), 8192u);
   EXPECT_EQ(c.committed_bytes(), 2 * layers * huge);  // one huge page per region
-  c.begin_step(2);  // positions 8191 and 8192: across the boundary
+  c.begin_step(2);                                    // positions 8191 and 8192: across the boundary
   for (size_t l = 0; l < layers; ++l) append(c, l, 2.0f);
   c.commit();
   EXPECT_EQ(c.committed_positions(), 16384u);
@@ -240,7 +242,7 @@ TEST(KvCache, HugePagesCommitWholePagesOfAnyRowAndOnlyWhereTheyAreAFractionOfThe
   odd.commit();
   EXPECT_FALSE(odd.huge_pages());
   EXPECT_EQ(odd.committed_bytes(), 2u * 256 * 1280);  // 256 positions, whole 4 KiB pages
-  odd.begin_step(KvCache::kHugeAfter);  // 1,025 positions asked for
+  odd.begin_step(KvCache::kHugeAfter);                // 1,025 positions asked for
   append(odd, 0, 4.0f);
   odd.commit();
   EXPECT_TRUE(odd.huge_pages());
@@ -285,11 +287,11 @@ TEST(KvCache, HugePagesOnlyPastTheFirstThousandPositionsAndEarlierRowsSurvive) {
   push(10);  // a prompt
   EXPECT_FALSE(c.huge_pages());
   EXPECT_EQ(c.committed_bytes(), 2 * layers * 256 * kv_dim * 2);  // 64 KiB per region
-  while (c.length() < KvCache::kHugeAfter) push(1);  // decoded token by token
+  while (c.length() < KvCache::kHugeAfter) push(1);               // decoded token by token
   EXPECT_FALSE(c.huge_pages());
   EXPECT_EQ(c.committed_positions(), KvCache::kHugeAfter);
   EXPECT_EQ(c.committed_bytes(), 2 * layers * KvCache::kHugeAfter * kv_dim * 2);  // 256 KiB per region
-  push(1);  // position 1,024: the 1,025th
+  push(1);                                                                        // position 1,024: the 1,025th
   EXPECT_TRUE(c.huge_pages());
   EXPECT_EQ(c.committed_positions(), 8192u);
   EXPECT_EQ(c.committed_bytes(), 2 * layers * KvCache::kHugePage);

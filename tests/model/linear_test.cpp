@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "model/ops.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
-#include "model/ops.h"
+#include "support/checks.h"
 #include "support/guarded.h"
+#include "support/isa.h"
 #include "support/random.h"
 #include "support/sanitized.h"
-#include "support/isa.h"
-#include "support/checks.h"
 
 namespace nanoinfer {
 namespace {
@@ -31,7 +31,8 @@ struct Matrix {
   size_t rows, cols;
   std::vector<float> f32, bias;
   std::vector<uint16_t> bf16;
-  Matrix(size_t r, size_t c, uint32_t seed) : rows(r), cols(c), f32(random_floats(r * c, seed)), bias(random_floats(r, seed + 1)), bf16(r * c) {
+  Matrix(size_t r, size_t c, uint32_t seed)
+      : rows(r), cols(c), f32(random_floats(r * c, seed)), bias(random_floats(r, seed + 1)), bf16(r * c) {
     for (size_t i = 0; i < f32.size(); ++i) bf16[i] = f32_to_bf16(f32[i]);
   }
   Weight weight(DType dtype) const {
@@ -119,9 +120,13 @@ TEST(Linear, EveryIsaAgreesWithTheScalarReferenceKernel) {
           continue;
         }
         if (dtype == DType::BF16) {
-          kernels::scalar_table().matmul_for(WeightType::BF16)(reinterpret_cast<const std::byte*>(m.bf16.data()), m.bias.data(), x.data(), ref.data(), m.rows, m.cols, tokens, 0, m.rows);
+          kernels::scalar_table().matmul_for(WeightType::BF16)(reinterpret_cast<const std::byte*>(m.bf16.data()),
+                                                               m.bias.data(), x.data(), ref.data(), m.rows, m.cols,
+                                                               tokens, 0, m.rows);
         } else {
-          kernels::scalar_table().matmul_for(WeightType::F32)(reinterpret_cast<const std::byte*>(m.f32.data()), m.bias.data(), x.data(), ref.data(), m.rows, m.cols, tokens, 0, m.rows);
+          kernels::scalar_table().matmul_for(WeightType::F32)(reinterpret_cast<const std::byte*>(m.f32.data()),
+                                                              m.bias.data(), x.data(), ref.data(), m.rows, m.cols,
+                                                              tokens, 0, m.rows);
         }
         // Both within (cols + 2 + 1) u of the exact sum of |terms| (kernels_test): sum the bounds.
         for (size_t t = 0; t < tokens; ++t) {
@@ -133,8 +138,8 @@ TEST(Linear, EveryIsaAgreesWithTheScalarReferenceKernel) {
             }
             const double bound = 2.0 * static_cast<double>(m.cols + 3) * 0x1p-24 * magnitude;
             ASSERT_LE(std::abs(static_cast<double>(y[t * m.rows + r]) - ref[t * m.rows + r]), bound)
-                << isa_name(isa) << " " << dtype_name(dtype) << " " << m.rows << "x" << m.cols << " [" << t
-                << "][" << r << "]";
+                << isa_name(isa) << " " << dtype_name(dtype) << " " << m.rows << "x" << m.cols << " [" << t << "][" << r
+                << "]";
           }
         }
       }
@@ -147,8 +152,8 @@ TEST(Linear, EveryIsaAgreesWithTheScalarReferenceKernel) {
 TEST(Linear, QuantizedIsBitwiseTheReferenceAtEveryIsaThreadCountAndBatch) {
   ThreadPool p1(1), p2(2), p3(3);
   // Under the sanitizers (~4x slower) two thread counts, one of them odd.
-  const std::vector<ThreadPool*> pools = test::kSanitized ? std::vector<ThreadPool*>{&p1, &p3}
-                                                          : std::vector<ThreadPool*>{&p1, &p2, &p3};
+  const std::vector<ThreadPool*> pools =
+      test::kSanitized ? std::vector<ThreadPool*>{&p1, &p3} : std::vector<ThreadPool*>{&p1, &p2, &p3};
   // Qwen2.5-0.5B's q/o, k/v, gate/up, down shapes, and rows that straddle grains and groups.
   // The K types' super-blocks of 256 fit the columns of 4864 and 256 only.
   const Case cases[] = {{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {899, 256}};
@@ -209,8 +214,6 @@ TEST(Linear, NullBiasAndZeroTokens) {
   EXPECT_EQ(untouched, std::vector<float>(4, 7.0f));
 }
 
-
-
 // ---- the fused products -------------------------------------------------------------------
 
 // A matrix of any weight type, its rows encoded from seeded floats.
@@ -268,9 +271,9 @@ TEST(LinearStacked, BitwiseTheSeparateProductsSideBySide) {
           linear({pool, &kernels::table(isa)}, stacked, x.data(), out.data(), tokens);
           EXPECT_TRUE(out.intact()) << isa_name(isa) << " tokens " << tokens << " threads " << pool->size();
           const std::vector<float> y = out.values();
-          EXPECT_TRUE(test::same_bits(y, expected)) << isa_name(isa) << " " << weight_type_name(mix[0]) << "/"
-                                              << weight_type_name(mix[1]) << "/" << weight_type_name(mix[2])
-                                              << " tokens " << tokens << " threads " << pool->size();
+          EXPECT_TRUE(test::same_bits(y, expected))
+              << isa_name(isa) << " " << weight_type_name(mix[0]) << "/" << weight_type_name(mix[1]) << "/"
+              << weight_type_name(mix[2]) << " tokens " << tokens << " threads " << pool->size();
           ++compared;
         }
       }
@@ -382,9 +385,9 @@ TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
             EXPECT_TRUE(scratch.intact()) << isa_name(isa) << " gate/up scratch, inter " << sh.inter;
             EXPECT_TRUE(out.intact()) << isa_name(isa) << " act, inter " << sh.inter;
             const std::vector<float> act = out.values();
-            EXPECT_TRUE(test::same_bits(act, expected)) << isa_name(isa) << " " << weight_type_name(gt) << "/"
-                                                  << weight_type_name(ut) << " inter " << sh.inter << " tokens "
-                                                  << tokens << " threads " << pool->size();
+            EXPECT_TRUE(test::same_bits(act, expected))
+                << isa_name(isa) << " " << weight_type_name(gt) << "/" << weight_type_name(ut) << " inter " << sh.inter
+                << " tokens " << tokens << " threads " << pool->size();
             ++compared;
           }
         }
@@ -393,8 +396,9 @@ TEST(LinearSwiglu, BitwiseTwoProductsAndSiluMul) {
   }
   // The K types fit only the last shape.
   const size_t types = all_weight_types().size();
-  const size_t k_types = static_cast<size_t>(std::count_if(all_weight_types().begin(), all_weight_types().end(),
-                                                           [](const WeightTypeInfo& t) { return t.block_elems == 256; }));
+  const size_t k_types =
+      static_cast<size_t>(std::count_if(all_weight_types().begin(), all_weight_types().end(),
+                                        [](const WeightTypeInfo& t) { return t.block_elems == 256; }));
   EXPECT_EQ(runs, static_cast<int>((3 * (types - k_types + 1) + types + 1) * 2 * test::supported_isas().size() * 3));
   EXPECT_EQ(compared, runs);
 }

@@ -81,8 +81,9 @@ TEST(LongContext, CompactCacheLogitsStayWithinTheirBoundOfTheF32Cache) {
     const double bound = (type == DType::F16 ? 0x1p-12 : 0x1p-9) * 4 * spread;
     EXPECT_LE(diff[i], bound) << kv_type_name(type);
     EXPECT_GT(diff[i], 0.0) << kv_type_name(type) << ": the cache did not round";
-    std::printf("default model, 200 positions: max |logit(%s cache) - logit(f32 cache)| = %.3g (bound %.3g, spread %.3g)\n",
-                kv_type_name(type), diff[i], bound, spread);
+    std::printf(
+        "default model, 200 positions: max |logit(%s cache) - logit(f32 cache)| = %.3g (bound %.3g, spread %.3g)\n",
+        kv_type_name(type), diff[i], bound, spread);
     ++i;
   }
   EXPECT_LT(diff[0], diff[1]);

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
 #include "kernels/kernels.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/open_model.h"
-#include "io/safetensors.h"
-#include "io/safetensors_writer.h"
 #include "support/checks.h"
 #include "support/files.h"
 #include "support/isa.h"
@@ -108,7 +108,9 @@ std::vector<int32_t> greedy(Model& model, const std::vector<int32_t>& prompt, si
 }
 
 // A model whose file is stored as f32 (the bf16-rounded reference exists only for those).
-bool stored_f32(const Reference& ref) { return ref.has("logits_bf16w.0"); }
+bool stored_f32(const Reference& ref) {
+  return ref.has("logits_bf16w.0");
+}
 
 TEST(ModelReference, FindsTheTinyModels) {
   const auto dirs = tiny_model_dirs();
@@ -234,7 +236,9 @@ double bf16_activation_stages(const Model& model) {
   return 7.0 * static_cast<double>(model.config().num_hidden_layers) + 1.0;
 }
 // 2^-8 * stages * scale: the activation rounding's share of the logit bound.
-float activation_bound(double stages, float scale) { return static_cast<float>(std::ldexp(1.0, -8) * stages * scale); }
+float activation_bound(double stages, float scale) {
+  return static_cast<float>(std::ldexp(1.0, -8) * stages * scale);
+}
 
 std::vector<Isa> bf16_isas_here() {
   std::vector<Isa> isas = {test::exact_activation_isa()};
@@ -278,7 +282,8 @@ TEST(ModelReference, Bf16LogitsWithinTheDerivedBoundOfTheExactModel) {
 // It must change something (d > 0), and the bound would catch a product that dropped or
 // garbled its activations.
 TEST(ModelReference, Bf16ActivationRoundingWithinItsDerivedBound) {
-  if (!isa_supported(Isa::Avx512Bf16)) GTEST_SKIP() << "this CPU/OS lacks avx512-bf16: missing " << isa_missing(Isa::Avx512Bf16);
+  if (!isa_supported(Isa::Avx512Bf16))
+    GTEST_SKIP() << "this CPU/OS lacks avx512-bf16: missing " << isa_missing(Isa::Avx512Bf16);
   for (const auto& dir : tiny_model_dirs()) {
     const Reference ref(dir);
     const Weights mode = stored_f32(ref) ? WeightMode::BF16 : WeightMode::AsStored;
@@ -337,15 +342,20 @@ TEST(ModelCache, FiveChunkingsGiveBitwiseIdenticalLogits) {
       const std::map<std::string, std::vector<size_t>> chunkings = {
           {"all at once", {n}},
           {"one at a time", std::vector<size_t>(n, 1)},
-          {"prompt then decode", [&] { std::vector<size_t> c{p}; c.resize(1 + n - p, 1); return c; }()},
+          {"prompt then decode",
+           [&] {
+             std::vector<size_t> c{p};
+             c.resize(1 + n - p, 1);
+             return c;
+           }()},
           {"halves", {n / 2, n - n / 2}},
           {"ragged", {1, 7, 3, 19, 2, 11, n - 43}},
       };
       const auto expected = chunked_logits(model, tokens, {n});
       for (const auto& [name, chunks] : chunkings) {
         const auto got = chunked_logits(model, tokens, chunks);
-        EXPECT_TRUE(test::same_bits(got, expected)) << dir.filename() << " " << name << ": max diff "
-                                                  << max_abs_diff(got, expected);
+        EXPECT_TRUE(test::same_bits(got, expected))
+            << dir.filename() << " " << name << ": max diff " << max_abs_diff(got, expected);
       }
       // The greedy continuation read off the logits of the prompt's last position onwards.
       const size_t V = model.vocab_size();
@@ -455,7 +465,8 @@ TEST(ModelErrors, PromptLongerThanTheContextLeavesTheCacheUntouched) {
     model.forward(tokens, cache);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("17 tokens do not fit in the context: 0 of 16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("17 tokens do not fit in the context: 0 of 16"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(cache.length(), 0u);
   model.forward(std::span(tokens).first(10), cache);

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "model/ops.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
-#include "model/ops.h"
 #include "support/naive_attention.h"
 
 namespace nanoinfer {
@@ -119,7 +119,7 @@ TEST(Ops, RopeRotatesHalfSplitPairs) {
 using test::naive_attention;
 
 TEST(Ops, AttentionMatchesNaiveGqaWithCausalMask) {
-  const AttentionShape shape{6, 2, 16};  // groups of 3: heads 0-2 read KV head 0, 3-5 head 1
+  const AttentionShape shape{6, 2, 16};             // groups of 3: heads 0-2 read KV head 0, 3-5 head 1
   const size_t n = 16, pos0 = 40, keys = pos0 + n;  // enough work to split the heads across threads
   const auto q = random_vector(n * 6 * 16, 4);
   const auto k = random_vector(keys * 2 * 16, 5);
@@ -153,7 +153,7 @@ TEST(Ops, AttentionSoftmaxSurvivesHugeScores) {
   ThreadPool threads(1);
   const Compute pool{&threads, &kernels::scalar_table()};
   attention_exact(pool, shape, q.data(), k.data(), v.data(), out.data(), 1, 1, scores.data());
-  EXPECT_FLOAT_EQ(out[0], 1.0f);   // exp(-50) relative weight for the second key
+  EXPECT_FLOAT_EQ(out[0], 1.0f);  // exp(-50) relative weight for the second key
   EXPECT_NEAR(out[1], std::exp(-50.0), 1e-25);
 }
 

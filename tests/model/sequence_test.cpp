@@ -6,10 +6,10 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
-#include <tuple>
 #include <span>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "nanoinfer/error.h"
@@ -24,7 +24,9 @@ using test::argmax;
 
 namespace fs = std::filesystem;
 
-fs::path tiny(const char* name) { return fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models" / name; }
+fs::path tiny(const char* name) {
+  return fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models" / name;
+}
 
 // A prefill of `prompt`, then `steps` greedy decode steps: the logits of every call, in order.
 struct StepLog {
@@ -163,8 +165,8 @@ TEST(Sequences, BatchedDecodeOfSeveralRowsPerSequenceMatchesSingleStepsBitwise) 
       for (size_t r = 0; r < rows[b].size(); ++r) {
         const std::span<const float> want = model.forward({&rows[b][r], 1}, single);
         EXPECT_TRUE(test::same_bits(std::vector<float>(want.begin(), want.end()),
-                              std::vector<float>(got.begin() + static_cast<ptrdiff_t>(r * V),
-                                                 got.begin() + static_cast<ptrdiff_t>((r + 1) * V))))
+                                    std::vector<float>(got.begin() + static_cast<ptrdiff_t>(r * V),
+                                                       got.begin() + static_cast<ptrdiff_t>((r + 1) * V))))
             << name << " seq " << b << " row " << r;
       }
     }
@@ -188,8 +190,8 @@ TEST(Sequences, MixedStepsOfPromptChunksAndDecodeRowsMatchAloneBitwise) {
     const char* name;
     std::optional<WeightType> weights;
   };
-  for (const Case& c : {Case{"tiny-gqa7", std::nullopt}, Case{"tiny-bf16", std::nullopt},
-                        Case{"tiny-gqa7", WeightType::Q8_0}}) {
+  for (const Case& c :
+       {Case{"tiny-gqa7", std::nullopt}, Case{"tiny-bf16", std::nullopt}, Case{"tiny-gqa7", WeightType::Q8_0}}) {
     const Model model = open_model_alone(tiny(c.name), {.weights = c.weights, .threads = 2});
     const size_t V = model.vocab_size();
     const std::vector<std::vector<int32_t>> decoders = {kPromptA, {7}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
@@ -263,19 +265,23 @@ TEST(Sequences, MixedStepsOfPromptChunksAndDecodeRowsMatchAloneBitwise) {
     for (size_t b = 0; b < decoders.size(); ++b) {
       ASSERT_EQ(got[b].logits.size(), expected[b].logits.size());
       for (size_t i = 0; i < got[b].logits.size(); ++i) {
-        EXPECT_TRUE(test::same_bits(got[b].logits[i], expected[b].logits[i])) << c.name << " seq " << b << " step " << i;
+        EXPECT_TRUE(test::same_bits(got[b].logits[i], expected[b].logits[i]))
+            << c.name << " seq " << b << " step " << i;
       }
     }
     // The prompts' last logits, and a decode step after them, as alone.
-    for (auto [seq, prompt, last] : {std::tuple{&longer, &long_prompt, &long_last}, std::tuple{&late, &late_prompt, &late_last}}) {
+    for (auto [seq, prompt, last] :
+         {std::tuple{&longer, &long_prompt, &long_last}, std::tuple{&late, &late_prompt, &late_last}}) {
       Sequence single = model.new_sequence();
       const auto want = model.forward(*prompt, single);
-      EXPECT_TRUE(test::same_bits(*last, std::vector<float>(want.begin(), want.end()))) << c.name << " prompt of " << prompt->size();
+      EXPECT_TRUE(test::same_bits(*last, std::vector<float>(want.begin(), want.end())))
+          << c.name << " prompt of " << prompt->size();
       const auto next = static_cast<int32_t>(argmax(want));
       const auto a = model.forward({&next, 1}, *seq);
       const std::vector<float> after(a.begin(), a.end());
       const auto b = model.forward({&next, 1}, single);
-      EXPECT_TRUE(test::same_bits(after, std::vector<float>(b.begin(), b.end()))) << c.name << " after the prompt of " << prompt->size();
+      EXPECT_TRUE(test::same_bits(after, std::vector<float>(b.begin(), b.end())))
+          << c.name << " after the prompt of " << prompt->size();
     }
   }
 }
@@ -307,8 +313,8 @@ struct TapRecord {
   size_t position, n_tokens, dim;
   std::vector<float> data;
   bool operator==(const TapRecord& o) const {
-    return name == o.name && layer == o.layer && position == o.position && n_tokens == o.n_tokens &&
-           dim == o.dim && test::same_bits(data, o.data);
+    return name == o.name && layer == o.layer && position == o.position && n_tokens == o.n_tokens && dim == o.dim &&
+           test::same_bits(data, o.data);
   }
 };
 
@@ -344,7 +350,8 @@ TEST(Sequences, BatchedDecodeShowsEachTapItsOwnRows) {
   for (size_t b = 0; b < seqs.size(); ++b) {
     ASSERT_EQ(got[b].size(), expected[b].size()) << "seq " << b;
     for (size_t i = 0; i < got[b].size(); ++i) {
-      EXPECT_TRUE(got[b][i] == expected[b][i]) << "seq " << b << ": " << got[b][i].name << " of layer " << got[b][i].layer;
+      EXPECT_TRUE(got[b][i] == expected[b][i])
+          << "seq " << b << ": " << got[b][i].name << " of layer " << got[b][i].layer;
     }
   }
 }

@@ -25,8 +25,7 @@ using ::testing::ThrowsMessage;
 // Every entry under `dir`, relative to it, sorted.
 std::vector<std::string> listing(const fs::path& dir) {
   std::vector<std::string> names;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    names.push_back(fs::relative(e.path(), dir).string());
+  for (const auto& e : fs::recursive_directory_iterator(dir)) names.push_back(fs::relative(e.path(), dir).string());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -44,9 +43,8 @@ class SynthModelDir : public ::testing::Test {
 TEST_F(SynthModelDir, WritesTheDirectoryWithItsParents) {
   const uint64_t bytes = synth_model_dir(dir_ / "src/config.json", dir_ / "a/b/out", {});
   EXPECT_GT(bytes, 0u);
-  EXPECT_EQ(listing(dir_ / "a"),
-            (std::vector<std::string>{"b", "b/out", "b/out/config.json",
-                                      "b/out/generation_config.json", "b/out/model.safetensors"}));
+  EXPECT_EQ(listing(dir_ / "a"), (std::vector<std::string>{"b", "b/out", "b/out/config.json",
+                                                           "b/out/generation_config.json", "b/out/model.safetensors"}));
 }
 
 TEST_F(SynthModelDir, WriteFailingMidwayLeavesNoDirectory) {
@@ -55,12 +53,10 @@ TEST_F(SynthModelDir, WriteFailingMidwayLeavesNoDirectory) {
     ++calls;
     if (done * 2 >= total) fail("injected write failure");
   };
-  EXPECT_THROW(synth_model_dir(dir_ / "src/config.json", dir_ / "a/b/out", {}, fail_halfway),
-               Error);
+  EXPECT_THROW(synth_model_dir(dir_ / "src/config.json", dir_ / "a/b/out", {}, fail_halfway), Error);
   EXPECT_GT(calls, 1);  // the weights file was part-written when it failed
   EXPECT_FALSE(fs::exists(dir_ / "a"));
-  EXPECT_EQ(listing(dir_.path()),
-            (std::vector<std::string>{"src", "src/config.json", "src/generation_config.json"}));
+  EXPECT_EQ(listing(dir_.path()), (std::vector<std::string>{"src", "src/config.json", "src/generation_config.json"}));
 }
 
 TEST_F(SynthModelDir, CopyFailingAfterTheWeightsRemovesThemAndTheDirectory) {
@@ -73,9 +69,7 @@ TEST_F(SynthModelDir, CopyFailingAfterTheWeightsRemovesThemAndTheDirectory) {
     synth_model_dir(dir_ / "src/config.json", dir_ / "out", {}, remove_source);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("generation_config.json: not found"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("generation_config.json: not found"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }

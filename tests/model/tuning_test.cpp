@@ -21,10 +21,10 @@
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/tuning.h"
 #include "nanoinfer/tuning_cache.h"
+#include "support/checks.h"
 #include "support/files.h"
 #include "support/run_cli.h"
 #include "support/sanitized.h"
-#include "support/checks.h"
 
 namespace nanoinfer {
 namespace {
@@ -50,7 +50,10 @@ struct TuneProduct {
 };
 // The model's products, derived from the config above: (rows, cols, the grain they split at).
 std::vector<TuneProduct> tune_products_by_hand() {
-  return {{512, 256, 16, false}, {256, 256, 16, false}, {1024, 256, 32, false}, {256, 512, 16, false},
+  return {{512, 256, 16, false},
+          {256, 256, 16, false},
+          {1024, 256, 32, false},
+          {256, 512, 16, false},
           {512, 256, 16, true}};
 }
 
@@ -58,7 +61,8 @@ std::vector<TuneProduct> tune_products_by_hand() {
 std::shared_ptr<const Tuning> everywhere(const SplitRule& rule, WeightType layer_type, WeightType logits_type) {
   auto t = std::make_shared<Tuning>();
   for (const TuneProduct& p : tune_products_by_hand()) {
-    for (const bool prefill : {false, true}) t->set({p.logits ? logits_type : layer_type, p.rows, p.cols, prefill}, rule);
+    for (const bool prefill : {false, true})
+      t->set({p.logits ? logits_type : layer_type, p.rows, p.cols, prefill}, rule);
   }
   return t;
 }
@@ -105,10 +109,9 @@ TEST(Tuning, LogitsAreBitwiseTheDefaultsUnderEveryRule) {
     }
   }
   rules.push_back({Split::Auto, 1, 16});
-  const std::vector<WeightType> types = test::kSanitized
-                                            ? std::vector<WeightType>{WeightType::BF16, WeightType::Q4_0}
-                                            : std::vector<WeightType>{WeightType::F32, WeightType::BF16,
-                                                                      WeightType::Q8_0, WeightType::Q4_0};
+  const std::vector<WeightType> types =
+      test::kSanitized ? std::vector<WeightType>{WeightType::BF16, WeightType::Q4_0}
+                       : std::vector<WeightType>{WeightType::F32, WeightType::BF16, WeightType::Q8_0, WeightType::Q4_0};
   size_t compared = 0;
   for (const WeightType type : types) {
     const TuneRun base = run_tuned(dir.path(), type, nullptr);
@@ -214,9 +217,9 @@ TEST(Tuning, TheSearchTimesEveryCandidateOfEveryShape) {
 }
 
 TEST(Tuning, SignTestByHand) {
-  EXPECT_DOUBLE_EQ(sign_test_p(3, 3), 0.25);          // 2 x 1/8
+  EXPECT_DOUBLE_EQ(sign_test_p(3, 3), 0.25);  // 2 x 1/8
   EXPECT_DOUBLE_EQ(sign_test_p(0, 3), 0.25);
-  EXPECT_DOUBLE_EQ(sign_test_p(6, 6), 0.03125);       // 2 x 1/64
+  EXPECT_DOUBLE_EQ(sign_test_p(6, 6), 0.03125);        // 2 x 1/64
   EXPECT_DOUBLE_EQ(sign_test_p(10, 11), 24.0 / 2048);  // 2 x (1 + 11) / 2^11
   EXPECT_DOUBLE_EQ(sign_test_p(13, 15), 2.0 * (1 + 15 + 105) / 32768);
   EXPECT_DOUBLE_EQ(sign_test_p(2, 4), 1.0);
@@ -305,7 +308,8 @@ TEST(TuningCache, ACorruptOrForeignFileIsIgnoredWithOneLine) {
     return at == std::string::npos ? s : s.replace(at, from.size(), to);
   };
   with(replaced("\"version\": 1", "\"version\": 2"), "not version 1");
-  with(replaced("\"chunks_per_thread\": 2", "\"chunks_per_thread\": 65"), "\"chunks_per_thread\" is not an integer in [0, 64]");
+  with(replaced("\"chunks_per_thread\": 2", "\"chunks_per_thread\": 65"),
+       "\"chunks_per_thread\" is not an integer in [0, 64]");
   with(replaced("\"chunks_per_thread\": 2", "\"chunks_per_thread\": -1"), "\"chunks_per_thread\" is not an integer");
   with(replaced("\"epilogue_kib\": 0", "\"epilogue_kib\": 2"), "\"epilogue_kib\" is below 4");
   with(replaced("\"split\": \"always\"", "\"split\": \"sometimes\""), "\"split\" is not auto, always or never");
@@ -338,8 +342,8 @@ TEST(TuningCache, GenerateReadsTheCacheAndPrintsTheSameText) {
   const fs::path cache = dir / "nanoinfer" / ("tune-" + std::string(isa_name(best_isa())) + "-t2.json");
   Tuning t;
   for (const bool prefill : {false, true}) {
-    for (const auto& [rows, cols] : std::vector<std::pair<size_t, size_t>>{
-             {512, 256}, {256, 256}, {1024, 256}, {256, 512}, {2048, 256}}) {
+    for (const auto& [rows, cols] :
+         std::vector<std::pair<size_t, size_t>>{{512, 256}, {256, 256}, {1024, 256}, {256, 512}, {2048, 256}}) {
       t.set({WeightType::BF16, rows, cols, prefill}, {Split::Always, 16, 0});
     }
   }

@@ -13,16 +13,16 @@
 
 #include "model/linear.h"
 #include "model/ops.h"
-#include "nanoinfer/grammar.h"
 #include "nanoinfer/config.h"
+#include "nanoinfer/grammar.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/open_model.h"
 #include "nanoinfer/synth.h"
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/tokenizer.h"
 #include "nanoinfer/weight_type.h"
-#include "support/files.h"
 #include "support/checks.h"
+#include "support/files.h"
 
 // ---- counting allocator -----------------------------------------------------------------
 // Replaces the global operator new/delete of the test binary. Counting is off except inside
@@ -61,8 +61,12 @@ void* operator new[](std::size_t size) {
   if (void* p = allocate(size)) return p;
   throw std::bad_alloc();
 }
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept { return allocate(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  return allocate(size);
+}
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  return allocate(size);
+}
 void* operator new(std::size_t size, std::align_val_t align) {
   if (void* p = allocate_aligned(size, align)) return p;
   throw std::bad_alloc();
@@ -77,18 +81,42 @@ void* operator new(std::size_t size, std::align_val_t align, const std::nothrow_
 void* operator new[](std::size_t size, std::align_val_t align, const std::nothrow_t&) noexcept {
   return allocate_aligned(size, align);
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
 
 namespace nanoinfer {
 namespace {
@@ -170,8 +198,8 @@ uint64_t expected_step_joins(const ModelConfig& c, const std::vector<size_t>& le
   const size_t B = lengths.size();
   // Loading fuses q, k, v into one product of H + 2 KV rows and gate, up into one of 2 I rows
   // (model/linear.h), so a layer has four products: q|k|v, o, gate|up, down.
-  uint64_t per_layer = linear_joins(H + 2 * KV, H, B) + linear_joins(H, H, B) + linear_joins(2 * I, H, B) +
-                       linear_joins(H, I, B);
+  uint64_t per_layer =
+      linear_joins(H + 2 * KV, H, B) + linear_joins(H, H, B) + linear_joins(2 * I, H, B) + linear_joins(H, I, B);
   for (size_t len : lengths) per_layer += attention_joins(c, 1, len + 1);
   return static_cast<uint64_t>(c.num_hidden_layers) * per_layer + linear_joins(V, H, B);
 }
@@ -340,7 +368,8 @@ TEST(WorkCounts, ADecodeStepAllocatesNothing) {
                                                      {.weights = info.type, .threads = 2}));
       continue;
     }
-    expect_steps_allocate_nothing(open_model_alone(test::tiny_models_dir() / "tiny-untied", {.weights = info.type, .threads = 2}));
+    expect_steps_allocate_nothing(
+        open_model_alone(test::tiny_models_dir() / "tiny-untied", {.weights = info.type, .threads = 2}));
   }
   // Shared products: the workers run chunks too (and would count).
   SCOPED_TRACE("split model");
@@ -360,9 +389,7 @@ TEST(WorkCounts, BytesPerTokenOfTheQuantizedFormats) {
   const size_t vectors = 4 * (H + L * (2 * H + H + 2 * KV));  // final norm; 2 norms, q/k/v biases
   const auto q8 = [](size_t cols) { return cols / 32 * 34; };
   const auto q4 = [](size_t cols) { return cols / 32 * 18; };
-  const auto layers = [&](auto row_bytes) {
-    return L * ((H + KV + KV + H + I + I) * row_bytes(H) + H * row_bytes(I));
-  };
+  const auto layers = [&](auto row_bytes) { return L * ((H + KV + KV + H + I + I) * row_bytes(H) + H * row_bytes(I)); };
   const size_t int8 = layers(q8) + V * q8(H) + q8(H) + vectors;
   const size_t int4 = layers(q4) + V * q8(H) + q4(H) + vectors;
   // The same sums with the numbers written out: 3 * (896 * 136 + 128 * 272) + 300 * 136 +
@@ -443,7 +470,8 @@ TEST(WorkCounts, TheMaskSkipsStringContentSubtrees) {
   TokenMasker fast(g, *trie);
   TokenMasker walk(g, *trie, {.content_shortcut = false});
   std::vector<uint8_t> a, b;
-  for (const char* prefix : {"{\"name\":\"", "{\"name\":\"Zo", "{\"name\":\"a\",\"note\":\"", "{\"name\":\"a\",\"note\":\"x\\n"}) {
+  for (const char* prefix :
+       {"{\"name\":\"", "{\"name\":\"Zo", "{\"name\":\"a\",\"note\":\"", "{\"name\":\"a\",\"note\":\"x\\n"}) {
     GrammarState s(g);
     ASSERT_TRUE(s.advance(std::string_view(prefix)));
     const TokenMasker::Work f0 = fast.work(), w0 = walk.work();

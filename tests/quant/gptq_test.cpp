@@ -11,12 +11,12 @@
 
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
-#include "quant/gptq.h"
-#include "quant/quantize.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
+#include "quant/gptq.h"
+#include "quant/quantize.h"
 #include "support/quant_problem.h"
 #include "support/random.h"
 
@@ -127,7 +127,8 @@ TEST(Gptq, FactorIsTheDampedGramsCholeskyFromTheLastRow) {
     ASSERT_GT(f.diag[k], 0.0f);
     r[k * dim + k] = f.diag[k];
     for (size_t j = 0; j < k; ++j) r[j * dim + k] = static_cast<double>(f.at(k, j)) * f.diag[k];
-    for (size_t j = k; j < std::min(dim, (k / kGptqBlock + 1) * kGptqBlock); ++j) EXPECT_EQ(f.at(k, j), 0.0f) << k << "," << j;
+    for (size_t j = k; j < std::min(dim, (k / kGptqBlock + 1) * kGptqBlock); ++j)
+      EXPECT_EQ(f.at(k, j), 0.0f) << k << "," << j;
   }
   double scale = 0;
   for (double v : hd) scale = std::max(scale, std::abs(v));
@@ -274,8 +275,7 @@ TEST(Gptq, FactoredSweepIsThePapersSequentialSweep) {
       gptq_quantize_rows(t, w.data() + r * cols, 3, cols, f, diag.data(), got3.data() + r * rb);
     EXPECT_EQ(got, got3) << weight_type_name(t);
     size_t mismatches = 0;
-    const std::vector<std::byte> followed =
-        sequential_gptq(t, w, rows, cols, u_factor, diag.data(), &got, &mismatches);
+    const std::vector<std::byte> followed = sequential_gptq(t, w, rows, cols, u_factor, diag.data(), &got, &mismatches);
     EXPECT_EQ(followed, got) << weight_type_name(t);
     EXPECT_LE(mismatches, rows * cols / 200) << weight_type_name(t);
     const std::vector<std::byte> free = sequential_gptq(t, w, rows, cols, u_exact, diag.data());

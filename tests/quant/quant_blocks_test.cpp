@@ -11,12 +11,12 @@
 
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
-#include "quant/gptq.h"
-#include "quant/quantize.h"
 #include "nanoinfer/dtype.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/thread_pool.h"
+#include "quant/gptq.h"
+#include "quant/quantize.h"
 #include "support/quant_problem.h"
 #include "support/random.h"
 
@@ -273,7 +273,8 @@ TEST(QuantSearch, ImportanceSteersTheError) {
     const std::vector<float> w = test::random_floats(32, seed + 77);
     std::vector<float> a(32, 1.0f);
     a[seed % 32] = 1000.0f;
-    weighted += weighted_row_error(WeightType::Q4_0, w.data(), a.data(), search(WeightType::Q4_0, w, a.data()).data(), 32);
+    weighted +=
+        weighted_row_error(WeightType::Q4_0, w.data(), a.data(), search(WeightType::Q4_0, w, a.data()).data(), 32);
     unweighted += weighted_row_error(WeightType::Q4_0, w.data(), a.data(), search(WeightType::Q4_0, w).data(), 32);
   }
   EXPECT_LT(weighted, 0.5 * unweighted);
@@ -288,9 +289,28 @@ TEST(QuantRounding, RoundToRangeIsClampedLround) {
     const double c = std::clamp(static_cast<double>(x), -1e9, 1e9);
     return static_cast<int>(std::clamp(std::lround(c), static_cast<long>(r.lo), static_cast<long>(r.hi)));
   };
-  std::vector<float> xs = {0.0f, -0.0f, 0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, 126.5f, -126.5f, 127.5f, -127.5f,
-                           8388607.5f, 8388609.0f, 1e30f, -1e30f, std::numeric_limits<float>::infinity(),
-                           -std::numeric_limits<float>::infinity(), std::nanf(""), -7.5f, 7.5f, -8.5f};
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           0.5f,
+                           -0.5f,
+                           1.5f,
+                           -1.5f,
+                           2.5f,
+                           -2.5f,
+                           126.5f,
+                           -126.5f,
+                           127.5f,
+                           -127.5f,
+                           8388607.5f,
+                           8388609.0f,
+                           1e30f,
+                           -1e30f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::nanf(""),
+                           -7.5f,
+                           7.5f,
+                           -8.5f};
   for (float t : {0.5f, 1.5f, 3.5f, 6.5f, 7.5f, 100.5f}) {
     xs.push_back(std::nextafter(t, 0.0f));
     xs.push_back(std::nextafter(t, 1e9f));
@@ -315,7 +335,8 @@ TEST(QuantRounding, ScoreAndRefitBlockEveryIsaIsBitwiseTheScalarReference) {
     const kernels::ScoreBlockFn fn = kernels::table(isa).score_block;
     ASSERT_NE(fn, nullptr) << isa_name(isa);
     for (size_t b = 0; b < 64; ++b) {
-      std::vector<float> w(w0.begin() + static_cast<std::ptrdiff_t>(32 * b), w0.begin() + static_cast<std::ptrdiff_t>(32 * b + 32));
+      std::vector<float> w(w0.begin() + static_cast<std::ptrdiff_t>(32 * b),
+                           w0.begin() + static_cast<std::ptrdiff_t>(32 * b + 32));
       std::vector<float> a(32);
       for (size_t i = 0; i < 32; ++i) a[i] = std::abs(a0[32 * b + i]);
       if (b % 8 == 1) w[3] = std::nanf("");
@@ -329,7 +350,8 @@ TEST(QuantRounding, ScoreAndRefitBlockEveryIsaIsBitwiseTheScalarReference) {
         if (std::isnan(l_ref)) {
           EXPECT_TRUE(std::isnan(l_isa)) << isa_name(isa) << " block " << b;
         } else {
-          EXPECT_EQ(std::memcmp(&l_ref, &l_isa, sizeof(float)), 0) << isa_name(isa) << " block " << b << ": " << l_ref << " vs " << l_isa;
+          EXPECT_EQ(std::memcmp(&l_ref, &l_isa, sizeof(float)), 0)
+              << isa_name(isa) << " block " << b << ": " << l_ref << " vs " << l_isa;
         }
         EXPECT_EQ(std::memcmp(q_ref, q_isa, 32), 0) << isa_name(isa) << " block " << b;
         for (size_t i = 0; i < 32; ++i) EXPECT_EQ(q_ref[i], round_to_range(w[i] * id, r)) << b << "," << i;
@@ -348,7 +370,8 @@ TEST(QuantRounding, ScoreAndRefitBlockEveryIsaIsBitwiseTheScalarReference) {
           if (std::isnan(s_ref[k])) {
             EXPECT_TRUE(std::isnan(s_isa[k])) << isa_name(isa) << " block " << b;
           } else {
-            EXPECT_EQ(std::memcmp(&s_ref[k], &s_isa[k], sizeof(double)), 0) << isa_name(isa) << " block " << b << " sum " << k;
+            EXPECT_EQ(std::memcmp(&s_ref[k], &s_isa[k], sizeof(double)), 0)
+                << isa_name(isa) << " block " << b << " sum " << k;
           }
         }
         if (!std::isnan(num)) {

@@ -176,7 +176,7 @@ TEST(QuantReference, LogitsWithinTheFlipBoundAndGreedyEqual) {
   }
   std::printf("  %zu of %zu cases within 1e-4 at every position; %zu greedy near-ties of %zu steps\n", exact, cases,
               near_ties, 8 * cases);
-  EXPECT_EQ(cases, 60u);  // 5 tiny models x 6 prompts x int8, int4
+  EXPECT_EQ(cases, 60u);     // 5 tiny models x 6 prompts x int8, int4
   EXPECT_LE(near_ties, 4u);  // a handful: a systematic error would flip most steps
   EXPECT_GE(exact * 3, cases);
 }

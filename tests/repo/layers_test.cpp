@@ -151,10 +151,8 @@ TEST(Layers, EachLayerIncludesOnlyLayersListedBeforeIt) {
         }
         continue;
       }
-      ASSERT_TRUE(layers.count(m))
-          << name << " may include " << m << ", which is no layer of the table";
-      EXPECT_LT(layers.at(m).row, l.row)
-          << name << " may include " << m << ", which is listed after it";
+      ASSERT_TRUE(layers.count(m)) << name << " may include " << m << ", which is no layer of the table";
+      EXPECT_LT(layers.at(m).row, l.row) << name << " may include " << m << ", which is listed after it";
     }
   }
 }

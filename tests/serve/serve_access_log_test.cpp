@@ -11,7 +11,8 @@ namespace {
 
 TEST(ServeAccessLog, ClientBytesCannotForgeOrHideAnything) {
   // A forged second line, a terminal's colour and title sequences, a backspace, a bidi override.
-  EXPECT_EQ(log_field("/v1/x\n nanoinfer: 10.0.0.1 GET /admin 200"), R"(/v1/x\x0a\x20nanoinfer:\x2010.0.0.1\x20GET\x20/admin\x20200)");
+  EXPECT_EQ(log_field("/v1/x\n nanoinfer: 10.0.0.1 GET /admin 200"),
+            R"(/v1/x\x0a\x20nanoinfer:\x2010.0.0.1\x20GET\x20/admin\x20200)");
   EXPECT_EQ(log_field("/a\x1b[31mred\x1b]0;title\x07"), R"(/a\x1b[31mred\x1b]0;title\x07)");
   EXPECT_EQ(log_field("/ab\bc\r\t\x7f"), R"(/ab\x08c\x0d\x09\x7f)");
   EXPECT_EQ(log_field("/\u202Egpj.exe"), R"(/\u202egpj.exe)");
@@ -29,13 +30,18 @@ TEST(ServeAccessLog, ClientBytesCannotForgeOrHideAnything) {
 }
 
 TEST(ServeAccessLog, OneLineWithTheServersFields) {
-  const std::string line = access_line({.client = "127.0.0.1", .method = "POST", .path = "/v1/completions",
-                                        .status = 200, .tokens = Usage{31, 16}, .cached = 12, .seconds = 0.4231});
+  const std::string line = access_line({.client = "127.0.0.1",
+                                        .method = "POST",
+                                        .path = "/v1/completions",
+                                        .status = 200,
+                                        .tokens = Usage{31, 16},
+                                        .cached = 12,
+                                        .seconds = 0.4231});
   EXPECT_EQ(line, "nanoinfer: 127.0.0.1 POST /v1/completions 200 tokens 31+16 cached 12 0.42 s\n");
   EXPECT_EQ(access_line({.client = "", .method = "GE\x1bT", .path = "", .status = 400}),
             "nanoinfer: - GE\\x1bT - 400\n");
-  const std::string hostile = access_line({.client = "::1", .method = "GET", .path = "/x\n\x1b[2J\u202E y",
-                                           .status = 401, .seconds = 0.0});
+  const std::string hostile =
+      access_line({.client = "::1", .method = "GET", .path = "/x\n\x1b[2J\u202E y", .status = 401, .seconds = 0.0});
   EXPECT_EQ(hostile, "nanoinfer: ::1 GET /x\\x0a\\x1b[2J\\u202e\\x20y 401 0.00 s\n");
   // One line, six space-separated fields, nothing below U+0020.
   EXPECT_EQ(hostile.find('\n'), hostile.size() - 1);

@@ -42,8 +42,10 @@ TEST(ServeApiFields, ResponseFormatAndGrammarCompile) {
   ASSERT_NE(o.grammar, nullptr);
   GrammarState s(*o.grammar);
   EXPECT_TRUE(s.advance(std::string_view(R"({"a":1})")) && s.complete());
-  const CompletionRequest j = chat({{"response_format", {{"type", "json_schema"},
-      {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", {{"type", "boolean"}}}}}}}});
+  const CompletionRequest j =
+      chat({{"response_format",
+             {{"type", "json_schema"},
+              {"json_schema", {{"name", "x"}, {"strict", true}, {"schema", {{"type", "boolean"}}}}}}}});
   ASSERT_NE(j.grammar, nullptr);
   GrammarState b(*j.grammar);
   EXPECT_TRUE(b.advance(std::string_view("false")) && b.complete());
@@ -53,7 +55,8 @@ TEST(ServeApiFields, ResponseFormatAndGrammarCompile) {
 
 TEST(ServeApiFields, RefusalsNameTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string","format":"uri"}}}})", "'format'"},
+      {R"({"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string","format":"uri"}}}})",
+       "'format'"},
       {R"({"response_format":{"type":"json_schema","json_schema":{"name":"x"}}})", "schema"},
       {R"({"response_format":{"type":"yaml"}})", "response_format.type"},
       {R"({"response_format":{"type":"json_object"},"grammar":"root ::= \"a\""})", "'grammar'"},
@@ -80,7 +83,8 @@ TEST(ServeApiFields, RefusalsNameTheField) {
   EXPECT_NE(refusal({{"suffix", "s"}}, Endpoint::Completion).find("'suffix'"), std::string::npos);
   EXPECT_NE(refusal({{"logprobs", true}}, Endpoint::Completion).find("'logprobs'"), std::string::npos);
   // What changes nothing is accepted.
-  EXPECT_EQ(refusal({{"tools", json::array()}, {"tool_choice", "none"}, {"user", "u"}, {"parallel_tool_calls", true}}), "");
+  EXPECT_EQ(refusal({{"tools", json::array()}, {"tool_choice", "none"}, {"user", "u"}, {"parallel_tool_calls", true}}),
+            "");
 }
 
 TEST(ServeApiFields, LogprobsAndPenalties) {
@@ -89,7 +93,8 @@ TEST(ServeApiFields, LogprobsAndPenalties) {
   EXPECT_EQ(chat({{"logprobs", true}}).top_logprobs, 0);
   EXPECT_EQ(chat({{"logprobs", true}, {"top_logprobs", 20}}).top_logprobs, 20);
   EXPECT_EQ(parse_request(R"({"prompt":"p","logprobs":5})", Endpoint::Completion).top_logprobs, 5);
-  const CompletionRequest p = chat({{"frequency_penalty", 0.5}, {"presence_penalty", -1}, {"logit_bias", {{"7", -100}, {"3", 2.5}}}});
+  const CompletionRequest p =
+      chat({{"frequency_penalty", 0.5}, {"presence_penalty", -1}, {"logit_bias", {{"7", -100}, {"3", 2.5}}}});
   EXPECT_EQ(p.frequency_penalty, 0.5);
   EXPECT_EQ(p.presence_penalty, -1);
   EXPECT_EQ(p.logit_bias, (std::map<int32_t, double>{{3, 2.5}, {7, -100}}));
@@ -114,8 +119,11 @@ TEST(ServeApiFields, SamplingValuesThatWouldOverflowAreRefusedByName) {
   // The extremes accepted, with the largest logits a model can produce (finite floats), the
   // OpenAI penalties and biases at their bounds: every score stays finite, nothing throws.
   for (const double penalty : {0.01, 100.0}) {
-    const CompletionRequest r = chat({{"temperature", 1e-5}, {"repetition_penalty", penalty}, {"frequency_penalty", -2},
-                                      {"presence_penalty", -2}, {"logit_bias", {{"0", 100}, {"1", -100}}}});
+    const CompletionRequest r = chat({{"temperature", 1e-5},
+                                      {"repetition_penalty", penalty},
+                                      {"frequency_penalty", -2},
+                                      {"presence_penalty", -2},
+                                      {"logit_bias", {{"0", 100}, {"1", -100}}}});
     SamplerParams params{.temperature = *r.sampling.temperature, .top_k = 0, .top_p = 1.0};
     Sampler sampler(4, params);
     const std::vector<float> logits = {FLT_MAX, -FLT_MAX, FLT_MAX, 0.0f};
@@ -146,13 +154,16 @@ TEST(ServeApiFields, LogprobsShapes) {
   EXPECT_EQ(content[0]["bytes"], json::array({72, 101}));
   EXPECT_EQ(content[0]["top_logprobs"][1]["token"], "A");
   EXPECT_EQ(content[1]["bytes"], json::array({0xe2, 0x82}));
-  EXPECT_TRUE(json::parse(response_json(Endpoint::Chat, id, "He", FinishReason::Stop, {1, 2}))["choices"][0]["logprobs"].is_null());
-  const json t = json::parse(response_json(Endpoint::Completion, id, "He", FinishReason::Length, {1, 2}, nullptr, &lps));
+  EXPECT_TRUE(json::parse(response_json(Endpoint::Chat, id, "He", FinishReason::Stop, {1, 2}))["choices"][0]["logprobs"]
+                  .is_null());
+  const json t =
+      json::parse(response_json(Endpoint::Completion, id, "He", FinishReason::Length, {1, 2}, nullptr, &lps));
   const json& l = t["choices"][0]["logprobs"];
   EXPECT_EQ(l["token_logprobs"], json::array({-0.5, -2.0}));
   EXPECT_EQ(l["top_logprobs"][0]["A"], -1.25);
   EXPECT_EQ(l["text_offset"], json::array({0, 2}));
-  const json chunk = json::parse(chunk_json(Endpoint::Completion, id, {.text = "x", .logprobs = &lps, .text_offset = 10}));
+  const json chunk =
+      json::parse(chunk_json(Endpoint::Completion, id, {.text = "x", .logprobs = &lps, .text_offset = 10}));
   EXPECT_EQ(chunk["choices"][0]["logprobs"]["text_offset"], json::array({10, 12}));
 }
 

@@ -27,7 +27,9 @@ std::string rejection(std::string_view body, Endpoint endpoint = Endpoint::Chat)
 
 constexpr std::string_view kUser = R"("messages": [{"role": "user", "content": "hi"}])";
 
-std::string with(std::string_view extra) { return fmt::format("{{{}, {}}}", kUser, extra); }
+std::string with(std::string_view extra) {
+  return fmt::format("{{{}, {}}}", kUser, extra);
+}
 
 TEST(ServeApi, ParsesAFullChatRequest) {
   const CompletionRequest r = parse_request(
@@ -64,7 +66,7 @@ TEST(ServeApi, ErrorMessagesAreOneBoundedLine) {
   const std::string got = ApiError(400, "t", "c", text).what();
   EXPECT_EQ(got, std::string(2047, 'x') + "... (cut)");
   EXPECT_EQ(ApiError(400, "t", "c", std::string(2048, 'y')).what(), std::string(2048, 'y'));  // fits: no cut
-  const std::string escaped = ApiError(400, "t", "c", std::string(1000, '\n')).what();  // 2000 bytes escaped
+  const std::string escaped = ApiError(400, "t", "c", std::string(1000, '\n')).what();        // 2000 bytes escaped
   EXPECT_EQ(escaped.size(), 2000u);
   EXPECT_EQ(escaped.find('\n'), std::string::npos);
 }
@@ -157,7 +159,8 @@ TEST(ServeApi, RejectsEachBadRequestWithItsCode) {
 
 TEST(ServeApi, ErrorJsonHasOpenAIsShape) {
   const json j = json::parse(error_json(ApiError(401, "authentication_error", "invalid_api_key", "nope")));
-  EXPECT_EQ(j, json::parse(R"({"error": {"message": "nope", "type": "authentication_error", "code": "invalid_api_key"}})"));
+  EXPECT_EQ(
+      j, json::parse(R"({"error": {"message": "nope", "type": "authentication_error", "code": "invalid_api_key"}})"));
 }
 
 TEST(ServeApi, ChatResponseAndChunks) {

@@ -77,9 +77,8 @@ TEST_F(ServeLogprobs, EqualTheLogSoftmaxOfAnIndependentForwardPass) {
     // The top 5: the 5 largest logits, in order, with their log-softmax.
     std::vector<size_t> order(vocab);
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + 5, order.end(), [&](size_t a, size_t b) {
-      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-    });
+    std::partial_sort(order.begin(), order.begin() + 5, order.end(),
+                      [&](size_t a, size_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
     ASSERT_EQ(d.logprobs[i].top.size(), 5u);
     for (size_t k = 0; k < 5; ++k) {
       EXPECT_EQ(d.logprobs[i].top[k].first, tok.token_bytes(static_cast<int32_t>(order[k])));

@@ -62,12 +62,12 @@ class ServeScheduler : public ::testing::Test {
   Result alone(const Job& j) const {
     Generator gen(*model_, *tok_, j.sampling);
     Result r;
-    const GenerationStats s = gen.generate(j.prompt, {.max_new_tokens = j.max_tokens, .eos_ids = j.eos_ids,
-                                                      .stop_strings = j.stop},
-                                           [&](std::string_view t) { r.text += t; });
+    const GenerationStats s =
+        gen.generate(j.prompt, {.max_new_tokens = j.max_tokens, .eos_ids = j.eos_ids, .stop_strings = j.stop},
+                     [&](std::string_view t) { r.text += t; });
     r.outcome = Outcome::Finished;
-    r.finish = s.stop_reason == StopReason::MaxTokens || s.stop_reason == StopReason::ContextFull
-                   ? FinishReason::Length : FinishReason::Stop;
+    r.finish = s.stop_reason == StopReason::MaxTokens || s.stop_reason == StopReason::ContextFull ? FinishReason::Length
+                                                                                                  : FinishReason::Stop;
     r.usage = {j.prompt.size(), s.generated_tokens};
     return r;
   }
@@ -110,7 +110,8 @@ TEST_F(ServeScheduler, ChunkedPrefillEqualsAloneAndTakesCeilPromptOverChunkPasse
                                  job("the cat", 30, kGreedy), job("a dog ran", 12, {.temperature = 0.9, .seed = 7})};
   ASSERT_GT(jobs[0].prompt.size(), 12u);
   for (size_t chunk : {size_t{1}, size_t{3}, size_t{7}, size_t{512}}) {
-    Scheduler scheduler(*model_, *tok_, {.parallel = 2, .queue = 4, .prefill_chunk = chunk, .step_tokens = kNoRowBudget}, metrics_);
+    Scheduler scheduler(*model_, *tok_,
+                        {.parallel = 2, .queue = 4, .prefill_chunk = chunk, .step_tokens = kNoRowBudget}, metrics_);
     std::vector<std::shared_ptr<Channel>> channels;
     for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -223,7 +224,8 @@ TEST_F(ServeScheduler, ASharedSystemPromptIsPrefilledOnceAcrossSlots) {
   // Arriving together, in chunks of 1, 4 and the whole prompt: the later ones wait for the
   // first's chunks rather than compute them.
   for (size_t chunk : {size_t{1}, size_t{4}, size_t{512}}) {
-    Scheduler scheduler(*model_, *tok_, {.parallel = 3, .queue = 4, .prefill_chunk = chunk, .step_tokens = kNoRowBudget}, metrics_);
+    Scheduler scheduler(*model_, *tok_,
+                        {.parallel = 3, .queue = 4, .prefill_chunk = chunk, .step_tokens = kNoRowBudget}, metrics_);
     std::vector<std::shared_ptr<Channel>> channels;
     for (const Job& j : jobs) channels.push_back(scheduler.submit(j));
     check(channels, chunk, false);
@@ -231,8 +233,12 @@ TEST_F(ServeScheduler, ASharedSystemPromptIsPrefilledOnceAcrossSlots) {
   // The first decoding when the others arrive: they copy its rows.
   auto gate = std::make_shared<GateDrafter::Gate>();
   Scheduler scheduler(*model_, *tok_,
-                      {.parallel = 3, .queue = 4, .prefill_chunk = 4, .step_tokens = kNoRowBudget,
-                       .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); }, .draft_max = 1},
+                      {.parallel = 3,
+                       .queue = 4,
+                       .prefill_chunk = 4,
+                       .step_tokens = kNoRowBudget,
+                       .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); },
+                       .draft_max = 1},
                       metrics_);
   std::vector<std::shared_ptr<Channel>> channels = {scheduler.submit(jobs[0])};
   gate->entered.get_future().wait();
@@ -273,7 +279,9 @@ TEST_F(ServeScheduler, ThePrefixCacheIsReusedOnlyWithinAScopeAndNotAtAllWhenOff)
     // the scope-1 one copies its rows.
     auto gate = std::make_shared<GateDrafter::Gate>();
     Scheduler scheduler(*model_, *tok_,
-                        {.parallel = 3, .queue = 4, .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); },
+                        {.parallel = 3,
+                         .queue = 4,
+                         .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); },
                          .draft_max = 1},
                         metrics_);
     const std::shared_ptr<Channel> first = scheduler.submit(scoped(1, 30));
@@ -314,15 +322,19 @@ TEST_F(ServeScheduler, APromptArrivingRidesInTheDecodeStepsWithinTheRowBudget) {
   ASSERT_GT(jobs[2].prompt.size(), 20u);
   std::vector<Result> want;
   for (const Job& j : jobs) want.push_back(alone(j));
-  for (size_t i = 0; i < 2; ++i) ASSERT_GT(want[i].usage.completion_tokens, jobs[2].prompt.size() + 2) << "the streams must outlast the prompt";
+  for (size_t i = 0; i < 2; ++i)
+    ASSERT_GT(want[i].usage.completion_tokens, jobs[2].prompt.size() + 2) << "the streams must outlast the prompt";
   for (size_t step_tokens : {size_t{3}, size_t{4}, size_t{9}}) {
     const uint64_t passes = model_->passes(), pushed = model_->positions_pushed();
     // The gate holds the scheduler in the first decode step's draft (nothing is drafted): the
     // long prompt comes while both sequences decode.
     auto gate = std::make_shared<GateDrafter::Gate>();
     Scheduler scheduler(*model_, *tok_,
-                        {.parallel = 3, .queue = 4, .step_tokens = step_tokens,
-                         .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); }, .draft_max = 1},
+                        {.parallel = 3,
+                         .queue = 4,
+                         .step_tokens = step_tokens,
+                         .make_drafter = [gate] { return std::make_unique<GateDrafter>(gate); },
+                         .draft_max = 1},
                         metrics_);
     std::vector<std::shared_ptr<Channel>> channels = {scheduler.submit(jobs[0]), scheduler.submit(jobs[1])};
     gate->entered.get_future().wait();

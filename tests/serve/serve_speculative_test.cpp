@@ -54,7 +54,8 @@ class ServeSpeculative : public ::testing::Test {
     return j;
   }
   // A Generator alone on the same job, with a drafter or none.
-  SpecResult alone(const Job& j, std::unique_ptr<Drafter> drafter = nullptr, DraftLength length = DraftLength::adaptive()) const {
+  SpecResult alone(const Job& j, std::unique_ptr<Drafter> drafter = nullptr,
+                   DraftLength length = DraftLength::adaptive()) const {
     Generator gen(*model_, *tok_, j.sampling);
     if (drafter) gen.set_drafter(std::move(drafter), length);
     SpecResult r;
@@ -84,8 +85,8 @@ class ServeSpeculative : public ::testing::Test {
 
 // Copy-heavy prompts (prompt lookup finds them), different lengths, more requests than slots.
 std::vector<std::string> prompts() {
-  return {"the cat sat on the mat. the cat sat on the", "Once upon a time", "a b c d a b c d a b c",
-          "dog dog dog dog", "hello world, hello"};
+  return {"the cat sat on the mat. the cat sat on the", "Once upon a time", "a b c d a b c d a b c", "dog dog dog dog",
+          "hello world, hello"};
 }
 
 TEST_F(ServeSpeculative, GreedyOutputIsPlainOutputWithEveryDrafter) {
@@ -106,7 +107,8 @@ TEST_F(ServeSpeculative, GreedyOutputIsPlainOutputWithEveryDrafter) {
       {"int4", [&] { return std::make_unique<ModelDrafter>(*int4_, vocab); }, std::nullopt},
   };
   for (const Case& c : cases) {
-    const std::vector<SpecResult> got = serve(jobs, {.parallel = 3, .queue = 8, .make_drafter = c.make, .draft_max = c.k});
+    const std::vector<SpecResult> got =
+        serve(jobs, {.parallel = 3, .queue = 8, .make_drafter = c.make, .draft_max = c.k});
     ASSERT_EQ(got.size(), jobs.size());
     size_t drafted = 0, accepted = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {

@@ -56,7 +56,8 @@ struct PrefillRun {
   double seconds = 0;          // their time
 };
 
-PrefillRun prefill_16k(StepBudget& budget, double decode_s = 0.030, double row_fixed_s = 1e-3, double row_per_key_s = 0.85e-6) {
+PrefillRun prefill_16k(StepBudget& budget, double decode_s = 0.030, double row_fixed_s = 1e-3,
+                       double row_per_key_s = 0.85e-6) {
   for (int i = 0; i < 20; ++i) budget.observe(4, 0, decode_s);
   PrefillRun run;
   const size_t prompt = 16384;

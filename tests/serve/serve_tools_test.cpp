@@ -52,19 +52,25 @@ TEST(ServeTools, RequestsRenderAsTheJinjaTemplateOnEveryGoldenCase) {
 }
 
 TEST(ServeTools, TemplateJsonIsPythonsJsonDumps) {
-  const ojson v = ojson::parse(R"({"b": 1, "a": [1, 2.5, "x\u00e9\n\"\u0001", true, null, {}, []], "c": {"z": -0.0, "y": 1e-05}})");
-  EXPECT_EQ(template_json(v), "{\"b\": 1, \"a\": [1, 2.5, \"x\xC3\xA9\\n\\\"\\u0001\", true, null, {}, []], \"c\": {\"z\": -0.0, \"y\": 1e-05}}");
+  const ojson v =
+      ojson::parse(R"({"b": 1, "a": [1, 2.5, "x\u00e9\n\"\u0001", true, null, {}, []], "c": {"z": -0.0, "y": 1e-05}})");
+  EXPECT_EQ(template_json(v),
+            "{\"b\": 1, \"a\": [1, 2.5, \"x\xC3\xA9\\n\\\"\\u0001\", true, null, {}, []], \"c\": {\"z\": -0.0, \"y\": "
+            "1e-05}}");
 }
 
 ToolRequest two_tools() {
   ToolRequest t;
-  t.tools = {{"get_weather", "", R"({"type":"object","properties":{"city":{"type":"string","maxLength":12},"unit":{"enum":["c","f"]}},"required":["city"],"additionalProperties":false})"},
-             {"get_time", "", ""}};
+  t.tools = {
+      {"get_weather", "",
+       R"({"type":"object","properties":{"city":{"type":"string","maxLength":12},"unit":{"enum":["c","f"]}},"required":["city"],"additionalProperties":false})"},
+      {"get_time", "", ""}};
   return t;
 }
 
 const std::string kTwoCalls =
-    "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>\n"
+    "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
+    "\"c\"}}\n</tool_call>\n"
     "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>\n";
 
 TEST(ServeTools, ParsesSeveralCallsAndKeepsTheTextOutsideThem) {
@@ -91,11 +97,11 @@ TEST(ServeTools, ParsesSeveralCallsAndKeepsTheTextOutsideThem) {
 TEST(ServeTools, MalformedBlocksStayText) {
   for (const std::string& text : {
            std::string("plain answer, trailing space and newline \n"),
-           std::string("<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}\n</tool_call>"),       // bad JSON
-           std::string("<tool_call>\n{\"name\": \"launch\", \"arguments\": {}}\n</tool_call>"),       // unknown tool
-           std::string("<tool_call>\n{\"arguments\": {}}\n</tool_call>"),                            // no name
-           std::string("<tool_call>\n{\"name\": \"get_time\", \"arguments\": [1]}\n</tool_call>"),   // not an object
-           std::string("a <tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n"),               // unterminated
+           std::string("<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}\n</tool_call>"),    // bad JSON
+           std::string("<tool_call>\n{\"name\": \"launch\", \"arguments\": {}}\n</tool_call>"),     // unknown tool
+           std::string("<tool_call>\n{\"arguments\": {}}\n</tool_call>"),                           // no name
+           std::string("<tool_call>\n{\"name\": \"get_time\", \"arguments\": [1]}\n</tool_call>"),  // not an object
+           std::string("a <tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n"),             // unterminated
            std::string("ends with a partial tag <tool_ca"),
        }) {
     const ParsedOutput p = parse_tool_output(text, two_tools());
@@ -104,7 +110,8 @@ TEST(ServeTools, MalformedBlocksStayText) {
   }
   // A malformed block next to a good one: the good one is a call, the bad one text.
   const ParsedOutput p = parse_tool_output(
-      "<tool_call>oops</tool_call> then <tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>", two_tools());
+      "<tool_call>oops</tool_call> then <tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>",
+      two_tools());
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.content, "<tool_call>oops</tool_call> then");
 }
@@ -179,7 +186,8 @@ TEST(ServeTools, StreamingSplitsAtEveryBytePositionAgree) {
 CompletionRequest chat_with(const std::string& extra) {
   const std::string body = R"({"messages": [{"role": "user", "content": "hi"}],
     "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
-      "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])" + extra + "}";
+      "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])" +
+                           extra + "}";
   return parse_request(body, Endpoint::Chat);
 }
 
@@ -202,47 +210,98 @@ TEST(ServeTools, ToolChoiceSetsTheGrammar) {
   ASSERT_NE(req.grammar, nullptr);
   EXPECT_FALSE(req.tools.parallel);
   GrammarState s(*req.grammar);
-  EXPECT_TRUE(s.advance(std::string_view("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>")));
+  EXPECT_TRUE(s.advance(
+      std::string_view("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>")));
   EXPECT_TRUE(s.complete());
   EXPECT_FALSE(GrammarState(*req.grammar).advance(std::string_view("<tool_call>\n{\"name\": \"get_time\"")));
-  EXPECT_FALSE(GrammarState(*req.grammar).advance(std::string_view("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}")));
-  const CompletionRequest named = chat_with(R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})");
+  EXPECT_FALSE(GrammarState(*req.grammar)
+                   .advance(std::string_view("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}")));
+  const CompletionRequest named =
+      chat_with(R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})");
   EXPECT_EQ(named.tools.choice, ToolChoice::Named);
   ASSERT_NE(named.grammar, nullptr);
 }
 
 TEST(ServeTools, BadToolRequestsAre400sNamingTheProblem) {
   const std::string user = R"({"messages": [{"role": "user", "content": "hi"}], )";
-  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function", "function": {"description": "x"}}]})").find("tools[0].function.name"), std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function", "function": {"description": "x"}}]})")
+                .find("tools[0].function.name"),
+            std::string::npos);
   EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function"}]})").find("tools[0].function"), std::string::npos);
-  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "retrieval", "function": {"name": "f"}}]})").find("tools[0].type"), std::string::npos);
-  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function", "function": {"name": "bad name!"}}]})").find("tools[0].function.name"), std::string::npos);
-  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]})").find("'f'"), std::string::npos);
+  EXPECT_NE(
+      tool_refusal(user + R"("tools": [{"type": "retrieval", "function": {"name": "f"}}]})").find("tools[0].type"),
+      std::string::npos);
+  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function", "function": {"name": "bad name!"}}]})")
+                .find("tools[0].function.name"),
+            std::string::npos);
+  EXPECT_NE(
+      tool_refusal(
+          user +
+          R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}]})")
+          .find("'f'"),
+      std::string::npos);
   EXPECT_NE(tool_refusal(user + R"("tools": {"name": "f"}})").find("'tools'"), std::string::npos);
   EXPECT_NE(tool_refusal(user + R"("tool_choice": "required"})").find("'tool_choice'"), std::string::npos);
-  EXPECT_NE(tool_refusal(user + R"("tool_choice": "sometimes", "tools": [{"type": "function", "function": {"name": "f"}}]})").find("'tool_choice'"), std::string::npos);
-  EXPECT_NE(tool_refusal(user + R"("tool_choice": {"type": "function", "function": {"name": "g"}}, "tools": [{"type": "function", "function": {"name": "f"}}]})").find("'g'"), std::string::npos);
+  EXPECT_NE(
+      tool_refusal(user + R"("tool_choice": "sometimes", "tools": [{"type": "function", "function": {"name": "f"}}]})")
+          .find("'tool_choice'"),
+      std::string::npos);
+  EXPECT_NE(
+      tool_refusal(
+          user +
+          R"("tool_choice": {"type": "function", "function": {"name": "g"}}, "tools": [{"type": "function", "function": {"name": "f"}}]})")
+          .find("'g'"),
+      std::string::npos);
   EXPECT_NE(tool_refusal(user + R"("parallel_tool_calls": "yes"})").find("'parallel_tool_calls'"), std::string::npos);
   // A parameters schema the grammar cannot enforce, under required: named, never loosened.
-  const std::string not_schema = tool_refusal(user + R"("tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f", "parameters": {"not": {"type": "null"}}}}]})");
+  const std::string not_schema = tool_refusal(
+      user +
+      R"("tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f", "parameters": {"not": {"type": "null"}}}}]})");
   EXPECT_NE(not_schema.find("'not'"), std::string::npos) << not_schema;
   EXPECT_NE(not_schema.find("'f'"), std::string::npos) << not_schema;
-  EXPECT_NE(tool_refusal(user + R"("tool_choice": "required", "response_format": {"type": "json_object"}, "tools": [{"type": "function", "function": {"name": "f"}}]})").find("response_format"), std::string::npos);
-  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "tool", "content": "21"}]})").find("tool_call_id"), std::string::npos);
-  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]})").find("arguments"), std::string::npos);
-  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"arguments": "{}"}}]}]})").find("tool_calls[0].function.name"), std::string::npos);
-  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "assistant", "content": null}]})").find("messages[0].content"), std::string::npos);
+  EXPECT_NE(
+      tool_refusal(
+          user +
+          R"("tool_choice": "required", "response_format": {"type": "json_object"}, "tools": [{"type": "function", "function": {"name": "f"}}]})")
+          .find("response_format"),
+      std::string::npos);
+  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "tool", "content": "21"}]})").find("tool_call_id"),
+            std::string::npos);
+  EXPECT_NE(
+      tool_refusal(
+          R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]})")
+          .find("arguments"),
+      std::string::npos);
+  EXPECT_NE(
+      tool_refusal(
+          R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"arguments": "{}"}}]}]})")
+          .find("tool_calls[0].function.name"),
+      std::string::npos);
+  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "assistant", "content": null}]})").find("messages[0].content"),
+            std::string::npos);
   EXPECT_NE(tool_refusal(user + R"("functions": [{"name": "f"}]})").find("'functions'"), std::string::npos);
   // Nesting deep enough to overflow a recursive writer: a 400, not a crash.
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  EXPECT_NE(tool_refusal(user + R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"default": )" + deep + "}}}]}").find("deeper"), std::string::npos);
-  EXPECT_NE(tool_refusal(R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": ")" + deep + R"("}}]}]})").find("deeper"), std::string::npos);
+  EXPECT_NE(
+      tool_refusal(user + R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"default": )" +
+                   deep + "}}}]}")
+          .find("deeper"),
+      std::string::npos);
+  EXPECT_NE(
+      tool_refusal(
+          R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": ")" +
+          deep + R"("}}]}]})")
+          .find("deeper"),
+      std::string::npos);
 }
 
 TEST(ServeTools, DeeplyNestedResponseFormatSchemaIsA400) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_NE(tool_refusal(R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema",
-      "json_schema": {"name": "x", "schema": {"type": "object", "default": )" + deep + "}}}}").find("deeper"), std::string::npos);
+      "json_schema": {"name": "x", "schema": {"type": "object", "default": )" +
+                         deep + "}}}}")
+                .find("deeper"),
+            std::string::npos);
 }
 
 TEST(ServeTools, DeeplyNestedGbnfGroupsAreA400) {
@@ -269,22 +328,28 @@ TEST(ServeTools, DeeplyNestedModelOutputStaysText) {
 TEST(ServeTools, ResponseAndChunkShapes) {
   const ResponseId id{"chatcmpl-1", 1, "m"};
   const std::vector<ToolCall> calls = {{"call_abc", "get_weather", R"({"city":"Paris"})"}};
-  const json r = json::parse(response_json(Endpoint::Chat, id, "", FinishReason::ToolCalls, {3, 4}, nullptr, nullptr, &calls));
+  const json r =
+      json::parse(response_json(Endpoint::Chat, id, "", FinishReason::ToolCalls, {3, 4}, nullptr, nullptr, &calls));
   const json& choice = r["choices"][0];
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   EXPECT_TRUE(choice["message"]["content"].is_null());
   EXPECT_EQ(choice["message"]["tool_calls"], json::parse(R"([{"id": "call_abc", "type": "function",
       "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}])"));
-  const json with_text = json::parse(response_json(Endpoint::Chat, id, "Sure.", FinishReason::ToolCalls, {3, 4}, nullptr, nullptr, &calls));
+  const json with_text = json::parse(
+      response_json(Endpoint::Chat, id, "Sure.", FinishReason::ToolCalls, {3, 4}, nullptr, nullptr, &calls));
   EXPECT_EQ(with_text["choices"][0]["message"]["content"], "Sure.");
   const std::vector<ToolCall> none;
-  const json plain = json::parse(response_json(Endpoint::Chat, id, "", FinishReason::Stop, {3, 4}, nullptr, nullptr, &none));
+  const json plain =
+      json::parse(response_json(Endpoint::Chat, id, "", FinishReason::Stop, {3, 4}, nullptr, nullptr, &none));
   EXPECT_EQ(plain["choices"][0]["message"]["content"], "");
   EXPECT_FALSE(plain["choices"][0]["message"].contains("tool_calls"));
   const json chunk = json::parse(chunk_json(Endpoint::Chat, id, {.tool_call = &calls[0], .tool_index = 1}));
-  EXPECT_EQ(chunk["choices"][0]["delta"], json::parse(R"({"tool_calls": [{"index": 1, "id": "call_abc", "type": "function",
+  EXPECT_EQ(chunk["choices"][0]["delta"],
+            json::parse(R"({"tool_calls": [{"index": 1, "id": "call_abc", "type": "function",
       "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]})"));
-  EXPECT_EQ(json::parse(chunk_json(Endpoint::Chat, id, {.finish = FinishReason::ToolCalls}))["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(
+      json::parse(chunk_json(Endpoint::Chat, id, {.finish = FinishReason::ToolCalls}))["choices"][0]["finish_reason"],
+      "tool_calls");
 }
 
 // On Qwen2.5's own vocabulary the grammar of `required` lets the model write its <tool_call>
@@ -293,7 +358,8 @@ TEST(ServeTools, ResponseAndChunkShapes) {
 // after a whole call.
 TEST(ServeTools, TheGrammarAllowsQwensToolCallTokens) {
   const std::filesystem::path dir = std::filesystem::path(NANOINFER_SOURCE_DIR) / ".deps/qwen-tokenizer";
-  if (!std::filesystem::exists(dir / "tokenizer.json")) GTEST_SKIP() << dir << " is missing: run scripts/fetch-test-assets.sh";
+  if (!std::filesystem::exists(dir / "tokenizer.json"))
+    GTEST_SKIP() << dir << " is missing: run scripts/fetch-test-assets.sh";
   const Tokenizer tok = Tokenizer::load(dir);
   const std::optional<int32_t> open = tok.token_id("<tool_call>"), close = tok.token_id("</tool_call>"),
                                im_end = tok.token_id("<|im_end|>"), lt = tok.token_id("<");
@@ -309,7 +375,8 @@ TEST(ServeTools, TheGrammarAllowsQwensToolCallTokens) {
   EXPECT_EQ(scores[static_cast<size_t>(*close)], -INFINITY);
   // Through a whole call written with the added tokens: </tool_call> allowed where it closes,
   // then only end of sequence.
-  const std::vector<int32_t> call = tok.encode("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>");
+  const std::vector<int32_t> call =
+      tok.encode("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>");
   ASSERT_EQ(call.front(), *open);
   ASSERT_EQ(call.back(), *close);
   for (size_t i = 0; i < call.size(); ++i) {
@@ -336,12 +403,13 @@ TEST(ServeTools, TheGrammarAllowsQwensToolCallTokens) {
 // tokenizer: RoPE is defined at any position; the model is untrained either way).
 std::filesystem::path default_model_with_context(size_t positions) {
   const std::filesystem::path src = std::filesystem::path(NANOINFER_SOURCE_DIR) / "data/default-model";
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    fmt::format("nanoinfer-tools-test-{}", ::getpid());
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("nanoinfer-tools-test-{}", ::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   for (const auto& entry : std::filesystem::directory_iterator(src)) {
-    if (entry.path().filename() != "config.json") std::filesystem::create_symlink(entry.path(), dir / entry.path().filename());
+    if (entry.path().filename() != "config.json")
+      std::filesystem::create_symlink(entry.path(), dir / entry.path().filename());
   }
   std::ifstream in(src / "config.json");
   json config = json::parse(in);
@@ -368,10 +436,16 @@ TEST(ServeTools, ConstrainedCallsAlwaysParseAndValidate) {
                        "days": {"type": "integer", "minimum": 1, "maximum": 7}},
         "required": ["city", "days"], "additionalProperties": false}}},
       {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}])";
-  struct Run { std::string choice; bool parallel; std::shared_ptr<Channel> channel; CompletionRequest r; };
+  struct Run {
+    std::string choice;
+    bool parallel;
+    std::shared_ptr<Channel> channel;
+    CompletionRequest r;
+  };
   std::vector<Run> runs;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
-    const std::string choice = seed % 2 ? R"("required")" : R"({"type": "function", "function": {"name": "get_weather"}})";
+    const std::string choice =
+        seed % 2 ? R"("required")" : R"({"type": "function", "function": {"name": "get_weather"}})";
     const bool parallel = seed % 4 != 3;
     const std::string body = R"({"messages": [{"role": "user", "content": "Weather?"}], "tool_choice": )" + choice +
                              ", \"parallel_tool_calls\": " + (parallel ? "true" : "false") + ", " + tools + "}";
@@ -421,7 +495,8 @@ TEST(ServeTools, ConstrainedCallsAlwaysParseAndValidate) {
       if (args.contains("unit")) {
         EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << c.arguments;
       }
-      for (const auto& item : args.items()) EXPECT_TRUE(item.key() == "city" || item.key() == "unit" || item.key() == "days");
+      for (const auto& item : args.items())
+        EXPECT_TRUE(item.key() == "city" || item.key() == "unit" || item.key() == "days");
     }
   }
   EXPECT_GE(ended, 4);

@@ -11,8 +11,7 @@ namespace nanoinfer::test {
 
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
-  std::string tmpl =
-      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/nanoinfer-test-XXXXXX";
+  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/nanoinfer-test-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + tmpl);
   path_ = tmpl;
 }
@@ -56,7 +55,9 @@ std::string read_text(const std::filesystem::path& path) {
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
-std::filesystem::path default_model_dir() { return std::filesystem::path(NANOINFER_SOURCE_DIR) / "data/default-model"; }
+std::filesystem::path default_model_dir() {
+  return std::filesystem::path(NANOINFER_SOURCE_DIR) / "data/default-model";
+}
 
 std::filesystem::path qwen25_config_path() {
   return std::filesystem::path(NANOINFER_SOURCE_DIR) / "data/qwen2.5-0.5b-instruct/config.json";

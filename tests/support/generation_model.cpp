@@ -45,13 +45,12 @@ std::string tiny_tokenizer_json() {
   for (int b = 0; b < 256; ++b) vocab[sym[static_cast<size_t>(b)]] = b;
   // 41 merges in rank order; each part is a byte symbol or an earlier merge. "Ġ" is the space.
   const std::pair<const char*, const char*> merges[] = {
-      {"Ġ", "t"}, {"h", "e"}, {"i", "n"}, {"e", "r"}, {"a", "n"}, {"Ġ", "a"}, {"o", "n"},
-      {"r", "e"}, {"a", "t"}, {"e", "n"}, {"o", "r"}, {"Ġ", "s"}, {"Ġ", "w"}, {"Ġ", "o"},
-      {"i", "t"}, {"e", "s"}, {"i", "s"}, {"o", "u"}, {"a", "r"}, {"e", "d"}, {"Ġ", "b"},
-      {"Ġ", "c"}, {"Ġ", "f"}, {"Ġ", "m"}, {"Ġ", "p"}, {"a", "l"}, {"l", "e"}, {"l", "l"},
-      {"s", "t"}, {"n", "d"}, {"Ġt", "h"}, {"Ġth", "e"}, {"in", "g"}, {"Ġa", "n"},
-      {"Ġan", "d"}, {"er", "e"}, {"Ġ", "in"}, {"Ġt", "o"}, {"Ġo", "f"}, {"Ġ", "is"},
-      {"Ġw", "h"}};
+      {"Ġ", "t"},  {"h", "e"},  {"i", "n"},  {"e", "r"},   {"a", "n"},  {"Ġ", "a"},  {"o", "n"},
+      {"r", "e"},  {"a", "t"},  {"e", "n"},  {"o", "r"},   {"Ġ", "s"},  {"Ġ", "w"},  {"Ġ", "o"},
+      {"i", "t"},  {"e", "s"},  {"i", "s"},  {"o", "u"},   {"a", "r"},  {"e", "d"},  {"Ġ", "b"},
+      {"Ġ", "c"},  {"Ġ", "f"},  {"Ġ", "m"},  {"Ġ", "p"},   {"a", "l"},  {"l", "e"},  {"l", "l"},
+      {"s", "t"},  {"n", "d"},  {"Ġt", "h"}, {"Ġth", "e"}, {"in", "g"}, {"Ġa", "n"}, {"Ġan", "d"},
+      {"er", "e"}, {"Ġ", "in"}, {"Ġt", "o"}, {"Ġo", "f"},  {"Ġ", "is"}, {"Ġw", "h"}};
   Json merge_list = Json::array();
   int id = 256;
   for (const auto& [a, b] : merges) {
@@ -60,11 +59,16 @@ std::string tiny_tokenizer_json() {
   }
   Json added = Json::array();
   for (const char* name : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
-    added.push_back({{"id", id++}, {"content", name}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+    added.push_back({{"id", id++},
+                     {"content", name},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   }
-  const Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                           {"trim_offsets", false}, {"use_regex", false}};
+  const Json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
   const Json doc = {
       {"version", "1.0"},
       {"truncation", nullptr},
@@ -73,15 +77,14 @@ std::string tiny_tokenizer_json() {
       {"normalizer", {{"type", "NFC"}}},
       {"pre_tokenizer",
        {{"type", "Sequence"},
-        {"pretokenizers",
-         Json::array({{{"type", "Split"},
-                       {"pattern",
-                        {{"Regex",
-                          "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-                          "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
-                       {"behavior", "Isolated"},
-                       {"invert", false}},
-                      byte_level})}}},
+        {"pretokenizers", Json::array({{{"type", "Split"},
+                                        {"pattern",
+                                         {{"Regex",
+                                           "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                                           "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+                                        {"behavior", "Isolated"},
+                                        {"invert", false}},
+                                       byte_level})}}},
       {"post_processor", byte_level},
       {"decoder", byte_level},
       {"model",
@@ -102,8 +105,7 @@ void fill_f32_tensor(const std::filesystem::path& dir, std::string_view name, fl
   std::vector<std::byte> bytes = read_bytes(dir / "model.safetensors");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<uint8_t>(bytes[i]);
-  const auto header = nlohmann::json::parse(
-      std::string(reinterpret_cast<const char*>(bytes.data()) + 8, header_len));
+  const auto header = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, header_len));
   const auto& entry = header.at(std::string(name));
   if (entry.at("dtype") != "F32") throw std::runtime_error("fill_f32_tensor: not F32");
   const size_t begin = 8 + header_len + entry.at("data_offsets")[0].get<size_t>();
@@ -135,8 +137,7 @@ void write_huge_k_scale_gguf(const std::filesystem::path& file, WeightType type)
   size_t blocks = 0;
   for (const GgufTensorInfo& t : layout.tensors) {
     size_t step = block_bytes, d_at = d_offset;
-    if (t.type ==
-        ggml_type_of(WeightType::Q8_0)) {  // the tied embedding: its scale d first, then 32 int8
+    if (t.type == ggml_type_of(WeightType::Q8_0)) {  // the tied embedding: its scale d first, then 32 int8
       step = sizeof(uint16_t) + 32, d_at = 0;
     } else if (t.type != ggml) {
       continue;
@@ -153,12 +154,10 @@ void write_huge_k_scale_gguf(const std::filesystem::path& file, WeightType type)
 }
 
 void write_tiny_model_dir(const std::filesystem::path& dir) {
-  const std::filesystem::path source =
-      std::filesystem::path(NANOINFER_SOURCE_DIR) / "tests/data/models/tiny-untied";
+  const std::filesystem::path source = std::filesystem::path(NANOINFER_SOURCE_DIR) / "tests/data/models/tiny-untied";
   std::filesystem::create_directories(dir);
   for (const char* name : {"config.json", "generation_config.json", "model.safetensors"}) {
-    std::filesystem::copy_file(source / name, dir / name,
-                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(source / name, dir / name, std::filesystem::copy_options::overwrite_existing);
   }
   write_text(dir / "tokenizer.json", tiny_tokenizer_json());
 }

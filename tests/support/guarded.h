@@ -26,10 +26,7 @@ class Guarded {
 
   // n elements, each `fill`, between two guards.
   Guarded(size_t n, T fill)
-      : n_(n),
-        bytes_(2 * kGuardBytes + n * sizeof(T)),
-        storage_(alloc(bytes_)),
-        writable_(n, true) {
+      : n_(n), bytes_(2 * kGuardBytes + n * sizeof(T)), storage_(alloc(bytes_)), writable_(n, true) {
     for (size_t i = 0; i < bytes_; ++i) storage_.get()[i] = canary(i);
     for (size_t i = 0; i < n; ++i) data()[i] = fill;
   }
@@ -64,17 +61,14 @@ class Guarded {
       if (!guard && writable_[(i - kGuardBytes) / sizeof(T)]) continue;
       if (s[i] == canary(i)) continue;
       if (i < kGuardBytes) {
-        return ::testing::AssertionFailure()
-               << "written " << (kGuardBytes - i) << " byte(s) before the output";
+        return ::testing::AssertionFailure() << "written " << (kGuardBytes - i) << " byte(s) before the output";
       }
       if (guard) {
-        return ::testing::AssertionFailure()
-               << "written " << (i - kGuardBytes - n_ * sizeof(T))
-               << " byte(s) past the end of the output (" << n_ << " elements)";
+        return ::testing::AssertionFailure() << "written " << (i - kGuardBytes - n_ * sizeof(T))
+                                             << " byte(s) past the end of the output (" << n_ << " elements)";
       }
-      return ::testing::AssertionFailure()
-             << "element " << (i - kGuardBytes) / sizeof(T) << " of " << n_
-             << " was written but lies outside the range the call may write";
+      return ::testing::AssertionFailure() << "element " << (i - kGuardBytes) / sizeof(T) << " of " << n_
+                                           << " was written but lies outside the range the call may write";
     }
     return ::testing::AssertionSuccess();
   }
@@ -101,15 +95,14 @@ class Guarded {
 // which every other column is forbidden (the parts of a stacked product share rows the same
 // way), each buffer is checked, and the ranges are assembled (NaN where no range wrote).
 template <class Run>
-std::vector<float> run_row_ranges(size_t n_tokens, size_t rows, const std::vector<size_t>& cuts,
-                                  Run&& run) {
+std::vector<float> run_row_ranges(size_t n_tokens, size_t rows, const std::vector<size_t>& cuts, Run&& run) {
   std::vector<float> whole(n_tokens * rows, std::numeric_limits<float>::quiet_NaN());
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
     Guarded<float> part(whole.size(), std::numeric_limits<float>::quiet_NaN());
     part.forbid_outside_columns(n_tokens, rows, cuts[i], cuts[i + 1]);
     run(part.data(), cuts[i], cuts[i + 1]);
-    EXPECT_TRUE(part.intact()) << "rows [" << cuts[i] << ", " << cuts[i + 1] << ") of " << rows
-                               << ", " << n_tokens << " token(s)";
+    EXPECT_TRUE(part.intact()) << "rows [" << cuts[i] << ", " << cuts[i + 1] << ") of " << rows << ", " << n_tokens
+                               << " token(s)";
     for (size_t t = 0; t < n_tokens; ++t) {
       std::memcpy(&whole[t * rows + cuts[i]], part.data() + t * rows + cuts[i],
                   (cuts[i + 1] - cuts[i]) * sizeof(float));

@@ -14,10 +14,10 @@
 #include "kernels/quant_blocks.h"
 #include "nanoinfer/isa.h"
 #include "nanoinfer/weight_type.h"
-#include "support/guarded.h"
-#include "support/random.h"
-#include "support/isa.h"
 #include "support/checks.h"
+#include "support/guarded.h"
+#include "support/isa.h"
+#include "support/random.h"
 
 namespace nanoinfer::test {
 
@@ -66,7 +66,12 @@ struct QProblem {
   std::vector<float> x, bias;
 
   QProblem(WeightType t, size_t r, size_t c, size_t n, uint32_t seed)
-      : type(t), rows(r), cols(c), n_tokens(n), w(r * weight_row_bytes(t, c)), x(random_floats(n * c, seed + 1)),
+      : type(t),
+        rows(r),
+        cols(c),
+        n_tokens(n),
+        w(r * weight_row_bytes(t, c)),
+        x(random_floats(n * c, seed + 1)),
         bias(random_floats(r, seed + 2)) {
     const std::vector<float> wf = random_floats(r * c, seed);
     const size_t rb = weight_row_bytes(t, c);

@@ -32,8 +32,8 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin
   write_text(io / "stdin", stdin_text);
   std::string cmd = shell_quote(NANOINFER_BINARY_PATH);
   for (const std::string& a : args) cmd += " " + shell_quote(a);
-  cmd += " <" + shell_quote((io / "stdin").string()) + " >" +
-         shell_quote((io / "stdout").string()) + " 2>" + shell_quote((io / "stderr").string());
+  cmd += " <" + shell_quote((io / "stdin").string()) + " >" + shell_quote((io / "stdout").string()) + " 2>" +
+         shell_quote((io / "stderr").string());
   const int raw = std::system(cmd.c_str());
   CliResult r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -46,8 +46,7 @@ CliProcess run_cli_process(const std::vector<std::string>& args, const CliOption
   TempDir io;
   write_text(io / "stdin", options.stdin_text);
   const std::string in = options.stdin_path.empty() ? (io / "stdin").string() : options.stdin_path;
-  const std::string out =
-      options.stdout_path.empty() ? (io / "stdout").string() : options.stdout_path;
+  const std::string out = options.stdout_path.empty() ? (io / "stdout").string() : options.stdout_path;
   const std::string err = (io / "stderr").string();
   std::vector<std::string> argv_storage = {NANOINFER_BINARY_PATH};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
@@ -88,8 +87,7 @@ CliProcess run_cli_process(const std::vector<std::string>& args, const CliOption
   }
   CliProcess r;
   int status = 0;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_seconds);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_seconds);
   for (;;) {
     const pid_t done = ::waitpid(child, &status, WNOHANG);
     if (done == child) break;

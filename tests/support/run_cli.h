@@ -18,10 +18,10 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin
 
 // How run_cli_process runs the binary.
 struct CliOptions {
-  std::string stdin_text;    // written to a file that becomes stdin ...
-  std::string stdin_path;    // ... unless this names a file to use instead (e.g. /dev/zero)
-  std::string stdout_path;   // stdout goes here if set (e.g. /dev/full), else it is captured
-  int timeout_seconds = 60;  // then the process is killed and reported as hung
+  std::string stdin_text;        // written to a file that becomes stdin ...
+  std::string stdin_path;        // ... unless this names a file to use instead (e.g. /dev/zero)
+  std::string stdout_path;       // stdout goes here if set (e.g. /dev/full), else it is captured
+  int timeout_seconds = 60;      // then the process is killed and reported as hung
   std::vector<std::string> env;  // "NAME=VALUE" set (or replaced) in the child's environment
 };
 

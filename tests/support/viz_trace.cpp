@@ -79,12 +79,14 @@ void check_trace(const nlohmann::json& trace, double tolerance) {
     for (size_t c = 0; c < top.size(); ++c) {
       const std::string where = fmt::format("{}.top[{}]", at, c);
       check(ids.insert(token(top[c], vocab, where)).second, where + ": id repeated");
-      check(c == 0 || number(top[c], "logit", where) <= number(top[c - 1], "logit", where), where + ": logits not descending");
+      check(c == 0 || number(top[c], "logit", where) <= number(top[c - 1], "logit", where),
+            where + ": logits not descending");
     }
     const auto& attention = field(steps[i], "attention", at);
     check(attention.is_array() && std::ssize(attention) == layers, at + ".attention: not n_layers rows");
     for (int64_t l = 0; l < layers; ++l) {
-      check(attention[l].is_array() && std::ssize(attention[l]) == heads, fmt::format("{}.attention[{}]: not n_heads rows", at, l));
+      check(attention[l].is_array() && std::ssize(attention[l]) == heads,
+            fmt::format("{}.attention[{}]: not n_heads rows", at, l));
       for (int64_t h = 0; h < heads; ++h) {
         const auto& row = attention[l][h];
         const std::string where = fmt::format("{}.attention[{}][{}]", at, l, h);
@@ -110,7 +112,8 @@ void check_trace(const nlohmann::json& trace, double tolerance) {
       const std::string at = fmt::format("{}.steps[{}]", where, i);
       // Cached: the prompt once, then one position per step. Recomputed: the whole context.
       const auto expected = std::string_view(name) == "cached" ? (i == 0 ? P : 1) : P + i;
-      check(integer(rsteps[i], "positions", at) == static_cast<int64_t>(expected), fmt::format("{}.positions: expected {}", at, expected));
+      check(integer(rsteps[i], "positions", at) == static_cast<int64_t>(expected),
+            fmt::format("{}.positions: expected {}", at, expected));
       check(number(rsteps[i], "seconds", at) >= 0.0, at + ".seconds: negative");
     }
   }

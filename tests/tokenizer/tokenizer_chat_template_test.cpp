@@ -69,7 +69,9 @@ void check_golden(const char* file, ChatFormat format, size_t expected_cases) {
   EXPECT_EQ(checked, expected_cases);
 }
 
-TEST(TokenizerChatTemplate, Qwen3MatchesItsJinjaTemplate) { check_golden("chat_template_qwen3_cases.json", ChatFormat::Qwen3, 116); }
+TEST(TokenizerChatTemplate, Qwen3MatchesItsJinjaTemplate) {
+  check_golden("chat_template_qwen3_cases.json", ChatFormat::Qwen3, 116);
+}
 
 TEST(TokenizerChatTemplate, Llama3MatchesItsJinjaTemplate) {
   check_golden("chat_template_llama3_cases.json", ChatFormat::Llama3, 34);

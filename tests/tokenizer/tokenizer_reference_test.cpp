@@ -2,8 +2,8 @@
 // with node on the same sha256-pinned tokenizer.json) on 10,000 adversarial strings and on
 // the whole of tinyshakespeare as one string. Ids and decoded text must agree exactly.
 // Needs `bash scripts/fetch-test-assets.sh` (CI runs it); fails, not skips, without it.
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -66,8 +66,9 @@ std::vector<ReferenceResult> run_reference(const std::vector<std::string>& texts
     std::ofstream in(dir / "in.jsonl", std::ios::binary);
     for (const auto& t : texts) in << R"({"hex":")" << to_hex(t) << "\"}\n";
   }
-  const std::string command = fmt::format("node '{}' '{}' '{}' '{}'", (kSource / "tools/tokenizer-reference/encode.mjs").string(),
-                                          model_dir.string(), (dir / "in.jsonl").string(), (dir / "out.jsonl").string());
+  const std::string command =
+      fmt::format("node '{}' '{}' '{}' '{}'", (kSource / "tools/tokenizer-reference/encode.mjs").string(),
+                  model_dir.string(), (dir / "in.jsonl").string(), (dir / "out.jsonl").string());
   const int status = std::system(command.c_str());
   if (status != 0) {
     ADD_FAILURE() << "reference tokenizer failed (exit status " << status << "): " << command
@@ -86,8 +87,7 @@ std::vector<ReferenceResult> run_reference(const std::vector<std::string>& texts
 
 fs::path tokenizer_dir(std::string_view name) {
   const fs::path dir = kSource / ".deps" / name;
-  EXPECT_TRUE(fs::exists(dir / "tokenizer.json"))
-      << dir << " is missing: run `bash scripts/fetch-test-assets.sh`";
+  EXPECT_TRUE(fs::exists(dir / "tokenizer.json")) << dir << " is missing: run `bash scripts/fetch-test-assets.sh`";
   return dir;
 }
 
@@ -127,9 +127,10 @@ void check_against_reference(const fs::path& model_dir) {
     streamed += stream.flush();
     stream_agree += streamed == decoded;
   }
-  std::printf("[tokenizer] %s: reference agreement on %zu strings (10,000 adversarial + tinyshakespeare): "
-              "ids %zu, decoded text %zu, streamed text %zu\n",
-              model_dir.filename().c_str(), texts.size(), ids_agree, text_agree, stream_agree);
+  std::printf(
+      "[tokenizer] %s: reference agreement on %zu strings (10,000 adversarial + tinyshakespeare): "
+      "ids %zu, decoded text %zu, streamed text %zu\n",
+      model_dir.filename().c_str(), texts.size(), ids_agree, text_agree, stream_agree);
   EXPECT_EQ(ids_agree, texts.size());
   EXPECT_EQ(text_agree, texts.size());
   EXPECT_EQ(stream_agree, texts.size());

@@ -47,40 +47,48 @@ json tiny_tokenizer(const std::vector<std::pair<std::string, std::string>>& merg
   }
   json added_tokens = json::array();
   for (const auto& content : added) {
-    added_tokens.push_back({{"id", next++}, {"content", content}, {"single_word", false}, {"lstrip", false},
-                            {"rstrip", false}, {"normalized", false}, {"special", true}});
+    added_tokens.push_back({{"id", next++},
+                            {"content", content},
+                            {"single_word", false},
+                            {"lstrip", false},
+                            {"rstrip", false},
+                            {"normalized", false},
+                            {"special", true}});
   }
-  return {{"version", "1.0"},
-          {"truncation", nullptr},
-          {"padding", nullptr},
-          {"added_tokens", added_tokens},
-          {"normalizer", {{"type", "NFC"}}},
-          {"pre_tokenizer",
-           {{"type", "Sequence"},
-            {"pretokenizers",
-             {{{"type", "Split"},
-               {"pattern",
-                {{"Regex",
-                  R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}}},
-               {"behavior", "Isolated"},
-               {"invert", false}},
-              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}}},
-          {"post_processor", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}}},
-          {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}}},
-          {"model",
-           {{"type", "BPE"},
-            {"dropout", nullptr},
-            {"unk_token", nullptr},
-            {"continuing_subword_prefix", ""},
-            {"end_of_word_suffix", ""},
-            {"fuse_unk", false},
-            {"byte_fallback", false},
-            {"ignore_merges", false},
-            {"vocab", vocab},
-            {"merges", merge_list}}}};
+  return {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", added_tokens},
+      {"normalizer", {{"type", "NFC"}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"},
+           {"pattern",
+            {{"Regex",
+              R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"}}},
+           {"behavior", "Isolated"},
+           {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}}}},
+      {"post_processor", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}}},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", ""},
+        {"end_of_word_suffix", ""},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", false},
+        {"vocab", vocab},
+        {"merges", merge_list}}}};
 }
 
-Tokenizer load(const json& j) { return Tokenizer::from_json(j.dump(), "test"); }
+Tokenizer load(const json& j) {
+  return Tokenizer::from_json(j.dump(), "test");
+}
 
 std::vector<int32_t> bytes_of(std::string_view s) {
   std::vector<int32_t> ids;
@@ -170,9 +178,9 @@ TEST(TokenizerPretokenize, WhiteSpaceIsTheUnicodePropertyNotIsspace) {
   EXPECT_EQ(char_class(0xFEFF), 0);
   EXPECT_EQ(char_class(0x3000), kClassSpace);
   EXPECT_EQ(char_class('\r'), kClassSpace | kClassNewline);
-  EXPECT_EQ(char_class(0x4E2D), kClassLetter);   // 中
-  EXPECT_EQ(char_class(0x00B2), kClassNumber);   // superscript two (No)
-  EXPECT_EQ(char_class(0x216B), kClassNumber);   // roman numeral twelve (Nl)
+  EXPECT_EQ(char_class(0x4E2D), kClassLetter);  // 中
+  EXPECT_EQ(char_class(0x00B2), kClassNumber);  // superscript two (No)
+  EXPECT_EQ(char_class(0x216B), kClassNumber);  // roman numeral twelve (Nl)
 }
 
 TEST(TokenizerUtf8, InvalidInputIsReplacedPerMaximalSubpart) {
@@ -181,13 +189,19 @@ TEST(TokenizerUtf8, InvalidInputIsReplacedPerMaximalSubpart) {
   // Lone continuation byte, bytes never valid, a truncated sequence (one subpart), an
   // encoded surrogate (three subparts: ED cannot be followed by A0), an overlong.
   EXPECT_EQ(tok.encode("\x80"), bytes_of(fffd));
-  EXPECT_EQ(tok.encode("a\xFF" "b"), bytes_of("a" + fffd + "b"));
-  EXPECT_EQ(tok.encode("\xE2\x82" "x"), bytes_of(fffd + "x"));
+  EXPECT_EQ(tok.encode("a\xFF"
+                       "b"),
+            bytes_of("a" + fffd + "b"));
+  EXPECT_EQ(tok.encode("\xE2\x82"
+                       "x"),
+            bytes_of(fffd + "x"));
   EXPECT_EQ(tok.encode("\xED\xA0\x80"), bytes_of(fffd + fffd + fffd));
   EXPECT_EQ(tok.encode("\xC0\x80"), bytes_of(fffd + fffd));
   EXPECT_EQ(tok.encode("\xF0\x9F\x98"), bytes_of(fffd));
   // decode() renders invalid byte sequences from ids the same way.
-  EXPECT_EQ(tok.decode(bytes_of("\xF0\x9F\x98" "a")), fffd + "a");
+  EXPECT_EQ(tok.decode(bytes_of("\xF0\x9F\x98"
+                                "a")),
+            fffd + "a");
 }
 
 TEST(TokenizerStream, HoldsBackIncompleteSequencesOnly) {
@@ -203,7 +217,9 @@ TEST(TokenizerStream, HoldsBackIncompleteSequencesOnly) {
   EXPECT_EQ(stream.push(0xFF), "\xEF\xBF\xBD");
   // An incomplete sequence followed by a byte that breaks it: one U+FFFD, then the byte.
   EXPECT_EQ(stream.push(0xE2), "");
-  EXPECT_EQ(stream.push('b'), "\xEF\xBF\xBD" "b");
+  EXPECT_EQ(stream.push('b'),
+            "\xEF\xBF\xBD"
+            "b");
   // An added token ends a pending sequence; flush renders what is left.
   EXPECT_EQ(stream.push(0xC3), "");
   EXPECT_EQ(stream.push(*tok.token_id("<|e|>")), "\xEF\xBF\xBD<|e|>");
@@ -287,8 +303,7 @@ TEST(TokenizerLoad, QwenTokenizerFacts) {
   EXPECT_EQ(tok.eos_token_id(), 151645);
   EXPECT_EQ(tok.pad_token_id(), 151643);
   EXPECT_EQ(tok.token_bytes(*tok.token_id("Ġthe")), " the");
-  EXPECT_EQ(tok.encode("<|im_start|>user\nHello<|im_end|>"),
-            (std::vector<int32_t>{151644, 872, 198, 9707, 151645}));
+  EXPECT_EQ(tok.encode("<|im_start|>user\nHello<|im_end|>"), (std::vector<int32_t>{151644, 872, 198, 9707, 151645}));
 }
 
 }  // namespace
