@@ -127,7 +127,9 @@ const bool registered_embed = register_command({
       sub.add_option("--dimensions", args->dimensions,
                      "Keep the first N components (Matryoshka), normalised after the cut (default: all)");
       sub.add_flag("--no-normalize", args->no_normalize, "Do not L2-normalise the embeddings");
-      sub.add_option("--batch", args->batch, "Texts computed together in one batched pass")->capture_default_str();
+      sub.add_option("--batch", args->batch,
+                     "Texts computed together: one sequence each in the same forward passes (of up to 512 rows)")
+          ->capture_default_str();
       sub.callback([args] { run(*args); });
     },
 });
