@@ -184,6 +184,13 @@ class Model {
   void decode(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, std::span<const size_t> counts,
               std::span<const size_t> outputs) const;
 
+  // The same step without the head, for embeddings: counts[i] >= 1 tokens for *seqs[i], every
+  // row through every layer and the final norm, written to `hidden` ([tokens][hidden_size],
+  // part after part, exactly the "final_norm" rows a tap sees). Several inputs ride in one
+  // pass (the weights are streamed once for all); each sequence's cache grows by its rows.
+  void hidden_states(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, std::span<const size_t> counts,
+                     std::span<float> hidden) const;
+
   uint64_t positions_pushed() const;  // work counter: positions through the model, all sequences
   // Work counter: forward passes so far (each streams every weight matrix once): one per
   // decode() call, one per chunk of max_batch positions of a forward().
@@ -211,7 +218,7 @@ class Model {
  private:
   std::span<const float> push(std::span<const int32_t> tokens, Sequence& seq, bool all_logits, bool head) const;
   void decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, const size_t* counts,
-                   const size_t* outputs) const;
+                   const size_t* outputs, float* hidden = nullptr) const;
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "nanoinfer/embedding.h"
 #include "nanoinfer/generation_config.h"
 #include "nanoinfer/model.h"
 #include "nanoinfer/tokenizer.h"
@@ -32,6 +33,7 @@ struct OpenedModel {
   GenerationConfig generation;
   double load_seconds = 0;  // config + weights + tokenizer
   TuningCache tuning;       // what use_tuning_cache found (file, rules, or why it was ignored)
+  ModelPooling pooling;     // what the files say about embedding pooling (nanoinfer/embedding.h)
 };
 
 // Opens `path` (a directory, a file ending in .gguf, or empty for the embedded model), checks the

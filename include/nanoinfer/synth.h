@@ -18,6 +18,13 @@ using WriteProgress = std::function<void(uint64_t done, uint64_t total)>;
 struct SynthOptions {
   uint64_t seed = 0;
   DType dtype = DType::BF16;  // BF16 or F32
+  // Shaped as Qwen3-Embedding's sentence-transformers checkpoint: tensors without the "model."
+  // prefix, no lm_head (the config must tie the embeddings), modules.json and
+  // 1_Pooling/config.json asking for last-token pooling, and a tokenizer (when given) whose
+  // post-processor appends <|endoftext|> to every input.
+  bool embedding = false;
+  // A tokenizer.json to copy into the directory (empty: none).
+  std::filesystem::path tokenizer_json;
 };
 
 // Writes every required manifest tensor to `out_file` (temp file + rename). Matrices and
@@ -28,7 +35,8 @@ uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::
 
 // Creates `out_dir`, which must not exist or be an empty directory (anything else, a link
 // to a directory included, is refused before anything is written), with config.json copied from `config_json`,
-// generation_config.json and tokenizer_config.json copied when they sit beside it, and model.safetensors. Free space
+// generation_config.json and tokenizer_config.json copied when they sit beside it, model.safetensors, and
+// options.tokenizer_json and the embedding files when asked for. Free space
 // for all of it is checked before anything is created; on failure the files and directories this call created are
 // removed again (an empty directory that existed before stays).
 uint64_t synth_model_dir(const std::filesystem::path& config_json, const std::filesystem::path& out_dir,

@@ -56,6 +56,7 @@ struct TokenizerVocab {
   std::optional<int32_t> pad_id;
   std::optional<int32_t> bos_id;   // tokenizer.ggml.bos_token_id
   bool add_bos = false;            // tokenizer.ggml.add_bos_token: a plain prompt starts with bos_id
+  bool add_eos = false;            // tokenizer.ggml.add_eos_token: an embedding input ends with eos_id
   std::string_view chat_template;  // tokenizer.chat_template, or empty
 };
 
@@ -126,6 +127,10 @@ class Tokenizer {
   // Llama 3's <|begin_of_text|>, from tokenizer.json's TemplateProcessing post-processor or a
   // GGUF file's add_bos_token; empty for Qwen. encode() never adds them: encode_raw_prompt does.
   std::span<const int32_t> prompt_prefix() const;
+  // The special tokens after the text in the same post-processor (Qwen3-Embedding's
+  // "$A <|endoftext|>"), or a GGUF file's add_eos_token (its eos id). Embedding inputs end with
+  // them (nanoinfer/embedding.h); generation prompts never do.
+  std::span<const int32_t> prompt_suffix() const;
   ChatFormat chat_format() const;  // of the chat template that came with it
   bool cleans_up_spaces() const;   // tokenizer_config.json's clean_up_tokenization_spaces
 

@@ -43,6 +43,7 @@ struct ServeFlags {
   bool quiet = false;
   bool no_web_page = false;
   std::vector<std::string> cors;
+  std::string pooling;  // --pooling: /v1/embeddings' pooling over the model's own
   SpeculationFlags speculation;
 };
 
@@ -94,7 +95,10 @@ void run(const ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   Speculation speculation(f.speculation);
+  std::optional<Pooling> pooling;
+  if (!f.pooling.empty()) pooling = parse_pooling(f.pooling);
   OpenedModel m = load_model(f.model);
+  if (pooling) m.pooling = {.pooling = pooling, .origin = "--pooling"};
   speculation.load(f.model, m);
   ServeOptions options;
   if (speculation.enabled()) {
@@ -241,6 +245,9 @@ void setup_serve(CLI::App& app) {
                  "Let web pages from ORIGIN call the API from a browser (CORS headers, preflights answered); "
                  "'*' for any origin; repeat for several")
       ->type_name("ORIGIN");
+  app.add_option("--pooling", f->pooling,
+                 "Pooling of /v1/embeddings: mean, cls (first token) or last (default: the model's own, from "
+                 "1_Pooling/config.json or the GGUF pooling_type; else last)");
   app.callback([f] { run(*f); });
 }
 

@@ -1,5 +1,6 @@
-// `nanoinfer synth --config CONFIG.json --out DIR [--seed N] [--dtype bf16|f32]`: a complete
-// model directory with seeded random weights in the exact shapes the config implies.
+// `nanoinfer synth --config CONFIG.json --out DIR [--seed N] [--dtype bf16|f32] [--tokenizer FILE]
+// [--embedding]`: a complete model directory with seeded random weights in the exact shapes the
+// config implies.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -20,11 +21,15 @@ struct SynthArgs {
   std::string out;
   uint64_t seed = 0;
   std::string dtype = "bf16";
+  bool embedding = false;
+  std::string tokenizer;
 };
 
 void synth(const SynthArgs& args) {
   SynthOptions options;
   options.seed = args.seed;
+  options.embedding = args.embedding;
+  options.tokenizer_json = args.tokenizer;
   if (args.dtype == "bf16") {
     options.dtype = DType::BF16;
   } else if (args.dtype == "f32") {
@@ -76,6 +81,11 @@ const bool registered_synth = register_command({
           ->required();
       sub.add_option("--seed", args->seed, "Random seed (same seed, same bytes)")->capture_default_str();
       sub.add_option("--dtype", args->dtype, "Weight dtype: bf16 or f32")->capture_default_str();
+      sub.add_option("--tokenizer", args->tokenizer, "A tokenizer.json to copy into the directory");
+      sub.add_flag("--embedding", args->embedding,
+                   "Shape it as a Qwen3-Embedding checkpoint: no lm_head (the config must tie the embeddings), "
+                   "tensors without the \"model.\" prefix, last-token pooling in 1_Pooling/config.json, and the "
+                   "--tokenizer's post-processor appending <|endoftext|>");
       sub.callback([args] { synth(*args); });
     },
 });

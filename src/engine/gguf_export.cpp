@@ -16,6 +16,7 @@
 
 #include "base/output_files.h"
 #include "engine/default_model.h"
+#include "engine/model_pooling.h"
 #include "engine/model_source.h"
 #include "io/gguf_writer.h"
 #include "model/gguf_config.h"
@@ -78,7 +79,15 @@ void set_tokenizer(GgufWriter& w, const ModelSource& src, std::string_view token
   w.set_array("tokenizer.ggml.tokens", {std::move(tokens)});
   w.set_array("tokenizer.ggml.token_type", {std::move(types)});
   w.set_array("tokenizer.ggml.merges", {std::move(merges)});
-  if (const auto eos = tok.eos_token_id()) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*eos));
+  // An embedding model whose post-processor appends one token (Qwen3-Embedding's <|endoftext|>)
+  // carries it as the EOS with add_eos_token, as llama.cpp's converter writes it.
+  const std::span<const int32_t> suffix = tok.prompt_suffix();
+  if (suffix.size() == 1) {
+    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(suffix[0]));
+    w.set_bool("tokenizer.ggml.add_eos_token", true);
+  } else if (const auto eos = tok.eos_token_id()) {
+    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*eos));
+  }
   if (const auto pad = tok.pad_token_id()) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*pad));
   // The BOS id: the one a tokenizer starts plain prompts with (Llama 3's tokenizer.json
   // post-processor), which llama.cpp then adds too; else the checkpoint's (Qwen2.5:
@@ -157,6 +166,9 @@ uint64_t write_gguf(const fs::path& dir, const fs::path& out, std::optional<Weig
   w.set_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(cfg.rms_norm_eps));
   w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(cfg.head_dim()));
   set_tokenizer(w, *opened, tokenizer_json, static_cast<size_t>(cfg.vocab_size), tok, llama);
+  // The sentence-transformers pooling as llama.cpp's enum (1 mean, 2 cls, 3 last).
+  if (const std::optional<Pooling> pooling = read_model_pooling(*opened).pooling)
+    w.set_u32(key("pooling_type"), *pooling == Pooling::Mean ? 1u : *pooling == Pooling::Cls ? 2u : 3u);
   // A quantized directory's record of how it was made travels with the weights.
   if (!src.quantization.empty()) w.set_string("nanoinfer.quantization", src.quantization);
 

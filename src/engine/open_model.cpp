@@ -1,6 +1,7 @@
 // open_model: the engine's one way from a model path to a runnable model (nanoinfer/open_model.h).
 #include <chrono>
 
+#include "engine/model_pooling.h"
 #include "engine/model_source.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
@@ -50,7 +51,8 @@ OpenedModel open_model(std::string_view path, const OpenOptions& options) {
           std::move(tokenizer),
           std::move(generation),
           seconds,
-          std::move(tuning)};
+          std::move(tuning),
+          read_model_pooling(*src)};
 }
 
 Model open_model_alone(const std::filesystem::path& path, const ModelOptions& options) {

@@ -526,14 +526,30 @@ void Model::decode(std::span<Sequence* const> seqs, std::span<const int32_t> tok
   decode_rows(seqs, tokens, counts.data(), outputs.data());
 }
 
+void Model::hidden_states(std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
+                          std::span<const size_t> counts, std::span<float> hidden) const {
+  if (seqs.size() != counts.size()) fail("hidden_states: {} sequences but {} token counts", seqs.size(), counts.size());
+  size_t total = 0;
+  for (size_t b = 0; b < counts.size(); ++b) {
+    if (counts[b] == 0) fail("hidden_states: sequence {} has no tokens", b);
+    total += counts[b];
+  }
+  if (total != tokens.size())
+    fail("hidden_states: the counts add up to {} tokens but {} were given", total, tokens.size());
+  if (hidden.size() != total * impl_->hidden())
+    fail("hidden_states: {} floats for {} rows of {}", hidden.size(), total, impl_->hidden());
+  decode_rows(seqs, tokens, counts.data(), counts.data(), hidden.data());
+}
+
 uint64_t Model::passes() const {
   return impl_->passes.load(std::memory_order_relaxed);
 }
 
 // counts: the tokens of each sequence, or null for one each; outputs: the logits rows of each
-// (its last), or null for all of its rows.
+// (its last), or null for all of its rows. hidden: non-null for hidden_states (every row's final
+// norm copied there, no head, no logits).
 void Model::decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, const size_t* counts,
-                        const size_t* outputs) const {
+                        const size_t* outputs, float* hidden) const {
   const Impl& m = *impl_;
   const size_t B = seqs.size(), V = m.vocab(), n = tokens.size();
   if (B == 0) return;
@@ -564,12 +580,17 @@ void Model::decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t
   m.reserve(first.act, n);
   size_t out_rows = 0;
   for (size_t b = 0; b < B; ++b) out_rows += output(b);
-  if (first.logits.size() < out_rows * V) first.logits.resize(out_rows * V);
+  if (hidden == nullptr && first.logits.size() < out_rows * V) first.logits.resize(out_rows * V);
   std::vector<Sequence::State::Part>& parts = first.batch;
   parts.clear();
   for (size_t b = 0, row = 0; b < B; row += count(b), ++b) {
     Sequence::State& s = *seqs[b]->state_;
     parts.push_back({&s, row, count(b), s.cache.length(), output(b)});
+  }
+  if (hidden != nullptr) {
+    m.step(first.act, parts, tokens.data(), n, nullptr);
+    std::memcpy(hidden, first.act.xb.data(), n * m.hidden() * sizeof(float));
+    return;
   }
   m.step(first.act, parts, tokens.data(), n, first.logits.data());
   size_t packed = 0;  // the logits row of the part's first output

@@ -2,6 +2,7 @@
 
 #include "io/safetensors_writer.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -10,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/json_object.h"
 #include "base/output_files.h"
 #include "model/manifest.h"
 #include "nanoinfer/atomic_write.h"
@@ -52,7 +54,10 @@ SafetensorsWriter synthetic_writer(const ModelConfig& cfg, const std::filesystem
     const DType dtype = options.dtype;
     // The stream state lives in the callback, which sees the tensor's chunks in order.
     SplitMix64 rng{options.seed ^ fnv1a(spec.name)};
-    writer.add(spec.name, dtype, spec.shape, [rng, mean, dtype](std::span<std::byte> out) mutable {
+    const std::string_view stored = options.embedding && spec.name.starts_with("model.")
+                                        ? std::string_view(spec.name).substr(std::string_view("model.").size())
+                                        : std::string_view(spec.name);
+    writer.add(std::string(stored), dtype, spec.shape, [rng, mean, dtype](std::span<std::byte> out) mutable {
       if (dtype == DType::BF16) {
         for (size_t i = 0; i < out.size(); i += 2) {
           const uint16_t h = f32_to_bf16(mean + 0.02f * standard_normal(rng));
@@ -117,6 +122,47 @@ void require_new_model_dir(const std::filesystem::path& dir) {
   }
 }
 
+// The sentence-transformers files of an embedding checkpoint (Qwen3-Embedding's): the modules,
+// last-token pooling, and the tokenizer with <|endoftext|> appended by its post-processor.
+std::vector<std::pair<std::string, std::string>> embedding_files(int64_t hidden, const std::string& tokenizer_json,
+                                                                 const std::filesystem::path& tokenizer_path) {
+  std::vector<std::pair<std::string, std::string>> files;
+  files.emplace_back("modules.json", R"([
+  {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+  {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+  {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+]
+)");
+  files.emplace_back("1_Pooling/config.json", fmt::format(R"({{
+  "word_embedding_dimension": {},
+  "pooling_mode_cls_token": false,
+  "pooling_mode_mean_tokens": false,
+  "pooling_mode_max_tokens": false,
+  "pooling_mode_mean_sqrt_len_tokens": false,
+  "pooling_mode_weightedmean_tokens": false,
+  "pooling_mode_lasttoken": true,
+  "include_prompt": true
+}}
+)",
+                                                          hidden));
+  if (tokenizer_json.empty()) return files;
+  nlohmann::json doc = parse_json_object(tokenizer_json, tokenizer_path.string());
+  std::optional<int64_t> end;
+  for (const nlohmann::json& t : doc.value("added_tokens", nlohmann::json::array()))
+    if (t.is_object() && t.value("content", "") == "<|endoftext|>") end = t.value("id", int64_t{-1});
+  if (!end || *end < 0) fail("{}: no added token <|endoftext|> to end embedding inputs with", tokenizer_path.string());
+  const nlohmann::json text = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  const nlohmann::json eot = {{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}};
+  doc["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", {text, eot}},
+      {"pair", nlohmann::json::array()},
+      {"special_tokens",
+       {{"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {*end}}, {"tokens", {"<|endoftext|>"}}}}}}};
+  files.emplace_back("tokenizer.json", doc.dump());
+  return files;
+}
+
 }  // namespace
 
 uint64_t write_synthetic_weights(const ModelConfig& cfg, const std::filesystem::path& out_file,
@@ -130,6 +176,9 @@ uint64_t synth_model_dir(const std::filesystem::path& config_json, const std::fi
                          const SynthOptions& options, const WriteProgress& progress) {
   if (out_dir.empty()) fail("synth: --out is empty; name the model directory to write");
   const ModelConfig cfg = ModelConfig::load(config_json);
+  if (options.embedding && !cfg.tie_word_embeddings)
+    fail("{}: an embedding checkpoint has no lm_head; its config must tie the embeddings (tie_word_embeddings true)",
+         config_json.string());
   const std::filesystem::path weights = out_dir / "model.safetensors";
   const SafetensorsWriter writer = synthetic_writer(cfg, weights, options);
 
@@ -147,12 +196,20 @@ uint64_t synth_model_dir(const std::filesystem::path& config_json, const std::fi
     require_regular_file(from);
     bytes += std::filesystem::file_size(from);
   }
+  // Written files: the tokenizer (rewritten for an embedding model) and the embedding modules.
+  std::string tokenizer;
+  if (!options.tokenizer_json.empty()) tokenizer = read_file(options.tokenizer_json, kMaxTokenizerFileBytes);
+  std::vector<std::pair<std::string, std::string>> written;
+  if (options.embedding) written = embedding_files(cfg.hidden_size, tokenizer, options.tokenizer_json);
+  if (!tokenizer.empty() && !options.embedding) written.emplace_back("tokenizer.json", tokenizer);
+  for (const auto& [name, text] : written) bytes += text.size();
   require_free_space(out_dir, bytes, weights.string());
 
   Undo undo;
-  undo.directories(out_dir);
+  undo.directories(options.embedding ? out_dir / "1_Pooling" : out_dir);
   undo.file(weights);
   for (const auto& [from, name] : copies) undo.file(out_dir / name);
+  for (const auto& [name, text] : written) undo.file(out_dir / name);
   try {
     std::error_code ec;
     std::filesystem::create_directories(out_dir, ec);
@@ -160,6 +217,8 @@ uint64_t synth_model_dir(const std::filesystem::path& config_json, const std::fi
     // Weights first: an interrupted run leaves no config claiming a model is there.
     writer.write(progress);
     for (const auto& [from, name] : copies) write_file_atomically(out_dir / name, read_file(from, kMaxConfigFileBytes));
+    if (options.embedding) std::filesystem::create_directories(out_dir / "1_Pooling");
+    for (const auto& [name, text] : written) write_file_atomically(out_dir / name, text);
   } catch (...) {
     undo.run();
     throw;

@@ -84,6 +84,32 @@ void widen_f16(const std::byte* row, float* out, size_t n) {
 
 }  // namespace
 
+namespace {
+
+// Sentence-transformers checkpoints (Qwen3-Embedding) store the bare transformer: its tensors are
+// "embed_tokens.weight", "layers.N. ...", "norm.weight", without the "model." of a causal LM's.
+// Such a file is seen under the usual names; the file's own names stay in file_name.
+void add_model_prefix(WeightSource& src) {
+  constexpr std::string_view kPrefix = "model.";
+  bool bare = false;
+  for (const StoredTensor& t : src.tensors) {
+    if (t.name.starts_with(kPrefix)) return;
+    bare = bare || t.name == "embed_tokens.weight";
+  }
+  if (!bare) return;
+  const auto prefixed = [&](const std::string& name) {
+    const bool inner = name == "embed_tokens.weight" || name == "norm.weight" || name.starts_with("layers.");
+    return inner ? std::string(kPrefix) + name : name;
+  };
+  for (StoredTensor& t : src.tensors) t.name = prefixed(t.file_name);
+  for (TensorInfo& info : src.manifest_infos) info.name = prefixed(info.name);
+  std::map<std::string, WeightType> blocks;
+  for (const auto& [name, type] : src.declared_blocks) blocks.emplace(prefixed(name), type);
+  src.declared_blocks = std::move(blocks);
+}
+
+}  // namespace
+
 WeightSource safetensors_source(const SafetensorsFile& file) {
   WeightSource src;
   src.path = file.path();
@@ -129,13 +155,14 @@ WeightSource safetensors_source(const SafetensorsFile& file) {
   }
   src.manifest_infos = file.tensors();
   src.declared_blocks = blocks;
+  add_model_prefix(src);
   src.file_bytes = file.file_size();
   src.header_bytes = file.layout().header_len;
   if (const auto q = file.layout().metadata.find("nanoinfer.quantization"); q != file.layout().metadata.end()) {
     src.quantization = q->second;
   }
   src.read = [&file](const StoredTensor& t, uint64_t offset, std::span<std::byte> dst) {
-    file.read(*file.find(t.name), offset, dst);
+    file.read(*file.find(t.file_name), offset, dst);
   };
   return src;
 }

@@ -23,6 +23,7 @@
 #include "nanoinfer/server.h"
 #include "serve/access_log.h"
 #include "serve/api.h"
+#include "serve/embeddings.h"
 #include "serve/front.h"
 #include "serve/metrics.h"
 #include "serve/scheduler.h"
@@ -105,6 +106,8 @@ struct Server::Impl {
   std::vector<int32_t> text_eos, chat_eos;
   std::shared_ptr<const VocabTrie> trie;  // the vocabulary's byte trie, for grammars
   PrefixCache prefix_cache;               // ServeOptions::prefix_cache, Auto resolved
+  Pooling embed_pooling = Pooling::Last;  // /v1/embeddings: the model's pooling (OpenedModel::pooling)
+  std::string embed_pooling_error;        // or why it has none this engine computes
 
   static PrefixCache resolve(const ServeOptions& o) {
     if (o.prefix_cache != PrefixCache::Auto) return o.prefix_cache;
@@ -132,6 +135,11 @@ struct Server::Impl {
     text_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/false);
     chat_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
     trie = VocabTrie::of(m.tokenizer);
+    try {
+      embed_pooling = resolve_pooling(std::nullopt, m.pooling);
+    } catch (const Error& e) {
+      embed_pooling_error = e.what();
+    }
     scheduler =
         std::make_unique<serve::Scheduler>(m.model, m.tokenizer,
                                            serve::SchedulerOptions{.parallel = options.parallel,
@@ -505,6 +513,15 @@ struct Server::Impl {
               [this](const httplib::Request& req, httplib::Response& res) { completion(req, res, Endpoint::Chat); });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       completion(req, res, Endpoint::Completion);
+    });
+    // Embeddings run on the handler's thread: the model serializes them with the scheduler's steps.
+    http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        res.set_content(serve::embeddings_response(req.body, m, embed_pooling, embed_pooling_error, model_id),
+                        "application/json");
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
     });
     // The chat page (web/chat/chat.html): it calls /v1/* like any client, so the key, if any,
     // is typed into the page. Its script and style are inline; it may fetch from here only.

@@ -235,6 +235,9 @@ std::optional<int32_t> Tokenizer::pad_token_id() const {
 std::span<const int32_t> Tokenizer::prompt_prefix() const {
   return impl_->prompt_prefix;
 }
+std::span<const int32_t> Tokenizer::prompt_suffix() const {
+  return impl_->prompt_suffix;
+}
 ChatFormat Tokenizer::chat_format() const {
   return impl_->chat_format;
 }

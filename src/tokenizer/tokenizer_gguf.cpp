@@ -25,6 +25,7 @@ Tokenizer tokenizer_from_gguf(const GgufLayout& layout) {
   v.pad_id = optional_id("tokenizer.ggml.padding_token_id");
   v.bos_id = optional_id("tokenizer.ggml.bos_token_id");
   v.add_bos = layout.find("tokenizer.ggml.add_bos_token") != nullptr && layout.get_bool("tokenizer.ggml.add_bos_token");
+  v.add_eos = layout.find("tokenizer.ggml.add_eos_token") != nullptr && layout.get_bool("tokenizer.ggml.add_eos_token");
   if (const GgufValue* t = layout.find("tokenizer.chat_template"))
     if (const auto* s = std::get_if<std::string>(&t->value)) v.chat_template = *s;
   return Tokenizer::from_vocab(v, layout.origin);

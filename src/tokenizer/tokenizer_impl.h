@@ -64,6 +64,7 @@ struct Tokenizer::Impl {
   std::optional<int32_t> eos_id;
   std::optional<int32_t> pad_id;
   std::vector<int32_t> prompt_prefix;  // tokens a plain text is encoded after (Llama 3: BOS)
+  std::vector<int32_t> prompt_suffix;  // tokens an embedding input ends with (Qwen3-Embedding: <|endoftext|>)
   ChatFormat chat_format = ChatFormat::ChatML;
 };
 

@@ -152,9 +152,10 @@ void load_pre_tokenizer(const Reader& r, std::optional<element> e, Tokenizer::Im
 }
 
 // One post-processor step: ByteLevel (adds nothing), or TemplateProcessing whose "single"
-// template is special tokens, then the text ($A), and nothing after it (Llama 3's
-// "<|begin_of_text|> $A"). Its special tokens' ids are appended to `prefix`.
-void load_post_step(const Reader& r, object p, std::vector<int32_t>& prefix) {
+// template is special tokens, the text ($A), special tokens (Llama 3's "<|begin_of_text|> $A",
+// Qwen3-Embedding's "$A <|endoftext|>"). The ids before the text are appended to `prefix`,
+// those after it to `suffix`.
+void load_post_step(const Reader& r, object p, std::vector<int32_t>& prefix, std::vector<int32_t>& suffix) {
   const std::string_view type = r.type_of(p, "post_processor");
   if (type == "ByteLevel") {
     r.known_fields(p, {"type", "add_prefix_space", "trim_offsets", "use_regex"}, "post_processor");
@@ -179,7 +180,7 @@ void load_post_step(const Reader& r, object p, std::vector<int32_t>& prefix) {
     }
     const auto special = r.field(o, "SpecialToken");
     if (!special) r.bad(where, "a single-template piece is neither Sequence nor SpecialToken");
-    if (text_seen) r.bad(where, "special tokens after the text are not supported");
+    std::vector<int32_t>& ids = text_seen ? suffix : prefix;
     const std::string_view name = r.str(r.required(r.obj(*special, where), "id", where), where);
     const auto entry = r.field(specials, name);
     if (!entry) r.bad(where, fmt::format("special token '{}' is not in special_tokens", excerpt(name)));
@@ -187,8 +188,8 @@ void load_post_step(const Reader& r, object p, std::vector<int32_t>& prefix) {
       int64_t v;
       if (id.get(v) != simdjson::SUCCESS || v < 0 || v >= (int64_t{1} << 24))
         r.bad(where, "expected a non-negative integer id below 2^24");
-      if (prefix.size() >= 8) r.bad(where, "more than 8 tokens before the text");
-      prefix.push_back(static_cast<int32_t>(v));
+      if (ids.size() >= 8) r.bad(where, fmt::format("more than 8 tokens {} the text", text_seen ? "after" : "before"));
+      ids.push_back(static_cast<int32_t>(v));
     }
   }
   if (!text_seen) r.bad(where, "the single template must hold the text ($A) once");
@@ -207,10 +208,10 @@ void load_decoder_and_post_processor(const Reader& r, object root, Tokenizer::Im
   auto post = r.field(root, "post_processor");
   if (r.is_null(post)) return;
   const object p = r.obj(*post, "post_processor");
-  if (r.type_of(p, "post_processor") != "Sequence") return load_post_step(r, p, impl.prompt_prefix);
+  if (r.type_of(p, "post_processor") != "Sequence") return load_post_step(r, p, impl.prompt_prefix, impl.prompt_suffix);
   r.known_fields(p, {"type", "processors"}, "post_processor");
   for (element step : r.arr(r.required(p, "processors", "post_processor"), "post_processor"))
-    load_post_step(r, r.obj(step, "post_processor"), impl.prompt_prefix);
+    load_post_step(r, r.obj(step, "post_processor"), impl.prompt_prefix, impl.prompt_suffix);
 }
 
 void set_token(Tokenizer::Impl& impl, int32_t id, std::string bytes, Tokenizer::Impl::Kind kind) {
@@ -433,9 +434,11 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   load_decoder_and_post_processor(r, root, *impl);
   load_model(r, root, *impl);
   load_added_tokens(r, root, *impl, &nfc_normalize);
-  for (const int32_t id : impl->prompt_prefix) {
-    if (static_cast<size_t>(id) >= impl->kind.size() || impl->kind[id] == Tokenizer::Impl::Kind::kNone)
-      r.bad("post_processor", fmt::format("token id {} is not in the vocabulary", id));
+  for (const std::vector<int32_t>* ids : {&impl->prompt_prefix, &impl->prompt_suffix}) {
+    for (const int32_t id : *ids) {
+      if (static_cast<size_t>(id) >= impl->kind.size() || impl->kind[id] == Tokenizer::Impl::Kind::kNone)
+        r.bad("post_processor", fmt::format("token id {} is not in the vocabulary", id));
+    }
   }
 
   if (!tokenizer_config_json.empty()) {

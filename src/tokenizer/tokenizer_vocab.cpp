@@ -134,6 +134,7 @@ Tokenizer Tokenizer::from_vocab(const TokenizerVocab& v, std::string_view origin
   impl->eos_id = v.eos_id;
   impl->pad_id = v.pad_id;
   if (v.add_bos && v.bos_id) impl->prompt_prefix = {*v.bos_id};
+  if (v.add_eos && v.eos_id) impl->prompt_suffix = {*v.eos_id};
   impl->chat_format = chat_format_of(v.chat_template);
   return Tokenizer(std::move(impl));
 }

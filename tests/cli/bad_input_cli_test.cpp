@@ -341,7 +341,7 @@ const std::vector<BadInputCase> kBadInputCases = {
      "one\ntwo\nthree\n", "/dev/full"},
     {"HelpToDevFull", tiny, {"--help"}, "cannot write to standard output", "", "", "/dev/full"},
     // ---- the command line ----
-    {"NoCommand", tiny, {}, "a command is required (commands: bench, chat, generate"},
+    {"NoCommand", tiny, {}, "a command is required (commands: bench, chat, embed, generate"},
     {"UnknownCommand", tiny, {"frobnicate"}, "unknown command 'frobnicate' (commands: bench, chat"},
     {"UnknownBenchCommand", tiny, {"bench", "frobnicate"}, "bench: unknown command 'frobnicate'"},
     {"UnknownFlag", tiny, {"generate", "--bogus"}, "generate: unexpected argument '--bogus'"},

@@ -70,8 +70,19 @@ TEST(PromptPrefix, ByteLevelOrNoPostProcessorAddsNothing) {
   EXPECT_TRUE(with_post_processor(nullptr).prompt_prefix().empty());
 }
 
+// Qwen3-Embedding's "$A <|endoftext|>": the tokens after the text are the suffix embedding inputs
+// end with; a raw generation prompt does not get them.
+TEST(PromptPrefix, TemplateTokensAfterTheTextAreTheSuffix) {
+  const PrefixJson text_then_eos = PrefixJson::array({kTinyBosThenText[1], kTinyBosThenText[0]});
+  const Tokenizer tok = with_post_processor(template_step(text_then_eos));
+  EXPECT_TRUE(tok.prompt_prefix().empty());
+  EXPECT_EQ(std::vector<int32_t>(tok.prompt_suffix().begin(), tok.prompt_suffix().end()),
+            std::vector<int32_t>{kTinyBos});
+  EXPECT_EQ(encode_raw_prompt(tok, "the king"), tok.encode("the king"));
+  EXPECT_TRUE(with_post_processor(llama_style_post()).prompt_suffix().empty());
+}
+
 TEST(PromptPrefix, TemplatesItCannotFollowAreOneLineErrors) {
-  const PrefixJson text_then_bos = PrefixJson::array({kTinyBosThenText[1], kTinyBosThenText[0]});
   const PrefixJson no_text = PrefixJson::array({kTinyBosThenText[0]});
   PrefixJson unknown = template_step(kTinyBosThenText);
   unknown["special_tokens"] = PrefixJson::object();
@@ -81,8 +92,6 @@ TEST(PromptPrefix, TemplatesItCannotFollowAreOneLineErrors) {
     PrefixJson post;
     const char* message;
   } cases[] = {
-      {template_step(text_then_bos),
-       "tokenizer 'tiny': post_processor TemplateProcessing: special tokens after the text are not supported"},
       {template_step(no_text),
        "tokenizer 'tiny': post_processor TemplateProcessing: the single template must hold the text ($A) once"},
       {unknown,
