@@ -231,4 +231,13 @@ ModelPooling read_model_pooling(const ModelSource& src) {
   return pooling_from_config(parse_json_object(*text, src.path_of(name).string()), src.path_of(name).string());
 }
 
+std::vector<std::string> pooling_files(const ModelSource& src) {
+  if (src.gguf) return {};
+  std::vector<std::string> files;
+  if (src.has("modules.json")) files.push_back("modules.json");
+  if (const std::string dir = pooling_directory(src); !dir.empty() && src.has(dir + "/config.json"))
+    files.push_back(dir + "/config.json");
+  return files;
+}
+
 }  // namespace nanoinfer

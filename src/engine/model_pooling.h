@@ -12,4 +12,8 @@ namespace nanoinfer {
 // model still generates).
 ModelPooling read_model_pooling(const ModelSource& src);
 
+// The files of a directory that declare its pooling, relative to it ("modules.json",
+// "1_Pooling/config.json"), those present: what a converted copy of the model carries over.
+std::vector<std::string> pooling_files(const ModelSource& src);
+
 }  // namespace nanoinfer

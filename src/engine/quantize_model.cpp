@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_object.h"
+#include "engine/model_pooling.h"
 #include "engine/model_source.h"
 #include "io/safetensors.h"
 #include "model/manifest.h"
@@ -269,7 +270,7 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
   const SafetensorsFile& in = *opened->safetensors;
   nlohmann::ordered_json config_json = read_config_json(*opened);  // copied into the output as it is
   refuse_quantized(config_json, files.config, in);
-  const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
+  const std::vector<TensorSpec> manifest = stored_manifest(cfg, in.tensors());
   if (const auto problems = manifest_problems(manifest, in.tensors()); !problems.empty()) {
     fail("{}: {}", files.weights.string(), problems.front());
   }
@@ -374,6 +375,10 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
     for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
       const uint64_t cap = std::string_view(name) == "tokenizer.json" ? kMaxTokenizerFileBytes : kMaxConfigFileBytes;
       if (const auto text = opened->read_text(name, cap)) write_file_atomically(staging.path() / name, *text);
+    }
+    for (const std::string& name : pooling_files(*opened)) {  // an embedding model keeps its pooling
+      fs::create_directories((staging.path() / name).parent_path());
+      write_file_atomically(staging.path() / name, *opened->read_text(name, kMaxConfigFileBytes));
     }
     staging.commit(out_dir);
   } catch (const Error& e) {

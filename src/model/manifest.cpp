@@ -142,6 +142,31 @@ std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg) {
   return m;
 }
 
+bool stores_bare_model_names(const std::vector<std::string>& names) {
+  bool bare = false;
+  for (const std::string& name : names) {
+    if (name.starts_with("model.")) return false;
+    bare = bare || name == "embed_tokens.weight";
+  }
+  return bare;
+}
+
+std::string prefixed_model_name(std::string_view bare_name) {
+  const bool inner =
+      bare_name == "embed_tokens.weight" || bare_name == "norm.weight" || bare_name.starts_with("layers.");
+  return inner ? "model." + std::string(bare_name) : std::string(bare_name);
+}
+
+std::vector<TensorSpec> stored_manifest(const ModelConfig& cfg, const std::vector<TensorInfo>& tensors) {
+  std::vector<TensorSpec> manifest = tensor_manifest(cfg);
+  std::vector<std::string> names;
+  for (const TensorInfo& t : tensors) names.push_back(t.name);
+  if (!stores_bare_model_names(names)) return manifest;
+  for (TensorSpec& spec : manifest)
+    if (spec.name.starts_with("model.")) spec.name.erase(0, std::string_view("model.").size());
+  return manifest;
+}
+
 std::optional<std::string> hf_name_from_gguf(std::string_view gguf_name) {
   return map_name(gguf_name, false);
 }

@@ -56,6 +56,17 @@ struct TensorSpec {
 // once, as one table with both names (model/manifest.cpp).
 std::vector<TensorSpec> tensor_manifest(const ModelConfig& cfg);
 
+// Sentence-transformers checkpoints (Qwen3-Embedding) store the bare transformer: its tensors
+// are "embed_tokens.weight", "layers.N. ...", "norm.weight", without a causal LM's "model.".
+// True when `names` are such a checkpoint's (no "model." name, an "embed_tokens.weight").
+bool stores_bare_model_names(const std::vector<std::string>& names);
+// "layers.3.mlp.up_proj.weight" -> "model.layers.3.mlp.up_proj.weight"; other names unchanged.
+std::string prefixed_model_name(std::string_view bare_name);
+// The manifest under the names `tensors` use: tensor_manifest's, or its bare names when the
+// file stores the bare transformer. Tools that read and write a file by name (quantize) keep
+// the file's naming; the loader maps both namings to the manifest's.
+std::vector<TensorSpec> stored_manifest(const ModelConfig& cfg, const std::vector<TensorInfo>& tensors);
+
 // A name in one naming to the other, through the same table, for any layer number:
 // "blk.3.attn_q.weight" <-> "model.layers.3.self_attn.q_proj.weight"; nullopt for a name that
 // is not part of any supported architecture's model.

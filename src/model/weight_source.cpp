@@ -86,25 +86,16 @@ void widen_f16(const std::byte* row, float* out, size_t n) {
 
 namespace {
 
-// Sentence-transformers checkpoints (Qwen3-Embedding) store the bare transformer: its tensors are
-// "embed_tokens.weight", "layers.N. ...", "norm.weight", without the "model." of a causal LM's.
-// Such a file is seen under the usual names; the file's own names stay in file_name.
+// A sentence-transformers checkpoint's bare names (model/manifest.h) are seen under the usual
+// names; the file's own names stay in file_name.
 void add_model_prefix(WeightSource& src) {
-  constexpr std::string_view kPrefix = "model.";
-  bool bare = false;
-  for (const StoredTensor& t : src.tensors) {
-    if (t.name.starts_with(kPrefix)) return;
-    bare = bare || t.name == "embed_tokens.weight";
-  }
-  if (!bare) return;
-  const auto prefixed = [&](const std::string& name) {
-    const bool inner = name == "embed_tokens.weight" || name == "norm.weight" || name.starts_with("layers.");
-    return inner ? std::string(kPrefix) + name : name;
-  };
-  for (StoredTensor& t : src.tensors) t.name = prefixed(t.file_name);
-  for (TensorInfo& info : src.manifest_infos) info.name = prefixed(info.name);
+  std::vector<std::string> names;
+  for (const StoredTensor& t : src.tensors) names.push_back(t.file_name);
+  if (!stores_bare_model_names(names)) return;
+  for (StoredTensor& t : src.tensors) t.name = prefixed_model_name(t.file_name);
+  for (TensorInfo& info : src.manifest_infos) info.name = prefixed_model_name(info.name);
   std::map<std::string, WeightType> blocks;
-  for (const auto& [name, type] : src.declared_blocks) blocks.emplace(prefixed(name), type);
+  for (const auto& [name, type] : src.declared_blocks) blocks.emplace(prefixed_model_name(name), type);
   src.declared_blocks = std::move(blocks);
 }
 

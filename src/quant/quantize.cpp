@@ -89,7 +89,7 @@ void quantize_row_grouped(WeightType type, const float* w, std::byte* row, size_
 }
 
 void check_finite_weights(const SafetensorsFile& in, const ModelConfig& cfg, ThreadPool& pool) {
-  const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
+  const std::vector<TensorSpec> manifest = stored_manifest(cfg, in.tensors());
   for (const TensorSpec* spec : written(in, cfg, manifest)) {
     const TensorInfo& info = float_tensor(in, *spec);
     const size_t elem = dtype_size(info.dtype), n = static_cast<size_t>(info.numel());
@@ -121,7 +121,7 @@ QuantizedFileStats write_quantized_weights(const SafetensorsFile& in, const Mode
                                            const std::map<std::string, std::string>& metadata,
                                            const std::filesystem::path& out_file, ThreadPool& pool,
                                            const std::function<void(uint64_t, uint64_t)>& progress) {
-  const std::vector<TensorSpec> manifest = tensor_manifest(cfg);
+  const std::vector<TensorSpec> manifest = stored_manifest(cfg, in.tensors());
   const std::vector<std::string> problems = manifest_problems(manifest, in.tensors());
   if (!problems.empty()) fail("{}: {}", in.path().string(), problems.front());
 

@@ -105,6 +105,38 @@ TEST_F(EmbedCli, DimensionsNormalizationAndPooling) {
   EXPECT_NE(mean.err.find("mean pooling"), std::string::npos) << mean.err;
 }
 
+// A quantized copy of an embedding checkpoint (its bare tensor names) keeps the file's naming
+// and its pooling: here mean, set in the checkpoint's 1_Pooling/config.json, not the default last.
+TEST_F(EmbedCli, QuantizedCopyKeepsItsPoolingAndEmbedsClose) {
+  nlohmann::json pooling = nlohmann::json::parse(test::read_text(tmp_ / "emb/1_Pooling/config.json"));
+  pooling["pooling_mode_lasttoken"] = false;
+  pooling["pooling_mode_mean_tokens"] = true;
+  test::write_text(tmp_ / "emb/1_Pooling/config.json", pooling.dump());
+  const std::string q8 = (tmp_ / "emb-int8").string();
+  const auto q = run_cli({"quantize", "-m", model(), "--type", "int8", "--method", "rtn", "--out", q8, "-t", "1"});
+  ASSERT_EQ(q.status, 0) << q.err;
+  EXPECT_TRUE(std::filesystem::exists(tmp_ / "emb-int8/1_Pooling/config.json"));
+  const auto text = std::vector<std::string>{"-p", "said nothing at all", "-t", "1"};
+  auto args = [&](const std::string& m, std::vector<std::string> extra) {
+    std::vector<std::string> a{"embed", "-m", m};
+    a.insert(a.end(), text.begin(), text.end());
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const auto mean = embed_lines(run_cli(args(model(), {})).out).at(0)["embedding"];
+  const auto last = embed_lines(run_cli(args(model(), {"--pooling", "last"})).out).at(0)["embedding"];
+  const auto quantized = embed_lines(run_cli(args(q8, {})).out).at(0)["embedding"];
+  auto cosine = [](const nlohmann::json& a, const nlohmann::json& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += a[i].get<double>() * b[i].get<double>();
+    return s / (embed_norm(a) * embed_norm(b));
+  };
+  ASSERT_EQ(quantized.size(), mean.size());
+  EXPECT_NE(quantized, mean);  // int8 weights: close, not equal
+  EXPECT_GT(cosine(quantized, mean), 0.999);
+  EXPECT_LT(cosine(mean, last), 0.99);  // the other pooling would be told apart
+}
+
 TEST_F(EmbedCli, BadInputIsOneLineError) {
   test::expect_error_exactly(run_cli({"embed", "-m", model(), "-p", "x", "--pooling", "max"}),
                              "pooling 'max': expected mean, cls (first token) or last");
