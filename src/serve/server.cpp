@@ -25,6 +25,7 @@
 #include "serve/api.h"
 #include "serve/front.h"
 #include "serve/metrics.h"
+#include "serve/model_registry.h"
 #include "serve/scheduler.h"
 #include "serve/secret.h"
 
@@ -41,6 +42,10 @@ struct RequestTrace {
   std::chrono::steady_clock::time_point start{};
   std::shared_ptr<serve::Channel> channel;  // set once the request reached the scheduler
   size_t key = 0;                           // 1 + the index of the API key it authenticated with; 0 without
+  // The model it runs on, held loaded until the request is logged (or its stream ends).
+  std::shared_ptr<serve::ModelRegistry::Lease> lease;
+  std::string model;
+  std::optional<double> load_wait_ms;  // set when the model was not ready at once
 };
 thread_local RequestTrace request_trace;
 
@@ -88,69 +93,132 @@ std::string default_model_id(const std::filesystem::path& dir) {
   return p.filename().empty() ? "nanoinfer" : p.filename().string();
 }
 
-}  // namespace
-
-struct Server::Impl {
+// A loaded model as the server uses it: the model, what requests need of its vocabulary, and
+// the scheduler that runs its requests. Destroying it stops the scheduler, then frees the model.
+struct Engine final : serve::ModelInstance {
+  LoadedModel loaded;
   const OpenedModel& m;
-  ServeOptions options;
-  std::string model_id;
-  int64_t created = unix_now();
-  serve::Metrics metrics;
-  std::unique_ptr<serve::Scheduler> scheduler;
-  serve::Front http;
-  int port = 0;
   size_t max_token_bytes = 1;  // the longest token's text: a bound on the bytes one token covers
-  std::atomic<uint64_t> next_id{1};
-  std::atomic<bool> stopping{false};
   std::vector<int32_t> text_eos, chat_eos;
   std::shared_ptr<const VocabTrie> trie;  // the vocabulary's byte trie, for grammars
-  PrefixCache prefix_cache;               // ServeOptions::prefix_cache, Auto resolved
+  std::unique_ptr<serve::Scheduler> scheduler;
 
-  static PrefixCache resolve(const ServeOptions& o) {
-    if (o.prefix_cache != PrefixCache::Auto) return o.prefix_cache;
-    return o.api_keys.size() > 1 ? PrefixCache::PerKey : PrefixCache::Shared;
-  }
-
-  static serve::FrontOptions front_options(const ServeOptions& o) {
-    serve::FrontOptions f;
-    // Each request waiting for its generation holds a worker; a few more answer the rest.
-    f.workers = std::min<size_t>(o.parallel + o.queue + 4, 1024);
-    f.max_body_bytes = o.max_body_bytes;
-    f.max_connections = o.max_connections;
-    return f;
-  }
-
-  Impl(const OpenedModel& model, const ServeOptions& opts)
-      : m(model), options(opts), http(front_options(opts)), prefix_cache(resolve(opts)) {
+  Engine(LoadedModel model, const ServeOptions& o, bool prefix_cache, serve::Metrics& metrics)
+      : loaded(std::move(model)), m(*loaded.model) {
     for (int32_t id = 0; id < m.tokenizer.vocab_size(); ++id) {
       try {
         max_token_bytes = std::max(max_token_bytes, m.tokenizer.token_bytes(id).size());
       } catch (const Error&) {
       }
     }
-    model_id = options.model_id.empty() ? default_model_id(m.dir) : options.model_id;
     text_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/false);
     chat_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
     trie = VocabTrie::of(m.tokenizer);
-    scheduler =
-        std::make_unique<serve::Scheduler>(m.model, m.tokenizer,
-                                           serve::SchedulerOptions{.parallel = options.parallel,
-                                                                   .queue = options.queue,
-                                                                   .prefill_chunk = options.prefill_chunk,
-                                                                   .step_tokens = options.step_tokens,
-                                                                   .step_latency = options.step_latency,
-                                                                   .make_drafter = options.make_drafter,
-                                                                   .draft_max = options.draft_max,
-                                                                   .prefix_cache = prefix_cache != PrefixCache::Off},
-                                           metrics);
+    scheduler = std::make_unique<serve::Scheduler>(m.model, m.tokenizer,
+                                                   serve::SchedulerOptions{.parallel = o.parallel,
+                                                                           .queue = o.queue,
+                                                                           .prefill_chunk = o.prefill_chunk,
+                                                                           .step_tokens = o.step_tokens,
+                                                                           .step_latency = o.step_latency,
+                                                                           .make_drafter = loaded.make_drafter,
+                                                                           .draft_max = loaded.draft_max,
+                                                                           .prefix_cache = prefix_cache},
+                                                   metrics);
+  }
+  void stop() override { scheduler->shutdown(); }
+};
+
+// The one model of Server(const OpenedModel&, ...), owned by the caller.
+std::vector<ServedModel> single_model(const OpenedModel& m, const ServeOptions& o) {
+  const LoadedModel loaded{std::shared_ptr<const OpenedModel>(std::shared_ptr<const OpenedModel>(), &m), o.make_drafter,
+                           o.draft_max};
+  return {ServedModel{.id = o.model_id, .path = m.dir, .load = [loaded] { return loaded; }}};
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServeOptions options;
+  int64_t created = unix_now();
+  serve::Metrics metrics;
+  PrefixCache prefix_cache;  // ServeOptions::prefix_cache, Auto resolved
+  std::unique_ptr<serve::ModelRegistry> registry;
+  serve::Front http;
+  int port = 0;
+  std::atomic<uint64_t> next_id{1};
+  std::atomic<bool> stopping{false};
+  bool started = false;  // the default model's load at construction is the caller's to report
+
+  static PrefixCache resolve(const ServeOptions& o) {
+    if (o.prefix_cache != PrefixCache::Auto) return o.prefix_cache;
+    return o.api_keys.size() > 1 ? PrefixCache::PerKey : PrefixCache::Shared;
+  }
+
+  static serve::FrontOptions front_options(const ServeOptions& o, size_t models) {
+    serve::FrontOptions f;
+    // Each request waiting for its generation (or its model) holds a worker; a few more answer
+    // the rest.
+    f.workers = std::min<size_t>((o.parallel + o.queue) * models + 4, 1024);
+    f.max_body_bytes = o.max_body_bytes;
+    f.max_connections = o.max_connections;
+    return f;
+  }
+
+  Impl(std::vector<ServedModel> models, const ServeOptions& opts, std::optional<LoadedModel> preloaded)
+      : options(opts), prefix_cache(resolve(opts)), http(front_options(opts, models.size())) {
+    if (!(options.slot_wait_seconds >= 0 && options.slot_wait_seconds <= 86400)) {
+      fail("the wait for a model slot must be in 0..86400 s, got {}", options.slot_wait_seconds);
+    }
+    if (models.empty()) fail("a server needs at least one model");
+    const std::function<LoadedModel()> first_load = models.front().load;
+    std::vector<serve::RegistryModel> entries;
+    for (ServedModel& served : models) {
+      std::string id = served.id.empty() ? default_model_id(served.path) : served.id;
+      entries.push_back({id, [this, id, load = std::move(served.load)] { return open_engine(id, load()); }});
+    }
+    serve::RegistryOptions registry_options{
+        .max_loaded = options.max_loaded,
+        .slot_wait = std::chrono::milliseconds(static_cast<int64_t>(options.slot_wait_seconds * 1000)),
+        .on_evict = [this](const std::string& evicted, const std::string& for_model) {
+          if (options.access_log) {
+            fmt::print(stderr, "nanoinfer: unloading '{}' to load '{}' (--max-loaded {})\n", serve::log_field(evicted),
+                       serve::log_field(for_model), options.max_loaded);
+          }
+        }};
+    registry = std::make_unique<serve::ModelRegistry>(std::move(entries), std::move(registry_options));
+    if (!preloaded) preloaded = first_load();
+    registry->preload(
+        0, std::make_unique<Engine>(std::move(*preloaded), options, prefix_cache != PrefixCache::Off, metrics));
+    started = true;
     routes();
   }
 
-  serve::Job make_job(const serve::CompletionRequest& r) const {
-    if (!r.model.empty() && r.model != model_id) {
-      throw ApiError(404, "invalid_request_error", "model_not_found",
-                     fmt::format("the model '{}' does not exist; this server has '{}'", r.model, model_id));
+  std::unique_ptr<serve::ModelInstance> open_engine(const std::string& id, LoadedModel loaded) {
+    auto engine = std::make_unique<Engine>(std::move(loaded), options, prefix_cache != PrefixCache::Off, metrics);
+    if (options.access_log && started) {
+      fmt::print(stderr, "nanoinfer: loaded '{}' ({}; {:.2f} s)\n", serve::log_field(id), engine->m.dir.string(),
+                 engine->m.load_seconds);
     }
+    return engine;
+  }
+
+  // The request's model, loaded and held for it (the access log says how long it waited).
+  Engine& acquire_model(const serve::CompletionRequest& r) {
+    const std::optional<size_t> index = registry->find(r.model);
+    if (!index) {
+      throw ApiError(404, "invalid_request_error", "model_not_found",
+                     fmt::format("the model '{}' does not exist; this server has {}", r.model, registry->id_list()));
+    }
+    request_trace.model = registry->id(*index);
+    request_trace.lease = std::make_shared<serve::ModelRegistry::Lease>(
+        registry->acquire(*index, [] { return serve::Front::client_gone(); }));
+    if (request_trace.lease->waited()) request_trace.load_wait_ms = request_trace.lease->wait_ms();
+    return static_cast<Engine&>(request_trace.lease->instance());
+  }
+
+  serve::Job make_job(const serve::CompletionRequest& r, const Engine& engine) const {
+    const OpenedModel& m = engine.m;
+    const size_t max_token_bytes = engine.max_token_bytes;
     serve::Job job;
     try {
       job.sampling = resolve_sampling(m.generation, r.sampling).params();
@@ -180,10 +248,10 @@ struct Server::Impl {
       // does: the prompt, and so the cached prefix, does not depend on the choice).
       job.prompt =
           encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools);
-      job.eos_ids = chat_eos;
+      job.eos_ids = engine.chat_eos;
     } else {
       job.prompt = encode_raw_prompt(m.tokenizer, r.prompt);
-      job.eos_ids = text_eos;
+      job.eos_ids = engine.text_eos;
     }
     if (job.prompt.empty()) serve::bad_request("invalid_value", "the prompt encodes to no tokens");
     const size_t context = m.model.max_context();
@@ -202,7 +270,7 @@ struct Server::Impl {
     job.max_tokens = r.max_tokens ? *r.max_tokens : static_cast<int64_t>(context - n);
     job.stop = r.stop;
     job.grammar = r.grammar;
-    job.trie = trie;
+    job.trie = engine.trie;
     job.frequency_penalty = r.frequency_penalty;
     job.presence_penalty = r.presence_penalty;
     job.logit_bias = r.logit_bias;
@@ -221,16 +289,19 @@ struct Server::Impl {
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     serve::CompletionRequest r;
     serve::Job job;
+    Engine* engine = nullptr;
     try {
       // A grammar's compilation stops when the client leaves or the server stops.
       r = serve::parse_request(
           req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); }, options.grammar_steps);
-      job = make_job(r);
+      engine = &acquire_model(r);
+      job = make_job(r, *engine);
     } catch (const ApiError& e) {
-      if (serve::Front::client_gone()) {  // left while its grammar compiled (which stopped)
+      if (serve::Front::client_gone()) {  // left while its grammar compiled or its model loaded
         res.status = 499;
         return;
       }
+      if (e.code == "model_busy") res.set_header("Retry-After", "1");
       send_error(res, e);
       return;
     }
@@ -240,7 +311,7 @@ struct Server::Impl {
     }
     std::vector<int32_t> job_prompt;
     if (r.return_token_ids) job_prompt = job.prompt;
-    std::shared_ptr<serve::Channel> channel = scheduler->submit(std::move(job));
+    std::shared_ptr<serve::Channel> channel = engine->scheduler->submit(std::move(job));
     request_trace.channel = channel;
     if (!channel) {
       res.set_header("Retry-After", "1");
@@ -249,7 +320,7 @@ struct Server::Impl {
       return;
     }
     const serve::ResponseId id{fmt::format("{}-{}", endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl", next_id++),
-                               unix_now(), model_id};
+                               unix_now(), request_trace.model};
     const bool want_logprobs = r.top_logprobs >= 0;
     if (!r.stream) {
       std::string text;
@@ -302,7 +373,7 @@ struct Server::Impl {
     }
     res.set_chunked_content_provider(
         "text/event-stream",
-        [channel, id, endpoint, include_usage, first, want_logprobs, offset, tool_parser](
+        [channel, id, endpoint, include_usage, first, want_logprobs, offset, tool_parser, lease = request_trace.lease](
             size_t, httplib::DataSink& sink) mutable {
           const auto event = [&](const std::string& payload) {
             const std::string line = "data: " + payload + "\n\n";
@@ -394,6 +465,8 @@ struct Server::Impl {
       e.tokens = request_trace.channel->usage();
       e.cached = request_trace.channel->cached_prompt_tokens();
     }
+    e.model = request_trace.model;
+    e.load_wait_ms = request_trace.load_wait_ms;
     if (request_trace.start != std::chrono::steady_clock::time_point{}) {
       e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - request_trace.start).count();
     }
@@ -410,6 +483,7 @@ struct Server::Impl {
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       using R = httplib::Server::HandlerResponse;
+      request_trace = {};
       request_trace.start = std::chrono::steady_clock::now();
       // Without a key, only requests addressed to this machine by address are answered: a web
       // page that rebinds its own domain name to 127.0.0.1 sends that name as Host.
@@ -519,7 +593,9 @@ struct Server::Impl {
       });
     }
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(serve::models_json(model_id, created), "application/json");
+      std::vector<serve::ModelListing> listing;
+      for (const serve::ModelRegistry::Status& st : registry->status()) listing.push_back({st.id, st.loaded});
+      res.set_content(serve::models_json(listing, created), "application/json");
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       if (stopping) {
@@ -529,12 +605,22 @@ struct Server::Impl {
       res.set_content("{\"status\":\"ok\"}", "application/json");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics.render(scheduler->queue_depth(), scheduler->active()), "text/plain; version=0.0.4");
+      size_t queued = 0, active = 0;
+      registry->for_each_loaded([&](size_t, serve::ModelInstance& instance) {
+        queued += static_cast<Engine&>(instance).scheduler->queue_depth();
+        active += static_cast<Engine&>(instance).scheduler->active();
+      });
+      res.set_content(metrics.render(queued, active) + serve::render_model_metrics(registry->status()),
+                      "text/plain; version=0.0.4");
     });
   }
 };
 
-Server::Server(const OpenedModel& model, const ServeOptions& options) : impl_(std::make_unique<Impl>(model, options)) {}
+Server::Server(const OpenedModel& model, const ServeOptions& options)
+    : impl_(std::make_unique<Impl>(single_model(model, options), options, std::nullopt)) {}
+
+Server::Server(std::vector<ServedModel> models, const ServeOptions& options, std::optional<LoadedModel> preloaded)
+    : impl_(std::make_unique<Impl>(std::move(models), options, std::move(preloaded))) {}
 
 Server::~Server() {
   stop();
@@ -551,7 +637,12 @@ int Server::port() const {
   return impl_->port;
 }
 const std::string& Server::model_id() const {
-  return impl_->model_id;
+  return impl_->registry->id(0);
+}
+std::vector<std::string> Server::model_ids() const {
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < impl_->registry->size(); ++i) ids.push_back(impl_->registry->id(i));
+  return ids;
 }
 PrefixCache Server::prefix_cache() const {
   return impl_->prefix_cache;
@@ -560,7 +651,7 @@ PrefixCache Server::prefix_cache() const {
 void Server::stop() {
   Impl& s = *impl_;
   if (s.stopping.exchange(true)) return;
-  s.scheduler->shutdown();  // releases every handler waiting on a channel
+  s.registry->shutdown();  // stops every scheduler, releasing each handler waiting on a channel or a model
   s.http.shutdown();
 }
 
