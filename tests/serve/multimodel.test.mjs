@@ -142,7 +142,7 @@ test('interleaved requests are each answered by the model they name; /v1/models 
 });
 
 // Reads an SSE completion stream to its end; resolves with its text, its finish reason and the
-// time its [DONE] arrived. `onFirst` runs when the first text arrives.
+// time its [DONE] arrived. `onFirst` (if any) runs when the first text arrives.
 async function stream(s, body, onFirst) {
   const res = await fetch(`${s.api}/completions`, {
     method: 'POST', headers: { 'Content-Type': 'application/json' },
@@ -170,38 +170,50 @@ async function stream(s, body, onFirst) {
   throw new Error(`the stream ended without [DONE] after ${JSON.stringify(text)}`);
 }
 
-test('--max-loaded 1: a request for the other model waits for the running stream, then its model loads', async () => {
-  const s = await startServe(args.nanoinfer, ['-m', modelA, '-m', modelB, '-t', '1', '--max-loaded', '1']);
+test('--max-loaded 1: a request for the other model waits for the running streams, then its model loads', async () => {
+  // One sequence at a time: the streams on a run one after the other, each holding a loaded.
+  const s = await startServe(args.nanoinfer, ['-m', modelA, '-m', modelB, '-t', '1', '--max-loaded', '1', '--parallel', '1']);
   try {
     assert.match(s.stderr(), /^nanoinfer: at most 1 model\(s\) loaded at once/m);
-    const prompt = PROMPTS[1];
     let second;
     let sentAt;
-    const first = await stream(s, { model: A, prompt, max_tokens: 200 }, () => {
+    // Once every stream holds a (the first runs, the others are queued behind it), b is asked for.
+    const sendB = async () => {
+      const active = /^nanoinfer_model_active_requests\{model="default-model"\} (\d+)$/m;
+      for (let i = 0; i < 500; ++i) {
+        const metrics = await (await fetch(`${s.base}/metrics`)).text();
+        if (metrics.match(active)?.[1] === String(PROMPTS.length)) break;
+        await sleep(2);
+      }
       sentAt = performance.now();
-      second = complete(s, { model: B, prompt, max_tokens: 16 });
-    });
+      return complete(s, { model: B, prompt: PROMPTS[1], max_tokens: 16 });
+    };
+    const streams = PROMPTS.map((prompt, i) => stream(s, { model: A, prompt, max_tokens: 200 }, i > 0 ? null : () => {
+      second = sendB();
+    }));
+    const firsts = await Promise.all(streams);
     const b = await second;
-    // a's stream was not cut: the whole greedy text of the model alone.
-    assert.equal(first.text, reference.get(`${A} ${prompt} 200`));
-    assert.ok(sentAt < first.done, 'the request for b was sent while a streamed');
-    assert.ok(b.at > first.done, 'b answered after the stream on a ended');
+    // No stream on a was cut: each is the whole greedy text of the model alone.
+    PROMPTS.forEach((prompt, i) => assert.equal(firsts[i].text, reference.get(`${A} ${prompt} 200`), prompt));
+    const lastDone = Math.max(...firsts.map((f) => f.done));
+    assert.ok(sentAt < lastDone, 'the request for b was sent while a streamed');
+    assert.ok(b.at > lastDone, 'b answered after every stream on a ended');
     assert.equal(b.status, 200, JSON.stringify(b.json));
     assert.equal(b.json.model, B);
-    assert.equal(b.json.choices[0].text, reference.get(`${B} ${prompt} 16`));
+    assert.equal(b.json.choices[0].text, reference.get(`${B} ${PROMPTS[1]} 16`));
     assert.deepEqual((await models(s)).map((m) => m.slice(0, 2)), [[A, false], [B, true]]);
 
-    const lines = await logLines(s, 2);
-    assert.equal(lines.length, 2, lines.join('\n'));
-    assert.match(lines[0], / 200 tokens \d+\+\d+ \d+\.\d\d s model default-model$/);
-    const wait = lines[1].match(/ 200 tokens \d+\+16 \d+\.\d\d s model synth-b load_wait_ms (\d+)$/);
-    assert.ok(wait, lines[1]);
+    const lines = (await logLines(s, PROMPTS.length + 1)).filter((l) => / POST /.test(l));
+    assert.equal(lines.length, PROMPTS.length + 1, lines.join('\n'));
+    for (const l of lines.slice(0, -1)) assert.match(l, / 200 tokens \d+\+\d+ \d+\.\d\d s model default-model$/);
+    const wait = lines.at(-1).match(/ 200 tokens \d+\+16 \d+\.\d\d s model synth-b load_wait_ms (\d+)$/);
+    assert.ok(wait, lines.at(-1));
     assert.match(s.stderr(), /^nanoinfer: unloading 'default-model' to load 'synth-b' \(--max-loaded 1\)$/m);
     assert.match(s.stderr(), /^nanoinfer: loaded 'synth-b' \(/m);
 
     // And back: a loads again (b idle, unloaded), answering as before.
-    const again = await complete(s, { model: A, prompt, max_tokens: 16 });
-    assert.equal(again.json.choices[0].text, reference.get(`${A} ${prompt} 16`));
+    const again = await complete(s, { model: A, prompt: PROMPTS[1], max_tokens: 16 });
+    assert.equal(again.json.choices[0].text, reference.get(`${A} ${PROMPTS[1]} 16`));
     const metrics = await (await fetch(`${s.base}/metrics`)).text();
     assert.match(metrics, /^nanoinfer_model_loads_total\{model="default-model"\} 2$/m);
     assert.match(metrics, /^nanoinfer_model_unloads_total\{model="default-model"\} 1$/m);
