@@ -2,8 +2,8 @@
 //
 //   nanoinfer: 127.0.0.1 POST /v1/chat/completions 200 tokens 31+16 cached 12 0.42 s model qwen load_wait_ms 830
 //
-// (the model for requests that named one, or got the default; load_wait_ms when the request
-// waited for its model to load, or for room to load it).
+// (with several models: the model a request ran on, and load_wait_ms when it waited for its
+// model to load, or for room to load it).
 //
 // Every field a client chose (method, path) is written through log_field, so no request can
 // forge a line, move the cursor, retitle a terminal or reorder what a reader sees: control

@@ -28,6 +28,7 @@
 #include "serve/model_registry.h"
 #include "serve/scheduler.h"
 #include "serve/secret.h"
+#include "serve/serving_model.h"
 
 namespace nanoinfer {
 
@@ -87,47 +88,6 @@ bool json_content_type(std::string_view type) {
   return lower == "application/json";
 }
 
-std::string default_model_id(const std::filesystem::path& dir) {
-  std::filesystem::path p = dir.lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();
-  return p.filename().empty() ? "nanoinfer" : p.filename().string();
-}
-
-// A loaded model as the server uses it: the model, what requests need of its vocabulary, and
-// the scheduler that runs its requests. Destroying it stops the scheduler, then frees the model.
-struct Engine final : serve::ModelInstance {
-  LoadedModel loaded;
-  const OpenedModel& m;
-  size_t max_token_bytes = 1;  // the longest token's text: a bound on the bytes one token covers
-  std::vector<int32_t> text_eos, chat_eos;
-  std::shared_ptr<const VocabTrie> trie;  // the vocabulary's byte trie, for grammars
-  std::unique_ptr<serve::Scheduler> scheduler;
-
-  Engine(LoadedModel model, const ServeOptions& o, bool prefix_cache, serve::Metrics& metrics)
-      : loaded(std::move(model)), m(*loaded.model) {
-    for (int32_t id = 0; id < m.tokenizer.vocab_size(); ++id) {
-      try {
-        max_token_bytes = std::max(max_token_bytes, m.tokenizer.token_bytes(id).size());
-      } catch (const Error&) {
-      }
-    }
-    text_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/false);
-    chat_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
-    trie = VocabTrie::of(m.tokenizer);
-    scheduler = std::make_unique<serve::Scheduler>(m.model, m.tokenizer,
-                                                   serve::SchedulerOptions{.parallel = o.parallel,
-                                                                           .queue = o.queue,
-                                                                           .prefill_chunk = o.prefill_chunk,
-                                                                           .step_tokens = o.step_tokens,
-                                                                           .step_latency = o.step_latency,
-                                                                           .make_drafter = loaded.make_drafter,
-                                                                           .draft_max = loaded.draft_max,
-                                                                           .prefix_cache = prefix_cache},
-                                                   metrics);
-  }
-  void stop() override { scheduler->shutdown(); }
-};
-
 // The one model of Server(const OpenedModel&, ...), owned by the caller.
 std::vector<ServedModel> single_model(const OpenedModel& m, const ServeOptions& o) {
   const LoadedModel loaded{std::shared_ptr<const OpenedModel>(std::shared_ptr<const OpenedModel>(), &m), o.make_drafter,
@@ -173,7 +133,7 @@ struct Server::Impl {
     const std::function<LoadedModel()> first_load = models.front().load;
     std::vector<serve::RegistryModel> entries;
     for (ServedModel& served : models) {
-      std::string id = served.id.empty() ? default_model_id(served.path) : served.id;
+      std::string id = served.id.empty() ? serve::default_model_id(served.path) : served.id;
       entries.push_back({id, [this, id, load = std::move(served.load)] { return open_engine(id, load()); }});
     }
     serve::RegistryOptions registry_options{
@@ -187,14 +147,15 @@ struct Server::Impl {
         }};
     registry = std::make_unique<serve::ModelRegistry>(std::move(entries), std::move(registry_options));
     if (!preloaded) preloaded = first_load();
-    registry->preload(
-        0, std::make_unique<Engine>(std::move(*preloaded), options, prefix_cache != PrefixCache::Off, metrics));
+    registry->preload(0, std::make_unique<serve::ServingModel>(std::move(*preloaded), options,
+                                                               prefix_cache != PrefixCache::Off, metrics));
     started = true;
     routes();
   }
 
   std::unique_ptr<serve::ModelInstance> open_engine(const std::string& id, LoadedModel loaded) {
-    auto engine = std::make_unique<Engine>(std::move(loaded), options, prefix_cache != PrefixCache::Off, metrics);
+    auto engine =
+        std::make_unique<serve::ServingModel>(std::move(loaded), options, prefix_cache != PrefixCache::Off, metrics);
     if (options.access_log && started) {
       fmt::print(stderr, "nanoinfer: loaded '{}' ({}; {:.2f} s)\n", serve::log_field(id), engine->m.dir.string(),
                  engine->m.load_seconds);
@@ -203,7 +164,7 @@ struct Server::Impl {
   }
 
   // The request's model, loaded and held for it (the access log says how long it waited).
-  Engine& acquire_model(const serve::CompletionRequest& r) {
+  serve::ServingModel& acquire_model(const serve::CompletionRequest& r) {
     const std::optional<size_t> index = registry->find(r.model);
     if (!index) {
       throw ApiError(404, "invalid_request_error", "model_not_found",
@@ -213,89 +174,20 @@ struct Server::Impl {
     request_trace.lease = std::make_shared<serve::ModelRegistry::Lease>(
         registry->acquire(*index, [] { return serve::Front::client_gone(); }));
     if (request_trace.lease->waited()) request_trace.load_wait_ms = request_trace.lease->wait_ms();
-    return static_cast<Engine&>(request_trace.lease->instance());
-  }
-
-  serve::Job make_job(const serve::CompletionRequest& r, const Engine& engine) const {
-    const OpenedModel& m = engine.m;
-    const size_t max_token_bytes = engine.max_token_bytes;
-    serve::Job job;
-    try {
-      job.sampling = resolve_sampling(m.generation, r.sampling).params();
-    } catch (const Error& e) {
-      serve::bad_request("invalid_value", e.what());
-    }
-    // A prompt too long for the context is refused before it is tokenized: a token covers at
-    // most max_token_bytes bytes of normalized text, and NFC shrinks text at most 3 times
-    // (three Hangul jamo into one syllable).
-    size_t bytes = r.prompt.size();
-    for (const ChatMessage& msg : r.messages) {
-      bytes += msg.content.size();
-      for (const ChatToolCall& call : msg.tool_calls) bytes += call.name.size() + call.arguments.size();
-    }
-    std::vector<std::string> tools;  // each tool as the template renders it
-    for (const serve::ToolDef& t : r.tools.tools) {
-      tools.push_back(t.rendered);
-      bytes += t.rendered.size();
-    }
-    if (const size_t at_least = bytes / (3 * max_token_bytes); at_least >= m.model.max_context()) {
-      serve::bad_request("context_length_exceeded",
-                         fmt::format("the prompt is {} bytes, at least {} tokens, but the context holds {}", bytes,
-                                     at_least, m.model.max_context()));
-    }
-    if (r.endpoint == Endpoint::Chat) {
-      // As encode_chat_prompt, with the tools block (rendered for tool_choice none too, as vLLM
-      // does: the prompt, and so the cached prefix, does not depend on the choice).
-      job.prompt =
-          encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools);
-      job.eos_ids = engine.chat_eos;
-    } else {
-      job.prompt = encode_raw_prompt(m.tokenizer, r.prompt);
-      job.eos_ids = engine.text_eos;
-    }
-    if (job.prompt.empty()) serve::bad_request("invalid_value", "the prompt encodes to no tokens");
-    const size_t context = m.model.max_context();
-    const size_t n = job.prompt.size();
-    if (n >= context) {
-      serve::bad_request("context_length_exceeded",
-                         fmt::format("the prompt is {} tokens but the context holds {} (and at least one "
-                                     "token must be generated)",
-                                     n, context));
-    }
-    if (r.max_tokens && n + static_cast<size_t>(*r.max_tokens) > context) {
-      serve::bad_request("context_length_exceeded",
-                         fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens", n,
-                                     *r.max_tokens, context));
-    }
-    job.max_tokens = r.max_tokens ? *r.max_tokens : static_cast<int64_t>(context - n);
-    job.stop = r.stop;
-    job.grammar = r.grammar;
-    job.trie = engine.trie;
-    job.frequency_penalty = r.frequency_penalty;
-    job.presence_penalty = r.presence_penalty;
-    job.logit_bias = r.logit_bias;
-    for (const auto& entry : r.logit_bias) {
-      if (entry.first >= m.tokenizer.vocab_size()) {
-        serve::bad_request("invalid_value", fmt::format("'logit_bias' names token {}; the vocabulary has {}",
-                                                        entry.first, m.tokenizer.vocab_size()));
-      }
-    }
-    job.top_logprobs = r.top_logprobs;
-    // Per-key isolation: a prompt reuses cached rows only of prompts sent with the same key.
-    if (prefix_cache == PrefixCache::PerKey) job.cache_scope = request_trace.key;
-    return job;
+    return static_cast<serve::ServingModel&>(request_trace.lease->instance());
   }
 
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     serve::CompletionRequest r;
     serve::Job job;
-    Engine* engine = nullptr;
+    serve::ServingModel* engine = nullptr;
     try {
       // A grammar's compilation stops when the client leaves or the server stops.
       r = serve::parse_request(
           req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); }, options.grammar_steps);
       engine = &acquire_model(r);
-      job = make_job(r, *engine);
+      // Per-key isolation: a prompt reuses cached rows only of prompts sent with the same key.
+      job = serve::make_job(r, *engine, prefix_cache == PrefixCache::PerKey ? request_trace.key : 0);
     } catch (const ApiError& e) {
       if (serve::Front::client_gone()) {  // left while its grammar compiled or its model loaded
         res.status = 499;
@@ -465,8 +357,10 @@ struct Server::Impl {
       e.tokens = request_trace.channel->usage();
       e.cached = request_trace.channel->cached_prompt_tokens();
     }
-    e.model = request_trace.model;
-    e.load_wait_ms = request_trace.load_wait_ms;
+    if (registry->size() > 1) {  // a single model's line stays as it always was
+      e.model = request_trace.model;
+      e.load_wait_ms = request_trace.load_wait_ms;
+    }
     if (request_trace.start != std::chrono::steady_clock::time_point{}) {
       e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - request_trace.start).count();
     }
@@ -607,8 +501,8 @@ struct Server::Impl {
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       size_t queued = 0, active = 0;
       registry->for_each_loaded([&](size_t, serve::ModelInstance& instance) {
-        queued += static_cast<Engine&>(instance).scheduler->queue_depth();
-        active += static_cast<Engine&>(instance).scheduler->active();
+        queued += static_cast<serve::ServingModel&>(instance).scheduler->queue_depth();
+        active += static_cast<serve::ServingModel&>(instance).scheduler->active();
       });
       res.set_content(metrics.render(queued, active) + serve::render_model_metrics(registry->status()),
                       "text/plain; version=0.0.4");
