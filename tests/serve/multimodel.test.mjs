@@ -240,12 +240,18 @@ test('bad model lists are one-line errors before anything loads', () => {
   assert.match(empty.stderr, /--models-dir .*cfg: no model in it/);
 });
 
+// With prompt lookup, which every model loaded on demand gets too: greedy text is unchanged.
 test('--models-dir serves each model in it, named by its directory', async () => {
-  const s = await startServe(args.nanoinfer, ['-m', modelA, '--models-dir', path.join(dir, 'models'), '-t', '1', '--quiet']);
+  const s = await startServe(args.nanoinfer, ['-m', modelA, '--models-dir', path.join(dir, 'models'), '-t', '1', '--quiet',
+                                              '--lookup', '3']);
   try {
     assert.deepEqual((await models(s)).map((m) => m.slice(0, 2)), [[A, true], [B, false]]);
-    const r = await complete(s, { model: B, prompt: PROMPTS[2], max_tokens: 16 });
-    assert.equal(r.json.choices[0].text, reference.get(`${B} ${PROMPTS[2]} 16`));
+    for (const model of [B, A]) {
+      const r = await complete(s, { model, prompt: PROMPTS[2], max_tokens: 200 });
+      assert.equal(r.json.choices[0].text, reference.get(`${model} ${PROMPTS[2]} 200`), model);
+    }
+    const metrics = await (await fetch(`${s.base}/metrics`)).text();
+    assert.match(metrics, /^nanoinfer_draft_tokens_total [1-9]\d*$/m);
   } finally {
     await s.stop();
   }
