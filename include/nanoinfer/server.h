@@ -1,4 +1,4 @@
-// `nanoinfer serve`: an OpenAI-compatible HTTP server over one loaded model.
+// `nanoinfer serve`: an OpenAI-compatible HTTP server over one model, or several.
 //
 // Endpoints: POST /v1/chat/completions, POST /v1/completions (both optionally streamed as
 // server-sent events), POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics (Prometheus text). Requests
@@ -11,9 +11,15 @@
 //   server.start();                 // binds (throws Error if it cannot), serves in the background
 //   ... server.port() ...
 //   server.stop();                  // cancels in-flight requests, stops accepting, joins
+//
+// Several models: Server(std::vector<ServedModel>, options). A request's "model" picks one
+// (none: the first, the default); each loads on first use (the default at construction) and
+// the least recently used idle one is unloaded when ServeOptions::max_loaded would be exceeded
+// (src/serve/model_registry.h). Each loaded model has its own scheduler.
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -64,12 +70,36 @@ struct ServeOptions {
   // the tokens drafted per pass (unset: adaptive).
   std::function<std::unique_ptr<Drafter>()> make_drafter;
   std::optional<size_t> draft_max;
+  // Several models: how many may be loaded at once (0 = all of them), and how long a request
+  // for an unloaded model waits for a loaded one to finish its requests so that it can be
+  // unloaded; past it the request gets 503 model_busy.
+  size_t max_loaded = 0;
+  double slot_wait_seconds = 120;
+};
+
+// A model opened for serving: the model (shared, so the loader decides what owns it) and its
+// speculative decoding (as ServeOptions' make_drafter and draft_max, which it replaces).
+struct LoadedModel {
+  std::shared_ptr<const OpenedModel> model;
+  std::function<std::unique_ptr<Drafter>()> make_drafter;
+  std::optional<size_t> draft_max;
+};
+
+// One of the models behind a server.
+struct ServedModel {
+  std::string id;              // what requests name in "model"; "" = the last component of `path`
+  std::filesystem::path path;  // the model's file or directory, for the id and messages
+  // Opens the model: on first use (from a request's thread), and again after an unload.
+  std::function<LoadedModel()> load;
 };
 
 class Server {
  public:
   // `model` must outlive the server.
   Server(const OpenedModel& model, const ServeOptions& options);
+  // Several models, the first the default. It is loaded here: `preloaded` when given (a model
+  // the caller opened already), else through its loader. Throws Error on duplicate ids.
+  Server(std::vector<ServedModel> models, const ServeOptions& options, std::optional<LoadedModel> preloaded = {});
   ~Server();  // stop()
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -77,9 +107,10 @@ class Server {
   // Binds host:port and starts serving on background threads. Throws Error if the address
   // cannot be bound.
   void start();
-  int port() const;  // the bound port
-  const std::string& model_id() const;
-  PrefixCache prefix_cache() const;  // the isolation in effect (Auto resolved)
+  int port() const;                            // the bound port
+  const std::string& model_id() const;         // the default model's
+  std::vector<std::string> model_ids() const;  // every model's, the default first
+  PrefixCache prefix_cache() const;            // the isolation in effect (Auto resolved)
   // Stops accepting connections, cancels queued and running generations (their clients get
   // what was generated so far, or 503), and waits for the server threads. Idempotent.
   void stop();

@@ -14,12 +14,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/json_limits.h"
+#include "nanoinfer/model_files.h"
 #include "nanoinfer/server.h"
 #include "speculation_options.h"
 
@@ -27,7 +29,12 @@ namespace nanoinfer::cli {
 namespace {
 
 struct ServeFlags {
-  ModelFlags model;
+  ModelFlags model;                 // the options every model is opened with (-m aside)
+  std::vector<std::string> models;  // -m, repeated; none: the embedded model (or --models-dir's)
+  std::string models_dir;
+  std::vector<std::string> model_ids;  // --model-id, one per model in order
+  int64_t max_loaded = 0;
+  double load_wait = 120;
   std::string host = "127.0.0.1";
   int port = 8080;
   int64_t parallel = 4;
@@ -37,7 +44,6 @@ struct ServeFlags {
   double step_latency = 1.8;
   std::vector<std::string> api_keys;
   std::string prefix_cache;  // "" = the default (per-key with two keys or more, else shared)
-  std::string model_id;
   int64_t max_connections = 512;
   int64_t grammar_steps = 64'000'000;
   bool quiet = false;
@@ -57,6 +63,59 @@ bool loopback(const std::string& host) {
     return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
   }
   return false;
+}
+
+// A model and what it drafts with: one allocation that the served model's pointer and its
+// drafter factory keep alive, freed when the server unloads the model.
+struct ModelWithSpeculation {
+  OpenedModel m;
+  Speculation speculation;
+};
+
+LoadedModel open_served(const ModelFlags& flags, const SpeculationFlags& speculation, std::optional<Pooling> pooling) {
+  auto both = std::make_shared<ModelWithSpeculation>(ModelWithSpeculation{load_model(flags), Speculation(speculation)});
+  if (pooling) both->m.pooling = {.pooling = pooling, .origin = "--pooling"};
+  both->speculation.load(flags, both->m);
+  LoadedModel loaded{.model = std::shared_ptr<const OpenedModel>(both, &both->m)};
+  if (both->speculation.enabled()) {
+    // Each sequence's drafter; its sampling follows each request (Drafter::set_sampling).
+    loaded.make_drafter = [both] { return both->speculation.make_drafter(both->m, {.temperature = 0.0}); };
+    loaded.draft_max = both->speculation.draft_max();
+  }
+  return loaded;
+}
+
+// The -m paths in order, then --models-dir's models (subdirectories holding config.json, and
+// .gguf files, by name). None: the embedded model ("").
+std::vector<std::string> model_paths(const ServeFlags& f) {
+  std::vector<std::string> paths = f.models;
+  for (const std::string& p : paths) {
+    if (!p.empty() && !std::filesystem::exists(p)) fail("-m {}: no such file or directory", escape_control(p));
+  }
+  if (!f.models_dir.empty()) {
+    std::error_code ec;
+    std::vector<std::string> found;
+    for (const auto& entry : std::filesystem::directory_iterator(f.models_dir, ec)) {
+      const std::filesystem::path& p = entry.path();
+      if ((entry.is_directory() && std::filesystem::exists(p / "config.json")) ||
+          (entry.is_regular_file() && p.extension() == ".gguf")) {
+        found.push_back(p.string());
+      }
+    }
+    if (ec) fail("--models-dir {}: {}", escape_control(f.models_dir), ec.message());
+    if (found.empty()) {
+      fail("--models-dir {}: no model in it (a model is a subdirectory holding config.json, or a .gguf file)",
+           escape_control(f.models_dir));
+    }
+    std::sort(found.begin(), found.end());
+    paths.insert(paths.end(), found.begin(), found.end());
+  }
+  if (paths.empty()) paths.push_back("");
+  if (f.model_ids.size() > paths.size()) {
+    fail("{} --model-id values for {} model(s): give at most one per model, in the order of -m", f.model_ids.size(),
+         paths.size());
+  }
+  return paths;
 }
 
 void run(const ServeFlags& f) {
@@ -94,18 +153,29 @@ void run(const ServeFlags& f) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  Speculation speculation(f.speculation);
+  if (f.max_loaded < 0) fail("--max-loaded must be >= 0 (0 = no limit), got {}", f.max_loaded);
+  if (!(f.load_wait >= 0 && f.load_wait <= 86400)) fail("--load-wait must be in 0..86400 seconds, got {}", f.load_wait);
+  const Speculation speculation(f.speculation);  // validates the flags before anything loads
   std::optional<Pooling> pooling;
   if (!f.pooling.empty()) pooling = parse_pooling(f.pooling);
-  OpenedModel m = load_model(f.model);
-  if (pooling) m.pooling = {.pooling = pooling, .origin = "--pooling"};
-  speculation.load(f.model, m);
-  ServeOptions options;
-  if (speculation.enabled()) {
-    // Each sequence's drafter; its sampling follows each request (Drafter::set_sampling).
-    options.make_drafter = [&speculation, &m] { return speculation.make_drafter(m, {.temperature = 0.0}); };
-    options.draft_max = speculation.draft_max();
+  const std::vector<std::string> paths = model_paths(f);
+  std::vector<ServedModel> models;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    ModelFlags flags = f.model;
+    flags.model_dir = paths[i];
+    models.push_back({.id = i < f.model_ids.size() ? f.model_ids[i] : "",
+                      .path = paths[i].empty() ? embedded_model_label() : std::filesystem::path(paths[i]),
+                      .load = [flags, s = f.speculation, pooling] { return open_served(flags, s, pooling); }});
   }
+  LoadedModel first = models.front().load();
+  // What the start-up line says of the default model, which may be unloaded once serving.
+  const std::filesystem::path first_dir = first.model->dir;
+  const size_t first_context = first.model->model.max_context();
+  const double first_load_seconds = first.model->load_seconds;
+  models.front().path = first_dir;
+  ServeOptions options;
+  options.max_loaded = static_cast<size_t>(f.max_loaded);
+  options.slot_wait_seconds = f.load_wait;
   options.host = f.host;
   options.port = f.port;
   options.parallel = static_cast<size_t>(f.parallel);
@@ -120,7 +190,6 @@ void run(const ServeFlags& f) {
     fail("--grammar-steps must be in 1000000..1000000000000, got {}", f.grammar_steps);
   }
   options.grammar_steps = static_cast<uint64_t>(f.grammar_steps);
-  options.model_id = f.model_id;
   options.access_log = !f.quiet;
   options.web_page = !f.no_web_page;
   for (const std::string& origin : f.cors) {
@@ -140,7 +209,7 @@ void run(const ServeFlags& f) {
     }
     options.cors_origins.push_back(origin);
   }
-  Server server(m, options);
+  Server server(std::move(models), options, std::move(first));
   server.start();
   if (f.api_keys.empty() && !loopback(f.host)) {
     fmt::print(stderr,
@@ -149,7 +218,17 @@ void run(const ServeFlags& f) {
                f.host);
   }
   fmt::print(stderr, "nanoinfer: serving '{}' ({}, context {}, {} parallel, queue {}; load {:.2f} s)\n",
-             server.model_id(), m.dir.string(), m.model.max_context(), options.parallel, options.queue, m.load_seconds);
+             server.model_id(), first_dir.string(), first_context, options.parallel, options.queue, first_load_seconds);
+  for (size_t i = 1; i < paths.size(); ++i) {
+    fmt::print(stderr, "nanoinfer: serving '{}' too ({}; loaded on first use)\n", server.model_ids()[i],
+               escape_control(paths[i].empty() ? embedded_model_label().string() : paths[i]));
+  }
+  if (paths.size() > 1 && options.max_loaded > 0 && options.max_loaded < paths.size()) {
+    fmt::print(stderr,
+               "nanoinfer: at most {} model(s) loaded at once: the least recently used idle one is unloaded to "
+               "load another\n",
+               options.max_loaded);
+  }
   if (!f.api_keys.empty()) {
     fmt::print(stderr, "nanoinfer: /v1/* requires an API key ('Authorization: Bearer KEY', {})\n",
                f.api_keys.size() == 1 ? "the --api-key value"
@@ -202,6 +281,25 @@ void run(const ServeFlags& f) {
 void setup_serve(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   add_model_flags(app, f->model);
+  // serve takes -m once per model.
+  app.remove_option(app.get_option("-m"));
+  app.add_option("-m,--model", f->models,
+                 "Model directory (config.json, model.safetensors, tokenizer.json) or a .gguf file; repeat to "
+                 "serve several: a request's \"model\" picks one by id (the directory or file name, or "
+                 "--model-id), the first is the default and loads at start, the others on first use "
+                 "(default: the model built into this binary). The other model flags apply to every model")
+      ->type_name("PATH");
+  app.add_option("--models-dir", f->models_dir,
+                 "Serve every model in DIR too (each subdirectory holding config.json, and each .gguf file, by "
+                 "name), after the -m models")
+      ->type_name("DIR");
+  app.add_option("--max-loaded", f->max_loaded,
+                 "Models loaded at once (default 0 = no limit): loading another unloads the least recently "
+                 "used model that runs no request; when all run requests, the request waits (--load-wait)");
+  app.add_option("--load-wait", f->load_wait,
+                 "Seconds a request for an unloaded model waits for a loaded one to finish its requests so "
+                 "it can be unloaded (--max-loaded); then 503 (default 120)")
+      ->type_name("SECONDS");
   CLI::Option* ctx = app.get_option("--ctx-size");
   ctx->description(ctx->get_description() + "; per sequence: each of the --parallel sequences has a cache this long");
   app.add_option("--host", f->host,
@@ -235,7 +333,10 @@ void setup_serve(CLI::App& app) {
                  "past it the request gets a 400 (default 64000000, ~3 s)");
   app.add_option("--max-connections", f->max_connections,
                  "Connections open at once, 1..900; more are answered 503 and closed (default 512)");
-  app.add_option("--model-id", f->model_id, "Model name reported by /v1/models (default: the directory name)");
+  app.add_option("--model-id", f->model_ids,
+                 "Model name reported by /v1/models and matched against a request's \"model\" (default: the "
+                 "directory or file name); repeat to name the models of -m in order")
+      ->type_name("ID");
   app.add_flag("--no-webui", f->no_web_page, "Do not serve the chat page at / (the API only)");
   add_speculation_flags(app, f->speculation);
   app.add_flag("-q,--quiet", f->quiet,

@@ -68,6 +68,8 @@ std::string access_line(const AccessEntry& e) {
   if (e.tokens) line += fmt::format(" tokens {}+{}", e.tokens->prompt_tokens, e.tokens->completion_tokens);
   if (e.cached > 0) line += fmt::format(" cached {}", e.cached);
   if (e.seconds) line += fmt::format(" {:.2f} s", *e.seconds);
+  if (!e.model.empty()) line += " model " + log_field(e.model);
+  if (e.load_wait_ms) line += fmt::format(" load_wait_ms {:.0f}", *e.load_wait_ms);
   line += '\n';
   return line;
 }

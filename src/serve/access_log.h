@@ -1,6 +1,9 @@
 // The access log of `nanoinfer serve`: one line per request on stderr,
 //
-//   nanoinfer: 127.0.0.1 POST /v1/chat/completions 200 tokens 31+16 cached 12 0.42 s
+//   nanoinfer: 127.0.0.1 POST /v1/chat/completions 200 tokens 31+16 cached 12 0.42 s model qwen load_wait_ms 830
+//
+// (with several models: the model a request ran on, and load_wait_ms when it waited for its
+// model to load, or for room to load it).
 //
 // Every field a client chose (method, path) is written through log_field, so no request can
 // forge a line, move the cursor, retitle a terminal or reorder what a reader sees: control
@@ -29,6 +32,8 @@ struct AccessEntry {
   std::optional<Usage> tokens;  // for requests that reached the scheduler
   size_t cached = 0;            // prompt tokens reused from a cache (written when > 0)
   std::optional<double> seconds;
+  std::string_view model;  // "" = none
+  std::optional<double> load_wait_ms;
 };
 
 // The whole line, ending in '\n'.

@@ -130,5 +130,11 @@ struct ChunkParts {
 std::string chunk_json(Endpoint endpoint, const ResponseId& id, const ChunkParts& parts);
 
 std::string models_json(std::string_view model_id, int64_t created);
+// Every served model, in order, with whether it is loaded now ("loaded", beside OpenAI's fields).
+struct ModelListing {
+  std::string id;
+  bool loaded = false;
+};
+std::string models_json(std::span<const ModelListing> models, int64_t created);
 
 }  // namespace nanoinfer::serve

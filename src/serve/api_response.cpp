@@ -151,4 +151,13 @@ std::string models_json(std::string_view model_id, int64_t created) {
         json::array({{{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "nanoinfer"}}})}});
 }
 
+std::string models_json(std::span<const ModelListing> models, int64_t created) {
+  json data = json::array();
+  for (const ModelListing& m : models) {
+    data.push_back(
+        {{"id", m.id}, {"object", "model"}, {"created", created}, {"owned_by", "nanoinfer"}, {"loaded", m.loaded}});
+  }
+  return dump({{"object", "list"}, {"data", data}});
+}
+
 }  // namespace nanoinfer::serve

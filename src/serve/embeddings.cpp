@@ -98,6 +98,13 @@ std::vector<std::vector<int32_t>> parse_inputs(const EmbedJson& input, const Ope
 
 }  // namespace
 
+std::string embeddings_model(std::string_view body_text) {
+  EmbedJson body;
+  if (std::string problem; !try_parse_json(body_text, body, problem) || !body.is_object()) return "";
+  const auto it = body.find("model");
+  return it != body.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 std::string embeddings_response(std::string_view body_text, const OpenedModel& m, Pooling pooling,
                                 const std::string& pooling_error, const std::string& model_id) {
   EmbedJson body;

@@ -14,6 +14,10 @@ namespace nanoinfer::serve {
 // ApiError: 400 for malformed JSON, an unknown field, an input that is empty, of the wrong
 // type, out of the vocabulary or longer than the context (naming its index), dimensions outside
 // [1, hidden size], an encoding_format other than float or base64; 404 for another model.
+// The request's "model" when the body is a JSON object with a string there, else "" (the
+// default model, whose embeddings_response then refuses the body naming its problem).
+std::string embeddings_model(std::string_view body);
+
 std::string embeddings_response(std::string_view body, const OpenedModel& m, Pooling pooling,
                                 const std::string& pooling_error, const std::string& model_id);
 

@@ -89,4 +89,42 @@ std::string Metrics::render(size_t queue_depth, size_t active_sequences) const {
   return out;
 }
 
+std::string render_model_metrics(const std::vector<ModelRegistry::Status>& models) {
+  // A label value escapes backslash, double quote and line feed (the exposition format).
+  const auto label = [](const std::string& id) {
+    std::string out;
+    for (const char c : id) {
+      if (c == '\\' || c == '"') out += '\\';
+      out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    }
+    return out;
+  };
+  struct Family {
+    const char* name;
+    const char* type;
+    const char* help;
+    uint64_t (*value)(const ModelRegistry::Status&);
+  };
+  static constexpr Family families[] = {
+      {"nanoinfer_model_loaded", "gauge", "Whether the model is loaded.",
+       [](const ModelRegistry::Status& s) -> uint64_t { return s.loaded; }},
+      {"nanoinfer_model_active_requests", "gauge", "Requests running on the model (holding it loaded).",
+       [](const ModelRegistry::Status& s) -> uint64_t { return s.active; }},
+      {"nanoinfer_model_requests_total", "counter",
+       "Requests routed to the model (each holds it loaded while it runs).",
+       [](const ModelRegistry::Status& s) { return s.leases; }},
+      {"nanoinfer_model_loads_total", "counter", "Times the model was loaded.",
+       [](const ModelRegistry::Status& s) { return s.loads; }},
+      {"nanoinfer_model_unloads_total", "counter", "Times the model was unloaded to load another.",
+       [](const ModelRegistry::Status& s) { return s.unloads; }},
+  };
+  std::string out;
+  for (const Family& f : families) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, f.help, f.name, f.type);
+    for (const ModelRegistry::Status& s : models)
+      out += fmt::format("{}{{model=\"{}\"}} {}\n", f.name, label(s.id), f.value(s));
+  }
+  return out;
+}
+
 }  // namespace nanoinfer::serve

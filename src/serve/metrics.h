@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "serve/model_registry.h"
+
 namespace nanoinfer::serve {
 
 // A cumulative Prometheus histogram with fixed upper bounds (seconds).
@@ -46,5 +48,9 @@ class Metrics {
   Histogram ttft_;
   Histogram token_latency_;
 };
+
+// Per model: loaded (gauge), requests running on it (gauge), requests it ran, loads and
+// unloads (counters), each labelled model="ID".
+std::string render_model_metrics(const std::vector<ModelRegistry::Status>& models);
 
 }  // namespace nanoinfer::serve

@@ -26,8 +26,10 @@
 #include "serve/embeddings.h"
 #include "serve/front.h"
 #include "serve/metrics.h"
+#include "serve/model_registry.h"
 #include "serve/scheduler.h"
 #include "serve/secret.h"
+#include "serve/serving_model.h"
 
 namespace nanoinfer {
 
@@ -42,6 +44,10 @@ struct RequestTrace {
   std::chrono::steady_clock::time_point start{};
   std::shared_ptr<serve::Channel> channel;  // set once the request reached the scheduler
   size_t key = 0;                           // 1 + the index of the API key it authenticated with; 0 without
+  // The model it runs on, held loaded until the request is logged (or its stream ends).
+  std::shared_ptr<serve::ModelRegistry::Lease> lease;
+  std::string model;
+  std::optional<double> load_wait_ms;  // set when the model was not ready at once
 };
 thread_local RequestTrace request_trace;
 
@@ -83,162 +89,112 @@ bool json_content_type(std::string_view type) {
   return lower == "application/json";
 }
 
-std::string default_model_id(const std::filesystem::path& dir) {
-  std::filesystem::path p = dir.lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();
-  return p.filename().empty() ? "nanoinfer" : p.filename().string();
+// The one model of Server(const OpenedModel&, ...), owned by the caller.
+std::vector<ServedModel> single_model(const OpenedModel& m, const ServeOptions& o) {
+  const LoadedModel loaded{std::shared_ptr<const OpenedModel>(std::shared_ptr<const OpenedModel>(), &m), o.make_drafter,
+                           o.draft_max};
+  return {ServedModel{.id = o.model_id, .path = m.dir, .load = [loaded] { return loaded; }}};
 }
 
 }  // namespace
 
 struct Server::Impl {
-  const OpenedModel& m;
   ServeOptions options;
-  std::string model_id;
   int64_t created = unix_now();
   serve::Metrics metrics;
-  std::unique_ptr<serve::Scheduler> scheduler;
+  PrefixCache prefix_cache;  // ServeOptions::prefix_cache, Auto resolved
+  std::unique_ptr<serve::ModelRegistry> registry;
   serve::Front http;
   int port = 0;
-  size_t max_token_bytes = 1;  // the longest token's text: a bound on the bytes one token covers
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};
-  std::vector<int32_t> text_eos, chat_eos;
-  std::shared_ptr<const VocabTrie> trie;  // the vocabulary's byte trie, for grammars
-  PrefixCache prefix_cache;               // ServeOptions::prefix_cache, Auto resolved
-  Pooling embed_pooling = Pooling::Last;  // /v1/embeddings: the model's pooling (OpenedModel::pooling)
-  std::string embed_pooling_error;        // or why it has none this engine computes
+  bool started = false;  // the default model's load at construction is the caller's to report
 
   static PrefixCache resolve(const ServeOptions& o) {
     if (o.prefix_cache != PrefixCache::Auto) return o.prefix_cache;
     return o.api_keys.size() > 1 ? PrefixCache::PerKey : PrefixCache::Shared;
   }
 
-  static serve::FrontOptions front_options(const ServeOptions& o) {
+  static serve::FrontOptions front_options(const ServeOptions& o, size_t models) {
     serve::FrontOptions f;
-    // Each request waiting for its generation holds a worker; a few more answer the rest.
-    f.workers = std::min<size_t>(o.parallel + o.queue + 4, 1024);
+    // Each request waiting for its generation (or its model) holds a worker; a few more answer
+    // the rest.
+    f.workers = std::min<size_t>((o.parallel + o.queue) * models + 4, 1024);
     f.max_body_bytes = o.max_body_bytes;
     f.max_connections = o.max_connections;
     return f;
   }
 
-  Impl(const OpenedModel& model, const ServeOptions& opts)
-      : m(model), options(opts), http(front_options(opts)), prefix_cache(resolve(opts)) {
-    for (int32_t id = 0; id < m.tokenizer.vocab_size(); ++id) {
-      try {
-        max_token_bytes = std::max(max_token_bytes, m.tokenizer.token_bytes(id).size());
-      } catch (const Error&) {
-      }
+  Impl(std::vector<ServedModel> models, const ServeOptions& opts, std::optional<LoadedModel> preloaded)
+      : options(opts), prefix_cache(resolve(opts)), http(front_options(opts, models.size())) {
+    if (!(options.slot_wait_seconds >= 0 && options.slot_wait_seconds <= 86400)) {
+      fail("the wait for a model slot must be in 0..86400 s, got {}", options.slot_wait_seconds);
     }
-    model_id = options.model_id.empty() ? default_model_id(m.dir) : options.model_id;
-    text_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/false);
-    chat_eos = stop_token_ids(m.generation, m.tokenizer, /*chat=*/true);
-    trie = VocabTrie::of(m.tokenizer);
-    try {
-      embed_pooling = resolve_pooling(std::nullopt, m.pooling);
-    } catch (const Error& e) {
-      embed_pooling_error = e.what();
+    if (models.empty()) fail("a server needs at least one model");
+    const std::function<LoadedModel()> first_load = models.front().load;
+    std::vector<serve::RegistryModel> entries;
+    for (ServedModel& served : models) {
+      std::string id = served.id.empty() ? serve::default_model_id(served.path) : served.id;
+      entries.push_back({id, [this, id, load = std::move(served.load)] { return open_engine(id, load()); }});
     }
-    scheduler =
-        std::make_unique<serve::Scheduler>(m.model, m.tokenizer,
-                                           serve::SchedulerOptions{.parallel = options.parallel,
-                                                                   .queue = options.queue,
-                                                                   .prefill_chunk = options.prefill_chunk,
-                                                                   .step_tokens = options.step_tokens,
-                                                                   .step_latency = options.step_latency,
-                                                                   .make_drafter = options.make_drafter,
-                                                                   .draft_max = options.draft_max,
-                                                                   .prefix_cache = prefix_cache != PrefixCache::Off},
-                                           metrics);
+    serve::RegistryOptions registry_options{
+        .max_loaded = options.max_loaded,
+        .slot_wait = std::chrono::milliseconds(static_cast<int64_t>(options.slot_wait_seconds * 1000)),
+        .on_evict = [this](const std::string& evicted, const std::string& for_model) {
+          if (options.access_log) {
+            fmt::print(stderr, "nanoinfer: unloading '{}' to load '{}' (--max-loaded {})\n", serve::log_field(evicted),
+                       serve::log_field(for_model), options.max_loaded);
+          }
+        }};
+    registry = std::make_unique<serve::ModelRegistry>(std::move(entries), std::move(registry_options));
+    if (!preloaded) preloaded = first_load();
+    registry->preload(0, std::make_unique<serve::ServingModel>(std::move(*preloaded), options,
+                                                               prefix_cache != PrefixCache::Off, metrics));
+    started = true;
     routes();
   }
 
-  serve::Job make_job(const serve::CompletionRequest& r) const {
-    if (!r.model.empty() && r.model != model_id) {
+  std::unique_ptr<serve::ModelInstance> open_engine(const std::string& id, LoadedModel loaded) {
+    auto engine =
+        std::make_unique<serve::ServingModel>(std::move(loaded), options, prefix_cache != PrefixCache::Off, metrics);
+    if (options.access_log && started) {
+      fmt::print(stderr, "nanoinfer: loaded '{}' ({}; {:.2f} s)\n", serve::log_field(id), engine->m.dir.string(),
+                 engine->m.load_seconds);
+    }
+    return engine;
+  }
+
+  // The request's model, loaded and held for it (the access log says how long it waited).
+  serve::ServingModel& acquire_model(const std::string& model) {
+    const std::optional<size_t> index = registry->find(model);
+    if (!index) {
       throw ApiError(404, "invalid_request_error", "model_not_found",
-                     fmt::format("the model '{}' does not exist; this server has '{}'", r.model, model_id));
+                     fmt::format("the model '{}' does not exist; this server has {}", model, registry->id_list()));
     }
-    serve::Job job;
-    try {
-      job.sampling = resolve_sampling(m.generation, r.sampling).params();
-    } catch (const Error& e) {
-      serve::bad_request("invalid_value", e.what());
-    }
-    // A prompt too long for the context is refused before it is tokenized: a token covers at
-    // most max_token_bytes bytes of normalized text, and NFC shrinks text at most 3 times
-    // (three Hangul jamo into one syllable).
-    size_t bytes = r.prompt.size();
-    for (const ChatMessage& msg : r.messages) {
-      bytes += msg.content.size();
-      for (const ChatToolCall& call : msg.tool_calls) bytes += call.name.size() + call.arguments.size();
-    }
-    std::vector<std::string> tools;  // each tool as the template renders it
-    for (const serve::ToolDef& t : r.tools.tools) {
-      tools.push_back(t.rendered);
-      bytes += t.rendered.size();
-    }
-    if (const size_t at_least = bytes / (3 * max_token_bytes); at_least >= m.model.max_context()) {
-      serve::bad_request("context_length_exceeded",
-                         fmt::format("the prompt is {} bytes, at least {} tokens, but the context holds {}", bytes,
-                                     at_least, m.model.max_context()));
-    }
-    if (r.endpoint == Endpoint::Chat) {
-      // As encode_chat_prompt, with the tools block (rendered for tool_choice none too, as vLLM
-      // does: the prompt, and so the cached prefix, does not depend on the choice).
-      job.prompt =
-          encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools);
-      job.eos_ids = chat_eos;
-    } else {
-      job.prompt = encode_raw_prompt(m.tokenizer, r.prompt);
-      job.eos_ids = text_eos;
-    }
-    if (job.prompt.empty()) serve::bad_request("invalid_value", "the prompt encodes to no tokens");
-    const size_t context = m.model.max_context();
-    const size_t n = job.prompt.size();
-    if (n >= context) {
-      serve::bad_request("context_length_exceeded",
-                         fmt::format("the prompt is {} tokens but the context holds {} (and at least one "
-                                     "token must be generated)",
-                                     n, context));
-    }
-    if (r.max_tokens && n + static_cast<size_t>(*r.max_tokens) > context) {
-      serve::bad_request("context_length_exceeded",
-                         fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens", n,
-                                     *r.max_tokens, context));
-    }
-    job.max_tokens = r.max_tokens ? *r.max_tokens : static_cast<int64_t>(context - n);
-    job.stop = r.stop;
-    job.grammar = r.grammar;
-    job.trie = trie;
-    job.frequency_penalty = r.frequency_penalty;
-    job.presence_penalty = r.presence_penalty;
-    job.logit_bias = r.logit_bias;
-    for (const auto& entry : r.logit_bias) {
-      if (entry.first >= m.tokenizer.vocab_size()) {
-        serve::bad_request("invalid_value", fmt::format("'logit_bias' names token {}; the vocabulary has {}",
-                                                        entry.first, m.tokenizer.vocab_size()));
-      }
-    }
-    job.top_logprobs = r.top_logprobs;
-    // Per-key isolation: a prompt reuses cached rows only of prompts sent with the same key.
-    if (prefix_cache == PrefixCache::PerKey) job.cache_scope = request_trace.key;
-    return job;
+    request_trace.model = registry->id(*index);
+    request_trace.lease = std::make_shared<serve::ModelRegistry::Lease>(
+        registry->acquire(*index, [] { return serve::Front::client_gone(); }));
+    if (request_trace.lease->waited()) request_trace.load_wait_ms = request_trace.lease->wait_ms();
+    return static_cast<serve::ServingModel&>(request_trace.lease->instance());
   }
 
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     serve::CompletionRequest r;
     serve::Job job;
+    serve::ServingModel* engine = nullptr;
     try {
       // A grammar's compilation stops when the client leaves or the server stops.
       r = serve::parse_request(
           req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); }, options.grammar_steps);
-      job = make_job(r);
+      engine = &acquire_model(r.model);
+      // Per-key isolation: a prompt reuses cached rows only of prompts sent with the same key.
+      job = serve::make_job(r, *engine, prefix_cache == PrefixCache::PerKey ? request_trace.key : 0);
     } catch (const ApiError& e) {
-      if (serve::Front::client_gone()) {  // left while its grammar compiled (which stopped)
+      if (serve::Front::client_gone()) {  // left while its grammar compiled or its model loaded
         res.status = 499;
         return;
       }
+      if (e.code == "model_busy") res.set_header("Retry-After", "1");
       send_error(res, e);
       return;
     }
@@ -248,7 +204,7 @@ struct Server::Impl {
     }
     std::vector<int32_t> job_prompt;
     if (r.return_token_ids) job_prompt = job.prompt;
-    std::shared_ptr<serve::Channel> channel = scheduler->submit(std::move(job));
+    std::shared_ptr<serve::Channel> channel = engine->scheduler->submit(std::move(job));
     request_trace.channel = channel;
     if (!channel) {
       res.set_header("Retry-After", "1");
@@ -257,7 +213,7 @@ struct Server::Impl {
       return;
     }
     const serve::ResponseId id{fmt::format("{}-{}", endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl", next_id++),
-                               unix_now(), model_id};
+                               unix_now(), request_trace.model};
     const bool want_logprobs = r.top_logprobs >= 0;
     if (!r.stream) {
       std::string text;
@@ -310,7 +266,7 @@ struct Server::Impl {
     }
     res.set_chunked_content_provider(
         "text/event-stream",
-        [channel, id, endpoint, include_usage, first, want_logprobs, offset, tool_parser](
+        [channel, id, endpoint, include_usage, first, want_logprobs, offset, tool_parser, lease = request_trace.lease](
             size_t, httplib::DataSink& sink) mutable {
           const auto event = [&](const std::string& payload) {
             const std::string line = "data: " + payload + "\n\n";
@@ -402,6 +358,10 @@ struct Server::Impl {
       e.tokens = request_trace.channel->usage();
       e.cached = request_trace.channel->cached_prompt_tokens();
     }
+    if (registry->size() > 1) {  // a single model's line stays as it always was
+      e.model = request_trace.model;
+      e.load_wait_ms = request_trace.load_wait_ms;
+    }
     if (request_trace.start != std::chrono::steady_clock::time_point{}) {
       e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - request_trace.start).count();
     }
@@ -418,6 +378,7 @@ struct Server::Impl {
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       using R = httplib::Server::HandlerResponse;
+      request_trace = {};
       request_trace.start = std::chrono::steady_clock::now();
       // Without a key, only requests addressed to this machine by address are answered: a web
       // page that rebinds its own domain name to 127.0.0.1 sends that name as Host.
@@ -517,9 +478,12 @@ struct Server::Impl {
     // Embeddings run on the handler's thread: the model serializes them with the scheduler's steps.
     http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) {
       try {
-        res.set_content(serve::embeddings_response(req.body, m, embed_pooling, embed_pooling_error, model_id),
+        const serve::ServingModel& engine = acquire_model(serve::embeddings_model(req.body));
+        res.set_content(serve::embeddings_response(req.body, engine.m, engine.embed_pooling, engine.embed_pooling_error,
+                                                   request_trace.model),
                         "application/json");
       } catch (const ApiError& e) {
+        if (e.code == "model_busy") res.set_header("Retry-After", "1");
         send_error(res, e);
       }
     });
@@ -536,7 +500,9 @@ struct Server::Impl {
       });
     }
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(serve::models_json(model_id, created), "application/json");
+      std::vector<serve::ModelListing> listing;
+      for (const serve::ModelRegistry::Status& st : registry->status()) listing.push_back({st.id, st.loaded});
+      res.set_content(serve::models_json(listing, created), "application/json");
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       if (stopping) {
@@ -546,12 +512,22 @@ struct Server::Impl {
       res.set_content("{\"status\":\"ok\"}", "application/json");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics.render(scheduler->queue_depth(), scheduler->active()), "text/plain; version=0.0.4");
+      size_t queued = 0, active = 0;
+      registry->for_each_loaded([&](size_t, serve::ModelInstance& instance) {
+        queued += static_cast<serve::ServingModel&>(instance).scheduler->queue_depth();
+        active += static_cast<serve::ServingModel&>(instance).scheduler->active();
+      });
+      res.set_content(metrics.render(queued, active) + serve::render_model_metrics(registry->status()),
+                      "text/plain; version=0.0.4");
     });
   }
 };
 
-Server::Server(const OpenedModel& model, const ServeOptions& options) : impl_(std::make_unique<Impl>(model, options)) {}
+Server::Server(const OpenedModel& model, const ServeOptions& options)
+    : impl_(std::make_unique<Impl>(single_model(model, options), options, std::nullopt)) {}
+
+Server::Server(std::vector<ServedModel> models, const ServeOptions& options, std::optional<LoadedModel> preloaded)
+    : impl_(std::make_unique<Impl>(std::move(models), options, std::move(preloaded))) {}
 
 Server::~Server() {
   stop();
@@ -568,7 +544,12 @@ int Server::port() const {
   return impl_->port;
 }
 const std::string& Server::model_id() const {
-  return impl_->model_id;
+  return impl_->registry->id(0);
+}
+std::vector<std::string> Server::model_ids() const {
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < impl_->registry->size(); ++i) ids.push_back(impl_->registry->id(i));
+  return ids;
 }
 PrefixCache Server::prefix_cache() const {
   return impl_->prefix_cache;
@@ -577,7 +558,7 @@ PrefixCache Server::prefix_cache() const {
 void Server::stop() {
   Impl& s = *impl_;
   if (s.stopping.exchange(true)) return;
-  s.scheduler->shutdown();  // releases every handler waiting on a channel
+  s.registry->shutdown();  // stops every scheduler, releasing each handler waiting on a channel or a model
   s.http.shutdown();
 }
 
