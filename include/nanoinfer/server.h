@@ -34,6 +34,13 @@ namespace nanoinfer {
 // is prefilled in full). Auto: PerKey with two keys or more, else Shared.
 enum class PrefixCache { Auto, Shared, PerKey, Off };
 
+// A reasoning model's thinking (Qwen3's <think> block, chat only). On: it thinks unless a
+// request sets chat_template_kwargs.enable_thinking false, and the think block is returned as
+// the message's reasoning_content. Off: the template's empty think block is in the prompt (the
+// model answers without thinking) unless a request sets enable_thinking true (then as On). Raw:
+// as On, but the think block stays in the content as text.
+enum class Reasoning { On, Off, Raw };
+
 struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;             // 0 = any free port (see Server::port)
@@ -59,6 +66,7 @@ struct ServeOptions {
   // Origins allowed to call the API from a browser (CORS): "*" or exact origins such as
   // "http://localhost:3000". Empty: no CORS headers, preflights get 404.
   std::vector<std::string> cors_origins;
+  Reasoning reasoning = Reasoning::On;
   // Speculative decoding (nanoinfer/speculative.h), per sequence inside the batched steps:
   // makes the drafter of each of the `parallel` sequences, once (null: plain decoding), and
   // the tokens drafted per pass (unset: adaptive).

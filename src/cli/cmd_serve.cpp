@@ -44,6 +44,7 @@ struct ServeFlags {
   bool no_web_page = false;
   std::vector<std::string> cors;
   SpeculationFlags speculation;
+  std::string reasoning = "on";
 };
 
 // 127.0.0.0/8 and ::1 (also as an IPv4-mapped address).
@@ -136,6 +137,7 @@ void run(const ServeFlags& f) {
     }
     options.cors_origins.push_back(origin);
   }
+  options.reasoning = f.reasoning == "off" ? Reasoning::Off : f.reasoning == "raw" ? Reasoning::Raw : Reasoning::On;
   Server server(m, options);
   server.start();
   if (f.api_keys.empty() && !loopback(f.host)) {
@@ -241,6 +243,13 @@ void setup_serve(CLI::App& app) {
                  "Let web pages from ORIGIN call the API from a browser (CORS headers, preflights answered); "
                  "'*' for any origin; repeat for several")
       ->type_name("ORIGIN");
+  app.add_option("--reasoning", f->reasoning,
+                 "A reasoning model's thinking (Qwen3's <think> block), by default: on (it thinks; the "
+                 "reasoning is returned as reasoning_content), off (it answers without thinking) or raw (it "
+                 "thinks; the <think> block stays in the content). A request overrides on/off with "
+                 "chat_template_kwargs.enable_thinking (default on)")
+      ->check(CLI::IsMember({"on", "off", "raw"}))
+      ->type_name("MODE");
   app.callback([f] { run(*f); });
 }
 
