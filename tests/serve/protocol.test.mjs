@@ -173,7 +173,7 @@ test('a stream the client cuts is logged and counted 499 with the tokens it gene
   for await (const chunk of stream) {
     if (chunk.choices[0]?.text && ++chunks === 2) stream.controller.abort();
   }
-  assert.equal(chunks, 2);
+  assert.ok(chunks >= 2, `${chunks} chunks`);  // (events already received still come out)
   let after;
   for (let waited = 0; waited < 30000; waited += 100) {
     after = await metrics(s.base);
