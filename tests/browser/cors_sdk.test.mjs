@@ -11,7 +11,6 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -19,10 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 import { startServe } from '../serve/serve_process.mjs';
-
-const CHROMIUM = '/usr/bin/chromium';
-const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+import { CHROMIUM, FLAGS, chromiumOrSkip } from './chromium.mjs';
 
 const { values: args } = parseArgs({
   options: { nanoinfer: { type: 'string' }, deps: { type: 'string' }, openai: { type: 'string' } },
@@ -37,13 +33,7 @@ function skip(reason) {
 }
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 if (!fs.existsSync(path.join(root, 'data/default-model/model.safetensors'))) skip('data/default-model is missing');
-if (!fs.existsSync(CHROMIUM)) skip(`${CHROMIUM} not found (Debian package chromium; run scripts/install-deps.sh)`);
-let chromium;
-try {
-  ({ chromium } = createRequire(path.join(path.resolve(args.deps), 'index.js'))('playwright-core'));
-} catch {
-  skip(`playwright-core not installed in ${args.deps}/node_modules (run scripts/fetch-test-assets.sh)`);
-}
+const chromium = chromiumOrSkip(args.deps, skip);
 const sdkDir = path.join(path.resolve(args.openai), 'node_modules/openai');
 if (!fs.existsSync(path.join(sdkDir, 'index.mjs'))) skip(`the openai package is not installed in ${args.openai}/node_modules`);
 
