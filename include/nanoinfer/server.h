@@ -1,7 +1,8 @@
 // `nanoinfer serve`: an OpenAI-compatible HTTP server over one loaded model.
 //
 // Endpoints: POST /v1/chat/completions, POST /v1/completions (both optionally streamed as
-// server-sent events), GET /v1/models, GET /health, GET /metrics (Prometheus text). Requests
+// server-sent events), GET /v1/models, GET /v1/models/{id}, GET /health, GET /metrics
+// (Prometheus text). Requests
 // share the model: a scheduler thread prefills each new request and decodes all running ones
 // together, one batched step at a time (src/serve/scheduler.h). Errors are OpenAI-style JSON.
 //
