@@ -240,5 +240,22 @@ TEST(ServeFieldTable, ResponseIdsAreRandomAndModelsHaveTheirOwnObject) {
   EXPECT_EQ(m, json({{"id", "m1"}, {"object", "model"}, {"created", 7}, {"owned_by", "nanoinfer"}}));
 }
 
+TEST(ServeFieldTable, StreamOptionsAndReasoningContent) {
+  EXPECT_EQ(refusal({{"stream", true}, {"stream_options", {{"include_usage", true}, {"include_obfuscation", false}}}}),
+            "");
+  EXPECT_EQ(refusal({{"stream_options", {{"chunk_size", 4}}}}),
+            "Unrecognized request argument supplied: stream_options.chunk_size");
+  const ResponseId id{"chatcmpl-x", 1, "m"};
+  const json whole = json::parse(
+      response_json(Endpoint::Chat, id, "Paris.", FinishReason::Stop, {3, 9}, nullptr, nullptr, nullptr, "thinking"));
+  EXPECT_EQ(whole["choices"][0]["message"]["reasoning_content"], "thinking");
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], "Paris.");
+  EXPECT_FALSE(
+      json::parse(response_json(Endpoint::Chat, id, "x", FinishReason::Stop, {}))["choices"][0]["message"].contains(
+          "reasoning_content"));
+  const json chunk = json::parse(chunk_json(Endpoint::Chat, id, {.reasoning = "hmm"}));
+  EXPECT_EQ(chunk["choices"][0]["delta"], json({{"reasoning_content", "hmm"}}));
+}
+
 }  // namespace
 }  // namespace nanoinfer::serve
