@@ -63,7 +63,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(m.tool_calls.empty() || m.role == "assistant", "tool calls on a message that is not the assistant's");
     }
   } else {
-    check(!r.prompt.empty(), "an empty prompt passed");
+    // Token ids are checked against the vocabulary when the job is made (the server's make_job).
+    check(!r.prompt.empty() || !r.prompt_ids.empty(), "an empty prompt passed");
+    for (int32_t id : r.prompt_ids) check(id >= 0, "a negative token id passed");
   }
   check(!r.max_tokens || *r.max_tokens >= 0, "a negative max_tokens passed");
   check(r.stop.size() <= 16, "more than 16 stop strings passed");

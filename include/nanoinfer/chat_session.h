@@ -53,6 +53,9 @@ class ChatSession {
 
   // Starts over (keeps the system prompt).
   void reset();
+  // A reasoning model's template variable (Qwen3's enable_thinking; default true): false puts
+  // the empty think block in each generation prompt, so replies come without reasoning.
+  void set_enable_thinking(bool on) { enable_thinking_ = on; }
 
   const std::vector<ChatMessage>& messages() const { return messages_; }
   // The text the generator's sequence stands for.
@@ -66,6 +69,7 @@ class ChatSession {
   std::vector<ChatMessage> messages_;
   std::string sequence_text_;
   size_t dropped_turns_ = 0;
+  bool enable_thinking_ = true;
   size_t max_token_bytes_ = 1;  // of the tokenizer's longest token
 
   // Tokens of the whole conversation rendered with the generation prompt.

@@ -70,9 +70,12 @@ struct ChatPiece {
   std::string_view text;
   bool is_content;  // a message's content (or the default system prompt), a tool, a call's name/arguments
 };
+// `enable_thinking` false: Qwen3's generation prompt holds an empty think block, as its
+// template renders with enable_thinking=false (the model answers without reasoning); the other
+// formats have no such variable.
 std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                           std::span<const std::string> tools = {},
-                                          ChatFormat format = ChatFormat::ChatML);
+                                          ChatFormat format = ChatFormat::ChatML, bool enable_thinking = true);
 
 // The tokens of render_chat(messages, add_generation_prompt) in the tokenizer's chat format
 // (Tokenizer::chat_format): the template's own tokens (<|im_start|>, <tool_call>, ...) are
@@ -83,7 +86,7 @@ std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages,
 // markup.
 std::vector<int32_t> encode_chat(const Tokenizer& tok, std::span<const ChatMessage> messages,
                                  bool add_generation_prompt, SpecialTokens content = SpecialTokens::AllAsText,
-                                 std::span<const std::string> tools = {});
+                                 std::span<const std::string> tools = {}, bool enable_thinking = true);
 
 // TextPieces for Tokenizer::encode_pieces_append from chat pieces, skipping the first
 // `skip_bytes` bytes of the rendered text (what a cached sequence already holds).

@@ -103,6 +103,8 @@ class StopStringFilter {
   bool push(std::string_view text, const TextSink& on_text);
   // Emits whatever was held back (end of generation without a stop string).
   void finish(const TextSink& on_text);
+  // Bytes pushed and not yet emitted (a possible stop-string start), while not stopped.
+  size_t held_bytes() const { return stopped_ ? 0 : text_.size() - emitted_; }
 
  private:
   std::vector<std::string> stops_;
@@ -198,6 +200,10 @@ class GenerationStep {
   void finish(const TextSink& on_text);
 
   size_t generated() const { return generated_; }  // tokens chosen and kept
+  // Bytes of the kept tokens' text not streamed yet: an incomplete UTF-8 tail, text a space
+  // cleanup may still change, a possible stop-string start. The text streamed so far and this
+  // many bytes make the tokens' text (approximately, where the cleanup or a U+FFFD changed it).
+  size_t held_bytes() const { return decoder_.held_bytes() + filter_.held_bytes(); }
   const Sampler& sampler() const { return chooser_.sampler(); }
 
  private:

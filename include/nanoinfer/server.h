@@ -1,7 +1,8 @@
 // `nanoinfer serve`: an OpenAI-compatible HTTP server over one model, or several.
 //
 // Endpoints: POST /v1/chat/completions, POST /v1/completions (both optionally streamed as
-// server-sent events), POST /v1/embeddings, GET /v1/models, GET /health, GET /metrics (Prometheus text). Requests
+// server-sent events), POST /v1/embeddings, GET /v1/models, GET /v1/models/{id}, GET /health,
+// GET /metrics (Prometheus text). Requests
 // share the model: a scheduler thread prefills each new request and decodes all running ones
 // together, one batched step at a time (src/serve/scheduler.h). Errors are OpenAI-style JSON.
 //
@@ -40,6 +41,13 @@ namespace nanoinfer {
 // is prefilled in full). Auto: PerKey with two keys or more, else Shared.
 enum class PrefixCache { Auto, Shared, PerKey, Off };
 
+// A reasoning model's thinking (Qwen3's <think> block, chat only). On: it thinks unless a
+// request sets chat_template_kwargs.enable_thinking false, and the think block is returned as
+// the message's reasoning_content. Off: the template's empty think block is in the prompt (the
+// model answers without thinking) unless a request sets enable_thinking true (then as On). Raw:
+// as On, but the think block stays in the content as text.
+enum class Reasoning { On, Off, Raw };
+
 struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;             // 0 = any free port (see Server::port)
@@ -65,6 +73,7 @@ struct ServeOptions {
   // Origins allowed to call the API from a browser (CORS): "*" or exact origins such as
   // "http://localhost:3000". Empty: no CORS headers, preflights get 404.
   std::vector<std::string> cors_origins;
+  Reasoning reasoning = Reasoning::On;
   // Speculative decoding (nanoinfer/speculative.h), per sequence inside the batched steps:
   // makes the drafter of each of the `parallel` sequences, once (null: plain decoding), and
   // the tokens drafted per pass (unset: adaptive).

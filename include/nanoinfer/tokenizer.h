@@ -154,6 +154,7 @@ class StreamDecoder {
   explicit StreamDecoder(const Tokenizer& tok);
   std::string push(int32_t id);  // the text completed by this token (may be empty)
   std::string flush();           // what is left, an incomplete tail rendered as U+FFFD
+  size_t held_bytes() const { return pending_.size() + held_.size(); }  // pushed, not yet returned
 
  private:
   // With clean_up_tokenization_spaces (Llama 3), text from the last run of spaces on is held

@@ -25,6 +25,7 @@
 #include "nanoinfer/chat_session.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/reasoning.h"
 #include "output.h"
 #include "speculation_options.h"
 
@@ -40,6 +41,7 @@ struct ChatFlags {
   GrammarFlags grammar;
   SpeculationFlags speculation;
   bool verbose = false;
+  std::string reasoning = "show";
 };
 
 // SIGINT while a reply is generated stops the reply (the generation step reads the flag);
@@ -63,6 +65,31 @@ constexpr std::string_view kHelp =
     "  /exit    end the chat (so does Ctrl-D, or Ctrl-C at the prompt)\n"
     "  Ctrl-C during a reply stops it; end a line with \\ to continue the message on the next line\n";
 
+// A reply with a reasoning model's think block left out of stdout: the answer streams as it
+// comes; while the model thinks, a terminal shows "(thinking...)" on stderr.
+GenerationStats send_hiding_reasoning(ChatSession& session, std::string_view line, const StopRules& options,
+                                      bool interactive) {
+  ReasoningSplitter splitter;
+  std::string reasoning, content;
+  bool told = false;
+  const auto pass = [&] {
+    if (interactive && !told && splitter.in_reasoning()) {
+      fmt::print(stderr, "(thinking...)\n");
+      told = true;
+    }
+    write_stdout(content);
+    reasoning.clear();
+    content.clear();
+  };
+  GenerationStats s = session.send(line, options, [&](std::string_view text) {
+    splitter.feed(text, reasoning, content);
+    pass();
+  });
+  splitter.finish(reasoning, content);
+  pass();
+  return s;
+}
+
 void run(const ChatFlags& f) {
   require_non_negative(f.n_predict, "-n");
   Speculation speculation(f.speculation);
@@ -81,6 +108,7 @@ void run(const ChatFlags& f) {
   if (auto g = grammar_processor(f.grammar, m.tokenizer, options.eos_ids)) generator.add_processor(std::move(g));
   speculation.attach(generator, m, sampling.params());
   ChatSession session(generator, m.tokenizer, f.system, f.special ? SpecialTokens::Parse : SpecialTokens::AllAsText);
+  session.set_enable_thinking(f.reasoning != "off");
   const bool interactive = ::isatty(STDIN_FILENO) != 0;
   if (f.verbose) fmt::print(stderr, "{}", sampling.describe());
   if (interactive) {
@@ -124,7 +152,8 @@ void run(const ChatFlags& f) {
       replying.store(true);
       GenerationStats s;
       try {
-        s = session.send(line, options, write_stdout);
+        s = f.reasoning == "hide" ? send_hiding_reasoning(session, line, options, interactive)
+                                  : session.send(line, options, write_stdout);
       } catch (...) {
         replying.store(false);
         throw;
@@ -178,6 +207,12 @@ void setup_chat(CLI::App& app) {
   add_grammar_flags(app, f->grammar);
   add_speculation_flags(app, f->speculation);
   app.add_flag("--verbose", f->verbose, "Print settings and per-turn statistics to stderr");
+  app.add_option("--reasoning", f->reasoning,
+                 "A reasoning model's thinking (Qwen3's <think> block): show (printed with the reply), hide "
+                 "(the model thinks; only the answer is printed) or off (the model answers without thinking). "
+                 "Default show")
+      ->check(CLI::IsMember({"show", "hide", "off"}))
+      ->type_name("MODE");
   app.callback([f] { run(*f); });
 }
 

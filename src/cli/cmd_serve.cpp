@@ -51,6 +51,7 @@ struct ServeFlags {
   std::vector<std::string> cors;
   std::string pooling;  // --pooling: /v1/embeddings' pooling over the model's own
   SpeculationFlags speculation;
+  std::string reasoning = "on";
 };
 
 // 127.0.0.0/8 and ::1 (also as an IPv4-mapped address).
@@ -209,6 +210,7 @@ void run(const ServeFlags& f) {
     }
     options.cors_origins.push_back(origin);
   }
+  options.reasoning = f.reasoning == "off" ? Reasoning::Off : f.reasoning == "raw" ? Reasoning::Raw : Reasoning::On;
   Server server(std::move(models), options, std::move(first));
   server.start();
   if (f.api_keys.empty() && !loopback(f.host)) {
@@ -349,6 +351,13 @@ void setup_serve(CLI::App& app) {
   app.add_option("--pooling", f->pooling,
                  "Pooling of /v1/embeddings: mean, cls (first token) or last (default: the model's own, from "
                  "1_Pooling/config.json or the GGUF pooling_type; else last)");
+  app.add_option("--reasoning", f->reasoning,
+                 "A reasoning model's thinking (Qwen3's <think> block), by default: on (it thinks; the "
+                 "reasoning is returned as reasoning_content), off (it answers without thinking) or raw (it "
+                 "thinks; the <think> block stays in the content). A request overrides on/off with "
+                 "chat_template_kwargs.enable_thinking (default on)")
+      ->check(CLI::IsMember({"on", "off", "raw"}))
+      ->type_name("MODE");
   app.callback([f] { run(*f); });
 }
 

@@ -35,7 +35,8 @@ void ChatSession::reset() {
 size_t ChatSession::rendered_tokens(std::span<const ChatMessage> messages) const {
   std::vector<int32_t> ids;
   tokenizer_.encode_pieces_append(
-      chat_text_pieces(render_chat_pieces(messages, true, {}, tokenizer_.chat_format()), 0, content_), ids);
+      chat_text_pieces(render_chat_pieces(messages, true, {}, tokenizer_.chat_format(), enable_thinking_), 0, content_),
+      ids);
   return ids.size();
 }
 
@@ -56,9 +57,10 @@ GenerationStats ChatSession::send(std::string_view user_text, const StopRules& o
   const size_t first = !messages_.empty() && messages_.front().role == "system" ? 1 : 0;
   if (messages_.size() - first > 1) {
     std::vector<int32_t> fresh;
-    tokenizer_.encode_pieces_append(chat_text_pieces(render_chat_pieces(messages_, true, {}, tokenizer_.chat_format()),
-                                                     sequence_text_.size(), content_),
-                                    fresh);
+    tokenizer_.encode_pieces_append(
+        chat_text_pieces(render_chat_pieces(messages_, true, {}, tokenizer_.chat_format(), enable_thinking_),
+                         sequence_text_.size(), content_),
+        fresh);
     if (generator_.tokens().size() + fresh.size() + reserve > context) {
       std::vector<ChatMessage> kept(messages_);
       size_t drops = 0;
@@ -78,7 +80,7 @@ GenerationStats ChatSession::send(std::string_view user_text, const StopRules& o
     }
   }
   const std::vector<ChatPiece> pieces =
-      render_chat_pieces(messages_, /*add_generation_prompt=*/true, {}, tokenizer_.chat_format());
+      render_chat_pieces(messages_, /*add_generation_prompt=*/true, {}, tokenizer_.chat_format(), enable_thinking_);
   std::string rendered;
   for (const ChatPiece& piece : pieces) rendered += piece.text;
   if (!rendered.starts_with(sequence_text_)) {

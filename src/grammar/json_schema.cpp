@@ -530,7 +530,11 @@ json parse_schema(std::string_view schema_json, GrammarBudget& budget) {
 }  // namespace
 
 std::string json_object_gbnf() {
-  return std::string("root ::= object\n") + kBasics;
+  // Appended rather than `std::string(...) + kBasics`, which GCC 12's -Warray-bounds misreads
+  // when the temporary's copy is inlined (it depends on the unity batch around this file).
+  std::string out = "root ::= object\n";
+  out += kBasics;
+  return out;
 }
 
 std::string json_schema_to_gbnf(std::string_view schema_json, GrammarBudget* budget) {

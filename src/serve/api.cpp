@@ -17,6 +17,7 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/json_limits.h"
+#include "serve/request_fields.h"
 
 namespace nanoinfer::serve {
 
@@ -27,26 +28,6 @@ namespace {
 // The sampling values a request may ask for (see parse_request).
 constexpr double kMinTemperature = 1e-5;  // besides 0, greedy
 constexpr double kMinRepetitionPenalty = 0.01, kMaxRepetitionPenalty = 100;
-
-const char* type_name(const json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
-
-[[noreturn]] void wrong_type(std::string_view field, std::string_view expected, const json& v) {
-  bad_request("invalid_type", fmt::format("'{}' must be {}, got {}", field, expected, type_name(v)));
-}
-
-// A field that is absent or null is unset.
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 std::optional<double> number_field(const json& body, const char* name) {
   const json* v = field(body, name);
@@ -99,8 +80,6 @@ std::string message_content(const json& content, size_t index) {
   return text;
 }
 
-[[noreturn]] void unsupported_field(std::string_view field, std::string_view why);
-
 // An assistant turn's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}],
 // arguments a string of JSON (OpenAI's shape), rendered as the template's tojson writes it.
 std::vector<ChatToolCall> parse_tool_calls(const json& calls, size_t index) {
@@ -148,6 +127,7 @@ std::vector<ChatMessage> parse_messages(const json& body) {
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
     if (!m.is_object()) wrong_type(fmt::format("messages[{}]", i), "an object", m);
+    check_message_fields(m, i);
     const json* role = field(m, "role");
     if (!role || !role->is_string()) bad_request("invalid_value", fmt::format("messages[{}].role must be a string", i));
     std::string r = role->get<std::string>();
@@ -171,11 +151,20 @@ std::vector<ChatMessage> parse_messages(const json& body) {
         bad_request("invalid_value", fmt::format("messages[{}].tool_call_id is required (a string)", i));
     }
     const json* content = field(m, "content");
+    const json* reasoning = field(m, "reasoning_content");
     if (content) {
       message.content = message_content(*content, i);
-    } else if (message.tool_calls.empty()) {
+    } else if (message.tool_calls.empty() && !(reasoning && r == "assistant")) {
       bad_request("invalid_value", fmt::format("messages[{}].content is required{}", i,
                                                r == "assistant" ? " (it may be null only with tool_calls)" : ""));
+    }
+    if (reasoning) {
+      // What a reply's reasoning_content came back as: the template's own think block, which
+      // it keeps for the turns after the last user query (and drops before).
+      if (r != "assistant")
+        bad_request("invalid_value", fmt::format("messages[{}].reasoning_content: only assistant messages reason", i));
+      if (!reasoning->is_string()) wrong_type(fmt::format("messages[{}].reasoning_content", i), "a string", *reasoning);
+      message.content = "<think>\n" + reasoning->get<std::string>() + "\n</think>\n\n" + message.content;
     }
     messages.push_back(std::move(message));
   }
@@ -305,34 +294,6 @@ std::vector<std::string> parse_stop(const json& body) {
   return stops;
 }
 
-[[noreturn]] void unsupported_field(std::string_view field, std::string_view why) {
-  bad_request("unsupported_field", fmt::format("'{}' is not supported: {}", field, why));
-}
-
-// Fields that would change the output and are not implemented: refused by name, never ignored.
-void refuse_unimplemented(const json& body, Endpoint endpoint) {
-  for (const char* name : {"functions", "function_call"}) {
-    if (field(body, name)) unsupported_field(name, "the deprecated functions API is not implemented; use 'tools'");
-  }
-  for (const char* name : {"prediction", "audio"}) {
-    if (field(body, name)) unsupported_field(name, "not implemented");
-  }
-  if (endpoint == Endpoint::Completion) {
-    for (const char* name : {"tools", "tool_choice", "parallel_tool_calls"}) {
-      if (field(body, name)) unsupported_field(name, "tools are a chat completions feature");
-    }
-  }
-  if (const json* m = field(body, "modalities"); m && *m != json::array({"text"})) {
-    unsupported_field("modalities", "only [\"text\"]");
-  }
-  if (endpoint == Endpoint::Completion) {
-    if (auto b = integer_field(body, "best_of"); b && *b != 1)
-      unsupported_field("best_of", "one candidate per request");
-    if (const json* e = field(body, "echo"); e && *e != false) unsupported_field("echo", "not implemented");
-    if (const json* x = field(body, "suffix"); x && *x != "") unsupported_field("suffix", "not implemented");
-  }
-}
-
 // Grammars compile two at a time, whatever the number of handler threads, and a large one
 // hands its freed memory back to the system when it is done: each handler thread allocates
 // from its own malloc arena, which kept a large compile's transient memory (~110 MB for a
@@ -432,6 +393,58 @@ std::shared_ptr<const Grammar> parse_grammar(const json& body, std::string_view 
                          from_schema ? "response_format.json_schema.schema: " : "");
 }
 
+// chat_template_kwargs (vLLM's and llama-server's): the template's variables. Qwen3's
+// enable_thinking is the one the templates here read; any other would be silently unused.
+std::optional<bool> parse_template_kwargs(const json& body) {
+  const json* kw = field(body, "chat_template_kwargs");
+  if (!kw) return std::nullopt;
+  if (!kw->is_object()) wrong_type("chat_template_kwargs", "an object", *kw);
+  std::optional<bool> thinking;
+  for (const auto& [key, value] : kw->items()) {
+    if (key != "enable_thinking") {
+      unsupported_field(fmt::format("chat_template_kwargs.{}", key), "the chat templates read only enable_thinking");
+    }
+    if (!value.is_boolean()) wrong_type("chat_template_kwargs.enable_thinking", "a boolean", value);
+    thinking = value.get<bool>();
+  }
+  return thinking;
+}
+
+// A completion's prompt: a string, an array of token ids, or an array holding one of either
+// (OpenAI's batch forms). Several prompts are a 400: each is its own request here, and
+// concurrent requests are batched together anyway.
+void parse_prompt(const json& body, CompletionRequest& r) {
+  const json* p = field(body, "prompt");
+  if (!p) bad_request("missing_field", "'prompt' is required");
+  const auto token_ids = [](const json& v) {
+    return v.is_array() && !v.empty() &&
+           std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number_integer(); });
+  };
+  const json* one = p;
+  if (p->is_array() && !token_ids(*p)) {
+    if (p->size() > 1) {
+      unsupported_field("prompt",
+                        fmt::format("it holds {} prompts; send one prompt per request (concurrent requests are "
+                                    "batched together)",
+                                    p->size()));
+    }
+    if (p->empty()) bad_request("invalid_value", "'prompt' must not be empty");
+    one = &(*p)[0];
+  }
+  if (one->is_string()) {
+    r.prompt = one->get<std::string>();
+    if (r.prompt.empty()) bad_request("invalid_value", "'prompt' must not be empty");
+    return;
+  }
+  if (!token_ids(*one)) wrong_type("prompt", "a string, an array of token ids, or an array of one of them", *one);
+  for (const json& id : *one) {
+    const bool valid = id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
+                                               : id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX;
+    if (!valid) bad_request("invalid_value", fmt::format("'prompt' holds {}, not a token id", id.dump()));
+    r.prompt_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+}
+
 }  // namespace
 
 std::string one_line(std::string_view message) {
@@ -462,7 +475,7 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
     bad_request("invalid_json", fmt::format("the body is not valid JSON: {}", e.what()));
   }
   if (!body.is_object())
-    bad_request("invalid_json", fmt::format("the body must be a JSON object, got {}", type_name(body)));
+    bad_request("invalid_json", fmt::format("the body must be a JSON object, got {}", json_type_name(body)));
   // A schema or tools are read again in document order (ordered_json), whose parse is
   // quadratic in an object's members: charged to the grammar's budget before it runs.
   GrammarBudget budget(grammar_steps, cancelled);
@@ -479,12 +492,10 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
   if (endpoint == Endpoint::Chat) {
     r.messages = parse_messages(body);
   } else {
-    const json* p = field(body, "prompt");
-    if (!p) bad_request("missing_field", "'prompt' is required");
-    if (!p->is_string()) wrong_type("prompt", "a string", *p);
-    r.prompt = p->get<std::string>();
-    if (r.prompt.empty()) bad_request("invalid_value", "'prompt' must not be empty");
+    parse_prompt(body, r);
   }
+  check_request_fields(body, endpoint);
+  if (endpoint == Endpoint::Chat) r.enable_thinking = parse_template_kwargs(body);
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) wrong_type("model", "a string", *m);
     r.model = m->get<std::string>();
@@ -495,6 +506,11 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
   }
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+    for (const auto& [key, value] : so->items()) {
+      if (key != "include_usage" && key != "include_obfuscation") {
+        bad_request("unknown_field", fmt::format("Unrecognized request argument supplied: stream_options.{}", key));
+      }
+    }
     if (const json* iu = field(*so, "include_usage")) {
       if (!iu->is_boolean()) wrong_type("stream_options.include_usage", "a boolean", *iu);
       r.include_usage = iu->get<bool>();
@@ -517,7 +533,7 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
   // 1e-320 failed at the first generated token, a 500 after the request was accepted.)
   SamplingOverrides& s = r.sampling;
   s.temperature = number_field(body, "temperature");
-  check_range(s.temperature, "temperature", 0, false, INFINITY);
+  check_range(s.temperature, "temperature", 0, false, 2);  // OpenAI's range
   if (s.temperature && *s.temperature > 0 && *s.temperature < kMinTemperature) {
     bad_request("invalid_value", fmt::format("'temperature' must be 0 (greedy) or at least {}, got {}", kMinTemperature,
                                              *s.temperature));
@@ -535,7 +551,6 @@ CompletionRequest parse_request(std::string_view body_text, Endpoint endpoint, c
     s.seed = static_cast<uint64_t>(*seed);
   }
   r.stop = parse_stop(body);
-  refuse_unimplemented(body, endpoint);
   std::optional<CompileSlot> compiling;
   if (field(body, "response_format") || field(body, "grammar") || field(body, "tools")) compiling.emplace(cancelled);
   r.grammar = parse_grammar(body, body_text, budget);

@@ -45,8 +45,11 @@ struct CompletionRequest {
   Endpoint endpoint = Endpoint::Chat;
   std::vector<ChatMessage> messages;  // chat: system/user/assistant/tool turns, in order
   ToolRequest tools;                  // chat: tools, tool_choice, parallel_tool_calls
-  std::string prompt;                 // completions
-  std::string model;                  // "" when the request names none
+  std::string prompt;                 // completions: the text, or
+  std::vector<int32_t> prompt_ids;    // completions: the token ids, when the prompt was given as ids
+  // chat_template_kwargs.enable_thinking (a reasoning model's template); unset: the server's default.
+  std::optional<bool> enable_thinking;
+  std::string model;  // "" when the request names none
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens; >= 0
@@ -109,16 +112,18 @@ struct TokenLogprob {
 // The whole non-streaming response; `ids` adds the choice's "prompt_token_ids"/"token_ids";
 // `logprobs` (when the request asked) the choice's "logprobs". `tool_calls` (chat, when the
 // output was parsed for them): `text` is the content outside the calls, null when empty and
-// there are calls; the message lists "tool_calls" when there are.
+// there are calls; the message lists "tool_calls" when there are. `reasoning` (chat): the
+// message's "reasoning_content", when not empty.
 std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text, FinishReason finish,
                           const Usage& usage, const TokenIds* ids = nullptr,
                           const std::vector<TokenLogprob>* logprobs = nullptr,
-                          const std::vector<ToolCall>* tool_calls = nullptr);
+                          const std::vector<ToolCall>* tool_calls = nullptr, std::string_view reasoning = {});
 // One server-sent event payload (without "data: "). Chat: a delta with the role (first chunk),
 // content, or neither with a finish reason; completions: text and finish reason.
 struct ChunkParts {
   bool role = false;
   std::string_view text;
+  std::string_view reasoning;  // chat: delta.reasoning_content, when not empty
   std::optional<FinishReason> finish;
   std::optional<Usage> usage;                           // the extra usage chunk of stream_options.include_usage
   const std::vector<TokenLogprob>* logprobs = nullptr;  // tokens of this chunk, when asked
@@ -136,5 +141,12 @@ struct ModelListing {
   bool loaded = false;
 };
 std::string models_json(std::span<const ModelListing> models, int64_t created);
+
+// One model object, as GET /v1/models/{id} answers.
+std::string model_json(const ModelListing& model, int64_t created);
+
+// `prefix` and 24 random letters and digits: the ids of responses ("chatcmpl-", "cmpl-") and
+// tool calls ("call_"), unique and not guessable from one another.
+std::string random_id(std::string_view prefix);
 
 }  // namespace nanoinfer::serve

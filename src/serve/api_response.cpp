@@ -2,6 +2,7 @@
 // JSON, usage, logprobs and tool calls as OpenAI shapes them. The request side is api.cpp.
 #include <nlohmann/json.hpp>
 
+#include <random>
 #include <string>
 
 #include "serve/api.h"
@@ -91,12 +92,13 @@ json head(Endpoint endpoint, const ResponseId& id, bool chunk) {
 
 std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_view text, FinishReason finish,
                           const Usage& usage, const TokenIds* ids, const std::vector<TokenLogprob>* logprobs,
-                          const std::vector<ToolCall>* tool_calls) {
+                          const std::vector<ToolCall>* tool_calls, std::string_view reasoning) {
   json j = head(endpoint, id, false);
   json choice = {{"index", 0}, {"finish_reason", finish_reason_name(finish)}};
   if (endpoint == Endpoint::Chat) {
     const bool calls = tool_calls && !tool_calls->empty();
     choice["message"] = {{"role", "assistant"}, {"content", calls && text.empty() ? json(nullptr) : json(text)}};
+    if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
     if (calls) {
       json list = json::array();
       for (const ToolCall& c : *tool_calls) list.push_back(tool_call_json(c));
@@ -129,6 +131,7 @@ std::string chunk_json(Endpoint endpoint, const ResponseId& id, const ChunkParts
     json delta = json::object();
     if (parts.role) delta["role"] = "assistant";
     if (!parts.text.empty() || parts.role) delta["content"] = parts.text;
+    if (!parts.reasoning.empty()) delta["reasoning_content"] = parts.reasoning;
     if (parts.tool_call) {
       json call = tool_call_json(*parts.tool_call);
       call["index"] = parts.tool_index;
@@ -144,19 +147,41 @@ std::string chunk_json(Endpoint endpoint, const ResponseId& id, const ChunkParts
   return dump(j);
 }
 
+namespace {
+
+json model_object(std::string_view model_id, int64_t created) {
+  return {{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "nanoinfer"}};
+}
+
+}  // namespace
+
 std::string models_json(std::string_view model_id, int64_t created) {
-  return dump(
-      {{"object", "list"},
-       {"data",
-        json::array({{{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "nanoinfer"}}})}});
+  return dump({{"object", "list"}, {"data", json::array({model_object(model_id, created)})}});
+}
+
+// OpenAI's model object and whether the model is loaded now.
+json listed_model(const ModelListing& m, int64_t created) {
+  json o = model_object(m.id, created);
+  o["loaded"] = m.loaded;
+  return o;
+}
+
+std::string model_json(const ModelListing& model, int64_t created) {
+  return dump(listed_model(model, created));
+}
+
+std::string random_id(std::string_view prefix) {
+  static constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id(prefix);
+  std::uniform_int_distribution<size_t> pick(0, kAlphabet.size() - 1);
+  for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
+  return id;
 }
 
 std::string models_json(std::span<const ModelListing> models, int64_t created) {
   json data = json::array();
-  for (const ModelListing& m : models) {
-    data.push_back(
-        {{"id", m.id}, {"object", "model"}, {"created", created}, {"owned_by", "nanoinfer"}, {"loaded", m.loaded}});
-  }
+  for (const ModelListing& m : models) data.push_back(listed_model(m, created));
   return dump({{"object", "list"}, {"data", data}});
 }
 

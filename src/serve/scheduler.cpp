@@ -6,6 +6,7 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/generation_step.h"
+#include "serve/logprob_stream.h"
 
 namespace nanoinfer::serve {
 
@@ -49,11 +50,14 @@ void Channel::append(std::string_view text) {
   cv_.notify_all();
 }
 
-void Channel::append_logprob(TokenLogprob lp) {
+void Channel::append(std::string_view text, std::vector<TokenLogprob>& logprobs) {
+  if (text.empty() && logprobs.empty()) return;
   {
     std::lock_guard lock(mutex_);
-    pending_logprobs_.push_back(std::move(lp));
+    pending_.append(text);
+    for (TokenLogprob& lp : logprobs) pending_logprobs_.push_back(std::move(lp));
   }
+  logprobs.clear();
   cv_.notify_all();
 }
 
@@ -83,7 +87,10 @@ struct Scheduler::Slot {
   std::shared_ptr<Channel> channel;
   Job job;
   std::optional<GenerationStep> step;  // while busy
-  SpeculativeStep spec;                // with SchedulerOptions::make_drafter's drafter, kept for every request
+  // With logprobs: pairs the streamed text with its tokens' entries (serve/logprob_stream.h).
+  std::optional<LogprobAligner> aligner;
+  bool cut_by_stop_string = false;
+  SpeculativeStep spec;  // with SchedulerOptions::make_drafter's drafter, kept for every request
   Clock::time_point submitted, last_token;
 };
 
@@ -287,7 +294,9 @@ void Scheduler::run_step(const Batch& batch) {
 
 // What a request adds to its step: OpenAI's penalties and logit bias, the grammar (last, so
 // nothing can lift its mask), and the logprobs observer (the model's raw distribution).
-void Scheduler::add_request_features(GenerationStep& step, const Job& job, const std::shared_ptr<Channel>& channel) {
+void Scheduler::add_request_features(Slot& slot) {
+  GenerationStep& step = *slot.step;
+  const Job& job = slot.job;
   if (job.frequency_penalty != 0 || job.presence_penalty != 0) {
     step.add_processor(
         std::make_unique<FrequencyPresencePenalty>(sample_vocab_, job.frequency_penalty, job.presence_penalty));
@@ -295,20 +304,29 @@ void Scheduler::add_request_features(GenerationStep& step, const Job& job, const
   if (!job.logit_bias.empty()) step.add_processor(std::make_unique<LogitBias>(job.logit_bias));
   if (job.grammar) step.add_processor(std::make_unique<GrammarProcessor>(*job.grammar, job.trie, job.eos_ids));
   if (job.top_logprobs >= 0) {
-    step.set_observer(
-        [this, channel, k = static_cast<size_t>(job.top_logprobs), eos = job.eos_ids](const StepEvent& e) {
-          if (std::find(eos.begin(), eos.end(), e.token) != eos.end()) return;  // not part of the completion
-          const double lse = logsumexp_of(e.logits);
-          TokenLogprob lp;
-          lp.token = std::string(tokenizer_.token_bytes(e.token));
-          lp.logprob = static_cast<double>(e.logits[static_cast<size_t>(e.token)]) - lse;
-          if (k > 0) {
-            for (const TokenCandidate& c : top_candidates(e.logits, k, lse)) {
-              lp.top.emplace_back(std::string(tokenizer_.token_bytes(c.id)), c.logprob);
-            }
-          }
-          channel->append_logprob(std::move(lp));
-        });
+    slot.aligner.emplace();
+    step.set_observer([this, aligner = &*slot.aligner, k = static_cast<size_t>(job.top_logprobs),
+                       eos = job.eos_ids](const StepEvent& e) {
+      if (std::find(eos.begin(), eos.end(), e.token) != eos.end()) return;  // not part of the completion
+      const double lse = logsumexp_of(e.logits);
+      TokenLogprob lp;
+      lp.token = std::string(tokenizer_.token_bytes(e.token));
+      lp.logprob = static_cast<double>(e.logits[static_cast<size_t>(e.token)]) - lse;
+      if (k > 0) {
+        for (const TokenCandidate& c : top_candidates(e.logits, k, lse)) {
+          lp.top.emplace_back(std::string(tokenizer_.token_bytes(c.id)), c.logprob);
+        }
+      }
+      aligner->add_token(std::move(lp));
+    });
+  }
+}
+
+void Scheduler::stream_text(Slot& slot, std::string_view text) {
+  if (slot.aligner) {
+    slot.aligner->add_text(text);
+  } else {
+    slot.channel->append(text);
   }
 }
 
@@ -318,10 +336,12 @@ void Scheduler::start(Slot& slot, Queued q) {
   slot.channel = std::move(q.channel);
   slot.job = std::move(q.job);
   slot.submitted = q.submitted;
+  slot.aligner.reset();
+  slot.cut_by_stop_string = false;
   try {
     slot.step.emplace(tokenizer_, sample_vocab_, slot.job.sampling,
                       StopRules{slot.job.max_tokens, slot.job.eos_ids, slot.job.stop});
-    add_request_features(*slot.step, slot.job, slot.channel);
+    add_request_features(slot);
   } catch (const std::exception& e) {
     finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
     return;
@@ -444,10 +464,16 @@ void Scheduler::accept_tokens(Slot& slot, std::span<const float> logits, bool de
   try {
     v = slot.spec.verify(
         *slot.step, logits, model_.vocab_size(), slot.history, slot.seq.cache(),
-        [&](std::string_view t) { channel.append(t); }, decoding, on_choice);
+        [&](std::string_view t) { stream_text(slot, t); }, decoding, on_choice);
   } catch (const std::exception& e) {
     finish(slot, Outcome::Failed, FinishReason::Stop, e.what());
     return;
+  }
+  if (slot.aligner) {
+    std::string text;
+    std::vector<TokenLogprob> entries;
+    slot.aligner->release(slot.step->held_bytes(), text, entries);
+    channel.append(text, entries);
   }
   if (v.drafted > 0) {
     channel.drafted_ += v.drafted;
@@ -456,13 +482,23 @@ void Scheduler::accept_tokens(Slot& slot, std::span<const float> logits, bool de
   }
   if (!v.end) return;
   const bool length = *v.end == StopReason::MaxTokens || *v.end == StopReason::ContextFull;
+  slot.cut_by_stop_string = *v.end == StopReason::StopString;
   finish(slot, Outcome::Finished, length ? FinishReason::Length : FinishReason::Stop);
 }
 
 void Scheduler::finish(Slot& slot, Outcome outcome, FinishReason reason, std::string error) {
   const std::shared_ptr<Channel> owner = std::move(slot.channel);  // the handler may have let go
   Channel& channel = *owner;
-  if (outcome == Outcome::Finished && slot.step) slot.step->finish([&](std::string_view t) { channel.append(t); });
+  if (outcome == Outcome::Finished && slot.step) {
+    // (slot.channel was moved to `owner`.)
+    slot.step->finish([&](std::string_view t) { slot.aligner ? slot.aligner->add_text(t) : channel.append(t); });
+    if (slot.aligner) {
+      std::string text;
+      std::vector<TokenLogprob> entries;
+      slot.aligner->finish(slot.cut_by_stop_string, text, entries);
+      channel.append(text, entries);
+    }
+  }
   const Usage usage{slot.job.prompt.size(), slot.step ? slot.step->generated() : 0};
   metrics_.add_tokens(usage.prompt_tokens, usage.completion_tokens);
   slot.step.reset();

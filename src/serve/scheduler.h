@@ -120,7 +120,8 @@ class Channel {
   Piece take_locked();  // with mutex_ held
   friend class Scheduler;
   void append(std::string_view text);
-  void append_logprob(TokenLogprob lp);
+  // Text and the logprob entries of its tokens, taken together by the handler (one chunk).
+  void append(std::string_view text, std::vector<TokenLogprob>& logprobs);
   void close(Outcome outcome, FinishReason finish, Usage usage, std::vector<int32_t> completion_ids,
              std::string error = {});
 
@@ -243,7 +244,9 @@ class Scheduler {
   void accept_tokens(Slot& slot, std::span<const float> logits, bool decoding);
   bool draft(Slot& slot);  // drafts for the slot's next pass; false when the drafter failed (slot
                            // finished)
-  void add_request_features(GenerationStep& step, const Job& job, const std::shared_ptr<Channel>& channel);
+  void add_request_features(Slot& slot);
+  // The text a slot's step streams: to its channel, or through its logprob aligner.
+  void stream_text(Slot& slot, std::string_view text);
   void finish(Slot& slot, Outcome outcome, FinishReason finish, std::string error = {});
   void release();  // one request of holding_ is done
 

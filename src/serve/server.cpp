@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include "serve/front.h"
 #include "serve/metrics.h"
 #include "serve/model_registry.h"
+#include "serve/reply.h"
 #include "serve/scheduler.h"
 #include "serve/secret.h"
 #include "serve/serving_model.h"
@@ -96,6 +98,31 @@ std::vector<ServedModel> single_model(const OpenedModel& m, const ServeOptions& 
   return {ServedModel{.id = o.model_id, .path = m.dir, .load = [loaded] { return loaded; }}};
 }
 
+// The request headers a CORS preflight may be granted: those it asks for (the official SDKs
+// send their own, such as OpenAI's x-stainless-*), when the list is well formed (header names:
+// HTTP tokens, comma-separated), plus Authorization and Content-Type. They grant the page
+// nothing: the key is still required and the body must still be JSON.
+std::string allowed_headers(std::string_view requested) {
+  std::string out = "Authorization, Content-Type";
+  const auto token_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  };
+  if (requested.size() > 4096) return out;
+  while (!requested.empty()) {
+    const size_t comma = requested.find(',');
+    std::string_view name = requested.substr(0, comma);
+    requested = comma == std::string_view::npos ? std::string_view() : requested.substr(comma + 1);
+    while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+    if (name.empty()) continue;
+    if (!std::all_of(name.begin(), name.end(), token_char)) return "Authorization, Content-Type";
+    out += ", ";
+    out += name;
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -106,7 +133,6 @@ struct Server::Impl {
   std::unique_ptr<serve::ModelRegistry> registry;
   serve::Front http;
   int port = 0;
-  std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};
   bool started = false;  // the default model's load at construction is the caller's to report
 
@@ -164,13 +190,15 @@ struct Server::Impl {
     return engine;
   }
 
+  ApiError unknown_model(std::string_view name) const {
+    return ApiError(404, "invalid_request_error", "model_not_found",
+                    fmt::format("the model '{}' does not exist; this server has {}", name, registry->id_list()));
+  }
+
   // The request's model, loaded and held for it (the access log says how long it waited).
   serve::ServingModel& acquire_model(const std::string& model) {
     const std::optional<size_t> index = registry->find(model);
-    if (!index) {
-      throw ApiError(404, "invalid_request_error", "model_not_found",
-                     fmt::format("the model '{}' does not exist; this server has {}", model, registry->id_list()));
-    }
+    if (!index) throw unknown_model(model);
     request_trace.model = registry->id(*index);
     request_trace.lease = std::make_shared<serve::ModelRegistry::Lease>(
         registry->acquire(*index, [] { return serve::Front::client_gone(); }));
@@ -188,7 +216,8 @@ struct Server::Impl {
           req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); }, options.grammar_steps);
       engine = &acquire_model(r.model);
       // Per-key isolation: a prompt reuses cached rows only of prompts sent with the same key.
-      job = serve::make_job(r, *engine, prefix_cache == PrefixCache::PerKey ? request_trace.key : 0);
+      job = serve::make_job(r, *engine, prefix_cache == PrefixCache::PerKey ? request_trace.key : 0,
+                            serve::thinks(r, options.reasoning));
     } catch (const ApiError& e) {
       if (serve::Front::client_gone()) {  // left while its grammar compiled or its model loaded
         res.status = 499;
@@ -202,8 +231,10 @@ struct Server::Impl {
       res.status = 499;
       return;
     }
-    std::vector<int32_t> job_prompt;
-    if (r.return_token_ids) job_prompt = job.prompt;
+    serve::ReplyOptions reply{
+        .id = {serve::random_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), unix_now(), request_trace.model},
+        .split_reasoning = splits_reasoning(r, *engine)};
+    if (r.return_token_ids) reply.prompt_ids = job.prompt;
     std::shared_ptr<serve::Channel> channel = engine->scheduler->submit(std::move(job));
     request_trace.channel = channel;
     if (!channel) {
@@ -212,9 +243,6 @@ struct Server::Impl {
                                : ApiError(503, "server_error", "queue_full", "the request queue is full; retry later"));
       return;
     }
-    const serve::ResponseId id{fmt::format("{}-{}", endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl", next_id++),
-                               unix_now(), request_trace.model};
-    const bool want_logprobs = r.top_logprobs >= 0;
     if (!r.stream) {
       std::string text;
       std::vector<serve::TokenLogprob> logprobs;
@@ -233,104 +261,42 @@ struct Server::Impl {
         }
       }
       if (channel->outcome() == serve::Outcome::Finished) {
-        const serve::TokenIds ids{job_prompt, channel->completion_ids()};
-        serve::FinishReason finish = channel->finish_reason();
-        std::optional<serve::ParsedOutput> parsed;
-        if (r.tools.parse()) {
-          parsed = serve::parse_tool_output(text, r.tools);
-          if (!parsed->calls.empty() && finish == serve::FinishReason::Stop) finish = serve::FinishReason::ToolCalls;
-        }
-        res.set_content(serve::response_json(endpoint, id, parsed ? parsed->content : text, finish, channel->usage(),
-                                             r.return_token_ids ? &ids : nullptr, want_logprobs ? &logprobs : nullptr,
-                                             parsed ? &parsed->calls : nullptr),
-                        "application/json");
-      } else if (channel->outcome() == serve::Outcome::Cancelled) {
-        send_error(res,
-                   ApiError(503, "server_error", "cancelled", "the generation was cancelled (server shutting down)"));
+        res.set_content(serve::whole_reply(r, reply, text, logprobs, *channel), "application/json");
       } else {
-        send_error(res, ApiError(500, "server_error", "generation_failed", channel->error()));
+        send_error(res, serve::generation_error(*channel));
       }
       return;
     }
     res.set_header("Cache-Control", "no-cache");
-    const bool include_usage = r.include_usage;
-    bool first = true;
-    size_t offset = 0;
-    // Tool calls: content is streamed as soon as it cannot start a <tool_call> block, each call
-    // in one delta once its block is complete.
-    std::shared_ptr<serve::ToolCallParser> tool_parser;
-    if (r.tools.parse()) {
-      std::vector<std::string> names;
-      for (const serve::ToolDef& t : r.tools.tools) names.push_back(t.name);
-      tool_parser = std::make_shared<serve::ToolCallParser>(std::move(names), r.tools.max_calls());
-    }
+    auto stream = std::make_shared<serve::ReplyStream>(r, std::move(reply));
     res.set_chunked_content_provider(
         "text/event-stream",
-        [channel, id, endpoint, include_usage, first, want_logprobs, offset, tool_parser, lease = request_trace.lease](
-            size_t, httplib::DataSink& sink) mutable {
-          const auto event = [&](const std::string& payload) {
-            const std::string line = "data: " + payload + "\n\n";
-            return sink.write(line.data(), line.size());
-          };
-          if (first && endpoint == Endpoint::Chat) {
-            first = false;
-            return event(serve::chunk_json(endpoint, id, {.role = true}));
-          }
-          const std::optional<serve::Channel::Piece> next = channel->next_for(std::chrono::milliseconds(100));
-          if (!next) return !serve::Front::client_gone();  // false: cancelled by the releaser
-          const serve::Channel::Piece& p = *next;
-          if (tool_parser) {
-            std::vector<serve::ToolCallParser::Event> events;
-            tool_parser->feed(p.text, events);
-            if (p.done) tool_parser->finish(events);
-            const size_t calls_before =
-                tool_parser->calls() - static_cast<size_t>(std::count_if(
-                                           events.begin(), events.end(),
-                                           [](const serve::ToolCallParser::Event& e) { return e.call.has_value(); }));
-            size_t index = calls_before;
-            bool logprobs_sent = !want_logprobs || p.logprobs.empty();
-            for (const serve::ToolCallParser::Event& e : events) {
-              serve::ChunkParts parts;
-              if (e.call) {
-                parts.tool_call = &*e.call;
-                parts.tool_index = index++;
-              } else {
-                parts.text = e.content;
-              }
-              if (!logprobs_sent) parts.logprobs = &p.logprobs;
-              logprobs_sent = true;
-              if (!event(serve::chunk_json(endpoint, id, parts))) return false;
-            }
-            if (!logprobs_sent && !event(serve::chunk_json(endpoint, id, {.logprobs = &p.logprobs}))) return false;
-          } else if (!p.text.empty() || (want_logprobs && !p.logprobs.empty())) {
-            serve::ChunkParts parts{.text = p.text};
-            if (want_logprobs) parts.logprobs = &p.logprobs;
-            parts.text_offset = offset;
-            for (const auto& lp : p.logprobs) offset += lp.token.size();
-            if (!event(serve::chunk_json(endpoint, id, parts))) return false;
-          }
-          if (!p.done) return true;
-          bool ok = true;
-          if (channel->outcome() == serve::Outcome::Finished) {
-            serve::FinishReason finish = channel->finish_reason();
-            if (tool_parser && tool_parser->calls() > 0 && finish == serve::FinishReason::Stop) {
-              finish = serve::FinishReason::ToolCalls;
-            }
-            ok = event(serve::chunk_json(endpoint, id, {.finish = finish}));
-            if (ok && include_usage) ok = event(serve::chunk_json(endpoint, id, {.usage = channel->usage()}));
+        [channel, stream, started = false, lease = request_trace.lease](size_t, httplib::DataSink& sink) mutable {
+          std::vector<std::string> events;
+          if (!started) {
+            started = true;
+            stream->start(events);
           } else {
-            // Headers are gone: the error travels as an event, as OpenAI's streams do.
-            ok = event(serve::error_json(
-                channel->outcome() == serve::Outcome::Cancelled
-                    ? ApiError(503, "server_error", "cancelled", "the generation was cancelled (server shutting down)")
-                    : ApiError(500, "server_error", "generation_failed", channel->error())));
+            const std::optional<serve::Channel::Piece> next = channel->next_for(std::chrono::milliseconds(100));
+            if (!next) return !serve::Front::client_gone();  // false: cancelled by the releaser
+            stream->piece(*next, events);
+            if (next->done) stream->close(*channel, events);
           }
-          if (ok) ok = event("[DONE]");
-          if (ok) sink.done();
-          return ok;
+          std::string out;
+          for (const std::string& e : events) out += "data: " + e + "\n\n";
+          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+          if (!events.empty() && events.back() == "[DONE]") sink.done();
+          return true;
         },
         // A client that went away (or a finished stream: then it is a no-op) cancels.
         [channel](bool) { channel->cancel(); });
+  }
+
+  // A reasoning model's chat reply, thinking on and not asked raw: its think block is returned
+  // as reasoning_content.
+  bool splits_reasoning(const serve::CompletionRequest& r, const serve::ServingModel& engine) const {
+    return r.endpoint == Endpoint::Chat && engine.m.tokenizer.chat_format() == ChatFormat::Qwen3 &&
+           options.reasoning != Reasoning::Raw && serve::thinks(r, options.reasoning);
   }
 
   // The status the log and /metrics count, once the request's generation (if any) has ended.
@@ -463,7 +429,8 @@ struct Server::Impl {
         if (!any) res.set_header("Vary", "Origin");
         if (req.method == "OPTIONS") {
           res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-          res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+          res.set_header("Access-Control-Allow-Headers",
+                         allowed_headers(req.get_header_value("Access-Control-Request-Headers")));
           res.set_header("Access-Control-Max-Age", "600");
         }
       });
@@ -503,6 +470,13 @@ struct Server::Impl {
       std::vector<serve::ModelListing> listing;
       for (const serve::ModelRegistry::Status& st : registry->status()) listing.push_back({st.id, st.loaded});
       res.set_content(serve::models_json(listing, created), "application/json");
+    });
+    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      for (const serve::ModelRegistry::Status& st : registry->status()) {
+        if (st.id == req.matches[1])
+          return res.set_content(serve::model_json({st.id, st.loaded}, created), "application/json");
+      }
+      send_error(res, unknown_model(req.matches[1].str()));
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       if (stopping) {

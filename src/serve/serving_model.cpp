@@ -38,7 +38,11 @@ ServingModel::ServingModel(LoadedModel model, const ServeOptions& o, bool prefix
                                           metrics);
 }
 
-Job make_job(const CompletionRequest& r, const ServingModel& engine, size_t cache_scope) {
+bool thinks(const CompletionRequest& r, Reasoning reasoning) {
+  return r.enable_thinking.value_or(reasoning != Reasoning::Off);
+}
+
+Job make_job(const CompletionRequest& r, const ServingModel& engine, size_t cache_scope, bool thinking) {
   const OpenedModel& m = engine.m;
   const size_t max_token_bytes = engine.max_token_bytes;
   Job job;
@@ -68,10 +72,18 @@ Job make_job(const CompletionRequest& r, const ServingModel& engine, size_t cach
   if (r.endpoint == Endpoint::Chat) {
     // As encode_chat_prompt, with the tools block (rendered for tool_choice none too, as vLLM
     // does: the prompt, and so the cached prefix, does not depend on the choice).
-    job.prompt = encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools);
+    job.prompt =
+        encode_chat(m.tokenizer, r.messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools, thinking);
     job.eos_ids = engine.chat_eos;
   } else {
-    job.prompt = encode_raw_prompt(m.tokenizer, r.prompt);
+    // Token ids are the prompt as they are (as vLLM takes them): no BOS is added.
+    job.prompt = r.prompt_ids.empty() ? encode_raw_prompt(m.tokenizer, r.prompt) : r.prompt_ids;
+    for (const int32_t id : r.prompt_ids) {
+      if (id >= m.tokenizer.vocab_size()) {
+        bad_request("invalid_value",
+                    fmt::format("'prompt' holds token {}; the vocabulary has {}", id, m.tokenizer.vocab_size()));
+      }
+    }
     job.eos_ids = engine.text_eos;
   }
   if (job.prompt.empty()) bad_request("invalid_value", "the prompt encodes to no tokens");

@@ -38,7 +38,12 @@ struct ServingModel final : ModelInstance {
 // the prompt encoded (chat: through its template, with the tools) and checked against its
 // context, logit_bias against its vocabulary (each a 400 naming the problem). `cache_scope`:
 // Job::cache_scope (per-key isolation of the prefix cache; 0 = shared).
-Job make_job(const CompletionRequest& r, const ServingModel& engine, size_t cache_scope);
+// `thinking`: a reasoning model's template thinks (thinks() below).
+Job make_job(const CompletionRequest& r, const ServingModel& engine, size_t cache_scope, bool thinking);
+
+// Whether a reasoning model thinks for this request: its chat_template_kwargs.enable_thinking,
+// else the server's default (--reasoning).
+bool thinks(const CompletionRequest& r, Reasoning reasoning);
 
 // A model's id from its path: the directory's (or file's) name; "nanoinfer" when it has none.
 std::string default_model_id(const std::filesystem::path& dir);

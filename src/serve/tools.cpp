@@ -2,11 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <random>
-
 #include "nanoinfer/error.h"
 #include "nanoinfer/grammar.h"
 #include "nanoinfer/json_limits.h"
+#include "serve/api.h"
 
 namespace nanoinfer::serve {
 
@@ -114,12 +113,7 @@ std::string tool_call_gbnf(const ToolRequest& request, GrammarBudget* budget) {
 }
 
 std::string new_tool_call_id() {
-  static constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string id = "call_";
-  std::uniform_int_distribution<size_t> pick(0, kAlphabet.size() - 1);
-  for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
-  return id;
+  return random_id("call_");
 }
 
 ToolCallParser::ToolCallParser(std::vector<std::string> names, size_t max_calls)

@@ -136,7 +136,7 @@ std::string_view trim(std::string_view s) {
 
 // Qwen3's template, branch for branch (the header describes its output).
 std::vector<ChatPiece> render_qwen3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                    std::span<const std::string> tools) {
+                                    std::span<const std::string> tools, bool enable_thinking) {
   std::vector<ChatPiece> out;
   auto markup = [&](std::string_view text) { out.push_back({text, false}); };
   auto content = [&](std::string_view text) { out.push_back({text, true}); };
@@ -203,7 +203,8 @@ std::vector<ChatPiece> render_qwen3(std::span<const ChatMessage> messages, bool 
       fail("chat template: message {} has role '{}' (expected system, user, assistant or tool)", i, m.role);
     }
   }
-  if (add_generation_prompt) markup("<|im_start|>assistant\n");
+  if (add_generation_prompt)
+    markup(enable_thinking ? "<|im_start|>assistant\n" : "<|im_start|>assistant\n<think>\n\n</think>\n\n");
   return out;
 }
 
@@ -226,13 +227,13 @@ std::vector<ChatPiece> render_llama3(std::span<const ChatMessage> messages, std:
 }  // namespace
 
 std::vector<ChatPiece> render_chat_pieces(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                          std::span<const std::string> tools, ChatFormat format) {
+                                          std::span<const std::string> tools, ChatFormat format, bool enable_thinking) {
   if (messages.empty()) fail("chat template: the conversation has no messages");
   switch (format) {
     case ChatFormat::ChatML:
       return render_chatml(messages, add_generation_prompt, tools);
     case ChatFormat::Qwen3:
-      return render_qwen3(messages, add_generation_prompt, tools);
+      return render_qwen3(messages, add_generation_prompt, tools, enable_thinking);
     case ChatFormat::Llama3:
       return render_llama3(messages, tools);
   }
@@ -259,9 +260,10 @@ std::vector<TextPiece> chat_text_pieces(std::span<const ChatPiece> pieces, size_
 }
 
 std::vector<int32_t> encode_chat(const Tokenizer& tok, std::span<const ChatMessage> messages,
-                                 bool add_generation_prompt, SpecialTokens content,
-                                 std::span<const std::string> tools) {
-  const std::vector<ChatPiece> pieces = render_chat_pieces(messages, add_generation_prompt, tools, tok.chat_format());
+                                 bool add_generation_prompt, SpecialTokens content, std::span<const std::string> tools,
+                                 bool enable_thinking) {
+  const std::vector<ChatPiece> pieces =
+      render_chat_pieces(messages, add_generation_prompt, tools, tok.chat_format(), enable_thinking);
   const std::vector<TextPiece> text = chat_text_pieces(pieces, 0, content);
   std::vector<int32_t> ids;
   tok.encode_pieces_append(text, ids);

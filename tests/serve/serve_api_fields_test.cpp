@@ -1,12 +1,15 @@
 // The request fields of structured output, logprobs and OpenAI's penalties in `serve`'s wire
 // format (src/serve/api.h): parsed, range-checked, refused by name when not enforceable or not
-// implemented, and the logprobs response shapes.
+// implemented, and the logprobs response shapes; the field table (unknown fields, vendor fields
+// accepted and ignored, OpenAI's ranges), the prompt forms of /v1/completions, random ids.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cfloat>
 
+#include "nanoinfer/chat_template.h"
 #include "nanoinfer/logit_processor.h"
 #include "nanoinfer/sampler.h"
 #include "serve/api.h"
@@ -140,7 +143,9 @@ TEST(ServeApiFields, SamplingValuesThatWouldOverflowAreRefusedByName) {
     for (const double p : c.probs) EXPECT_TRUE(std::isfinite(p));
   }
   EXPECT_EQ(refusal({{"temperature", 0}}), "");
-  EXPECT_EQ(refusal({{"temperature", 1e300}}), "");
+  EXPECT_EQ(refusal({{"temperature", 2}}), "");
+  // Past OpenAI's range, [0, 2]: refused as OpenAI refuses it.
+  EXPECT_NE(refusal({{"temperature", 1e300}}).find("'temperature'"), std::string::npos);
 }
 
 TEST(ServeApiFields, LogprobsShapes) {
@@ -165,6 +170,91 @@ TEST(ServeApiFields, LogprobsShapes) {
   const json chunk =
       json::parse(chunk_json(Endpoint::Completion, id, {.text = "x", .logprobs = &lps, .text_offset = 10}));
   EXPECT_EQ(chunk["choices"][0]["logprobs"]["text_offset"], json::array({10, 12}));
+}
+
+TEST(ServeFieldTable, UnknownFieldsAreRefusedAndVendorFieldsAccepted) {
+  EXPECT_EQ(refusal(json({{"temprature", 0.5}})), "Unrecognized request argument supplied: temprature");
+  EXPECT_EQ(refusal({{"messages", json::array()}}, Endpoint::Completion),
+            "Unrecognized request argument supplied: messages");
+  EXPECT_EQ(refusal(json({{"messages", json::array({{{"role", "user"}, {"content", "hi"}, {"mood", "x"}}})}})),
+            "Unrecognized request argument supplied: messages[0].mood");
+  // What clients send besides the output's own fields: accepted and ignored.
+  EXPECT_EQ(refusal(json({{"user", "u1"},
+                          {"metadata", {{"k", "v"}}},
+                          {"store", false},
+                          {"service_tier", "auto"},
+                          {"safety_identifier", "s"},
+                          {"prompt_cache_key", "c"},
+                          {"prompt_cache_retention", "in-memory"},
+                          {"verbosity", "medium"},
+                          {"modalities", {"text"}},
+                          {"stream_options", {{"include_usage", true}}},
+                          {"messages", json::array({{{"role", "user"}, {"content", "hi"}, {"name", "ann"}}})}})),
+            "");
+  EXPECT_EQ(refusal({{"user", "u"}, {"echo", false}, {"best_of", 1}, {"suffix", nullptr}}, Endpoint::Completion), "");
+  // Ignored fields are still checked for their type; output-changing ones are refused by name.
+  EXPECT_NE(refusal(json({{"metadata", {{"k", 1}}}})).find("'metadata.k'"), std::string::npos);
+  EXPECT_NE(refusal(json({{"store", "yes"}})).find("'store'"), std::string::npos);
+  for (const char* name : {"reasoning_effort", "verbosity", "web_search_options", "audio", "prediction"}) {
+    EXPECT_NE(refusal(json({{name, "high"}})).find(fmt::format("'{}' is not supported", name)), std::string::npos)
+        << name;
+  }
+  EXPECT_NE(refusal(json({{"chat_template_kwargs", {{"tools_in_user_message", true}}}}))
+                .find("'chat_template_kwargs.tools_in_user_message'"),
+            std::string::npos);
+}
+
+TEST(ServeFieldTable, OpenAIsRangesAreRefusedLikeOpenAI) {
+  EXPECT_EQ(refusal(json({{"temperature", 2}})), "");
+  EXPECT_NE(refusal(json({{"temperature", 2.01}})).find("'temperature' must be in [0, 2]"), std::string::npos);
+  EXPECT_NE(refusal(json({{"top_logprobs", 21}, {"logprobs", true}})).find("'top_logprobs'"), std::string::npos);
+  EXPECT_NE(refusal(json({{"presence_penalty", -2.5}})).find("'presence_penalty'"), std::string::npos);
+  EXPECT_NE(refusal(json({{"logit_bias", {{"5", 101}}}})).find("'logit_bias'"), std::string::npos);
+}
+
+TEST(ServeFieldTable, PromptFormsAndTemplateKwargs) {
+  EXPECT_EQ(parse_request(R"({"prompt": ["Once"]})", Endpoint::Completion).prompt, "Once");
+  EXPECT_EQ(parse_request(R"({"prompt": [5, 6, 7]})", Endpoint::Completion).prompt_ids,
+            (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(parse_request(R"({"prompt": [[5, 6]]})", Endpoint::Completion).prompt_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_NE(refusal({{"prompt", {"a", "b"}}}, Endpoint::Completion).find("2 prompts"), std::string::npos);
+  EXPECT_NE(refusal({{"prompt", {1, -2}}}, Endpoint::Completion).find("not a token id"), std::string::npos);
+  EXPECT_NE(refusal({{"prompt", json::array()}}, Endpoint::Completion).find("must not be empty"), std::string::npos);
+  EXPECT_EQ(chat({{"chat_template_kwargs", {{"enable_thinking", false}}}}).enable_thinking, false);
+  EXPECT_FALSE(chat(nullptr).enable_thinking.has_value());
+  // A reply's reasoning sent back: the template's think block again.
+  const CompletionRequest r = parse_request(
+      R"({"messages": [{"role": "user", "content": "q"},
+                       {"role": "assistant", "content": "A.", "reasoning_content": "hmm"}]})",
+      Endpoint::Chat);
+  EXPECT_EQ(r.messages[1].content, "<think>\nhmm\n</think>\n\nA.");
+  EXPECT_EQ(render_chat(r.messages, false, {}, ChatFormat::Qwen3),
+            "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nhmm\n</think>\n\nA.<|im_end|>\n");
+}
+
+TEST(ServeFieldTable, ResponseIdsAreRandomAndModelsHaveTheirOwnObject) {
+  const std::string a = random_id("chatcmpl-"), b = random_id("chatcmpl-");
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.size(), std::string("chatcmpl-").size() + 24);
+  const json m = json::parse(model_json({"m1", true}, 7));
+  EXPECT_EQ(m, json({{"id", "m1"}, {"object", "model"}, {"created", 7}, {"owned_by", "nanoinfer"}, {"loaded", true}}));
+}
+
+TEST(ServeFieldTable, StreamOptionsAndReasoningContent) {
+  EXPECT_EQ(refusal({{"stream", true}, {"stream_options", {{"include_usage", true}, {"include_obfuscation", false}}}}),
+            "");
+  EXPECT_EQ(refusal({{"stream_options", {{"chunk_size", 4}}}}),
+            "Unrecognized request argument supplied: stream_options.chunk_size");
+  const ResponseId id{"chatcmpl-x", 1, "m"};
+  const json whole = json::parse(
+      response_json(Endpoint::Chat, id, "Paris.", FinishReason::Stop, {3, 9}, nullptr, nullptr, nullptr, "thinking"));
+  EXPECT_EQ(whole["choices"][0]["message"]["reasoning_content"], "thinking");
+  EXPECT_EQ(whole["choices"][0]["message"]["content"], "Paris.");
+  EXPECT_FALSE(
+      json::parse(response_json(Endpoint::Chat, id, "x", FinishReason::Stop, {}))["choices"][0]["message"].contains(
+          "reasoning_content"));
+  const json chunk = json::parse(chunk_json(Endpoint::Chat, id, {.reasoning = "hmm"}));
+  EXPECT_EQ(chunk["choices"][0]["delta"], json({{"reasoning_content", "hmm"}}));
 }
 
 }  // namespace

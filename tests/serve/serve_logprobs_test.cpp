@@ -1,7 +1,8 @@
 // logprobs and grammars through the serve scheduler with the embedded default model: each
 // token's logprob and top alternatives equal the log-softmax (the perplexity code's,
 // log_softmax_at) of the logits an independent forward pass gives for the same tokens; a grammar
-// job ends by end of sequence only on a complete sentence of its grammar.
+// job ends by end of sequence only on a complete sentence of its grammar; streamed, every piece of
+// a channel is the text of exactly the tokens whose entries it carries.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "model/ops.h"
 #include "nanoinfer/generation_step.h"
 #include "nanoinfer/open_model.h"
+#include "serve/logprob_stream.h"
 #include "serve/scheduler.h"
 
 namespace nanoinfer::serve {
@@ -34,6 +36,72 @@ Drained drain_with_logprobs(Channel& channel) {
   d.finish = channel.finish_reason();
   d.ids = channel.completion_ids();
   return d;
+}
+
+// The tokens' bytes of a chunk's entries, concatenated.
+std::string entry_bytes(const std::vector<TokenLogprob>& entries) {
+  std::string out;
+  for (const TokenLogprob& e : entries) out += e.token;
+  return out;
+}
+
+Job grammar_job(const OpenedModel& m, std::string_view gbnf, uint64_t seed) {
+  Job j;
+  j.prompt = encode_raw_prompt(m.tokenizer, "ROMEO:");
+  j.max_tokens = 60;
+  j.sampling = SamplerParams{.temperature = 1.0, .seed = seed};
+  j.eos_ids = stop_token_ids(m.generation, m.tokenizer, false);
+  j.grammar = std::make_shared<const Grammar>(Grammar::from_gbnf(std::string(gbnf)));
+  j.trie = VocabTrie::of(m.tokenizer);
+  j.top_logprobs = 1;
+  return j;
+}
+
+// A token's entry is released with the text that completes it, never before or after, and a
+// release ends on a character boundary: tokens "ab\xE4" "\xBD" "\xA0c" write "ab" (the rest of
+// the first is an incomplete character), "" and "\xE4\xBD\xA0c".
+TEST(ServeLogprobAligner, HoldsEntriesWithTheirIncompleteCharacters) {
+  LogprobAligner a;
+  std::string text;
+  std::vector<TokenLogprob> entries;
+  a.add_token({"ab\xE4", -1, {}});
+  a.add_text("ab");
+  a.release(/*held=*/1, text, entries);
+  EXPECT_EQ(text, "");
+  EXPECT_TRUE(entries.empty());
+  a.add_token({"\xBD", -1, {}});
+  a.release(2, text, entries);
+  EXPECT_EQ(text, "");
+  a.add_token(
+      {"\xA0"
+       "c",
+       -1,
+       {}});
+  a.add_text(
+      "\xE4\xBD\xA0"
+      "c");
+  a.release(0, text, entries);
+  EXPECT_EQ(text,
+            "ab\xE4\xBD\xA0"
+            "c");
+  EXPECT_EQ(entry_bytes(entries), text);
+  // A possible stop-string start ("x" of "xyz") holds its token; the stop cuts the next one.
+  LogprobAligner s;
+  std::string t2;
+  std::vector<TokenLogprob> e2;
+  s.add_token({"hi ", -1, {}});
+  s.add_text("hi ");
+  s.add_token({"x", -1, {}});
+  s.release(1, t2, e2);
+  EXPECT_EQ(t2, "hi ");
+  EXPECT_EQ(entry_bytes(e2), "hi ");
+  s.add_token({"yz!", -1, {}});
+  s.add_token({"more", -1, {}});
+  t2.clear();
+  e2.clear();
+  s.finish(/*cut=*/true, t2, e2);
+  EXPECT_EQ(t2, "");
+  EXPECT_EQ(entry_bytes(e2), "");  // "x", "yz!" and "more" lie wholly in the cut-off stop string and after
 }
 
 class ServeLogprobs : public ::testing::Test {
@@ -118,6 +186,51 @@ TEST_F(ServeLogprobs, GrammarJobsEndOnlyOnCompleteSentences) {
     EXPECT_EQ(v.size(), 2u);
   }
   EXPECT_GT(ended, 4);
+}
+
+// Text with 2-, 3- and 4-byte characters, which the default model's byte-level vocabulary writes
+// a byte at a time: every piece the handler takes is text and the entries of exactly its tokens.
+TEST_F(ServeLogprobs, EveryPieceIsItsTokensText) {
+  Scheduler scheduler(m_->model, m_->tokenizer, {.parallel = 4, .queue = 8}, metrics_);
+  const std::string_view gbnf = R"(root ::= "Hé said " [a-z]{2,6} " € " [a-z]{1,4} " 😀 ok")";
+  std::vector<std::shared_ptr<Channel>> channels;
+  for (uint64_t seed = 1; seed <= 4; ++seed) channels.push_back(scheduler.submit(grammar_job(*m_, gbnf, seed)));
+  for (auto& c : channels) {
+    std::string text;
+    size_t pieces = 0, entries = 0;
+    for (Channel::Piece p = c->next();; p = c->next()) {
+      EXPECT_EQ(entry_bytes(p.logprobs), p.text) << "piece " << pieces;
+      text += p.text;
+      entries += p.logprobs.size();
+      ++pieces;
+      if (p.done) break;
+    }
+    ASSERT_EQ(c->outcome(), Outcome::Finished) << c->error();
+    EXPECT_EQ(entries, c->completion_ids().size());
+    EXPECT_TRUE(text.starts_with("Hé said ")) << text;
+    EXPECT_TRUE(text.ends_with(" 😀 ok")) << text;
+  }
+}
+
+// A stop string cuts the text: the tokens that lie wholly in it have no entry, and every piece
+// but the last is still exactly its tokens' text.
+TEST_F(ServeLogprobs, AStopStringDropsTheEntriesOfWhatItCut) {
+  Scheduler scheduler(m_->model, m_->tokenizer, {.parallel = 1, .queue = 2}, metrics_);
+  Job j = grammar_job(*m_, R"(root ::= "one é two € three")", 3);
+  j.stop = {"two"};
+  const std::shared_ptr<Channel> c = scheduler.submit(j);
+  std::string text, entry_text;
+  for (Channel::Piece p = c->next();; p = c->next()) {
+    if (!p.done) {
+      EXPECT_EQ(entry_bytes(p.logprobs), p.text);
+    }
+    text += p.text;
+    entry_text += entry_bytes(p.logprobs);
+    if (p.done) break;
+  }
+  EXPECT_EQ(text, "one é ");
+  EXPECT_TRUE(entry_text.starts_with(text)) << entry_text;
+  EXPECT_EQ(entry_text.find("three"), std::string::npos) << entry_text;
 }
 
 }  // namespace
