@@ -33,15 +33,18 @@ class PullBar {
     if (now - last_ < std::chrono::milliseconds(100) && p.done != p.total) return;
     last_ = now;
     const double seconds = std::chrono::duration<double>(now - start_).count();
-    const double rate = seconds > 0 ? static_cast<double>(p.done - p.resumed) / seconds : 0;
+    // The first tenth of a second says nothing about the rate yet.
+    const double rate = seconds >= 0.1 ? static_cast<double>(p.done - p.resumed) / seconds : 0;
     std::string eta = "--:--";
+    std::string per_second = "--";
     if (rate > 0) {
+      per_second = byte_size(static_cast<uint64_t>(rate));
       const auto left = static_cast<uint64_t>(static_cast<double>(p.total - p.done) / rate);
       eta = fmt::format("{}:{:02}", left / 60, left % 60);
     }
     const unsigned percent = p.total == 0 ? 100 : static_cast<unsigned>(p.done * 100 / p.total);
     fmt::print(stderr, "\r{} [{}/{}] {:3}% {} / {}  {}/s  ETA {}\x1b[K", p.file, p.index, p.count, percent,
-               byte_size(p.done), byte_size(p.total), byte_size(static_cast<uint64_t>(rate)), eta);
+               byte_size(p.done), byte_size(p.total), per_second, eta);
     std::fflush(stderr);
   }
   // Ends the redrawn line, so what follows starts on a line of its own.
