@@ -15,6 +15,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
+import { startServe } from '../serve/serve_process.mjs';
 import { startHub } from './hub_server.mjs';
 
 const { values: args } = parseArgs({ options: { nanoinfer: { type: 'string' } } });
@@ -116,6 +117,31 @@ test('a fresh pull lays out the hub cache, and -m ORG/NAME generates with the hu
   assert.equal(fs.existsSync(dir), false);
   oneLineError(await run(['rm', REPO], { home }), 'not in the Hugging Face cache');
   oneLineError(await run([...greedy, '-m', REPO], { home }), `nanoinfer pull ${REPO}`);
+});
+
+test('serve -m ORG/NAME names the model after its repository', async () => {
+  const hub = await startHub({ [REPO]: { files: modelFiles } });
+  const home = newHome('serve');
+  await ok(['pull', REPO], { home, endpoint: hub.url });
+  await hub.close();
+  // startServe passes this process's environment on.
+  const saved = { HOME: process.env.HOME, HF_HOME: process.env.HF_HOME };
+  Object.assign(process.env, { HOME: home, HF_HOME: path.join(home, 'hf') });
+  let server;
+  try {
+    server = await startServe(bin, ['-m', REPO, '-t', '1']);
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+  try {
+    const models = await (await fetch(`${server.api}/models`)).json();
+    assert.deepEqual(models.data.map((m) => m.id), [REPO]);
+  } finally {
+    await server.stop();
+  }
 });
 
 test('a pull of a cached model transfers nothing', async () => {
