@@ -72,7 +72,7 @@ struct CachedModel {
   uint64_t bytes = 0;                                     // all its blobs, partial ones included
   std::vector<std::pair<std::string, std::string>> refs;  // revision -> commit
   std::vector<std::string> snapshots;                     // the commits held
-  std::vector<std::string> gguf_files;                    // .gguf paths in its snapshots
+  std::vector<std::string> gguf_quants;                   // the :QUANT of each GGUF file it holds
 };
 
 // The models in the cache, sorted by name (other kinds of repository, datasets and spaces,

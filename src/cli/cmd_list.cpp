@@ -29,7 +29,7 @@ void list_models() {
     if (m.refs.empty()) {
       for (const std::string& s : m.snapshots) revisions += fmt::format("@{} ", s.substr(0, 12));
     }
-    for (const std::string& g : m.gguf_files) revisions += fmt::format(":{} ", g);
+    for (const std::string& g : m.gguf_quants) revisions += fmt::format(":{} ", g);
     if (!revisions.empty()) revisions.pop_back();
     print_out("{:<{}}  {:>10}  {}\n", m.repo, width, byte_size(m.bytes), revisions);
   }
@@ -53,7 +53,7 @@ const bool registered_list = register_command({
       sub.footer(
           "The cache is $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub: models pulled by "
           "`nanoinfer pull` or by huggingface-cli. REVISIONS shows each branch or tag with its commit, and the "
-          "GGUF files a model holds.");
+          ":QUANT of each GGUF file a model holds (-m ORG/NAME:QUANT).");
       sub.callback([] { list_models(); });
     },
 });

@@ -202,12 +202,12 @@ std::vector<CachedModel> list_cached_models(const fs::path& cache) {
          s.increment(ec)) {
       m.snapshots.push_back(s->path().filename().string());
       for (const std::string& f : snapshot_files(s->path()))
-        if (hub::is_gguf_name(f)) m.gguf_files.push_back(f);
+        if (hub::is_gguf_name(f)) m.gguf_quants.push_back(hub::gguf_quant_label(f));
     }
     ec.clear();
     std::sort(m.snapshots.begin(), m.snapshots.end());
-    std::sort(m.gguf_files.begin(), m.gguf_files.end());
-    m.gguf_files.erase(std::unique(m.gguf_files.begin(), m.gguf_files.end()), m.gguf_files.end());
+    std::sort(m.gguf_quants.begin(), m.gguf_quants.end());
+    m.gguf_quants.erase(std::unique(m.gguf_quants.begin(), m.gguf_quants.end()), m.gguf_quants.end());
     models.push_back(std::move(m));
   }
   std::sort(models.begin(), models.end(), [](const CachedModel& a, const CachedModel& b) { return a.repo < b.repo; });

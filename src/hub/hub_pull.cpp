@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,6 +81,28 @@ void link_into_snapshot(const fs::path& blob, const fs::path& pointer) {
   fs::remove(pointer, ec);
   fs::create_symlink(blob.lexically_relative(pointer.parent_path()), pointer);
 }
+
+// The lock huggingface_hub takes on a blob while it downloads it (an flock on
+// CACHE/.locks/models--ORG--NAME/ETAG.lock), so that two pulls, ours or the hub tools', never
+// write one .incomplete file at once. Held until destroyed.
+class BlobLock {
+ public:
+  BlobLock(const fs::path& lock, const ModelRef& ref, const std::string& file) {
+    fs::create_directories(lock.parent_path());
+    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("{}: cannot create {}: {}", ref.text(), lock.string(), std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      fail("{}: another download of {} is running (it holds {}); wait for it to finish", ref.text(), file,
+           lock.string());
+    }
+  }
+  ~BlobLock() { ::close(fd_); }
+  BlobLock(const BlobLock&) = delete;
+  BlobLock& operator=(const BlobLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 // One file's download into blobs/ETAG.incomplete, resumed from what is there.
 class BlobDownload {
@@ -236,6 +259,8 @@ PullResult pull_model(const ModelRef& ref, const PullOptions& options) {
   for (size_t i = 0; i < missing.size(); ++i) {
     const RepoFile& f = *missing[i];
     const fs::path blob = repo / "blobs" / f.etag;
+    const BlobLock lock(options.cache / ".locks" / repo.filename() / (f.etag + ".lock"), ref, f.path);
+    if (blob_complete(blob, f.size)) continue;  // another pull finished it meanwhile
     BlobDownload download(f, blob, ref);
     const std::string url = fmt::format("{}/{}/resolve/{}/{}", options.endpoint, hub::url_escape(ref.repo, true),
                                         listing.commit, hub::url_escape(f.path, true));

@@ -189,7 +189,7 @@ TEST(HubCache, ListsAndRemovesModels) {
   EXPECT_EQ(models[0].bytes, 18u);  // each blob once, the partial one included
   ASSERT_EQ(models[0].refs.size(), 1u);
   EXPECT_EQ(models[0].refs[0], std::make_pair(std::string("main"), kCommit));
-  EXPECT_EQ(models[0].gguf_files, std::vector<std::string>{"w/m-Q8_0.gguf"});
+  EXPECT_EQ(models[0].gguf_quants, std::vector<std::string>{"Q8_0"});
   EXPECT_EQ(remove_cached_model(dir.path(), "org/m"), 18u);
   EXPECT_FALSE(fs::exists(repo));
   EXPECT_TRUE(fs::exists(dir / "datasets--org--d"));

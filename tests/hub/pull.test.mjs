@@ -258,7 +258,7 @@ test('a GGUF repository: the :QUANT chooses the one file, an ambiguous choice is
   const local = await out([...greedy, '-m', gguf], { home });
   assert.equal(await out([...greedy, '-m', `${GGUF_REPO}:Q8_0`], { home }), local);
   assert.equal(await out([...greedy, '-m', GGUF_REPO], { home }), local, 'the only cached GGUF file');
-  assert.match(await out(['list'], { home }), /:default-model-Q8_0\.gguf/);
+  assert.match(await out(['list'], { home }), new RegExp(`^${GGUF_REPO}\\s+\\d+\\.\\d MiB\\s+main=[0-9a-f]{12} :Q8_0$`, 'm'));
 });
 
 test('401 and 404 are one line; HF_TOKEN opens a private repository and never reaches the content server', async () => {
@@ -288,5 +288,19 @@ test('a write that fails (a full disk) is one line and keeps the partial file fo
   assert.ok(r.stderr.includes('bytes kept; pull again to resume'), r.stderr);
   await ok(['pull', REPO], { home, endpoint: hub.url });
   assert.equal(await out([...greedy, '-m', REPO], { home }), embeddedText);
+  await hub.close();
+});
+
+test('a blob another pull is downloading is left to it (the hub tools\' lock file)', async () => {
+  const hub = await startHub({ [REPO]: { files: modelFiles } });
+  const home = newHome('lock');
+  const sha = hub.repos[REPO].files['model.safetensors'].sha256;
+  const lock = path.join(home, 'hf/hub/.locks', `models--${REPO.replace('/', '--')}`, `${sha}.lock`);
+  fs.mkdirSync(path.dirname(lock), { recursive: true });
+  // flock(1) holds the lock, as huggingface_hub does while it downloads that blob, and runs pull.
+  const r = await run([lock, bin, 'pull', REPO], { home, endpoint: hub.url, command: 'flock' });
+  oneLineError(r, 'another download of model.safetensors is running');
+  assert.equal(hub.served[`${REPO}/model.safetensors`], undefined);
+  await ok(['pull', REPO], { home, endpoint: hub.url });
   await hub.close();
 });
