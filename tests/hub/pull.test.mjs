@@ -83,6 +83,13 @@ const repoDir = (home, repo) => path.join(home, 'hf/hub', `models--${repo.replac
 const greedy = ['generate', '-p', 'ROMEO:', '-n', '12', '--temp', '0', '-t', '1'];
 const embeddedText = await out(greedy, { home: newHome('embedded') });
 
+// After a failed pull: the next one completes, and the model generates as the embedded one does.
+async function pullAgainAndGenerate(hub, home) {
+  await ok(['pull', REPO], { home, endpoint: hub.url });
+  await hub.close();
+  assert.equal(await out([...greedy, '-m', REPO], { home }), embeddedText);
+}
+
 test('a fresh pull lays out the hub cache, and -m ORG/NAME generates with the hub gone', async () => {
   const hub = await startHub({ [REPO]: { files: { ...modelFiles, ...extras } } });
   const home = newHome('fresh');
@@ -171,6 +178,7 @@ test('a connection cut mid-file leaves a partial blob that the next pull resumes
   assert.ok(kept > 0 && kept <= 2 * 1024 * 1024, `kept ${kept}`);
   // No finished file where one is expected: no blob, no snapshot link, no ref.
   assert.equal(fs.existsSync(path.join(dir, 'blobs', f.sha256)), false);
+  assert.equal(fs.existsSync(path.join(dir, 'snapshots')), false);
   assert.equal(fs.existsSync(path.join(dir, 'refs/main')), false);
   oneLineError(await run([...greedy, '-m', REPO], { home }), 'nanoinfer pull');
 
@@ -195,9 +203,7 @@ test('a corrupted byte is refused by the checksum and nothing is kept', async ()
   assert.ok(!blobs.includes(f.sha256) && !blobs.includes(`${f.sha256}.incomplete`), blobs.join(' '));
   assert.equal(fs.existsSync(path.join(dir, 'refs/main')), false);
   hub.corrupt = null;
-  await ok(['pull', REPO], { home, endpoint: hub.url });
-  assert.equal(await out([...greedy, '-m', REPO], { home }), embeddedText);
-  await hub.close();
+  await pullAgainAndGenerate(hub, home);
 });
 
 test('offline mode reads the cache and never the network', async () => {
@@ -286,9 +292,7 @@ test('a write that fails (a full disk) is one line and keeps the partial file fo
                       { home, endpoint: hub.url, command: 'sh' });
   oneLineError(r, 'File too large');
   assert.ok(r.stderr.includes('bytes kept; pull again to resume'), r.stderr);
-  await ok(['pull', REPO], { home, endpoint: hub.url });
-  assert.equal(await out([...greedy, '-m', REPO], { home }), embeddedText);
-  await hub.close();
+  await pullAgainAndGenerate(hub, home);
 });
 
 test('a blob another pull is downloading is left to it (the hub tools\' lock file)', async () => {
