@@ -4,8 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include <regex>
-
+#include "hub/hub_names.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer::hub {
@@ -30,11 +29,6 @@ bool names_quant(std::string_view name, std::string_view quant) {
     if (starts && ends) return true;
   }
   return false;
-}
-
-bool is_split_part(std::string_view path) {
-  static const std::regex part(R"(-\d{5}-of-\d{5}\.gguf$)", std::regex::icase);
-  return std::regex_search(path.begin(), path.end(), part);
 }
 
 std::string choices(const std::vector<std::string>& ggufs) {
@@ -67,7 +61,7 @@ std::string choose_gguf(const std::vector<std::string>& paths, std::string_view 
   std::copy_if(ggufs.begin(), ggufs.end(), std::back_inserter(matches),
                [&](const std::string& p) { return quant.empty() || names_quant(p, quant); });
   if (matches.empty()) fail("{}: no GGUF file is quantized as {} (choose one of: {})", repo, quant, choices(ggufs));
-  if (std::all_of(matches.begin(), matches.end(), [](const std::string& p) { return is_split_part(p); })) {
+  if (std::all_of(matches.begin(), matches.end(), [](const std::string& p) { return is_split_gguf_part(p); })) {
     fail("{}: {} is a GGUF file split in parts; nanoinfer loads GGUF models of one file", repo, matches.front());
   }
   if (matches.size() > 1) {

@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <regex>
 #include <set>
 #include <system_error>
 
 #include "hub/gguf_choice.h"
+#include "hub/hub_names.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
@@ -16,23 +16,6 @@ namespace nanoinfer {
 namespace fs = std::filesystem;
 
 namespace {
-
-// A hub name part: letters, digits, '-', '_' and '.', not starting with a separator, at most
-// 96 characters, never "..": what the hub accepts, and nothing a path could escape with.
-bool is_name_part(std::string_view s) {
-  static const std::regex part(R"([A-Za-z0-9][A-Za-z0-9._-]{0,95})");
-  return std::regex_match(s.begin(), s.end(), part) && s.find("..") == std::string_view::npos;
-}
-
-// A revision: a branch or tag name (which may hold '/', as refs/pr/1 does) or a commit hash.
-bool is_revision(std::string_view s) {
-  static const std::regex rev(R"([A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*)");
-  return s.size() <= 256 && std::regex_match(s.begin(), s.end(), rev) && s.find("..") == std::string_view::npos;
-}
-
-bool is_commit_hash(std::string_view s) {
-  return s.size() == 40 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(c) && !std::isupper(c); });
-}
 
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
@@ -91,16 +74,17 @@ std::optional<ModelRef> parse_model_ref(std::string_view text) {
   if (colon != std::string_view::npos && (at == std::string_view::npos || colon > at)) {
     ref.quant = std::string(text.substr(colon + 1));
     text = text.substr(0, colon);
-    if (!is_name_part(ref.quant)) return std::nullopt;
+    if (!hub::is_name_part(ref.quant)) return std::nullopt;
   }
   if (at != std::string_view::npos) {
     ref.revision = std::string(text.substr(at + 1));
     ref.revision_given = true;
     text = text.substr(0, at);
-    if (!is_revision(ref.revision)) return std::nullopt;
+    if (!hub::is_revision(ref.revision)) return std::nullopt;
   }
   const size_t slash = text.find('/');
-  if (slash == std::string_view::npos || !is_name_part(text.substr(0, slash)) || !is_name_part(text.substr(slash + 1)))
+  if (slash == std::string_view::npos || !hub::is_name_part(text.substr(0, slash)) ||
+      !hub::is_name_part(text.substr(slash + 1)))
     return std::nullopt;
   ref.repo = std::string(text);
   return ref;
@@ -137,8 +121,8 @@ fs::path repo_cache_dir(const fs::path& cache, std::string_view repo) {
 std::optional<fs::path> cached_snapshot(const fs::path& cache, const ModelRef& ref) {
   const fs::path repo = repo_cache_dir(cache, ref.repo);
   std::string commit = ref.revision;
-  if (!is_commit_hash(commit)) commit = read_small_file(repo / "refs" / ref.revision);
-  if (!is_commit_hash(commit)) return std::nullopt;
+  if (!hub::is_commit_hash(commit)) commit = read_small_file(repo / "refs" / ref.revision);
+  if (!hub::is_commit_hash(commit)) return std::nullopt;
   const fs::path snapshot = repo / "snapshots" / commit;
   std::error_code ec;
   if (!fs::is_directory(snapshot, ec)) return std::nullopt;
@@ -177,12 +161,19 @@ fs::path resolve_model_path(std::string_view text) {
 }
 
 std::optional<std::string> hub_repo_of_path(const fs::path& path) {
-  static const std::regex layout(
-      R"(.*/models--([A-Za-z0-9][A-Za-z0-9._-]*?)--([A-Za-z0-9][A-Za-z0-9._-]*)/snapshots/[0-9a-f]{40}(/.*)?)");
-  const std::string p = path.lexically_normal().generic_string();
-  std::smatch m;
-  if (!std::regex_match(p, m, layout)) return std::nullopt;
-  return m[1].str() + "/" + m[2].str();
+  // …/models--ORG--NAME/snapshots/COMMIT[/file]: find the snapshots part with its neighbours.
+  const fs::path normal = path.lexically_normal();
+  const std::vector<fs::path> parts(normal.begin(), normal.end());
+  for (size_t i = 1; i + 1 < parts.size(); ++i) {
+    const std::string repo = parts[i - 1].string();
+    const size_t sep = repo.find("--", 8);
+    if (parts[i] != "snapshots" || !repo.starts_with("models--") || sep == std::string::npos ||
+        !hub::is_commit_hash(parts[i + 1].string()))
+      continue;
+    const std::string org = repo.substr(8, sep - 8), name = repo.substr(sep + 2);
+    if (hub::is_name_part(org) && hub::is_name_part(name)) return org + "/" + name;
+  }
+  return std::nullopt;
 }
 
 std::vector<CachedModel> list_cached_models(const fs::path& cache) {

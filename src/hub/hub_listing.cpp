@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 
 #include "hub/gguf_choice.h"
+#include "hub/hub_names.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer::hub {
@@ -69,14 +69,13 @@ std::vector<RepoFile> directory_files(const RepoListing& listing) {
                                                    "added_tokens.json",
                                                    "chat_template.jinja",
                                                    "chat_template.json"};
-  static const std::regex shard(R"(model-\d+-of-\d+\.safetensors)");
   const bool sharded = has(listing, "model.safetensors.index.json");
   const bool single = has(listing, "model.safetensors");
   std::vector<RepoFile> out;
   for (const RepoFile& f : listing.files) {
     bool wanted = side_files.count(f.path) != 0;
     if (sharded) {
-      wanted = wanted || f.path == "model.safetensors.index.json" || std::regex_match(f.path, shard);
+      wanted = wanted || f.path == "model.safetensors.index.json" || is_safetensors_shard(f.path);
     } else if (single) {
       wanted = wanted || f.path == "model.safetensors";
     } else {

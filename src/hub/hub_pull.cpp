@@ -131,7 +131,10 @@ class BlobDownload {
       progress.resumed = from;
       const hub::BodySink sink = [&](long status, std::string_view bytes) {
         // A server that ignores the Range header sends the whole file again.
-        if (status == 200 && have_ > 0 && transferred == 0 && have_ == from) restart();
+        if (status == 200 && have_ > 0 && transferred == 0 && have_ == from) {
+          restart();
+          progress.resumed = 0;
+        }
         if (!write_all(bytes)) return false;
         transferred += bytes.size();
         progress.done = have_;
@@ -151,7 +154,7 @@ class BlobDownload {
         restart();
         continue;
       }
-      if (r.status >= 400) hub::fail_http(r, ref_, file_.path, sent_token);
+      if (r.status >= 400) hub::fail_http(r, ref_, fmt::format("the download of {}", file_.path), sent_token);
     }
     return transferred;
   }

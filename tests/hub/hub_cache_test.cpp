@@ -11,6 +11,7 @@
 
 #include "hub/file_digest.h"
 #include "hub/gguf_choice.h"
+#include "hub/hub_names.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/hub_cache.h"
 #include "support/files.h"
@@ -92,6 +93,20 @@ TEST(HubCache, ParsesModelReferences) {
     EXPECT_FALSE(parse_model_ref(path)) << path;
   }
   EXPECT_THAT(hub_error_of([] { model_ref_or_fail("a/b/c"); }), HasSubstr("ORG/NAME[@REVISION][:QUANT]"));
+}
+
+TEST(HubCache, RecognizesShardsAndSplitParts) {
+  EXPECT_TRUE(hub::is_safetensors_shard("model-00001-of-00002.safetensors"));
+  EXPECT_TRUE(hub::is_safetensors_shard("model-1-of-2.safetensors"));
+  for (const char* no : {"model.safetensors", "model-00001.safetensors", "model--of-2.safetensors",
+                         "consolidated-00001-of-00002.safetensors", "model-00001-of-00002.safetensors.index.json"}) {
+    EXPECT_FALSE(hub::is_safetensors_shard(no)) << no;
+  }
+  EXPECT_TRUE(hub::is_split_gguf_part("sub/m-Q8_0-00002-of-00003.GGUF"));
+  EXPECT_FALSE(hub::is_split_gguf_part("m-Q8_0.gguf"));
+  EXPECT_FALSE(hub::is_split_gguf_part("m-Q8_0-0001-of-00003.gguf"));
+  EXPECT_TRUE(hub::is_commit_hash(kCommit));
+  EXPECT_FALSE(hub::is_commit_hash("0123456789ABCDEF0123456789abcdef01234567"));
 }
 
 TEST(HubCache, CacheDirectoryFollowsTheHubsEnvironment) {

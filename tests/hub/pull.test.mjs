@@ -192,6 +192,18 @@ test('a connection cut mid-file leaves a partial blob that the next pull resumes
   await hub.close();
 });
 
+test('a server that ignores the Range request gets the whole file written afresh', async () => {
+  const hub = await startHub({ [REPO]: { files: modelFiles } });
+  const home = newHome('norange');
+  const key = `${REPO}/model.safetensors`;
+  hub.cut = { path: key, after: 1024 * 1024 };
+  oneLineError(await run(['pull', REPO], { home, endpoint: hub.url }), 'broke off');
+  hub.ignoreRange = true;
+  hub.served = {};
+  await pullAgainAndGenerate(hub, home);
+  assert.equal(hub.served[key], weights.length);
+});
+
 test('a corrupted byte is refused by the checksum and nothing is kept', async () => {
   const hub = await startHub({ [REPO]: { files: modelFiles } });
   const home = newHome('corrupt');
