@@ -14,6 +14,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libsimdjson-dev libfmt-dev libxsimd-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev  # the HTTP server of `nanoinfer serve`
+  libcurl4-openssl-dev libssl-dev  # `nanoinfer pull`: HTTPS downloads from the Hugging Face hub, sha256 checks
   libedit-dev  # line editing and history in `nanoinfer chat` (BSD licence)
   haproxy  # the load balancer of docs/haproxy.cfg, run by the serve_balance test
   chromium  # the browser the viz page is tested in (tests/browser/, driven by playwright-core)

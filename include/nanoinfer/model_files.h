@@ -13,7 +13,7 @@ struct ModelFiles {
   std::filesystem::path weights;  // dir/model.safetensors (single file; shards unsupported)
 };
 
-// Throws a one-line Error naming the missing file and how to get a model (the download script
+// Throws a one-line Error naming the missing file and how to get a model (`nanoinfer pull`
 // or `nanoinfer synth`).
 ModelFiles locate_model(const std::filesystem::path& dir);
 

@@ -20,6 +20,7 @@
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/hub_cache.h"
 #include "nanoinfer/json_limits.h"
 #include "nanoinfer/model_files.h"
 #include "nanoinfer/server.h"
@@ -90,8 +91,10 @@ LoadedModel open_served(const ModelFlags& flags, const SpeculationFlags& specula
 // .gguf files, by name). None: the embedded model ("").
 std::vector<std::string> model_paths(const ServeFlags& f) {
   std::vector<std::string> paths = f.models;
-  for (const std::string& p : paths) {
-    if (!p.empty() && !std::filesystem::exists(p)) fail("-m {}: no such file or directory", escape_control(p));
+  for (std::string& p : paths) {
+    if (p.empty()) continue;
+    p = resolve_model_path(p).string();  // ORG/NAME: the hub cache's snapshot
+    if (!std::filesystem::exists(p)) fail("-m {}: no such file or directory", escape_control(p));
   }
   if (!f.models_dir.empty()) {
     std::error_code ec;

@@ -18,7 +18,8 @@ namespace nanoinfer::cli {
 
 void add_model_flags(CLI::App& app, ModelFlags& flags) {
   app.add_option("-m,--model", flags.model_dir,
-                 "Model directory (config.json, model.safetensors, tokenizer.json) or a .gguf file; "
+                 "Model directory (config.json, model.safetensors, tokenizer.json), a .gguf file, or "
+                 "ORG/NAME[@REVISION][:QUANT] of the Hugging Face cache (see `nanoinfer pull`); "
                  "default: the model built into this binary (data/default-model)");
   app.add_option("-t,--threads", flags.threads, kThreadsHelp);
   app.add_option("-c,--ctx-size", flags.context,

@@ -13,7 +13,7 @@ namespace nanoinfer {
 
 namespace {
 constexpr const char* kHowToGetOne =
-    "get one with scripts/download-qwen2.5-0.5b.sh or `nanoinfer synth --config "
+    "get one with `nanoinfer pull Qwen/Qwen2.5-0.5B-Instruct` or `nanoinfer synth --config "
     "data/qwen2.5-0.5b-instruct/config.json --out models/synth-0.5b`";
 
 // Whether the regular file `path` starts with GGUF's magic bytes (false when it cannot be read).

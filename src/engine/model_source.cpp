@@ -8,6 +8,7 @@
 #include "model/gguf_config.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/hub_cache.h"
 #include "nanoinfer/kv_cache.h"
 #include "tokenizer/tokenizer_gguf.h"
 
@@ -49,7 +50,8 @@ std::unique_ptr<const ModelSource> open_directory(const std::filesystem::path& p
 
 }  // namespace
 
-std::unique_ptr<const ModelSource> open_model_source(const std::filesystem::path& path) {
+std::unique_ptr<const ModelSource> open_model_source(const std::filesystem::path& model) {
+  const std::filesystem::path path = resolve_model_path(model.string());
   if (!is_gguf_path(path)) return open_directory(path);
   // A GGUF file carries everything in one: config, tokenizer, eos ids and the weights.
   auto src = std::make_unique<ModelSource>();
@@ -84,7 +86,8 @@ Tokenizer load_tokenizer(const ModelSource& src) {
                               src.path_of("tokenizer.json").string());
 }
 
-std::unique_ptr<const ModelSource> open_model_directory(const std::filesystem::path& path) {
+std::unique_ptr<const ModelSource> open_model_directory(const std::filesystem::path& model) {
+  const std::filesystem::path path = resolve_model_path(model.string());
   if (is_gguf_path(path)) {
     fail("{}: a GGUF file; this reads a model directory (config.json + model.safetensors)", path.string());
   }

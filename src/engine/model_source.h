@@ -47,8 +47,9 @@ struct ModelSource {
   std::filesystem::path path_of(std::string_view name) const { return files.dir / name; }
 };
 
-// An empty `path` is the embedded default model. A path ending in .gguf that is not a
-// directory is a GGUF file; anything else a model directory (locate_model's checks). Throws
+// An empty `path` is the embedded default model; ORG/NAME[@REVISION][:QUANT], when nothing on
+// disk has that name, a model in the Hugging Face cache (resolve_model_path). A path ending in
+// .gguf that is not a directory is a GGUF file; anything else a model directory (locate_model's checks). Throws
 // a one-line Error for a missing file, a corrupt header or an unsupported architecture.
 std::unique_ptr<const ModelSource> open_model_source(const std::filesystem::path& path);
 

@@ -5,6 +5,7 @@
 #include "engine/model_source.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/hub_cache.h"
 #include "nanoinfer/open_model.h"
 #include "nanoinfer/thread_pool.h"
 #include "nanoinfer/tuning_cache.h"
@@ -18,8 +19,8 @@ OpenedModel open_model(std::string_view path, const OpenOptions& options) {
   const std::filesystem::path tokenizer_json = src->path_of("tokenizer.json");
   if (!src->gguf && !src->has("tokenizer.json")) {
     fail(
-        "{}: not found; generation needs the model's tokenizer (scripts/download-qwen2.5-0.5b.sh "
-        "fetches it; for a `nanoinfer synth` model copy Qwen2.5's tokenizer.json into the directory)",
+        "{}: not found; generation needs the model's tokenizer (`nanoinfer pull ORG/NAME` "
+        "fetches it with the model; for a `nanoinfer synth` model copy Qwen2.5's tokenizer.json into the directory)",
         tokenizer_json.string());
   }
   TuningCache tuning;
@@ -59,7 +60,8 @@ Model open_model_alone(const std::filesystem::path& path, const ModelOptions& op
   return load_model(*open_model_source(path), options);
 }
 
-Tokenizer open_tokenizer(std::string_view path) {
+Tokenizer open_tokenizer(std::string_view model) {
+  const std::filesystem::path path = resolve_model_path(model);
   // The embedded model's weights header is parsed in memory, nothing read: as cheap as the rest.
   if (path.empty()) return load_tokenizer(*open_model_source(path));
   if (is_gguf_path(path)) return tokenizer_from_gguf(GgufFile::open(path).layout());

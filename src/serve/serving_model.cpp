@@ -7,6 +7,7 @@
 #include "nanoinfer/chat_template.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/generation_step.h"
+#include "nanoinfer/hub_cache.h"
 
 namespace nanoinfer::serve {
 
@@ -119,6 +120,8 @@ Job make_job(const CompletionRequest& r, const ServingModel& engine, size_t cach
 }
 
 std::string default_model_id(const std::filesystem::path& dir) {
+  // A model from the hub cache is named by its repository, not by its snapshot's commit hash.
+  if (std::optional<std::string> repo = hub_repo_of_path(dir)) return *repo;
   std::filesystem::path p = dir.lexically_normal();
   if (p.filename().empty()) p = p.parent_path();
   return p.filename().empty() ? "nanoinfer" : p.filename().string();

@@ -165,7 +165,7 @@ TEST_F(GenerateCli, MissingDirectoryOrFileIsOneLineNamingIt) {
     std::filesystem::remove(copy / file);
     const auto r = run_cli({"generate", "-m", copy.path().string(), "-p", "x"});
     test::expect_one_line_error(r, file);
-    EXPECT_TRUE(r.err.find("download-qwen2.5-0.5b.sh") != std::string::npos) << r.err;
+    EXPECT_TRUE(r.err.find("nanoinfer pull") != std::string::npos) << r.err;
   }
 }
 

@@ -254,7 +254,7 @@ TEST_F(InspectCli, MissingFilesAndBadConfig) {
   r = run_nanoinfer(dir_, "inspect '" + (dir_ / "m").string() + "'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("m/model.safetensors: not found"));
-  EXPECT_THAT(r.err, HasSubstr("scripts/download-qwen2.5-0.5b.sh"));
+  EXPECT_THAT(r.err, HasSubstr("nanoinfer pull Qwen/Qwen2.5-0.5B-Instruct"));
 
   auto cfg = nlohmann::json::parse(test::small_qwen2_config_json());
   cfg["use_sliding_window"] = true;

@@ -1,5 +1,5 @@
 // Checks that need the real Qwen2.5-0.5B-Instruct weights. They read the model directory from
-// NANOINFER_MODEL (see scripts/download-qwen2.5-0.5b.sh) and are skipped, saying so, when it
+// NANOINFER_MODEL (`nanoinfer pull Qwen/Qwen2.5-0.5B-Instruct` fetches them) and are skipped, saying so, when it
 // is unset: the project's own machines cannot download the weights, so CI skips them.
 #include <gtest/gtest.h>
 
