@@ -23,6 +23,7 @@
 #include "nanoinfer/server.h"
 #include "serve/access_log.h"
 #include "serve/api.h"
+#include "serve/fit_context.h"
 #include "serve/front.h"
 #include "serve/metrics.h"
 #include "serve/scheduler.h"
@@ -218,6 +219,22 @@ struct Server::Impl {
     return job;
   }
 
+  // The chat page's opt-in (serve/fit_context.h): the oldest turns go until the prompt leaves
+  // room for the reply, max_tokens if given, else half the context (as the CLI chat reserves).
+  size_t fit_to_context(serve::CompletionRequest& r) const {
+    std::vector<std::string> tools;
+    for (const serve::ToolDef& t : r.tools.tools) tools.push_back(t.rendered);
+    const size_t context = m.model.max_context();
+    const size_t reserve = r.max_tokens ? static_cast<size_t>(*r.max_tokens) : context / 2;
+    const auto count = [&](std::span<const ChatMessage> messages) -> size_t {
+      size_t bytes = 0;
+      for (const ChatMessage& msg : messages) bytes += msg.content.size();
+      if (bytes / (3 * max_token_bytes) >= context) return SIZE_MAX;  // as make_job's bound
+      return encode_chat(m.tokenizer, messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools).size();
+    };
+    return serve::drop_oldest_turns(r.messages, context, reserve, r.max_tokens ? reserve : 1, count);
+  }
+
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     serve::CompletionRequest r;
     serve::Job job;
@@ -225,6 +242,13 @@ struct Server::Impl {
       // A grammar's compilation stops when the client leaves or the server stops.
       r = serve::parse_request(
           req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); }, options.grammar_steps);
+      if (req.has_header(serve::kFitContextHeader)) {
+        if (req.get_header_value(serve::kFitContextHeader) != serve::kFitContextValue || endpoint != Endpoint::Chat) {
+          serve::bad_request("invalid_value", fmt::format("the header {} takes '{}' on /v1/chat/completions only",
+                                                          serve::kFitContextHeader, serve::kFitContextValue));
+        }
+        res.set_header(serve::kDroppedTurnsHeader, std::to_string(fit_to_context(r)));
+      }
       job = make_job(r);
     } catch (const ApiError& e) {
       if (serve::Front::client_gone()) {  // left while its grammar compiled (which stopped)
