@@ -19,7 +19,7 @@ namespace {
 
 using test::matches;
 
-std::string error_of(const std::function<void()>& f) {
+std::string limit_error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
@@ -78,7 +78,7 @@ TEST(GrammarLimits, SchemasNestedDeeperThanTheJsonLimitAreRefusedByName) {
   for (int i = 0; i < 100000; ++i) deep += "{\"anyOf\":[";
   deep += "{\"type\":\"integer\"}";
   for (int i = 0; i < 100000; ++i) deep += "]}";
-  EXPECT_NE(error_of([&] { json_schema_to_gbnf(deep); }).find("JSON Schema: JSON nested deeper than 64 levels"),
+  EXPECT_NE(limit_error_of([&] { json_schema_to_gbnf(deep); }).find("JSON Schema: JSON nested deeper than 64 levels"),
             std::string::npos);
   // Within the limit, however the schema nests, the grammar text stays within the GBNF
   // parser's own limit on groups (deep expressions become rules).
@@ -90,7 +90,8 @@ TEST(GrammarLimits, SchemasNestedDeeperThanTheJsonLimitAreRefusedByName) {
   // A pattern's groups are bounded too.
   const std::string pattern =
       "{\"type\":\"string\",\"pattern\":\"" + std::string(40, '(') + "a" + std::string(40, ')') + "\"}";
-  EXPECT_NE(error_of([&] { json_schema_to_gbnf(pattern); }).find("groups nested deeper than 32"), std::string::npos);
+  EXPECT_NE(limit_error_of([&] { json_schema_to_gbnf(pattern); }).find("groups nested deeper than 32"),
+            std::string::npos);
 }
 
 // Steps charged to compile `gbnf_or_schema` (a schema when it starts with '{'), but for the
@@ -160,16 +161,19 @@ TEST(GrammarLimits, TheBudgetStopsACompileAndSoDoesCancellation) {
   Grammar::from_gbnf(json_schema_to_gbnf(big, &measure), "root", &measure).probe(measure);
   const uint64_t need = measure.used();
   GrammarBudget small(need / 2);
-  EXPECT_NE(error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &small), "root", &small); }).find("more than"),
-            std::string::npos);
+  EXPECT_NE(
+      limit_error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &small), "root", &small); }).find("more than"),
+      std::string::npos);
   GrammarBudget enough(need);
-  EXPECT_EQ(error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &enough), "root", &enough).probe(enough); }),
-            "");
+  EXPECT_EQ(
+      limit_error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &enough), "root", &enough).probe(enough); }),
+      "");
   int asked = 0;
   GrammarBudget cancelled(GrammarBudget::kDefaultSteps, [&] { return ++asked > 1; });
-  EXPECT_NE(
-      error_of([&] { Grammar::from_gbnf(json_schema_to_gbnf(big, &cancelled), "root", &cancelled); }).find("cancelled"),
-      std::string::npos);
+  EXPECT_NE(limit_error_of([&] {
+              Grammar::from_gbnf(json_schema_to_gbnf(big, &cancelled), "root", &cancelled);
+            }).find("cancelled"),
+            std::string::npos);
   EXPECT_GE(asked, 2);
 }
 
@@ -212,14 +216,14 @@ TEST(GrammarLimits, AmbiguityThatExplodesInAFewBytesIsRefusedBeforeGenerating) {
   // limit after 17 bytes, found by the probe before any token is generated.
   const Grammar g = Grammar::from_gbnf("root ::= \"a\" root \"b\" | \"a\" root \"c\" | \"\"\n");
   GrammarBudget budget;
-  EXPECT_NE(error_of([&] { g.probe(budget); }).find("too ambiguous"), std::string::npos);
+  EXPECT_NE(limit_error_of([&] { g.probe(budget); }).find("too ambiguous"), std::string::npos);
   // The same from a schema's pattern: a run of a's splits into words of 1..399 a's in
   // exponentially many ways, and the parses remember where each word began.
   std::string words;
   for (int k = 1; k < 400; ++k) words += (k > 1 ? "|" : "") + std::string(static_cast<size_t>(k), 'a');
   GrammarBudget b2;
   const std::string schema = "{\"type\":\"string\",\"pattern\":\"^(" + words + ")+$\"}";
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(limit_error_of([&] {
               Grammar::from_gbnf(json_schema_to_gbnf(schema, &b2), "root", &b2).probe(b2);
             }).find("too ambiguous"),
             std::string::npos);
