@@ -7,22 +7,16 @@
 //   node tests/apps/ai_sdk.test.mjs --nanoinfer build/release/nanoinfer --deps .deps/apps-test \
 //     --tokenizer .deps/qwen-tokenizer
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
-import { MODEL_ID, appTest, recordingFetch, serveSynthModel } from './apps_common.mjs';
+import { MODEL_ID, appTest, recordingFetch, serveForTests } from './apps_common.mjs';
 
 const { args, require } = appTest('ai_sdk', ['ai', '@ai-sdk/openai-compatible', 'zod']);
 const { generateObject, generateText, stepCountIs, streamText, tool } = require('ai');
 const { createOpenAICompatible } = require('@ai-sdk/openai-compatible');
 const { z } = require('zod');
 
-let server;
-before(async () => {
-  server = await serveSynthModel(args);
-});
-after(async () => {
-  await server?.stop();
-});
+const server = serveForTests(args);
 
 // supportsStructuredOutputs: schemas go out as OpenAI's json_schema response format;
 // includeUsage: streams ask for the usage chunk (stream_options.include_usage).

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
@@ -66,6 +67,19 @@ export async function serveSynthModel(args) {
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+// The served model for a test file: started before its tests, stopped after them. Returns the
+// object serveSynthModel resolves with, filled in once the server is up.
+export function serveForTests(args) {
+  const server = {};
+  before(async () => {
+    Object.assign(server, await serveSynthModel(args));
+  });
+  after(async () => {
+    await server.stop?.();
+  });
+  return server;
 }
 
 // A fetch that keeps each request's parsed JSON body, for assertions on what the app sent.

@@ -7,20 +7,14 @@
 //   node tests/apps/embeddings.test.mjs --nanoinfer build/release/nanoinfer --deps .deps/apps-test \
 //     --tokenizer .deps/qwen-tokenizer
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
-import { MODEL_ID, appTest, recordingFetch, serveSynthModel } from './apps_common.mjs';
+import { MODEL_ID, appTest, recordingFetch, serveForTests } from './apps_common.mjs';
 
 const { args, require } = appTest('embeddings', ['openai']);
 const { OpenAI } = require('openai');
 
-let server;
-before(async () => {
-  server = await serveSynthModel(args);
-});
-after(async () => {
-  await server?.stop();
-});
+const server = serveForTests(args);
 
 const inputs = ['The cat sat on the mat.', 'Quantum chromodynamics', 'The cat sat on the mat!'];
 

@@ -6,9 +6,9 @@
 //   node tests/apps/langchain.test.mjs --nanoinfer build/release/nanoinfer --deps .deps/apps-test \
 //     --tokenizer .deps/qwen-tokenizer
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
-import { MODEL_ID, appTest, recordingFetch, serveSynthModel } from './apps_common.mjs';
+import { MODEL_ID, appTest, recordingFetch, serveForTests } from './apps_common.mjs';
 
 const { args, require } = appTest('langchain', ['@langchain/openai', '@langchain/core/messages', 'zod']);
 const { ChatOpenAI } = require('@langchain/openai');
@@ -16,13 +16,7 @@ const { AIMessage, AIMessageChunk, HumanMessage, ToolMessage } = require('@langc
 const { tool } = require('@langchain/core/tools');
 const { z } = require('zod');
 
-let server;
-before(async () => {
-  server = await serveSynthModel(args);
-});
-after(async () => {
-  await server?.stop();
-});
+const server = serveForTests(args);
 
 function chatModel(options = {}, fetchImpl = undefined) {
   return new ChatOpenAI({
