@@ -18,6 +18,8 @@
 #   .deps/serve-test/            node_modules for tests/serve (the official openai client that the
 #                                test of `nanoinfer serve` talks to the server with, and ajv,
 #                                the JSON Schema validator of the structured-output test), `npm ci`.
+#   .deps/apps-test/             node_modules for tests/apps (applications written with LangChain.js
+#                                and the Vercel AI SDK, zod, and the openai client's embeddings), `npm ci`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -104,5 +106,6 @@ npm_ci_into() {
 npm_ci_into tools/tokenizer-reference "$DEPS/tokenizer-reference" @huggingface/tokenizers
 npm_ci_into tests/browser "$DEPS/browser-test" playwright-core
 npm_ci_into tests/serve "$DEPS/serve-test" ajv
+npm_ci_into tests/apps "$DEPS/apps-test" @langchain/openai
 
 echo "fetch-test-assets: done"

@@ -107,7 +107,7 @@ async function run(clients) {
 // The rows through `nanoinfer bench record`, the one writer of the provenance fields.
 function record(lines) {
   const quote = (a) => (/^[A-Za-z0-9_.\/=:,+@%-]+$/.test(a) ? a : `'${a.replaceAll("'", "'\\''")}'`);
-  const args = ["bench", "record", "-o", opt.record,
+  const args = ["bench", "record", "--results", opt.record,
                 "--command-line", ["node", ...process.argv.slice(1)].map(quote).join(" ")];
   if (opt.threads !== undefined) args.push("-t", opt.threads);
   if (opt.isa !== undefined) args.push("--isa", opt.isa);

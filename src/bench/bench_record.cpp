@@ -155,7 +155,7 @@ void check_bench_results_path(const std::filesystem::path& file) {
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    fail("{}: no such directory for the bench record (create it or pass -o FILE)", dir.string());
+    fail("{}: no such directory for the bench record (create it or pass --results FILE)", dir.string());
   if (::stat(file.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode)) fail("{}: not a regular file; cannot append the bench record", file.string());
     if (::access(file.c_str(), W_OK) != 0)

@@ -51,8 +51,7 @@ const bool registered_bench_bandwidth = register_command({
       sub.add_option("--size-mib", args->size_mib, "Buffer size in MiB; keep it far above the last-level cache")
           ->capture_default_str();
       sub.add_option("-r,--repetitions", args->runs, "Timed passes over the buffer")->capture_default_str();
-      sub.add_option("-o,--output", args->output,
-                     "JSON-lines file to append the record to (default: none, print only)");
+      add_results_option(sub, args->output, "JSON-lines file to append the record to (default: none, print only)");
       sub.callback([args] { bench_bandwidth(*args); });
     },
 });

@@ -49,8 +49,8 @@ const bool registered_bench_load = register_command({
     [](CLI::App& sub) {
       auto args = std::make_shared<LoadArgs>();
       add_model_flags(sub, args->model);
-      sub.add_option("--runs", args->runs, "Loads to time")->capture_default_str();
-      sub.add_option("-o,--output", args->output, "JSON-lines file the record is appended to")->capture_default_str();
+      sub.add_option("-r,--repetitions,--runs", args->runs, "Loads to time")->capture_default_str();
+      add_results_option(sub, args->output, "JSON-lines file the record is appended to")->capture_default_str();
       sub.callback([args] { bench_load(*args); });
     },
 });

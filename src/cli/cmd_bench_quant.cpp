@@ -9,6 +9,7 @@
 
 #include "bench/bench_quant.h"
 #include "bench/bench_record.h"
+#include "bench_output.h"
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
@@ -79,11 +80,13 @@ const bool registered_bench_quant = register_command({
                      "with groups of G), "
                      "e.g. int4-rtn:group=128")
           ->capture_default_str();
-      sub.add_option("--calib", f->calib, "Calibration text (default: the training part of data/tinyshakespeare.txt)");
+      sub.add_option(
+          "--calib", f->calib,
+          "Calibration text (default: the training part of data/tinyshakespeare.txt, built into the binary)");
       sub.add_option("--calib-windows", f->calib_windows,
                      "Calibration windows (0 = quantize's default: 64, fewer for a large model)")
           ->capture_default_str();
-      sub.add_option("-o,--output", f->output, "JSON-lines file the records are appended to")->capture_default_str();
+      add_results_option(sub, f->output, "JSON-lines file the records are appended to")->capture_default_str();
       sub.callback([f] { run(*f); });
     },
 });

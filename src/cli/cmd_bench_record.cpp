@@ -1,4 +1,4 @@
-// `nanoinfer bench record -o FILE [-t N] [--isa NAME] [--command-line TEXT]`: appends the JSON
+// `nanoinfer bench record --results FILE [-t N] [--isa NAME] [--command-line TEXT]`: appends the JSON
 // objects read from stdin, one per line, to FILE with the provenance fields of every bench
 // record added (bench_context, the one writer of them). It is how a benchmark written outside
 // the binary records its results: tools/serve-bench.mjs pipes its rows through it, with the
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/bench_record.h"
+#include "bench_output.h"
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
@@ -28,6 +29,7 @@ struct RecordArgs {
 };
 
 void bench_record(const RecordArgs& args) {
+  if (args.output.empty()) fail("bench record needs --results FILE, the JSON-lines file to append to");
   bench::check_bench_results_path(args.output);
   Isa isa = best_isa();
   if (args.isa != "auto") {
@@ -49,7 +51,7 @@ const bool registered_bench_record = register_command({
     "Append JSON objects from stdin (one per line) to a results file with the provenance fields added",
     [](CLI::App& sub) {
       auto args = std::make_shared<RecordArgs>();
-      sub.add_option("-o,--output", args->output, "JSON-lines file to append to")->required();
+      add_results_option(sub, args->output, "JSON-lines file to append to (required)");
       sub.add_option("-t,--threads", args->threads, std::string(kThreadsHelp) + "; the measured program's count");
       sub.add_option("--isa", args->isa, "The ISA the measured program ran (default: this machine's best)")
           ->capture_default_str();

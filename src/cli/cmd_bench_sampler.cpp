@@ -1,4 +1,4 @@
-// `nanoinfer bench sampler [--vocab V] [--calls N] [-r R] [-o FILE]`: what choosing a token
+// `nanoinfer bench sampler [--vocab V] [--calls N] [-r R] [--results FILE]`: what choosing a token
 // costs, per call, on one thread, over a vocabulary of Qwen2's size (151,936 entries) by
 // default: argmax (temperature 0), top-k 40, top-p 0.9, and the whole chain (repetition
 // penalty 1.1 over a 64-token history, temperature 0.7, top-k 40, top-p 0.9, min-p 0.05, the
@@ -14,6 +14,7 @@
 
 #include "bench/bench_record.h"
 #include "bench/bench_sampler.h"
+#include "bench_output.h"
 #include "command.h"
 #include "nanoinfer/error.h"
 
@@ -60,8 +61,7 @@ const bool registered_bench_sampler = register_command({
       sub.add_option("--vocab", args->vocab, "Vocabulary size")->capture_default_str();
       sub.add_option("--calls", args->calls, "Calls per timed run")->capture_default_str();
       sub.add_option("-r,--repetitions", args->runs, "Timed runs after one warm-up")->capture_default_str();
-      sub.add_option("-o,--output", args->output,
-                     "JSON-lines file to append the records to (default: none, print only)");
+      add_results_option(sub, args->output, "JSON-lines file to append the records to (default: none, print only)");
       sub.callback([args] { bench_sampler(*args); });
     },
 });

@@ -1,4 +1,4 @@
-// `nanoinfer bench tokenize -m MODEL_DIR [-f FILE] [--runs N]`: what tokenizing costs on one
+// `nanoinfer bench tokenize -m MODEL_DIR [-f FILE] [-r N] [--results FILE]`: what tokenizing costs on one
 // thread. Load time (tokenizer.json parse + tables), then encode of the whole file as one
 // string with a cold piece cache (cleared before each run) and a warm one (filled by the
 // previous run). Reports median and best of N runs as MB/s and tokens/s; appends one JSON
@@ -10,6 +10,7 @@
 
 #include "bench/bench_record.h"
 #include "bench/bench_tokenize.h"
+#include "bench_output.h"
 #include "command.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
@@ -61,8 +62,9 @@ const bool registered_bench_tokenize = register_command({
       auto args = std::make_shared<BenchTokenizeArgs>();
       sub.add_option("-m,--model", args->model_dir, "Model directory holding tokenizer.json")->required();
       sub.add_option("-f,--file", args->file, "Text to encode, as one string")->capture_default_str();
-      sub.add_option("--runs", args->runs, "Runs; median and best are reported")->capture_default_str();
-      sub.add_option("-o,--output", args->results, "JSON-lines file the record is appended to")->capture_default_str();
+      sub.add_option("-r,--repetitions,--runs", args->runs, "Runs; median and best are reported")
+          ->capture_default_str();
+      add_results_option(sub, args->results, "JSON-lines file the record is appended to")->capture_default_str();
       sub.callback([args] { run(*args); });
     },
 });

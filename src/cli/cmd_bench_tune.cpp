@@ -13,6 +13,7 @@
 
 #include "bench/bench_record.h"
 #include "bench/bench_tune.h"
+#include "bench_output.h"
 #include "command.h"
 #include "common_options.h"
 #include "nanoinfer/error.h"
@@ -138,7 +139,7 @@ const bool registered_bench_tune = register_command({
                      "this")
           ->capture_default_str();
       sub.add_flag("--no-save", args->no_save, "Measure and print only; leave the tuning cache as it is");
-      sub.add_option("-o,--output", args->output, "JSON-lines file to append one record per shape to (default: none)");
+      add_results_option(sub, args->output, "JSON-lines file to append one record per shape to (default: none)");
       sub.footer(
           "Tuning changes only how rows are cut into tasks (whether a product is shared with the "
           "workers, how "

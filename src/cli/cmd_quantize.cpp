@@ -188,7 +188,8 @@ void setup_quantize(CLI::App& app) {
                  "rtn (round to nearest), imatrix (importance-weighted scale search on calibration "
                  "activations) or gptq (imatrix scales + error compensation over the columns); default: gptq");
   app.add_option("--calib", f->calib,
-                 "Calibration text for imatrix and gptq (default: the training part of data/tinyshakespeare.txt)");
+                 "Calibration text for imatrix and gptq (default: the training part of data/tinyshakespeare.txt, built "
+                 "into the binary)");
   f->calib_windows_flag =
       app.add_option("--calib-windows", f->calib_windows,
                      "Calibration windows, from the start of the text (0 = 64, fewer for a large model: its f32 "

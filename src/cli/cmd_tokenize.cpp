@@ -1,4 +1,4 @@
-// `nanoinfer tokenize -m MODEL_DIR [-p TEXT | -f FILE] [--ids] [--show-count] [--chat]`
+// `nanoinfer tokenize [-m MODEL_DIR] [-p TEXT | -f FILE] [--ids] [--show-count] [--chat]`
 // and the batch mode `--jsonl` (one {"text": ...} object per input line -> one JSON array
 // of ids per output line), for inspecting tokenization and tokenizing data sets.
 #include <fmt/format.h>
@@ -104,8 +104,9 @@ const bool registered_tokenize = register_command({
     "Show how a text is tokenized (or tokenize a JSONL data set with --jsonl)",
     [](CLI::App& sub) {
       auto args = std::make_shared<TokenizeArgs>();
-      sub.add_option("-m,--model", args->model_dir, "Model directory holding tokenizer.json, or a .gguf file")
-          ->required();
+      sub.add_option("-m,--model", args->model_dir,
+                     "Model directory holding tokenizer.json, or a .gguf file; default: the model built into "
+                     "this binary (data/default-model)");
       sub.add_option("-p,--prompt", args->prompt, "Text to tokenize");
       sub.add_option("-f,--file", args->file, "File to tokenize ('-' for stdin)");
       sub.add_flag("--ids", args->ids_only, "Print only the ids, as one JSON array");

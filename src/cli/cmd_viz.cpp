@@ -25,6 +25,7 @@ struct VizFlags : PromptFlags {
   std::string trace_out;
   int port = 8080;
   uint64_t max_requests = 0;  // hidden, for tests: stop serving after this many requests
+  bool verbose = false;
 };
 
 void run(const VizFlags& f, bool port_given) {
@@ -38,6 +39,7 @@ void run(const VizFlags& f, bool port_given) {
   }
   OpenedModel m = load_model(f.model);
   const SamplingSettings sampling = resolve_sampling(m.generation, f.sampling);
+  if (f.verbose) fmt::print(stderr, "{}", sampling.describe());
   VizTraceRequest request;
   request.model_label = f.model.model_dir.empty() ? embedded_model_label().string() : f.model.model_dir;
   request.prompt_text = f.prompt;
@@ -74,6 +76,7 @@ void setup_viz(CLI::App& app) {
   CLI::Option* port =
       app.add_option("--port", f->port, "Serve the page on 127.0.0.1:PORT (default 8080; 0 = any free port)");
   app.add_option("--max-requests", f->max_requests)->group("");  // tests: stop after N requests
+  app.add_flag("--verbose", f->verbose, "Print the sampling settings, the seed included, to stderr");
   app.callback([f, port] { run(*f, port->count() > 0); });
 }
 

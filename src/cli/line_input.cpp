@@ -75,7 +75,11 @@ bool LineInput::next(std::string& line, const char* prompt) {
   el_set(impl_->el, EL_CLIENTDATA, const_cast<char*>(prompt));
   int count = 0;
   const char* got = el_gets(impl_->el, &count);
-  if (got == nullptr || count <= 0) return false;
+  if (got == nullptr || count <= 0) {
+    // Ctrl-D: end the prompt's line, so that the shell's prompt starts on a line of its own.
+    std::fputc('\n', stderr);
+    return false;
+  }
   line.assign(got, static_cast<size_t>(count));
   if (!line.empty() && line.back() == '\n') line.pop_back();
   if (line.size() > kMaxLineBytes) fail("chat: a line of {} bytes is over the limit of {}", line.size(), kMaxLineBytes);

@@ -15,6 +15,7 @@
 
 #include "command.h"
 #include "output.h"
+#include "version.h"
 
 namespace nanoinfer::cli {
 
@@ -115,7 +116,7 @@ std::string parse_error_line(CLI::App& app, const CLI::ParseError& e) {
 int main(int argc, char** argv) {
   using namespace nanoinfer::cli;
   CLI::App app{"nanoinfer " NANOINFER_VERSION " - a from-scratch LLM inference engine for the Qwen2 family"};
-  app.set_version_flag("--version", NANOINFER_VERSION);
+  app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   app.footer(
       "Errors are one line on stderr, \"nanoinfer: error: ...\", with exit code 1.\n"

@@ -22,4 +22,8 @@ std::span<const EmbeddedFile> embedded_default_model();
 // The named file's bytes, or nullopt when the default model has no such file.
 std::optional<std::span<const std::byte>> embedded_file(std::string_view name);
 
+// data/tinyshakespeare.txt, which the default model was trained on: quantize's default
+// calibration text is its training part (generated at build time).
+std::span<const std::byte> embedded_calibration_text();
+
 }  // namespace nanoinfer

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_object.h"
+#include "engine/default_model.h"
 #include "engine/model_pooling.h"
 #include "engine/model_source.h"
 #include "io/safetensors.h"
@@ -60,16 +61,13 @@ std::optional<QuantMethod> quant_method_from_name(std::string_view name) {
 
 namespace {
 
-// The default calibration text: the part of data/tinyshakespeare.txt (beside the default
-// model in the checkout) that the default model was trained on — its first 90% of characters,
-// cut forward to the next line start, as tools/train/train_tokenizer.py splits it. Never any
-// of the held-out part.
+// The default calibration text: the part of data/tinyshakespeare.txt (built into the binary
+// beside the default model, engine/default_model.h) that the default model was trained on — its
+// first 90% of characters, cut forward to the next line start, as tools/train/train_tokenizer.py
+// splits it. Never any of the held-out part.
 std::string default_calibration_text(std::filesystem::path* source) {
-  const std::filesystem::path path = std::filesystem::path(NANOINFER_SOURCE_DIR_LIB) / "data" / "tinyshakespeare.txt";
-  if (!path_exists(path)) {
-    fail("{}: not found; the default calibration text is its training part (pass --calib FILE)", path.string());
-  }
-  std::string text = read_file(path, kMaxTextFileBytes);
+  const std::span<const std::byte> bytes = embedded_calibration_text();
+  std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   // 90% of the characters (code points, as Python counts them), then forward to a line start.
   size_t chars = 0;
   for (unsigned char c : text) chars += (c & 0xc0) != 0x80;
@@ -80,7 +78,7 @@ std::string default_calibration_text(std::filesystem::path* source) {
   }
   const size_t newline = text.find('\n', cut);
   text.resize(newline == std::string::npos ? text.size() : newline + 1);
-  if (source != nullptr) *source = path;
+  if (source != nullptr) *source = embedded_model_label().parent_path() / "tinyshakespeare.txt";
   return text;
 }
 

@@ -170,7 +170,8 @@ VizTrace record_viz_trace(const Model& model, const Tokenizer& tok, const VizTra
         {"top_p", p.top_p},
         {"min_p", p.min_p},
         {"repetition_penalty", p.repetition_penalty},
-        {"seed", p.seed}}},
+        // A string: a 64-bit seed is past the integers a JS double holds exactly.
+        {"seed", std::to_string(p.seed)}}},
       {"model",
        {{"n_layers", cfg.num_hidden_layers},
         {"n_heads", cfg.num_attention_heads},

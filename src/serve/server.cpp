@@ -25,6 +25,7 @@
 #include "serve/access_log.h"
 #include "serve/api.h"
 #include "serve/embeddings.h"
+#include "serve/fit_context.h"
 #include "serve/front.h"
 #include "serve/metrics.h"
 #include "serve/model_registry.h"
@@ -206,6 +207,27 @@ struct Server::Impl {
     return static_cast<serve::ServingModel&>(request_trace.lease->instance());
   }
 
+  // The chat page's opt-in (serve/fit_context.h): the oldest turns go until the prompt leaves
+  // room for the reply, max_tokens if given, else half the context (as the CLI chat reserves).
+  size_t fit_to_context(serve::CompletionRequest& r, const serve::ServingModel& engine) const {
+    const OpenedModel& m = engine.m;
+    const size_t max_token_bytes = engine.max_token_bytes;
+    const bool thinking = serve::thinks(r, options.reasoning);
+    std::vector<std::string> tools;
+    for (const serve::ToolDef& t : r.tools.tools) tools.push_back(t.rendered);
+    const size_t context = m.model.max_context();
+    const size_t reserve = r.max_tokens ? static_cast<size_t>(*r.max_tokens) : context / 2;
+    const auto count = [&](std::span<const ChatMessage> messages) -> size_t {
+      size_t bytes = 0;
+      for (const ChatMessage& msg : messages) bytes += msg.content.size();
+      if (bytes / (3 * max_token_bytes) >= context) return SIZE_MAX;  // as make_job's bound
+      return encode_chat(m.tokenizer, messages, /*add_generation_prompt=*/true, SpecialTokens::AllAsText, tools,
+                         thinking)
+          .size();
+    };
+    return serve::drop_oldest_turns(r.messages, context, reserve, r.max_tokens ? reserve : 1, count);
+  }
+
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
     serve::CompletionRequest r;
     serve::Job job;
@@ -215,6 +237,13 @@ struct Server::Impl {
       r = serve::parse_request(
           req.body, endpoint, [this] { return stopping.load() || serve::Front::client_gone(); }, options.grammar_steps);
       engine = &acquire_model(r.model);
+      if (req.has_header(serve::kFitContextHeader)) {
+        if (req.get_header_value(serve::kFitContextHeader) != serve::kFitContextValue || endpoint != Endpoint::Chat) {
+          serve::bad_request("invalid_value", fmt::format("the header {} takes '{}' on /v1/chat/completions only",
+                                                          serve::kFitContextHeader, serve::kFitContextValue));
+        }
+        res.set_header(serve::kDroppedTurnsHeader, std::to_string(fit_to_context(r, *engine)));
+      }
       // Per-key isolation: a prompt reuses cached rows only of prompts sent with the same key.
       job = serve::make_job(r, *engine, prefix_cache == PrefixCache::PerKey ? request_trace.key : 0,
                             serve::thinks(r, options.reasoning));

@@ -95,8 +95,9 @@ TEST(BenchRecord, MissingDirectoryOrNonRegularFileIsAnErrorAndNothingIsCreated) 
     }
     return "";
   };
-  EXPECT_EQ(message([&] { check_bench_results_path(missing); }),
-            (dir / "nested/bench").string() + ": no such directory for the bench record (create it or pass -o FILE)");
+  EXPECT_EQ(
+      message([&] { check_bench_results_path(missing); }),
+      (dir / "nested/bench").string() + ": no such directory for the bench record (create it or pass --results FILE)");
   EXPECT_EQ(message([&] {
               append_bench_record({{"bench", "a"}}, missing);
             }),

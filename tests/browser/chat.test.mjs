@@ -1,7 +1,8 @@
 // The chat page of `nanoinfer serve` (web/chat/chat.html, served at /) in a real browser:
 // Debian's headless chromium, driven by playwright-core, types two turns the way a person
 // would and checks each streamed reply against the API's own non-streamed answer to the same
-// conversation (greedy, so they must be equal), the key field and New chat. The page
+// conversation (greedy, so they must be equal), the key field and New chat, and three turns
+// past the context, whose oldest turns the server drops at the page's request. The page
 // may load nothing but itself and call nothing but this server's /v1/*. Run by CTest (test
 // `serve_chat_page`):
 //
@@ -70,12 +71,17 @@ after(async () => {
   server?.kill('SIGTERM');
 });
 
-// What the API answers, not streamed, for the same conversation.
-async function apiReply(messages) {
-  const res = await fetch(`${base}/v1/chat/completions`, {
-    method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${KEY}` },
-    body: JSON.stringify({ messages, temperature: 0, max_tokens: 20 }),
+// The API's response, not streamed, to a greedy request for the conversation.
+function apiPost(messages, fields, headers = {}) {
+  return fetch(`${base}/v1/chat/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${KEY}`, ...headers },
+    body: JSON.stringify({ messages, temperature: 0, ...fields }),
   });
+}
+
+// What the API answers, not streamed, for the same conversation.
+async function apiReply(messages, fields = { max_tokens: 20 }) {
+  const res = await apiPost(messages, fields);
   assert.equal(res.status, 200);
   return (await res.json()).choices[0].message.content;
 }
@@ -129,6 +135,48 @@ test('two turns stream replies equal to the API\'s greedy answers for the same c
   assert.equal(await page.locator('#injected').count(), 0);
   assert.equal(await page.locator('.msg.user .text').nth(2).textContent(), '<b id="injected">bold</b>');
   assert.deepEqual(problems, []);
+});
+
+// The default model's context is 256 tokens and, without max tokens, a reply may take all that
+// the prompt leaves: from the second turn on the conversation no longer fits. The page has the
+// server drop the oldest turns, as the CLI chat does, and says so; an API client that does not
+// ask still gets the 400.
+test('three turns past the context drop the oldest turns, and the page says so', async () => {
+  await page.locator('#new-chat').click();
+  await page.locator('#max-tokens').fill('');
+  await page.locator('#system').fill('');
+  const turns = ['Who are you?', 'And then?', 'Farewell.'];
+  const replies = [];
+  for (const [i, text] of turns.entries()) {
+    await sendAndWait(text);
+    assert.equal(await page.locator('.msg.error').count(), 0, await page.locator('.msg.error .text').allTextContents());
+    replies.push(await page.locator('.msg.assistant .text').nth(i).textContent());
+  }
+  const first = [{ role: 'user', content: turns[0] }, { role: 'assistant', content: replies[0] }];
+  const long = await apiPost([...first, { role: 'user', content: turns[1] }], {});
+  assert.equal(long.status, 400);
+  assert.equal((await long.json()).error.code, 'context_length_exceeded');
+  // Each later turn went out without the turns before it: the reply is the API's to that alone
+  // (a second turn kept would not leave half the context for the reply).
+  assert.equal(replies[1], await apiReply([{ role: 'user', content: turns[1] }], {}));
+  assert.equal(replies[2], await apiReply([{ role: 'user', content: turns[2] }], {}));
+  assert.deepEqual(await page.locator('.msg.dropped .text').allTextContents(),
+    [turns[0], replies[0], turns[1], replies[1]]);
+  assert.deepEqual(await page.locator('.note').allTextContents(), Array(2).fill(
+    'The conversation outgrew the model\'s context: its oldest turn was dropped (greyed out; the model no longer sees it).'));
+  assert.match(await page.locator('#status').textContent(), /dropped the oldest turn to fit the context$/);
+  assert.deepEqual(problems, []);
+});
+
+test('the fit-context header: a wrong value is a 400 naming it, a fitting conversation drops nothing', async () => {
+  const post = (value, messages) => apiPost(messages, { max_tokens: 4 }, { 'X-Nanoinfer-Fit-Context': value });
+  const bad = await post('drop-everything', [{ role: 'user', content: 'Hi' }]);
+  assert.equal(bad.status, 400);
+  assert.match((await bad.json()).error.message, /X-Nanoinfer-Fit-Context takes 'drop-oldest-turns'/);
+  const ok = await post('drop-oldest-turns', [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello' },
+    { role: 'user', content: 'Bye' }]);
+  assert.equal(ok.status, 200);
+  assert.equal(ok.headers.get('x-nanoinfer-dropped-turns'), '0');
 });
 
 test('--no-webui serves the API only', async () => {

@@ -117,6 +117,8 @@ test('the run panel shows the settings and the prompt tokens', async () => {
   assert.equal(settings[0], trace.settings.model);
   assert.ok(settings.includes(JSON.stringify(trace.settings.prompt)), settings.join(' | '));
   assert.ok(settings.includes(String(trace.settings.temperature)));
+  // The seed, digit for digit as the file has it (a 64-bit seed is past what a JS number holds).
+  assert.equal(settings[settings.length - 1], fs.readFileSync(args.trace, 'utf8').match(/"seed":\s*"?(\d+)/)[1]);
   assert.deepEqual(await texts('#prompt-tokens .token .id'), trace.prompt.map((t) => String(t.id)));
   assert.equal(await page.locator('#generated').textContent(), trace.steps.map((s) => s.chosen.piece).join(''));
 });

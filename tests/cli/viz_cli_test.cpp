@@ -85,9 +85,23 @@ TEST(VizCli, SampledRunsAgreeAcrossCachedAndRecomputedDecoding) {
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json trace = nlohmann::json::parse(test::read_text(dir / "t.json"));
   EXPECT_EQ(test::viz_trace_problem(trace), "");
-  EXPECT_EQ(trace["settings"]["seed"], 7);
+  EXPECT_EQ(trace["settings"]["seed"], "7");
   EXPECT_EQ(trace["settings"]["temperature"], 1.3);
   EXPECT_EQ(trace["race"]["uncached"]["tokens"].get<std::vector<int32_t>>(), chosen_ids(trace));
+}
+
+// A seed past 2^53 reaches the page digit for digit (a JSON number would be read by the page as
+// the nearest double, ...181786 as ...180000), and --verbose, which --seed's help names, shows it.
+TEST(VizCli, A64BitSeedIsCarriedExactlyAndVerboseShowsIt) {
+  test::TempDir dir;
+  const std::string seed = "9653399782157181786";
+  const auto r = run_cli({"viz", "-p", "ROMEO:", "-n", "2", "--seed", seed, "--verbose", "-t", "1", "--out",
+                          (dir / "p.html").string(), "--trace", (dir / "t.json").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("seed               = " + seed + " (flag)"), std::string::npos) << r.err;
+  const std::string text = test::read_text(dir / "t.json");
+  EXPECT_NE(text.find("\"seed\":\"" + seed + "\""), std::string::npos) << text.substr(0, 300);
+  EXPECT_NE(test::read_text(dir / "p.html").find("\"seed\":\"" + seed + "\""), std::string::npos);
 }
 
 TEST(VizCli, BadFlagsAreOneLineErrorsAndLeaveNoFile) {

@@ -20,6 +20,7 @@
 #include "nanoinfer/model.h"
 #include "nanoinfer/open_model.h"
 #include "nanoinfer/synth.h"
+#include "support/checks.h"
 #include "support/files.h"
 #include "support/quant_problem.h"
 #include "support/sanitized.h"
@@ -86,16 +87,8 @@ std::vector<Isa> model_isas() {
   return {all.front(), all.back()};
 }
 
-std::vector<fs::path> tiny_model_dirs() {
-  std::vector<fs::path> dirs;
-  for (const auto& entry : fs::directory_iterator(fs::path(NANOINFER_SOURCE_DIR) / "tests/data/models"))
-    if (entry.is_directory() && fs::exists(entry.path() / "config.json")) dirs.push_back(entry.path());
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
-}
-
 TEST(FusedProducts, LogitsBitwiseEqualToSeparateProductsForEveryTypeAndIsa) {
-  const std::vector<fs::path> dirs = tiny_model_dirs();
+  const std::vector<fs::path> dirs = test::tiny_model_dirs("config.json");
   ASSERT_EQ(dirs.size(), 5u);  // three Qwen2, tiny-qwen3, tiny-llama
   size_t compared = 0, runs = 0;
   for (const fs::path& dir : dirs) {
@@ -260,7 +253,7 @@ namespace {
 // loader packs exactly where the ISA has a packed product, embedding lookups of a packed
 // (tied) table included.
 TEST(PackedWeights, LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasAProduct) {
-  std::vector<fs::path> dirs = tiny_model_dirs();
+  std::vector<fs::path> dirs = test::tiny_model_dirs("config.json");
   dirs.push_back(default_model_dir());  // the K types fit only this one
   size_t compared = 0, packed_models = 0, runs = 0;
   for (const fs::path& dir : dirs) {

@@ -36,16 +36,6 @@ struct WeightMode {
 };
 using Weights = std::optional<WeightType>;
 
-// Every model directory that carries a full reference (logits at every position).
-std::vector<fs::path> tiny_model_dirs() {
-  std::vector<fs::path> dirs;
-  for (const auto& entry : fs::directory_iterator(test::tiny_models_dir())) {
-    if (entry.is_directory() && fs::exists(entry.path() / "reference.safetensors")) dirs.push_back(entry.path());
-  }
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
-}
-
 // Reads reference.safetensors: prompts, logits, hidden states, greedy tokens.
 class Reference {
  public:
@@ -113,14 +103,14 @@ bool stored_f32(const Reference& ref) {
 }
 
 TEST(ModelReference, FindsTheTinyModels) {
-  const auto dirs = tiny_model_dirs();
+  const auto dirs = test::tiny_model_dirs();
   ASSERT_GE(dirs.size(), 3u);
   for (const auto& dir : dirs) EXPECT_GE(Reference(dir).prompts(), 5u) << dir;
 }
 
 // The exact path: every logit at every position of every prompt within 1e-4 of float64.
 TEST(ModelReference, F32LogitsWithin1e4AtEveryPosition) {
-  for (const auto& dir : tiny_model_dirs()) {
+  for (const auto& dir : test::tiny_model_dirs()) {
     const Reference ref(dir);
     Model model = load(dir, WeightMode::F32);
     EXPECT_EQ(model.weight_type(), WeightType::F32);
@@ -140,7 +130,7 @@ TEST(ModelReference, F32LogitsWithin1e4AtEveryPosition) {
 // hundred accumulated products per element gives ~1e-6 relative; 2e-5 relative to the
 // stream's largest magnitude leaves room for that and fails any real bug.
 TEST(ModelReference, PerLayerDriftIsBounded) {
-  for (const auto& dir : tiny_model_dirs()) {
+  for (const auto& dir : test::tiny_model_dirs()) {
     const Reference ref(dir);
     Model model = load(dir, WeightMode::F32);
     const size_t H = static_cast<size_t>(model.config().hidden_size);
@@ -179,7 +169,7 @@ TEST(ModelReference, PerLayerDriftIsBounded) {
 // Greedy decoding through the cache reproduces the reference's full-recompute greedy tokens
 // (its prompts were drawn so every step's top-1/top-2 margin is >= 1e-3, far above 1e-4).
 TEST(ModelReference, GreedyContinuationMatches) {
-  for (const auto& dir : tiny_model_dirs()) {
+  for (const auto& dir : test::tiny_model_dirs()) {
     const Reference ref(dir);
     Model model = load(dir, WeightMode::F32);
     for (size_t k = 0; k < ref.prompts(); ++k) {
@@ -196,7 +186,7 @@ TEST(ModelReference, GreedyContinuationMatches) {
 // The reference keeps activations in f32, so this pins a tier whose bf16 product does too
 // (avx512-bf16 rounds them; its bound is in the tests below).
 TEST(ModelReference, Bf16LogitsMatchTheBf16RoundedReference) {
-  for (const auto& dir : tiny_model_dirs()) {
+  for (const auto& dir : test::tiny_model_dirs()) {
     const Reference ref(dir);
     const bool f32_file = stored_f32(ref);
     Model model = load(dir, f32_file ? WeightMode::BF16 : WeightMode::AsStored, 2, test::exact_activation_isa());
@@ -253,7 +243,7 @@ std::vector<Isa> bf16_isas_here() {
 
 TEST(ModelReference, Bf16LogitsWithinTheDerivedBoundOfTheExactModel) {
   for (Isa isa : bf16_isas_here()) {
-    for (const auto& dir : tiny_model_dirs()) {
+    for (const auto& dir : test::tiny_model_dirs()) {
       const Reference ref(dir);
       if (!stored_f32(ref)) continue;  // a bf16 file's exact model is its bf16 model
       Model model = load(dir, WeightMode::BF16, 2, isa);
@@ -284,7 +274,7 @@ TEST(ModelReference, Bf16LogitsWithinTheDerivedBoundOfTheExactModel) {
 TEST(ModelReference, Bf16ActivationRoundingWithinItsDerivedBound) {
   if (!isa_supported(Isa::Avx512Bf16))
     GTEST_SKIP() << "this CPU/OS lacks avx512-bf16: missing " << isa_missing(Isa::Avx512Bf16);
-  for (const auto& dir : tiny_model_dirs()) {
+  for (const auto& dir : test::tiny_model_dirs()) {
     const Reference ref(dir);
     const Weights mode = stored_f32(ref) ? WeightMode::BF16 : WeightMode::AsStored;
     Model exact = load(dir, mode, 2, test::exact_activation_isa()), rounded = load(dir, mode, 2, Isa::Avx512Bf16);
@@ -328,7 +318,7 @@ std::vector<float> chunked_logits(Model& model, const std::vector<int32_t>& toke
 // (the kernels promise batched == per-token bitwise; attention and norms are per row), so
 // they are bitwise equal, which is what is asserted (stronger than the 1e-5 asked for).
 TEST(ModelCache, FiveChunkingsGiveBitwiseIdenticalLogits) {
-  for (const auto& dir : tiny_model_dirs()) {
+  for (const auto& dir : test::tiny_model_dirs()) {
     const Reference ref(dir);
     for (Weights mode : {WeightMode::F32, WeightMode::AsStored}) {
       Model model = load(dir, mode);
@@ -413,7 +403,7 @@ TEST(ModelCache, TruncateThenExtendEqualsFreshPrefix) {
 
 // Rows are split across threads but each element is computed the same way: bitwise equal.
 TEST(ModelThreads, LogitsBitwiseIdenticalAt1To3Threads) {
-  for (const auto& dir : tiny_model_dirs()) {
+  for (const auto& dir : test::tiny_model_dirs()) {
     const auto tokens = Reference(dir).ints("prompt.4");
     for (Weights mode : {WeightMode::F32, WeightMode::BF16}) {
       Model one = load(dir, mode, 1);

@@ -27,14 +27,6 @@ using test::argmax;
 
 namespace fs = std::filesystem;
 
-std::vector<fs::path> tiny_model_dirs() {
-  std::vector<fs::path> dirs;
-  for (const auto& entry : fs::directory_iterator(test::tiny_models_dir()))
-    if (entry.is_directory() && fs::exists(entry.path() / "reference.safetensors")) dirs.push_back(entry.path());
-  std::sort(dirs.begin(), dirs.end());
-  return dirs;
-}
-
 template <class T>
 std::vector<T> read_tensor(const SafetensorsFile& f, const std::string& name) {
   const TensorView t = f.get(name);
@@ -96,7 +88,7 @@ uint64_t fnv1a64(const std::byte* p, size_t n) {
 // metadata): the scheme's types, the scales' f16 rounding, the rounding of every weight and
 // the nibble order.
 TEST(QuantReference, BlockBytesEqualTheReferenceReplica) {
-  for (const auto& dir : tiny_model_dirs()) {
+  for (const auto& dir : test::tiny_model_dirs()) {
     const SafetensorsFile ref = SafetensorsFile::open(dir / "reference.safetensors");
     for (const Kind& kind : kKinds) {
       const test::TempDir tmp;
@@ -142,7 +134,7 @@ TEST(QuantReference, BlockBytesEqualTheReferenceReplica) {
 //     reach), at most 4 of the 288 steps.
 TEST(QuantReference, LogitsWithinTheFlipBoundAndGreedyEqual) {
   size_t cases = 0, exact = 0, near_ties = 0;
-  for (const auto& dir : tiny_model_dirs()) {
+  for (const auto& dir : test::tiny_model_dirs()) {
     const SafetensorsFile ref = SafetensorsFile::open(dir / "reference.safetensors");
     for (const Kind& kind : kKinds) {
       const Model model = load(dir, kind.type);
@@ -186,7 +178,7 @@ TEST(QuantReference, LogitsWithinTheFlipBoundAndGreedyEqual) {
 // tiny model and the default model, both types. Asking for the type again on the quantized
 // file keeps its blocks (bitwise again).
 TEST(QuantFile, FileEqualsQuantizeAtLoadBitwise) {
-  std::vector<fs::path> dirs = tiny_model_dirs();
+  std::vector<fs::path> dirs = test::tiny_model_dirs();
   dirs.push_back(fs::path(NANOINFER_SOURCE_DIR) / "data/default-model");
   const std::vector<int32_t> tokens = {1, 7, 42, 100, 3, 3, 250, 17, 9, 64, 128, 5};
   for (const auto& dir : dirs) {

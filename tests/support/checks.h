@@ -52,6 +52,15 @@ inline std::filesystem::path tiny_models_dir() {
   return std::filesystem::path(NANOINFER_SOURCE_DIR) / "tests/data/models";
 }
 
+// The tiny models' directories that hold `marker` (the full reference by default), sorted.
+inline std::vector<std::filesystem::path> tiny_model_dirs(const char* marker = "reference.safetensors") {
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& entry : std::filesystem::directory_iterator(tiny_models_dir()))
+    if (entry.is_directory() && std::filesystem::exists(entry.path() / marker)) dirs.push_back(entry.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
 // The index of the largest value; ties go to the lowest index, as in the reference.
 inline int32_t argmax(std::span<const float> v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());

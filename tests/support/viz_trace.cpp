@@ -52,7 +52,10 @@ void check_trace(const nlohmann::json& trace, double tolerance) {
   }
   const int64_t n = integer(settings, "n", "settings");
   integer(settings, "top_k", "settings");
-  integer(settings, "seed", "settings");
+  const auto& seed = field(settings, "seed", "settings");
+  check(seed.is_string() && !seed.get<std::string>().empty() &&
+            seed.get<std::string>().find_first_not_of("0123456789") == std::string::npos,
+        "settings.seed: not a string of decimal digits");
   for (const char* name : {"temperature", "top_p", "min_p", "repetition_penalty"}) number(settings, name, "settings");
 
   const auto& model = field(trace, "model", "trace");

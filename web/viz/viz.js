@@ -8,7 +8,7 @@
 //   {
 //     "format": "nanoinfer-viz-trace", "version": 1,
 //     "settings": { "model": str, "prompt": str, "n": int, "temperature": num, "top_k": int,
-//                   "top_p": num, "min_p": num, "repetition_penalty": num, "seed": int },
+//                   "top_p": num, "min_p": num, "repetition_penalty": num, "seed": str },
 //     "model":    { "n_layers": int, "n_heads": int, "n_kv_heads": int, "vocab_size": int },
 //     "prompt":   [ { "id": int, "piece": str }, ... ],               // P prompt tokens
 //     "steps": [                                                     // one per generated token
