@@ -410,38 +410,41 @@ std::optional<bool> parse_template_kwargs(const json& body) {
   return thinking;
 }
 
-// A completion's prompt: a string, an array of token ids, or an array holding one of either
-// (OpenAI's batch forms). Several prompts are a 400: each is its own request here, and
-// concurrent requests are batched together anyway.
-void parse_prompt(const json& body, CompletionRequest& r) {
-  const json* p = field(body, "prompt");
-  if (!p) bad_request("missing_field", "'prompt' is required");
-  const auto token_ids = [](const json& v) {
-    return v.is_array() && !v.empty() &&
-           std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number_integer(); });
-  };
-  const json* one = p;
-  if (p->is_array() && !token_ids(*p)) {
-    if (p->size() > 1) {
-      unsupported_field("prompt",
-                        fmt::format("it holds {} prompts; send one prompt per request (concurrent requests are "
-                                    "batched together)",
-                                    p->size()));
-    }
-    if (p->empty()) bad_request("invalid_value", "'prompt' must not be empty");
-    one = &(*p)[0];
-  }
-  if (one->is_string()) {
-    r.prompt = one->get<std::string>();
-    if (r.prompt.empty()) bad_request("invalid_value", "'prompt' must not be empty");
+// One prompt of a completion: a string or an array of token ids, into `text` or `ids`.
+void parse_one_prompt(const json& one, std::string& text, std::vector<int32_t>& ids) {
+  if (one.is_string()) {
+    text = one.get<std::string>();
+    if (text.empty()) bad_request("invalid_value", "'prompt' must not be empty");
     return;
   }
-  if (!token_ids(*one)) wrong_type("prompt", "a string, an array of token ids, or an array of one of them", *one);
-  for (const json& id : *one) {
+  const bool token_ids = one.is_array() && !one.empty() &&
+                         std::all_of(one.begin(), one.end(), [](const json& x) { return x.is_number_integer(); });
+  if (!token_ids) wrong_type("prompt", "a string, an array of token ids, or an array of either", one);
+  for (const json& id : one) {
     const bool valid = id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
                                                : id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX;
     if (!valid) bad_request("invalid_value", fmt::format("'prompt' holds {}, not a token id", id.dump()));
-    r.prompt_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+}
+
+// A completion's prompt: a string, an array of token ids, or an array of several of either
+// (OpenAI's batch: one choice per prompt, in order).
+constexpr size_t kMaxBatchPrompts = 64;
+void parse_prompt(const json& body, CompletionRequest& r) {
+  const json* p = field(body, "prompt");
+  if (!p) bad_request("missing_field", "'prompt' is required");
+  const bool ids = p->is_array() && !p->empty() && (*p)[0].is_number_integer();
+  if (!p->is_array() || ids) return parse_one_prompt(*p, r.prompt, r.prompt_ids);
+  if (p->empty()) bad_request("invalid_value", "'prompt' must not be empty");
+  if (p->size() == 1) return parse_one_prompt((*p)[0], r.prompt, r.prompt_ids);
+  if (p->size() > kMaxBatchPrompts) {
+    bad_request("invalid_value",
+                fmt::format("'prompt' holds {} prompts; at most {} in one request", p->size(), kMaxBatchPrompts));
+  }
+  for (const json& one : *p) {
+    CompletionRequest::Prompt& prompt = r.batch.emplace_back();
+    parse_one_prompt(one, prompt.text, prompt.ids);
   }
 }
 

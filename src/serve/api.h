@@ -47,6 +47,13 @@ struct CompletionRequest {
   ToolRequest tools;                  // chat: tools, tool_choice, parallel_tool_calls
   std::string prompt;                 // completions: the text, or
   std::vector<int32_t> prompt_ids;    // completions: the token ids, when the prompt was given as ids
+  // completions: OpenAI's array of several prompts, each generated as its own choice (index i);
+  // empty for one prompt (`prompt` or `prompt_ids`).
+  struct Prompt {
+    std::string text;
+    std::vector<int32_t> ids;
+  };
+  std::vector<Prompt> batch;
   // chat_template_kwargs.enable_thinking (a reasoning model's template); unset: the server's default.
   std::optional<bool> enable_thinking;
   std::string model;  // "" when the request names none

@@ -24,6 +24,7 @@
 #include "nanoinfer/server.h"
 #include "serve/access_log.h"
 #include "serve/api.h"
+#include "serve/batch_reply.h"
 #include "serve/embeddings.h"
 #include "serve/fit_context.h"
 #include "serve/front.h"
@@ -45,8 +46,9 @@ namespace {
 // runs the pre-routing handler, the route, its streaming and the logger on one thread.
 struct RequestTrace {
   std::chrono::steady_clock::time_point start{};
-  std::shared_ptr<serve::Channel> channel;  // set once the request reached the scheduler
-  size_t key = 0;                           // 1 + the index of the API key it authenticated with; 0 without
+  std::shared_ptr<serve::Channel> channel;             // set once the request reached the scheduler
+  std::vector<std::shared_ptr<serve::Channel>> batch;  // an array of prompts: every prompt's
+  size_t key = 0;                                      // 1 + the index of the API key it authenticated with; 0 without
   // The model it runs on, held loaded until the request is logged (or its stream ends).
   std::shared_ptr<serve::ModelRegistry::Lease> lease;
   std::string model;
@@ -245,8 +247,7 @@ struct Server::Impl {
         res.set_header(serve::kDroppedTurnsHeader, std::to_string(fit_to_context(r, *engine)));
       }
       // Per-key isolation: a prompt reuses cached rows only of prompts sent with the same key.
-      job = serve::make_job(r, *engine, prefix_cache == PrefixCache::PerKey ? request_trace.key : 0,
-                            serve::thinks(r, options.reasoning));
+      if (r.batch.empty()) job = serve::make_job(r, *engine, cache_scope(), serve::thinks(r, options.reasoning));
     } catch (const ApiError& e) {
       if (serve::Front::client_gone()) {  // left while its grammar compiled or its model loaded
         res.status = 499;
@@ -260,6 +261,7 @@ struct Server::Impl {
       res.status = 499;
       return;
     }
+    if (!r.batch.empty()) return completion_batch(res, r, *engine);
     serve::ReplyOptions reply{
         .id = {serve::random_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), unix_now(), request_trace.model},
         .split_reasoning = splits_reasoning(r, *engine)};
@@ -321,6 +323,61 @@ struct Server::Impl {
         [channel](bool) { channel->cancel(); });
   }
 
+  size_t cache_scope() const { return prefix_cache == PrefixCache::PerKey ? request_trace.key : 0; }
+
+  // OpenAI's array of prompts (serve/batch_reply.h): every prompt a job of its own, all
+  // submitted at once (so they share the scheduler's steps), answered as one response.
+  void completion_batch(httplib::Response& res, const serve::CompletionRequest& r, serve::ServingModel& engine) {
+    std::vector<serve::CompletionRequest> prompts;
+    std::vector<serve::Job> jobs;
+    try {
+      jobs = serve::batch_jobs(r, engine, cache_scope(), prompts);
+    } catch (const ApiError& e) {
+      return send_error(res, e);
+    }
+    std::vector<std::vector<int32_t>> prompt_ids;  // return_token_ids: each prompt's
+    for (const serve::Job& job : jobs) prompt_ids.push_back(r.return_token_ids ? job.prompt : std::vector<int32_t>{});
+    for (serve::Job& job : jobs) {
+      std::shared_ptr<serve::Channel> c = engine.scheduler->submit(std::move(job));
+      if (!c) {  // settle() cancels the prompts already queued
+        res.set_header("Retry-After", "1");
+        return send_error(res, ApiError(503, "server_error", "queue_full",
+                                        "the request queue has no room for every prompt; retry later"));
+      }
+      request_trace.batch.push_back(std::move(c));
+    }
+    request_trace.channel = request_trace.batch.front();
+    const serve::ReplyOptions reply{.id = {serve::random_id("cmpl-"), unix_now(), request_trace.model}};
+    if (!r.stream) {
+      try {
+        const std::optional<std::string> body = serve::whole_batch_reply(
+            prompts, request_trace.batch, reply, std::move(prompt_ids), [] { return serve::Front::client_gone(); });
+        if (!body) return void(res.status = 499);  // settle() cancels every prompt
+        res.set_content(*body, "application/json");
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    auto stream = std::make_shared<serve::BatchStream>(prompts, reply, r.include_usage);
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [channels = request_trace.batch, stream, lease = request_trace.lease](size_t, httplib::DataSink& sink) {
+          std::vector<std::string> events;
+          stream->pump(channels, events);
+          if (events.empty()) return !serve::Front::client_gone();
+          std::string out;
+          for (const std::string& e : events) out += "data: " + e + "\n\n";
+          if (!sink.write(out.data(), out.size())) return false;
+          if (stream->all_closed()) sink.done();
+          return true;
+        },
+        [channels = request_trace.batch](bool) {
+          for (const std::shared_ptr<serve::Channel>& c : channels) c->cancel();
+        });
+  }
+
   // A reasoning model's chat reply, thinking on and not asked raw: its think block is returned
   // as reasoning_content.
   bool splits_reasoning(const serve::CompletionRequest& r, const serve::ServingModel& engine) const {
@@ -335,6 +392,10 @@ struct Server::Impl {
   // stream whose client left before its end went out with status 200 in its headers; it is
   // counted 499, as a non-streaming request whose client left is.
   int settle(const httplib::Response& res) const {
+    for (const std::shared_ptr<serve::Channel>& c : request_trace.batch) {
+      c->cancel();  // a no-op for a generation that ended
+      c->wait_closed(std::chrono::seconds(60));
+    }
     const std::shared_ptr<serve::Channel>& channel = request_trace.channel;
     if (!channel) return res.status;
     channel->cancel();  // a no-op for a generation that ended
@@ -352,6 +413,12 @@ struct Server::Impl {
     if (request_trace.channel && request_trace.channel->wait_closed(std::chrono::milliseconds(0))) {
       e.tokens = request_trace.channel->usage();
       e.cached = request_trace.channel->cached_prompt_tokens();
+    }
+    for (size_t i = 1; i < request_trace.batch.size(); ++i) {  // the first is `channel`
+      if (!e.tokens || !request_trace.batch[i]->wait_closed(std::chrono::milliseconds(0))) continue;
+      e.tokens->prompt_tokens += request_trace.batch[i]->usage().prompt_tokens;
+      e.tokens->completion_tokens += request_trace.batch[i]->usage().completion_tokens;
+      e.cached += request_trace.batch[i]->cached_prompt_tokens();
     }
     if (registry->size() > 1) {  // a single model's line stays as it always was
       e.model = request_trace.model;

@@ -133,7 +133,7 @@ test('unknown fields are refused as OpenAI does; vendor fields are accepted', as
   }
 });
 
-test('completions take a prompt as text, token ids or an array of one; several are a 400', async () => {
+test('completions take a prompt as text, token ids, or an array of several, one choice each', async () => {
   const greedy = { max_tokens: 8, temperature: 0, return_token_ids: true };
   const text = await post(s.api, '/completions', { prompt: 'ROMEO:', ...greedy });
   assert.equal(text.status, 200);
@@ -144,9 +144,33 @@ test('completions take a prompt as text, token ids or an array of one; several a
     assert.equal(r.json.choices[0].text, text.json.choices[0].text);
     assert.deepEqual(r.json.choices[0].prompt_token_ids, ids);
   }
-  const two = await post(s.api, '/completions', { prompt: ['a', 'b'], max_tokens: 2 });
-  assert.equal(two.status, 400);
-  assert.match(two.json.error.message, /'prompt'.*2 prompts/);
+  // Several prompts: one choice each, in order, each the text its prompt alone gets.
+  const prompts = ['ROMEO:', 'JULIET:', ids];
+  const alone = [];
+  for (const prompt of prompts) alone.push((await post(s.api, '/completions', { prompt, ...greedy })).json);
+  const batch = await post(s.api, '/completions', { prompt: prompts, ...greedy });
+  assert.equal(batch.status, 200, JSON.stringify(batch.json));
+  assert.deepEqual(batch.json.choices.map((c) => c.index), [0, 1, 2]);
+  batch.json.choices.forEach((c, i) => {
+    assert.equal(c.text, alone[i].choices[0].text, `prompt ${i}`);
+    assert.deepEqual(c.prompt_token_ids, alone[i].choices[0].prompt_token_ids);
+  });
+  assert.equal(batch.json.usage.completion_tokens, alone.reduce((n, a) => n + a.usage.completion_tokens, 0));
+  assert.equal(batch.json.usage.prompt_tokens, alone.reduce((n, a) => n + a.usage.prompt_tokens, 0));
+  // Streamed: each choice's chunks concatenate to its text; the usage once, then [DONE].
+  const streamed = await client.completions.create({ prompt: prompts, max_tokens: 8, temperature: 0, stream: true,
+    stream_options: { include_usage: true } });
+  const texts = ['', '', ''];
+  let usage = null;
+  for await (const chunk of streamed) {
+    for (const c of chunk.choices) texts[c.index] += c.text;
+    if (chunk.usage) usage = chunk.usage;
+  }
+  assert.deepEqual(texts, alone.map((a) => a.choices[0].text));
+  assert.equal(usage.completion_tokens, batch.json.usage.completion_tokens);
+  const badOne = await post(s.api, '/completions', { prompt: ['a', [1, 999999]], max_tokens: 2 });
+  assert.equal(badOne.status, 400);
+  assert.match(badOne.json.error.message, /^prompt 1: .*token 999999/);
   const big = await post(s.api, '/completions', { prompt: [1, 999999], max_tokens: 2 });
   assert.equal(big.status, 400);
   assert.match(big.json.error.message, /token 999999/);

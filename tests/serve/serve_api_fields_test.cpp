@@ -217,7 +217,14 @@ TEST(ServeFieldTable, PromptFormsAndTemplateKwargs) {
   EXPECT_EQ(parse_request(R"({"prompt": [5, 6, 7]})", Endpoint::Completion).prompt_ids,
             (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(parse_request(R"({"prompt": [[5, 6]]})", Endpoint::Completion).prompt_ids, (std::vector<int32_t>{5, 6}));
-  EXPECT_NE(refusal({{"prompt", {"a", "b"}}}, Endpoint::Completion).find("2 prompts"), std::string::npos);
+  const CompletionRequest batch = parse_request(R"({"prompt": ["a", [5, 6], "c"]})", Endpoint::Completion);
+  ASSERT_EQ(batch.batch.size(), 3u);
+  EXPECT_EQ(batch.batch[0].text, "a");
+  EXPECT_EQ(batch.batch[1].ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(batch.batch[2].text, "c");
+  EXPECT_NE(refusal({{"prompt", json(std::vector<std::string>(65, "a"))}}, Endpoint::Completion).find("at most 64"),
+            std::string::npos);
+  EXPECT_NE(refusal({{"prompt", {"a", ""}}}, Endpoint::Completion).find("must not be empty"), std::string::npos);
   EXPECT_NE(refusal({{"prompt", {1, -2}}}, Endpoint::Completion).find("not a token id"), std::string::npos);
   EXPECT_NE(refusal({{"prompt", json::array()}}, Endpoint::Completion).find("must not be empty"), std::string::npos);
   EXPECT_EQ(chat({{"chat_template_kwargs", {{"enable_thinking", false}}}}).enable_thinking, false);
