@@ -95,11 +95,12 @@ struct Usage {
   size_t completion_tokens = 0;
 };
 
-// Identity shared by every object of one response.
+// Identity shared by every object of one response, and the choice its objects carry.
 struct ResponseId {
   std::string id;       // "chatcmpl-..." / "cmpl-..."
   int64_t created = 0;  // unix seconds
   std::string model;
+  size_t choice = 0;  // the choice's index: 0, or its prompt's in an array of prompts
 };
 
 // The token ids of return_token_ids.

@@ -94,7 +94,7 @@ std::string response_json(Endpoint endpoint, const ResponseId& id, std::string_v
                           const Usage& usage, const TokenIds* ids, const std::vector<TokenLogprob>* logprobs,
                           const std::vector<ToolCall>* tool_calls, std::string_view reasoning) {
   json j = head(endpoint, id, false);
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_name(finish)}};
+  json choice = {{"index", id.choice}, {"finish_reason", finish_reason_name(finish)}};
   if (endpoint == Endpoint::Chat) {
     const bool calls = tool_calls && !tool_calls->empty();
     choice["message"] = {{"role", "assistant"}, {"content", calls && text.empty() ? json(nullptr) : json(text)}};
@@ -125,7 +125,7 @@ std::string chunk_json(Endpoint endpoint, const ResponseId& id, const ChunkParts
     j["usage"] = usage_json(*parts.usage);
     return dump(j);
   }
-  json choice = {{"index", 0}};
+  json choice = {{"index", id.choice}};
   choice["finish_reason"] = parts.finish ? json(finish_reason_name(*parts.finish)) : json(nullptr);
   if (endpoint == Endpoint::Chat) {
     json delta = json::object();

@@ -41,21 +41,13 @@ std::optional<std::string> whole_batch_reply(const std::vector<CompletionRequest
                                              const std::function<bool()>& gone) {
   std::vector<std::string> replies;
   for (size_t i = 0; i < channels.size(); ++i) {
-    std::string text;
-    std::vector<TokenLogprob> logprobs;
-    while (true) {
-      std::optional<Channel::Piece> p = channels[i]->next_for(std::chrono::milliseconds(100));
-      if (p) {
-        text += p->text;
-        for (TokenLogprob& lp : p->logprobs) logprobs.push_back(std::move(lp));
-      }
-      if (p && p->done) break;
-      if (gone()) return std::nullopt;
-    }
+    std::optional<WholeText> whole = read_whole(*channels[i], gone);
+    if (!whole) return std::nullopt;
     if (channels[i]->outcome() != Outcome::Finished) throw generation_error(*channels[i]);
     ReplyOptions one = reply;
+    one.id.choice = i;
     if (i < prompt_ids.size()) one.prompt_ids = std::move(prompt_ids[i]);
-    replies.push_back(whole_reply(prompts[i], one, text, logprobs, *channels[i]));
+    replies.push_back(whole_reply(prompts[i], one, whole->text, whole->logprobs, *channels[i]));
   }
   return merge_whole_replies(replies);
 }
@@ -65,9 +57,7 @@ std::string merge_whole_replies(const std::vector<std::string>& replies) {
   json choices = json::array(), usage = json::object();
   for (size_t i = 0; i < replies.size(); ++i) {
     json one = json::parse(replies[i]);
-    json choice = one["choices"].at(0);
-    choice["index"] = i;
-    choices.push_back(std::move(choice));
+    choices.push_back(std::move(one["choices"].at(0)));
     add_usage(usage, one["usage"]);
     if (i == 0) merged = std::move(one);
   }
@@ -80,6 +70,7 @@ BatchStream::BatchStream(const std::vector<CompletionRequest>& prompts, const Re
     : closed_(prompts.size(), false), id_(o.id), include_usage_(include_usage) {
   for (const CompletionRequest& r : prompts) {
     ReplyOptions one = o;
+    one.id.choice = streams_.size();
     CompletionRequest quiet = r;
     quiet.include_usage = false;  // the usage is summed here, once
     streams_.push_back(std::make_unique<ReplyStream>(quiet, std::move(one)));
@@ -92,27 +83,22 @@ bool BatchStream::all_closed() const {
   return true;
 }
 
-void BatchStream::renumber(size_t i, std::vector<std::string>& from, std::vector<std::string>& events) {
-  for (std::string& e : from) {
-    if (e == "[DONE]") continue;
-    json chunk = json::parse(e);
-    if (auto c = chunk.find("choices"); c != chunk.end()) {
-      for (json& choice : *c) choice["index"] = i;
-    }
-    events.push_back(chunk.dump(-1, ' ', false, json::error_handler_t::replace));
-  }
+// A prompt's payloads but its "[DONE]": the stream ends once, after every prompt.
+void BatchStream::relay(std::vector<std::string>& from, std::vector<std::string>& events) {
+  for (std::string& e : from)
+    if (e != "[DONE]") events.push_back(std::move(e));
 }
 
 void BatchStream::piece(size_t i, const Channel::Piece& p, std::vector<std::string>& events) {
   std::vector<std::string> own;
   streams_[i]->piece(p, own);
-  renumber(i, own, events);
+  relay(own, events);
 }
 
 void BatchStream::close(size_t i, const Channel& channel, std::vector<std::string>& events) {
   std::vector<std::string> own;
   streams_[i]->close(channel, own);
-  renumber(i, own, events);
+  relay(own, events);
   closed_[i] = true;
   usage_.prompt_tokens += channel.usage().prompt_tokens;
   usage_.completion_tokens += channel.usage().completion_tokens;

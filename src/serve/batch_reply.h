@@ -1,7 +1,7 @@
 // OpenAI's array of prompts in /v1/completions: each prompt is its own job and its own choice
 // (index i, in the order of the array), answered together as one response or one stream.
-// The single replies (serve/reply.h) are made as for one prompt, then renumbered and merged
-// here: choices gathered, usage summed, one "[DONE]".
+// The single replies (serve/reply.h) are made as for one prompt with the prompt's choice index
+// (ResponseId::choice), then merged here: choices gathered, usage summed, one "[DONE]".
 #pragma once
 
 #include <functional>
@@ -38,7 +38,7 @@ class BatchStream {
   size_t size() const { return streams_.size(); }
   bool closed(size_t i) const { return closed_[i]; }
   bool all_closed() const;
-  // Prompt i's payloads for one piece of its channel, renumbered as choice i.
+  // Prompt i's payloads for one piece of its channel (its choice: index i).
   void piece(size_t i, const Channel::Piece& p, std::vector<std::string>& events);
   // After prompt i's last piece: its finish (or error). Once every prompt is closed: the summed
   // usage (stream_options.include_usage), then "[DONE]".
@@ -48,7 +48,7 @@ class BatchStream {
   void pump(const std::vector<std::shared_ptr<Channel>>& channels, std::vector<std::string>& events);
 
  private:
-  void renumber(size_t i, std::vector<std::string>& from, std::vector<std::string>& events);
+  void relay(std::vector<std::string>& from, std::vector<std::string>& events);
 
   std::vector<std::unique_ptr<ReplyStream>> streams_;
   std::vector<bool> closed_;

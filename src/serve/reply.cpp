@@ -1,11 +1,26 @@
 #include "serve/reply.h"
 
+#include <chrono>
+
 namespace nanoinfer::serve {
 
 ApiError generation_error(const Channel& channel) {
   return channel.outcome() == Outcome::Cancelled
              ? ApiError(503, "server_error", "cancelled", "the generation was cancelled (server shutting down)")
              : ApiError(500, "server_error", "generation_failed", channel.error());
+}
+
+std::optional<WholeText> read_whole(Channel& channel, const std::function<bool()>& gone) {
+  WholeText whole;
+  while (true) {
+    std::optional<Channel::Piece> p = channel.next_for(std::chrono::milliseconds(100));
+    if (p) {
+      whole.text += p->text;
+      for (TokenLogprob& lp : p->logprobs) whole.logprobs.push_back(std::move(lp));
+    }
+    if (p && p->done) return whole;
+    if (gone()) return std::nullopt;
+  }
 }
 
 std::string whole_reply(const CompletionRequest& r, const ReplyOptions& o, std::string_view text,

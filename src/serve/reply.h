@@ -6,6 +6,7 @@
 // they split it the same way.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,15 @@ struct ReplyOptions {
 
 // The error a generation that did not finish answers with (503 cancelled, 500 failed).
 ApiError generation_error(const Channel& channel);
+
+// What a non-streaming request's channel gave, all of it.
+struct WholeText {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+};
+// Reads the channel to its end; nullopt when `gone` says the client left first (checked between
+// steps, at most every 100 ms).
+std::optional<WholeText> read_whole(Channel& channel, const std::function<bool()>& gone);
 
 // The response of a finished non-streaming request: `text` and `logprobs` are everything the
 // channel gave.

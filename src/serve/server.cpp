@@ -275,24 +275,16 @@ struct Server::Impl {
       return;
     }
     if (!r.stream) {
-      std::string text;
-      std::vector<serve::TokenLogprob> logprobs;
-      while (true) {
-        std::optional<serve::Channel::Piece> p = channel->next_for(std::chrono::milliseconds(100));
-        if (p) {
-          text += p->text;
-          for (auto& lp : p->logprobs) logprobs.push_back(std::move(lp));
-        }
-        if (p && p->done) break;
-        // Between steps: a client that left frees its place (queued) or its slot (running).
-        if (serve::Front::client_gone()) {
-          channel->cancel();
-          res.status = 499;  // nginx's "client closed request": counted, never seen
-          return;
-        }
+      // Between steps: a client that left frees its place (queued) or its slot (running).
+      const std::optional<serve::WholeText> whole =
+          serve::read_whole(*channel, [] { return serve::Front::client_gone(); });
+      if (!whole) {
+        channel->cancel();
+        res.status = 499;  // nginx's "client closed request": counted, never seen
+        return;
       }
       if (channel->outcome() == serve::Outcome::Finished) {
-        res.set_content(serve::whole_reply(r, reply, text, logprobs, *channel), "application/json");
+        res.set_content(serve::whole_reply(r, reply, whole->text, whole->logprobs, *channel), "application/json");
       } else {
         send_error(res, serve::generation_error(*channel));
       }
