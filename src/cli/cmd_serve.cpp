@@ -289,7 +289,8 @@ void setup_serve(CLI::App& app) {
   // serve takes -m once per model.
   app.remove_option(app.get_option("-m"));
   app.add_option("-m,--model", f->models,
-                 "Model directory (config.json, model.safetensors, tokenizer.json) or a .gguf file; repeat to "
+                 "Model directory (config.json, model.safetensors, tokenizer.json), a .gguf file, or "
+                 "ORG/NAME[@REVISION][:QUANT] of the Hugging Face cache (see `nanoinfer pull`); repeat to "
                  "serve several: a request's \"model\" picks one by id (the directory or file name, or "
                  "--model-id), the first is the default and loads at start, the others on first use "
                  "(default: the model built into this binary). The other model flags apply to every model")
