@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "kernels/prefill_driver.h"
 #include "kernels/simd_kernels.h"
+#include "kernels/small_batch.h"
 #include "kernels/tile_sums.h"
 
 namespace nanoinfer::kernels {
@@ -157,7 +158,24 @@ inline void Tile::run(const float* w, const float* bias, const float* x, size_t 
 
 }  // namespace f32prefill
 
-// One token: the generic kernel (simd_kernels.h); more: f32prefill, bitwise the same.
+// The small-batch driver's policies (kernels/small_batch.h): the generic kernel's chain, on f32
+// weights or bf16 widened exactly (W).
+template <class WT>
+struct SmallBatch {
+  using W = WT;
+  using X = float;
+  using V = __m512;
+  using Tree = f32prefill::F32Tree;
+  static constexpr size_t kStep = Avx512Ops::width;
+  static V load_w(const WT* p) { return Avx512Ops::load(p); }
+  static V load_x(const float* p) { return _mm512_loadu_ps(p); }
+  static V load_w_tail(const WT* p, size_t n) { return Avx512Ops::load_tail(p, n); }
+  static V load_x_tail(const float* p, size_t n) { return _mm512_maskz_loadu_ps(Avx512Ops::tail_mask(n), p); }
+  static V madd(V acc, V w, V x) { return _mm512_fmadd_ps(w, x, acc); }
+};
+
+// One token: the generic kernel (simd_kernels.h); a few: the small-batch driver; more:
+// f32prefill; all bitwise the same.
 void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                 size_t n_tokens, size_t row_begin, size_t row_end) {
   if (n_tokens == 0 || row_begin >= row_end) return;
@@ -165,15 +183,33 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
     matmul<Avx512Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
     return;
   }
+  // f32 activations of more than one token group (16 x 896 floats: 56 KiB) would crowd the
+  // weights out of L1; those go to the prefill tiles.
+  if (n_tokens <= small_batch::kGroupTokens) {
+    small_batch::matmul<SmallBatch<float>>(reinterpret_cast<const float*>(w), bias, x, cols, y, rows, cols, n_tokens,
+                                           row_begin, row_end);
+    return;
+  }
   prefill::matmul<f32prefill::Tile>(reinterpret_cast<const float*>(w), bias, x, cols, y, rows, cols, n_tokens,
                                     row_begin, row_end);
+}
+
+// bf16 widened to f32: a few tokens by the small-batch driver, else the generic kernel.
+void matmul_bf16_widened(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                         size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens >= 2 && n_tokens <= small_batch::kMaxTokens && row_begin < row_end) {
+    small_batch::matmul<SmallBatch<uint16_t>>(reinterpret_cast<const uint16_t*>(w), bias, x, cols, y, rows, cols,
+                                              n_tokens, row_begin, row_end);
+    return;
+  }
+  matmul_bytes<Avx512Ops, uint16_t>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 }  // namespace
 
 namespace avx512 {
 
-constinit const ByType<MatmulFn> matmul{.f32 = matmul_f32, .bf16 = matmul_bytes<Avx512Ops, uint16_t>};
+constinit const ByType<MatmulFn> matmul{.f32 = matmul_f32, .bf16 = matmul_bf16_widened};
 constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx512Ops>;
 constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx512Ops>;
 
