@@ -194,10 +194,11 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
                                     row_begin, row_end);
 }
 
-// bf16 widened to f32: a few tokens by the small-batch driver, else the generic kernel.
+// bf16 widened to f32: a few tokens (one group, as matmul_f32's) by the small-batch driver,
+// else the generic kernel.
 void matmul_bf16_widened(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                          size_t n_tokens, size_t row_begin, size_t row_end) {
-  if (n_tokens >= 2 && n_tokens <= small_batch::kMaxTokens && row_begin < row_end) {
+  if (n_tokens >= 2 && n_tokens <= small_batch::kGroupTokens && row_begin < row_end) {
     small_batch::matmul<SmallBatch<uint16_t>>(reinterpret_cast<const uint16_t*>(w), bias, x, cols, y, rows, cols,
                                               n_tokens, row_begin, row_end);
     return;
