@@ -8,10 +8,10 @@
 //   a 16-row group is computed as `parts` slices of `lanes` rows (AVX2: two slices of 8 rows,
 //   the low and high 32 bytes of each 64-byte vector of the layout); prefill_tokens: tokens
 //   per kernel call in prefill (a divisor of kQuantTokenGroup, so the padded token count is a
-//   multiple of it); small_tokens: the most tokens a batch may have to be a small one (speculative
-//   verification, serve's batched decode): its token groups are then sized to the batch, so
-//   each group's weights are decoded once for as many tokens as the registers hold, and no work
-//   goes to the padding tokens of the activations' layout.
+//   multiple of it); small_tokens: the most tokens per kernel call in a small batch (up to
+//   kPackedSmallBatch tokens: speculative verification, serve's batched decode), whose token
+//   groups are sized to the batch, so each group's weights are decoded once for as many tokens
+//   as the registers hold, and no work goes to the padding tokens of the activations' layout.
 // Each lane is one (row, token) pair and runs the scalar reference's steps, so a slice's
 // width, the split into slices and the order of slices never change a result's bits.
 #pragma once
@@ -193,6 +193,9 @@ inline void prefetch(const uint8_t* p) {
 // the weights stream from memory once per block.
 constexpr size_t kPackedTokenBlock = 64;
 
+// The most tokens of a small batch (see the policies' small_tokens).
+constexpr size_t kPackedSmallBatch = 16;
+
 // f(std::integral_constant<size_t, n>{}) for the count 1 <= n <= N.
 template <size_t N, class F>
 inline void with_token_count(size_t n, F&& f) {
@@ -239,9 +242,8 @@ void packed_product(const std::byte* w, size_t row_bytes, size_t w_rows, const f
         store(r0 + P::lanes * part, 0, acc);
       }
     }
-  } else if (a.n <= P::small_tokens) {
-    // Groups of near-equal size (one on AVX-512). Past small_tokens the prefill groups below:
-    // two groups of 5-8, or groups of 3-4 sized to the batch, ran slower on Zen 5.
+  } else if (a.n <= kPackedSmallBatch) {
+    // Groups of near-equal size, each at most P::small_tokens.
     const size_t groups = (a.n + P::small_tokens - 1) / P::small_tokens, per = (a.n + groups - 1) / groups;
     for (size_t r0 = first_group; r0 < group_end; r0 += kPackRows) {
       const auto* g = reinterpret_cast<const uint8_t*>(w + r0 * row_bytes);
