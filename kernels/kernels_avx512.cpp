@@ -158,6 +158,12 @@ inline void Tile::run(const float* w, const float* bias, const float* x, size_t 
 
 }  // namespace f32prefill
 
+// The most tokens the f32 products (and the widened bf16 ones) give the small-batch driver. Its
+// tiles of 7 or 8 tokens are 3 rows high, which on f32 ran slower than the prefill tiles (Zen 5,
+// 2 threads, the 0.5B's pass of 7-8 rows: ~1.6x a decode step against ~1.4x), and two token
+// groups (9-16) would hold 36-56 KiB of f32 activations, crowding the weights out of L1.
+constexpr size_t kSmallF32Tokens = 6;
+
 // The small-batch driver's policies (kernels/small_batch.h): the generic kernel's chain, on f32
 // weights or bf16 widened exactly (W).
 template <class WT>
@@ -183,9 +189,7 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
     matmul<Avx512Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
     return;
   }
-  // f32 activations of more than one token group (16 x 896 floats: 56 KiB) would crowd the
-  // weights out of L1; those go to the prefill tiles.
-  if (n_tokens <= small_batch::kGroupTokens) {
+  if (n_tokens <= kSmallF32Tokens) {
     small_batch::matmul<SmallBatch<float>>(reinterpret_cast<const float*>(w), bias, x, cols, y, rows, cols, n_tokens,
                                            row_begin, row_end);
     return;
@@ -194,11 +198,11 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
                                     row_begin, row_end);
 }
 
-// bf16 widened to f32: a few tokens (one group, as matmul_f32's) by the small-batch driver,
-// else the generic kernel.
+// bf16 widened to f32: a few tokens (as many as matmul_f32's) by the small-batch driver, else
+// the generic kernel.
 void matmul_bf16_widened(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                          size_t n_tokens, size_t row_begin, size_t row_end) {
-  if (n_tokens >= 2 && n_tokens <= small_batch::kGroupTokens && row_begin < row_end) {
+  if (n_tokens >= 2 && n_tokens <= kSmallF32Tokens && row_begin < row_end) {
     small_batch::matmul<SmallBatch<uint16_t>>(reinterpret_cast<const uint16_t*>(w), bias, x, cols, y, rows, cols,
                                               n_tokens, row_begin, row_end);
     return;
