@@ -22,7 +22,7 @@
 #include <immintrin.h>
 
 #include <cstddef>
-#include <type_traits>
+#include <utility>
 
 #include "kernels/tile_sums.h"
 
@@ -110,25 +110,11 @@ void matmul(const typename P::W* w, const float* bias, const typename P::X* x, s
             size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
   // Tokens in one group, or two of sizes T and n_tokens - T (T or T - 1).
   const size_t t = n_tokens <= kGroupTokens ? n_tokens : (n_tokens + 1) / 2;
-  const auto run = [&](auto tc) {
-    matmul_groups<P, decltype(tc)::value>(w, bias, x, x_stride, y, rows, cols, n_tokens, row_begin, row_end);
-  };
-  switch (t) {
-    case 2:
-      return run(std::integral_constant<size_t, 2>{});
-    case 3:
-      return run(std::integral_constant<size_t, 3>{});
-    case 4:
-      return run(std::integral_constant<size_t, 4>{});
-    case 5:
-      return run(std::integral_constant<size_t, 5>{});
-    case 6:
-      return run(std::integral_constant<size_t, 6>{});
-    case 7:
-      return run(std::integral_constant<size_t, 7>{});
-    default:
-      return run(std::integral_constant<size_t, 8>{});
+  [&]<size_t... I>(std::index_sequence<I...>) {  // t = I + 2: 2 .. kGroupTokens
+    ((t == I + 2 ? (matmul_groups<P, I + 2>(w, bias, x, x_stride, y, rows, cols, n_tokens, row_begin, row_end), 0) : 0),
+     ...);
   }
+  (std::make_index_sequence<kGroupTokens - 1>{});
 }
 
 }  // namespace small_batch
