@@ -158,14 +158,16 @@ inline void Tile::run(const float* w, const float* bias, const float* x, size_t 
 
 }  // namespace f32prefill
 
-// The most tokens the f32 products (and the widened bf16 ones) give the small-batch driver. Its
-// tiles of 7 or 8 tokens are 3 rows high, which on f32 ran slower than the prefill tiles (Zen 5,
-// 2 threads, the 0.5B's pass of 7-8 rows: ~1.6x a decode step against ~1.4x), and two token
-// groups (9-16) would hold 36-56 KiB of f32 activations, crowding the weights out of L1.
+// The most tokens the widened bf16 products give the small-batch driver. Its tiles of 7 or 8
+// tokens are 3 rows high, which on f32 weights ran slower than the prefill tiles (Zen 5, 2
+// threads, the 0.5B's pass of 7-8 rows: ~1.6x a decode step against ~1.4x), and two token groups
+// (9-16) would hold 36-56 KiB of f32 activations, crowding the weights out of L1. (The f32
+// product keeps the prefill tiles for every batch: on Zen 5 the small-batch tiles were no faster
+// on f32 weights at 2-6 tokens either.)
 constexpr size_t kSmallF32Tokens = 6;
 
-// The small-batch driver's policies (kernels/small_batch.h): the generic kernel's chain, on f32
-// weights or bf16 widened exactly (W).
+// The small-batch driver's policy (kernels/small_batch.h): the generic kernel's chain, on
+// weights WT widened exactly (bf16).
 template <class WT>
 struct SmallBatch {
   using W = WT;
@@ -180,8 +182,7 @@ struct SmallBatch {
   static V madd(V acc, V w, V x) { return _mm512_fmadd_ps(w, x, acc); }
 };
 
-// One token: the generic kernel (simd_kernels.h); a few: the small-batch driver; more:
-// f32prefill; all bitwise the same.
+// One token: the generic kernel (simd_kernels.h); more: f32prefill, bitwise the same.
 void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                 size_t n_tokens, size_t row_begin, size_t row_end) {
   if (n_tokens == 0 || row_begin >= row_end) return;
@@ -189,17 +190,12 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
     matmul<Avx512Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
     return;
   }
-  if (n_tokens <= kSmallF32Tokens) {
-    small_batch::matmul<SmallBatch<float>>(reinterpret_cast<const float*>(w), bias, x, cols, y, rows, cols, n_tokens,
-                                           row_begin, row_end);
-    return;
-  }
   prefill::matmul<f32prefill::Tile>(reinterpret_cast<const float*>(w), bias, x, cols, y, rows, cols, n_tokens,
                                     row_begin, row_end);
 }
 
-// bf16 widened to f32: a few tokens (as many as matmul_f32's) by the small-batch driver, else
-// the generic kernel.
+// bf16 widened to f32: 2 .. kSmallF32Tokens tokens by the small-batch driver, else the generic
+// kernel.
 void matmul_bf16_widened(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                          size_t n_tokens, size_t row_begin, size_t row_end) {
   if (n_tokens >= 2 && n_tokens <= kSmallF32Tokens && row_begin < row_end) {
