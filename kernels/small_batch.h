@@ -1,6 +1,6 @@
 // The AVX-512 float products of a few tokens (2 .. kMaxTokens: speculative verification,
-// serve's batched decode), one driver for the f32 product and the widened bf16 product
-// (kernels_avx512.cpp) and the vdpbf16ps one (kernels_avx512_bf16.cpp). Decode is
+// serve's batched decode), one driver for the widened bf16 product (kernels_avx512.cpp) and
+// the vdpbf16ps one (kernels_avx512_bf16.cpp). Decode is
 // memory-bound and so is a pass of a few tokens: each weight should come from memory once for
 // all of them, while the memory stream keeps going. So a register tile is R rows by every token
 // of a group (at most kGroupTokens; more tokens are two groups, the second reading the tile's

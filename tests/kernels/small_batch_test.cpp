@@ -1,6 +1,7 @@
 // Products of a few tokens (2 .. 16: speculative verification, serve's batched decode), which
-// the AVX-512 tiers run through their own drivers (kernels/small_batch.h, the small-batch
-// groups of kernels/packed_driver.h): on every tier this machine has, for every row range a
+// the AVX-512 tiers run through their own drivers (kernels/small_batch.h for bf16, the
+// small-batch groups of kernels/packed_driver.h): on every tier this machine has (f32 too, for
+// every tier's f32 product), for every row range a
 // thread can get, each token's outputs are bitwise those of one call for that token alone,
 // and bitwise the scalar reference where the contract says so (the bf16 tier's bf16 product
 // against matmul_bf16_dot, every packed quantized product against the scalar product).
