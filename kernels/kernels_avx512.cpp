@@ -15,6 +15,7 @@
 #include "kernels/kernels.h"
 #include "kernels/prefill_driver.h"
 #include "kernels/simd_kernels.h"
+#include "kernels/small_batch.h"
 #include "kernels/tile_sums.h"
 
 namespace nanoinfer::kernels {
@@ -157,6 +158,30 @@ inline void Tile::run(const float* w, const float* bias, const float* x, size_t 
 
 }  // namespace f32prefill
 
+// The most tokens the widened bf16 products give the small-batch driver. Its tiles of 7 or 8
+// tokens are 3 rows high, which on f32 weights ran slower than the prefill tiles (Zen 5, 2
+// threads, the 0.5B's pass of 7-8 rows: ~1.6x a decode step against ~1.4x), and two token groups
+// (9-16) would hold 36-56 KiB of f32 activations, crowding the weights out of L1. (The f32
+// product keeps the prefill tiles for every batch: on Zen 5 the small-batch tiles were no faster
+// on f32 weights at 2-6 tokens either.)
+constexpr size_t kSmallF32Tokens = 6;
+
+// The small-batch driver's policy (kernels/small_batch.h): the generic kernel's chain, on
+// weights WT widened exactly (bf16).
+template <class WT>
+struct SmallBatch {
+  using W = WT;
+  using X = float;
+  using V = __m512;
+  using Tree = f32prefill::F32Tree;
+  static constexpr size_t kStep = Avx512Ops::width;
+  static V load_w(const WT* p) { return Avx512Ops::load(p); }
+  static V load_x(const float* p) { return _mm512_loadu_ps(p); }
+  static V load_w_tail(const WT* p, size_t n) { return Avx512Ops::load_tail(p, n); }
+  static V load_x_tail(const float* p, size_t n) { return _mm512_maskz_loadu_ps(Avx512Ops::tail_mask(n), p); }
+  static V madd(V acc, V w, V x) { return _mm512_fmadd_ps(w, x, acc); }
+};
+
 // One token: the generic kernel (simd_kernels.h); more: f32prefill, bitwise the same.
 void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                 size_t n_tokens, size_t row_begin, size_t row_end) {
@@ -169,11 +194,23 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
                                     row_begin, row_end);
 }
 
+// bf16 widened to f32: 2 .. kSmallF32Tokens tokens by the small-batch driver, else the generic
+// kernel.
+void matmul_bf16_widened(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                         size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens >= 2 && n_tokens <= kSmallF32Tokens && row_begin < row_end) {
+    small_batch::matmul<SmallBatch<uint16_t>>(reinterpret_cast<const uint16_t*>(w), bias, x, cols, y, rows, cols,
+                                              n_tokens, row_begin, row_end);
+    return;
+  }
+  matmul_bytes<Avx512Ops, uint16_t>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
 }  // namespace
 
 namespace avx512 {
 
-constinit const ByType<MatmulFn> matmul{.f32 = matmul_f32, .bf16 = matmul_bytes<Avx512Ops, uint16_t>};
+constinit const ByType<MatmulFn> matmul{.f32 = matmul_f32, .bf16 = matmul_bf16_widened};
 constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx512Ops>;
 constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx512Ops>;
 

@@ -29,6 +29,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/prefill_driver.h"
+#include "kernels/small_batch.h"
 #include "kernels/tile_sums.h"
 
 namespace nanoinfer::kernels {
@@ -159,6 +160,23 @@ inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_
   Tile::run<R, T, false>(w, bias, xb, stride, y, rows, cols, r0, t0, 0, cols, nullptr);
 }
 
+// The small-batch driver's policy (kernels/small_batch.h): the prefill tile's chain, the
+// activations padded to whole chunks (no tail mask needed on them).
+struct SmallBatch {
+  using W = uint16_t;
+  using X = uint16_t;
+  using V = __m512bh;
+  using Tree = Bf16Tree;
+  static constexpr size_t kStep = kChunk;
+  static V load_w(const uint16_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
+  static V load_x(const uint16_t* p) { return load_w(p); }
+  static V load_w_tail(const uint16_t* p, size_t n) {
+    return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(static_cast<__mmask32>((uint64_t{1} << n) - 1), p));
+  }
+  static V load_x_tail(const uint16_t* p, size_t) { return load_x(p); }
+  static __m512 madd(__m512 acc, V w, V x) { return _mm512_dpbf16_ps(acc, w, x); }
+};
+
 // The rounded activations of one call: per thread, grown to the largest block seen and then
 // reused, so a decode step allocates nothing. Not a std::vector: its members are inline
 // templates with external linkage, and the linker could keep this file's AVX-512 build of
@@ -204,6 +222,10 @@ void matmul_bf16_rounded(const std::byte* w_bytes, const float* bias, const uint
     for (; r + kDecodeRows <= row_end; r += kDecodeRows) tile<kDecodeRows, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
     for (; r + 4 <= row_end; r += 4) tile<4, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
     for (; r < row_end; ++r) tile<1, 1>(w, bias, xb, stride, y, rows, cols, r, 0);
+    return;
+  }
+  if (n_tokens <= small_batch::kMaxTokens) {
+    small_batch::matmul<SmallBatch>(w, bias, xb, stride, y, rows, cols, n_tokens, row_begin, row_end);
     return;
   }
   prefill::matmul<Tile>(w, bias, xb, stride, y, rows, cols, n_tokens, row_begin, row_end);

@@ -8,7 +8,10 @@
 //   a 16-row group is computed as `parts` slices of `lanes` rows (AVX2: two slices of 8 rows,
 //   the low and high 32 bytes of each 64-byte vector of the layout); prefill_tokens: tokens
 //   per kernel call in prefill (a divisor of kQuantTokenGroup, so the padded token count is a
-//   multiple of it).
+//   multiple of it); small_tokens: the most tokens per kernel call in a small batch (up to
+//   kPackedSmallBatch tokens: speculative verification, serve's batched decode), whose token
+//   groups are sized to the batch, so each group's weights are decoded once for as many tokens
+//   as the registers hold, and no work goes to the padding tokens of the activations' layout.
 // Each lane is one (row, token) pair and runs the scalar reference's steps, so a slice's
 // width, the split into slices and the order of slices never change a result's bits.
 #pragma once
@@ -18,6 +21,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
@@ -30,7 +34,7 @@ namespace {
 struct PackedZmm {
   using V = __m512i;
   using F = __m512;
-  static constexpr size_t lanes = 16, parts = 1, prefill_tokens = kQuantTokenGroup;
+  static constexpr size_t lanes = 16, parts = 1, prefill_tokens = kQuantTokenGroup, small_tokens = 8;
 
   static V zero() { return _mm512_setzero_si512(); }
   static F zero_f() { return _mm512_setzero_ps(); }
@@ -104,7 +108,7 @@ template <bool kVnni>
 struct PackedYmm {
   using V = __m256i;
   using F = __m256;
-  static constexpr size_t lanes = 8, parts = 2, prefill_tokens = 2;
+  static constexpr size_t lanes = 8, parts = 2, prefill_tokens = 2, small_tokens = 2;
 
   static V zero() { return _mm256_setzero_si256(); }
   static F zero_f() { return _mm256_setzero_ps(); }
@@ -189,6 +193,18 @@ inline void prefetch(const uint8_t* p) {
 // the weights stream from memory once per block.
 constexpr size_t kPackedTokenBlock = 64;
 
+// The most tokens of a small batch (see the policies' small_tokens).
+constexpr size_t kPackedSmallBatch = 16;
+
+// f(std::integral_constant<size_t, n>{}) for the count 1 <= n <= N.
+template <size_t N, class F>
+inline void with_token_count(size_t n, F&& f) {
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    ((n == I + 1 ? (f(std::integral_constant<size_t, I + 1>{}), 0) : 0), ...);
+  }
+  (std::make_index_sequence<N>{});
+}
+
 // The packed product (MatmulPackedFn) over rows [row_begin, row_end): whole groups by
 // `group`, the rows of a partial last group (left as they were, kernels/quant_blocks.h) by
 // `rest(begin, end)`. group(std::integral_constant<size_t, TG>, g, part, t0, acc) adds to
@@ -224,6 +240,25 @@ void packed_product(const std::byte* w, size_t row_bytes, size_t w_rows, const f
         typename P::F acc = P::zero_f();
         group(std::integral_constant<size_t, 1>{}, g, part, 0, &acc);
         store(r0 + P::lanes * part, 0, acc);
+      }
+    }
+  } else if (a.n <= kPackedSmallBatch) {
+    // Groups of near-equal size, each at most P::small_tokens.
+    const size_t groups = (a.n + P::small_tokens - 1) / P::small_tokens, per = (a.n + groups - 1) / groups;
+    for (size_t r0 = first_group; r0 < group_end; r0 += kPackRows) {
+      const auto* g = reinterpret_cast<const uint8_t*>(w + r0 * row_bytes);
+      for (size_t part = 0; part < P::parts; ++part) {
+        if (!wanted(r0, part)) continue;
+        for (size_t t0 = 0; t0 < a.n; t0 += per) {
+          with_token_count<P::small_tokens>(std::min(per, a.n - t0), [&](auto tg) {
+            constexpr size_t TG = decltype(tg)::value;
+            typename P::F acc[TG];
+#pragma GCC unroll 16
+            for (size_t t = 0; t < TG; ++t) acc[t] = P::zero_f();
+            group(tg, g, part, t0, acc);
+            for (size_t t = 0; t < TG; ++t) store(r0 + P::lanes * part, t0 + t, acc[t]);
+          });
+        }
       }
     }
   } else {

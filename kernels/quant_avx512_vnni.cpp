@@ -210,14 +210,18 @@ struct ZmmVnni {
 // vpdpbusd in flight; their integer sum is exact in any order. Then the reference's float steps.
 
 // Acc[t] += the 16 rows' sums for token t of every block. g: the group's first byte; xq, d, s:
-// as in ZmmVnni::group.
-template <WeightType kType, size_t TG>
+// as in ZmmVnni::group. kAhead: ask for the weights kPrefetchAhead bytes on (a small batch:
+// its products run long enough per byte that the hardware prefetcher alone left the loads
+// waiting on memory).
+template <WeightType kType, size_t TG, bool kAhead = false>
 void packed_group(const uint8_t* g, size_t nb, const int8_t* const* xq, const float* d, const int32_t* s, size_t stride,
                   __m512* acc) {
   constexpr size_t group_block = kPackRows * kBlockBytes<kType>;
   constexpr int offset_shift = kType == WeightType::Q4_0 ? 3 : 7;  // 8 or 128
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * group_block;
+    if constexpr (kAhead)
+      for (size_t line = 0; line < group_block; line += 64) prefetch(blk + line + kPrefetchAhead);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     const uint8_t* words = blk + 2 * kPackRows;
     __m512i w[8];  // w[k]: weights of elements 4k .. 4k + 3 of every row, unsigned
@@ -266,7 +270,10 @@ void matmul_packed_scaled(const std::byte* w, size_t w_rows, const float* bias, 
     const int8_t* xq[TG];
 #pragma GCC unroll 16
     for (size_t t = 0; t < TG; ++t) xq[t] = a.q.data() + (t0 + t) * a.cols;
-    packed_group<kType, TG>(g, a.nb, xq, a.d.data() + t0, a.s.data() + t0, a.tokens, acc);
+    if (a.n > 1 && a.n <= kPackedSmallBatch)
+      packed_group<kType, TG, true>(g, a.nb, xq, a.d.data() + t0, a.s.data() + t0, a.tokens, acc);
+    else
+      packed_group<kType, TG>(g, a.nb, xq, a.d.data() + t0, a.s.data() + t0, a.tokens, acc);
   };
   const auto rest = [&](size_t begin, size_t end) {
     matmul_quantized<ZmmVnni, kType>(w, bias, a, y, stride, begin, end);

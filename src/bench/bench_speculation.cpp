@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <span>
 
 #include "bench_record.h"
+#include "bench_rows_curve.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/splitmix64.h"
 
@@ -88,21 +88,12 @@ std::vector<int32_t> greedy_tokens(const OpenedModel& m, const std::vector<int32
 }
 
 std::vector<double> pass_cost_curve(const OpenedModel& m, const std::vector<int32_t>& prompt, int64_t rounds) {
-  Sequence seq = m.model.new_sequence();
-  m.model.forward(prompt, seq);
+  Sequence probe = m.model.new_sequence();
   // The pass's tokens are the prompt's first ones (any tokens cost the same).
-  const size_t rows_max = std::min({kMaxPassRows, seq.cache().capacity() - seq.length(), prompt.size()});
-  std::vector<std::vector<double>> seconds(rows_max);
-  using Clock = std::chrono::steady_clock;
-  for (int64_t r = -1; r < rounds * 4; ++r) {  // r = -1 is the warm-up
-    for (size_t rows = 1; rows <= rows_max; ++rows) {
-      const Clock::time_point start = Clock::now();
-      m.model.forward(std::span(prompt).first(rows), seq, /*all_logits=*/true);
-      const double t = std::chrono::duration<double>(Clock::now() - start).count();
-      seq.cache().truncate(prompt.size());
-      if (r >= 0) seconds[rows - 1].push_back(t);
-    }
-  }
+  const size_t rows_max = std::min({kMaxPassRows, probe.cache().capacity() - prompt.size(), prompt.size()});
+  std::vector<size_t> rows(rows_max);
+  for (size_t i = 0; i < rows_max; ++i) rows[i] = i + 1;
+  const std::vector<std::vector<double>> seconds = time_row_passes(m, prompt, rows, rounds * 4);
   std::vector<double> relative;
   const double one = summarize(seconds[0]).median;
   for (const auto& s : seconds) relative.push_back(one > 0 ? summarize(s).median / one : 0.0);

@@ -13,6 +13,10 @@
 // thread count (`bench bandwidth`, --probe-mib), the share of the read roofline reached:
 // bytes per token x median decode tokens/s / median probe GB/s.
 //
+// --rows-curve N,.. times a forward pass of each of those row counts (all logits) at depth -p
+// against a one-row pass, alternated: what speculative verification and batched decode pay
+// for n rows, in decode steps (median and minimum).
+//
 // --cache-ab adds the KV cache A/B: the same greedy decode once with the cache and once by
 // recomputing the whole sequence for every token, alternating, asserting identical tokens and
 // the positions each path pushed; tokens/s, time to first token and ms per later step per path.
@@ -35,6 +39,7 @@
 #include "bench/bench_constrained.h"
 #include "bench/bench_generate.h"
 #include "bench/bench_record.h"
+#include "bench/bench_rows_curve.h"
 #include "bench/bench_speculation.h"
 #include "bench/bench_step_curve.h"
 #include "command.h"
@@ -65,6 +70,7 @@ struct BenchFlags {
   std::string prompt_file;            // empty: pseudo-random prompt ids
   GrammarFlags grammar;               // --json, --json-schema, --grammar: the constrained A/B
   int64_t step_curve = 0;             // --step-curve B: serve's mixed step cost curve with B decoders
+  std::vector<int64_t> rows_curve;    // --rows-curve N,..: a pass of n rows against a decode step
 };
 
 // What stdout shows, as llama-bench's -o.
@@ -185,6 +191,10 @@ Measured measure(const BenchFlags& f, OpenedModel& m, size_t n_prompt, size_t n_
   if (f.step_curve > 0) {
     out.add(bench::measure_step_curve(m, prompt, static_cast<size_t>(f.step_curve), f.repetitions, g.base));
   }
+  if (!f.rows_curve.empty()) {
+    const std::vector<size_t> rows(f.rows_curve.begin(), f.rows_curve.end());
+    out.add(bench::measure_rows_curve(m, prompt, rows, f.repetitions, g.base));
+  }
   if (speculation.enabled() || f.oracle_rate) {
     Generator spec(m.model, m.tokenizer, {.temperature = 0.0});
     const std::string described = attach_drafter(f, speculation, m, spec, prompt, n_gen);
@@ -233,6 +243,8 @@ void check_lists(const BenchFlags& f) {
 void check_options(const BenchFlags& f) {
   if (f.repetitions < 1) fail("-r must be >= 1, got {}", f.repetitions);
   if (f.step_curve < 0 || f.step_curve > 64) fail("--step-curve takes 1..64 decoding sequences, got {}", f.step_curve);
+  for (int64_t n : f.rows_curve)
+    if (n < 1 || n > 64) fail("--rows-curve takes row counts 1..64, got {}", n);
   if (f.probe_mib < 0) fail("--probe-mib must be >= 0 (0 = no bandwidth probe), got {}", f.probe_mib);
   if (!(f.compute_gflops >= 0)) fail("--compute-gflops must be >= 0 (0 = none), got {}", f.compute_gflops);
   (void)grammar_requested(f.grammar);  // --json, --json-schema, --grammar: at most one, before any run
@@ -387,6 +399,10 @@ void setup_bench_generate(CLI::App& app) {
                  "Also time serve's mixed step: B sequences decoding plus 0..64 rows of a prompt "
                  "at depth -p, in one "
                  "pass, alternated (what serve --step-tokens trades)");
+  app.add_option("--rows-curve", f->rows_curve,
+                 "Also time a forward pass of each of these row counts (comma-separated, 1..64; all logits, as "
+                 "speculative verification) at depth -p against a one-row pass (a decode step), alternated")
+      ->delimiter(',');
   app.add_flag("--cache-ab", f->cache_ab,
                "Also time cached against uncached (full recompute) decoding, asserting equal tokens");
   app.add_option("--compute-gflops", f->compute_gflops,
