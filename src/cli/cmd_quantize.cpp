@@ -71,7 +71,7 @@ void check_format(const QuantizeFlags& f, WeightType type) {
 QuantizeOptions options_from(const QuantizeFlags& f) {
   QuantizeOptions o;
   const std::optional<WeightType> type = weight_type_from_name(f.type);
-  if (!type || (weight_type_info(*type).quantized && !weight_type_info(*type).scaled_blocks())) {
+  if (!type || (weight_type_info(*type).quantized && !weight_type_info(*type).quantizer_type())) {
     fail("--type must be {} (or {} with --format gguf), got '{}'", weight_type_names(WeightTypeKind::Scaled),
          weight_type_names(WeightTypeKind::Float), f.type);
   }
