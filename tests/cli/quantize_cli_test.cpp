@@ -408,7 +408,7 @@ TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
                               "--levels: 'int5' is not base or int8|int4");
   test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:head=int3"}),
-      "--levels: 'int4-rtn:head=int3' is not base or int8|int4[-rtn|-imatrix|-gptq][:head=");
+      "--levels: 'int4-rtn:head=int3' is not base or int8|int4|q3_k[-rtn|-imatrix|-gptq][:head=");
   test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "q4_k-rtn"}),
       "--levels: 'q4_k-rtn' is not base or int8|int4");
