@@ -39,7 +39,7 @@ using MatmulFn = void (*)(const std::byte* w, const float* bias, const float* x,
 // quantize_activation_block. Quantized once per input, they serve every thread and every
 // matrix that reads that input.
 //   q: [tokens][cols] int8;  d: [nb][tokens] block scales;  s: [nb][tokens] sum of each block's q
-//   s16: [2 nb][tokens] the sums of each half block's q (Q6_K's sub-blocks are 16 long)
+//   s16: [2 nb][tokens] the sums of each half block's q (Q6_K's and Q3_K's sub-blocks are 16 long)
 // `tokens` is n rounded up to a whole prefill token group (kQuantTokenGroup), or 1 when n is
 // 1; the padding tokens are all zero. Grown, never shrunk, so steady-state calls do not
 // allocate.
@@ -97,7 +97,7 @@ using MatmulRoundedFn = void (*)(const std::byte* w, const float* bias, const ui
 template <class Fn>
 struct ByType {
   Fn f32 = nullptr, bf16 = nullptr, q8_0 = nullptr, q4_0 = nullptr, q4_1 = nullptr, q5_0 = nullptr, q5_1 = nullptr,
-     q4_k = nullptr, q5_k = nullptr, q6_k = nullptr;
+     q4_k = nullptr, q5_k = nullptr, q6_k = nullptr, q3_k = nullptr;
   constexpr Fn& slot(WeightType type) { return entry(*this, type); }
   constexpr Fn operator[](WeightType type) const { return entry(*this, type); }
   // These entries, replaced by `own`'s wherever it has one: how a tier states only the kernels
@@ -135,6 +135,8 @@ struct ByType {
         return self.q5_k;
       case WeightType::Q6_K:
         return self.q6_k;
+      case WeightType::Q3_K:
+        return self.q3_k;
     }
     return self.f32;  // not reached: the switch names every type
   }

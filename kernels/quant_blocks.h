@@ -36,6 +36,10 @@ namespace nanoinfer::kernels {
 //   Q6_K (3360 bytes): d[16] f16 (32 bytes), the 16 scales as 16 planes of 16 rows (256 bytes),
 //     then for half h = 0..1 and word k = 0..7 three 64-byte vectors: row r's ql[64h + 4k ..],
 //     ql[64h + 32 + 4k ..] and qh[32h + 4k ..] words at 4r
+//   Q3_K (1760 bytes): d[16] f16 (32 bytes), the 12 scale bytes as 12 planes of 16 rows (byte p
+//     of row r at 32 + 16p + r; 192 bytes), then for half h = 0..1 and word k = 0..7, 64 bytes:
+//     row r's qs[32h + 4k .. 32h + 4k + 3] at 4r (1024 bytes), then for word k = 0..7, 64
+//     bytes: row r's hmask[4k .. 4k + 3] at 4r (512 bytes)
 //
 // so one 512-bit load again holds one word of each of 16 rows, and the per-row scales of a
 // sub-block are one 16-byte load.

@@ -15,7 +15,9 @@
 // activation block's sum s[b]; Q5_K is Q4_K with a fifth bit per quant, taken from its qh words
 // (one 64-byte vector per word, read once per chunk from L1) and or-ed in as bit 4. Q6_K's are 6-bit unsigned q = value
 // + 32: the kernel sums q * x and subtracts 32 * (sum of the 16 activations of the sub-block),
-// QuantizedActivations::s16, which gives the reference's exact sum of (q - 32) * x.
+// QuantizedActivations::s16, which gives the reference's exact sum of (q - 32) * x. Q3_K is
+// Q6_K's loop with 3-bit q = value + 4 (2 bits from a qs word, the third from an hmask word) and
+// 6-bit scales decoded from the 12 scale planes.
 #pragma once
 
 #include "kernels/packed_driver.h"
@@ -26,6 +28,7 @@ namespace {
 constexpr size_t kQ4kGroupBytes = kPackRows * sizeof(BlockQ4_K);
 constexpr size_t kQ5kGroupBytes = kPackRows * sizeof(BlockQ5_K);
 constexpr size_t kQ6kGroupBytes = kPackRows * sizeof(BlockQ6_K);
+constexpr size_t kQ3kGroupBytes = kPackRows * sizeof(BlockQ3_K);
 
 // The activations of TG tokens from t0: xq[t] their quantized rows; d, s, s16 the per-block
 // arrays at t0, `stride` tokens per block (QuantizedActivations).
@@ -115,18 +118,34 @@ void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
   }
 }
 
-// acc[t] += slice `part`'s Q6_K products for token t over every super-block of the group at g.
-template <class P, size_t TG>
-void q6_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x, typename P::F* acc) {
+// acc[t] += slice `part`'s Q6_K (kType Q3_K: Q3_K) products for token t over every super-block
+// of the group at g: 16 sub-blocks of 16 with signed scales, unsigned quants with a bias.
+template <class P, size_t TG, WeightType kType>
+void sub16_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x, typename P::F* acc) {
   using V = typename P::V;
   using F = typename P::F;
   constexpr size_t L = P::lanes;
-  const V low = P::set8(0x0f), top = P::set8(0x30);
+  constexpr bool kQ3 = kType == WeightType::Q3_K;
+  constexpr size_t kGroupBytes = kQ3 ? kQ3kGroupBytes : kQ6kGroupBytes, kHead = kQ3 ? 224 : 288;
+  constexpr int32_t kBias = kQ3 ? 4 : 32;  // the quants are value + kBias
+  const V low = P::set8(0x0f), top = P::set8(0x30), two = P::set8(0x03), third = P::set8(0x04);
+  const __m128i m4 = _mm_set1_epi8(0x0f), m2 = _mm_set1_epi8(0x03), bias6 = _mm_set1_epi8(32);
   for (size_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* blk = g + sb * kQ6kGroupBytes;
+    const uint8_t* blk = g + sb * kGroupBytes;
     const F dw = P::f16(blk + 2 * L * part);
     if (part == 0)
-      for (size_t line = 0; line < 320; line += 64) prefetch(blk + line + kPrefetchAhead);
+      for (size_t line = 0; line < kHead + 32; line += 64) prefetch(blk + line + kPrefetchAhead);
+    // Sub-block s's signed scales of the slice's rows.
+    const auto scale = [&](size_t s) {
+      if constexpr (!kQ3) {
+        return P::i8(P::bytes(blk + 32 + 16 * s + L * part));
+      } else {  // q3_k_scale (src/base/weight_blocks.h) on the slice's rows at once
+        const auto plane = [&](size_t p) { return P::bytes(blk + 32 + 16 * p + L * part); };
+        const __m128i lo4 = s < 8 ? _mm_and_si128(plane(s), m4) : _mm_and_si128(_mm_srli_epi16(plane(s - 8), 4), m4);
+        const __m128i hi2 = _mm_and_si128(_mm_srl_epi16(plane(8 + s % 4), _mm_cvtsi32_si128(2 * (s / 4))), m2);
+        return P::i8(_mm_sub_epi8(_mm_or_si128(lo4, _mm_slli_epi16(hi2, 4)), bias6));
+      }
+    };
     for (size_t h = 0; h < 2; ++h) {
 #pragma GCC unroll 4
       for (size_t i = 0; i < 4; ++i) {  // activation block b: elements 32i.. of half h
@@ -136,23 +155,39 @@ void q6_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
         for (size_t t = 0; t < TG; ++t) ua[t] = ub[t] = P::zero();
 #pragma GCC unroll 8
         for (size_t k = 0; k < 8; ++k) {
-          const uint8_t* base = blk + 288 + 64 * 3 * (8 * h + k) + 4 * L * part;
-          if (i == 0 && part == 0)
-            for (size_t v = 0; v < 3; ++v) prefetch(blk + 288 + 64 * (3 * (8 * h + k) + v) + kPrefetchAhead);
-          const V ql = P::load(base + 64 * (i % 2));  // ql[l] (i even) or ql[l + 32]
-          const V qh = P::load(base + 128);
-          // Low 4 bits from the nibble, bits 4-5 from qh bits 2i, 2i + 1.
-          const V lo4 = i < 2 ? P::and_(ql, low) : P::and_(P::template srl16<4>(ql), low);
-          V hi2;
-          if (i == 0)
-            hi2 = P::template sll16<4>(qh);
-          else if (i == 1)
-            hi2 = P::template sll16<2>(qh);
-          else if (i == 2)
-            hi2 = qh;
-          else
-            hi2 = P::template srl16<2>(qh);
-          const V w = P::or_(lo4, P::and_(hi2, top));
+          V w;
+          if constexpr (kQ3) {
+            // Bits 2i, 2i + 1 of the qs word, and bit 4h + i of the hmask word as bit 2.
+            const uint8_t* qs = blk + kHead + 64 * (8 * h + k);
+            const uint8_t* hm = blk + kHead + 1024 + 64 * k;
+            if (i == 0 && part == 0) prefetch(qs + kPrefetchAhead);
+            if (h == 0 && i == 0 && part == 0) prefetch(hm + kPrefetchAhead);
+            const V lo2 = P::and_(P::srl16(P::load(qs + 4 * L * part), static_cast<int>(2 * i)), two);
+            const V hv = P::load(hm + 4 * L * part);
+            const size_t bit = 4 * h + i;
+            const V hi = bit >= 2   ? P::srl16(hv, static_cast<int>(bit - 2))
+                         : bit == 1 ? P::template sll16<1>(hv)
+                                    : P::template sll16<2>(hv);
+            w = P::or_(lo2, P::and_(hi, third));
+          } else {
+            const uint8_t* base = blk + kHead + 64 * 3 * (8 * h + k) + 4 * L * part;
+            if (i == 0 && part == 0)
+              for (size_t v = 0; v < 3; ++v) prefetch(blk + kHead + 64 * (3 * (8 * h + k) + v) + kPrefetchAhead);
+            const V ql = P::load(base + 64 * (i % 2));  // ql[l] (i even) or ql[l + 32]
+            const V qh = P::load(base + 128);
+            // Low 4 bits from the nibble, bits 4-5 from qh bits 2i, 2i + 1.
+            const V lo4 = i < 2 ? P::and_(ql, low) : P::and_(P::template srl16<4>(ql), low);
+            V hi2;
+            if (i == 0)
+              hi2 = P::template sll16<4>(qh);
+            else if (i == 1)
+              hi2 = P::template sll16<2>(qh);
+            else if (i == 2)
+              hi2 = qh;
+            else
+              hi2 = P::template srl16<2>(qh);
+            w = P::or_(lo4, P::and_(hi2, top));
+          }
 #pragma GCC unroll 16
           for (size_t t = 0; t < TG; ++t) {
             const V xw = P::word(x.xq[t] + kQuantBlock * b + 4 * k);
@@ -163,15 +198,14 @@ void q6_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
           }
         }
         const size_t sub = 8 * h + 2 * i;  // the scales of elements 0-15 and 16-31 of block b
-        const V sa = P::i8(P::bytes(blk + 32 + 16 * sub + L * part));
-        const V sc = P::i8(P::bytes(blk + 32 + 16 * (sub + 1) + L * part));
+        const V sa = scale(sub), sc = scale(sub + 1);
 #pragma GCC unroll 16
         for (size_t t = 0; t < TG; ++t) {
-          const V ia = P::sub(ua[t], P::set32(32 * x.s16[2 * b * x.stride + t]));
-          const V ib = P::sub(ub[t], P::set32(32 * x.s16[(2 * b + 1) * x.stride + t]));
+          const V ia = P::sub(ua[t], P::set32(kBias * x.s16[2 * b * x.stride + t]));
+          const V ib = P::sub(ub[t], P::set32(kBias * x.s16[(2 * b + 1) * x.stride + t]));
           const V isum = P::add(P::mullo(sa, ia), P::mullo(sc, ib));
-          const F scale = P::mul(dw, P::set(x.d[b * x.stride + t]));
-          acc[t] = P::add(acc[t], P::mul(scale, P::cvt(isum)));
+          const F scale_x = P::mul(dw, P::set(x.d[b * x.stride + t]));
+          acc[t] = P::add(acc[t], P::mul(scale_x, P::cvt(isum)));
         }
       }
     }
@@ -251,8 +285,8 @@ void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const
       q4_k_group<P, TG>(g, part, nsb, x, acc);
     else if constexpr (kType == WeightType::Q5_K)
       q4_k_group<P, TG, true>(g, part, nsb, x, acc);
-    else if constexpr (kType == WeightType::Q6_K)
-      q6_k_group<P, TG>(g, part, nsb, x, acc);
+    else if constexpr (kType == WeightType::Q6_K || kType == WeightType::Q3_K)
+      sub16_group<P, TG, kType>(g, part, nsb, x, acc);
     else
       block32_group<P, TG, kType>(g, part, nsb, x, acc);
   };
@@ -270,7 +304,8 @@ constexpr ByType<MatmulPackedFn> packed_k_products() {
           .q5_1 = matmul_packed_k<P, WeightType::Q5_1>,
           .q4_k = matmul_packed_k<P, WeightType::Q4_K>,
           .q5_k = matmul_packed_k<P, WeightType::Q5_K>,
-          .q6_k = matmul_packed_k<P, WeightType::Q6_K>};
+          .q6_k = matmul_packed_k<P, WeightType::Q6_K>,
+          .q3_k = matmul_packed_k<P, WeightType::Q3_K>};
 }
 
 }  // namespace

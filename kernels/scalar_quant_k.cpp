@@ -1,4 +1,4 @@
-// Scalar references for the K-quant products (Q4_K, Q5_K, Q6_K: src/base/weight_blocks.h) and their
+// Scalar references for the K-quant products (Q4_K, Q5_K, Q6_K, Q3_K: src/base/weight_blocks.h) and their
 // packed layout (kernels/quant_blocks.h). The activations are the same int8 blocks of 32 the
 // other quantized types read (quantize_activations, kernels/scalar_quant.cpp), so one
 // quantized input serves a product whose parts mix Q8_0, Q4_K and Q6_K. For each output,
@@ -12,6 +12,7 @@
 //     ia   = sum_{i < 16} (q[i] - 32) * xq[i];  ib = the same over i in [16, 32)
 //     I    = sc[2j] * ia + sc[2j + 1] * ib      (exact int32: |I| <= 2 * 16 * 32 * 128 * 128 = 2^24)
 //     acc  = acc + (f16(d) * dx[b]) * float(I)  (each step rounded; float(I) is exact)
+//   Q3_K, as Q6_K with (sc - 32) for the scale and (q - 4) for the quant: |I| <= 2 * 16 * 4 * 128 * 32
 //   y[t][r] = bias[r] + acc                      (or acc when there is no bias)
 //
 // with s[b] the sum of the activation block's q (QuantizedActivations::s). Nothing is fused,
@@ -78,22 +79,44 @@ void matmul_k_min(const std::byte* w, const float* bias, const QuantizedActivati
   }
 }
 
-void matmul_q6_k(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
-                 size_t row_begin, size_t row_end) {
-  const size_t nsb = x.cols / kSuperBlock, row_bytes = nsb * sizeof(BlockQ6_K);
+// A Q6_K or Q3_K super-block as its signed sub-block scales and quants (value - 32, q - 4).
+struct Sub16Block {
+  uint16_t d;
+  int32_t scale[16], q[kSuperBlock];
+};
+Sub16Block sub16_of(const BlockQ6_K& b) {
+  Sub16Block out;
+  out.d = b.d;
+  for (size_t s = 0; s < 16; ++s) out.scale[s] = b.scales[s];
+  for (size_t e = 0; e < kSuperBlock; ++e) out.q[e] = q6_k_quant(b, e) - 32;
+  return out;
+}
+Sub16Block sub16_of(const BlockQ3_K& b) {
+  const Q3kCode c = unpack_q3_k(b);
+  Sub16Block out;
+  out.d = c.d;
+  for (size_t s = 0; s < 16; ++s) out.scale[s] = c.scale[s];
+  for (size_t e = 0; e < kSuperBlock; ++e) out.q[e] = c.q[e];
+  return out;
+}
+
+// The Q6_K / Q3_K product: 16 sub-blocks of 16 with signed scales.
+template <class Block>
+void matmul_sub16(const std::byte* w, const float* bias, const QuantizedActivations& x, float* y, size_t rows,
+                  size_t row_begin, size_t row_end) {
+  const size_t nsb = x.cols / kSuperBlock, row_bytes = nsb * sizeof(Block);
   for (size_t t = 0; t < x.n; ++t) {
     const int8_t* xq = x.q.data() + t * x.cols;
     for (size_t r = row_begin; r < row_end; ++r) {
       float acc = 0.0f;
       for (size_t sb = 0; sb < nsb; ++sb) {
-        const auto blk = load_k_block<BlockQ6_K>(w + r * row_bytes, sb);
+        const Sub16Block blk = sub16_of(load_k_block<Block>(w + r * row_bytes, sb));
         const float d = f16_to_f32(blk.d);
         for (size_t j = 0; j < 8; ++j) {
           const size_t b = 8 * sb + j;
           int32_t half[2] = {0, 0};
-          for (size_t i = 0; i < kQuantBlock; ++i)
-            half[i / 16] += (q6_k_quant(blk, 32 * j + i) - 32) * int32_t{xq[32 * b + i]};
-          const int32_t isum = int32_t{blk.scales[2 * j]} * half[0] + int32_t{blk.scales[2 * j + 1]} * half[1];
+          for (size_t i = 0; i < kQuantBlock; ++i) half[i / 16] += blk.q[32 * j + i] * int32_t{xq[32 * b + i]};
+          const int32_t isum = blk.scale[2 * j] * half[0] + blk.scale[2 * j + 1] * half[1];
           acc += (d * x.d[b * x.tokens + t]) * static_cast<float>(isum);
         }
       }
@@ -104,8 +127,10 @@ void matmul_q6_k(const std::byte* w, const float* bias, const QuantizedActivatio
 
 }  // namespace
 
-constinit const ByType<MatmulQuantizedFn> matmul_quantized_k{
-    .q4_k = matmul_k_min<BlockQ4_K, q4_k_quant>, .q5_k = matmul_k_min<BlockQ5_K, q5_k_quant>, .q6_k = matmul_q6_k};
+constinit const ByType<MatmulQuantizedFn> matmul_quantized_k{.q4_k = matmul_k_min<BlockQ4_K, q4_k_quant>,
+                                                             .q5_k = matmul_k_min<BlockQ5_K, q5_k_quant>,
+                                                             .q6_k = matmul_sub16<BlockQ6_K>,
+                                                             .q3_k = matmul_sub16<BlockQ3_K>};
 
 // ---- the K types' packed layout (kernels/quant_blocks.h) --------------------------------------
 
@@ -121,6 +146,12 @@ size_t k_packed_offset(WeightType type, size_t j, size_t i) {
       return 2304 + 64 * k + 4 * j + q % 4;
     }
     return k_packed_offset(WeightType::Q4_K, j, i - 32);  // qs
+  }
+  if (type == WeightType::Q3_K) {                                   // hmask (32), qs (64), scales (12), d (2)
+    if (i >= 108) return 2 * j + (i - 108);                         // d
+    if (i >= 96) return 32 + 16 * (i - 96) + j;                     // scale byte p, one plane per p
+    if (i >= 32) return 224 + 64 * ((i - 32) / 4) + 4 * j + i % 4;  // qs word (i - 32) / 4
+    return 1248 + 64 * (i / 4) + 4 * j + i % 4;                     // hmask word i / 4
   }
   if (type == WeightType::Q4_K) {
     if (i < 2) return 2 * j + i;                            // d
@@ -160,8 +191,9 @@ std::vector<uint32_t> make_k_packed_map() {
 const std::vector<uint32_t>& k_packed_map(WeightType type) {
   static const std::vector<uint32_t> q4 = make_k_packed_map<WeightType::Q4_K>(),
                                      q5 = make_k_packed_map<WeightType::Q5_K>(),
-                                     q6 = make_k_packed_map<WeightType::Q6_K>();
-  return type == WeightType::Q4_K ? q4 : type == WeightType::Q5_K ? q5 : q6;
+                                     q6 = make_k_packed_map<WeightType::Q6_K>(),
+                                     q3 = make_k_packed_map<WeightType::Q3_K>();
+  return type == WeightType::Q4_K ? q4 : type == WeightType::Q5_K ? q5 : type == WeightType::Q6_K ? q6 : q3;
 }
 
 }  // namespace

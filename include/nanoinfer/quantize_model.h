@@ -40,7 +40,7 @@ std::string_view quant_method_name(QuantMethod method);  // "rtn", "imatrix", "g
 std::optional<QuantMethod> quant_method_from_name(std::string_view name);
 
 struct QuantizeOptions {
-  WeightType type = WeightType::Q4_0;  // Q8_0 or Q4_0
+  WeightType type = WeightType::Q4_0;  // Q8_0, Q4_0 or Q3_K
   // nullopt: gptq.
   std::optional<QuantMethod> method;
   // The matrix that computes the logits (the tied embedding, or lm_head); nullopt: the

@@ -40,8 +40,11 @@ enum class WeightType : uint8_t {
   Q4_K,  // "q4_k": 8 sub-blocks of 32, value = (d * sc) * q - (dmin * m), q in [0, 15]
   Q5_K,  // "q5_k": as Q4_K with q in [0, 31]
   Q6_K,  // "q6_k": 16 sub-blocks of 16, value = (d * sc) * (q - 32), q in [0, 63]
+  // GGUF Q3_K, the one K type `quantize` also writes (its own search and GPTQ, src/quant/):
+  // 16 sub-blocks of 16 with 6-bit scales, value = (d * (sc - 32)) * (q - 4), q in [0, 7].
+  Q3_K,  // "q3_k"
 };
-inline constexpr size_t kWeightTypeCount = 10;
+inline constexpr size_t kWeightTypeCount = 11;
 
 struct ScaledBlock;  // src/base/weight_blocks.h
 
@@ -73,6 +76,9 @@ struct WeightTypeInfo {
   void (*pack_block)(const ScaledBlock& in, std::byte* block);
 
   bool scaled_blocks() const { return unpack_block != nullptr; }
+  // The types `quantize --type` makes with its search and GPTQ (src/quant/): the 32-block
+  // scaled-integer ones and Q3_K, whose sub-block scales the quantizer searches itself.
+  bool quantizer_type() const { return scaled_blocks() || type == WeightType::Q3_K; }
   double bits_per_weight() const { return 8.0 * static_cast<double>(block_bytes) / static_cast<double>(block_elems); }
 };
 
@@ -87,10 +93,10 @@ std::optional<WeightType> weight_type_from_name(std::string_view name);
 // The type with this GGUF type id, or nullopt (a GGUF type the engine does not compute with).
 std::optional<WeightType> weight_type_from_gguf(uint32_t gguf_type);
 // The names of the types of one kind, joined for help and error text: "f32, bf16, int8, int4,
-// q4_1, ..., q5_k or q6_k" (All), "int8, int4, q4_1, ..., q6_k" (Quantized), "int8 or int4" (Scaled:
-// the 32-block types `quantize` makes), "f32 or bf16" (Float); `gguf`: their GGUF spellings
-// ("Q8_0 or Q4_0").
-// Writable: what `quantize` can write, the float types and the scaled-block ones.
+// q4_1, ..., q6_k or q3_k" (All), "int8, int4, q4_1, ..., q3_k" (Quantized), "int8, int4 or q3_k"
+// (Scaled: the types `quantize --type` makes, quantizer_type), "f32 or bf16" (Float); `gguf`:
+// their GGUF spellings ("Q8_0, Q4_0 or Q3_K").
+// Writable: what `quantize` can write, the float types and the quantizer's ones.
 enum class WeightTypeKind : uint8_t { All, Float, Quantized, Scaled, Writable };
 std::string weight_type_names(WeightTypeKind kind = WeightTypeKind::All, bool gguf = false);
 // Bytes of one row of `cols` weights; throws Error when cols is not a whole number of blocks.

@@ -11,8 +11,8 @@
 //                  byte j holds element j in its low nibble and element j + 16 in its high one;
 //                  w[i] = d * (nibble[i] - 8)
 //
-// and the three K-quant types llama.cpp's Q4_K_M / Q5_K_M / Q6_K files are made of, byte-for-byte
-// GGUF's super-blocks of 256 weights (layouts below, BlockQ4_K, BlockQ5_K and BlockQ6_K).
+// and the K-quant types llama.cpp's Q3_K_M / Q4_K_M / Q5_K_M / Q6_K files are made of, byte-for-byte
+// GGUF's super-blocks of 256 weights (layouts below, BlockQ3_K, BlockQ4_K, BlockQ5_K and BlockQ6_K).
 //
 // A row of `cols` weights is cols / 32 consecutive blocks (cols / 256 for the K types). The scale is stored as raw f16
 // bits; packed structs keep the 2-byte alignment GGUF's layout implies (rows are not padded),
@@ -115,6 +115,21 @@ struct BlockQ6_K {
   int8_t scales[kSuperBlock / 16];
   uint16_t d;
 };
+// Q3_K ("q3_k"): 256 weights in 110 bytes, 16 sub-blocks of 16 with 6-bit scales; weight =
+// (d * (sc - 32)) * (q - 4), q unsigned 3-bit. Two halves of 128 elements; half n uses
+// qs[32n..]. Within a half, for j in [0, 4) and l in [0, 32), element 32j + l (sub-block
+// 8n + 2j + l / 16) is
+//   q = (qs[32n + l] >> 2j) & 3  |  ((hmask[l] >> (4n + j)) & 1) << 2.
+// The 16 scales are packed into 12 bytes: scale s has its low 4 bits in the low (s < 8) or high
+// (s >= 8) nibble of scales[s % 8], its top 2 bits in bits 2 (s / 4) .. 2 (s / 4) + 1 of
+// scales[8 + s % 4] (q3_k_scale, q3_k_pack_scales).
+struct BlockQ3_K {
+  uint8_t hmask[kSuperBlock / 8];
+  uint8_t qs[kSuperBlock / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
@@ -138,6 +153,21 @@ Block load_k_block(const std::byte* row, size_t i) {
 }
 // Its inverse: sc and m (each < 64) of the 8 sub-blocks -> the 12 bytes.
 void k_pack_scale_min(const uint8_t* sc, const uint8_t* m, uint8_t (&scales)[12]);
+
+// The 6-bit scale sc (0..63; the factor is sc - 32) of sub-block s (0..15) of a Q3_K block,
+// and the inverse: 16 scales (each < 64) -> the 12 bytes.
+int q3_k_scale(const uint8_t (&scales)[12], int s);
+void q3_k_pack_scales(const uint8_t* sc, uint8_t (&scales)[12]);
+// A Q3_K super-block as numbers: d (f16 bits), the 16 signed scale factors sc - 32 in
+// [-32, 31], and the 256 quants q - 4 in [-4, 3]: what the quantizer chooses and the tests
+// decode. Exact both ways.
+struct Q3kCode {
+  uint16_t d = 0;
+  int8_t scale[16] = {};
+  int8_t q[kSuperBlock] = {};
+};
+Q3kCode unpack_q3_k(const BlockQ3_K& b);
+BlockQ3_K pack_q3_k(const Q3kCode& code);
 
 // A block of a scaled-integer type (one f16 scale, 32 integers; weight i = d * q[i]) as its
 // scale bits and its integers, whatever their packing: what the quantizer chooses and what
@@ -209,5 +239,12 @@ bool finite_row_q5_k(const std::byte* row, size_t cols);
 void dequantize_row_q6_k(const std::byte* row, float* out, size_t cols);
 void quantize_row_q6_k(const float* in, std::byte* row, size_t cols);
 bool finite_row_q6_k(const std::byte* row, size_t cols);
+
+// Q3_K (src/base/weight_blocks_q3k.cpp): quantize is round-to-nearest (each sub-block's extreme
+// to -4, the largest sub-block scale to -32); `quantize --type q3_k` has the searched and GPTQ
+// quantizers (src/quant/quantize_q3k.cpp).
+void dequantize_row_q3_k(const std::byte* row, float* out, size_t cols);
+void quantize_row_q3_k(const float* in, std::byte* row, size_t cols);
+bool finite_row_q3_k(const std::byte* row, size_t cols);
 
 }  // namespace nanoinfer

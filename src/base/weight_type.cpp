@@ -172,6 +172,22 @@ constexpr std::array<WeightTypeInfo, kWeightTypeCount> kTypes{{
      .finite_row = finite_row_q6_k,
      .unpack_block = nullptr,
      .pack_block = nullptr},
+    {.type = WeightType::Q3_K,
+     .name = "q3_k",
+     .gguf_name = "Q3_K",
+     .gguf_type = 11,
+     .gguf_file_type = 12,  // Q3_K_M: what `quantize --type q3_k` writes (docs/QUANTIZATION.md)
+     .block_elems = kSuperBlock,
+     .block_bytes = sizeof(BlockQ3_K),
+     .quantized = true,
+     .q_min = -4,
+     .q_max = 3,
+     .dequantize_row = dequantize_row_q3_k,
+     .quantize_row = quantize_row_q3_k,
+     .quantize_row_grouped = nullptr,
+     .finite_row = finite_row_q3_k,
+     .unpack_block = nullptr,
+     .pack_block = nullptr},
 }};
 
 constexpr bool rows_in_enum_order() {
@@ -206,10 +222,10 @@ std::optional<WeightType> weight_type_from_gguf(uint32_t gguf_type) {
 std::string weight_type_names(WeightTypeKind kind, bool gguf) {
   std::vector<std::string_view> names;
   for (const WeightTypeInfo& info : kTypes) {
-    const bool wanted = kind == WeightTypeKind::All || (kind == WeightTypeKind::Scaled && info.scaled_blocks()) ||
+    const bool wanted = kind == WeightTypeKind::All || (kind == WeightTypeKind::Scaled && info.quantizer_type()) ||
                         (kind == WeightTypeKind::Quantized && info.quantized) ||
                         (kind == WeightTypeKind::Float && !info.quantized) ||
-                        (kind == WeightTypeKind::Writable && (!info.quantized || info.scaled_blocks()));
+                        (kind == WeightTypeKind::Writable && (!info.quantized || info.quantizer_type()));
     if (wanted) names.push_back(gguf ? info.gguf_name : info.name);
   }
   std::string out;

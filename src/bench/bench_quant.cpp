@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 constexpr size_t kDefaultWindow = 512;
 constexpr const char* kLevelForm =
-    "base or int8|int4[-rtn|-imatrix|-gptq][:head=f32|bf16|int8|int4][:group=32|64|..|4096, rtn]";
+    "base or int8|int4|q3_k[-rtn|-imatrix|-gptq][:head=f32|bf16|int8|int4][:group=32|64|..|4096, rtn]";
 
 [[noreturn]] void bad_level(const std::string& name) {
   fail("--levels: '{}' is not {}", name, kLevelForm);
@@ -58,7 +58,7 @@ QuantLevel parse_level(const std::string& name) {
   const size_t dash = spec.find('-');
   const std::string type = spec.substr(0, dash);
   const std::optional<WeightType> t = weight_type_from_name(type);
-  if (!t || !weight_type_info(*t).scaled_blocks()) bad_level(name);
+  if (!t || !weight_type_info(*t).quantizer_type()) bad_level(name);
   level.options.type = *t;
   if (dash != std::string::npos) {
     level.options.method = quant_method_from_name(spec.substr(dash + 1));

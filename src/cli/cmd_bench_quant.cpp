@@ -70,7 +70,7 @@ const bool registered_bench_quant = register_command({
       add_model_flags(sub, f->model);
       sub.add_option("-f,--file", f->file, "Text file to score (e.g. data/default-model/heldout.txt)")->required();
       sub.add_option("--levels", f->levels,
-                     "Comma-separated levels: base, or int8|int4 with -rtn, -imatrix or -gptq "
+                     "Comma-separated levels: base, or int8|int4|q3_k with -rtn, -imatrix or -gptq "
                      "(default method gptq), "
                      "optionally :head=TYPE for the logits matrix (f32, bf16, int8, int4; default "
                      "int8), e.g. "

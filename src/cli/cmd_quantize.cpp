@@ -1,4 +1,4 @@
-// `nanoinfer quantize -m DIR --type int8|int4 [--method rtn|imatrix|gptq] [--calib FILE] --out DIR2`:
+// `nanoinfer quantize -m DIR --type int8|int4|q3_k [--method rtn|imatrix|gptq] [--calib FILE] --out DIR2`:
 // a quantized copy of a model directory (nanoinfer/quantize_model.h); with `--format gguf --out
 // FILE.gguf` the same weights as one GGUF file (quantize_to_gguf in nanoinfer/gguf_export.h), and
 // `--type f32|bf16 --format gguf` converts without quantizing (export_gguf). Progress on stderr
@@ -71,7 +71,7 @@ void check_format(const QuantizeFlags& f, WeightType type) {
 QuantizeOptions options_from(const QuantizeFlags& f) {
   QuantizeOptions o;
   const std::optional<WeightType> type = weight_type_from_name(f.type);
-  if (!type || (weight_type_info(*type).quantized && !weight_type_info(*type).scaled_blocks())) {
+  if (!type || (weight_type_info(*type).quantized && !weight_type_info(*type).quantizer_type())) {
     fail("--type must be {} (or {} with --format gguf), got '{}'", weight_type_names(WeightTypeKind::Scaled),
          weight_type_names(WeightTypeKind::Float), f.type);
   }
@@ -181,7 +181,8 @@ void setup_quantize(CLI::App& app) {
   app.add_option("-m,--model", f->model_dir,
                  "Float model directory (default: the model built into this binary, data/default-model)");
   app.add_option("--type", f->type,
-                 "Weight type: int8 (Q8_0 blocks) or int4 (Q4_0 blocks); with --format gguf also f32 or bf16 "
+                 "Weight type: int8 (Q8_0 blocks), int4 (Q4_0 blocks) or q3_k (Q3_K super-blocks; int4 for "
+                 "rows that are not whole super-blocks of 256); with --format gguf also f32 or bf16 "
                  "(a plain conversion, nothing quantized)")
       ->required();
   app.add_option("--method", f->method,
@@ -200,7 +201,7 @@ void setup_quantize(CLI::App& app) {
   app.add_option("--head-type", f->head_type,
                  "Type of the matrix computing the logits (tied embedding or lm_head): " +
                      weight_type_names(WeightTypeKind::Writable) +
-                     " (default: int8 for both types; see docs/QUANTIZATION.md)");
+                     " (default: int8 for every type; see docs/QUANTIZATION.md)");
   app.add_option("-t,--threads", f->threads, kThreadsHelp);
   app.add_option("--format", f->format,
                  "dir: a model directory (config.json, model.safetensors, tokenizer); gguf: one GGUF file that "
@@ -213,7 +214,7 @@ void setup_quantize(CLI::App& app) {
 }
 
 const bool registered_quantize = register_command(
-    {"", "quantize", "Write an int8 or int4 copy of a model (a directory or GGUF), or a GGUF f32/bf16 conversion",
+    {"", "quantize", "Write an int8, int4 or q3_k copy of a model (a directory or GGUF), or a GGUF f32/bf16 conversion",
      setup_quantize});
 
 }  // namespace

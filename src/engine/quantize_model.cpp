@@ -239,10 +239,10 @@ QuantizeResult quantize_model(std::string_view model_path, const fs::path& out_a
   QuantizeOptions o = options;
   std::string clamped;
   o.threads = ThreadPool::clamp_threads(options.threads, &clamped);
-  if (!weight_type_info(o.type).scaled_blocks()) {
+  if (!weight_type_info(o.type).quantizer_type()) {
     fail("quantize: the type must be {}, got {}", weight_type_names(WeightTypeKind::Scaled), weight_type_name(o.type));
   }
-  if (o.head_type && weight_type_info(*o.head_type).quantized && !weight_type_info(*o.head_type).scaled_blocks()) {
+  if (o.head_type && weight_type_info(*o.head_type).quantized && !weight_type_info(*o.head_type).quantizer_type()) {
     fail("quantize: the logits matrix's type must be {}, got {}", weight_type_names(WeightTypeKind::Writable),
          weight_type_name(*o.head_type));
   }

@@ -1,6 +1,6 @@
 // ggml tensor types as stored in GGUF files: the type ids, their block geometry, the packed
 // block layouts, and a scalar dequantize-to-f32 reference for each type we read. The types the
-// engine computes with (F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) are rows of the
+// engine computes with (F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K) are rows of the
 // weight-type table (nanoinfer/weight_type.h): their ids, geometry, block layouts and dequantizers
 // are taken from there, and only the file-only type (F16) is described here.
 //
@@ -60,7 +60,7 @@ inline constexpr int kQK_K = static_cast<int>(kSuperBlock);  // elements per sup
 
 // Q4_1, Q5_0, Q5_1: BlockQ4_1, BlockQ5_0, BlockQ5_1 in src/base/weight_blocks.h.
 
-// Q4_K, Q5_K, Q6_K: BlockQ4_K, BlockQ5_K, BlockQ6_K in src/base/weight_blocks.h (weight types).
+// Q3_K, Q4_K, Q5_K, Q6_K: BlockQ3_K, BlockQ4_K, BlockQ5_K, BlockQ6_K in src/base/weight_blocks.h (weight types).
 
 // ---- scalar references ---------------------------------------------------------------------
 // Each converts `n` consecutive elements (a multiple of the type's block_elems) starting at

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_object.h"
+#include "base/weight_blocks.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/json_limits.h"
 
@@ -39,7 +40,11 @@ bool is_logits_matrix(const TensorSpec& spec, bool tied_embeddings) {
 }
 
 WeightType scheme_type(const TensorSpec& spec, WeightType base, bool tied_embeddings, std::optional<WeightType> head) {
-  if (!is_logits_matrix(spec, tied_embeddings)) return base;
+  if (!is_logits_matrix(spec, tied_embeddings)) {
+    // Q3_K needs rows of whole super-blocks; other rows take int4, as llama-quantize does.
+    if (base == WeightType::Q3_K && spec.shape[1] % kSuperBlock != 0) return WeightType::Q4_0;
+    return base;
+  }
   if (head) return *head;
   return weight_type_info(base).quantized ? WeightType::Q8_0 : base;
 }

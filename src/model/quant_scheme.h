@@ -16,6 +16,8 @@
 // types: in int4 it alone would cost more KL divergence than all the layers together (even
 // with GPTQ), in bf16 it would buy int4 almost nothing (measurements: docs/QUANTIZATION.md).
 // An untied input embedding is only ever looked up row by row and takes the requested type.
+// q3_k (Q3_K) follows the same scheme, except that a matrix whose rows are not whole
+// super-blocks of 256 takes int4 (Q4_0), the type llama-quantize falls back to for Q3_K.
 #pragma once
 
 #include <map>

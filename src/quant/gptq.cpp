@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/kernels.h"
 #include "model/linear.h"
@@ -86,6 +87,30 @@ void cholesky_lower(float* a, size_t n, const Compute& c, const std::function<vo
   }
 }
 
+// Q3_K, at the sweep's block b of a row (wr: its weights from the block's first column, ar: the
+// earlier blocks' corrections): at a super-block's first block, its d and first factors by
+// q3k_search on the super-block's weights with the corrections of the earlier super-blocks.
+void q3k_sweep_start(size_t b, const float* wr, const float* ar, const float* importance, Q3kCode& code) {
+  if (b % 8 != 0) return;
+  float start[kSuperBlock];
+  for (size_t i = 0; i < kSuperBlock; ++i) start[i] = wr[i] + ar[i];
+  code = q3k_search(start, importance);
+}
+
+// Q3_K: the scale of the sub-block starting at column i of block b, its factor chosen again
+// around the first one for its weights as the sweep has them now (v: [16]); returns d * factor
+// as the dequantizer computes it.
+float q3k_sub_block_scale(size_t b, size_t i, const float* v, const float* importance, Q3kCode& code) {
+  const size_t s = 2 * (b % 8) + i / 16;
+  float uniform[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  float sum = 0.0f;
+  for (size_t k = 0; k < 16 && importance != nullptr; ++k) sum += importance[k];
+  const float d = f16_to_f32(code.d);
+  int8_t q[16];
+  q3k_best_factor(v, sum > 0.0f ? importance : uniform, d, code.scale[s], code.scale[s], q);
+  return d * static_cast<float>(code.scale[s]);
+}
+
 }  // namespace
 
 void accumulate_gram(const float* x, size_t n, size_t dim, float* h, std::vector<float>& scratch, ThreadPool& pool,
@@ -161,12 +186,15 @@ void gptq_quantize_rows(WeightType type, const float* w, size_t rows, size_t col
                         const float* importance, std::byte* out) {
   if (f.dim != cols) fail("gptq: a factor of {} columns for rows of {}", f.dim, cols);
   if (cols % kGptqBlock != 0) fail("gptq: {} columns are not whole blocks of {}", cols, kGptqBlock);
-  const QuantRange range = range_of(type);
+  // Q3_K: a super-block is 8 of the sweep's blocks; its scales live across them (q3k_rows).
+  const bool q3k = type == WeightType::Q3_K;
+  const QuantRange range = q3k ? QuantRange{-4, 3} : range_of(type);
   const size_t row_bytes = weight_row_bytes(type, cols);
   const size_t block_bytes = weight_type_info(type).block_bytes;
   const kernels::MatmulFn matmul = kernels::table(f.isa).matmul_for(WeightType::F32);
   // acc[r][k]: sum over the columns j of earlier blocks of d[r][j] G[k][j].
   std::vector<float> acc(rows * cols, 0.0f), p(kGptqBlock), d(rows * kGptqBlock), tmp;
+  std::vector<Q3kCode> q3k_rows(q3k ? rows : 0);
   for (size_t b = 0; b < f.blocks(); ++b) {
     const size_t j0 = b * kGptqBlock;
     const float* g = f.block(b);  // rows k = j0 + i
@@ -180,33 +208,48 @@ void gptq_quantize_rows(WeightType type, const float* w, size_t rows, size_t col
       const float* wr = w + r * cols + j0;
       const float* ar = acc.data() + r * cols + j0;
       float* dr = d.data() + r * kGptqBlock;
-      // Each column's value is its start plus the earlier columns' residuals times G, added in
-      // column order: pushed forward as each residual is known (independent additions, where
-      // summing each column's row of G would be one chain of dependent ones).
-      // The scale is searched on the block's weights as the paper's sweep has them when it
-      // reaches the block: every earlier column's correction applied, none of the block's
-      // own. Here that is the block swept with no rounding at all (each q[j] = w'[j]).
       float v[kGptqBlock];
-      for (size_t i = 0; i < kGptqBlock; ++i) v[i] = wr[i] + ar[i];
-      for (size_t i = 0; i < kGptqBlock; ++i) {
-        p[i] = v[i];
-        const float di = wr[i] - v[i];
-        const float* gi = gt + i * kGptqBlock;
-        for (size_t k = 0; k < kGptqBlock; ++k) v[k] += di * gi[k];
-      }
       BlockCode code;
-      code.d = search_block_scale(type, p.data(), importance != nullptr ? importance + j0 : nullptr);
-      const float scale = f16_to_f32(code.d), inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+      float scale = 0.0f, inv = 0.0f;
+      if (q3k) {
+        q3k_sweep_start(b, wr, ar, importance != nullptr ? importance + j0 : nullptr, q3k_rows[r]);
+      } else {
+        // Each column's value is its start plus the earlier columns' residuals times G, added in
+        // column order: pushed forward as each residual is known (independent additions, where
+        // summing each column's row of G would be one chain of dependent ones).
+        // The scale is searched on the block's weights as the paper's sweep has them when it
+        // reaches the block: every earlier column's correction applied, none of the block's
+        // own. Here that is the block swept with no rounding at all (each q[j] = w'[j]).
+        for (size_t i = 0; i < kGptqBlock; ++i) v[i] = wr[i] + ar[i];
+        for (size_t i = 0; i < kGptqBlock; ++i) {
+          p[i] = v[i];
+          const float di = wr[i] - v[i];
+          const float* gi = gt + i * kGptqBlock;
+          for (size_t k = 0; k < kGptqBlock; ++k) v[k] += di * gi[k];
+        }
+        code.d = search_block_scale(type, p.data(), importance != nullptr ? importance + j0 : nullptr);
+        scale = f16_to_f32(code.d);
+        inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+      }
       for (size_t i = 0; i < kGptqBlock; ++i) v[i] = wr[i] + ar[i];
       for (size_t i = 0; i < kGptqBlock; ++i) {
+        if (q3k && i % 16 == 0) {
+          scale = q3k_sub_block_scale(b, i, v + i, importance != nullptr ? importance + j0 + i : nullptr, q3k_rows[r]);
+          inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+        }
         const int q = round_to_range(v[i] * inv, range);
-        code.q[i] = static_cast<int8_t>(q);
+        (q3k ? q3k_rows[r].q[kGptqBlock * (b % 8) + i] : code.q[i]) = static_cast<int8_t>(q);
         const float di = wr[i] - scale * static_cast<float>(q);
         dr[i] = di;
         const float* gi = gt + i * kGptqBlock;
         for (size_t k = 0; k < kGptqBlock; ++k) v[k] += di * gi[k];
       }
-      pack_block(type, code, out + r * row_bytes + b * block_bytes);
+      if (!q3k) {
+        pack_block(type, code, out + r * row_bytes + b * block_bytes);
+      } else if (b % 8 == 7) {
+        const BlockQ3_K blk = pack_q3_k(q3k_rows[r]);
+        std::memcpy(out + r * row_bytes + (b / 8) * block_bytes, &blk, sizeof blk);
+      }
     }
     // The block's residuals reach every later column at once: tmp[r][k'] = sum_j d[r][j]
     // G[j1 + k'][j], a product whose "matrix" is G's block below its own rows.

@@ -22,7 +22,12 @@
 // is chosen from the weights as the paper's sweep has them at that point (every earlier
 // column's correction applied; in the form above, the block swept once with q = w'), by the
 // importance-weighted search of quant/quantize.h with importances diag(H); then the block's
-// columns are rounded to it one at a time, each error feeding the later columns as above. Rows are independent (the
+// columns are rounded to it one at a time, each error feeding the later columns as above.
+// Q3_K's super-block spans 8 of those blocks: at its first, its d and sixteen sub-block factors
+// are searched (quant/quantize.h, q3k_search) on its 256 weights with every earlier
+// super-block's correction applied; then at each sub-block's first column its factor is chosen
+// again, with d fixed, among the integers near the first choice for its 16 weights as the sweep
+// has them at that point (q3k_best_factor), and its columns rounded to it. Rows are independent (the
 // sweep of one row never reads another), so rows are split across threads in tiles.
 //
 // H is damped by 1% of its mean diagonal before factoring (as GPTQ does), which keeps the
@@ -83,7 +88,7 @@ struct GptqFactor {
 // can abort by throwing.
 GptqFactor gptq_factor(const float* h, size_t dim, ThreadPool& pool, Isa isa, const std::function<void()>& check = {});
 
-// Quantizes `rows` rows of w ([rows][cols], f32, cols a multiple of 32) into rows of `type`
+// Quantizes `rows` rows of w ([rows][cols], f32, cols a multiple of 32; of 256 for Q3_K) into rows of `type`
 // blocks at `out` (rows * weight_row_bytes(type, cols) bytes). f: gptq_factor of the inputs'
 // Gram matrix (f.dim == cols); importance: [cols], diag of that Gram matrix (any positive
 // scale), or nullptr. Single-threaded (callers split rows across threads); the result does

@@ -63,6 +63,17 @@ uint16_t search_block_scale(WeightType type, const float* w, const float* import
 // uniform. Never worse than round-to-nearest under the same weighting (RTN is a candidate).
 void quantize_row_search(WeightType type, const float* w, const float* importance, std::byte* row, size_t cols);
 
+// Q3_K's search (src/quant/quantize_q3k.cpp; quantize_row_search takes it for Q3_K): each
+// super-block's d, sixteen sub-block factors and quants chosen to minimize the same weighted
+// loss, never worse than round-to-nearest under it.
+void quantize_row_search_q3_k(const float* w, const float* importance, std::byte* row, size_t cols);
+// One super-block of 256 weights (importance: [256] or nullptr) by that search.
+Q3kCode q3k_search(const float* w, const float* importance);
+// For 16 weights w (importances a) and the super-block scale d as stored: the factor l in
+// [center - 2, center + 2] and in [-32, 31] (the nearest end when none is) and its quants,
+// rounded for the scale d * l, with the least loss; returns that loss.
+double q3k_best_factor(const float* w, const float* a, float d, int center, int8_t& factor, int8_t* q);
+
 // Round-to-nearest into blocks of `type` (Q8_0 or Q4_0) with one scale per `group` weights (a
 // multiple of the block; the row's last group may be shorter): the type's own rule (Q8_0:
 // amax / 127; Q4_0: the signed value of largest magnitude maps to -8) over the whole group, its

@@ -167,6 +167,7 @@ uint16_t search_block_scale(WeightType type, const float* w, const float* import
 }
 
 void quantize_row_search(WeightType type, const float* w, const float* importance, std::byte* row, size_t cols) {
+  if (type == WeightType::Q3_K) return quantize_row_search_q3_k(w, importance, row, cols);
   const size_t block_bytes = weight_type_info(type).block_bytes;
   (void)range_of(type);
   quantize_row(type, w, row, cols);  // the round-to-nearest starting point

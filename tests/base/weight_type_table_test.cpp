@@ -113,7 +113,10 @@ TEST(WeightTypeTable, ScalarReferencesAgreeWithEachOther) {
     if (!t.scaled_blocks()) {
       if (t.quantized) {
         const uint16_t inf = 0x7c00;
-        std::memcpy(row.data() + (t.type == WeightType::Q6_K ? 208 : 0), &inf, sizeof inf);
+        std::memcpy(row.data() + (t.type == WeightType::Q6_K   ? 208
+                                  : t.type == WeightType::Q3_K ? 108
+                                                               : 0),
+                    &inf, sizeof inf);
         EXPECT_FALSE(t.finite_row(row.data(), cols)) << name(t);
       }
       continue;

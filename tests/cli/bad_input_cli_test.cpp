@@ -421,13 +421,13 @@ const std::vector<BadInputCase> kBadInputCases = {
      "--type f32 writes a GGUF file only (add --format gguf)", "", "", "", "x"},
     {"QuantizeFloatTypeWithMethod", tiny,
      {"quantize", "-m", "{d}/m", "--type", "bf16", "--format", "gguf", "--method", "gptq", "--out", "{d}/x.gguf"},
-     "--method applies to --type int8 or int4 only, not bf16", "", "", "", "x.gguf"},
+     "--method applies to --type int8, int4 or q3_k only, not bf16", "", "", "", "x.gguf"},
     {"QuantizeNegativeCalibWindows", tiny,
      {"quantize", "-m", "{d}/m", "--type", "int4", "--calib-windows", "-1", "--out", "{d}/x"},
      "--calib-windows must be >= 1 (or 0 = the default), got -1", "", "", "", "x"},
     {"QuantizeFloatTypeWithCalibWindows", tiny,
      {"quantize", "-m", "{d}/m", "--type", "f32", "--format", "gguf", "--calib-windows", "3", "--out", "{d}/x.gguf"},
-     "--calib-windows applies to --type int8 or int4 only, not f32", "", "", "", "x.gguf"},
+     "--calib-windows applies to --type int8, int4 or q3_k only, not f32", "", "", "", "x.gguf"},
     {"QuantizeGgufNanWeight",
      [](const fs::path& d) {
        tiny(d);

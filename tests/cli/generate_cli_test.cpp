@@ -181,7 +181,8 @@ TEST_F(GenerateCli, BadValuesAreOneLineErrors) {
       {{"-t", "-2"}, "-t must be >= 1"},
       {{"-c", "-5"}, "-c must be >= 0"},
       {{"-c", "100000"}, "exceeds the model's limit of 256"},
-      {{"--dtype", "f16"}, "--dtype must be as-stored, f32, bf16, int8, int4, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k"},
+      {{"--dtype", "f16"},
+       "--dtype must be as-stored, f32, bf16, int8, int4, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k or q3_k"},
       {{"--isa", "neon"}, "--isa must be auto or one of scalar, avx2"},
       {{"--stop", ""}, "--stop must not be empty"},
   };

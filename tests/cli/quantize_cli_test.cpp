@@ -161,16 +161,16 @@ TEST_F(QuantizeCli, Refusals) {
   test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--out", path("no-such-dir/x")}),
                               "does not exist");
   test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int3", "--out", path("x")}),
-                              "--type must be int8 or int4");
+                              "--type must be int8, int4 or q3_k");
   test::expect_one_line_error(
       run_cli({"quantize", "-m", path("m"), "--type", "int4", "--method", "awq", "--out", path("x")}),
       "--method must be rtn, imatrix or gptq");
-  // The K-quants are read and run, not written: neither as the weights' type nor the logits matrix's.
+  // The K-quants other than q3_k are read and run, not written: neither as the weights' type nor the logits matrix's.
   test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "q4_k", "--out", path("x")}),
-                              "--type must be int8 or int4");
+                              "--type must be int8, int4 or q3_k");
   test::expect_one_line_error(run_cli({"quantize", "-m", path("m"), "--type", "int4", "--head-type", "q6_k", "--method",
                                        "rtn", "--out", path("x")}),
-                              "quantize: the logits matrix's type must be f32, bf16, int8 or int4, got q6_k");
+                              "quantize: the logits matrix's type must be f32, bf16, int8, int4 or q3_k, got q6_k");
   test::expect_one_line_error(
       run_cli({"quantize", "-m", path("m"), "--type", "int4", "--calib", path("none.txt"), "--out", path("x")}),
       "cannot read calibration text");
@@ -408,7 +408,7 @@ TEST_F(QuantizeCli, BenchQuantTableAndRecords) {
                               "--levels: 'int5' is not base or int8|int4");
   test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "int4-rtn:head=int3"}),
-      "--levels: 'int4-rtn:head=int3' is not base or int8|int4[-rtn|-imatrix|-gptq][:head=");
+      "--levels: 'int4-rtn:head=int3' is not base or int8|int4|q3_k[-rtn|-imatrix|-gptq][:head=");
   test::expect_one_line_error(
       run_cli({"bench", "quant", "-m", path("m"), "-f", path("text.txt"), "--levels", "q4_k-rtn"}),
       "--levels: 'q4_k-rtn' is not base or int8|int4");

@@ -62,6 +62,7 @@ TEST(GgmlTypes, IdsAndBlockGeometry) {
                                        {6, "Q5_0", 32, 22},
                                        {7, "Q5_1", 32, 24},
                                        {8, "Q8_0", 32, 34},
+                                       {11, "Q3_K", 256, 110},
                                        {12, "Q4_K", 256, 144},
                                        {13, "Q5_K", 256, 176},
                                        {14, "Q6_K", 256, 210},
@@ -72,7 +73,7 @@ TEST(GgmlTypes, IdsAndBlockGeometry) {
     EXPECT_EQ(info->block_elems, r.elems) << r.name;
     EXPECT_EQ(info->block_bytes, r.bytes) << r.name;
   }
-  for (uint32_t unsupported : {4u, 5u, 9u, 10u, 11u, 15u, 16u, 24u, 28u, 29u, 31u, 39u, 40u, 1000u})
+  for (uint32_t unsupported : {4u, 5u, 9u, 10u, 15u, 16u, 24u, 28u, 29u, 31u, 39u, 40u, 1000u})
     EXPECT_FALSE(ggml_type_info(unsupported).has_value()) << unsupported;
   EXPECT_EQ(ggml_type_name(10), "Q2_K");
   EXPECT_EQ(ggml_type_name(23), "IQ4_XS");

@@ -34,7 +34,7 @@ TEST(GgufRoundTrip, DefaultModelLogitsBitwiseAsSafetensors) {
   std::vector<WeightType> types = {WeightType::F32, WeightType::Q8_0, WeightType::Q4_0};
   for (const WeightTypeInfo& info : all_weight_types())
     if (info.quantized && !info.scaled_blocks()) types.push_back(info.type);  // the types only files bring
-  ASSERT_EQ(types.size(), 9u);  // the K types fit: default model rows are 256 and 512
+  ASSERT_EQ(types.size(), 10u);  // the K types fit: default model rows are 256 and 512
   for (const WeightType type : types) {
     const auto file = dir / (std::string(weight_type_name(type)) + ".gguf");
     export_gguf(test::default_model_dir(), file, type);

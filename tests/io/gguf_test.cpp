@@ -401,7 +401,7 @@ TEST(GgufCorrupt, UnknownTypes) {
   tensor.header(1, 0).tensor("blk.0.ffn_down.weight", {256}, 10, 0).pad_to(32).data(84);
   EXPECT_EQ(gguf_parse_error(tensor.bytes),
             "t.gguf: tensor 'blk.0.ffn_down.weight': ggml type 10 (Q2_K) is not supported "
-            "(supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16)");
+            "(supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, BF16)");
   Raw retired;
   retired.header(1, 0).tensor("w", {32}, 4, 0).pad_to(32).data(32);
   EXPECT_THAT(gguf_parse_error(retired.bytes), HasSubstr("ggml type 4 (?) is not supported"));

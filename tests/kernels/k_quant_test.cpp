@@ -87,6 +87,24 @@ Decoded decode(WeightType t, const uint8_t* blk) {
         out.offset[e] = dmin * m;
       }
     }
+  } else if (t == WeightType::Q3_K) {
+    // hmask[32], qs[64], 12 scale bytes, d. Element e: half h = e / 128 (qs from 32h), shift
+    // group k = (e % 128) / 32, l = e % 32: low 2 bits at bit 2k of qs[32h + l], the third at
+    // bit 4h + k of hmask[l]; value q - 4. Sub-block s = e / 16 has the 6-bit scale whose low
+    // nibble is nibble s / 8 of byte s % 8 and whose top 2 bits are bits 2 (s / 4) of byte
+    // 8 + s % 4; factor scale - 32.
+    const uint8_t* hm = blk;
+    const uint8_t* qs = blk + 32;
+    const uint8_t* sc = blk + 96;
+    const double d = half_value(u16_at(blk + 108));
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32, s = e / 16;
+      const int q = (qs[32 * h + l] >> (2 * k)) % 4 + 4 * ((hm[l] >> (4 * h + k)) % 2);
+      const int scale = (s < 8 ? sc[s] % 16 : sc[s - 8] / 16) + 16 * ((sc[8 + s % 4] >> (2 * (s / 4))) % 4);
+      out.quant[e] = q - 4;
+      out.scale[e] = d * (scale - 32);
+      out.offset[e] = 0.0;
+    }
   } else {
     const uint8_t* ql = blk;
     const uint8_t* qh = blk + 128;
@@ -108,6 +126,7 @@ Decoded decode(WeightType t, const uint8_t* blk) {
 // Where a block's f16 fields are (d, and dmin or m).
 std::vector<size_t> f16_fields(WeightType t) {
   if (t == WeightType::Q6_K) return {208};
+  if (t == WeightType::Q3_K) return {108};
   if (t == WeightType::Q5_0) return {0};
   return {0, 2};
 }
@@ -131,8 +150,8 @@ std::vector<float> dequantized(WeightType t, const std::vector<std::byte>& rows,
 }
 
 TEST(KQuantBlocks, DequantizationEqualsTheFormatDecodedIndependently) {
-  ASSERT_EQ(test::k_quant_types().size(), 3u);
-  ASSERT_EQ(test::file_types().size(), 6u);
+  ASSERT_EQ(test::k_quant_types().size(), 4u);
+  ASSERT_EQ(test::file_types().size(), 7u);
   for (WeightType t : test::file_types()) {
     const size_t n = 16 * kSuperBlock, bb = weight_type_info(t).block_bytes, be = weight_type_info(t).block_elems;
     const std::vector<std::byte> rows = random_k_rows(t, 1, n, 3);
@@ -174,7 +193,9 @@ TEST(KQuantBlocks, NonFiniteScalesAreFoundAndWeightsRefused) {
 // error plus 15 scale errors: |x - back| <= ds / 2 + dmin / 2 + 7.5 d (Q5_K: 31 levels,
 // 15.5 d). Q6_K: the extreme maps
 // to -32 and a value of the other sign reaching +32 clamps to 31, so |x - back| <= |ds| + 16 d
-// (32 scale errors of d / 2 at the extreme). A relative 1e-5 covers the f32 steps inside.
+// (32 scale errors of d / 2 at the extreme). Q3_K: the extreme maps to -4 and a sub-block step
+// to a factor within d of it (d / 2 by rounding, d where +32 clamps to 31), so a clamped value
+// is off by at most |ds| + 4 d, an unclamped one by |ds| / 2. A relative 1e-5 covers the f32 steps inside.
 // Q4_1 / Q5_1 (L = 15 / 31 levels): m is the block's minimum and d its range / L, each rounded to
 // f16 (relative 2^-11), so |x - back| <= d / 2 + (L d + |m|) 2^-10. Q5_0: the extreme maps to -16
 // (as Q4_0's to -8) and a value of the other sign reaching +16 clamps to 15:
@@ -204,13 +225,13 @@ TEST(KQuantBlocks, RoundToNearestQuantizerStaysWithinItsBound) {
                 << weight_type_name(t) << " seed " << seed << " element " << sb * be + e;
           continue;
         }
-        const bool k_min = t != WeightType::Q6_K;
-        const double d = std::abs(half_value(u16_at(k_min ? blk : blk + 208)));
+        const bool k_min = t != WeightType::Q6_K && t != WeightType::Q3_K;
+        const double d = std::abs(half_value(u16_at(blk + f16_fields(t).front())));
         const double dmin = k_min ? std::abs(half_value(u16_at(blk + 2))) : 0.0;
         const double levels = t == WeightType::Q5_K ? 31 : 15;
         for (size_t e = 0; e < kSuperBlock; ++e) {
           const double ds = std::abs(dec.scale[e]);
-          const double bound = k_min ? ds / 2 + dmin / 2 + levels / 2 * d : ds + 16 * d;
+          const double bound = k_min ? ds / 2 + dmin / 2 + levels / 2 * d : ds + (t == WeightType::Q3_K ? 4 : 16) * d;
           const double xe = x[sb * kSuperBlock + e];
           ASSERT_LE(std::abs(xe - back[sb * kSuperBlock + e]), bound * (1 + 1e-5) + 1e-12)
               << weight_type_name(t) << " seed " << seed << " element " << sb * kSuperBlock + e;
@@ -254,7 +275,7 @@ TEST(KQuantPacked, EveryRowUnpacksToItselfAndAPartialGroupIsUntouched) {
     }
     // The layout's first bytes as kernels/quant_blocks.h states them: the 16 rows' d.
     for (size_t j = 0; j < kPackRows; ++j) {
-      const size_t d_at = t != WeightType::Q6_K ? 0 : 208;
+      const size_t d_at = f16_fields(t).front();
       EXPECT_EQ(std::memcmp(packed.data() + 2 * j, raw.data() + j * rb + d_at, 2), 0)
           << weight_type_name(t) << " row " << j;
     }

@@ -53,6 +53,7 @@ uint8_t held_byte(WeightType t, uint8_t q) {
     case WeightType::Q4_K:
     case WeightType::Q5_K:
     case WeightType::Q6_K:  // tests/kernels/k_quant_test.cpp
+    case WeightType::Q3_K:
     case WeightType::F32:
     case WeightType::BF16:
       break;

@@ -60,6 +60,7 @@ int quant_value(WeightType t, const std::vector<std::byte>& row, size_t b, size_
     case WeightType::Q4_K:
     case WeightType::Q5_K:
     case WeightType::Q6_K:  // tests/kernels/k_quant_test.cpp
+    case WeightType::Q3_K:
     case WeightType::F32:
     case WeightType::BF16:
       break;
@@ -139,6 +140,7 @@ void expect_round_trip(WeightType t, const std::vector<float>& x, const std::str
       case WeightType::Q4_K:
       case WeightType::Q5_K:
       case WeightType::Q6_K:
+      case WeightType::Q3_K:
       case WeightType::F32:
       case WeightType::BF16:
         FAIL() << weight_type_name(t) << " has no 32-blocks";

@@ -194,8 +194,8 @@ TEST(Linear, QuantizedIsBitwiseTheReferenceAtEveryIsaThreadCountAndBatch) {
       }
     }
   }
-  // The 32-block types (int8, int4, q4_1, q5_0, q5_1) in every case, q4_k, q5_k and q6_k in two.
-  EXPECT_EQ(fitting, 5 * 5 + 3 * 2);
+  // The 32-block types (int8, int4, q4_1, q5_0, q5_1) in every case, q4_k, q5_k, q6_k and q3_k in two.
+  EXPECT_EQ(fitting, 5 * 5 + 4 * 2);
   EXPECT_EQ(compared, static_cast<int>(fitting * 2 * test::supported_isas().size() * pools.size()));
 }
 
