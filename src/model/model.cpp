@@ -32,20 +32,33 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "model/linear.h"
 #include "model/ops.h"
+#include "model/tensor_parallel.h"
 #include "model/tune.h"
 #include "model/weights.h"
+#include "nanoinfer/comm.h"
 #include "nanoinfer/error.h"
 
 namespace nanoinfer {
 namespace {}  // namespace
+
+// Rank 0 of a model split over ranks: the ids its sequences go by in step messages, and those
+// destroyed since the last message (the followers then drop their mirrors).
+struct SequenceLedger {
+  std::mutex mutex;
+  uint64_t next_id = 1;
+  std::vector<uint64_t> freed;
+  std::unordered_map<const KvCache*, uint64_t> ids;  // every live sequence's cache
+};
 
 // ---- per-sequence state ---------------------------------------------------------------------
 
@@ -92,6 +105,18 @@ struct Sequence::State {
   uint64_t positions_pushed = 0;
   AttentionWork attention;  // attention's scratch (sized for decode at creation) and K/V rows read
   Tap tap;
+  uint64_t id = 0;                   // its name in step messages (rank 0 of a split model)
+  SequenceLedger* ledger = nullptr;  // set with id
+
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  ~State() {
+    if (ledger == nullptr) return;
+    const std::lock_guard<std::mutex> lock(ledger->mutex);
+    ledger->freed.push_back(id);
+    ledger->ids.erase(&cache);
+  }
 
   void emit(std::string_view name, int layer, size_t pos, size_t n, size_t dim, const float* data) const {
     if (tap) tap(TapEvent{name, layer, pos, n, dim, data});
@@ -141,14 +166,33 @@ struct Model::Impl {
   mutable std::atomic<uint64_t> positions_pushed{0};
   mutable std::atomic<uint64_t> passes{0};
   mutable ProductWork product_work;  // counted by linear() on the calling thread, under pool_busy
+  // Split over the ranks of a world (docs/SCALING.md): cfg is this rank's slice, full the
+  // whole model's. comm is null for a whole model.
+  Comm* comm = nullptr;
+  ShardPlan shard;
+  ModelConfig full;
+  std::unique_ptr<SequenceLedger> ledger;  // rank 0
+  mutable StepMessage message;             // under pool_busy (rank 0) or the follower's loop
+  mutable std::vector<float> head_out;     // [rows][local vocab]: this rank's logits
+  mutable std::vector<float> gathered;     // rank 0: every rank's logits, rank after rank
+  mutable std::vector<size_t> gather_counts;
 
-  Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads) {}
+  Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads), full(cfg) {}
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() {
+    if (comm == nullptr || comm->rank() != 0) return;
+    message.op = StepMessage::Op::Stop;  // the followers' loops end
+    message.parts.clear();
+    message.tokens.clear();
+    message.send(*comm);
+  }
 
   size_t hidden() const { return static_cast<size_t>(cfg.hidden_size); }
   size_t q_dim() const { return static_cast<size_t>(cfg.q_dim()); }
   size_t kv_dim() const { return static_cast<size_t>(cfg.kv_dim()); }
   size_t inter() const { return static_cast<size_t>(cfg.intermediate_size); }
-  size_t vocab() const { return static_cast<size_t>(cfg.vocab_size); }
+  size_t vocab() const { return static_cast<size_t>(full.vocab_size); }
   AttentionShape attention_shape() const {
     return {static_cast<size_t>(cfg.num_attention_heads), static_cast<size_t>(cfg.num_key_value_heads),
             static_cast<size_t>(cfg.head_dim())};
@@ -198,8 +242,112 @@ struct Model::Impl {
       logits(a, parts, out);
     } catch (...) {
       for (const StepPart& p : parts) p.seq->cache.abort_step();
+      if (comm != nullptr) abort_job();
       throw;
     }
+  }
+
+  // A split step that failed on one rank cannot go on anywhere: the ranks would wait for each
+  // other's collectives. One line, and the job ends.
+  [[noreturn]] void abort_job() const {
+    std::string what = "unknown error";
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    std::fflush(stdout);
+    std::fprintf(stderr, "nanoinfer: error: rank %d: %s (the tensor-parallel job stops)\n", comm->rank(), what.c_str());
+    comm->abort(1);
+  }
+
+  // The rows of `tokens`: on a split model each rank looks up the rows its slice of the
+  // vocabulary holds, zeros elsewhere, and the sum over the ranks is the lookup (exact: every
+  // element is one row's value plus zeros).
+  void embed(const int32_t* tokens, size_t n, float* x) const {
+    if (comm == nullptr) return embed_rows(w.embed, tokens, n, x);
+    const size_t H = hidden();
+    for (size_t t = 0; t < n; ++t) {
+      const auto id = static_cast<size_t>(tokens[t]);
+      if (id < shard.vocab_begin || id >= shard.vocab_end) {
+        std::fill_n(x + t * H, H, 0.0f);
+        continue;
+      }
+      const auto local = static_cast<int32_t>(id - shard.vocab_begin);
+      embed_rows(w.embed, &local, 1, x + t * H);
+    }
+    comm->allreduce_sum(x, n * H);
+  }
+
+  // o_proj and down_proj of a split model are each rank's columns: their outputs are partial
+  // sums, added over the ranks in place.
+  void reduce(float* y, size_t count) const {
+    if (comm != nullptr) comm->allreduce_sum(y, count);
+  }
+
+  // Rank 0 of a split model: the step every rank is about to run.
+  void announce(std::span<const StepPart> parts, const int32_t* tokens, size_t n, bool head) const {
+    message.op = StepMessage::Op::Step;
+    message.head = head;
+    message.parts.clear();
+    for (const StepPart& p : parts) message.parts.push_back({p.seq->id, p.seq->cache.capacity(), p.pos, p.n, p.out});
+    message.tokens.assign(tokens, tokens + n);
+    take_freed();
+    message.send(*comm);
+  }
+
+  void take_freed() const {
+    const std::lock_guard<std::mutex> lock(ledger->mutex);
+    message.freed.swap(ledger->freed);
+    ledger->freed.clear();
+  }
+
+  // Rank 0 of a split model: dst's cache got positions [from, to) of src's (KvCache::extend_from).
+  void announce_copy(const Sequence::State& dst, const KvCache& src, size_t from, size_t to) const {
+    const std::lock_guard<std::mutex> lock(pool_busy);
+    uint64_t src_id = 0;
+    {
+      const std::lock_guard<std::mutex> ids(ledger->mutex);
+      const auto it = ledger->ids.find(&src);
+      src_id = it == ledger->ids.end() ? 0 : it->second;
+    }
+    if (src_id == 0) {
+      std::fprintf(stderr, "nanoinfer: error: a KV cache copy from a cache that is not one of the model's sequences\n");
+      comm->abort(1);
+    }
+    message.op = StepMessage::Op::Copy;
+    message.parts.clear();
+    message.tokens.clear();
+    message.dst = dst.id;
+    message.dst_capacity = dst.cache.capacity();
+    message.from = from;
+    message.src = src_id;
+    message.src_capacity = src.capacity();
+    message.to = to;
+    take_freed();
+    message.send(*comm);
+  }
+
+  // The head of a split model: this rank's vocabulary rows of the m rows' logits, gathered on
+  // rank 0 into out ([m][vocab], each rank's columns in place). False on the other ranks.
+  bool gather_head(const Activations& a, size_t m, float* out) const {
+    const size_t V = vocab(), local = static_cast<size_t>(cfg.vocab_size);
+    if (head_out.size() < m * local) head_out.resize(m * local);
+    linear(compute, w.lm_head, nullptr, a.xb.data(), head_out.data(), m);
+    gather_counts.resize(shard.vocab_counts.size());
+    for (size_t r = 0; r < gather_counts.size(); ++r) gather_counts[r] = m * shard.vocab_counts[r];
+    if (comm->rank() == 0 && gathered.size() < m * V) gathered.resize(m * V);
+    comm->gather(head_out.data(), gather_counts, gathered.data());
+    if (comm->rank() != 0) return false;
+    const float* part = gathered.data();
+    size_t column = 0;
+    for (size_t count : shard.vocab_counts) {
+      for (size_t r = 0; r < m; ++r) std::memcpy(out + r * V + column, part + r * count, count * sizeof(float));
+      part += m * count;
+      column += count;
+    }
+    return true;
   }
 
   // embed -> every layer: a.x ends as the residual stream after the last layer, [n][hidden].
@@ -209,7 +357,7 @@ struct Model::Impl {
     float *x = a.x.data(), *xb = a.xb.data(), *qkv = a.qkv.data(), *q = a.q.data(), *att = a.att.data();
     float *gate_up = a.gate_up.data(), *act = a.act.data();
 
-    embed_rows(w.embed, tokens, n, x);
+    embed(tokens, n, x);
     emit_rows(parts, "embed", -1, H, x);
     const size_t QKV = q_dim() + 2 * kv_dim();
     for (size_t l = 0; l < w.layers.size(); ++l) {
@@ -226,6 +374,7 @@ struct Model::Impl {
       for (const StepPart& p : parts) attend(a, p, l, qkv, q, att);
       require_finite(parts, "attn_out", l, att, n, q_dim());
       linear(compute, L.o, nullptr, att, xb, n);
+      reduce(xb, n * H);
       add_inplace(x, xb, n * H);
       emit_rows(parts, "attn_residual", il, H, x);
       require_finite(parts, "attn_residual", l, x, n, H);
@@ -238,6 +387,7 @@ struct Model::Impl {
       emit_rows(parts, "ffn_act", il, I, act);
       require_finite(parts, "ffn_act", l, act, n, I);
       linear(compute, L.down, nullptr, act, xb, n);
+      reduce(xb, n * H);
       add_inplace(x, xb, n * H);
       emit_rows(parts, "layer_out", il, H, x);
       require_finite(parts, "layer_out", l, x, n, H);
@@ -342,7 +492,11 @@ struct Model::Impl {
       m += p.out;
     }
     if (m == 0 || out == nullptr) return;
-    linear(compute, w.lm_head, nullptr, a.xb.data(), out, m);
+    if (comm == nullptr) {
+      linear(compute, w.lm_head, nullptr, a.xb.data(), out, m);
+    } else if (!gather_head(a, m, out)) {
+      return;
+    }
     // A row the final norm made non-finite gets NaN logits: a quantized head would round its
     // infinities into finite garbage, and the logits' readers (sampler, perplexity) each
     // report a non-finite logit naming their own step or position.
@@ -370,8 +524,19 @@ Model Model::load(const ModelConfig& cfg, const WeightSource& weights, const Mod
   auto impl = std::make_unique<Impl>(cfg, resolved);
   impl->opts.threads = static_cast<int>(impl->pool.size());
   impl->compute = Compute{&impl->pool, &table, impl->opts.tuning.get(), nullptr};
-  impl->w = load_weights(weights, impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
-                         resolved.pack_weights ? &table : nullptr);
+  Comm* comm = resolved.tensor_parallel && world().distributed() ? &world() : nullptr;
+  if (comm == nullptr) {
+    impl->w = load_weights(weights, impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
+                           resolved.pack_weights ? &table : nullptr);
+  } else {
+    agree_on_model(*comm, cfg, weights, resolved);
+    impl->shard = plan_shards(cfg, weights, resolved.weights, comm->rank(), comm->size());
+    impl->cfg = local_config(cfg, impl->shard);
+    const WeightSource slice = slice_source(weights, cfg, impl->shard);
+    impl->w = load_weights(slice, impl->cfg, resolved.weights, impl->pool, resolved.fuse_products,
+                           resolved.pack_weights ? &table : nullptr);
+    if (comm->rank() == 0) impl->ledger = std::make_unique<SequenceLedger>();
+  }
   impl->compute.work = &impl->product_work;  // the forward's products count from here on
   // RoPE's frequencies: the plain rule, scaled by the config's rope_scaling (Llama 3) or, in a
   // Llama GGUF file, divided by its rope_freqs tensor (the same scaling, as llama.cpp stores it).
@@ -384,11 +549,33 @@ Model Model::load(const ModelConfig& cfg, const WeightSource& weights, const Mod
     inv_freq[i] /= static_cast<double>(freqs[i]);
   }
   impl->rope = Rope(inv_freq, resolved.max_context);
+  impl->comm = comm;  // last: a load that throws has nothing to tell the other ranks
   return Model(std::move(impl));
 }
 
+// Every rank of a split model must hold a slice of the same model under the same options:
+// rank 0's fingerprint against each rank's own, and every rank learns whether any differs.
+void Model::agree_on_model(Comm& comm, const ModelConfig& cfg, const WeightSource& weights,
+                           const ModelOptions& options) {
+  const std::vector<std::string> problems = weights.problems(tensor_manifest(cfg));
+  if (!problems.empty()) fail("{}: {}", weights.path.string(), problems.front());
+  const uint64_t mine = model_fingerprint(cfg, weights, options);
+  uint64_t root = mine;
+  comm.broadcast(&root, sizeof root);
+  if (comm.max(root != mine ? 1 : 0) == 0) return;
+  if (root != mine) {
+    fail(
+        "tensor parallelism: rank {} opened a different model or different flags than rank 0 (fingerprint {:016x}, "
+        "rank 0's {:016x}); every rank must run the same command on the same files",
+        comm.rank(), mine, root);
+  }
+  fail(
+      "tensor parallelism: another rank opened a different model or different flags than rank 0; every rank must "
+      "run the same command on the same files");
+}
+
 const ModelConfig& Model::config() const {
-  return impl_->cfg;
+  return impl_->full;
 }
 const ModelOptions& Model::options() const {
   return impl_->opts;
@@ -452,7 +639,71 @@ Sequence Model::new_sequence(size_t max_seq) const {
   s.logits.resize(m.vocab());
   m.reserve(s.act, 1);  // decode steps never allocate
   s.attention.scratch.resize(attention_scratch_size(m.compute, m.attention_shape(), 1, s.cache.capacity() - 1));
+  if (m.ledger != nullptr) {
+    {
+      const std::lock_guard<std::mutex> lock(m.ledger->mutex);
+      s.id = m.ledger->next_id++;
+      m.ledger->ids[&s.cache] = s.id;
+    }
+    s.ledger = m.ledger.get();
+    Sequence::State* dst = &s;
+    s.cache.set_copy_listener(
+        [&m, dst](const KvCache& src, size_t from, size_t to) { m.announce_copy(*dst, src, from, to); });
+  }
   return seq;
+}
+
+bool Model::follower() const {
+  return impl_->comm != nullptr && impl_->comm->rank() != 0;
+}
+
+int Model::ranks() const {
+  return impl_->comm != nullptr ? impl_->comm->size() : 1;
+}
+
+// A follower's loop: rank 0's messages, each run on mirrors of rank 0's sequences, until the
+// message that says rank 0's model is gone.
+void Model::follow() const {
+  if (!follower()) return;
+  const Impl& m = *impl_;
+  std::unordered_map<uint64_t, Sequence> mirrors;
+  const auto mirror = [&](uint64_t id, uint64_t capacity) -> Sequence::State& {
+    auto it = mirrors.find(id);
+    if (it == mirrors.end()) it = mirrors.emplace(id, new_sequence(capacity)).first;
+    return *it->second.state_;
+  };
+  StepMessage& msg = m.message;
+  for (;;) {
+    msg.receive(*m.comm);
+    for (uint64_t id : msg.freed) mirrors.erase(id);
+    if (msg.op == StepMessage::Op::Stop) return;
+    try {
+      if (msg.op == StepMessage::Op::Copy) {
+        Sequence::State& dst = mirror(msg.dst, msg.dst_capacity);
+        const Sequence::State& src = mirror(msg.src, msg.src_capacity);
+        if (dst.cache.length() < msg.from) fail("tensor parallelism: a copy into a mirror shorter than rank 0's");
+        dst.cache.truncate(msg.from);
+        dst.cache.extend_from(src.cache, msg.to);
+        continue;
+      }
+      if (msg.op != StepMessage::Op::Step || msg.parts.empty()) fail("tensor parallelism: an unknown message");
+      Sequence::State& first = mirror(msg.parts[0].id, msg.parts[0].capacity);
+      std::vector<Sequence::State::Part>& parts = first.batch;
+      parts.clear();
+      size_t row = 0;
+      for (const StepMessage::Part& p : msg.parts) {
+        Sequence::State& s = mirror(p.id, p.capacity);
+        if (s.cache.length() < p.pos) fail("tensor parallelism: a step past the end of a mirror's cache");
+        s.cache.truncate(p.pos);  // rank 0 cut or cleared the sequence since
+        parts.push_back({&s, row, p.n, p.pos, p.out});
+        row += p.n;
+      }
+      m.reserve(first.act, row);
+      m.step(first.act, parts, msg.tokens.data(), row, msg.head ? first.logits.data() : nullptr);
+    } catch (...) {
+      m.abort_job();
+    }
+  }
 }
 
 std::span<const float> Model::forward(std::span<const int32_t> tokens, Sequence& seq, bool all_logits) const {
@@ -491,6 +742,7 @@ std::span<const float> Model::push(std::span<const int32_t> tokens, Sequence& se
     // Intermediate chunks produce logits only when all of them were asked for.
     const size_t rows = all_logits ? count : (last ? 1 : 0);
     const Sequence::State::Part chunk{&s, 0, count, cache.length(), rows};
+    if (m.comm != nullptr) m.announce({&chunk, 1}, tokens.data() + begin, count, head);
     m.step(s.act, {&chunk, 1}, tokens.data() + begin, count,
            head ? s.logits.data() + (all_logits ? begin * V : 0) : nullptr);
   }
@@ -587,6 +839,7 @@ void Model::decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t
     Sequence::State& s = *seqs[b]->state_;
     parts.push_back({&s, row, count(b), s.cache.length(), output(b)});
   }
+  if (m.comm != nullptr) m.announce(parts, tokens.data(), n, hidden == nullptr);
   if (hidden != nullptr) {
     m.step(first.act, parts, tokens.data(), n, nullptr);
     std::memcpy(hidden, first.act.xb.data(), n * m.hidden() * sizeof(float));
