@@ -2,8 +2,10 @@
 // launcher started the process, one rank otherwise.
 #include "nanoinfer/comm.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,6 +54,31 @@ void finalize_mpi() {
   if (!finalized) MPI_Finalize();
 }
 
+// The launcher ends the other ranks with SIGTERM when one rank dies: rank 0 says so in one
+// line instead of vanishing. The text is made before any signal can arrive (write() and
+// _exit() are all a handler may call).
+char g_term_line[160];
+size_t g_term_length = 0;
+
+void on_launcher_term(int) {
+  ssize_t unused = ::write(STDERR_FILENO, g_term_line, g_term_length);
+  (void)unused;
+  ::_exit(1);
+}
+
+void say_why_on_sigterm(int rank) {
+  struct sigaction current = {};
+  if (sigaction(SIGTERM, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  const int n = std::snprintf(g_term_line, sizeof g_term_line,
+                              "nanoinfer: error: rank %d: ended by the MPI launcher: another rank of the job died, "
+                              "was killed or failed\n",
+                              rank);
+  g_term_length = n > 0 ? std::min(static_cast<size_t>(n), sizeof g_term_line - 1) : 0;
+  struct sigaction action = {};
+  action.sa_handler = on_launcher_term;
+  sigaction(SIGTERM, &action, nullptr);
+}
+
 int to_int(size_t n) {
   if (n > static_cast<size_t>(INT32_MAX)) fail("MPI message of {} elements is too large", n);
   return static_cast<int>(n);
@@ -70,6 +97,7 @@ Comm& world() {
     if (provided < MPI_THREAD_SERIALIZED) fail("the MPI library does not support calls from more than one thread");
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size_);
+    if (c->size_ > 1) say_why_on_sigterm(c->rank_);
     return c;
   }();
   return *comm;
