@@ -4,11 +4,15 @@
 set -u
 mpirun=$1
 nanoinfer=$2
-err=$(mktemp)
-trap 'rm -f "$err"' EXIT
-# chat on the embedded model: rank 0 waits on stdin (held open by sleep), the follower in its
-# step loop.
-(sleep 60) | "$mpirun" --oversubscribe --allow-run-as-root -np 2 "$nanoinfer" chat -t 1 >/dev/null 2>"$err" &
+dir=$(mktemp -d)
+err=$dir/stderr
+# chat on the embedded model: rank 0 waits on stdin (a pipe held open by sleep), the follower
+# in its step loop.
+mkfifo "$dir/stdin"
+sleep 60 >"$dir/stdin" 2>/dev/null &
+holder=$!
+trap 'kill $holder 2>/dev/null; rm -rf "$dir"' EXIT
+"$mpirun" --oversubscribe --allow-run-as-root -np 2 "$nanoinfer" chat -t 1 <"$dir/stdin" >/dev/null 2>"$err" &
 job=$!
 follower=""
 for _ in $(seq 100); do
