@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev  # the HTTP server of `nanoinfer serve`
   libcurl4-openssl-dev libssl-dev  # `nanoinfer pull`: HTTPS downloads from the Hugging Face hub, sha256 checks
+  openmpi-bin libopenmpi-dev  # tensor parallelism under mpirun (docs/SCALING.md)
   libedit-dev  # line editing and history in `nanoinfer chat` (BSD licence)
   haproxy  # the load balancer of docs/haproxy.cfg, run by the serve_balance test
   chromium  # the browser the viz page is tested in (tests/browser/, driven by playwright-core)

@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -94,6 +95,10 @@ class KvCache {
   // copies are bitwise what a forward pass would write. Throws Error on a shape mismatch, an
   // open step, or memory that is not available (this cache unchanged).
   void extend_from(const KvCache& src, size_t n);
+  // Called by every extend_from that copied rows, after the copy, with the source and the
+  // positions [from, to) copied: a tensor-parallel model tells its other ranks to copy the
+  // same rows of their slices (docs/SCALING.md). Moves with the cache.
+  void set_copy_listener(std::function<void(const KvCache& src, size_t from, size_t to)> listener);
 
   // Opens a step of n positions, committing memory for them if needed. Throws Error if a
   // step is already open, the positions do not fit (length() + n > capacity()), or the memory
@@ -142,6 +147,7 @@ class KvCache {
   bool step_open_ = false;
   size_t step_n_ = 0;
   std::vector<uint32_t> appends_;  // [n_layers]: append() calls in the open step
+  std::function<void(const KvCache&, size_t, size_t)> copy_listener_;
 };
 
 // The cache element types `--kv-type` accepts: "f32", "bf16", "f16".

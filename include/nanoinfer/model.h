@@ -69,6 +69,11 @@ struct ModelOptions {
   // measured on this machine, read from its cache by open_model). nullptr: the defaults. Only
   // the split changes, never a result: the logits are bitwise those of the defaults.
   std::shared_ptr<const Tuning> tuning;
+  // Under mpirun (a world of more than one rank: nanoinfer/comm.h), split the model over the
+  // ranks, tensor-parallel (docs/SCALING.md): rank 0 runs the calls, the others follow (follow()).
+  // false keeps the whole model on this rank (a speculative draft, which only rank 0 runs).
+  // Without mpirun there is one rank and nothing changes.
+  bool tensor_parallel = true;
 };
 
 // One named intermediate of the forward pass, handed to a debug tap. Names, in order:
@@ -92,6 +97,7 @@ struct TapEvent {
 using Tap = std::function<void(const TapEvent&)>;
 
 class Model;
+class Comm;          // nanoinfer/comm.h
 class WeightSource;  // src/model/weight_source.h: a model file's tensors, whatever its format
 
 // The state of one sequence on a model: its KV cache, activation buffers (grown to the
@@ -215,10 +221,22 @@ class Model {
   // opened with are not used and not changed. Calls into the model wait meanwhile.
   std::vector<TunedShape> tune(const TuneOptions& options) const;
 
+  // Tensor-parallel runs (docs/SCALING.md). Every rank loads its slice (Model::load checks
+  // that all ranks opened the same files with the same options, and refuses otherwise). Rank 0
+  // is the model the program uses: every call, and every copy between sequences' caches, is
+  // first sent to the other ranks, which run the same step on their slices. Those ranks are
+  // followers: follow() runs rank 0's steps until rank 0's model is destroyed. A step that
+  // fails on any rank ends the whole job with one line (its ranks cannot continue apart).
+  bool follower() const;
+  void follow() const;
+  int ranks() const;  // 1 unless split
+
  private:
   std::span<const float> push(std::span<const int32_t> tokens, Sequence& seq, bool all_logits, bool head) const;
   void decode_rows(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, const size_t* counts,
                    const size_t* outputs, float* hidden = nullptr) const;
+  static void agree_on_model(Comm& comm, const ModelConfig& cfg, const WeightSource& weights,
+                             const ModelOptions& options);
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -41,6 +41,9 @@ struct OpenedModel {
 // checked first, by Model::load), the tokenizer and generation_config.json. Throws a one-line
 // Error naming the problem: a missing file (and how to get a model), an unsupported ISA, a
 // context past the model's limit, a tokenizer that does not belong to the model.
+// On a follower rank of a tensor-parallel run (mpirun, docs/SCALING.md) it does not return:
+// the rank runs rank 0's steps (Model::follow) and the process exits 0 when rank 0's model is
+// destroyed.
 OpenedModel open_model(std::string_view path, const OpenOptions& options = {});
 
 // The model alone, opened the same way (the same checks, each file read once) but without a

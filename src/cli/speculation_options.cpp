@@ -62,6 +62,7 @@ Speculation::Speculation(const SpeculationFlags& flags) : flags_(flags) {
 void Speculation::load(const ModelFlags& target_flags, const OpenedModel& target) {
   if (kind_ != Kind::Draft && kind_ != Kind::DraftSelf) return;
   OpenOptions options = open_options(target_flags);
+  options.model.tensor_parallel = false;  // only rank 0 drafts: the draft stays whole there
   if (kind_ == Kind::DraftSelf) {
     options.model.weights = self_type_;
     draft_ = std::make_unique<OpenedModel>(open_model(target_flags.model_dir, options));

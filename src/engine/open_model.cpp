@@ -1,5 +1,6 @@
 // open_model: the engine's one way from a model path to a runnable model (nanoinfer/open_model.h).
 #include <chrono>
+#include <cstdlib>
 
 #include "engine/model_pooling.h"
 #include "engine/model_source.h"
@@ -33,6 +34,12 @@ OpenedModel open_model(std::string_view path, const OpenOptions& options) {
     model_options.tuning = tuning.tuning;
   }
   Model model = load_model(*src, model_options);
+  if (model.follower()) {
+    // A follower rank of a tensor-parallel run never returns to the command: it runs rank 0's
+    // steps on its slice until rank 0's model is gone, then the process ends (docs/SCALING.md).
+    model.follow();
+    std::exit(0);
+  }
   // A GGUF file carries the tokenizer and its eos id; a directory has its own files for them.
   Tokenizer tokenizer = load_tokenizer(*src);
   GenerationConfig generation;

@@ -161,6 +161,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
   step_open_ = o.step_open_;
   step_n_ = o.step_n_;
   appends_ = std::move(o.appends_);
+  copy_listener_ = std::move(o.copy_listener_);
   o.base_ = nullptr;
   o.map_ = nullptr;
   o.map_bytes_ = 0;
@@ -253,7 +254,13 @@ void KvCache::extend_from(const KvCache& src, size_t n) {
   for (size_t i = 0; i < 2 * n_layers_; ++i) {
     std::memcpy(region(i) + length_ * row, src.region(i) + length_ * row, (n - length_) * row);
   }
+  const size_t from = length_;
   length_ = n;
+  if (copy_listener_) copy_listener_(src, from, n);
+}
+
+void KvCache::set_copy_listener(std::function<void(const KvCache& src, size_t from, size_t to)> listener) {
+  copy_listener_ = std::move(listener);
 }
 
 void KvCache::begin_step(size_t n) {

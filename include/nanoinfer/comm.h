@@ -1,0 +1,65 @@
+// The ranks of a tensor-parallel run and the few collectives the sharded forward pass needs
+// (docs/SCALING.md). One process is one rank of a world: under `mpirun -np N` (or srun) the
+// world has N ranks over MPI; otherwise, or in a build without MPI, it has one rank and every
+// collective is a no-op (broadcast and gather copy nothing, a sum of one part is that part).
+//
+// MPI is touched only when the environment says the process was launched by an MPI launcher
+// (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE): a plain run never initializes it. The first
+// call of world() initializes it (MPI_THREAD_SERIALIZED: the callers serialize their calls,
+// the model under its pool lock) and registers MPI_Finalize to run at exit.
+//
+// Every collective is called by every rank in the same order. A failed collective (a rank
+// died, the network broke) prints one line and ends the process: nothing waits for a peer
+// that is gone.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace nanoinfer {
+
+class Comm {
+ public:
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool distributed() const { return size_ > 1; }
+
+  // data[0 .. n) becomes the sum over the ranks, in place; every rank ends with the same bits
+  // (the parts are added in rank order on every rank). The only collective of the forward's
+  // hot path: one per o_proj and one per down_proj of every layer.
+  void allreduce_sum(float* data, size_t n);
+  // Rank 0's bytes to every rank.
+  void broadcast(void* data, size_t bytes);
+  // Rank r sends counts[r] floats; rank 0 receives them rank after rank into `out` (the sum of
+  // counts floats; ignored elsewhere).
+  void gather(const float* send, std::span<const size_t> counts, float* out);
+  // The largest of every rank's value, on every rank.
+  uint64_t max(uint64_t value);
+  void barrier();
+  // Ends every rank of the job with this exit code (after the caller printed why).
+  [[noreturn]] void abort(int code);
+
+  // Testing only: makes allreduce_sum leave each rank's part as it is (a missing all-reduce),
+  // so a test can show that its tolerance catches such a bug. Set on every rank alike.
+  void skip_allreduce_for_testing(bool skip) { skip_allreduce_ = skip; }
+
+ private:
+  friend Comm& world();
+  Comm() = default;
+  int rank_ = 0;
+  int size_ = 1;
+  bool skip_allreduce_ = false;
+  std::vector<float> scratch_;  // allreduce_sum: [size][n], grown to the largest message
+};
+
+// The world of this process (initialized on first use, as above). Throws Error when the
+// process was launched by an MPI launcher but the build has no MPI.
+Comm& world();
+// Whether the environment says an MPI launcher started this process.
+bool launched_by_mpi();
+// Whether this build can run over MPI (MPI was found when it was configured).
+bool mpi_built();
+
+}  // namespace nanoinfer
