@@ -90,7 +90,8 @@ def projection(tools):
                             "--json"], capture_output=True, text=True)
         check(r.returncode == 0, f"tp-projection exit code {r.returncode}: {r.stderr}")
         got = json.loads(r.stdout)
-        check(got["weight_bytes"] == 9e6 and got["kv_bytes"] == 0, f"W and KV: {got['weight_bytes']}, {got['kv_bytes']}")
+        check(got["weight_bytes"] == 9e6 and got["kv_bytes"] == 0,
+              f"W and KV: {got['weight_bytes']}, {got['kv_bytes']}")
         link = got["links"]["1gbe"]
         check(abs(link["a_us"] - 70) < 1e-9 and abs(link["ar2_us"] - 150) < 1e-9, f"a and AR(2, d): {link}")
         for row in got["projected"]:
