@@ -21,7 +21,7 @@
 namespace nanoinfer {
 namespace {
 
-const SamplerParams kGreedy{.temperature = 0.0, .repetition_penalty = 1.0};
+const SamplerParams kGreedyDraft{.temperature = 0.0, .repetition_penalty = 1.0};
 
 // The default model as `generate` runs it: stored bf16 weights, the f16 KV cache.
 OpenedModel open_default(std::optional<WeightType> weights = std::nullopt) {
@@ -303,7 +303,7 @@ TEST(Speculative, TimedLengthBoundsTheLossOfUselessDrafts) {
 TEST(Speculative, LookupGreedyOutputIsPlainGreedyOutput) {
   size_t accepted = 0;
   for (double penalty : {1.0, 1.1}) {
-    SamplerParams params = kGreedy;
+    SamplerParams params = kGreedyDraft;
     params.repetition_penalty = penalty;
     for (const std::string& prompt : looped_prompts()) {
       const Outcome plain = generate(prompt, looped_tokens(120), params);
@@ -337,12 +337,12 @@ TEST(Speculative, DraftModelGreedyOutputIsPlainGreedyOutput) {
     // 1000: until the context (256) is full, once.
     for (int64_t n : prompt == prompts()[0] ? std::vector<int64_t>{looped_tokens(100), 1000}
                                             : std::vector<int64_t>{looped_tokens(100)}) {
-      const Outcome plain = generate(prompt, n, kGreedy);
-      const Outcome self = generate(prompt, n, kGreedy, std::make_unique<ModelDrafter>(target().model, vocab));
+      const Outcome plain = generate(prompt, n, kGreedyDraft);
+      const Outcome self = generate(prompt, n, kGreedyDraft, std::make_unique<ModelDrafter>(target().model, vocab));
       EXPECT_EQ(self.tokens, plain.tokens) << prompt;
       EXPECT_EQ(self.stats.accepted_tokens, self.stats.drafted_tokens) << prompt;
       // With the repetition penalty, which the draft applies as the target does.
-      SamplerParams penalised = kGreedy;
+      SamplerParams penalised = kGreedyDraft;
       penalised.repetition_penalty = 1.1;
       const Outcome plain_penalised = generate(prompt, n, penalised);
       const Outcome self_penalised =
@@ -352,7 +352,7 @@ TEST(Speculative, DraftModelGreedyOutputIsPlainGreedyOutput) {
       for (const OpenedModel* draft : {&int4, &int8}) {
         for (DraftLength length : {DraftLength::adaptive(), DraftLength::fixed(3)}) {
           const Outcome spec =
-              generate(prompt, n, kGreedy, std::make_unique<ModelDrafter>(draft->model, vocab), length);
+              generate(prompt, n, kGreedyDraft, std::make_unique<ModelDrafter>(draft->model, vocab), length);
           ASSERT_EQ(spec.tokens, plain.tokens) << prompt << " draft " << weight_type_name(draft->model.weight_type());
           EXPECT_EQ(spec.stats.stop_reason, plain.stats.stop_reason);
           rejected += spec.stats.drafted_tokens - spec.stats.accepted_tokens;
@@ -397,7 +397,7 @@ class OracleDrafter final : public Drafter {
 TEST(Speculative, CountsPassesExactly) {
   const OpenedModel& m = target();
   const std::string prompt = prompts()[1];
-  const Outcome plain = generate(prompt, 10, kGreedy);
+  const Outcome plain = generate(prompt, 10, kGreedyDraft);
   ASSERT_EQ(plain.tokens.size(), 10u);
   std::vector<int32_t> truth = encode_raw_prompt(m.tokenizer, prompt);
   const size_t p = truth.size();
@@ -406,7 +406,7 @@ TEST(Speculative, CountsPassesExactly) {
   // Always right: token 1 from the prefill; passes of 3 drafts + 1 give tokens 2-5 and 6-9;
   // the budget leaves no room for a draft before token 10, a plain step.
   const Outcome right =
-      generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 99), DraftLength::fixed(3));
+      generate(prompt, 10, kGreedyDraft, std::make_unique<OracleDrafter>(truth, 99), DraftLength::fixed(3));
   EXPECT_EQ(right.tokens, plain.tokens);
   EXPECT_EQ(right.stats.decode_steps, 3u);
   EXPECT_EQ(right.stats.verify_passes, 2u);
@@ -421,7 +421,7 @@ TEST(Speculative, CountsPassesExactly) {
   // The second draft of every pass is wrong: each pass keeps 1 draft + the target's token
   // (tokens 2-3, 4-5, 6-7, 8-9, the last pass drafting only 2), then a plain step for token 10.
   const Outcome spoilt =
-      generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 1), DraftLength::fixed(3));
+      generate(prompt, 10, kGreedyDraft, std::make_unique<OracleDrafter>(truth, 1), DraftLength::fixed(3));
   EXPECT_EQ(spoilt.tokens, plain.tokens);
   EXPECT_EQ(spoilt.stats.decode_steps, 5u);
   EXPECT_EQ(spoilt.stats.verify_passes, 4u);
@@ -433,7 +433,7 @@ TEST(Speculative, CountsPassesExactly) {
 
   // The first draft always wrong: nothing accepted, every pass gives the target's own token.
   const Outcome useless =
-      generate(prompt, 10, kGreedy, std::make_unique<OracleDrafter>(truth, 0), DraftLength::fixed(2));
+      generate(prompt, 10, kGreedyDraft, std::make_unique<OracleDrafter>(truth, 0), DraftLength::fixed(2));
   EXPECT_EQ(useless.tokens, plain.tokens);
   EXPECT_EQ(useless.stats.accepted_tokens, 0u);
   EXPECT_EQ(useless.stats.decode_steps, 9u);
@@ -448,12 +448,12 @@ TEST(Speculative, CountsPassesExactly) {
 TEST(Speculative, AdaptiveLengthBoundsTheCostOfUselessDrafts) {
   const OpenedModel& m = target();
   const std::string prompt = prompts()[0];
-  const Outcome plain = generate(prompt, 150, kGreedy);
+  const Outcome plain = generate(prompt, 150, kGreedyDraft);
   ASSERT_EQ(plain.tokens.size(), 150u);
   std::vector<int32_t> truth = encode_raw_prompt(m.tokenizer, prompt);
   const size_t p = truth.size();
   truth.insert(truth.end(), plain.tokens.begin(), plain.tokens.end());
-  const Outcome useless = generate(prompt, 150, kGreedy, std::make_unique<OracleDrafter>(truth, 0));
+  const Outcome useless = generate(prompt, 150, kGreedyDraft, std::make_unique<OracleDrafter>(truth, 0));
   EXPECT_EQ(useless.tokens, plain.tokens);
   EXPECT_EQ(useless.stats.accepted_tokens, 0u);
   EXPECT_EQ(useless.stats.verify_passes, 14u);
@@ -472,7 +472,7 @@ TEST(Speculative, DraftModelCachePrefillsOnceAndFollowsTheContext) {
   const size_t p = encode_raw_prompt(m.tokenizer, prompt).size();
   const int64_t vocab = m.tokenizer.vocab_size();
   for (int64_t n : {1, 10}) {
-    Generator gen(m.model, m.tokenizer, kGreedy);
+    Generator gen(m.model, m.tokenizer, kGreedyDraft);
     auto drafter = std::make_unique<ModelDrafter>(m.model, vocab);
     const ModelDrafter& draft = *drafter;
     gen.set_drafter(std::move(drafter), DraftLength::fixed(3));
@@ -547,7 +547,7 @@ TEST(Speculative, LookupCountsMatchASimulationOverThePlainOutput) {
   const OpenedModel& m = target();
   for (const std::string& prompt : {prompts()[2], prompts()[3]}) {
     const int64_t n = 80;
-    const Outcome plain = generate(prompt, n, kGreedy);
+    const Outcome plain = generate(prompt, n, kGreedyDraft);
     ASSERT_EQ(plain.stats.stop_reason, StopReason::MaxTokens);
     std::vector<int32_t> truth = encode_raw_prompt(m.tokenizer, prompt);
     const size_t p = truth.size();
@@ -568,7 +568,8 @@ TEST(Speculative, LookupCountsMatchASimulationOverThePlainOutput) {
       accepted += a;
       have += a + 1;
     }
-    const Outcome spec = generate(prompt, n, kGreedy, std::make_unique<PromptLookupDrafter>(3), DraftLength::fixed(k));
+    const Outcome spec =
+        generate(prompt, n, kGreedyDraft, std::make_unique<PromptLookupDrafter>(3), DraftLength::fixed(k));
     EXPECT_EQ(spec.tokens, plain.tokens);
     EXPECT_EQ(spec.stats.decode_steps, steps);
     EXPECT_EQ(spec.stats.verify_passes, passes);
@@ -582,7 +583,7 @@ TEST(Speculative, LookupCountsMatchASimulationOverThePlainOutput) {
 TEST(Speculative, ContinuedSequenceStaysExact) {
   const OpenedModel& m = target();
   const auto turns = [&](std::unique_ptr<Drafter> drafter) {
-    Generator gen(m.model, m.tokenizer, kGreedy);
+    Generator gen(m.model, m.tokenizer, kGreedyDraft);
     if (drafter) gen.set_drafter(std::move(drafter), DraftLength::adaptive());
     for (const std::string& text : {prompts()[2], std::string("\n\nKING HENRY:\nOnce more")}) {
       gen.generate(encode_raw_prompt(m.tokenizer, text), {.max_new_tokens = 30}, [](std::string_view) {});
