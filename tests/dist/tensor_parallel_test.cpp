@@ -8,10 +8,10 @@
 // logits' gather are exact), so each of those products differs from the whole model's by a
 // few units in the last place of its largest partial terms. Where activations are quantized
 // (int8 and the block types quantize every product's input), such a difference can flip the
-// rounding of an activation, and that step is much larger than the float differences: the
-// largest gap seen over these models and types was 1.2e-2 of the logits' scale (tiny-untied
-// in int8, two ranks), against ~1e-5 for the float types. kTolerance is set above that seen
-// gap, not derived; the fault test shows a missing all-reduce misses it by more than 10x.
+// rounding of an activation, a whole quantization step: the largest gap seen over these
+// models and types was 1.2e-2 of the logits' scale (tiny-untied in int8, two ranks).
+// kTolerance is set above that seen gap, not derived; the fault test shows a missing
+// all-reduce misses it by more than 10x.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
