@@ -117,10 +117,11 @@ struct Model::Impl {
   Comm* comm = nullptr;
   ShardPlan shard;
   ModelConfig full;
-  std::unique_ptr<SequenceLedger> ledger;  // rank 0
-  mutable StepMessage message;             // under pool_busy (rank 0) or the follower's loop
-  mutable std::vector<float> head_out;     // [rows][local vocab]: this rank's logits
-  mutable std::vector<float> gathered;     // rank 0: every rank's logits, rank after rank
+  std::unique_ptr<SequenceLedger> ledger;    // rank 0
+  mutable StepMessage message;               // under pool_busy (rank 0) or the follower's loop
+  mutable std::vector<StepPart> kept_parts;  // layers(): the last layer's packed parts, under pool_busy
+  mutable std::vector<float> head_out;       // [rows][local vocab]: this rank's logits
+  mutable std::vector<float> gathered;       // rank 0: every rank's logits, rank after rank
   mutable std::vector<size_t> gather_counts;
 
   Impl(ModelConfig c, const ModelOptions& o) : cfg(std::move(c)), opts(o), pool(o.threads), full(cfg) {}
@@ -178,14 +179,14 @@ struct Model::Impl {
   void step(Activations& a, std::span<const StepPart> parts, const int32_t* tokens, size_t n, float* out) const {
     try {
       for (const StepPart& p : parts) p.seq->cache.begin_step(p.n);
-      layers(a, parts, tokens, n);
+      const std::span<const StepPart> kept = layers(a, parts, tokens, n);
       for (const StepPart& p : parts) {
         p.seq->cache.commit();
         p.seq->positions_pushed += p.n;
       }
       positions_pushed.fetch_add(n, std::memory_order_relaxed);
       passes.fetch_add(1, std::memory_order_relaxed);
-      logits(a, parts, out);
+      logits(a, kept, out);
     } catch (...) {
       for (const StepPart& p : parts) p.seq->cache.abort_step();
       if (comm != nullptr) abort_job();
@@ -207,47 +208,100 @@ struct Model::Impl {
   bool gather_head(const Activations& a, size_t m, float* out) const;
 
   // embed -> every layer: a.x ends as the residual stream after the last layer, [n][hidden].
-  void layers(Activations& a, std::span<const StepPart> parts, const int32_t* tokens, size_t n) const {
-    const size_t H = hidden(), I = inter();
+  // The last layer's keys and values enter the cache for every row, but only the rows whose
+  // logits are wanted (each part's last `out`) go on through its attention, o_proj and
+  // feed-forward block: the other rows' outputs would be read by nothing. Those rows are packed
+  // toward the front, part after part, and the parts they make are returned (the step's parts
+  // unchanged when nothing was dropped). Every row's result is the one it gets unpacked: the
+  // kernels do not depend on the rows beside a row. A tap sees every row of every layer, so
+  // with a tap set nothing is dropped.
+  std::span<const StepPart> layers(Activations& a, std::span<const StepPart> parts, const int32_t* tokens,
+                                   size_t n) const {
+    float* x = a.x.data();
+    embed(tokens, n, x);
+    emit_rows(parts, "embed", -1, hidden(), x);
+    const size_t last = w.layers.size() - 1;
+    for (size_t l = 0; l < last; ++l) layer(a, parts, l, parts, n);
+    const std::span<const StepPart> kept = kept_rows(parts);
+    size_t m = 0;
+    for (const StepPart& p : kept) m += p.n;
+    layer(a, parts, last, kept, m);
+    return kept;
+  }
+
+  // The parts of the rows the last layer carries on: every row, or, when no tap is set, the
+  // rows with logits (kept_parts; the rows themselves are moved by layer()).
+  std::span<const StepPart> kept_rows(std::span<const StepPart> parts) const {
+    size_t n = 0, out = 0;
+    for (const StepPart& p : parts) {
+      if (p.seq->tap) return parts;
+      n += p.n;
+      out += p.out;
+    }
+    if (out == n) return parts;
+    kept_parts.clear();
+    size_t row = 0;
+    for (const StepPart& p : parts) {
+      if (p.out == 0) continue;
+      kept_parts.push_back({p.seq, row, p.out, p.pos + p.n - p.out, p.out});
+      row += p.out;
+    }
+    return kept_parts;
+  }
+
+  // Layer l over the step's rows: the q|k|v product and the cache for every row of `parts`
+  // (n rows), and from attention on only the rows of `kept` (m rows: `parts` itself, or the
+  // parts' last rows packed to the front by kept_rows()).
+  void layer(Activations& a, std::span<const StepPart> parts, size_t l, std::span<const StepPart> kept,
+             size_t m) const {
+    const size_t H = hidden(), I = inter(), QKV = q_dim() + 2 * kv_dim();
+    const size_t n = parts.empty() ? 0 : parts.back().row + parts.back().n;
     const float eps = static_cast<float>(cfg.rms_norm_eps);
     float *x = a.x.data(), *xb = a.xb.data(), *qkv = a.qkv.data(), *q = a.q.data(), *att = a.att.data();
     float *gate_up = a.gate_up.data(), *act = a.act.data();
+    const LayerWeights& L = w.layers[l];
+    const int il = static_cast<int>(l);
 
-    embed(tokens, n, x);
-    emit_rows(parts, "embed", -1, H, x);
-    const size_t QKV = q_dim() + 2 * kv_dim();
-    for (size_t l = 0; l < w.layers.size(); ++l) {
-      const LayerWeights& L = w.layers[l];
-      const int il = static_cast<int>(l);
-
-      // Attention block: one q|k|v product for all rows, then each sequence attends over its
-      // own cache.
-      rmsnorm(x, L.attn_norm, eps, xb, n, H);
-      emit_rows(parts, "attn_norm", il, H, xb);
-      require_finite(parts, "attn_norm", l, xb, n, H);
-      linear(compute, L.qkv, xb, qkv, n);
-      require_finite(parts, "qkv", l, qkv, n, QKV);
-      for (const StepPart& p : parts) attend(a, p, l, qkv, q, att);
-      require_finite(parts, "attn_out", l, att, n, q_dim());
-      linear(compute, L.o, nullptr, att, xb, n);
-      reduce(xb, n * H);
-      add_inplace(x, xb, n * H);
-      emit_rows(parts, "attn_residual", il, H, x);
-      require_finite(parts, "attn_residual", l, x, n, H);
-
-      // SwiGLU feed-forward block.
-      rmsnorm(x, L.ffn_norm, eps, xb, n, H);
-      emit_rows(parts, "ffn_norm", il, H, xb);
-      require_finite(parts, "ffn_norm", l, xb, n, H);
-      linear_swiglu(compute, L.gate_up, xb, gate_up, act, n);
-      emit_rows(parts, "ffn_act", il, I, act);
-      require_finite(parts, "ffn_act", l, act, n, I);
-      linear(compute, L.down, nullptr, act, xb, n);
-      reduce(xb, n * H);
-      add_inplace(x, xb, n * H);
-      emit_rows(parts, "layer_out", il, H, x);
-      require_finite(parts, "layer_out", l, x, n, H);
+    // Attention block: one q|k|v product for all rows, then each sequence attends over its
+    // own cache.
+    rmsnorm(x, L.attn_norm, eps, xb, n, H);
+    emit_rows(parts, "attn_norm", il, H, xb);
+    require_finite(parts, "attn_norm", l, xb, n, H);
+    linear(compute, L.qkv, xb, qkv, n);
+    require_finite(parts, "qkv", l, qkv, n, QKV);
+    const bool packed = kept.data() != parts.data();
+    for (size_t i = 0, k = 0; i < parts.size(); ++i) {
+      const StepPart& p = parts[i];
+      if (!packed) {
+        attend(a, p, l, qkv, q, att, p.n, p.row);
+      } else if (p.out == 0) {
+        attend(a, p, l, qkv, q, att, 0, 0);
+      } else {
+        const StepPart& to = kept[k++];
+        attend(a, p, l, qkv, q, att, p.out, to.row);
+        std::memmove(x + to.row * H, x + (p.row + p.n - p.out) * H, p.out * H * sizeof(float));
+      }
     }
+    if (m == 0) return;
+    require_finite(kept, "attn_out", l, att, m, q_dim());
+    linear(compute, L.o, nullptr, att, xb, m);
+    reduce(xb, m * H);
+    add_inplace(x, xb, m * H);
+    emit_rows(kept, "attn_residual", il, H, x);
+    require_finite(kept, "attn_residual", l, x, m, H);
+
+    // SwiGLU feed-forward block.
+    rmsnorm(x, L.ffn_norm, eps, xb, m, H);
+    emit_rows(kept, "ffn_norm", il, H, xb);
+    require_finite(kept, "ffn_norm", l, xb, m, H);
+    linear_swiglu(compute, L.gate_up, xb, gate_up, act, m);
+    emit_rows(kept, "ffn_act", il, I, act);
+    require_finite(kept, "ffn_act", l, act, m, I);
+    linear(compute, L.down, nullptr, act, xb, m);
+    reduce(xb, m * H);
+    add_inplace(x, xb, m * H);
+    emit_rows(kept, "layer_out", il, H, x);
+    require_finite(kept, "layer_out", l, x, m, H);
   }
 
   // Every activation a layer computes is checked to be finite where it is made: a quantized
@@ -290,15 +344,16 @@ struct Model::Impl {
   // rows (the cache holds keys ready for every later query); its q rows are rotated into q and
   // attend over the cache into att. qkv: [n][q_dim + 2 kv_dim]; q, att: [n][q_dim] (only the
   // part's rows are touched). Qwen3 normalizes each head of q and k (RMSNorm over head_dim)
-  // before they are rotated.
-  void attend(Activations& a, const StepPart& p, size_t l, const float* qkv, float* q, float* att) const {
+  // before they are rotated. Only the part's last `queries` rows attend, their outputs going to
+  // att's rows from `to` on (every row, to its own row, but in the last layer: layers()).
+  void attend(Activations& a, const StepPart& p, size_t l, const float* qkv, float* q, float* att, size_t queries,
+              size_t to) const {
     const size_t Q = q_dim(), KV = kv_dim();
     const AttentionShape shape = attention_shape();
     const int il = static_cast<int>(l);
     Sequence::State& s = *p.seq;
     KvCache& cache = s.cache;
     float* pq = q + p.row * Q;
-    float* patt = att + p.row * Q;
     float* pk = a.k.data() + p.row * KV;
     float* pv = a.v.data() + p.row * KV;
 
@@ -317,9 +372,12 @@ struct Model::Impl {
     s.emit("q", il, p.pos, p.n, Q, pq);
     s.emit("k", il, p.pos, p.n, KV, pk);
     s.emit("v", il, p.pos, p.n, KV, pv);
+    if (queries == 0) return;
     const KvView view{cache.keys(l), cache.values(l), cache.type(), KV};
+    const size_t skipped = p.n - queries;
+    float* patt = att + to * Q;
     const auto started = std::chrono::steady_clock::now();
-    attention(compute, shape, pq, view, patt, p.n, p.pos, &s.attention);
+    attention(compute, shape, pq + skipped * Q, view, patt, queries, p.pos + skipped, &s.attention);
     s.attention.nanoseconds += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count());
     if (s.tap) {  // the weights are computed only for a tap: no cost otherwise

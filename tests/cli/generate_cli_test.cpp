@@ -250,10 +250,14 @@ TEST_F(GenerateCli, BenchWritesLlamaBenchStyleRecordsAndCacheAB) {
   EXPECT_EQ(records[1]["product_flops_per_token"], 2.0 * static_cast<double>(matrices));
   EXPECT_EQ(records[1]["activation_bytes_per_token"], 4.0 * (3 * (384 + 256 + 640 + 384) + 428));
   EXPECT_EQ(records[1]["attention_flops_per_token"], 3 * 4 * 128 * 10.5);
-  // The prompt: 8 rows through every layer product, the logits of the last only, 36 causal pairs.
+  // The prompt: 8 rows through every product of the first two layers (36 causal pairs each) and
+  // the last layer's q|k|v; its attention (the last query's 8 keys), o and feed-forward and the
+  // logits for the last row only.
   const double layer_flops = 2.0 * (2 * 128 * 128 + 2 * 64 * 128 + 3 * 128 * 256);
-  EXPECT_DOUBLE_EQ(records[0]["flops_per_prompt_token"].get<double>(),
-                   (8 * 3 * layer_flops + 2.0 * 300 * 128 + 3 * 4 * 128 * 36) / 8);
+  const double qkv_flops = 2.0 * (128 * 128 + 2 * 64 * 128);
+  EXPECT_DOUBLE_EQ(
+      records[0]["flops_per_prompt_token"].get<double>(),
+      (8 * 2 * layer_flops + 8 * qkv_flops + (layer_flops - qkv_flops) + 2.0 * 300 * 128 + 4 * 128 * (2 * 36 + 8)) / 8);
   EXPECT_GT(records[0]["prefill_gflops"].get<double>(), 0.0);
   // KV bytes per position: K and V of 3 layers of kv_dim 64 in the default f16 cache; and the
   // wall-time share attention took of the prefill and of the decode steps (a fraction).

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "nanoinfer/error.h"
@@ -304,6 +305,58 @@ TEST(Sequences, MixedStepsRefuseBadOutputCounts) {
   EXPECT_EQ(b.length(), 3u);
   EXPECT_TRUE(a.logits().empty());
   EXPECT_TRUE(b.logits().empty());
+}
+
+// The last layer carries on only the rows whose logits are wanted (the others' outputs are
+// read by nothing): a prompt's logits are bitwise the last row of forward(all_logits), which
+// drops nothing, and of a run with a tap set (a tap sees every row, so nothing is dropped). In
+// a batched step a part asking for some of its rows, beside one asking for none, gets those
+// rows' logits as all_logits does, and both caches are whole (the next step matches).
+TEST(Sequences, TheLastLayerRunsOnlyTheRowsWithLogitsBitwise) {
+  struct Case {
+    const char* name;
+    std::optional<WeightType> weights;
+  };
+  for (const Case& c : {Case{"tiny-gqa7", std::nullopt}, Case{"tiny-bf16", std::nullopt},
+                        Case{"tiny-qwen3", std::nullopt}, Case{"tiny-gqa7", WeightType::Q8_0}}) {
+    const Model model = open_model_alone(tiny(c.name), {.weights = c.weights, .threads = 2});
+    const size_t V = model.vocab_size();
+    const auto last_row = [&](std::span<const float> all) { return std::vector<float>(all.end() - V, all.end()); };
+
+    Sequence pruned = model.new_sequence(), whole = model.new_sequence(), tapped = model.new_sequence();
+    const auto p = model.forward(kPromptA, pruned);
+    const std::vector<float> got(p.begin(), p.end());
+    ASSERT_EQ(got.size(), V);
+    EXPECT_TRUE(test::same_bits(got, last_row(model.forward(kPromptA, whole, true)))) << c.name;
+    size_t events = 0;
+    tapped.set_tap([&events](const TapEvent&) { ++events; });
+    const auto t = model.forward(kPromptA, tapped);
+    EXPECT_TRUE(test::same_bits(got, std::vector<float>(t.begin(), t.end()))) << c.name;
+    EXPECT_GT(events, 0u);
+
+    // A batch: 5 tokens of which the last 2 want logits, then 3 that want none.
+    const std::vector<int32_t> five = {11, 22, 33, 44, 55}, three = {66, 77, 88};
+    Sequence x = model.new_sequence(), y = model.new_sequence();
+    Sequence* batch[] = {&x, &y};
+    std::vector<int32_t> tokens = five;
+    tokens.insert(tokens.end(), three.begin(), three.end());
+    const size_t counts[] = {5, 3}, outputs[] = {2, 0};
+    model.decode(batch, tokens, counts, outputs);
+    const std::vector<float> x_rows(x.logits().begin(), x.logits().end());
+    EXPECT_TRUE(y.logits().empty());
+    Sequence x_alone = model.new_sequence(), y_alone = model.new_sequence();
+    const auto all = model.forward(five, x_alone, true);
+    ASSERT_EQ(x_rows.size(), 2 * V);
+    EXPECT_TRUE(test::same_bits(x_rows, std::vector<float>(all.end() - 2 * V, all.end()))) << c.name;
+    model.forward(three, y_alone);
+    const int32_t next = 9;
+    for (auto [seq, alone_seq] : {std::pair{&x, &x_alone}, std::pair{&y, &y_alone}}) {
+      const auto a = model.forward({&next, 1}, *seq);
+      const std::vector<float> after(a.begin(), a.end());
+      const auto b = model.forward({&next, 1}, *alone_seq);
+      EXPECT_TRUE(test::same_bits(after, std::vector<float>(b.begin(), b.end()))) << c.name;
+    }
+  }
 }
 
 // One named intermediate as a tap saw it, its floats copied.

@@ -267,18 +267,23 @@ TEST(WorkCounts, FlopsAndActivationBytesPerTokenFromTheConfig) {
   constexpr uint64_t layer_bytes = 4 * ((H + (H + 2 * KV)) + (Q + H) + (H + 2 * I) + (I + H));
   constexpr uint64_t logits_bytes = 4 * (H + V);
   const auto attention_flops = [&](uint64_t pairs) { return L * 4 * heads * hd * pairs; };
+  constexpr uint64_t qkv_flops = 2 * (H + 2 * KV) * H, qkv_bytes = 4 * (H + (H + 2 * KV));
 
-  // A prompt of 8: every product over 8 rows but the logits (the last row only); query t sees
-  // t + 1 keys, 36 pairs per head.
+  // A prompt of 8: every product over 8 rows but the logits (the last row only) and the last
+  // layer's, whose q|k|v runs over 8 rows (for the cache) and the rest over the last row only;
+  // query t sees t + 1 keys, 36 pairs per head in the first layer, 8 in the last.
   Sequence seq = m.model.new_sequence();
   std::vector<int32_t> ids(8);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i * 11 + 1);
   uint64_t flops = m.model.product_flops(), bytes = m.model.activation_bytes();
   ASSERT_EQ(flops, 0u);  // loading multiplies nothing
   m.model.forward(ids, seq);
-  EXPECT_EQ(m.model.product_flops() - flops, 8 * L * layer_flops + logits_flops);
-  EXPECT_EQ(m.model.activation_bytes() - bytes, 8 * L * layer_bytes + logits_bytes);
-  EXPECT_EQ(seq.attention_flops(), attention_flops(36));
+  static_assert(L == 2);
+  EXPECT_EQ(m.model.product_flops() - flops,
+            8 * layer_flops + 8 * qkv_flops + (layer_flops - qkv_flops) + logits_flops);
+  EXPECT_EQ(m.model.activation_bytes() - bytes,
+            8 * layer_bytes + 8 * qkv_bytes + (layer_bytes - qkv_bytes) + logits_bytes);
+  EXPECT_EQ(seq.attention_flops(), 4 * heads * hd * (36 + 8));
 
   // One decode step at depth 8: one row everywhere, 9 keys.
   flops = m.model.product_flops(), bytes = m.model.activation_bytes();
