@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "nanoinfer/error.h"
+#include "nanoinfer/weight_type.h"
 
 namespace nanoinfer::cli {
 
@@ -23,7 +24,9 @@ void add_speculation_flags(CLI::App& app, SpeculationFlags& flags) {
                  "output is unchanged; sampled: rejection sampling, the output distribution is unchanged)")
       ->type_name("MODEL");
   app.add_option("--draft-self", flags.draft_self,
-                 "Speculative decoding with the model's own weights quantized at load as the draft: int8 or int4")
+                 fmt::format("Speculative decoding with the model's own weights quantized at load as the draft: {} (as "
+                             "--dtype quantizes them; int4 is the usual choice)",
+                             weight_type_names(WeightTypeKind::Quantized)))
       ->type_name("TYPE");
   app.add_option("--draft-max", flags.draft_max,
                  fmt::format("Tokens drafted per verification pass, 0 to {} (default: adaptive, up to {}: grows "
@@ -46,8 +49,8 @@ Speculation::Speculation(const SpeculationFlags& flags) : flags_(flags) {
     kind_ = Kind::Draft;
   } else if (!flags.draft_self.empty()) {
     self_type_ = weight_type_from_name(flags.draft_self);
-    if (!self_type_ || (*self_type_ != WeightType::Q8_0 && *self_type_ != WeightType::Q4_0)) {
-      fail("--draft-self must be int8 or int4, got '{}'", flags.draft_self);
+    if (!self_type_ || !weight_type_info(*self_type_).quantized) {
+      fail("--draft-self must be {}, got '{}'", weight_type_names(WeightTypeKind::Quantized), flags.draft_self);
     }
     kind_ = Kind::DraftSelf;
   }

@@ -61,6 +61,7 @@ TEST(SpeculativeCli, EveryDraftGivesThePlainGreedyText) {
         {"--draft", q4, "--draft-max", "2"},
         {"--draft-self", "int4"},
         {"--draft-self", "int8"},
+        {"--draft-self", "q3_k"},
     };
     for (const auto& extra : drafts) {
       const auto spec = run_cli(generate_args(prompt, extra));
@@ -131,7 +132,7 @@ TEST(SpeculativeCli, BadFlagsAreOneLineErrors) {
   test::expect_one_line_error(run_cli(generate_args("a", {"--lookup", "2", "--draft-max", "-1"})),
                               "--draft-max must be 0 to 64");
   test::expect_one_line_error(run_cli(generate_args("a", {"--draft-self", "bf16"})),
-                              "--draft-self must be int8 or int4");
+                              "--draft-self must be int8, int4, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k or q3_k, got");
   test::expect_one_line_error(run_cli(generate_args("a", {"--draft", tiny.path().string()})),
                               "vocabulary has 300 tokens but the target's has 2048");
   test::expect_one_line_error(run_cli(generate_args("a", {"--draft", (tiny.path() / "nothing").string()})), "--draft ");
@@ -141,7 +142,7 @@ TEST(SpeculativeCli, BadFlagsAreOneLineErrors) {
   test::expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-max", "3"}),
                               "--draft-max needs --lookup, --draft or --draft-self");
   test::expect_one_line_error(run_cli({"serve", "--port", "0", "--draft-self", "int2"}),
-                              "--draft-self must be int8 or int4");
+                              "--draft-self must be int8, int4, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k or q3_k, got");
   test::expect_one_line_error(run_cli({"serve", "--port", "0", "--draft", tiny.path().string()}),
                               "vocabulary has 300 tokens but the target's has 2048");
 }

@@ -118,9 +118,9 @@ TEST_F(QuantizeGguf, HoldsExactlyTheDirectorysWeights) {
 }
 
 // The embedded default model (tied embedding, BF16): int4 keeps the embedding int8 in both
-// formats, and a --head-type choice carries over.
+// formats, and a --head-type choice (a float, int8, or the 3-bit K type) carries over.
 TEST_F(QuantizeGguf, DefaultModelTiedEmbedding) {
-  for (const char* head : {"int8", "bf16"}) {
+  for (const char* head : {"int8", "bf16", "q3_k"}) {
     const std::string name = std::string("d-") + head;
     const std::vector<std::string> common = {"quantize", "--type", "int4", "--method", "rtn", "--head-type", head};
     auto dir_args = common, gguf_args = common;
@@ -131,8 +131,7 @@ TEST_F(QuantizeGguf, DefaultModelTiedEmbedding) {
     ASSERT_EQ(g.status, 0) << g.err;
     const GgufFile gg = GgufFile::open(dir_ / (name + ".gguf"));
     EXPECT_EQ(gg.find("output.weight"), nullptr);  // tied: one matrix
-    EXPECT_EQ(gg.find("token_embd.weight")->type,
-              std::string(head) == "int8" ? ggml_type_of(WeightType::Q8_0) : ggml_type_of(WeightType::BF16));
+    EXPECT_EQ(gg.find("token_embd.weight")->type, ggml_type_of(*weight_type_from_name(head)));
     EXPECT_EQ(gg.find("blk.0.ffn_up.weight")->type, ggml_type_of(WeightType::Q4_0));
     EXPECT_EQ(gg.layout().get_string("general.name"), "default-model");
     EXPECT_EQ(gg.layout().get_u32("tokenizer.ggml.bos_token_id"), 2045u);
