@@ -59,8 +59,9 @@ void inspect(const std::filesystem::path& path) {
       cfg.model_type, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
       cfg.head_dim(), cfg.intermediate_size, cfg.vocab_size, cfg.tie_word_embeddings ? "tied" : "untied");
   if (gguf) print_gguf_facts(*r.gguf);
-  fmt::print("file:   {}, {} bytes ({:.1f} MiB), header {} bytes, {} tensors\n\n", r.files.weights.string(),
-             with_commas(r.file_bytes), mib(r.file_bytes), with_commas(r.header_bytes), r.tensors.size());
+  fmt::print("file:   {}{}, {} bytes ({:.1f} MiB), header {} bytes, {} tensors\n\n", r.files.weights.string(),
+             r.files.sharded() ? fmt::format(" ({} shards)", r.shards) : "", with_commas(r.file_bytes),
+             mib(r.file_bytes), with_commas(r.header_bytes), r.tensors.size());
 
   // A GGUF file's tensors are listed under both names: the manifest's and the file's own.
   size_t name_width = 4, file_width = 9;

@@ -46,8 +46,11 @@ ModelFiles locate_model(const std::filesystem::path& dir) {
   if (!std::filesystem::exists(f.config))
     fail("{}: not found; a model directory needs its config.json ({})", f.config.string(), kHowToGetOne);
   if (!std::filesystem::exists(f.weights)) {
-    if (std::filesystem::exists(dir / "model.safetensors.index.json"))
-      fail("{}: not found; sharded checkpoints (model.safetensors.index.json) are not supported", f.weights.string());
+    // A sharded checkpoint: the index names the shards (SafetensorsFile::open_sharded).
+    if (std::filesystem::exists(dir / "model.safetensors.index.json")) {
+      f.weights = dir / "model.safetensors.index.json";
+      return f;
+    }
     fail("{}: not found ({})", f.weights.string(), kHowToGetOne);
   }
   return f;

@@ -44,7 +44,9 @@ std::unique_ptr<const ModelSource> open_directory(const std::filesystem::path& p
   auto src = std::make_unique<ModelSource>();
   src->files = locate_model(path);
   src->config = ModelConfig::load(src->files.config);
-  src->weights = safetensors_source(src->safetensors.emplace(SafetensorsFile::open(src->files.weights)));
+  const std::filesystem::path& weights = src->files.weights;
+  src->weights = safetensors_source(src->safetensors.emplace(
+      src->files.sharded() ? SafetensorsFile::open_sharded(weights) : SafetensorsFile::open(weights)));
   return src;
 }
 
