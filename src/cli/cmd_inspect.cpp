@@ -13,6 +13,7 @@
 #include "command.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/inspect.h"
+#include "nanoinfer/json_limits.h"
 #include "nanoinfer/model_files.h"
 
 namespace nanoinfer::cli {
@@ -52,7 +53,15 @@ void inspect(const std::filesystem::path& path) {
   const ModelConfig& cfg = r.config;
   const bool gguf = r.gguf.has_value();
 
-  fmt::print("model:  {}\n", path.empty() ? embedded_model_label().string() : path.string());
+  // A model name (ORG/NAME[@REVISION][:QUANT]) is shown with the path the hub cache gave it.
+  const std::filesystem::path resolved = gguf ? r.files.weights : r.files.dir;
+  if (path.empty()) {
+    fmt::print("model:  {}\n", embedded_model_label().string());
+  } else if (resolved != path) {
+    fmt::print("model:  {} ({})\n", escape_control(path.string()), escape_control(resolved.string()));
+  } else {
+    fmt::print("model:  {}\n", escape_control(path.string()));
+  }
   fmt::print(
       "config: {}, {} layers, hidden {}, heads {} (kv {}, head dim {}), intermediate {}, "
       "vocab {}, {} embeddings\n",
@@ -136,8 +145,8 @@ const bool registered_inspect = register_command({
       auto positional = std::make_shared<std::string>();
       auto flag = std::make_shared<std::string>();
       const char* help =
-          "Model directory (config.json + model.safetensors) or a .gguf file (default: the model built into the "
-          "binary)";
+          "Model directory (config.json + model.safetensors), a .gguf file, or ORG/NAME[@REVISION][:QUANT] of a "
+          "model in the Hugging Face cache (default: the model built into the binary)";
       CLI::Option* pos = sub.add_option("MODEL", *positional, help);
       sub.add_option("-m,--model", *flag, help)->excludes(pos);
       sub.callback([positional, flag] {
