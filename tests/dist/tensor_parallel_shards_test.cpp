@@ -4,7 +4,6 @@
 // skips.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -32,19 +31,8 @@ std::vector<float> split_logits(const std::filesystem::path& dir) {
     model.follow();
     return {};
   }
-  const size_t V = model.vocab_size();
-  std::vector<int32_t> prompt;
-  for (size_t i = 0; i < 9; ++i) prompt.push_back(static_cast<int32_t>((i * 29 + 1) % V));
-  Sequence seq = model.new_sequence();
-  const auto first = model.forward(prompt, seq, true);
-  std::vector<float> all(first.begin(), first.end());
-  auto next = static_cast<int32_t>(std::max_element(first.end() - V, first.end()) - (first.end() - V));
-  for (int step = 0; step < 6; ++step) {
-    const auto logits = model.forward({&next, 1}, seq);
-    all.insert(all.end(), logits.begin(), logits.end());
-    next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  }
-  return all;
+  std::vector<int32_t> tokens;
+  return test::prompt_and_greedy_logits(model, 6, &tokens);
 }
 
 TEST(TensorParallelShards, SplitOfShardsIsBitwiseTheSplitOfTheFile) {

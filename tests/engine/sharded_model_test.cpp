@@ -24,28 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int32_t sharded_argmax(std::span<const float> row) {
-  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-}
-
-// The logits of a 10-token prompt (every position) and of 8 greedy steps after it, appended.
-std::vector<float> prompt_and_greedy_logits(const Model& model, std::vector<int32_t>* tokens) {
-  const size_t V = model.vocab_size();
-  std::vector<int32_t> prompt;
-  for (size_t i = 0; i < 10; ++i) prompt.push_back(static_cast<int32_t>((i * 31 + 3) % V));
-  Sequence seq = model.new_sequence();
-  const auto first = model.forward(prompt, seq, true);
-  std::vector<float> all(first.begin(), first.end());
-  int32_t next = sharded_argmax(first.last(V));
-  for (int step = 0; step < 8; ++step) {
-    tokens->push_back(next);
-    const auto logits = model.forward({&next, 1}, seq);
-    all.insert(all.end(), logits.begin(), logits.end());
-    next = sharded_argmax(logits);
-  }
-  return all;
-}
-
 TEST(ShardedModel, LogitsAndGreedyTokensAreBitwiseThoseOfTheSingleFile) {
   std::vector<fs::path> dirs = test::tiny_model_dirs();
   dirs.push_back(test::default_model_dir());
@@ -58,9 +36,9 @@ TEST(ShardedModel, LogitsAndGreedyTokensAreBitwiseThoseOfTheSingleFile) {
     options.max_context = 32;
     options.threads = 2;
     std::vector<int32_t> whole_tokens, sharded_tokens;
-    const std::vector<float> whole = prompt_and_greedy_logits(open_model_alone(dir, options), &whole_tokens);
+    const std::vector<float> whole = test::prompt_and_greedy_logits(open_model_alone(dir, options), 8, &whole_tokens);
     const std::vector<float> sharded =
-        prompt_and_greedy_logits(open_model_alone(tmp / "sharded", options), &sharded_tokens);
+        test::prompt_and_greedy_logits(open_model_alone(tmp / "sharded", options), 8, &sharded_tokens);
     EXPECT_TRUE(test::same_bits(whole, sharded)) << dir.filename();
     EXPECT_EQ(whole_tokens, sharded_tokens) << dir.filename();
   }

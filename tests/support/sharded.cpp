@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -39,6 +41,26 @@ void write_sharded_copy(const fs::path& from, const fs::path& to, size_t shards)
   for (const SafetensorsWriter& w : writers) w.write();
   const nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
   write_text(to / "model.safetensors.index.json", index.dump(2));
+}
+
+std::vector<float> prompt_and_greedy_logits(const Model& model, int steps, std::vector<int32_t>* tokens) {
+  const size_t V = model.vocab_size();
+  const auto argmax = [](std::span<const float> row) {
+    return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+  };
+  std::vector<int32_t> prompt;
+  for (size_t i = 0; i < 10; ++i) prompt.push_back(static_cast<int32_t>((i * 31 + 3) % V));
+  Sequence seq = model.new_sequence();
+  const auto first = model.forward(prompt, seq, true);
+  std::vector<float> all(first.begin(), first.end());
+  int32_t next = argmax(first.last(V));
+  for (int step = 0; step < steps; ++step) {
+    tokens->push_back(next);
+    const auto logits = model.forward({&next, 1}, seq);
+    all.insert(all.end(), logits.begin(), logits.end());
+    next = argmax(logits);
+  }
+  return all;
 }
 
 }  // namespace nanoinfer::test
