@@ -66,6 +66,17 @@ TEST_F(ShardedCli, QuantizeReadsAShardedSource) {
   ASSERT_EQ(r.status, 0) << r.err;
   const auto gen = run_cli({"generate", "-m", (dir_ / "q").string(), "-p", "ROMEO:", "-n", "4", "--temp", "0"});
   EXPECT_EQ(gen.status, 0) << gen.err;
+  // The GGUF export of the shards is the export of the single file, byte for byte (in a directory
+  // of the same name, which the file's general.name is).
+  const std::string named = (dir_ / "named" / "default-model").string();
+  test::write_sharded_copy(test::default_model_dir(), named, 2);
+  for (const std::string& from : {whole(), named}) {
+    const std::string out = (dir_ / (from == whole() ? "whole.gguf" : "sharded.gguf")).string();
+    const auto exported =
+        run_cli({"quantize", "-m", from, "--type", "bf16", "--format", "gguf", "-t", "1", "--out", out});
+    ASSERT_EQ(exported.status, 0) << exported.err;
+  }
+  EXPECT_EQ(test::read_bytes(dir_ / "whole.gguf"), test::read_bytes(dir_ / "sharded.gguf"));
 }
 
 TEST_F(ShardedCli, ABrokenIndexIsOneLineAndExitOne) {
