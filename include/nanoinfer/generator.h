@@ -88,7 +88,6 @@ class Generator {
 
  private:
   const Model& model_;
-  const Tokenizer& tokenizer_;
   GenerationStep step_;  // one per sequence: its sampler stream goes on across generate() calls
   Sequence seq_;
   std::vector<int32_t> history_;  // tokens of the sequence; the first cache_.length() are cached

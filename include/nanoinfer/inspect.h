@@ -51,8 +51,9 @@ struct ModelReport {
   // For a GGUF file: dir its directory, config and weights the file itself.
   ModelFiles files;
   ModelConfig config;
-  uint64_t file_bytes = 0;
+  uint64_t file_bytes = 0;               // of every shard for a sharded checkpoint
   uint64_t header_bytes = 0;             // GGUF: everything before the tensor data
+  size_t shards = 1;                     // the files the tensors are in (files.sharded())
   std::vector<InspectedTensor> tensors;  // in file order
   std::vector<std::string> problems;     // empty: the file matches the manifest
   // A quantized file's record of how it was made (__metadata__ or GGUF metadata

@@ -9,8 +9,11 @@ namespace nanoinfer {
 // The files of a model directory that nanoinfer reads.
 struct ModelFiles {
   std::filesystem::path dir;
-  std::filesystem::path config;   // dir/config.json
-  std::filesystem::path weights;  // dir/model.safetensors (single file; shards unsupported)
+  std::filesystem::path config;  // dir/config.json
+  // dir/model.safetensors, or for a sharded checkpoint (no model.safetensors) its index,
+  // dir/model.safetensors.index.json, which names the model-0000K-of-0000N.safetensors shards.
+  std::filesystem::path weights;
+  bool sharded() const { return weights.filename() == "model.safetensors.index.json"; }
 };
 
 // Throws a one-line Error naming the missing file and how to get a model (`nanoinfer pull`

@@ -13,6 +13,7 @@
 #include "command.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/inspect.h"
+#include "nanoinfer/json_limits.h"
 #include "nanoinfer/model_files.h"
 
 namespace nanoinfer::cli {
@@ -52,15 +53,24 @@ void inspect(const std::filesystem::path& path) {
   const ModelConfig& cfg = r.config;
   const bool gguf = r.gguf.has_value();
 
-  fmt::print("model:  {}\n", path.empty() ? embedded_model_label().string() : path.string());
+  // A model name (ORG/NAME[@REVISION][:QUANT]) is shown with the path the hub cache gave it.
+  const std::filesystem::path resolved = gguf ? r.files.weights : r.files.dir;
+  if (path.empty()) {
+    fmt::print("model:  {}\n", embedded_model_label().string());
+  } else if (resolved != path) {
+    fmt::print("model:  {} ({})\n", escape_control(path.string()), escape_control(resolved.string()));
+  } else {
+    fmt::print("model:  {}\n", escape_control(path.string()));
+  }
   fmt::print(
       "config: {}, {} layers, hidden {}, heads {} (kv {}, head dim {}), intermediate {}, "
       "vocab {}, {} embeddings\n",
       cfg.model_type, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads,
       cfg.head_dim(), cfg.intermediate_size, cfg.vocab_size, cfg.tie_word_embeddings ? "tied" : "untied");
   if (gguf) print_gguf_facts(*r.gguf);
-  fmt::print("file:   {}, {} bytes ({:.1f} MiB), header {} bytes, {} tensors\n\n", r.files.weights.string(),
-             with_commas(r.file_bytes), mib(r.file_bytes), with_commas(r.header_bytes), r.tensors.size());
+  fmt::print("file:   {}{}, {} bytes ({:.1f} MiB), header {} bytes, {} tensors\n\n", r.files.weights.string(),
+             r.files.sharded() ? fmt::format(" ({} shards)", r.shards) : "", with_commas(r.file_bytes),
+             mib(r.file_bytes), with_commas(r.header_bytes), r.tensors.size());
 
   // A GGUF file's tensors are listed under both names: the manifest's and the file's own.
   size_t name_width = 4, file_width = 9;
@@ -135,8 +145,8 @@ const bool registered_inspect = register_command({
       auto positional = std::make_shared<std::string>();
       auto flag = std::make_shared<std::string>();
       const char* help =
-          "Model directory (config.json + model.safetensors) or a .gguf file (default: the model built into the "
-          "binary)";
+          "Model directory (config.json + model.safetensors), a .gguf file, or ORG/NAME[@REVISION][:QUANT] of a "
+          "model in the Hugging Face cache (default: the model built into the binary)";
       CLI::Option* pos = sub.add_option("MODEL", *positional, help);
       sub.add_option("-m,--model", *flag, help)->excludes(pos);
       sub.callback([positional, flag] {

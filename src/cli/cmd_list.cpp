@@ -8,6 +8,7 @@
 #include "command.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/hub_cache.h"
+#include "nanoinfer/json_limits.h"
 #include "output.h"
 
 namespace nanoinfer::cli {
@@ -17,11 +18,13 @@ void list_models() {
   const std::filesystem::path cache = hub_cache_dir();
   const std::vector<CachedModel> models = list_cached_models(cache);
   if (models.empty()) {
-    print_out("no models in the Hugging Face cache {} (get one with `nanoinfer pull ORG/NAME`)\n", cache.string());
+    print_out("no models in the Hugging Face cache {} (get one with `nanoinfer pull ORG/NAME`)\n",
+              escape_control(cache.string()));
     return;
   }
   size_t width = 5;
-  for (const CachedModel& m : models) width = std::max(width, m.repo.size());
+  // Names come from the cache's directory and file names: shown with control characters escaped.
+  for (const CachedModel& m : models) width = std::max(width, escape_control(m.repo).size());
   print_out("{:<{}}  {:>10}  {}\n", "MODEL", width, "SIZE", "REVISIONS");
   for (const CachedModel& m : models) {
     std::string revisions;
@@ -29,11 +32,11 @@ void list_models() {
     if (m.refs.empty()) {
       for (const std::string& s : m.snapshots) revisions += fmt::format("@{} ", s.substr(0, 12));
     }
-    for (const std::string& g : m.gguf_quants) revisions += fmt::format(":{} ", g);
+    for (const std::string& g : m.gguf_quants) revisions += fmt::format(":{} ", escape_control(g));
     if (!revisions.empty()) revisions.pop_back();
-    print_out("{:<{}}  {:>10}  {}\n", m.repo, width, byte_size(m.bytes), revisions);
+    print_out("{:<{}}  {:>10}  {}\n", escape_control(m.repo), width, byte_size(m.bytes), escape_control(revisions));
   }
-  print_out("cache: {}\n", cache.string());
+  print_out("cache: {}\n", escape_control(cache.string()));
 }
 
 void remove_model(const std::string& text) {
@@ -42,7 +45,7 @@ void remove_model(const std::string& text) {
     fail("rm removes a whole model: give ORG/NAME without @REVISION or :QUANT (got {})", text);
   const std::filesystem::path cache = hub_cache_dir();
   const uint64_t bytes = remove_cached_model(cache, ref.repo);
-  print_out("removed {} ({}) from {}\n", ref.repo, byte_size(bytes), cache.string());
+  print_out("removed {} ({}) from {}\n", ref.repo, byte_size(bytes), escape_control(cache.string()));
 }
 
 const bool registered_list = register_command({

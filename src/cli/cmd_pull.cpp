@@ -11,6 +11,7 @@
 #include "command.h"
 #include "nanoinfer/error.h"
 #include "nanoinfer/hub_pull.h"
+#include "nanoinfer/json_limits.h"
 #include "output.h"
 
 namespace nanoinfer::cli {
@@ -43,8 +44,8 @@ class PullBar {
       eta = fmt::format("{}:{:02}", left / 60, left % 60);
     }
     const unsigned percent = p.total == 0 ? 100 : static_cast<unsigned>(p.done * 100 / p.total);
-    fmt::print(stderr, "\r{} [{}/{}] {:3}% {} / {}  {}/s  ETA {}\x1b[K", p.file, p.index, p.count, percent,
-               byte_size(p.done), byte_size(p.total), per_second, eta);
+    fmt::print(stderr, "\r{} [{}/{}] {:3}% {} / {}  {}/s  ETA {}\x1b[K", escape_control(p.file), p.index, p.count,
+               percent, byte_size(p.done), byte_size(p.total), per_second, eta);
     std::fflush(stderr);
   }
   // Ends the redrawn line, so what follows starts on a line of its own.
@@ -73,12 +74,12 @@ void pull(const std::string& text) {
   bar->end();
   if (r.from_cache_offline) {
     print_out("{}: in the cache (HF_HUB_OFFLINE is set, the hub was not asked): {}\n", ref.text(),
-              r.model_path.string());
+              escape_control(r.model_path.string()));
     return;
   }
   print_out("{}: {} file{}, {} ({} downloaded), commit {}\n  {}\n", ref.text(), r.files.size(),
             r.files.size() == 1 ? "" : "s", byte_size(r.bytes), byte_size(r.downloaded), r.commit,
-            r.model_path.string());
+            escape_control(r.model_path.string()));
   print_out("run it with: nanoinfer chat -m {}\n", ref.text());
 }
 

@@ -151,6 +151,7 @@ ModelReport inspect_model(const fs::path& path) {
   report.config = src->config;
   report.file_bytes = w.file_bytes;
   report.header_bytes = w.header_bytes;
+  if (src->safetensors) report.shards = src->safetensors->shard_count();
   report.quantization = w.quantization;
   if (src->gguf) report.gguf = gguf_facts(src->gguf->layout());
 

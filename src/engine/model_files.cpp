@@ -8,6 +8,7 @@
 
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer {
 
@@ -30,25 +31,31 @@ bool has_gguf_magic(const std::filesystem::path& path) {
 
 ModelFiles locate_model(const std::filesystem::path& dir) {
   ModelFiles f{dir, dir / "config.json", dir / "model.safetensors"};
+  // The path is the user's text: shown with its control characters escaped.
+  const std::string shown = escape_control(dir.string());
   if (!std::filesystem::is_directory(dir)) {
     struct stat st {};
     if (::stat(dir.c_str(), &st) == 0) {
       // Something is there: say what, and name the GGUF rule when that is what it is.
       if (S_ISREG(st.st_mode) && has_gguf_magic(dir)) {
         fail("{}: a GGUF file without the .gguf suffix; -m reads a GGUF file by its name (rename it to end in .gguf)",
-             dir.string());
+             shown);
       }
       fail("{}: is {}, not a model directory (a directory with config.json and model.safetensors, or a .gguf file)",
-           dir.string(), file_kind_name(st.st_mode));
+           shown, file_kind_name(st.st_mode));
     }
-    fail("{}: not a model directory ({})", dir.string(), kHowToGetOne);
+    fail("{}: not a model directory ({})", shown, kHowToGetOne);
   }
   if (!std::filesystem::exists(f.config))
-    fail("{}: not found; a model directory needs its config.json ({})", f.config.string(), kHowToGetOne);
+    fail("{}: not found; a model directory needs its config.json ({})", escape_control(f.config.string()),
+         kHowToGetOne);
   if (!std::filesystem::exists(f.weights)) {
-    if (std::filesystem::exists(dir / "model.safetensors.index.json"))
-      fail("{}: not found; sharded checkpoints (model.safetensors.index.json) are not supported", f.weights.string());
-    fail("{}: not found ({})", f.weights.string(), kHowToGetOne);
+    // A sharded checkpoint: the index names the shards (SafetensorsFile::open_sharded).
+    if (std::filesystem::exists(dir / "model.safetensors.index.json")) {
+      f.weights = dir / "model.safetensors.index.json";
+      return f;
+    }
+    fail("{}: not found ({})", escape_control(f.weights.string()), kHowToGetOne);
   }
   return f;
 }

@@ -9,6 +9,7 @@
 #include "nanoinfer/error.h"
 #include "nanoinfer/file_io.h"
 #include "nanoinfer/hub_cache.h"
+#include "nanoinfer/json_limits.h"
 #include "nanoinfer/kv_cache.h"
 #include "tokenizer/tokenizer_gguf.h"
 
@@ -16,7 +17,7 @@ namespace nanoinfer {
 
 bool is_gguf_path(const std::filesystem::path& path) {
   if (path.empty() || path.extension() != ".gguf" || std::filesystem::is_directory(path)) return false;
-  if (!path_exists(path)) fail("{}: no such GGUF file", path.string());
+  if (!path_exists(path)) fail("{}: no such GGUF file", escape_control(path.string()));
   require_regular_file(path);  // a FIFO or a device named x.gguf: says what it is
   return true;
 }
@@ -44,7 +45,9 @@ std::unique_ptr<const ModelSource> open_directory(const std::filesystem::path& p
   auto src = std::make_unique<ModelSource>();
   src->files = locate_model(path);
   src->config = ModelConfig::load(src->files.config);
-  src->weights = safetensors_source(src->safetensors.emplace(SafetensorsFile::open(src->files.weights)));
+  const std::filesystem::path& weights = src->files.weights;
+  src->weights = safetensors_source(src->safetensors.emplace(
+      src->files.sharded() ? SafetensorsFile::open_sharded(weights) : SafetensorsFile::open(weights)));
   return src;
 }
 

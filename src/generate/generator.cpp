@@ -33,7 +33,6 @@ double GenerationStats::tokens_per_verify_pass() const {
 
 Generator::Generator(const Model& model, const Tokenizer& tokenizer, const SamplerParams& params)
     : model_(model),
-      tokenizer_(tokenizer),
       step_(tokenizer, sampled_vocab(model.vocab_size(), tokenizer.vocab_size()), params, StopRules{}),
       seq_(model.new_sequence()) {}
 

@@ -6,6 +6,7 @@
 
 #include "hub/hub_names.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer::hub {
 
@@ -34,7 +35,7 @@ bool names_quant(std::string_view name, std::string_view quant) {
 std::string choices(const std::vector<std::string>& ggufs) {
   std::string text;
   for (const std::string& p : ggufs)
-    text += fmt::format("{}:{} ({})", text.empty() ? "" : ", ", gguf_quant_label(p), p);
+    text += fmt::format("{}:{} ({})", text.empty() ? "" : ", ", escape_control(gguf_quant_label(p)), escape_control(p));
   return text;
 }
 
@@ -56,17 +57,21 @@ std::string choose_gguf(const std::vector<std::string>& paths, std::string_view 
   std::copy_if(paths.begin(), paths.end(), std::back_inserter(ggufs),
                [](const std::string& p) { return is_gguf_name(p); });
   std::sort(ggufs.begin(), ggufs.end());
-  if (ggufs.empty()) fail("{}: has no GGUF file", repo);
+  if (ggufs.empty()) fail("{}: has no GGUF file", escape_control(repo));
   std::vector<std::string> matches;
   std::copy_if(ggufs.begin(), ggufs.end(), std::back_inserter(matches),
                [&](const std::string& p) { return quant.empty() || names_quant(p, quant); });
-  if (matches.empty()) fail("{}: no GGUF file is quantized as {} (choose one of: {})", repo, quant, choices(ggufs));
+  if (matches.empty()) {
+    fail("{}: no GGUF file is quantized as {} (choose one of: {})", escape_control(repo), escape_control(quant),
+         choices(ggufs));
+  }
   if (std::all_of(matches.begin(), matches.end(), [](const std::string& p) { return is_split_gguf_part(p); })) {
-    fail("{}: {} is a GGUF file split in parts; nanoinfer loads GGUF models of one file", repo, matches.front());
+    fail("{}: {} is a GGUF file split in parts; nanoinfer loads GGUF models of one file", escape_control(repo),
+         escape_control(matches.front()));
   }
   if (matches.size() > 1) {
-    fail("{}: {} GGUF files{}; name one with :QUANT: {}", repo, matches.size(),
-         quant.empty() ? "" : fmt::format(" match {}", quant), choices(matches));
+    fail("{}: {} GGUF files{}; name one with :QUANT: {}", escape_control(repo), matches.size(),
+         quant.empty() ? "" : fmt::format(" match {}", escape_control(quant)), choices(matches));
   }
   return matches.front();
 }

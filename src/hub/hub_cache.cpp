@@ -10,6 +10,7 @@
 #include "hub/gguf_choice.h"
 #include "hub/hub_names.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer {
 
@@ -93,7 +94,8 @@ std::optional<ModelRef> parse_model_ref(std::string_view text) {
 ModelRef model_ref_or_fail(std::string_view text) {
   std::optional<ModelRef> ref = parse_model_ref(text);
   if (!ref)
-    fail("'{}': not a model name of the form ORG/NAME[@REVISION][:QUANT] (e.g. Qwen/Qwen2.5-0.5B-Instruct)", text);
+    fail("'{}': not a model name of the form ORG/NAME[@REVISION][:QUANT] (e.g. Qwen/Qwen2.5-0.5B-Instruct)",
+         escape_control(text));
   return *ref;
 }
 
@@ -136,7 +138,7 @@ fs::path model_path_in_snapshot(const fs::path& snapshot, const ModelRef& ref) {
   if (std::none_of(files.begin(), files.end(), [](const std::string& f) { return hub::is_gguf_name(f); })) {
     if (!ref.quant.empty()) fail("{}: the cached model has no GGUF file to choose {} from", ref.text(), ref.quant);
     fail("{}: the cached snapshot {} holds neither config.json nor a GGUF file (pull it again)", ref.text(),
-         snapshot.string());
+         escape_control(snapshot.string()));
   }
   return snapshot / hub::choose_gguf(files, ref.quant, ref.text());
 }
@@ -155,7 +157,7 @@ fs::path resolve_model_path(std::string_view text) {
     fail(
         "{}: no such file or directory, nor a model in the Hugging Face cache {} (download it with `nanoinfer pull "
         "{}`)",
-        text, cache.string(), ref->text());
+        escape_control(text), escape_control(cache.string()), ref->text());
   }
   return model_path_in_snapshot(*snapshot, *ref);
 }
@@ -208,10 +210,11 @@ std::vector<CachedModel> list_cached_models(const fs::path& cache) {
 uint64_t remove_cached_model(const fs::path& cache, std::string_view repo) {
   const fs::path dir = repo_cache_dir(cache, repo);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) fail("{}: not in the Hugging Face cache {}", repo, cache.string());
+  if (!fs::is_directory(dir, ec))
+    fail("{}: not in the Hugging Face cache {}", escape_control(repo), escape_control(cache.string()));
   const uint64_t bytes = tree_bytes(dir / "blobs");
   fs::remove_all(dir, ec);
-  if (ec) fail("{}: cannot remove {}: {}", repo, dir.string(), ec.message());
+  if (ec) fail("{}: cannot remove {}: {}", escape_control(repo), escape_control(dir.string()), ec.message());
   return bytes;
 }
 

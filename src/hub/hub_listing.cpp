@@ -9,6 +9,7 @@
 #include "hub/gguf_choice.h"
 #include "hub/hub_names.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer::hub {
 
@@ -38,14 +39,16 @@ bool is_safe_repo_path(const std::string& path) {
 RepoFile parse_sibling(const nlohmann::json& s, const ModelRef& ref) {
   RepoFile f;
   f.path = s.value("rfilename", "");
-  if (!is_safe_repo_path(f.path)) fail("{}: the hub listed an unusable file name '{}'", ref.text(), f.path);
+  if (!is_safe_repo_path(f.path))
+    fail("{}: the hub listed an unusable file name '{}'", ref.text(), excerpt(f.path, 200));
   const nlohmann::json* lfs = s.contains("lfs") && s["lfs"].is_object() ? &s["lfs"] : nullptr;
   f.lfs = lfs != nullptr;
   f.etag = f.lfs ? lfs->value("sha256", "") : s.value("blobId", "");
   const nlohmann::json& size = f.lfs && lfs->contains("size") ? (*lfs)["size"] : s.value("size", nlohmann::json());
-  if (!size.is_number_unsigned()) fail("{}: the hub listed {} without its size", ref.text(), f.path);
+  if (!size.is_number_unsigned()) fail("{}: the hub listed {} without its size", ref.text(), escape_control(f.path));
   f.size = size.get<uint64_t>();
-  if (!is_hex(f.etag, f.lfs ? 64 : 40)) fail("{}: the hub listed {} without its checksum", ref.text(), f.path);
+  if (!is_hex(f.etag, f.lfs ? 64 : 40))
+    fail("{}: the hub listed {} without its checksum", ref.text(), escape_control(f.path));
   return f;
 }
 
@@ -90,7 +93,8 @@ std::vector<RepoFile> directory_files(const RepoListing& listing) {
 
 void fail_http(const HttpResult& r, const ModelRef& ref, const std::string& what, bool sent_token) {
   const auto message = r.headers.find("x-error-message");
-  const std::string hub_says = message == r.headers.end() ? "" : fmt::format(": {}", message->second);
+  // The server's words and the endpoint (HF_ENDPOINT) reach the terminal only escaped.
+  const std::string hub_says = message == r.headers.end() ? "" : fmt::format(": {}", excerpt(message->second, 300));
   switch (r.status) {
     case 401:
       fail("{}: {} answered 401 Unauthorized{} (the repository does not exist, or is private or gated: {})", ref.text(),
@@ -109,11 +113,13 @@ RepoListing fetch_listing(HttpClient& http, const std::string& endpoint, const M
   const std::string url = fmt::format("{}/api/models/{}/revision/{}?blobs=true", endpoint, url_escape(ref.repo, true),
                                       url_escape(ref.revision, false));
   const HttpResult r = http.get_text(url, kMaxListingBytes);
-  if (r.transfer_error != 0) fail("{}: cannot reach {}: {}", ref.text(), endpoint, r.transfer_message);
-  if (r.status >= 400) fail_http(r, ref, fmt::format("{} (revision {})", endpoint, ref.revision), sent_token);
+  if (r.transfer_error != 0)
+    fail("{}: cannot reach {}: {}", ref.text(), escape_control(endpoint), escape_control(r.transfer_message));
+  if (r.status >= 400)
+    fail_http(r, ref, fmt::format("{} (revision {})", escape_control(endpoint), ref.revision), sent_token);
   const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("siblings") || !j["siblings"].is_array())
-    fail("{}: {} answered with no file listing (HTTP {})", ref.text(), url, r.status);
+    fail("{}: {} answered with no file listing (HTTP {})", ref.text(), escape_control(url), r.status);
   RepoListing listing;
   listing.commit = j.value("sha", "");
   if (!is_hex(listing.commit, 40)) fail("{}: the hub's listing names no commit", ref.text());

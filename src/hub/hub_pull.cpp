@@ -16,6 +16,7 @@
 #include "hub/http_client.h"
 #include "hub/hub_listing.h"
 #include "nanoinfer/error.h"
+#include "nanoinfer/json_limits.h"
 
 namespace nanoinfer {
 
@@ -23,6 +24,12 @@ namespace fs = std::filesystem;
 using hub::RepoFile;
 
 namespace {
+
+// A path or file name in a message: a hostile listing's names and the cache's path (from the
+// environment) reach the terminal with their control characters escaped.
+std::string shown(const fs::path& path) {
+  return escape_control(path.string());
+}
 
 std::string getenv_string(const char* name) {
   const char* v = std::getenv(name);
@@ -67,9 +74,9 @@ void write_text_file(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
   const fs::path tmp = path.string() + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) fail("{}: cannot write: {}", tmp.string(), std::strerror(errno));
+  if (f == nullptr) fail("{}: cannot write: {}", shown(tmp), std::strerror(errno));
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) fail("{}: cannot write: {}", tmp.string(), std::strerror(errno));
+  if (std::fclose(f) != 0 || !ok) fail("{}: cannot write: {}", shown(tmp), std::strerror(errno));
   fs::rename(tmp, path);
 }
 
@@ -90,10 +97,10 @@ class BlobLock {
   BlobLock(const fs::path& lock, const ModelRef& ref, const std::string& file) {
     fs::create_directories(lock.parent_path());
     fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("{}: cannot create {}: {}", ref.text(), lock.string(), std::strerror(errno));
+    if (fd_ < 0) fail("{}: cannot create {}: {}", ref.text(), escape_control(lock.string()), std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      fail("{}: another download of {} is running (it holds {}); wait for it to finish", ref.text(), file,
-           lock.string());
+      fail("{}: another download of {} is running (it holds {}); wait for it to finish", ref.text(),
+           escape_control(file), escape_control(lock.string()));
     }
   }
   ~BlobLock() { ::close(fd_); }
@@ -110,7 +117,7 @@ class BlobDownload {
   BlobDownload(const RepoFile& file, const fs::path& blob, const ModelRef& ref) : file_(file), blob_(blob), ref_(ref) {
     partial_ = blob.string() + ".incomplete";
     fd_ = ::open(partial_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("{}: cannot create {}: {}", ref.text(), partial_.string(), std::strerror(errno));
+    if (fd_ < 0) fail("{}: cannot create {}: {}", ref.text(), shown(partial_), std::strerror(errno));
     struct stat st {};
     ::fstat(fd_, &st);
     have_ = static_cast<uint64_t>(st.st_size);
@@ -143,18 +150,18 @@ class BlobDownload {
       };
       const hub::HttpResult r = http.download(url, from, sink);
       if (write_errno_ != 0) {
-        fail("{}: cannot write {}: {} ({} of {} bytes kept; pull again to resume)", ref_.text(), partial_.string(),
+        fail("{}: cannot write {}: {} ({} of {} bytes kept; pull again to resume)", ref_.text(), shown(partial_),
              std::strerror(write_errno_), have_, file_.size);
       }
       if (r.transfer_error != 0) {
         fail("{}: the download of {} broke off after {} of {} bytes: {} (pull again to resume)", ref_.text(),
-             file_.path, have_, file_.size, r.transfer_message);
+             shown(file_.path), have_, file_.size, escape_control(r.transfer_message));
       }
       if (r.status == 416) {  // the partial file does not fit what the server holds: start over once
         restart();
         continue;
       }
-      if (r.status >= 400) hub::fail_http(r, ref_, fmt::format("the download of {}", file_.path), sent_token);
+      if (r.status >= 400) hub::fail_http(r, ref_, fmt::format("the download of {}", shown(file_.path)), sent_token);
     }
     return transferred;
   }
@@ -163,16 +170,16 @@ class BlobDownload {
   void finish() {
     if (have_ != file_.size) {
       discard();
-      fail("{}: {} arrived with {} bytes where the hub lists {}; the download was discarded", ref_.text(), file_.path,
-           have_, file_.size);
+      fail("{}: {} arrived with {} bytes where the hub lists {}; the download was discarded", ref_.text(),
+           shown(file_.path), have_, file_.size);
     }
-    if (::fsync(fd_) != 0) fail("{}: cannot write {}: {}", ref_.text(), partial_.string(), std::strerror(errno));
+    if (::fsync(fd_) != 0) fail("{}: cannot write {}: {}", ref_.text(), shown(partial_), std::strerror(errno));
     const hub::Digest kind = file_.lfs ? hub::Digest::Sha256 : hub::Digest::GitBlobSha1;
     const std::string got = hub::file_digest(partial_, kind);
     if (got != file_.etag) {
       discard();
       fail("{}: {} failed its checksum ({} {} where the hub lists {}); the download was discarded, pull again",
-           ref_.text(), file_.path, file_.lfs ? "sha256" : "git sha1", got, file_.etag);
+           ref_.text(), shown(file_.path), file_.lfs ? "sha256" : "git sha1", got, file_.etag);
     }
     fs::rename(partial_, blob_);
   }
@@ -180,7 +187,7 @@ class BlobDownload {
  private:
   void restart() {
     if (::ftruncate(fd_, 0) != 0)
-      fail("{}: cannot truncate {}: {}", ref_.text(), partial_.string(), std::strerror(errno));
+      fail("{}: cannot truncate {}: {}", ref_.text(), shown(partial_), std::strerror(errno));
     have_ = 0;
   }
   void discard() {
@@ -219,7 +226,7 @@ PullResult from_cache_offline(const ModelRef& ref, const PullOptions& options) {
   const std::optional<fs::path> snapshot = cached_snapshot(options.cache, ref);
   if (!snapshot) {
     fail("{}: not in the Hugging Face cache {}, and HF_HUB_OFFLINE is set, so it cannot be downloaded", ref.text(),
-         options.cache.string());
+         shown(options.cache));
   }
   PullResult result;
   result.commit = snapshot->filename().string();

@@ -176,8 +176,8 @@ SafetensorsFile SafetensorsFile::over(std::span<const std::byte> bytes, const st
 SafetensorsFile SafetensorsFile::over_mapping(MappedFile map, const std::filesystem::path& path) {
   SafetensorsFile f;
   f.path_ = path;
-  f.map_ = std::move(map);
-  f.layout_ = parse_safetensors(f.map_.bytes(), path.string());
+  f.layout_ = parse_safetensors(map.bytes(), path.string());
+  f.shards_.push_back({path, std::move(map), f.layout_.data_offset});
   for (size_t i = 0; i < f.layout_.tensors.size(); ++i) f.index_.emplace(f.layout_.tensors[i].name, i);
   return f;
 }
@@ -187,16 +187,24 @@ const TensorInfo* SafetensorsFile::find(std::string_view name) const {
   return it == index_.end() ? nullptr : &layout_.tensors[it->second];
 }
 
+size_t SafetensorsFile::file_size() const {
+  size_t bytes = 0;
+  for (const Shard& s : shards_) bytes += s.map.size();
+  return bytes;
+}
+
 TensorView SafetensorsFile::view(const TensorInfo& info) const {
-  return {&info, map_.bytes().data() + layout_.data_offset + info.begin};
+  const Shard& s = shards_.at(info.shard);
+  return {&info, s.map.bytes().data() + s.data_offset + info.begin};
 }
 
 void SafetensorsFile::read(const TensorInfo& info, uint64_t offset, std::span<std::byte> dst) const {
+  const Shard& s = shards_.at(info.shard);
   if (offset > info.nbytes() || dst.size() > info.nbytes() - offset) {
-    fail("{}: tensor '{}': read of {} bytes at {} is outside its {} bytes", path_.string(), info.name, dst.size(),
+    fail("{}: tensor '{}': read of {} bytes at {} is outside its {} bytes", s.path.string(), info.name, dst.size(),
          offset, info.nbytes());
   }
-  map_.read_at(layout_.data_offset + info.begin + offset, dst);
+  s.map.read_at(s.data_offset + info.begin + offset, dst);
 }
 
 TensorView SafetensorsFile::get(std::string_view name) const {

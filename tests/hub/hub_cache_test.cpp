@@ -212,6 +212,28 @@ TEST(HubCache, ListsAndRemovesModels) {
               HasSubstr("org/m: not in the Hugging Face cache"));
 }
 
+// Text a user or a hostile cache supplies reaches the terminal with its control characters
+// escaped: an ANSI sequence in a model name, the cache's path or a file name is shown, never run.
+TEST(HubCache, MessagesEscapeControlCharacters) {
+  EXPECT_EQ(hub_error_of([] { model_ref_or_fail("\x1b]0;title\x07org/m\n"); }),
+            "'\\x1b]0;title\\x07org/m\\n': not a model name of the form ORG/NAME[@REVISION][:QUANT] (e.g. "
+            "Qwen/Qwen2.5-0.5B-Instruct)");
+  test::TempDir dir;
+  const std::string cache = (dir / "c\x1b[2J").string();
+  HubEnvVar env("HF_HUB_CACHE", cache.c_str());
+  EXPECT_EQ(hub_error_of([] { resolve_model_path("org/absent"); }),
+            "org/absent: no such file or directory, nor a model in the Hugging Face cache " + dir.path().string() +
+                "/c\\x1b[2J (download it with `nanoinfer pull org/absent`)");
+  EXPECT_EQ(hub_error_of([&] { remove_cached_model(cache, "org/m\r"); }),
+            "org/m\\r: not in the Hugging Face cache " + dir.path().string() + "/c\\x1b[2J");
+  EXPECT_EQ(hub_error_of([] {
+              hub::choose_gguf({"a-Q8_0.gguf", "\x1b[31mb-Q8_0.gguf"}, "Q8_0", "o/m");
+            }),
+            "o/m: 2 GGUF files match Q8_0; name one with :QUANT: :Q8_0 (\\x1b[31mb-Q8_0.gguf), :Q8_0 (a-Q8_0.gguf)");
+  EXPECT_EQ(hub_error_of([] { hub::choose_gguf({"\x1b[1mm-Q8_0.gguf"}, "Q4_0", "o/m"); }),
+            "o/m: no GGUF file is quantized as Q4_0 (choose one of: :Q8_0 (\\x1b[1mm-Q8_0.gguf))");
+}
+
 TEST(HubCache, DigestsAreTheHubsChecksums) {
   test::TempDir dir;
   write_hub_text(dir / "f", "hello\n");
