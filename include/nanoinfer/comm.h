@@ -26,9 +26,11 @@ class Comm {
   int size() const { return size_; }
   bool distributed() const { return size_ > 1; }
 
-  // data[0 .. n) becomes the sum over the ranks, in place; every rank ends with the same bits
-  // (the parts are added in rank order on every rank). The only collective of the forward's
-  // hot path: one per o_proj and one per down_proj of every layer.
+  // data[0 .. n) becomes the sum over the ranks, in place; every rank ends with the same bits:
+  // each element is the left-to-right sum of the ranks' parts in rank order (with two ranks,
+  // MPI's a + b, the same bits either way). More than two ranks: a reduce-scatter in rank order
+  // and an allgather, 2 (N - 1) / N of the vector sent per rank. The only collective of the
+  // forward's hot path: one per o_proj and one per down_proj of every layer.
   void allreduce_sum(float* data, size_t n);
   // Rank 0's bytes to every rank.
   void broadcast(void* data, size_t bytes);
@@ -51,7 +53,11 @@ class Comm {
   int rank_ = 0;
   int size_ = 1;
   bool skip_allreduce_ = false;
-  std::vector<float> scratch_;  // allreduce_sum: [size][n], grown to the largest message
+  // allreduce_sum with more than two ranks: the slices' counts and offsets in the vector, where
+  // each rank's slice lands in scratch_, and scratch_ itself ([size][this rank's slice], grown
+  // to the largest message). Kept so that a decode step allocates nothing.
+  std::vector<int> slice_counts_, slice_offsets_, receive_counts_, receive_offsets_;
+  std::vector<float> scratch_;
 };
 
 // The world of this process (initialized on first use, as above). Throws Error when the
