@@ -112,10 +112,33 @@ void Comm::allreduce_sum(float* data, size_t n) {
     return;
   }
   // More ranks: MPI may associate the sum differently on each rank, so the sum is made here,
-  // in rank order, by a reduce-scatter and an allgather: rank r receives slice r of every
-  // rank's part (an all-to-all), adds those N slices in rank order, and the sums are gathered
-  // back into every rank's `data`. Each rank sends and receives 2 (N - 1) / N of the vector,
-  // and every element is the same left-to-right sum part 0 + part 1 + ... on every rank.
+  // in rank order. Both ways below give the same bits; the gathered sum is one collective (the
+  // fewer messages for a short vector), the scattered one moves 2 (N - 1) / N of the vector
+  // per rank instead of N - 1 whole vectors.
+  if (n < scatter_from_floats_) {
+    sum_gathered_parts(data, n);
+  } else {
+    sum_scattered_slices(data, n);
+  }
+}
+
+// Every rank gathers every rank's whole part and adds them in rank order.
+void Comm::sum_gathered_parts(float* data, size_t n) {
+  const auto ranks = static_cast<size_t>(size_);
+  if (scratch_.size() < n * ranks) scratch_.resize(n * ranks);
+  check_mpi(MPI_Allgather(data, to_int(n), MPI_FLOAT, scratch_.data(), to_int(n), MPI_FLOAT, MPI_COMM_WORLD),
+            "MPI_Allgather");
+  std::memcpy(data, scratch_.data(), n * sizeof(float));
+  for (size_t r = 1; r < ranks; ++r) {
+    const float* part = scratch_.data() + r * n;
+    for (size_t i = 0; i < n; ++i) data[i] += part[i];
+  }
+}
+
+// A reduce-scatter in rank order and an allgather: rank r receives slice r of every rank's
+// part (an all-to-all), adds those N slices in rank order, and the sums are gathered back into
+// every rank's `data`.
+void Comm::sum_scattered_slices(float* data, size_t n) {
   const auto ranks = static_cast<size_t>(size_);
   const auto me = static_cast<size_t>(rank_);
   slice_counts_.resize(ranks);

@@ -1,6 +1,7 @@
-// Comm::allreduce_sum against the rank-order sum, bit for bit. ctest runs these tests under
-// `mpirun -np 2`, `-np 3` and `-np 4` (comm_allreduce_np2 .. _np4); run alone (one rank) they
-// check that a sum of one part is that part.
+// Comm::allreduce_sum against the rank-order sum, bit for bit, both ways it sums over more than
+// two ranks (gathered whole, reduce-scattered). ctest runs these tests under `mpirun -np 2`,
+// `-np 3` and `-np 4` (comm_allreduce_np2 .. _np4); run alone (one rank) they check that a sum
+// of one part is that part.
 //
 // Every rank computes every rank's part (a function of the rank and the index) and so the
 // expected sum: part 0 + part 1 + ... + part N-1, added left to right in float, as the forward
@@ -11,6 +12,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -38,14 +40,17 @@ float allreduce_expected(int ranks, size_t i, bool reverse = false) {
 }
 
 // Lengths around the rank count (shorter than it: some ranks own empty slices), not divisible
-// by it, a decode row of Qwen2.5-0.5B (896) and of its intermediate size plus one, a large one,
-// and a short one after it (the scratch is kept from the largest).
+// by it, a decode row of Qwen2.5-0.5B (896) and of its intermediate size plus one, both sides
+// of Comm::kScatterFromFloats, a large one, and a short one after it (the scratch is kept from
+// the largest).
 std::vector<size_t> allreduce_lengths(int ranks) {
   const auto n = static_cast<size_t>(ranks);
-  return {1, n - 1, n, n + 1, 2 * n - 1, 3 * n + 2, 896, 4865, 65537, 5};
+  const size_t edge = Comm::kScatterFromFloats;
+  return {1, n - 1, n, n + 1, 2 * n - 1, 3 * n + 2, 896, 4865, edge - 1, edge, 65537, 5};
 }
 
-TEST(CommAllreduce, EveryRankGetsTheRankOrderSumBitForBit) {
+// Sums every length once; every element must have the rank-order sum's bits.
+void expect_rank_order_sums(const char* how) {
   Comm& comm = world();
   const int ranks = comm.size();
   for (size_t n : allreduce_lengths(ranks)) {
@@ -59,10 +64,22 @@ TEST(CommAllreduce, EveryRankGetsTheRankOrderSumBitForBit) {
         if (wrong++ == 0) first_wrong = i;
       }
     }
-    EXPECT_EQ(wrong, 0u) << "rank " << comm.rank() << " of " << ranks << ", length " << n << ": first at "
+    EXPECT_EQ(wrong, 0u) << how << ": rank " << comm.rank() << " of " << ranks << ", length " << n << ": first at "
                          << first_wrong << ": " << data[first_wrong] << " against "
                          << allreduce_expected(ranks, first_wrong);
   }
+}
+
+// Every length the way allreduce_sum picks, then every length gathered, then scattered (two
+// ranks: MPI's own sum each time).
+TEST(CommAllreduce, EveryRankGetsTheRankOrderSumBitForBit) {
+  Comm& comm = world();
+  expect_rank_order_sums("as picked by length");
+  comm.scatter_from_for_testing(SIZE_MAX);
+  expect_rank_order_sums("gathered");
+  comm.scatter_from_for_testing(0);
+  expect_rank_order_sums("scattered");
+  comm.scatter_from_for_testing(Comm::kScatterFromFloats);
 }
 
 // The data tells the orders apart: over a decode row, summing last rank first changes the bits
