@@ -51,9 +51,9 @@ class Comm {
   // Testing only: makes allreduce_sum leave each rank's part as it is (a missing all-reduce),
   // so a test can show that its tolerance catches such a bug. Set on every rank alike.
   void skip_allreduce_for_testing(bool skip) { skip_allreduce_ = skip; }
-  // Testing only: the length from which allreduce_sum (N > 2) scatters instead of gathering,
-  // so a test can run every length both ways. Set on every rank alike.
-  void scatter_from_for_testing(size_t floats) { scatter_from_floats_ = floats; }
+  // The length from which allreduce_sum (N > 2) scatters instead of gathering (both give the
+  // same bits), for a test or a benchmark to run either way. Set on every rank alike.
+  void set_scatter_from(size_t floats) { scatter_from_floats_ = floats; }
 
  private:
   friend Comm& world();

@@ -75,11 +75,11 @@ void expect_rank_order_sums(const char* how) {
 TEST(CommAllreduce, EveryRankGetsTheRankOrderSumBitForBit) {
   Comm& comm = world();
   expect_rank_order_sums("as picked by length");
-  comm.scatter_from_for_testing(SIZE_MAX);
+  comm.set_scatter_from(SIZE_MAX);
   expect_rank_order_sums("gathered");
-  comm.scatter_from_for_testing(0);
+  comm.set_scatter_from(0);
   expect_rank_order_sums("scattered");
-  comm.scatter_from_for_testing(Comm::kScatterFromFloats);
+  comm.set_scatter_from(Comm::kScatterFromFloats);
 }
 
 // The data tells the orders apart: over a decode row, summing last rank first changes the bits
