@@ -34,8 +34,8 @@ class Comm {
   // allgathered (2 (N - 1) / N of the vector sent and received per rank). The only collective
   // of the forward's hot path: one per o_proj and one per down_proj of every layer.
   void allreduce_sum(float* data, size_t n);
-  // Where the scattered sum starts to beat the gathered one: measured between 4,096 and 16,384
-  // floats at 3 and 4 ranks on one machine (docs/SCALING.md).
+  // Where the scattered sum starts to beat the gathered one: they crossed between 2,048 and
+  // 16,384 floats at 3 and 4 ranks on one machine (docs/SCALING.md).
   static constexpr size_t kScatterFromFloats = 8192;
   // Rank 0's bytes to every rank.
   void broadcast(void* data, size_t bytes);
