@@ -26,10 +26,17 @@ class Comm {
   int size() const { return size_; }
   bool distributed() const { return size_ > 1; }
 
-  // data[0 .. n) becomes the sum over the ranks, in place; every rank ends with the same bits
-  // (the parts are added in rank order on every rank). The only collective of the forward's
-  // hot path: one per o_proj and one per down_proj of every layer.
+  // data[0 .. n) becomes the sum over the ranks, in place; every rank ends with the same bits:
+  // each element is the left-to-right sum of the ranks' parts in rank order (with two ranks,
+  // MPI's a + b, the same bits either way). With more than two ranks a vector shorter than
+  // kScatterFromFloats is gathered whole on every rank and summed there (one collective,
+  // N - 1 vectors received per rank); a longer one is reduce-scattered in rank order and
+  // allgathered (2 (N - 1) / N of the vector sent and received per rank). The only collective
+  // of the forward's hot path: one per o_proj and one per down_proj of every layer.
   void allreduce_sum(float* data, size_t n);
+  // Where the scattered sum starts to beat the gathered one: they crossed between 2,048 and
+  // 16,384 floats at 3 and 4 ranks on one machine (docs/SCALING.md).
+  static constexpr size_t kScatterFromFloats = 8192;
   // Rank 0's bytes to every rank.
   void broadcast(void* data, size_t bytes);
   // Rank r sends counts[r] floats; rank 0 receives them rank after rank into `out` (the sum of
@@ -44,6 +51,9 @@ class Comm {
   // Testing only: makes allreduce_sum leave each rank's part as it is (a missing all-reduce),
   // so a test can show that its tolerance catches such a bug. Set on every rank alike.
   void skip_allreduce_for_testing(bool skip) { skip_allreduce_ = skip; }
+  // The length from which allreduce_sum (N > 2) scatters instead of gathering (both give the
+  // same bits), for a test or a benchmark to run either way. Set on every rank alike.
+  void set_scatter_from(size_t floats) { scatter_from_floats_ = floats; }
 
  private:
   friend Comm& world();
@@ -51,7 +61,14 @@ class Comm {
   int rank_ = 0;
   int size_ = 1;
   bool skip_allreduce_ = false;
-  std::vector<float> scratch_;  // allreduce_sum: [size][n], grown to the largest message
+  size_t scatter_from_floats_ = kScatterFromFloats;
+  void sum_gathered_parts(float* data, size_t n);
+  void sum_scattered_slices(float* data, size_t n);
+  // allreduce_sum with more than two ranks: the slices' counts and offsets in the vector, where
+  // each rank's slice lands in scratch_, and scratch_ itself ([size][n] gathered, [size][this
+  // rank's slice] scattered; grown to the largest). Kept so that a decode step allocates nothing.
+  std::vector<int> slice_counts_, slice_offsets_, receive_counts_, receive_offsets_;
+  std::vector<float> scratch_;
 };
 
 // The world of this process (initialized on first use, as above). Throws Error when the

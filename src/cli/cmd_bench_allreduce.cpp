@@ -3,6 +3,8 @@
 // per message size, on the ranks mpirun started (docs/SCALING.md). Every rank runs the same
 // repetitions; rank 0 times each (a barrier first, so all ranks enter together) and prints the
 // median and minimum per size. On one rank (no mpirun) the sum is a no-op and it says so.
+// --scatter-from moves the length from which more than two ranks reduce-scatter instead of
+// gathering whole vectors (Comm::kScatterFromFloats), to time either way at any length.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@ struct AllreduceArgs {
   // message for the link's bandwidth.
   std::vector<int64_t> floats{896, 57344, 1048576};
   int64_t repetitions = 200;
+  int64_t scatter_from = static_cast<int64_t>(Comm::kScatterFromFloats);
 };
 
 void bench_allreduce(const AllreduceArgs& args) {
@@ -31,9 +34,12 @@ void bench_allreduce(const AllreduceArgs& args) {
   if (args.floats.empty()) fail("--floats needs at least one size");
   for (int64_t n : args.floats)
     if (n < 1 || n > (int64_t{1} << 28)) fail("--floats: each size must be in 1 .. 268435456, got {}", n);
+  if (args.scatter_from < 0) fail("--scatter-from must be >= 0, got {}", args.scatter_from);
   Comm& comm = world();
+  comm.set_scatter_from(static_cast<size_t>(args.scatter_from));
   if (comm.rank() == 0) {
-    fmt::print("bench allreduce: {} rank(s), {} repetition(s) per size{}\n", comm.size(), args.repetitions,
+    fmt::print("bench allreduce: {} rank(s), {} repetition(s) per size{}{}\n", comm.size(), args.repetitions,
+               comm.size() > 2 ? fmt::format(", reduce-scattered from {} floats", args.scatter_from) : "",
                comm.distributed() ? "" : " (one rank: nothing to reduce; run it under mpirun -np N)");
     fmt::print("{:>10} {:>12} {:>12} {:>12} {:>10}\n", "floats", "bytes", "median_us", "min_us", "GB/s");
   }
@@ -69,6 +75,10 @@ const bool registered_bench_allreduce = register_command({
       sub.add_option("--floats", args->floats, "Message sizes in floats, comma-separated (default 896,57344,1048576)")
           ->delimiter(',');
       sub.add_option("-r,--repetitions", args->repetitions, "Timed all-reduces per size (after 5 untimed)")
+          ->capture_default_str();
+      sub.add_option("--scatter-from", args->scatter_from,
+                     "With more than two ranks: vectors of this many floats or more are reduce-scattered, shorter "
+                     "ones gathered whole (both sum in rank order)")
           ->capture_default_str();
       sub.callback([args] { bench_allreduce(*args); });
     },

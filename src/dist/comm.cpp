@@ -106,20 +106,67 @@ Comm& world() {
 void Comm::allreduce_sum(float* data, size_t n) {
   if (size_ == 1 || skip_allreduce_ || n == 0) return;
   if (size_ == 2) {
-    // a + b == b + a exactly: both ranks get the same bits from MPI's own reduction.
+    // a + b == b + a exactly: both ranks get the same bits from MPI's own reduction, which
+    // moves no more than n floats each way (recursive doubling, or a ring's two halves).
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, to_int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
     return;
   }
-  // More ranks: MPI may associate the sum differently on each rank; gathering the parts and
-  // adding them in rank order keeps every rank's copy of the stream identical.
-  if (scratch_.size() < n * static_cast<size_t>(size_)) scratch_.resize(n * static_cast<size_t>(size_));
+  // More ranks: MPI may associate the sum differently on each rank, so the sum is made here,
+  // in rank order. Both ways below give the same bits; the gathered sum is one collective (the
+  // fewer messages for a short vector), the scattered one moves 2 (N - 1) / N of the vector
+  // per rank instead of N - 1 whole vectors.
+  if (n < scatter_from_floats_) {
+    sum_gathered_parts(data, n);
+  } else {
+    sum_scattered_slices(data, n);
+  }
+}
+
+// Every rank gathers every rank's whole part and adds them in rank order.
+void Comm::sum_gathered_parts(float* data, size_t n) {
+  const auto ranks = static_cast<size_t>(size_);
+  if (scratch_.size() < n * ranks) scratch_.resize(n * ranks);
   check_mpi(MPI_Allgather(data, to_int(n), MPI_FLOAT, scratch_.data(), to_int(n), MPI_FLOAT, MPI_COMM_WORLD),
             "MPI_Allgather");
   std::memcpy(data, scratch_.data(), n * sizeof(float));
-  for (int r = 1; r < size_; ++r) {
-    const float* part = scratch_.data() + static_cast<size_t>(r) * n;
+  for (size_t r = 1; r < ranks; ++r) {
+    const float* part = scratch_.data() + r * n;
     for (size_t i = 0; i < n; ++i) data[i] += part[i];
   }
+}
+
+// A reduce-scatter in rank order and an allgather: rank r receives slice r of every rank's
+// part (an all-to-all), adds those N slices in rank order, and the sums are gathered back into
+// every rank's `data`.
+void Comm::sum_scattered_slices(float* data, size_t n) {
+  const auto ranks = static_cast<size_t>(size_);
+  const auto me = static_cast<size_t>(rank_);
+  slice_counts_.resize(ranks);
+  slice_offsets_.resize(ranks);
+  for (size_t r = 0, at = 0; r < ranks; ++r) {
+    const size_t count = n / ranks + (r < n % ranks ? 1 : 0);  // the first n % N slices one longer
+    slice_counts_[r] = to_int(count);
+    slice_offsets_[r] = to_int(at);
+    at += count;
+  }
+  const auto mine = static_cast<size_t>(slice_counts_[me]);
+  if (scratch_.size() < mine * ranks) scratch_.resize(mine * ranks);
+  // Rank r's slice lands at scratch_[r * mine]: every rank sends this rank `mine` floats.
+  receive_counts_.assign(ranks, slice_counts_[me]);
+  receive_offsets_.resize(ranks);
+  for (size_t r = 0; r < ranks; ++r) receive_offsets_[r] = to_int(r * mine);
+  check_mpi(MPI_Alltoallv(data, slice_counts_.data(), slice_offsets_.data(), MPI_FLOAT, scratch_.data(),
+                          receive_counts_.data(), receive_offsets_.data(), MPI_FLOAT, MPI_COMM_WORLD),
+            "MPI_Alltoallv");
+  float* sum = data + slice_offsets_[me];
+  std::copy_n(scratch_.data(), mine, sum);  // (not memcpy: a rank's slice may be empty, scratch_ too)
+  for (size_t r = 1; r < ranks; ++r) {
+    const float* part = scratch_.data() + r * mine;
+    for (size_t i = 0; i < mine; ++i) sum[i] += part[i];
+  }
+  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, slice_counts_.data(), slice_offsets_.data(), MPI_FLOAT,
+                           MPI_COMM_WORLD),
+            "MPI_Allgatherv");
 }
 
 void Comm::broadcast(void* data, size_t bytes) {

@@ -73,8 +73,10 @@ RECORDS = [dict(RUN, floats=896, median_us=48.672), dict(RUN, floats=1000, media
 #   N = 4, allgather: AR = 2 * 70 + 3 * 4000 * 0.008 = 236; G = 70 + 48 = 118; broadcasts 280;
 #          net = 708 + 118 + 280 = 1106 us; t = 250 + 1106 us.
 #   N = 4, allreduce: AR = 4 * 70 + 2 * 0.75 * 32 = 328; net = 984 + 398 = 1382 us; t = 250 + 1382 us.
+#   N = 4, alltoall: AR = (3 + 2) * 70 + 2 * 0.75 * 32 = 398; net = 1194 + 398 = 1592 us; t = 250 + 1592 us.
 WANT = {("allgather", 1): 1 / 1000e-6, ("allgather", 2): 1 / 1192e-6, ("allgather", 4): 1 / 1356e-6,
-        ("allreduce", 2): 1 / 1192e-6, ("allreduce", 4): 1 / 1632e-6}
+        ("allreduce", 2): 1 / 1192e-6, ("allreduce", 4): 1 / 1632e-6, ("alltoall", 2): 1 / 1192e-6,
+        ("alltoall", 4): 1 / 1842e-6}
 
 
 class Projection(unittest.TestCase):
