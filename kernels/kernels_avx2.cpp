@@ -20,6 +20,13 @@ struct Avx2Ops {
   static constexpr size_t row_tile = 3;
   static constexpr size_t token_tile = 4;
   static constexpr size_t decode_rows = 8;
+  // Small batches (simd_kernels.h): token groups of up to 3, tiles of R rows x T tokens with R
+  // * T accumulators + T activation rows + 1 weight row within the 16 ymm registers. (Groups of
+  // 4 tokens, 3 rows high, ran slower: on Zen 5, `bench generate --isa avx2 --rows-curve`, 2
+  // threads, the 0.5B's bf16 pass of 8 rows cost 1.76 decode steps as two groups of 4, 1.36 as
+  // groups of 3, 3 and 2; 4 rows 1.15 as one group of 4, 1.05 as two of 2.)
+  static constexpr size_t small_tokens = 3;
+  static constexpr size_t small_rows(size_t tokens) { return tokens <= 2 ? 6 : 4; }
 
   static batch load(const float* p) { return batch::load_unaligned(p); }
   // bf16 is the high half of an f32: zero-extend each 16-bit lane to 32 bits, shift up.
@@ -49,11 +56,22 @@ uint64_t attention_avx2(const AttentionTile& a) {
   return attention_tile<Avx2AttnOps, KvT>(a);
 }
 
+// One token and prefill: matmul (simd_kernels.h); 2 .. kSmallBatchTokens: the small-batch tiles.
+template <class WT>
+void matmul_avx2(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                 size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens >= 2 && n_tokens <= kSmallBatchTokens && row_begin < row_end) {
+    matmul_small<Avx2Ops, WT>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+    return;
+  }
+  matmul_bytes<Avx2Ops, WT>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
 }  // namespace
 
 namespace avx2 {
 
-constinit const ByType<MatmulFn> matmul{.f32 = matmul_bytes<Avx2Ops, float>, .bf16 = matmul_bytes<Avx2Ops, uint16_t>};
+constinit const ByType<MatmulFn> matmul{.f32 = matmul_avx2<float>, .bf16 = matmul_avx2<uint16_t>};
 constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx2Ops>;
 constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx2Ops>;
 constinit const ByKvType attention{

@@ -185,6 +185,14 @@ struct PackedYmm {
 // (2 threads, synth15-Q4_K_M / Q5_K_M decode, 3 alternating rounds; docs/PERFORMANCE.md)
 // its median tg32 beat 1, 2 and 3 KiB's on both files; 1 KiB was the slowest.
 constexpr size_t kPrefetchAhead = 4096;
+// The K types' and Q4_1 / Q5_0 / Q5_1's products of 2 .. kSmallPrefetchTokens tokens ask twice
+// as far ahead: their products run longer per byte than decode's, and the lines must arrive
+// while they run. On Zen 5 (one thread, a 3072x1024 Q4_K product streamed from memory, the
+// minimum of 11 runs, three alternated rounds): 2-4 tokens ~5-15% faster with 8 KiB than with
+// 4 KiB; 8 tokens, compute-bound, ~3% slower (16 KiB: alike at 2-4, slower at 8). In the
+// synthetic Qwen3-0.6B's passes of 2-4 rows at 2 threads (`bench generate --dtype q4_k
+// --rows-curve`, three alternated rounds) the difference stayed within the host's noise.
+constexpr size_t kSmallPrefetchAhead = 8192, kSmallPrefetchTokens = 4;
 inline void prefetch(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }

@@ -47,9 +47,9 @@ struct KTokens {
 };
 
 // acc[t] += slice `part`'s Q4_K (kHigh: Q5_K) products for token t over every super-block of
-// the group at g.
+// the group at g, asking for its lines `ahead` bytes on (as the kernels below do).
 template <class P, size_t TG, bool kHigh = false>
-void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x, typename P::F* acc) {
+void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x, typename P::F* acc, size_t ahead) {
   using V = typename P::V;
   using F = typename P::F;
   constexpr size_t L = P::lanes;
@@ -59,7 +59,7 @@ void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
   for (size_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* blk = g + sb * kGroupBytes;
     if (part == 0)
-      for (size_t line = 0; line < 256; line += 64) prefetch(blk + line + kPrefetchAhead);
+      for (size_t line = 0; line < 256; line += 64) prefetch(blk + line + ahead);
     const F d = P::f16(blk + 2 * L * part), dmin = P::f16(blk + 32 + 2 * L * part);
     const auto plane = [blk, part](size_t p) { return P::bytes(blk + 64 + 16 * p + L * part); };
     // k_scale_min on the slice's rows at once (src/base/weight_blocks.h).
@@ -83,12 +83,12 @@ void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
       const size_t b_lo = 8 * sb + 2 * c;  // activation blocks of sub-blocks 2c and 2c + 1
 #pragma GCC unroll 8
       for (size_t k = 0; k < 8; ++k) {
-        if (part == 0) prefetch(blk + 256 + 64 * (8 * c + k) + kPrefetchAhead);
+        if (part == 0) prefetch(blk + 256 + 64 * (8 * c + k) + ahead);
         const V v = P::load(blk + 256 + 64 * (8 * c + k) + 4 * L * part);
         V wl = P::and_(v, low), wh = P::and_(P::template srl16<4>(v), low);
         if constexpr (kHigh) {
           const uint8_t* qh = blk + 2304 + 64 * k;
-          if (part == 0 && c == 0) prefetch(qh + kPrefetchAhead);
+          if (part == 0 && c == 0) prefetch(qh + ahead);
           // Bits 2c and 2c + 1 of each byte to bit 4: 16-bit shifts carry no bit wanted
           // across a byte.
           const V h = P::srl16(P::load(qh + 4 * L * part), static_cast<int>(2 * c));
@@ -121,7 +121,7 @@ void q4_k_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x,
 // acc[t] += slice `part`'s Q6_K (kType Q3_K: Q3_K) products for token t over every super-block
 // of the group at g: 16 sub-blocks of 16 with signed scales, unsigned quants with a bias.
 template <class P, size_t TG, WeightType kType>
-void sub16_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x, typename P::F* acc) {
+void sub16_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x, typename P::F* acc, size_t ahead) {
   using V = typename P::V;
   using F = typename P::F;
   constexpr size_t L = P::lanes;
@@ -134,7 +134,7 @@ void sub16_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x
     const uint8_t* blk = g + sb * kGroupBytes;
     const F dw = P::f16(blk + 2 * L * part);
     if (part == 0)
-      for (size_t line = 0; line < kHead + 32; line += 64) prefetch(blk + line + kPrefetchAhead);
+      for (size_t line = 0; line < kHead + 32; line += 64) prefetch(blk + line + ahead);
     // Sub-block s's signed scales of the slice's rows.
     const auto scale = [&](size_t s) {
       if constexpr (!kQ3) {
@@ -160,8 +160,8 @@ void sub16_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x
             // Bits 2i, 2i + 1 of the qs word, and bit 4h + i of the hmask word as bit 2.
             const uint8_t* qs = blk + kHead + 64 * (8 * h + k);
             const uint8_t* hm = blk + kHead + 1024 + 64 * k;
-            if (i == 0 && part == 0) prefetch(qs + kPrefetchAhead);
-            if (h == 0 && i == 0 && part == 0) prefetch(hm + kPrefetchAhead);
+            if (i == 0 && part == 0) prefetch(qs + ahead);
+            if (h == 0 && i == 0 && part == 0) prefetch(hm + ahead);
             const V lo2 = P::and_(P::srl16(P::load(qs + 4 * L * part), static_cast<int>(2 * i)), two);
             const V hv = P::load(hm + 4 * L * part);
             const size_t bit = 4 * h + i;
@@ -172,7 +172,7 @@ void sub16_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x
           } else {
             const uint8_t* base = blk + kHead + 64 * 3 * (8 * h + k) + 4 * L * part;
             if (i == 0 && part == 0)
-              for (size_t v = 0; v < 3; ++v) prefetch(blk + kHead + 64 * (3 * (8 * h + k) + v) + kPrefetchAhead);
+              for (size_t v = 0; v < 3; ++v) prefetch(blk + kHead + 64 * (3 * (8 * h + k) + v) + ahead);
             const V ql = P::load(base + 64 * (i % 2));  // ql[l] (i even) or ql[l + 32]
             const V qh = P::load(base + 128);
             // Low 4 bits from the nibble, bits 4-5 from qh bits 2i, 2i + 1.
@@ -216,7 +216,7 @@ void sub16_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x
 // the group at g (kernels/scalar_quant_file.cpp states the rule). The fifth bits come packed
 // as Q5_K's (kernels/quant_blocks.h): word k's in bits 2k and 2k + 1 of each byte.
 template <class P, size_t TG, WeightType kType>
-void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& x, typename P::F* acc) {
+void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& x, typename P::F* acc, size_t ahead) {
   using V = typename P::V;
   using F = typename P::F;
   constexpr size_t L = P::lanes;
@@ -229,7 +229,7 @@ void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& 
   for (size_t b = 0; b < nb; ++b) {
     const uint8_t* blk = g + b * kGroupBytes;
     if (part == 0)
-      for (size_t line = 0; line < kGroupBytes; line += 64) prefetch(blk + line + kPrefetchAhead);
+      for (size_t line = 0; line < kGroupBytes; line += 64) prefetch(blk + line + ahead);
     V wl[4], wh[4];
     const V h = kFive ? P::load(blk + qh0 + 4 * L * part) : P::zero();
 #pragma GCC unroll 4
@@ -281,14 +281,15 @@ void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const
   const auto group = [&](auto tg, const uint8_t* g, size_t part, size_t t0, typename P::F* acc) {
     constexpr size_t TG = decltype(tg)::value;
     const KTokens<TG> x(a, t0);
+    const size_t ahead = a.n > 1 && a.n <= kSmallPrefetchTokens ? kSmallPrefetchAhead : kPrefetchAhead;
     if constexpr (kType == WeightType::Q4_K)
-      q4_k_group<P, TG>(g, part, nsb, x, acc);
+      q4_k_group<P, TG>(g, part, nsb, x, acc, ahead);
     else if constexpr (kType == WeightType::Q5_K)
-      q4_k_group<P, TG, true>(g, part, nsb, x, acc);
+      q4_k_group<P, TG, true>(g, part, nsb, x, acc, ahead);
     else if constexpr (kType == WeightType::Q6_K || kType == WeightType::Q3_K)
-      sub16_group<P, TG, kType>(g, part, nsb, x, acc);
+      sub16_group<P, TG, kType>(g, part, nsb, x, acc, ahead);
     else
-      block32_group<P, TG, kType>(g, part, nsb, x, acc);
+      block32_group<P, TG, kType>(g, part, nsb, x, acc, ahead);
   };
   const auto rest = [&](size_t begin, size_t end) {
     scalar_table().matmul_quantized[kType](w, bias, a, y, stride, begin, end);

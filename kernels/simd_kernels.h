@@ -14,6 +14,7 @@
 //   float reduce(batch)                                           // fixed lane order
 #pragma once
 
+#include <immintrin.h>
 #include <xsimd/xsimd.hpp>
 
 #include <cmath>
@@ -27,7 +28,11 @@ namespace {
 // consumed in steps of `width` in ascending order, then the zero-padded tail, then one fixed
 // lane reduction and the bias: exactly the same operations for an element whatever R and T
 // are, which is what makes results independent of tiling, threads and batch size.
-template <class Ops, size_t R, size_t T, class WT>
+// kAhead (the small-batch tiles, below): each row asks for its line kSmallL1Ahead bytes on into
+// L1, and for the same columns of the rows two tiles on into L2, as the tile goes.
+inline constexpr size_t kSmallL1Ahead = 512;
+
+template <class Ops, size_t R, size_t T, class WT, bool kAhead = false>
 inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
                         size_t t0) {
   using B = typename Ops::batch;
@@ -46,10 +51,20 @@ inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y
   for (size_t t = 0; t < T; ++t) xt[t] = x + (t0 + t) * cols;
 
   const size_t body = cols - cols % W;
+  constexpr size_t kLine = 64 / sizeof(WT);  // elements per cache line
   for (size_t c = 0; c < body; c += W) {
     B xv[T];
 #pragma GCC unroll 16
     for (size_t t = 0; t < T; ++t) xv[t] = Ops::load(xt[t] + c);
+    if constexpr (kAhead) {
+      if (c % kLine == 0) {
+#pragma GCC unroll 16
+        for (size_t r = 0; r < R; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kSmallL1Ahead, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * R * cols + c), _MM_HINT_T1);
+        }
+      }
+    }
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
       const B wv = Ops::load(wr[r] + c);
@@ -139,6 +154,59 @@ void matmul(const WT* w, const float* bias, const float* x, float* y, size_t row
     for (; r + R <= row_end; r += R) matmul_strip<Ops, R>(w, bias, x, y, rows, cols, r, tb, te);
     for (; r < row_end; ++r) matmul_strip<Ops, 1>(w, bias, x, y, rows, cols, r, tb, te);
   }
+}
+
+// Small batches (2 .. kSmallBatchTokens tokens: speculative verification, serve's batched
+// decode) are memory-bound like decode: each weight should come from memory once for all the
+// tokens while the memory stream keeps going. Tokens go in groups of near-equal size, at most
+// Ops::small_tokens, and each tile of rows runs every group before the next tile: the first
+// group's tile reads its rows from memory (asking for the lines ahead), the others from cache.
+// Ops::small_rows(T): the rows of a tile for groups of at most T tokens. The tiles are
+// matmul_tile, so every result is bitwise that of the other paths.
+inline constexpr size_t kSmallBatchTokens = 16;
+
+template <class Ops, size_t R, size_t T, class WT>
+inline void small_groups(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                         size_t n_tokens, size_t r) {
+  size_t t0 = 0;
+  const size_t groups = (n_tokens + T - 1) / T;
+  for (size_t g = 0; g < groups; ++g) {
+    const size_t size = (n_tokens - t0) / (groups - g) + ((n_tokens - t0) % (groups - g) != 0 ? 1 : 0);
+    // size is T or T - 1 (the groups' sizes differ by at most one, the larger first); only the
+    // first group, which reads the rows from memory, asks for the lines ahead.
+    if (g == 0)
+      matmul_tile<Ops, R, T, WT, true>(w, bias, x, y, rows, cols, r, t0);
+    else if (size == T)
+      matmul_tile<Ops, R, T, WT>(w, bias, x, y, rows, cols, r, t0);
+    else if constexpr (T > 1)
+      matmul_tile<Ops, R, T - 1, WT>(w, bias, x, y, rows, cols, r, t0);
+    t0 += size;
+  }
+}
+
+template <class Ops, size_t T, class WT>
+void small_rows(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t n_tokens,
+                size_t row_begin, size_t row_end) {
+  constexpr size_t R = Ops::small_rows(T);
+  size_t r = row_begin;
+  for (; r + R <= row_end; r += R) small_groups<Ops, R, T>(w, bias, x, y, rows, cols, n_tokens, r);
+  for (; r < row_end; ++r) small_groups<Ops, 1, T>(w, bias, x, y, rows, cols, n_tokens, r);
+}
+
+// y = W x + bias for 2 <= n_tokens <= kSmallBatchTokens (MatmulFn's conventions, weights WT).
+template <class Ops, class WT>
+void matmul_small(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                  size_t n_tokens, size_t row_begin, size_t row_end) {
+  constexpr size_t G = Ops::small_tokens;
+  static_assert(G >= 2 && G <= 4);
+  const auto* w = reinterpret_cast<const WT*>(w_bytes);
+  const size_t groups = (n_tokens + G - 1) / G, largest = (n_tokens + groups - 1) / groups;
+  if (largest == 2)
+    small_rows<Ops, 2>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+  else if (largest == 3)
+    small_rows<Ops, G >= 3 ? 3 : 2>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+  else
+    small_rows<Ops, G>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 // matmul as a MatmulFn: the weights' bytes read as WT (float, or bf16 bit patterns).

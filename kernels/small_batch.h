@@ -37,10 +37,16 @@ inline constexpr size_t kMaxTokens = 16, kGroupTokens = 8;
 // into L1 one tile on, and 1.4-2.8 with no software prefetch.
 inline constexpr size_t kL1Ahead = 512;
 
-// Rows of a tile for T tokens: R * T accumulators + R weight vectors + 1 activation vector
-// within the 32 zmm registers.
+// Rows of a tile for T tokens: R * T accumulators, the activation vectors of the T tokens and
+// one weight vector (R > T: each row's weights are loaded once and meet every token) or the
+// weight vectors of the R rows and one activation vector (R <= T), within the 32 zmm registers.
+// The more rows, the more weight streams in flight. On Zen 5 (2 threads, the 0.5B's bf16 passes,
+// `bench generate --rows-curve`, three alternated rounds on a host whose decode step was
+// 24-29 ms), in decode steps: 3 tokens 1.07-1.12 against 1.10-1.17 with 6 rows, 4 tokens
+// 1.06-1.14 against 1.08-1.18 with 4 rows, 8 tokens 1.12-1.19 against 1.17-1.22 (the host's
+// noise is as large as the difference).
 constexpr size_t rows_for(size_t tokens) {
-  return tokens <= 2 ? 8 : tokens == 3 ? 6 : tokens <= 6 ? 4 : 3;
+  return tokens <= 3 ? 8 : tokens == 4 ? 6 : tokens == 5 ? 5 : tokens == 6 ? 4 : 3;
 }
 
 // The R x T tile at rows r0.., tokens t0.. (x at token t0's row, rows x_stride apart);
@@ -48,7 +54,7 @@ constexpr size_t rows_for(size_t tokens) {
 template <class P, size_t R, size_t T>
 void tile(const typename P::W* w, const float* bias, const typename P::X* x, size_t x_stride, float* y, size_t rows,
           size_t cols, size_t r0, size_t t0, bool ahead) {
-  static_assert(R * T + R + 1 <= 32, "the tile fits the 32 zmm registers");
+  static_assert(R * T + (R < T ? R : T) + 1 <= 32, "the tile fits the 32 zmm registers");
   constexpr size_t S = P::kStep;
   __m512 acc[R * T];
 #pragma GCC unroll 32
@@ -58,20 +64,38 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
   for (size_t r = 0; r < R; ++r) wr[r] = w + (r0 + r) * cols;
   const size_t next = R * cols, body = cols - cols % S;  // next: elements to the next tile's rows
   for (size_t c = 0; c < body; c += S) {
-    typename P::V wv[R];
-#pragma GCC unroll 16
-    for (size_t r = 0; r < R; ++r) {
-      if (ahead) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c), _MM_HINT_T1);
-        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kL1Ahead, _MM_HINT_T0);
-      }
-      wv[r] = P::load_w(wr[r] + c);
-    }
+    if constexpr (R > T) {
+      typename P::V xv[T];
 #pragma GCC unroll 8
-    for (size_t t = 0; t < T; ++t) {
-      const typename P::V xv = P::load_x(x + t * x_stride + c);
+      for (size_t t = 0; t < T; ++t) xv[t] = P::load_x(x + t * x_stride + c);
 #pragma GCC unroll 16
-      for (size_t r = 0; r < R; ++r) acc[t * R + r] = P::madd(acc[t * R + r], wv[r], xv);
+      for (size_t r = 0; r < R; ++r) {
+        if (ahead) {
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kL1Ahead, _MM_HINT_T0);
+        }
+        typename P::V wv = P::load_w(wr[r] + c);
+        // Held in a register: GCC would otherwise fold the load into each of the T products.
+        asm("" : "+v"(wv));
+#pragma GCC unroll 8
+        for (size_t t = 0; t < T; ++t) acc[t * R + r] = P::madd(acc[t * R + r], wv, xv[t]);
+      }
+    } else {
+      typename P::V wv[R];
+#pragma GCC unroll 16
+      for (size_t r = 0; r < R; ++r) {
+        if (ahead) {
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kL1Ahead, _MM_HINT_T0);
+        }
+        wv[r] = P::load_w(wr[r] + c);
+      }
+#pragma GCC unroll 8
+      for (size_t t = 0; t < T; ++t) {
+        const typename P::V xv = P::load_x(x + t * x_stride + c);
+#pragma GCC unroll 16
+        for (size_t r = 0; r < R; ++r) acc[t * R + r] = P::madd(acc[t * R + r], wv[r], xv);
+      }
     }
   }
   if (body < cols) {

@@ -1,7 +1,7 @@
 // Products of a few tokens (2 .. 16: speculative verification, serve's batched decode), which
-// the AVX-512 tiers run through their own drivers (kernels/small_batch.h for bf16, the
-// small-batch groups of kernels/packed_driver.h): on every tier this machine has (f32 too, for
-// every tier's f32 product), for every row range a
+// the tiers run through their own drivers (kernels/small_batch.h for the AVX-512 float products,
+// matmul_small in kernels/simd_kernels.h for the AVX2 ones, the small-batch groups of
+// kernels/packed_driver.h): on every tier this machine has, for every row range a
 // thread can get, each token's outputs are bitwise those of one call for that token alone,
 // and bitwise the scalar reference where the contract says so (the bf16 tier's bf16 product
 // against matmul_bf16_dot, every packed quantized product against the scalar product).
@@ -24,7 +24,8 @@ namespace {
 using test::describe_difference;
 using test::same_bits;
 
-// Row cuts inside and across the tiles of every token count (tiles of 3, 4, 6 and 8 rows; 16-row groups).
+// Row cuts inside and across the tiles of every token count (AVX-512 tiles of 3, 4, 5, 6 and 8
+// rows, AVX2 tiles of 4 and 6; 16-row groups).
 std::vector<size_t> small_batch_cuts(size_t rows) {
   std::vector<size_t> cuts;
   for (size_t c : {size_t{0}, size_t{3}, size_t{16}, size_t{21}, size_t{35}, rows}) cuts.push_back(std::min(c, rows));
@@ -37,7 +38,7 @@ struct FloatCase {
 
 TEST(SmallBatch, FloatProductsAreBitwiseOneCallPerTokenOnEveryTier) {
   // Columns: whole vectors of both widths, a tail of each, the model's widths.
-  const std::vector<FloatCase> cases = {{37, 896}, {29, 100}, {40, 33}, {19, 4864}, {8, 64}};
+  const std::vector<FloatCase> cases = {{37, 896}, {29, 100}, {40, 33}, {19, 4864}, {8, 64}, {61, 36}};
   size_t compared = 0;
   for (Isa isa : test::supported_isas()) {
     const Kernels& k = table(isa);
