@@ -30,14 +30,18 @@ namespace prefill {
 // TokenTile tokens; tokens in blocks of TokenBlock when rows are read in one
 // pass, of WideTokenBlock when rows wider than MaxPassCols are read in passes of PassCols
 // columns (the carry buffer holds one such block's tiles).
+// SpreadPrefetch: the tile asks for its share of the next slice itself, a line per step of its
+// loop (Tile::run takes a SliceLines and a kFirst flag, below), instead of the driver asking in
+// one burst before it.
 template <class WT, class XT, size_t RowTile, size_t TokenTile, size_t TokenBlock, size_t WideTokenBlock,
-          size_t PassCols, size_t MaxPassCols>
+          size_t PassCols, size_t MaxPassCols, bool SpreadPrefetch = false>
 struct Shape {
   using W = WT;
   using X = XT;
   static constexpr size_t kRowTile = RowTile, kTokenTile = TokenTile;
   static constexpr size_t kTokenBlock = TokenBlock, kWideTokenBlock = WideTokenBlock;
   static constexpr size_t kPassCols = PassCols, kMaxPassCols = MaxPassCols;
+  static constexpr bool kSpreadPrefetch = SpreadPrefetch;
 };
 
 // The weights a strip reads next (its next pass, or the next strip's first): `rows` segments
@@ -57,6 +61,35 @@ inline void prefetch_share(const Slice& s, size_t part, size_t parts) {
   for (size_t l = begin; l < end; ++l)
     _mm_prefetch(s.base + (l / lines_per_row) * s.stride + (l % lines_per_row) * 64, _MM_HINT_T1);
 }
+
+// A share of the lines of a slice of whole rows (one block of memory: bytes == stride), asked
+// for one at a time (next()) from inside a tile's loop rather than in one burst before it: a
+// tile's first steps then wait on fewer requests of its own. Two pointers, so that the loop
+// keeps its registers (a row-and-column walker spilled and lost the gain). Empty by default.
+class SliceLines {
+ public:
+  SliceLines() = default;
+  SliceLines(const Slice& s, size_t part, size_t parts) {
+    const size_t lines = (s.rows * s.stride + 63) / 64;
+    p_ = s.base + lines * part / parts * 64;
+    end_ = s.base + lines * (part + 1) / parts * 64;
+  }
+  // The next line into L2, if any is left (a hint: it never faults).
+  [[gnu::always_inline]] void next() {
+    if (p_ < end_) {
+      _mm_prefetch(p_, _MM_HINT_T1);
+      p_ += 64;
+    }
+  }
+  // All that is left, at once.
+  void all() {
+    for (; p_ < end_; p_ += 64) _mm_prefetch(p_, _MM_HINT_T1);
+  }
+
+ private:
+  const char* p_ = nullptr;
+  const char* end_ = nullptr;
+};
 
 // f(std::integral_constant<size_t, n>{}) for a count n in [1, kLimit), nothing for any other n:
 // the last, narrower tile of a strip or strip of a block, at a size known at compile time.
@@ -78,17 +111,30 @@ void strip(const typename Tile::W* w, const float* bias, const typename Tile::X*
   constexpr size_t kT = Tile::kTokenTile, kCarry = R * kT;  // vectors per tile in the carry buffer
   static_assert(kT >= 1);
   const size_t tiles = (t_end - t_begin + kT - 1) / kT;
+  // Tile i of n tokens at token t; the first tile of a strip is the one whose weights come from
+  // beyond L1 (kFirst).
+  const auto run = [&](auto n, size_t t, __m512* c, size_t i) {
+    constexpr size_t N = decltype(n)::value;
+    const auto* xt = x + t * x_stride;
+    if constexpr (Tile::kSpreadPrefetch && !kPasses) {
+      const SliceLines lines(next, i, tiles);
+      if (i == 0) {
+        Tile::template run<R, N, kPasses, true>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c, lines);
+      } else {
+        Tile::template run<R, N, kPasses, false>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c, lines);
+      }
+    } else {
+      prefetch_share(next, i, tiles);
+      if constexpr (Tile::kSpreadPrefetch) {
+        Tile::template run<R, N, kPasses, false>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c, {});
+      } else {
+        Tile::template run<R, N, kPasses>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c);
+      }
+    }
+  };
   size_t t = t_begin, i = 0;
-  for (; t + kT <= t_end; t += kT, carry += kCarry, ++i) {
-    prefetch_share(next, i, tiles);
-    Tile::template run<R, kT, kPasses>(w, bias, x + t * x_stride, x_stride, y, rows, cols, r0, t, c_begin, c_end,
-                                       carry);
-  }
-  if (t < t_end) prefetch_share(next, i, tiles);
-  with_count<kT>(t_end - t, [&](auto n) {
-    Tile::template run<R, decltype(n)::value, kPasses>(w, bias, x + t * x_stride, x_stride, y, rows, cols, r0, t,
-                                                       c_begin, c_end, carry);
-  });
+  for (; t + kT <= t_end; t += kT, carry += kCarry, ++i) run(std::integral_constant<size_t, kT>{}, t, carry, i);
+  with_count<kT>(t_end - t, [&](auto n) { run(n, t, carry, i); });
 }
 
 // One strip over all its columns, in passes when the rows are wide; the next strip's rows (up
