@@ -109,8 +109,8 @@ struct Tile : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlo
 // multiple of kChunk; the pass that reaches `cols` reduces and stores, the others leave the
 // accumulators in `carry` (R * T vectors), where the next pass picks them up. Without
 // kPasses the tile is one pass over the whole row (c_begin 0, c_end cols, no carry).
-// `lines`: the tile's share of the weights its strip reads next (one-pass rows only), asked for
-// a line per step (all at once by a one-token tile, whose loop is short). kFirst: the strip's
+// `lines`: the tile's share of the weights its strip reads next (one-pass rows, one token
+// block), asked for a line per step (all at once by a one-token tile, whose loop is short). kFirst: the strip's
 // first tile, which reads its weights from L2 or beyond; like decode, it asks for each row's
 // line kPrefetchAhead bytes on into L1. Together, on Zen 5, 2 threads, 64 tokens, weights
 // from memory: the 896-column products from ~720-740 to ~820-835 GFLOP/s (in-process A/B
