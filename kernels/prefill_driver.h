@@ -31,7 +31,7 @@ namespace prefill {
 // pass, of WideTokenBlock when rows wider than MaxPassCols are read in passes of PassCols
 // columns (the carry buffer holds one such block's tiles).
 // SpreadPrefetch: the tile asks for its share of the next slice itself, a line per step of its
-// loop (Tile::run takes a SliceLines and a kFirst flag, below), instead of the driver asking in
+// loop (Tile::run takes kSpread and kFirst flags and a SliceLines, below), instead of the driver asking in
 // one burst before it.
 template <class WT, class XT, size_t RowTile, size_t TokenTile, size_t TokenBlock, size_t WideTokenBlock,
           size_t PassCols, size_t MaxPassCols, bool SpreadPrefetch = false>
@@ -120,18 +120,19 @@ void strip(const typename Tile::W* w, const float* bias, const typename Tile::X*
       if (spread) {
         const SliceLines lines(next, i, tiles);
         if (i == 0) {
-          Tile::template run<R, N, kPasses, true>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c,
-                                                  lines);
+          Tile::template run<R, N, kPasses, true, true>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c,
+                                                        lines);
         } else {
-          Tile::template run<R, N, kPasses, false>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c,
-                                                   lines);
+          Tile::template run<R, N, kPasses, true, false>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c,
+                                                         lines);
         }
         return;
       }
     }
     prefetch_share(next, i, tiles);
     if constexpr (Tile::kSpreadPrefetch) {
-      Tile::template run<R, N, kPasses, false>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c, {});
+      Tile::template run<R, N, kPasses, false, false>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c,
+                                                      {});
     } else {
       Tile::template run<R, N, kPasses>(w, bias, xt, x_stride, y, rows, cols, r0, t, c_begin, c_end, c);
     }
