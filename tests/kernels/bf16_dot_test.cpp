@@ -218,6 +218,28 @@ TEST(Bf16Dot, KernelEqualsTheEmulationBitwiseOnShapesAndBatches) {
   EXPECT_EQ(compared, 2 * (9 * 11 + 4 + 2 + 2 + 2 + 3 + 1 + 2));
 }
 
+// Prefill strips ask for the next strip's weights a line per step of each tile's loop and the
+// rest after it: few token tiles on rows of up to 2,048 columns leave each tile more lines than
+// steps (17 tokens: 6 tiles, 64 steps, ~85 lines each). Asking changes no result.
+TEST(Bf16Dot, KernelWithMoreLinesToAskForThanStepsIsBitwiseTheEmulation) {
+  SKIP_WITHOUT_BF16_KERNEL();
+  int compared = 0;
+  for (size_t cols : {size_t{2048}, size_t{2047}}) {
+    for (size_t tokens : {size_t{17}, size_t{20}}) {
+      const size_t rows = 27;  // three full strips and a 3-row one
+      const uint32_t seed = static_cast<uint32_t>(cols + tokens);
+      const std::vector<float> wf = random_floats(rows * cols, seed), x = random_floats(tokens * cols, seed + 1);
+      std::vector<uint16_t> w(wf.size());
+      for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(wf[i]);
+      EXPECT_TRUE(test::same_bits(run(kernel(), w, nullptr, x, rows, cols, tokens),
+                                  run(matmul_bf16_dot, w, nullptr, x, rows, cols, tokens)))
+          << cols << " columns, " << tokens << " tokens";
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 4);
+}
+
 TEST(Bf16Dot, KernelRowSplitsAreBitwiseTheWholeCall) {
   SKIP_WITHOUT_BF16_KERNEL();
   for (size_t tokens : {size_t{1}, size_t{5}, size_t{70}}) {
