@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cassert>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <numbers>
@@ -28,18 +30,28 @@ void rmsnorm(const float* x, const float* weight, float eps, float* y, size_t n,
   }
 }
 
+// The magnitudes compared as integers: for floats without their sign bit the integer order is
+// the float order, infinity's pattern is above every finite one and NaN's above infinity's, so
+// |v| <= limit (false for NaN) is magnitude(v) <= magnitude(limit) for any limit in [0, max].
+// Whole blocks of a fixed size with integer compares vectorize (a float compare that must fail
+// on NaN did not, and this pass runs over every activation of every layer).
 size_t first_beyond(const float* v, size_t count, float limit) {
+  assert(limit >= 0.0f && limit <= std::numeric_limits<float>::max());
+  const auto magnitude = [](float x) { return static_cast<int32_t>(std::bit_cast<uint32_t>(x) & 0x7fffffffu); };
+  const int32_t most = magnitude(limit);
+  const auto first_in = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i)
+      if (magnitude(v[i]) > most) return i;
+    return end;
+  };
   constexpr size_t kBlock = 64;
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t end = std::min(count, begin + kBlock);
-    bool bad = false;  // a branch-free pass over the block (NaN fails the comparison)
-    for (size_t i = begin; i < end; ++i) bad |= !(std::fabs(v[i]) <= limit);
-    if (bad) {
-      for (size_t i = begin; i < end; ++i)
-        if (!(std::fabs(v[i]) <= limit)) return i;
-    }
+  size_t begin = 0;
+  for (; begin + kBlock <= count; begin += kBlock) {
+    int32_t bad = 0;  // a branch-free pass over the block
+    for (size_t i = 0; i < kBlock; ++i) bad |= magnitude(v[begin + i]) > most ? 1 : 0;
+    if (bad != 0) return first_in(begin, begin + kBlock);
   }
-  return count;
+  return first_in(begin, count);
 }
 
 size_t first_non_finite(const float* v, size_t count) {

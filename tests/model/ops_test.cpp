@@ -45,6 +45,19 @@ TEST(Ops, FirstBeyondFindsTheFirstOffender) {
       EXPECT_EQ(first_non_finite(v.data(), n), n);
       v[at] = std::numeric_limits<float>::max();
       EXPECT_EQ(first_non_finite(v.data(), n), n);
+      // The limit itself passes, the next float up does not, in either sign; a NaN with its
+      // sign bit set fails, a subnormal passes a zero limit only as zero.
+      v[at] = -65519.99f;
+      EXPECT_EQ(first_beyond(v.data(), n, 65519.99f), n);
+      v[at] = std::nextafter(65519.99f, INFINITY);
+      EXPECT_EQ(first_beyond(v.data(), n, 65519.99f), at);
+      v[at] = -std::numeric_limits<float>::quiet_NaN();
+      EXPECT_EQ(first_non_finite(v.data(), n), at);
+      std::vector<float> zeros(n, 0.0f);
+      zeros[n - 1] = -0.0f;
+      EXPECT_EQ(first_beyond(zeros.data(), n, 0.0f), n);
+      zeros[at] = std::numeric_limits<float>::denorm_min();
+      EXPECT_EQ(first_beyond(zeros.data(), n, 0.0f), at);
     }
   }
 }
