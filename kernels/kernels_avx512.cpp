@@ -12,6 +12,8 @@
 
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "kernels/kernels.h"
 #include "kernels/prefill_driver.h"
 #include "kernels/simd_kernels.h"
@@ -161,13 +163,19 @@ inline void Tile::run(const float* w, const float* bias, const float* x, size_t 
 // The most tokens the widened bf16 products give the small-batch driver. Its tiles of 7 or 8
 // tokens are 3 rows high, which on f32 weights ran slower than the prefill tiles (Zen 5, 2
 // threads, the 0.5B's pass of 7-8 rows: ~1.6x a decode step against ~1.4x), and two token groups
-// (9-16) would hold 36-56 KiB of f32 activations, crowding the weights out of L1. (The f32
-// product keeps the prefill tiles for every batch: on Zen 5 the small-batch tiles were no faster
-// on f32 weights at 2-6 tokens either.)
+// (9-16) would hold 36-56 KiB of f32 activations, crowding the weights out of L1.
 constexpr size_t kSmallF32Tokens = 6;
 
+// The tokens the f32 product gives the small-batch driver, its tiles not asking for lines into
+// L1 (P::kAskL1). On Zen 5 (2 threads, the 0.5B's f32 shapes, a pass over every product of the
+// model, alternated in one process, 8 rounds, when a decode pass took ~28 ms): 4, 5, 6 tokens
+// 1.30, 1.39, 1.41 decode passes against 1.40, 1.59, 1.72 with the prefill tiles; alike when a
+// decode pass took ~41 ms. At 7-8 tokens its 3-row tiles took 3.0 passes against 1.8-1.9, and at
+// 2-3 tokens the prefill tiles, in whole 8-row strips, were as fast or faster.
+constexpr size_t kSmallF32First = 4, kSmallF32Last = 6;
+
 // The small-batch driver's policy (kernels/small_batch.h): the generic kernel's chain, on
-// weights WT widened exactly (bf16).
+// weights WT as they are (f32) or widened exactly (bf16).
 template <class WT>
 struct SmallBatch {
   using W = WT;
@@ -175,6 +183,7 @@ struct SmallBatch {
   using V = __m512;
   using Tree = f32prefill::F32Tree;
   static constexpr size_t kStep = Avx512Ops::width;
+  static constexpr bool kAskL1 = !std::is_same_v<WT, float>;
   static V load_w(const WT* p) { return Avx512Ops::load(p); }
   static V load_x(const float* p) { return _mm512_loadu_ps(p); }
   static V load_w_tail(const WT* p, size_t n) { return Avx512Ops::load_tail(p, n); }
@@ -182,12 +191,18 @@ struct SmallBatch {
   static V madd(V acc, V w, V x) { return _mm512_fmadd_ps(w, x, acc); }
 };
 
-// One token: the generic kernel (simd_kernels.h); more: f32prefill, bitwise the same.
+// One token: the generic kernel (simd_kernels.h); kSmallF32First .. kSmallF32Last: the
+// small-batch driver; else f32prefill; all bitwise the same.
 void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                 size_t n_tokens, size_t row_begin, size_t row_end) {
   if (n_tokens == 0 || row_begin >= row_end) return;
   if (n_tokens == 1) {
     matmul<Avx512Ops>(reinterpret_cast<const float*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+    return;
+  }
+  if (n_tokens >= kSmallF32First && n_tokens <= kSmallF32Last) {
+    small_batch::matmul<SmallBatch<float>>(reinterpret_cast<const float*>(w), bias, x, cols, y, rows, cols, n_tokens,
+                                           row_begin, row_end);
     return;
   }
   prefill::matmul<f32prefill::Tile>(reinterpret_cast<const float*>(w), bias, x, cols, y, rows, cols, n_tokens,

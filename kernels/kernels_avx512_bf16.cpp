@@ -180,6 +180,7 @@ struct SmallBatch {
   using V = __m512bh;
   using Tree = Bf16Tree;
   static constexpr size_t kStep = kChunk;
+  static constexpr bool kAskL1 = true;
   static V load_w(const uint16_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
   static V load_x(const uint16_t* p) { return load_w(p); }
   static V load_w_tail(const uint16_t* p, size_t n) {
