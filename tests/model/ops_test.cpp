@@ -83,6 +83,34 @@ TEST(Ops, RmsnormMatchesTheFormula) {
   EXPECT_EQ(0, std::memcmp(z.data(), y.data(), y.size() * sizeof(float)));
 }
 
+// Rows go through the sums of squares side by side (up to 8 at a time, a remainder); each row's
+// result is bitwise that of a call on the row alone and of the one sequential double sum the
+// norm is defined by, for every count of rows around the group size, in place or not.
+TEST(Ops, RmsnormOfManyRowsIsBitwiseOneRowAtATime) {
+  const size_t dim = 129;
+  const auto w = random_vector(dim, 5);
+  for (size_t n = 1; n <= 19; ++n) {
+    // Rows of very different scales, so that an error in which row's sum scales which row shows.
+    auto x = random_vector(n * dim, static_cast<uint32_t>(10 + n));
+    for (size_t t = 0; t < n; ++t)
+      for (size_t i = 0; i < dim; ++i) x[t * dim + i] *= static_cast<float>(1 + 7 * t);
+    std::vector<float> together(n * dim), alone(n * dim), reference(n * dim);
+    rmsnorm(x.data(), w.data(), 1e-6f, together.data(), n, dim);
+    for (size_t t = 0; t < n; ++t) {
+      rmsnorm(x.data() + t * dim, w.data(), 1e-6f, alone.data() + t * dim, 1, dim);
+      double ss = 0.0;
+      for (size_t i = 0; i < dim; ++i) ss += static_cast<double>(x[t * dim + i]) * x[t * dim + i];
+      const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + 1e-6f));
+      for (size_t i = 0; i < dim; ++i) reference[t * dim + i] = x[t * dim + i] * scale * w[i];
+    }
+    EXPECT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * sizeof(float))) << n << " rows";
+    EXPECT_EQ(0, std::memcmp(together.data(), reference.data(), together.size() * sizeof(float))) << n << " rows";
+    std::vector<float> in_place = x;
+    rmsnorm(in_place.data(), w.data(), 1e-6f, in_place.data(), n, dim);
+    EXPECT_EQ(0, std::memcmp(in_place.data(), together.data(), together.size() * sizeof(float))) << n << " rows";
+  }
+}
+
 // In place (out = gate), every ISA, within kernels.h's 2^-21 of float64 (the dense sweep is
 // tests/kernels/attention_test.cpp's).
 TEST(Ops, SiluMulAndAdd) {
