@@ -96,6 +96,9 @@ struct PackedZmm {
   static void store(float* out, F v) {
     _mm512_storeu_ps(out, v);
   }
+  static F load_f(const float* p) {
+    return _mm512_loadu_ps(p);
+  }
 };
 #endif
 
@@ -176,6 +179,9 @@ struct PackedYmm {
   static void store(float* out, F v) {
     _mm256_storeu_ps(out, v);
   }
+  static F load_f(const float* p) {
+    return _mm256_loadu_ps(p);
+  }
 };
 #endif
 
@@ -226,8 +232,13 @@ void packed_product(const std::byte* w, size_t row_bytes, size_t w_rows, const f
   if (row_begin >= row_end || a.n == 0) return;
   const size_t packed_end = w_rows / kPackRows * kPackRows;
   const size_t group_end = std::min(row_end, packed_end);
-  // The slice's sums for token t, stored for the rows of the range.
+  // The slice's sums for token t, stored for the rows of the range: a slice inside it in one
+  // vector (+ bias, the same one rounding per row as the scalar path's).
   const auto store = [&](size_t r0, size_t t, typename P::F sums) {
+    if (r0 >= row_begin && r0 + P::lanes <= group_end) {
+      P::store(y + t * stride + r0, bias ? P::add(P::load_f(bias + r0), sums) : sums);
+      return;
+    }
     alignas(64) float out[P::lanes];
     P::store(out, sums);
     for (size_t j = 0; j < P::lanes; ++j) {
