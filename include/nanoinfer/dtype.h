@@ -34,5 +34,8 @@ float f16_to_f32(uint16_t h);
 // Narrowing to half precision rounds to nearest, ties to even; overflow gives infinity,
 // tiny values become subnormals or zero, NaN stays NaN.
 uint16_t f32_to_f16(float f);
+// out[i] = f32_to_f16(in[i]) for i < n, bitwise, several at a time; with `saturate`, a finite
+// value that rounds past the largest half (65504) gives +-65504 instead of infinity.
+void f32_to_f16_n(const float* in, uint16_t* out, size_t n, bool saturate = false);
 
 }  // namespace nanoinfer

@@ -66,15 +66,9 @@ void narrow(const float* src, std::byte* dst, size_t n, DType type) {
       for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(src[i]);
       return;
     }
-    case DType::F16: {
-      auto* out = reinterpret_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h = f32_to_f16(src[i]);
-        if ((h & 0x7fffu) == 0x7c00u && !std::isinf(src[i])) h = static_cast<uint16_t>((h & 0x8000u) | 0x7bffu);
-        out[i] = h;
-      }
+    case DType::F16:
+      f32_to_f16_n(src, reinterpret_cast<uint16_t*>(dst), n, /*saturate=*/true);
       return;
-    }
     default:
       break;
   }

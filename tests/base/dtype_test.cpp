@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "nanoinfer/dtype.h"
 
@@ -52,6 +54,43 @@ TEST(DType, F16WidenMatchesDefinition) {
     ASSERT_EQ(double(got), want) << "pattern " << h;
     ASSERT_EQ(std::signbit(got), s != 0) << "pattern " << h;
   }
+}
+
+// The many-at-a-time narrowing is bitwise the scalar one: patterns spread over all 2^32 and
+// every pattern within 40 of each boundary the conversion has (subnormal halves, the rounding
+// carry into the next exponent, overflow, infinity, NaN), both signs, in runs whose lengths leave
+// a scalar tail; with `saturate`, finite values past 65504 give +-65504 and nothing else moves.
+TEST(DType, F32ToF16ManyIsBitwiseTheScalarConversion) {
+  std::vector<uint32_t> patterns;
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 65521) patterns.push_back(static_cast<uint32_t>(u));
+  for (const uint32_t edge : {0x00000000u, 0x33000000u, 0x33800000u, 0x387fe000u, 0x38800000u, 0x3f800000u, 0x477fe000u,
+                              0x477ff000u, 0x47800000u, 0x7f7fffffu, 0x7f800000u, 0x7fc00000u}) {
+    for (uint32_t d = 0; d <= 80; ++d) {
+      const uint32_t u = edge - 40 + d;
+      patterns.push_back(u);
+      patterns.push_back(u | 0x80000000u);
+    }
+  }
+  std::vector<float> in(patterns.size());
+  for (size_t i = 0; i < patterns.size(); ++i) in[i] = std::bit_cast<float>(patterns[i]);
+  size_t saturated = 0;
+  for (const size_t run : {size_t{1}, size_t{7}, size_t{8}, size_t{13}, in.size()}) {
+    std::vector<uint16_t> plain(in.size()), sat(in.size());
+    for (size_t at = 0; at < in.size(); at += run) {
+      const size_t n = std::min(run, in.size() - at);
+      f32_to_f16_n(in.data() + at, plain.data() + at, n);
+      f32_to_f16_n(in.data() + at, sat.data() + at, n, /*saturate=*/true);
+    }
+    for (size_t i = 0; i < in.size(); ++i) {
+      const uint16_t want = f32_to_f16(in[i]);
+      ASSERT_EQ(plain[i], want) << "pattern " << std::hex << patterns[i] << " run " << std::dec << run;
+      const bool past = std::isfinite(in[i]) && (want & 0x7fffu) == 0x7c00u;
+      const uint16_t want_sat = past ? static_cast<uint16_t>((want & 0x8000u) | 0x7bffu) : want;
+      ASSERT_EQ(sat[i], want_sat) << "pattern " << std::hex << patterns[i] << " run " << std::dec << run;
+      saturated += past ? 1 : 0;
+    }
+  }
+  EXPECT_GT(saturated, 0u);
 }
 
 TEST(DType, NamesRoundTrip) {
