@@ -5,7 +5,8 @@
 //
 // The arithmetic of one output is fixed by the scalar reference (kernels/scalar_quant.cpp).
 // Here a (row, token) pair is a "slot", one lane of a float vector; a group is one vector of
-// slots, slot j = (row j / TG, token j % TG) with TG = 1 for decode and 4 for prefill (the
+// slots, slot j = (row j / TG, token j % TG) with TG = 1 for decode, 4 for prefill and, on the
+// 256-bit family, 2 for a small batch (the
 // avx512-vnni decode instead pairs 8 rows with two blocks; see quant_avx512_vnni.cpp). Per
 // block a family computes the exact integer sums of all slots of a group (int8 dot products
 // into int32 partial sums, then a transposing reduction tree into one int32 vector: integer
@@ -25,6 +26,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -115,11 +117,14 @@ inline void quantize_all(const float* x, size_t cols, size_t n, QuantizedActivat
 // half: elements 0-15 of a block in one vector and 16-31 in another, each half holding one
 // row's bytes against its slot's token (broadcast to both halves). Vector k pairs slots k and
 // k + 4, so four vectors of int32 partial sums reduce to slot j in lane j without crossing
-// halves. Slot k and k + 4 are rows k and k + 4 in decode (TG = 1) and rows 0 and 1 of token
-// k in prefill (TG = 4): the halves always share their token.
+// halves. Slot k and k + 4 are rows k and k + 4 in decode (TG = 1), rows k / 2 and k / 2 + 2 of
+// token k % 2 in a small batch (TG = 2) and rows 0 and 1 of token k in prefill (TG = 4): the
+// halves always share their token.
 template <bool kVnni>
 struct Ymm {
   static constexpr size_t lanes = 8, decode_rows = 8;
+  // The tokens of a small batch's groups (the driver, below): 4 rows by 2 tokens.
+  static constexpr size_t small_group_tokens = 2;
 
   // Two rows' block, split: lo = [a 0-15 | b 0-15], hi = [a 16-31 | b 16-31]. Unsigned for
   // the multiply (u) and, for AVX2's Q8_0, the signed bytes too (q) to carry the signs to x.
@@ -184,15 +189,22 @@ struct Ymm {
   static __m256 per_token(const float* p) {
     if constexpr (TG == 1)
       return _mm256_set1_ps(*p);
+    else if constexpr (TG == 2)
+      return _mm256_castpd_ps(_mm256_broadcast_sd(reinterpret_cast<const double*>(p)));
     else
       return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
   }
   template <size_t TG>
   static __m256i per_token(const int32_t* p) {
-    if constexpr (TG == 1)
+    if constexpr (TG == 1) {
       return _mm256_set1_epi32(*p);
-    else
+    } else if constexpr (TG == 2) {
+      int64_t pair;
+      std::memcpy(&pair, p, sizeof pair);
+      return _mm256_set1_epi64x(pair);
+    } else {
       return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
   }
   // Lane j = the f16 scale at blk[j / TG], widened exactly.
   template <size_t TG>
@@ -210,7 +222,7 @@ struct Ymm {
   template <WeightType kType, size_t TG>
   static void group(const std::byte* const* wr, size_t nb, const int8_t* const* xq, const float* d, const int32_t* s,
                     size_t stride, float* out) {
-    static_assert(TG == 1 || TG == 4, "slots k and k + 4 must share their token");
+    static_assert(TG == 1 || TG == 2 || TG == 4, "slots k and k + 4 must share their token");
     constexpr size_t R = lanes / TG;
     constexpr int offset_shift = kType == WeightType::Q4_0 ? 3 : kVnni ? 7 : -1;  // 8, 128 or none
     __m256 acc = _mm256_setzero_ps();
@@ -225,6 +237,15 @@ struct Ymm {
         const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(xb + 1));
 #pragma GCC unroll 16
         for (size_t k = 0; k < 4; ++k) v[k] = dot<kType>(weights<kType>(blk[k], blk[k + 4]), xlo, xhi);
+      } else if constexpr (TG == 2) {
+        // Vector k: rows k / 2 and k / 2 + 2 against token k % 2.
+        const Weights w[2] = {weights<kType>(blk[0], blk[2]), weights<kType>(blk[1], blk[3])};
+#pragma GCC unroll 16
+        for (size_t k = 0; k < 4; ++k) {
+          const auto* xb = reinterpret_cast<const __m128i*>(xq[k % 2] + b * kQuantBlock);
+          v[k] = dot<kType>(w[k / 2], _mm256_broadcastsi128_si256(_mm_loadu_si128(xb)),
+                            _mm256_broadcastsi128_si256(_mm_loadu_si128(xb + 1)));
+        }
       } else {
         const Weights w = weights<kType>(blk[0], blk[1]);
 #pragma GCC unroll 16
@@ -258,6 +279,12 @@ constexpr size_t kTokenBlock = 64;
 // Tokens per prefill group: each weight block loaded is used for this many tokens.
 constexpr size_t kPrefillGroupTokens = kQuantTokenGroup;
 static_assert(kTokenBlock % kPrefillGroupTokens == 0);
+// The most tokens a family with small-batch groups (Fam::small_group_tokens) gives them. On Zen 5
+// (2 threads, the synthetic Qwen3-0.6B's passes of n rows, `--isa avx2` and `avx2-vnni`, two
+// alternated rounds): Q8_0 at 2-4 rows 1.80-1.96 -> 1.44-1.58 decode steps; Q4_0 at 2 rows
+// 1.60-1.71 -> 1.40-1.48, at 3-4 rows ~3% slower than the 4-token groups, so those keep them.
+template <WeightType kType>
+constexpr size_t kSmallGroupBatch = kType == WeightType::Q8_0 ? 4 : 2;
 
 // One group: rows [r0, r0 + lanes / TG) (clamped to the range: repeated rows are computed and
 // dropped) by tokens [t0, t0 + TG) (padding tokens are computed and dropped).
@@ -300,6 +327,17 @@ void matmul_quantized(const std::byte* w, const float* bias, const QuantizedActi
         if (r0 + r < row_end) y[r0 + r] = bias ? bias[r0 + r] + out[r] : out[r];
     }
     return;
+  }
+  if constexpr (requires { Fam::small_group_tokens; }) {
+    // A small batch: groups of more rows and fewer tokens, so each row's weights meet only real
+    // tokens (4 token slots would pad 2 tokens to 4) and more rows stream at once.
+    constexpr size_t TG = Fam::small_group_tokens;
+    if (a.n <= kSmallGroupBatch<kType>) {
+      for (size_t r0 = row_begin; r0 < row_end; r0 += Fam::lanes / TG)
+        for (size_t t0 = 0; t0 < a.n; t0 += TG)
+          run_group<Fam, kType, TG>(w, row_bytes, bias, y, rows, r0, row_end, a, t0);
+      return;
+    }
   }
   constexpr size_t TG = kPrefillGroupTokens;
   for (size_t tb = 0; tb < a.tokens; tb += kTokenBlock) {
