@@ -6,13 +6,12 @@
 // The arithmetic of one output is fixed by the scalar reference (kernels/scalar_quant.cpp).
 // Here a (row, token) pair is a "slot", one lane of a float vector; a group is one vector of
 // slots, slot j = (row j / TG, token j % TG) with TG = 1 for decode, 4 for prefill and, on the
-// 256-bit family, 2 for a small batch (the
-// avx512-vnni decode instead pairs 8 rows with two blocks; see quant_avx512_vnni.cpp). Per
-// block a family computes the exact integer sums of all slots of a group (int8 dot products
-// into int32 partial sums, then a transposing reduction tree into one int32 vector: integer
-// addition in any order gives the same sum), then performs the reference's float steps on the
-// whole vector. A slot's arithmetic never depends on the group it is in, so any tiling, row
-// range or batch gives the same bits.
+// 256-bit family, 2 for a small batch (the avx512-vnni decode instead pairs 8 rows with two
+// blocks; see quant_avx512_vnni.cpp). Per block a family computes the exact integer sums of all
+// slots of a group (int8 dot products into int32 partial sums, then a transposing reduction tree
+// into one int32 vector: integer addition in any order gives the same sum), then performs the
+// reference's float steps on the whole vector. A slot's arithmetic never depends on the group
+// it is in, so any tiling, row range or batch gives the same bits.
 //
 // The unsigned side of vpdpbusd / vpmaddubsw gets the weights, offset into [0, 255]:
 //   Q4_0: the nibble n = q + 8 itself;   Q8_0 (VNNI): q ^ 0x80 = q + 128
