@@ -167,7 +167,7 @@ inline void Tile::run(const float* w, const float* bias, const float* x, size_t 
 constexpr size_t kSmallF32Tokens = 6;
 
 // The tokens the f32 product gives the small-batch driver, its tiles not asking for lines into
-// L1 (P::kAskL1). On Zen 5 (2 threads, the 0.5B's f32 shapes, a pass over every product of the
+// L1 (P::ask_l1). On Zen 5 (2 threads, the 0.5B's f32 shapes, a pass over every product of the
 // model, alternated in one process, 8 rounds, when a decode pass took ~28 ms): 4, 5, 6 tokens
 // 1.30, 1.39, 1.41 decode passes against 1.40, 1.59, 1.72 with the prefill tiles; alike when a
 // decode pass took ~41 ms. At 7-8 tokens its 3-row tiles took 3.0 passes against 1.8-1.9, and at
@@ -183,7 +183,7 @@ struct SmallBatch {
   using V = __m512;
   using Tree = f32prefill::F32Tree;
   static constexpr size_t kStep = Avx512Ops::width;
-  static constexpr bool kAskL1 = !std::is_same_v<WT, float>;
+  static constexpr bool ask_l1(size_t) { return !std::is_same_v<WT, float>; }
   static V load_w(const WT* p) { return Avx512Ops::load(p); }
   static V load_x(const float* p) { return _mm512_loadu_ps(p); }
   static V load_w_tail(const WT* p, size_t n) { return Avx512Ops::load_tail(p, n); }

@@ -12,8 +12,8 @@
 //   W, X: the weights' and the activations' element types; V: a vector of either as the
 //   product takes it; Tree: the tier's transposing tree (kernels/tile_sums.h);
 //   kStep: elements per vector; load_w(p), load_x(p), and load_w_tail(p, n), load_x_tail(p, n)
-//   with zeros past n < kStep; madd(acc, w, x): the tier's multiply-add; kAskL1: whether a
-//   tile also asks for its own rows' lines kL1Ahead bytes on into L1 (below).
+//   with zeros past n < kStep; madd(acc, w, x): the tier's multiply-add; ask_l1(T): whether a
+//   tile of T tokens also asks for its own rows' lines kL1Ahead bytes on into L1 (below).
 // Every accumulator runs its reference's chain (steps in ascending order, then the tail, then
 // the tree, then + bias), so the results are bitwise those of the tier's other tiles.
 // Include only from AVX-512 translation units: everything here has internal linkage.
@@ -33,7 +33,7 @@ namespace small_batch {
 inline constexpr size_t kMaxTokens = 16, kGroupTokens = 8;
 
 // How far ahead a tile asks for weights: into L2 two tiles on (2R rows ahead, the same columns),
-// and (P::kAskL1) into L1 kL1Ahead bytes on in its own rows. On Zen 5 (2 threads, the 0.5B's
+// and (P::ask_l1(T)) into L1 kL1Ahead bytes on in its own rows. On Zen 5 (2 threads, the 0.5B's
 // bf16 passes of 2-8 rows, alternated): ~1.07-1.20 decode steps, against 1.13-1.25 with L2 one
 // tile on alone or into L1 one tile on, and 1.4-2.8 with no software prefetch. f32 weights come
 // twice as fast for the same work per line, and there the L1 requests cost more than they gave.
@@ -74,7 +74,7 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
       for (size_t r = 0; r < R; ++r) {
         if (ahead) {
           _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c), _MM_HINT_T1);
-          if constexpr (P::kAskL1) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kL1Ahead, _MM_HINT_T0);
+          if constexpr (P::ask_l1(T)) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kL1Ahead, _MM_HINT_T0);
         }
         typename P::V wv = P::load_w(wr[r] + c);
         // Held in a register: GCC would otherwise fold the load into each of the T products.
@@ -88,7 +88,7 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
       for (size_t r = 0; r < R; ++r) {
         if (ahead) {
           _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c), _MM_HINT_T1);
-          if constexpr (P::kAskL1) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kL1Ahead, _MM_HINT_T0);
+          if constexpr (P::ask_l1(T)) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kL1Ahead, _MM_HINT_T0);
         }
         wv[r] = P::load_w(wr[r] + c);
       }
