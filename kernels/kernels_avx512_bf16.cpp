@@ -38,8 +38,8 @@ namespace {
 constexpr size_t kChunk = 32;  // bf16 columns per vdpbf16ps
 // Decode streams kDecodeRows rows at a time and leaves the lines to the hardware prefetcher. On
 // Zen 5 (2 threads, every product of the 0.5B once per pass, weights on huge pages, variants
-// alternated in one process, 10 rounds, twice): 6 rows 14.2-14.4 ms a pass, 8 rows 14.7-15.0,
-// against 16.6-17.1 for 16 rows that each asked for their line 512 bytes ahead into L1 (the
+// alternated in one process, 10 rounds, twice): 6 rows 14.2-14.4 ms a pass, 8 rows 14.3-15.0,
+// against 16.5-17.1 for 16 rows that each asked for their line 512 bytes ahead into L1 (the
 // earlier form) and 15.7-16.7 for 16 rows without those requests.
 constexpr size_t kRowTile = 8, kTokenTile = 3, kDecodeRows = 6;
 constexpr size_t kTokenBlock = 128, kWideTokenBlock = 64;
