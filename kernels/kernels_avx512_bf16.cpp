@@ -185,7 +185,7 @@ struct SmallBatch {
   static constexpr size_t kStep = kChunk;
   // The L1 requests: on Zen 5 (the 0.5B's passes of n rows, three alternated rounds, a decode
   // step of 20-22 ms) without them 2-4 rows took 23.4-26.4 ms against 25.1-26.8, with them 8 rows
-  // 27.3-28.1 against 27.4-29.0.
+  // 26.9-28.1 against 27.4-29.0.
   static constexpr bool ask_l1(size_t tokens) { return tokens > 4; }
   static V load_w(const uint16_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
   static V load_x(const uint16_t* p) { return load_w(p); }
