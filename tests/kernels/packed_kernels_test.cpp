@@ -98,7 +98,7 @@ TEST(PackedLayout, EveryRowUnpacksToItselfAndAPartialGroupIsUntouched) {
 // 64-token block).
 TEST(PackedMatmul, EveryTierWithAPackedProductIsBitwiseTheReference) {
   const std::vector<QShape> shapes = {
-      {16, 32, {1, 3, 4, 5}}, {17, 96, {1, 2, 9}}, {37, 64, {1, 4, 70}}, {64, 256, {1, 7}},
+      {16, 32, {1, 3, 4, 5}}, {17, 96, {1, 2, 9}}, {37, 64, {1, 4, 70}}, {64, 256, {1, 7, 8, 16}},
       {15, 64, {1, 5}},       {896, 896, {1, 9}},  {160, 4864, {1, 4}},
   };
   size_t compared = 0;
