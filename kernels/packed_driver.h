@@ -35,6 +35,7 @@ struct PackedZmm {
   using V = __m512i;
   using F = __m512;
   static constexpr size_t lanes = 16, parts = 1, prefill_tokens = kQuantTokenGroup, small_tokens = 8;
+  static constexpr bool full_bytes = true;  // dot: exact for any unsigned byte (vpdpbusd)
 
   static V zero() { return _mm512_setzero_si512(); }
   static F zero_f() { return _mm512_setzero_ps(); }
@@ -112,6 +113,7 @@ struct PackedYmm {
   using V = __m256i;
   using F = __m256;
   static constexpr size_t lanes = 8, parts = 2, prefill_tokens = 2, small_tokens = 2;
+  static constexpr bool full_bytes = kVnni;  // vpmaddubsw's pair sums saturate past 2 * 127 * 128
 
   static V zero() { return _mm256_setzero_si256(); }
   static F zero_f() { return _mm256_setzero_ps(); }

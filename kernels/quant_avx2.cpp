@@ -12,7 +12,13 @@
 namespace nanoinfer::kernels::avx2 {
 
 constinit const ByType<MatmulQuantizedFn> matmul_quantized = quantized_products<Ymm<false>>();
-constinit const ByType<MatmulPackedFn> matmul_packed = packed_k_products<PackedYmm<false>>();
+// Q4_0 packed too, on the 32-block kernel (kernels/quant_k_simd.h); Q8_0 keeps its own layout
+// and kernel (kernels/quant_simd.h), whose sign trick vpmaddubsw needs.
+constinit const ByType<MatmulPackedFn> matmul_packed = [] {
+  ByType<MatmulPackedFn> products = packed_k_products<PackedYmm<false>>();
+  products.q4_0 = matmul_packed_k<PackedYmm<false>, WeightType::Q4_0>;
+  return products;
+}();
 
 // Shared by every tier from avx2 up: quantize_block needs nothing beyond AVX2.
 void quantize_activations(const float* x, size_t cols, size_t n, QuantizedActivations& out) {

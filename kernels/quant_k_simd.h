@@ -247,9 +247,11 @@ void sub16_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x
   for (size_t t = 0; t < TG; ++t) acc_out[t] = acc[t];
 }
 
-// acc[t] += slice `part`'s Q4_1 / Q5_0 / Q5_1 products for token t over the nb blocks of 32 of
-// the group at g (kernels/scalar_quant_file.cpp states the rule). The fifth bits come packed
-// as Q5_K's (kernels/quant_blocks.h): word k's in bits 2k and 2k + 1 of each byte.
+// acc[t] += slice `part`'s Q4_1 / Q5_0 / Q5_1 / Q4_0 / Q8_0 products for token t over the nb
+// blocks of 32 of the group at g (kernels/scalar_quant_file.cpp and scalar_quant.cpp state the
+// rules). The fifth bits come packed as Q5_K's (kernels/quant_blocks.h): word k's in bits 2k
+// and 2k + 1 of each byte. Q8_0's words are its quants + 128, up to 255: only for a policy whose
+// dot is exact on any unsigned byte (P::full_bytes; vpmaddubsw's pairs would saturate).
 template <class P, size_t TG, WeightType kType>
 void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& x, typename P::F* acc_out,
                    size_t ahead) {
@@ -261,10 +263,17 @@ void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& 
 #pragma GCC unroll 16
   for (size_t t = 0; t < TG; ++t) acc[t] = acc_out[t];
   constexpr size_t L = P::lanes;
-  constexpr bool kMin = kType != WeightType::Q5_0, kFive = kType != WeightType::Q4_1;
+  constexpr bool kMin = kType == WeightType::Q4_1 || kType == WeightType::Q5_1;
+  constexpr bool kFive = kType == WeightType::Q5_0 || kType == WeightType::Q5_1;
+  constexpr bool kBytes = kType == WeightType::Q8_0;  // whole-byte quants + 128, eight words
+  static_assert(!kBytes || P::full_bytes, "Q8_0's unsigned words need an exact byte dot product");
+  // Without a min: the quants are value + kOffset.
+  constexpr int32_t kOffset = kBytes ? 128 : kType == WeightType::Q4_0 ? 8 : 16;
   constexpr size_t kBlockBytes = kType == WeightType::Q4_1   ? sizeof(BlockQ4_1)
                                  : kType == WeightType::Q5_0 ? sizeof(BlockQ5_0)
-                                                             : sizeof(BlockQ5_1);
+                                 : kType == WeightType::Q5_1 ? sizeof(BlockQ5_1)
+                                 : kType == WeightType::Q4_0 ? sizeof(BlockQ4_0)
+                                                             : sizeof(BlockQ8_0);
   constexpr size_t kGroupBytes = kPackRows * kBlockBytes, qs0 = kMin ? 64 : 32, qh0 = qs0 + 256;
   const V low = P::set8(0x0f), five = P::set8(0x10);
   for (size_t b = 0; b < nb; ++b) {
@@ -275,6 +284,11 @@ void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& 
     const V h = kFive ? P::load(blk + qh0 + 4 * L * part) : P::zero();
 #pragma GCC unroll 4
     for (size_t k = 0; k < 4; ++k) {
+      if constexpr (kBytes) {  // words k and 4 + k: elements 4k.. and 16 + 4k..
+        wl[k] = P::load(blk + qs0 + 64 * k + 4 * L * part);
+        wh[k] = P::load(blk + qs0 + 64 * (4 + k) + 4 * L * part);
+        continue;
+      }
       const V v = P::load(blk + qs0 + 64 * k + 4 * L * part);
       wl[k] = P::and_(v, low);
       wh[k] = P::and_(P::template srl16<4>(v), low);
@@ -303,7 +317,7 @@ void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& 
         const F inner = P::add(P::mul(dw, P::cvt(isum)), P::mul(mw, P::set(static_cast<float>(s))));
         acc[t] = P::add(acc[t], P::mul(P::set(dx), inner));
       } else {
-        acc[t] = P::add(acc[t], P::mul(P::mul(dw, P::set(dx)), P::cvt(P::sub(isum, P::set32(16 * s)))));
+        acc[t] = P::add(acc[t], P::mul(P::mul(dw, P::set(dx)), P::cvt(P::sub(isum, P::set32(kOffset * s)))));
       }
     }
   }
@@ -311,14 +325,12 @@ void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& 
   for (size_t t = 0; t < TG; ++t) acc_out[t] = acc[t];
 }
 
-// The packed product (MatmulPackedFn) of the K types and Q4_1 / Q5_0 / Q5_1 on policy P: whole
-// groups by the kernels above,
-// the rows of a partial last group by the scalar reference (bitwise the same).
+// The packed product (MatmulPackedFn) of the K types and the 32-blocks on policy P: whole
+// groups by the kernels above, the rows of a partial last group by the scalar reference
+// (bitwise the same).
 template <class P, WeightType kType>
 void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const QuantizedActivations& a, float* y,
                      size_t stride, size_t row_begin, size_t row_end) {
-  static_assert(kType != WeightType::Q8_0 && kType != WeightType::Q4_0,
-                "int8 / int4 have their own packed kernels (quant_avx512_vnni.cpp)");
   const WeightTypeInfo& info = weight_type_info(kType);
   const size_t nsb = a.cols / info.block_elems, row_bytes = nsb * info.block_bytes;
   // Q6_K / Q3_K: -kSub16Bias * each sub-block's activation sum (laid out as a.s16), where the

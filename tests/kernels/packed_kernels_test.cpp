@@ -137,7 +137,7 @@ TEST(PackedMatmul, EveryTierWithAPackedProductIsBitwiseTheReference) {
     compared = 0;
   }
   if (isas_with_packed_products(WeightType::Q8_0).empty())
-    GTEST_SKIP() << "no instruction set of this CPU has a packed product (avx512-vnni and up do); "
+    GTEST_SKIP() << "no instruction set of this CPU has a packed Q8_0 product (avx2-vnni and up do); "
                     "the layout itself is tested by PackedLayout";
 }
 
