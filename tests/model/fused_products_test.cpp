@@ -301,7 +301,8 @@ TEST(PackedWeights, LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasAProduct)
   const size_t tiny32 = test::kSanitized ? 1 : dirs.size() - 1;  // tiny models running the file 32-blocks
   EXPECT_EQ(runs, (dirs.size() - 1) * test::quant_types().size() + tiny32 * file32_count() + test::file_types().size());
   EXPECT_EQ(compared, runs * model_isas().size() * 2);
-  if (packed_models == 0) GTEST_SKIP() << "no instruction set of this CPU has a packed product (every SIMD tier has one)";
+  if (packed_models == 0)
+    GTEST_SKIP() << "no instruction set of this CPU has a packed product (every SIMD tier has one)";
 }
 
 }  // namespace
