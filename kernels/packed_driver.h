@@ -12,7 +12,8 @@
 //   kPackedSmallBatch tokens: speculative verification, serve's batched decode), whose token
 //   groups are sized to the batch, so each group's weights are decoded once for as many tokens
 //   as the registers hold, and no work goes to the padding tokens of the activations' layout;
-//   full_bytes: whether dot is exact for unsigned bytes up to 255 (VNNI), as Q8_0's words need.
+//   full_bytes: whether dot is exact for unsigned bytes up to 255 (VNNI), as Q8_0's words need;
+//   without, dot_signed, abs8, xor_ and sll32 (PackedYmm<false>).
 // Each lane is one (row, token) pair and runs the scalar reference's steps, so a slice's
 // width, the split into slices and the order of slices never change a result's bits.
 #pragma once
@@ -119,7 +120,7 @@ struct PackedYmm {
   // rows at q4_k 15.5-18.6 -> 13.5-15.8 ms, of 8 rows at q3_k 44.5-45.5 -> 34.4-37.8. 8 tokens
   // per small-batch call spilled: q4_k's 8-row pass slower (25.0-26.0 -> 26.9-27.5 ms).
   static constexpr size_t lanes = 8, parts = 2, prefill_tokens = 4, small_tokens = 4;
-  static constexpr bool full_bytes = kVnni;  // vpmaddubsw's pair sums saturate past 2 * 127 * 128
+  static constexpr bool full_bytes = kVnni;  // vpmaddubsw's pairs would saturate: dot_signed instead
 
   static V zero() { return _mm256_setzero_si256(); }
   static F zero_f() { return _mm256_setzero_ps(); }
@@ -145,6 +146,18 @@ struct PackedYmm {
   static V add(V a, V b) { return _mm256_add_epi32(a, b); }
   static V sub(V a, V b) { return _mm256_sub_epi32(a, b); }
   static V mullo(V a, V b) { return _mm256_mullo_epi32(a, b); }
+  // acc + the sums of 4 products of signed bytes q and x per lane, exact (|q|, |x| <= 128): the
+  // signs of q moved onto x (vpsignb), so vpmaddubsw's pairs stay within int16. a = |q|.
+  static V dot_signed(V acc, V a, V q, V x) {
+    return _mm256_add_epi32(acc,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(x, q)), _mm256_set1_epi16(1)));
+  }
+  static V abs8(V q) { return _mm256_abs_epi8(q); }
+  template <int n>
+  static V sll32(V a) {
+    return _mm256_slli_epi32(a, n);
+  }
+  static V xor_(V a, V b) { return _mm256_xor_si256(a, b); }
   static V dot(V acc, V u, V s) {
     if constexpr (kVnni) {
 #ifdef __AVXVNNI__

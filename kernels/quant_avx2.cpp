@@ -12,11 +12,11 @@
 namespace nanoinfer::kernels::avx2 {
 
 constinit const ByType<MatmulQuantizedFn> matmul_quantized = quantized_products<Ymm<false>>();
-// Q4_0 packed too, on the 32-block kernel (kernels/quant_k_simd.h); Q8_0 keeps its own layout
-// and kernel (kernels/quant_simd.h), whose sign trick vpmaddubsw needs.
+// Q4_0 and Q8_0 packed too, on the 32-block kernel (kernels/quant_k_simd.h).
 constinit const ByType<MatmulPackedFn> matmul_packed = [] {
   ByType<MatmulPackedFn> products = packed_k_products<PackedYmm<false>>();
   products.q4_0 = matmul_packed_k<PackedYmm<false>, WeightType::Q4_0>;
+  products.q8_0 = matmul_packed_k<PackedYmm<false>, WeightType::Q8_0>;
   return products;
 }();
 

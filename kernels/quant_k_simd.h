@@ -247,14 +247,56 @@ void sub16_group(const uint8_t* g, size_t part, size_t nsb, const KTokens<TG>& x
   for (size_t t = 0; t < TG; ++t) acc_out[t] = acc[t];
 }
 
+// acc[t] += block b's Q8_0 products for token t where the dot product is vpmaddubsw's, whose
+// int16 pair sums would saturate on the words' unsigned quants + 128 (w: this slice's 4 bytes per
+// row of the first of 8 words, 64 bytes apart). Each word goes back to signed quants q, whose
+// signs move onto the activations (P::dot_signed): exact while no activation is -128, which
+// quantize_activations makes only of a NaN (vpsignb cannot negate -128). With one (kAnyMin),
+// the words are split instead, q + 128 = lo + 128 * hi with lo <= 127 and hi <= 1, two exact
+// products. Then the reference's float steps.
+template <class P, size_t TG, bool kAnyMin>
+inline void signed_bytes_block(const uint8_t* w, typename P::F dw, const KTokens<TG>& x, size_t b, typename P::F* acc) {
+  using V = typename P::V;
+  const V top = P::set8(static_cast<char>(0x80)), low7 = P::set8(0x7f), one = P::set8(1);
+  V isum[TG], ihi[TG];
+#pragma GCC unroll 16
+  for (size_t t = 0; t < TG; ++t) isum[t] = ihi[t] = P::zero();
+#pragma GCC unroll 8
+  for (size_t k = 0; k < 8; ++k) {
+    const V u = P::load(w + 64 * k);
+    if constexpr (kAnyMin) {
+      const V lo = P::and_(u, low7), hi = P::and_(P::template srl16<7>(u), one);
+#pragma GCC unroll 16
+      for (size_t t = 0; t < TG; ++t) {
+        const V xw = P::word(x.xq[t] + kQuantBlock * b + 4 * k);
+        isum[t] = P::dot(isum[t], lo, xw);
+        ihi[t] = P::dot(ihi[t], hi, xw);
+      }
+    } else {
+      const V q = P::xor_(u, top), a = P::abs8(q);
+#pragma GCC unroll 16
+      for (size_t t = 0; t < TG; ++t)
+        isum[t] = P::dot_signed(isum[t], a, q, P::word(x.xq[t] + kQuantBlock * b + 4 * k));
+    }
+  }
+#pragma GCC unroll 16
+  for (size_t t = 0; t < TG; ++t) {
+    // Split: sum(lo * x) + 128 * sum(hi * x) - 128 * sum(x) = sum(q * x).
+    if constexpr (kAnyMin)
+      isum[t] = P::sub(P::add(isum[t], P::template sll32<7>(ihi[t])), P::set32(128 * x.s[b * x.stride + t]));
+    acc[t] = P::add(acc[t], P::mul(P::mul(dw, P::set(x.d[b * x.stride + t])), P::cvt(isum[t])));
+  }
+}
+
 // acc[t] += slice `part`'s Q4_1 / Q5_0 / Q5_1 / Q4_0 / Q8_0 products for token t over the nb
 // blocks of 32 of the group at g (kernels/scalar_quant_file.cpp and scalar_quant.cpp state the
 // rules). The fifth bits come packed as Q5_K's (kernels/quant_blocks.h): word k's in bits 2k
-// and 2k + 1 of each byte. Q8_0's words are its quants + 128, up to 255: only for a policy whose
-// dot is exact on any unsigned byte (P::full_bytes; vpmaddubsw's pairs would saturate).
+// and 2k + 1 of each byte. Q8_0's words are its quants + 128, up to 255: a policy whose dot is
+// exact on any unsigned byte (P::full_bytes) takes them as they are; plain AVX2's vpmaddubsw
+// pairs would saturate, so there the words go back to signed quants and P::dot_signed.
 template <class P, size_t TG, WeightType kType>
-void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& x, typename P::F* acc_out,
-                   size_t ahead) {
+void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& x, typename P::F* acc_out, size_t ahead,
+                   bool any_min) {
   using V = typename P::V;
   using F = typename P::F;
   if constexpr (P::parts == 1) part = 0;  // known here: the prefetch tests and slice offsets fold away
@@ -266,7 +308,6 @@ void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& 
   constexpr bool kMin = kType == WeightType::Q4_1 || kType == WeightType::Q5_1;
   constexpr bool kFive = kType == WeightType::Q5_0 || kType == WeightType::Q5_1;
   constexpr bool kBytes = kType == WeightType::Q8_0;  // whole-byte quants + 128, eight words
-  static_assert(!kBytes || P::full_bytes, "Q8_0's unsigned words need an exact byte dot product");
   // Without a min: the quants are value + kOffset.
   constexpr int32_t kOffset = kBytes ? 128 : kType == WeightType::Q4_0 ? 8 : 16;
   constexpr size_t kBlockBytes = kType == WeightType::Q4_1   ? sizeof(BlockQ4_1)
@@ -280,6 +321,14 @@ void block32_group(const uint8_t* g, size_t part, size_t nb, const KTokens<TG>& 
     const uint8_t* blk = g + b * kGroupBytes;
     if (part == 0)
       for (size_t line = 0; line < kGroupBytes; line += 64) prefetch(blk + line + ahead);
+    if constexpr (kBytes && !P::full_bytes) {
+      const uint8_t* words = blk + qs0 + 4 * L * part;
+      if (any_min)
+        signed_bytes_block<P, TG, true>(words, P::f16(blk + 2 * L * part), x, b, acc);
+      else
+        signed_bytes_block<P, TG, false>(words, P::f16(blk + 2 * L * part), x, b, acc);
+      continue;
+    }
     V wl[4], wh[4];
     const V h = kFive ? P::load(blk + qh0 + 4 * L * part) : P::zero();
 #pragma GCC unroll 4
@@ -342,6 +391,12 @@ void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const
     for (size_t i = 0; i < sums.size(); ++i) sums[i] = -kSub16Bias<kType> * a.s16[i];
     bias_sums = sums.data();
   }
+  // Q8_0 without full_bytes: whether an activation is -128 (signed_bytes_block).
+  bool any_min = false;
+  if constexpr (kType == WeightType::Q8_0 && !P::full_bytes) {
+    const auto end = a.q.begin() + static_cast<std::ptrdiff_t>(a.n * a.cols);
+    any_min = std::find(a.q.begin(), end, int8_t{-128}) != end;
+  }
   const auto group = [&](auto tg, const uint8_t* g, size_t part, size_t t0, typename P::F* acc) {
     constexpr size_t TG = decltype(tg)::value;
     const KTokens<TG> x(a, t0);
@@ -353,7 +408,7 @@ void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const
     else if constexpr (kType == WeightType::Q6_K || kType == WeightType::Q3_K)
       sub16_group<P, TG, kType>(g, part, nsb, x, bias_sums + t0, acc, ahead);
     else
-      block32_group<P, TG, kType>(g, part, nsb, x, acc, ahead);
+      block32_group<P, TG, kType>(g, part, nsb, x, acc, ahead, any_min);
   };
   const auto rest = [&](size_t begin, size_t end) {
     scalar_table().matmul_quantized[kType](w, bias, a, y, stride, begin, end);

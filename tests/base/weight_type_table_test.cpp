@@ -141,9 +141,8 @@ TEST(WeightTypeTable, ScalarReferencesAgreeWithEachOther) {
 }
 
 // Every ISA's table has a product for every type: the float types' from float activations,
-// the quantized types' from quantized activations, and a packed product: the file types' and
-// Q4_0's on every SIMD tier, Q8_0's on the tiers with VNNI (avx2-vnni, the avx512-vnni ones:
-// plain AVX2's vpmaddubsw would saturate on its unsigned bytes), none on the scalar reference.
+// the quantized types' from quantized activations, and a packed product on every SIMD tier
+// (none on the scalar reference).
 TEST(WeightTypeTable, EveryKernelTableHasAnEntryForEveryType) {
   std::vector<const kernels::Kernels*> tables = {&kernels::scalar_table()};
   for (Isa isa : test::supported_isas()) tables.push_back(&kernels::table(isa));
@@ -157,9 +156,8 @@ TEST(WeightTypeTable, EveryKernelTableHasAnEntryForEveryType) {
     EXPECT_NE(k->attention.f16, nullptr) << isa;
     EXPECT_NE(k->exp_f32, nullptr) << isa;
     const bool simd = k->isa != Isa::Scalar;
-    const bool vnni = k->isa == Isa::Avx2Vnni || k->isa == Isa::Avx512Vnni || k->isa == Isa::Avx512Bf16;
     for (const WeightTypeInfo& t : all_weight_types()) {
-      const bool packed = t.type == WeightType::Q8_0 ? vnni : t.quantized && simd;
+      const bool packed = t.quantized && simd;
       EXPECT_EQ(k->matmul_for(t.type) != nullptr, !t.quantized) << isa << " " << name(t);
       EXPECT_EQ(k->matmul_quantized_for(t.type) != nullptr, t.quantized) << isa << " " << name(t);
       EXPECT_EQ(k->matmul_packed_for(t.type) != nullptr, packed) << isa << " " << name(t);
