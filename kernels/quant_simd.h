@@ -122,6 +122,8 @@ inline void quantize_all(const float* x, size_t cols, size_t n, QuantizedActivat
 template <bool kVnni>
 struct Ymm {
   static constexpr size_t lanes = 8, decode_rows = 8;
+  // AVX2's Q8_0 moves the weights' signs onto x (vpsignb), which cannot negate -128.
+  static constexpr bool signs_onto_x = !kVnni;
   // The tokens of a small batch's groups (the driver, below): 4 rows by 2 tokens.
   static constexpr size_t small_group_tokens = 2;
 
@@ -311,6 +313,15 @@ template <class Fam, WeightType kType>
 void matmul_quantized(const std::byte* w, const float* bias, const QuantizedActivations& a, float* y, size_t rows,
                       size_t row_begin, size_t row_end) {
   if (row_begin >= row_end || a.n == 0) return;
+  if constexpr (kType == WeightType::Q8_0 && requires { Fam::signs_onto_x; }) {
+    // An activation of -128 (quantize_activations makes one only of a NaN) would keep its sign
+    // under vpsignb: such a call runs the scalar reference, whose result it must be.
+    const auto end = a.q.begin() + static_cast<std::ptrdiff_t>(a.n * a.cols);
+    if (Fam::signs_onto_x && std::find(a.q.begin(), end, int8_t{-128}) != end) {
+      scalar_table().matmul_quantized_for(kType)(w, bias, a, y, rows, row_begin, row_end);
+      return;
+    }
+  }
   const size_t row_bytes = a.nb * kBlockBytes<kType>;
   if (a.n == 1) {
     // Decode: memory-bound; each pass streams `decode_rows` rows at once.

@@ -3,6 +3,7 @@
 // bitwise to the scalar reference and, with a derived bound, to a float64 product.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -515,6 +516,47 @@ TEST(QuantMatmul, SharedQuantizedActivationsGiveBitwiseTheReference) {
     }
   }
   EXPECT_EQ(compared, 2 * 4 * supported_isas().size());
+}
+
+// A NaN activation quantizes to -128; against negative Q8_0 weights every tier's product, on
+// rows and packed, is still bitwise the reference (AVX2 moves the weights' signs onto the
+// activations, which cannot negate -128).
+TEST(QuantMatmul, ANanActivationAgainstNegativeWeightsIsBitwiseTheReference) {
+  const size_t cols = 64, nan_col = 29;
+  size_t compared = 0;
+  for (const size_t rows : {size_t{16}, size_t{37}}) {
+    for (const size_t n : {size_t{1}, size_t{3}}) {
+      std::vector<float> wf = random_floats(rows * cols, 5);
+      for (size_t r = 0; r < rows; ++r) wf[r * cols + nan_col] = -1.0f - 0.01f * static_cast<float>(r);
+      const size_t rb = weight_row_bytes(WeightType::Q8_0, cols);
+      std::vector<std::byte> w(rows * rb);
+      for (size_t r = 0; r < rows; ++r) quantize_row(WeightType::Q8_0, wf.data() + r * cols, w.data() + r * rb, cols);
+      std::vector<float> x = random_floats(n * cols, 6);
+      x[nan_col] = std::nanf("");
+      QuantizedActivations xq;
+      scalar_table().quantize_activations(x.data(), cols, n, xq);
+      ASSERT_EQ(xq.q[nan_col], -128);
+      std::vector<float> ref(n * rows);
+      scalar_table().matmul_quantized_for(WeightType::Q8_0)(w.data(), nullptr, xq, ref.data(), rows, 0, rows);
+      std::vector<std::byte> packed = w;
+      pack_quantized(WeightType::Q8_0, packed.data(), rows, cols);
+      for (Isa isa : supported_isas()) {
+        const Kernels& k = table(isa);
+        std::vector<float> y(n * rows, std::nanf(""));
+        k.matmul_quantized_for(WeightType::Q8_0)(w.data(), nullptr, xq, y.data(), rows, 0, rows);
+        EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " rows, " << rows << " x " << n << " first difference at "
+                                       << first_difference(y, ref);
+        if (k.matmul_packed_for(WeightType::Q8_0) != nullptr) {
+          std::fill(y.begin(), y.end(), std::nanf(""));
+          k.matmul_packed_for(WeightType::Q8_0)(packed.data(), rows, nullptr, xq, y.data(), rows, 0, rows);
+          EXPECT_TRUE(same_bits(y, ref)) << isa_name(isa) << " packed, " << rows << " x " << n
+                                         << " first difference at " << first_difference(y, ref);
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 4 * supported_isas().size());
 }
 
 }  // namespace
