@@ -13,6 +13,7 @@
 // bf16, once per call); it keeps the promise with its own chain (kernels/scalar_bf16_dot.cpp).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -61,6 +62,12 @@ struct QuantizedActivations {
     d.resize(nb * tokens);
     s.resize(nb * tokens);
     s16.resize(2 * nb * tokens);
+  }
+  // Whether a real token's activation quantized to -128, which only a NaN does
+  // (quantize_activation_block): kernels that move signs with vpsignb take another way then.
+  bool any_min() const {
+    const auto end = q.begin() + static_cast<std::ptrdiff_t>(n * cols);
+    return std::find(q.begin(), end, int8_t{-128}) != end;
   }
 };
 // x: [n][cols], cols a multiple of 32 -> out.

@@ -393,10 +393,7 @@ void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const
   }
   // Q8_0 without full_bytes: whether an activation is -128 (signed_bytes_block).
   bool any_min = false;
-  if constexpr (kType == WeightType::Q8_0 && !P::full_bytes) {
-    const auto end = a.q.begin() + static_cast<std::ptrdiff_t>(a.n * a.cols);
-    any_min = std::find(a.q.begin(), end, int8_t{-128}) != end;
-  }
+  if constexpr (kType == WeightType::Q8_0 && !P::full_bytes) any_min = a.any_min();
   const auto group = [&](auto tg, const uint8_t* g, size_t part, size_t t0, typename P::F* acc) {
     constexpr size_t TG = decltype(tg)::value;
     const KTokens<TG> x(a, t0);

@@ -316,8 +316,7 @@ void matmul_quantized(const std::byte* w, const float* bias, const QuantizedActi
   if constexpr (kType == WeightType::Q8_0 && requires { Fam::signs_onto_x; }) {
     // An activation of -128 (quantize_activations makes one only of a NaN) would keep its sign
     // under vpsignb: such a call runs the scalar reference, whose result it must be.
-    const auto end = a.q.begin() + static_cast<std::ptrdiff_t>(a.n * a.cols);
-    if (Fam::signs_onto_x && std::find(a.q.begin(), end, int8_t{-128}) != end) {
+    if (Fam::signs_onto_x && a.any_min()) {
       scalar_table().matmul_quantized_for(kType)(w, bias, a, y, rows, row_begin, row_end);
       return;
     }
