@@ -283,6 +283,7 @@ Kernels avx512_kernels() {
   Kernels k = avx2_kernels();
   k.isa = Isa::Avx512;
   k.matmul = avx512::matmul;
+  k.matmul_f32_packed = avx512::matmul_f32_packed;
   k.dot_rows_f32 = avx512::dot_rows_f32;
   k.axpy_rows_f32 = avx512::axpy_rows_f32;
   k.attention = avx512::attention;

@@ -220,6 +220,9 @@ struct Kernels {
   // The packed-layout products, where a tier has one (nullptr elsewhere): a model opened with
   // this table packs exactly the matrices whose type has an entry here.
   ByType<MatmulPackedFn> matmul_packed;
+  // The f32 product on the f32 packed layout (below), where a tier has one: a model opened
+  // with this table packs its f32 matrices that f32_packable allows. Bitwise matmul.f32.
+  MatmulFn matmul_f32_packed = nullptr;
   // The bf16 product from activations rounded once (nullptr both on tiers whose bf16 product
   // reads f32 activations).
   RoundActivationsFn round_activations_bf16 = nullptr;
@@ -242,6 +245,8 @@ struct Kernels {
   MatmulFn matmul_for(WeightType type) const { return matmul[type]; }
   MatmulQuantizedFn matmul_quantized_for(WeightType type) const { return matmul_quantized[type]; }
   MatmulPackedFn matmul_packed_for(WeightType type) const { return matmul_packed[type]; }
+  // Whether a model opened with this table holds a [rows][cols] matrix of `type` packed.
+  bool packs(WeightType type, size_t rows, size_t cols) const;
 };
 
 // The table of one ISA. Throws nanoinfer::Error naming what is missing when the CPU/OS
@@ -258,10 +263,29 @@ inline constexpr size_t kPackRows = 16;
 // Rewrites every whole group of 16 rows of w ([rows] rows of weight_row_bytes(type, cols))
 // in place; a last partial group is left as it is.
 void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols);
-// Row r of a packed matrix in the ordinary layout: a pointer into w for a row of the partial
-// last group, else the row unpacked into `scratch` (weight_row_bytes(type, cols) bytes).
+// Row r of a packed matrix (either packed layout: the f32 one below for F32) in the ordinary
+// layout: a pointer into w for a row of the partial last group, else the row unpacked into
+// `scratch` (weight_row_bytes(type, cols) bytes).
 const std::byte* packed_row(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
                             std::byte* scratch);
+// The f32 packed layout: rows in groups of kF32PackRows, each group's rows interleaved
+// kF32PackCols columns (one 64-byte line) at a time, so that a tile of a group's rows reads
+// one stream of memory, not one per row. Only for matrices f32_packable allows (every shape of
+// the supported models); others stay as they are. ISA-independent.
+inline constexpr size_t kF32PackRows = 4, kF32PackCols = 16;
+inline constexpr bool f32_packable(size_t rows, size_t cols) {
+  return rows % kF32PackRows == 0 && cols % kF32PackCols == 0;
+}
+// Rewrites the groups of rows [0, rows) of w ([rows][cols] f32, rows a multiple of kF32PackRows,
+// cols of kF32PackCols) in place.
+void pack_f32(float* w, size_t rows, size_t cols);
+// Row r of such a matrix into out (cols floats).
+void packed_row_f32(const float* w, size_t cols, size_t r, float* out);
+
+inline bool Kernels::packs(WeightType type, size_t rows, size_t cols) const {
+  if (type == WeightType::F32) return matmul_f32_packed != nullptr && f32_packable(rows, cols);
+  return matmul_packed[type] != nullptr;
+}
 // The K types' halves of those two (kernels/scalar_quant_k.cpp), and Q4_1 / Q5_0 / Q5_1's
 // (kernels/scalar_quant_file.cpp).
 void pack_quantized_k(WeightType type, std::byte* w, size_t rows, size_t cols);
@@ -338,6 +362,7 @@ extern const ByType<MatmulPackedFn> matmul_packed;
 }  // namespace avx2_vnni
 namespace avx512 {  // kernels/kernels_avx512.cpp, kernels/attention_avx512.cpp
 extern const ByType<MatmulFn> matmul;
+extern const MatmulFn matmul_f32_packed;
 extern const DotRowsFn dot_rows_f32;
 extern const AxpyRowsFn axpy_rows_f32;
 extern const ByKvType attention;

@@ -102,26 +102,31 @@ struct F32Tree {
   }
 };
 
-// The tile for the prefill driver (kernels/prefill_driver.h).
-struct Tile
+// The tile for the prefill driver (kernels/prefill_driver.h), on weights in layout G
+// (kernels/weight_layout.h).
+template <size_t G>
+struct TileG
     : prefill::Shape<float, float, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols, kMaxPassCols> {
+  static constexpr size_t kG = G;
   template <size_t R, size_t T, bool kPasses>
   static void run(const float* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows,
                   size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry);
 };
+using Tile = TileG<1>;
 
 // Columns [c_begin, c_end) of one R x T register tile: rows r0.. of w, tokens t0.. of x (x
 // points at token t0's row, rows x_stride apart). Accumulator e = t * R + r. The pass that
 // reaches `cols` runs the tail, reduces and stores; the others leave the accumulators in
 // `carry` (R * T vectors, stored and loaded whole), where the next pass picks them up.
+template <size_t G>
 template <size_t R, size_t T, bool kPasses>
-inline void Tile::run(const float* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows,
-                      size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
+inline void TileG<G>::run(const float* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows,
+                          size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
   __m512 acc[R * T];
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const float* wr[R];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < R; ++r) wr[r] = w + (r0 + r) * cols;
+  for (size_t r = 0; r < R; ++r) wr[r] = row_start<G, kW>(w, r0 + r, cols);
 
   const size_t body = c_end - (c_end == cols ? cols % kW : 0);
   for (size_t c = c_begin; c < body; c += kW) {
@@ -130,7 +135,7 @@ inline void Tile::run(const float* w, const float* bias, const float* x, size_t 
     for (size_t t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x + t * x_stride + c);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      __m512 wv = _mm512_loadu_ps(wr[r] + c);
+      __m512 wv = _mm512_loadu_ps(wr[r] + c * G);
       // Held in a register: GCC would otherwise fold the load into each of the T fmas, T
       // loads of the same vector (e.g. 4 x 6: 30 loads per 24 fmas, more than the load ports
       // give while the FMA pipes do 24).
@@ -150,7 +155,7 @@ inline void Tile::run(const float* w, const float* bias, const float* x, size_t 
     for (size_t t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * x_stride + body);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_maskz_loadu_ps(m, wr[r] + body);
+      const __m512 wv = _mm512_maskz_loadu_ps(m, wr[r] + body * G);
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_fmadd_ps(wv, xv[t], acc[t * R + r]);
     }
@@ -175,8 +180,11 @@ constexpr size_t kSmallF32Tokens = 6;
 constexpr size_t kSmallF32First = 4, kSmallF32Last = 6;
 
 // The small-batch driver's policy (kernels/small_batch.h): the generic kernel's chain, on
-// weights WT as they are (f32) or widened exactly (bf16).
-template <class WT>
+// weights WT as they are (f32) or widened exactly (bf16), in layout G
+// (kernels/weight_layout.h). On the f32 packed layout every tile is one group of rows, so that it reads one
+// stream of memory, and up to kSmallF32Tokens tokens run in one group (4 x 6 accumulators, 4
+// weight vectors and one activation vector: 29 zmm registers).
+template <class WT, size_t G = 1>
 struct SmallBatch {
   using W = WT;
   using X = float;
@@ -184,6 +192,8 @@ struct SmallBatch {
   using Tree = f32prefill::F32Tree;
   static constexpr size_t kStep = Avx512Ops::width;
   static constexpr bool ask_l1(size_t) { return !std::is_same_v<WT, float>; }
+  static constexpr size_t kG = G, kGroupTokens = G == 1 ? small_batch::kGroupTokens : kSmallF32Tokens;
+  static constexpr size_t rows(size_t tokens) { return G == 1 ? small_batch::rows_for(tokens) : G; }
   static V load_w(const WT* p) { return Avx512Ops::load(p); }
   static V load_x(const float* p) { return _mm512_loadu_ps(p); }
   static V load_w_tail(const WT* p, size_t n) { return Avx512Ops::load_tail(p, n); }
@@ -209,6 +219,27 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
                                     row_begin, row_end);
 }
 
+// The same product on the f32 packed layout (kernels.h): one token as above, two to
+// kSmallF32Tokens by the small-batch driver, more by f32prefill; all bitwise matmul_f32's.
+// On Zen 5 (2 threads, the 0.5B at f32, `bench generate --rows-curve`, alternated rounds) a
+// pass of 2 / 3 / 4 rows took 1.00-1.03 / 1.03-1.05 / 1.06-1.10 decode steps when a step took
+// ~42 ms and 1.07-1.08 / 1.18-1.24 / 1.37-1.38 at ~27 ms, against 1.09 / 1.14 / 1.25 and
+// 1.26 / 1.36 / 1.41 on rows one after another; 6 and 8 rows by the small-batch driver's two
+// token groups 1.26-1.30 and 1.42-1.49 steps (slow host), by f32prefill 1.33-1.35 and 1.37-1.39.
+void matmul_f32_packed(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                       size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens == 0 || row_begin >= row_end) return;
+  const auto* w = reinterpret_cast<const float*>(w_bytes);
+  using Small = SmallBatch<float, kF32PackRows>;
+  if (n_tokens == 1) {
+    decode<Avx512Ops, kF32PackRows>(w, bias, x, y, rows, cols, row_begin, row_end);
+  } else if (n_tokens <= kSmallF32Tokens) {
+    small_batch::matmul<Small>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
+  } else {
+    prefill::matmul<f32prefill::TileG<kF32PackRows>>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
+  }
+}
+
 // bf16 widened to f32: 2 .. kSmallF32Tokens tokens by the small-batch driver, else the generic
 // kernel.
 void matmul_bf16_widened(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
@@ -226,6 +257,7 @@ void matmul_bf16_widened(const std::byte* w, const float* bias, const float* x, 
 namespace avx512 {
 
 constinit const ByType<MatmulFn> matmul{.f32 = matmul_f32, .bf16 = matmul_bf16_widened};
+constinit const MatmulFn matmul_f32_packed = nanoinfer::kernels::matmul_f32_packed;
 constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx512Ops>;
 constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx512Ops>;
 

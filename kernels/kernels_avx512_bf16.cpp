@@ -187,6 +187,8 @@ struct SmallBatch {
   // step of 20-22 ms) without them 2-4 rows took 23.4-26.4 ms against 25.1-26.8, with them 8 rows
   // 26.9-28.1 against 27.4-29.0.
   static constexpr bool ask_l1(size_t tokens) { return tokens > 4; }
+  static constexpr size_t kG = 1, kGroupTokens = small_batch::kGroupTokens;
+  static constexpr size_t rows(size_t tokens) { return small_batch::rows_for(tokens); }
   static V load_w(const uint16_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
   static V load_x(const uint16_t* p) { return load_w(p); }
   static V load_w_tail(const uint16_t* p, size_t n) {

@@ -30,6 +30,8 @@ namespace prefill {
 // TokenTile tokens; tokens in blocks of TokenBlock when rows are read in one
 // pass, of WideTokenBlock when rows wider than MaxPassCols are read in passes of PassCols
 // columns (the carry buffer holds one such block's tiles).
+// kG: the weights' layout (kernels/weight_layout.h; a Tile on the f32 packed layout hides
+// this 1 with its own), which only moves where the driver's prefetches point.
 // SpreadPrefetch: the tile asks for its share of the next slice itself, a line per step of its
 // loop (Tile::run takes kSpread and kFirst flags and a SliceLines, below), instead of the driver asking in
 // one burst before it.
@@ -42,6 +44,7 @@ struct Shape {
   static constexpr size_t kTokenBlock = TokenBlock, kWideTokenBlock = WideTokenBlock;
   static constexpr size_t kPassCols = PassCols, kMaxPassCols = MaxPassCols;
   static constexpr bool kSpreadPrefetch = SpreadPrefetch;
+  static constexpr size_t kG = 1;
 };
 
 // The weights a strip reads next (its next pass, or the next strip's first): `rows` segments
@@ -148,7 +151,7 @@ template <class Tile, size_t R>
 void strip_passes(const typename Tile::W* w, const float* bias, const typename Tile::X* x, size_t x_stride, float* y,
                   size_t rows, size_t cols, size_t r0, size_t row_end, size_t t_begin, size_t t_end, bool spread) {
   using W = typename Tile::W;
-  constexpr size_t kRowTile = Tile::kRowTile, kPassCols = Tile::kPassCols;
+  constexpr size_t kRowTile = Tile::kRowTile, kPassCols = Tile::kPassCols, kG = Tile::kG;
   const size_t row_bytes = cols * sizeof(W);
   const size_t next_r = r0 + R;
   const size_t next_rows = next_r < row_end ? (row_end - next_r < kRowTile ? row_end - next_r : kRowTile) : 0;
@@ -162,9 +165,12 @@ void strip_passes(const typename Tile::W* w, const float* bias, const typename T
   alignas(64) thread_local __m512 carry[kCarryTiles * kRowTile * Tile::kTokenTile];
   for (size_t c = 0; c < cols; c += kPassCols) {
     const size_t e = c + kPassCols < cols ? c + kPassCols : cols;
-    const Slice next = e < cols ? Slice{reinterpret_cast<const char*>(w + r0 * cols + e),
-                                        (e + kPassCols < cols ? kPassCols : cols - e) * sizeof(W), row_bytes, R}
-                                : Slice{next_strip, kPassCols * sizeof(W), row_bytes, next_rows};
+    // A pass's columns of a group of kG rows are one segment in the packed layout.
+    const Slice next =
+        e < cols
+            ? Slice{reinterpret_cast<const char*>(w + r0 * cols + e * kG),
+                    (e + kPassCols < cols ? kPassCols : cols - e) * kG * sizeof(W), kG * row_bytes, (R + kG - 1) / kG}
+            : Slice{next_strip, kPassCols * kG * sizeof(W), kG * row_bytes, (next_rows + kG - 1) / kG};
     strip<Tile, R, true>(w, bias, x, x_stride, y, rows, cols, r0, t_begin, t_end, c, e, carry, next, false);
   }
 }

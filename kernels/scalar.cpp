@@ -4,6 +4,7 @@
 // then a rounded add everywhere, never contracted differently in different places.
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/attention_tile.h"
 #include "kernels/kernels.h"
@@ -78,5 +79,23 @@ void silu_mul_f32(const float* gate, const float* up, float* out, size_t n) {
 }
 
 }  // namespace scalar
+
+void pack_f32(float* w, size_t rows, size_t cols) {
+  std::vector<float> group(kF32PackRows * cols);
+  for (size_t g = 0; g < rows; g += kF32PackRows) {
+    float* dst = w + g * cols;
+    std::memcpy(group.data(), dst, group.size() * sizeof(float));
+    for (size_t c = 0; c < cols; c += kF32PackCols)
+      for (size_t r = 0; r < kF32PackRows; ++r)
+        std::memcpy(dst + c * kF32PackRows + r * kF32PackCols, group.data() + r * cols + c,
+                    kF32PackCols * sizeof(float));
+  }
+}
+
+void packed_row_f32(const float* w, size_t cols, size_t r, float* out) {
+  const float* group = w + r / kF32PackRows * kF32PackRows * cols + r % kF32PackRows * kF32PackCols;
+  for (size_t c = 0; c < cols; c += kF32PackCols)
+    std::memcpy(out + c, group + c * kF32PackRows, kF32PackCols * sizeof(float));
+}
 
 }  // namespace nanoinfer::kernels

@@ -21,6 +21,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/weight_layout.h"
+
 namespace nanoinfer::kernels {
 namespace {
 
@@ -30,9 +32,10 @@ namespace {
 // are, which is what makes results independent of tiling, threads and batch size.
 // kAhead (the small-batch tiles, below): each row asks for its line kSmallL1Ahead bytes on into
 // L1, and for the same columns of the rows two tiles on into L2, as the tile goes.
+// G: the weights' layout (kernels/weight_layout.h).
 inline constexpr size_t kSmallL1Ahead = 512;
 
-template <class Ops, size_t R, size_t T, class WT, bool kAhead = false>
+template <class Ops, size_t R, size_t T, class WT, bool kAhead = false, size_t G = 1>
 inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
                         size_t t0) {
   using B = typename Ops::batch;
@@ -46,7 +49,7 @@ inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y
   const WT* wr[R];
   const float* xt[T];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < R; ++r) wr[r] = w + (r0 + r) * cols;
+  for (size_t r = 0; r < R; ++r) wr[r] = row_start<G, W>(w, r0 + r, cols);
 #pragma GCC unroll 16
   for (size_t t = 0; t < T; ++t) xt[t] = x + (t0 + t) * cols;
 
@@ -60,14 +63,14 @@ inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y
       if (c % kLine == 0) {
 #pragma GCC unroll 16
         for (size_t r = 0; r < R; ++r) {
-          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kSmallL1Ahead, _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * R * cols + c), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c * G) + kSmallL1Ahead, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * R * cols + c * G), _MM_HINT_T1);
         }
       }
     }
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      const B wv = Ops::load(wr[r] + c);
+      const B wv = Ops::load(wr[r] + c * G);
 #pragma GCC unroll 16
       for (size_t t = 0; t < T; ++t) acc[r][t] = Ops::fma(wv, xv[t], acc[r][t]);
     }
@@ -79,7 +82,7 @@ inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y
     for (size_t t = 0; t < T; ++t) xv[t] = Ops::load_tail(xt[t] + body, n);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      const B wv = Ops::load_tail(wr[r] + body, n);
+      const B wv = Ops::load_tail(wr[r] + body * G, n);
 #pragma GCC unroll 16
       for (size_t t = 0; t < T; ++t) acc[r][t] = Ops::fma(wv, xv[t], acc[r][t]);
     }
@@ -135,16 +138,22 @@ inline void matmul_strip(const WT* w, const float* bias, const float* x, float* 
 // the weights are read from memory once per block, the activations from cache.
 constexpr size_t kTokenBlock = 64;
 
+// Decode: one token, so interleave more rows to keep independent chains and memory streams in
+// flight (weights in layout G).
+template <class Ops, size_t G = 1, class WT>
+void decode(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t row_begin,
+            size_t row_end) {
+  constexpr size_t R = Ops::decode_rows;
+  size_t r = row_begin;
+  for (; r + R <= row_end; r += R) matmul_tile<Ops, R, 1, WT, false, G>(w, bias, x, y, rows, cols, r, 0);
+  for (; r < row_end; ++r) matmul_tile<Ops, 1, 1, WT, false, G>(w, bias, x, y, rows, cols, r, 0);
+}
+
 template <class Ops, class WT>
 void matmul(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t n_tokens,
             size_t row_begin, size_t row_end) {
   if (n_tokens == 1) {
-    // Decode: one token, so interleave more rows to keep independent chains and memory
-    // streams in flight.
-    constexpr size_t R = Ops::decode_rows;
-    size_t r = row_begin;
-    for (; r + R <= row_end; r += R) matmul_tile<Ops, R, 1>(w, bias, x, y, rows, cols, r, 0);
-    for (; r < row_end; ++r) matmul_tile<Ops, 1, 1>(w, bias, x, y, rows, cols, r, 0);
+    decode<Ops>(w, bias, x, y, rows, cols, row_begin, row_end);
     return;
   }
   constexpr size_t R = Ops::row_tile;

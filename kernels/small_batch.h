@@ -13,7 +13,10 @@
 //   product takes it; Tree: the tier's transposing tree (kernels/tile_sums.h);
 //   kStep: elements per vector; load_w(p), load_x(p), and load_w_tail(p, n), load_x_tail(p, n)
 //   with zeros past n < kStep; madd(acc, w, x): the tier's multiply-add; ask_l1(T): whether a
-//   tile of T tokens also asks for its own rows' lines kL1Ahead bytes on into L1 (below).
+//   tile of T tokens also asks for its own rows' lines kL1Ahead bytes on into L1 (below);
+//   kG: the weights' layout (kernels/weight_layout.h: 1 for rows one after another);
+//   rows(T): the rows of a tile for T tokens (rows_for below, or a layout's own);
+//   kGroupTokens: the most tokens in one group (n_tokens <= 2 * kGroupTokens).
 // Every accumulator runs its reference's chain (steps in ascending order, then the tail, then
 // the tree, then + bias), so the results are bitwise those of the tier's other tiles.
 // Include only from AVX-512 translation units: everything here has internal linkage.
@@ -25,6 +28,7 @@
 #include <utility>
 
 #include "kernels/tile_sums.h"
+#include "kernels/weight_layout.h"
 
 namespace nanoinfer::kernels {
 namespace {
@@ -63,7 +67,7 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
   for (size_t e = 0; e < R * T; ++e) acc[e] = _mm512_setzero_ps();
   const typename P::W* wr[R];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < R; ++r) wr[r] = w + (r0 + r) * cols;
+  for (size_t r = 0; r < R; ++r) wr[r] = row_start<P::kG, S>(w, r0 + r, cols);
   const size_t next = R * cols, body = cols - cols % S;  // next: elements to the next tile's rows
   for (size_t c = 0; c < body; c += S) {
     if constexpr (R > T) {
@@ -73,10 +77,11 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
 #pragma GCC unroll 16
       for (size_t r = 0; r < R; ++r) {
         if (ahead) {
-          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c), _MM_HINT_T1);
-          if constexpr (P::ask_l1(T)) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kL1Ahead, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c * P::kG), _MM_HINT_T1);
+          if constexpr (P::ask_l1(T))
+            _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c * P::kG) + kL1Ahead, _MM_HINT_T0);
         }
-        typename P::V wv = P::load_w(wr[r] + c);
+        typename P::V wv = P::load_w(wr[r] + c * P::kG);
         // Held in a register: GCC would otherwise fold the load into each of the T products.
         asm("" : "+v"(wv));
 #pragma GCC unroll 8
@@ -87,10 +92,11 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
 #pragma GCC unroll 16
       for (size_t r = 0; r < R; ++r) {
         if (ahead) {
-          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c), _MM_HINT_T1);
-          if constexpr (P::ask_l1(T)) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kL1Ahead, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c * P::kG), _MM_HINT_T1);
+          if constexpr (P::ask_l1(T))
+            _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c * P::kG) + kL1Ahead, _MM_HINT_T0);
         }
-        wv[r] = P::load_w(wr[r] + c);
+        wv[r] = P::load_w(wr[r] + c * P::kG);
       }
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
@@ -104,7 +110,7 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
     const size_t n = cols - body;
     typename P::V wv[R];
 #pragma GCC unroll 16
-    for (size_t r = 0; r < R; ++r) wv[r] = P::load_w_tail(wr[r] + body, n);
+    for (size_t r = 0; r < R; ++r) wv[r] = P::load_w_tail(wr[r] + body * P::kG, n);
 #pragma GCC unroll 8
     for (size_t t = 0; t < T; ++t) {
       const typename P::V xv = P::load_x_tail(x + t * x_stride + body, n);
@@ -131,24 +137,24 @@ inline void tokens_of(const typename P::W* w, const float* bias, const typename 
 template <class P, size_t T>
 void matmul_groups(const typename P::W* w, const float* bias, const typename P::X* x, size_t x_stride, float* y,
                    size_t rows, size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
-  constexpr size_t R = rows_for(T);
+  constexpr size_t R = P::rows(T);
   size_t r = row_begin;
   for (; r + R <= row_end; r += R) tokens_of<P, R, T>(w, bias, x, x_stride, y, rows, cols, n_tokens, r);
   for (; r < row_end; ++r) tokens_of<P, 1, T>(w, bias, x, x_stride, y, rows, cols, n_tokens, r);
 }
 
-// y = W x + bias for rows [row_begin, row_end) and 2 <= n_tokens <= kMaxTokens tokens (x:
+// y = W x + bias for rows [row_begin, row_end) and 2 <= n_tokens <= 2 * P::kGroupTokens tokens (x:
 // token t's row at x + t * x_stride).
 template <class P>
 void matmul(const typename P::W* w, const float* bias, const typename P::X* x, size_t x_stride, float* y, size_t rows,
             size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
   // Tokens in one group, or two of sizes T and n_tokens - T (T or T - 1).
-  const size_t t = n_tokens <= kGroupTokens ? n_tokens : (n_tokens + 1) / 2;
-  [&]<size_t... I>(std::index_sequence<I...>) {  // t = I + 2: 2 .. kGroupTokens
+  const size_t t = n_tokens <= P::kGroupTokens ? n_tokens : (n_tokens + 1) / 2;
+  [&]<size_t... I>(std::index_sequence<I...>) {  // t = I + 2: 2 .. P::kGroupTokens
     ((t == I + 2 ? (matmul_groups<P, I + 2>(w, bias, x, x_stride, y, rows, cols, n_tokens, row_begin, row_end), 0) : 0),
      ...);
   }
-  (std::make_index_sequence<kGroupTokens - 1>{});
+  (std::make_index_sequence<P::kGroupTokens - 1>{});
 }
 
 }  // namespace small_batch

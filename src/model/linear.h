@@ -23,8 +23,9 @@ namespace nanoinfer {
 
 // A weight matrix as held in memory: `rows` rows of `row_bytes` bytes each, in `type`'s
 // layout (weight_row_bytes(type, cols)), not owned. `packed`: a quantized matrix whose whole
-// groups of 16 rows are interleaved for the kernel table's packed product (kernels/quant_blocks.h;
-// same bytes, same size); loading packs where the table has such a product.
+// groups of 16 rows are interleaved for the kernel table's packed product (kernels/quant_blocks.h),
+// or an f32 one in the f32 packed layout (kernels.h); same bytes, same size either way. Loading
+// packs where the table has such a product.
 struct Weight {
   WeightType type = WeightType::F32;
   const std::byte* data = nullptr;

@@ -58,7 +58,7 @@ TEST(GgufRoundTrip, DefaultModelLogitsBitwiseAsSafetensors) {
     const ModelWeights w = load_weights(gguf_source(f), config_from_gguf(f.layout()), std::nullopt, pool, true, &k);
     EXPECT_EQ(w.layers[0].o.type, type);
     EXPECT_EQ(w.layers[0].o.row_bytes, weight_row_bytes(type, 256));
-    EXPECT_EQ(w.layers[0].o.packed, k.matmul_packed_for(type) != nullptr) << weight_type_name(type);
+    EXPECT_EQ(w.layers[0].o.packed, k.packs(type, 256, 256)) << weight_type_name(type);
   }
 }
 

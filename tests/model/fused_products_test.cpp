@@ -248,6 +248,25 @@ TEST(FusedProducts, WeightBytesAreTheSameFusedOrApart) {
 namespace nanoinfer {
 namespace {
 
+// The model at `dir` held as `type` on `isa`, with and without ModelOptions::pack_weights:
+// bitwise the same logits at one and at three threads. Returns the comparisons made.
+size_t expect_packing_keeps_bits(const fs::path& dir, WeightType type, Isa isa) {
+  ModelOptions o;
+  o.weights = type;
+  o.isa = isa;
+  o.pack_weights = false;
+  const std::vector<float> unpacked = logits(open_model_alone(dir, o));
+  o.pack_weights = true;
+  size_t compared = 0;
+  for (int threads : {1, 3}) {
+    o.threads = threads;
+    EXPECT_TRUE(same_bits(logits(open_model_alone(dir, o)), unpacked))
+        << dir.filename() << " " << weight_type_name(type) << " " << isa_name(isa) << " threads " << threads;
+    ++compared;
+  }
+  return compared;
+}
+
 // Packed int8/int4 matrices (ModelOptions::pack_weights, kernels/quant_blocks.h) against the
 // file's row order: bitwise the same logits on every ISA, at one and at three threads; and the
 // loader packs exactly where the ISA has a packed product, embedding lookups of a packed
@@ -267,18 +286,7 @@ TEST(PackedWeights, LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasAProduct)
       ++runs;
       const WeightType type = info.type;
       for (Isa isa : model_isas()) {
-        ModelOptions o;
-        o.weights = type;
-        o.isa = isa;
-        o.pack_weights = false;
-        const std::vector<float> unpacked = logits(open_model_alone(dir, o));
-        o.pack_weights = true;
-        for (int threads : {1, 3}) {
-          o.threads = threads;
-          EXPECT_TRUE(same_bits(logits(open_model_alone(dir, o)), unpacked))
-              << dir.filename() << " " << weight_type_name(type) << " " << isa_name(isa) << " threads " << threads;
-          ++compared;
-        }
+        compared += expect_packing_keeps_bits(dir, type, isa);
         const kernels::Kernels& k = kernels::table(isa);
         ThreadPool pool(2);
         const ModelWeights w = load_weights(safetensors_source(file), cfg, type, pool, true, &k);
@@ -303,6 +311,37 @@ TEST(PackedWeights, LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasAProduct)
   EXPECT_EQ(compared, runs * model_isas().size() * 2);
   if (packed_models == 0)
     GTEST_SKIP() << "no instruction set of this CPU has a packed product (every SIMD tier has one)";
+}
+
+// f32 matrices in the f32 packed layout (kernels.h) against rows one after another: bitwise the
+// same logits on every ISA at one and three threads, and the loader packs every f32 matrix the
+// products read exactly where the ISA has the product (a tied embedding table too, whose
+// lookups then unpack its rows).
+TEST(PackedWeights, F32LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasTheProduct) {
+  const std::vector<fs::path> dirs = test::tiny_model_dirs("config.json");
+  size_t compared = 0, packed_models = 0;
+  for (const fs::path& dir : dirs) {
+    const ModelConfig cfg = ModelConfig::load(dir / "config.json");
+    const SafetensorsFile file = SafetensorsFile::open(dir / "model.safetensors");
+    for (Isa isa : model_isas()) {
+      compared += expect_packing_keeps_bits(dir, WeightType::F32, isa);
+      const kernels::Kernels& k = kernels::table(isa);
+      ThreadPool pool(2);
+      const ModelWeights w = load_weights(safetensors_source(file), cfg, WeightType::F32, pool, true, &k);
+      const bool has = k.matmul_f32_packed != nullptr;
+      for (const Weight* m :
+           {&w.layers[0].qkv.parts[0], &w.layers[0].gate_up.fused, &w.layers[0].o, &w.layers[0].down, &w.lm_head}) {
+        EXPECT_EQ(m->packed, has && kernels::f32_packable(m->rows, m->cols))
+            << dir.filename() << " " << isa_name(isa) << " " << m->rows << "x" << m->cols;
+      }
+      if (!cfg.tie_word_embeddings) {
+        EXPECT_FALSE(w.embed.packed);
+      }
+      packed_models += has && w.layers[0].down.packed;
+    }
+  }
+  EXPECT_EQ(compared, dirs.size() * model_isas().size() * 2);
+  if (packed_models == 0) GTEST_SKIP() << "no instruction set of this CPU has the f32 packed product (AVX-512 has)";
 }
 
 }  // namespace
