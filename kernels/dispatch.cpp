@@ -308,6 +308,7 @@ Kernels avx512_bf16_kernels() {
   k.matmul.bf16 = avx512_bf16::matmul_bf16;
   k.round_activations_bf16 = avx512_bf16::round_activations;
   k.matmul_bf16_rounded = avx512_bf16::matmul_bf16_rounded;
+  k.matmul_bf16_rounded_packed = avx512_bf16::matmul_bf16_rounded_packed;
   return k;
 }
 

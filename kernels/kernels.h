@@ -220,13 +220,15 @@ struct Kernels {
   // The packed-layout products, where a tier has one (nullptr elsewhere): a model opened with
   // this table packs exactly the matrices whose type has an entry here.
   ByType<MatmulPackedFn> matmul_packed;
-  // The f32 product on the f32 packed layout (below), where a tier has one: a model opened
-  // with this table packs its f32 matrices that f32_packable allows. Bitwise matmul.f32.
+  // The f32 product and the rounded bf16 one on the float packed layout (below), where a tier
+  // has them: a model opened with this table packs its matrices of those types that
+  // float_packable allows. Bitwise matmul.f32 and matmul_bf16_rounded.
   MatmulFn matmul_f32_packed = nullptr;
   // The bf16 product from activations rounded once (nullptr both on tiers whose bf16 product
   // reads f32 activations).
   RoundActivationsFn round_activations_bf16 = nullptr;
   MatmulRoundedFn matmul_bf16_rounded = nullptr;
+  MatmulRoundedFn matmul_bf16_rounded_packed = nullptr;
   // Attention over the cache's strided rows, in one call per (token, head):
   // out[j] = (sum_i q[i] * rows[j * stride + i]) * scale for j < count (scores), and, for j in
   // order, y[i] += (alphas[j] * mult) * rows[j * stride + i] (the weighted sum of values). Each
@@ -263,27 +265,29 @@ inline constexpr size_t kPackRows = 16;
 // Rewrites every whole group of 16 rows of w ([rows] rows of weight_row_bytes(type, cols))
 // in place; a last partial group is left as it is.
 void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols);
-// Row r of a packed matrix (either packed layout: the f32 one below for F32) in the ordinary
+// Row r of a packed matrix (either packed layout: the float one below for F32 and BF16) in the ordinary
 // layout: a pointer into w for a row of the partial last group, else the row unpacked into
 // `scratch` (weight_row_bytes(type, cols) bytes).
 const std::byte* packed_row(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
                             std::byte* scratch);
-// The f32 packed layout: rows in groups of kF32PackRows, each group's rows interleaved
-// kF32PackCols columns (one 64-byte line) at a time, so that a tile of a group's rows reads
-// one stream of memory, not one per row. Only for matrices f32_packable allows (every shape of
-// the supported models); others stay as they are. ISA-independent.
-inline constexpr size_t kF32PackRows = 4, kF32PackCols = 16;
-inline constexpr bool f32_packable(size_t rows, size_t cols) {
-  return rows % kF32PackRows == 0 && cols % kF32PackCols == 0;
+// The float packed layout (f32 and bf16): rows in groups of kFloatPackRows, each group's rows
+// interleaved one 64-byte line (16 f32 or 32 bf16 columns) at a time, so that a tile of a
+// group's rows reads one stream of memory, not one per row. Only for matrices whose rows are
+// whole groups and whole lines (float_packable: every shape of the supported models); others
+// stay as they are. ISA-independent.
+inline constexpr size_t kFloatPackRows = 4, kPackLine = 64;
+inline constexpr bool float_packable(WeightType type, size_t rows, size_t cols) {
+  const size_t bytes = type == WeightType::F32 ? 4 : type == WeightType::BF16 ? 2 : 0;
+  return bytes != 0 && rows % kFloatPackRows == 0 && cols * bytes % kPackLine == 0;
 }
-// Rewrites the groups of rows [0, rows) of w ([rows][cols] f32, rows a multiple of kF32PackRows,
-// cols of kF32PackCols) in place.
-void pack_f32(float* w, size_t rows, size_t cols);
-// Row r of such a matrix into out (cols floats).
-void packed_row_f32(const float* w, size_t cols, size_t r, float* out);
+// Rewrites w ([rows] rows of row_bytes bytes, as float_packable allows) in place.
+void pack_float(std::byte* w, size_t rows, size_t row_bytes);
+// Row r of such a matrix into out (row_bytes bytes).
+void packed_row_float(const std::byte* w, size_t row_bytes, size_t r, std::byte* out);
 
 inline bool Kernels::packs(WeightType type, size_t rows, size_t cols) const {
-  if (type == WeightType::F32) return matmul_f32_packed != nullptr && f32_packable(rows, cols);
+  if (type == WeightType::F32) return matmul_f32_packed != nullptr && float_packable(type, rows, cols);
+  if (type == WeightType::BF16) return matmul_bf16_rounded_packed != nullptr && float_packable(type, rows, cols);
   return matmul_packed[type] != nullptr;
 }
 // The K types' halves of those two (kernels/scalar_quant_k.cpp), and Q4_1 / Q5_0 / Q5_1's
@@ -378,6 +382,8 @@ MatmulSig matmul_bf16;
 void round_activations(const float* x, size_t n, size_t cols, uint16_t* xb);
 void matmul_bf16_rounded(const std::byte* w, const float* bias, const uint16_t* xb, float* y, size_t rows, size_t cols,
                          size_t n_tokens, size_t row_begin, size_t row_end);
+void matmul_bf16_rounded_packed(const std::byte* w, const float* bias, const uint16_t* xb, float* y, size_t rows,
+                                size_t cols, size_t n_tokens, size_t row_begin, size_t row_end);
 }  // namespace avx512_bf16
 
 }  // namespace nanoinfer::kernels

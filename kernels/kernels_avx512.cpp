@@ -181,7 +181,7 @@ constexpr size_t kSmallF32First = 4, kSmallF32Last = 6;
 
 // The small-batch driver's policy (kernels/small_batch.h): the generic kernel's chain, on
 // weights WT as they are (f32) or widened exactly (bf16), in layout G
-// (kernels/weight_layout.h). On the f32 packed layout every tile is one group of rows, so that it reads one
+// (kernels/weight_layout.h). On the float packed layout every tile is one group of rows, so that it reads one
 // stream of memory, and up to kSmallF32Tokens tokens run in one group (4 x 6 accumulators, 4
 // weight vectors and one activation vector: 29 zmm registers).
 template <class WT, size_t G = 1>
@@ -219,7 +219,7 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
                                     row_begin, row_end);
 }
 
-// The same product on the f32 packed layout (kernels.h): one token as above, two to
+// The same product on the float packed layout (kernels.h): one token as above, two to
 // kSmallF32Tokens by the small-batch driver, more by f32prefill; all bitwise matmul_f32's.
 // On Zen 5 (2 threads, the 0.5B at f32, `bench generate --rows-curve`, alternated rounds) a
 // pass of 2 / 3 / 4 rows took 1.00-1.03 / 1.03-1.05 / 1.06-1.10 decode steps when a step took
@@ -230,13 +230,13 @@ void matmul_f32_packed(const std::byte* w_bytes, const float* bias, const float*
                        size_t n_tokens, size_t row_begin, size_t row_end) {
   if (n_tokens == 0 || row_begin >= row_end) return;
   const auto* w = reinterpret_cast<const float*>(w_bytes);
-  using Small = SmallBatch<float, kF32PackRows>;
+  using Small = SmallBatch<float, kFloatPackRows>;
   if (n_tokens == 1) {
-    decode<Avx512Ops, kF32PackRows>(w, bias, x, y, rows, cols, row_begin, row_end);
+    decode<Avx512Ops, kFloatPackRows>(w, bias, x, y, rows, cols, row_begin, row_end);
   } else if (n_tokens <= kSmallF32Tokens) {
     small_batch::matmul<Small>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
   } else {
-    prefill::matmul<f32prefill::TileG<kF32PackRows>>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
+    prefill::matmul<f32prefill::TileG<kFloatPackRows>>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
   }
 }
 

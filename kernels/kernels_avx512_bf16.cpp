@@ -31,6 +31,7 @@
 #include "kernels/prefill_driver.h"
 #include "kernels/small_batch.h"
 #include "kernels/tile_sums.h"
+#include "kernels/weight_layout.h"
 
 namespace nanoinfer::kernels {
 namespace {
@@ -100,14 +101,17 @@ constexpr size_t kPassCols = 1216, kMaxPassCols = 2048;
 static_assert(kPassCols % kChunk == 0, "passes end on whole chunks");
 
 // The tile for the prefill driver (kernels/prefill_driver.h): x is the rounded block, rows
-// x_stride = padded_cols(cols) apart.
-struct Tile : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols,
-                             kMaxPassCols, true> {
+// x_stride = padded_cols(cols) apart; the weights in layout G (kernels/weight_layout.h).
+template <size_t G>
+struct TileG : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols,
+                              kMaxPassCols, true> {
+  static constexpr size_t kG = G;
   template <size_t R, size_t T, bool kPasses, bool kSpread, bool kFirst>
   static void run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
                   size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry,
                   prefill::SliceLines lines);
 };
+using Tile = TileG<1>;
 
 // Columns [c_begin, c_end) of one R x T register tile: rows r0.., tokens t0.. of the rounded
 // block xb (row stride `stride`, token t0 at xb). Accumulator e = t * R + r. c_begin is a
@@ -120,16 +124,17 @@ struct Tile : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlo
 // kPrefetchAhead bytes on into L1. Together, on Zen 5, 2 threads, 64 tokens, weights
 // from memory: the 896-column products from ~720-740 to ~820-835 GFLOP/s (in-process A/B
 // against the burst before each tile; down_proj, in passes, keeps the burst).
+template <size_t G>
 template <size_t R, size_t T, bool kPasses, bool kSpread, bool kFirst>
-inline void Tile::run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
-                      size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry,
-                      prefill::SliceLines lines) {
+inline void TileG<G>::run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y,
+                          size_t rows, size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry,
+                          prefill::SliceLines lines) {
   if constexpr (kSpread && T == 1) lines.all();
   __m512 acc[R * T];
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const uint16_t* wr[R];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < R; ++r) wr[r] = w + (r0 + r) * cols;
+  for (size_t r = 0; r < R; ++r) wr[r] = row_start<G, kChunk>(w, r0 + r, cols);
 
   const size_t body = c_end - (c_end == cols ? cols % kChunk : 0);
   for (size_t c = c_begin; c < body; c += kChunk) {
@@ -141,8 +146,8 @@ inline void Tile::run(const uint16_t* w, const float* bias, const uint16_t* xb, 
     for (size_t r = 0; r < R; ++r) {
       // A strip's first tile reads its rows from beyond L1: each row's line kPrefetchAhead
       // bytes on is asked for explicitly (a hint; it never faults past the end).
-      if constexpr (kFirst) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c) + kPrefetchAhead, _MM_HINT_T0);
-      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wr[r] + c));
+      if constexpr (kFirst) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c * G) + kPrefetchAhead, _MM_HINT_T0);
+      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wr[r] + c * G));
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_dpbf16_ps(acc[t * R + r], wv, xv[t]);
     }
@@ -160,7 +165,7 @@ inline void Tile::run(const uint16_t* w, const float* bias, const uint16_t* xb, 
     for (size_t t = 0; t < T; ++t) xv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xb + t * stride + body));
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m, wr[r] + body));
+      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m, wr[r] + body * G));
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_dpbf16_ps(acc[t * R + r], wv, xv[t]);
     }
@@ -168,15 +173,20 @@ inline void Tile::run(const uint16_t* w, const float* bias, const uint16_t* xb, 
   tile_sums::store_sums<Bf16Tree, R, T>(acc, bias, y, rows, r0, t0);
 }
 
-// The whole row in one pass (decode).
-template <size_t R, size_t T>
+// The whole row in one pass (decode), weights in layout G.
+template <size_t R, size_t T, size_t G = 1>
 inline void tile(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
                  size_t cols, size_t r0, size_t t0) {
-  Tile::run<R, T, false, false, false>(w, bias, xb, stride, y, rows, cols, r0, t0, 0, cols, nullptr, {});
+  TileG<G>::template run<R, T, false, false, false>(w, bias, xb, stride, y, rows, cols, r0, t0, 0, cols, nullptr, {});
 }
 
 // The small-batch driver's policy (kernels/small_batch.h): the prefill tile's chain, the
-// activations padded to whole chunks (no tail mask needed on them).
+// activations padded to whole chunks (no tail mask needed on them); weights in layout G. On the
+// float packed layout every tile is one group of rows (one stream of memory) and up to
+// kSmallPackedTokens tokens run in one group (4 x 6 accumulators, 4 weight vectors and one
+// activation vector: 29 zmm registers).
+constexpr size_t kSmallPackedTokens = 6;
+template <size_t G = 1>
 struct SmallBatch {
   using W = uint16_t;
   using X = uint16_t;
@@ -187,8 +197,8 @@ struct SmallBatch {
   // step of 20-22 ms) without them 2-4 rows took 23.4-26.4 ms against 25.1-26.8, with them 8 rows
   // 26.9-28.1 against 27.4-29.0.
   static constexpr bool ask_l1(size_t tokens) { return tokens > 4; }
-  static constexpr size_t kG = 1, kGroupTokens = small_batch::kGroupTokens;
-  static constexpr size_t rows(size_t tokens) { return small_batch::rows_for(tokens); }
+  static constexpr size_t kG = G, kGroupTokens = G == 1 ? small_batch::kGroupTokens : kSmallPackedTokens;
+  static constexpr size_t rows(size_t tokens) { return G == 1 ? small_batch::rows_for(tokens) : G; }
   static V load_w(const uint16_t* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
   static V load_x(const uint16_t* p) { return load_w(p); }
   static V load_w_tail(const uint16_t* p, size_t n) {
@@ -246,10 +256,29 @@ void matmul_bf16_rounded(const std::byte* w_bytes, const float* bias, const uint
     return;
   }
   if (n_tokens <= small_batch::kMaxTokens) {
-    small_batch::matmul<SmallBatch>(w, bias, xb, stride, y, rows, cols, n_tokens, row_begin, row_end);
+    small_batch::matmul<SmallBatch<>>(w, bias, xb, stride, y, rows, cols, n_tokens, row_begin, row_end);
     return;
   }
   prefill::matmul<Tile>(w, bias, xb, stride, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
+// The same product on the float packed layout (kernels.h): decode a group of rows per tile, up to
+// kSmallPackedTokens by the small-batch driver, more by the prefill tiles; bitwise the above.
+void matmul_bf16_rounded_packed(const std::byte* w_bytes, const float* bias, const uint16_t* xb, float* y, size_t rows,
+                                size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens == 0 || row_begin >= row_end) return;
+  constexpr size_t G = kFloatPackRows;
+  const auto* w = reinterpret_cast<const uint16_t*>(w_bytes);
+  const size_t stride = padded_cols(cols);
+  if (n_tokens == 1) {
+    size_t r = row_begin;
+    for (; r + G <= row_end; r += G) tile<G, 1, G>(w, bias, xb, stride, y, rows, cols, r, 0);
+    for (; r < row_end; ++r) tile<1, 1, G>(w, bias, xb, stride, y, rows, cols, r, 0);
+  } else if (n_tokens <= kSmallPackedTokens) {
+    small_batch::matmul<SmallBatch<G>>(w, bias, xb, stride, y, rows, cols, n_tokens, row_begin, row_end);
+  } else {
+    prefill::matmul<TileG<G>>(w, bias, xb, stride, y, rows, cols, n_tokens, row_begin, row_end);
+  }
 }
 
 // From f32 activations: rounded into this thread's buffer, then the product above.

@@ -30,7 +30,7 @@ namespace prefill {
 // TokenTile tokens; tokens in blocks of TokenBlock when rows are read in one
 // pass, of WideTokenBlock when rows wider than MaxPassCols are read in passes of PassCols
 // columns (the carry buffer holds one such block's tiles).
-// kG: the weights' layout (kernels/weight_layout.h; a Tile on the f32 packed layout hides
+// kG: the weights' layout (kernels/weight_layout.h; a Tile on the float packed layout hides
 // this 1 with its own), which only moves where the driver's prefetches point.
 // SpreadPrefetch: the tile asks for its share of the next slice itself, a line per step of its
 // loop (Tile::run takes kSpread and kFirst flags and a SliceLines, below), instead of the driver asking in

@@ -80,22 +80,20 @@ void silu_mul_f32(const float* gate, const float* up, float* out, size_t n) {
 
 }  // namespace scalar
 
-void pack_f32(float* w, size_t rows, size_t cols) {
-  std::vector<float> group(kF32PackRows * cols);
-  for (size_t g = 0; g < rows; g += kF32PackRows) {
-    float* dst = w + g * cols;
-    std::memcpy(group.data(), dst, group.size() * sizeof(float));
-    for (size_t c = 0; c < cols; c += kF32PackCols)
-      for (size_t r = 0; r < kF32PackRows; ++r)
-        std::memcpy(dst + c * kF32PackRows + r * kF32PackCols, group.data() + r * cols + c,
-                    kF32PackCols * sizeof(float));
+void pack_float(std::byte* w, size_t rows, size_t row_bytes) {
+  std::vector<std::byte> group(kFloatPackRows * row_bytes);
+  for (size_t g = 0; g < rows; g += kFloatPackRows) {
+    std::byte* dst = w + g * row_bytes;
+    std::memcpy(group.data(), dst, group.size());
+    for (size_t c = 0; c < row_bytes; c += kPackLine)
+      for (size_t r = 0; r < kFloatPackRows; ++r)
+        std::memcpy(dst + c * kFloatPackRows + r * kPackLine, group.data() + r * row_bytes + c, kPackLine);
   }
 }
 
-void packed_row_f32(const float* w, size_t cols, size_t r, float* out) {
-  const float* group = w + r / kF32PackRows * kF32PackRows * cols + r % kF32PackRows * kF32PackCols;
-  for (size_t c = 0; c < cols; c += kF32PackCols)
-    std::memcpy(out + c, group + c * kF32PackRows, kF32PackCols * sizeof(float));
+void packed_row_float(const std::byte* w, size_t row_bytes, size_t r, std::byte* out) {
+  const std::byte* group = w + r / kFloatPackRows * kFloatPackRows * row_bytes + r % kFloatPackRows * kPackLine;
+  for (size_t c = 0; c < row_bytes; c += kPackLine) std::memcpy(out + c, group + c * kFloatPackRows, kPackLine);
 }
 
 }  // namespace nanoinfer::kernels

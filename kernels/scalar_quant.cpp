@@ -190,8 +190,8 @@ void pack_quantized(WeightType type, std::byte* w, size_t rows, size_t cols) {
 
 const std::byte* packed_row(WeightType type, const std::byte* w, size_t rows, size_t cols, size_t r,
                             std::byte* scratch) {
-  if (type == WeightType::F32) {
-    packed_row_f32(reinterpret_cast<const float*>(w), cols, r, reinterpret_cast<float*>(scratch));
+  if (type == WeightType::F32 || type == WeightType::BF16) {
+    packed_row_float(w, weight_row_bytes(type, cols), r, scratch);
     return scratch;
   }
   if (weight_type_info(type).block_elems == kSuperBlock) return packed_row_k(type, w, rows, cols, r, scratch);

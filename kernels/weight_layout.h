@@ -1,6 +1,6 @@
 // Where a float matrix's rows are, for kernels written once for both layouts: G = 1, rows one
-// after another; G = kF32PackRows, the f32 packed layout (kernels.h: G rows interleaved one
-// step of kStep columns at a time). In either, row r's step at column c (a multiple of kStep)
+// after another; G = kFloatPackRows, the float packed layout (kernels.h: G rows interleaved
+// one step of kStep columns, one 64-byte line, at a time). In either, row r's step at column c (a multiple of kStep)
 // starts at row_start<G, kStep>(w, r, cols) + c * G. Include only from kernel translation
 // units: it has internal linkage (see simd_kernels.h for why).
 #pragma once

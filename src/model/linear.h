@@ -24,7 +24,7 @@ namespace nanoinfer {
 // A weight matrix as held in memory: `rows` rows of `row_bytes` bytes each, in `type`'s
 // layout (weight_row_bytes(type, cols)), not owned. `packed`: a quantized matrix whose whole
 // groups of 16 rows are interleaved for the kernel table's packed product (kernels/quant_blocks.h),
-// or an f32 one in the f32 packed layout (kernels.h); same bytes, same size either way. Loading
+// or an f32 or bf16 one in the float packed layout (kernels.h); same bytes, same size either way. Loading
 // packs where the table has such a product.
 struct Weight {
   WeightType type = WeightType::F32;

@@ -139,14 +139,13 @@ class Loader {
 
   // Rewrites w (at dst) in the packed layout when the kernel table has a packed product for
   // its type: a quantized type's (kernels/quant_blocks.h), every whole group of 16 rows, or
-  // f32's (kernels.h) where the shape allows it; across the pool.
+  // the float one of f32 and bf16 (kernels.h) where the shape allows it; across the pool.
   void pack(Weight& w, std::byte* dst) {
     if (pack_for_ == nullptr || !pack_for_->packs(w.type, w.rows, w.cols)) return;
-    if (w.type == WeightType::F32) {
-      const size_t groups = w.rows / kernels::kF32PackRows;
+    if (w.type == WeightType::F32 || w.type == WeightType::BF16) {
+      const size_t groups = w.rows / kernels::kFloatPackRows, group_bytes = kernels::kFloatPackRows * w.row_bytes;
       pool_.parallel_for(groups, 1, [&](size_t begin, size_t end) {
-        kernels::pack_f32(reinterpret_cast<float*>(dst) + begin * kernels::kF32PackRows * w.cols,
-                          (end - begin) * kernels::kF32PackRows, w.cols);
+        kernels::pack_float(dst + begin * group_bytes, (end - begin) * kernels::kFloatPackRows, w.row_bytes);
       });
       w.packed = true;
       return;

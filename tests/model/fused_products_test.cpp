@@ -313,35 +313,39 @@ TEST(PackedWeights, LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasAProduct)
     GTEST_SKIP() << "no instruction set of this CPU has a packed product (every SIMD tier has one)";
 }
 
-// f32 matrices in the f32 packed layout (kernels.h) against rows one after another: bitwise the
-// same logits on every ISA at one and three threads, and the loader packs every f32 matrix the
-// products read exactly where the ISA has the product (a tied embedding table too, whose
-// lookups then unpack its rows).
-TEST(PackedWeights, F32LogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasTheProduct) {
+// f32 and bf16 matrices in the float packed layout (kernels.h) against rows one after another:
+// bitwise the same logits on every ISA at one and three threads, and the loader packs every
+// matrix the products read exactly where the ISA has the product and the shape allows (a tied
+// embedding table too, whose lookups then unpack its rows).
+TEST(PackedWeights, FloatLogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasTheProduct) {
   const std::vector<fs::path> dirs = test::tiny_model_dirs("config.json");
   size_t compared = 0, packed_models = 0;
   for (const fs::path& dir : dirs) {
     const ModelConfig cfg = ModelConfig::load(dir / "config.json");
     const SafetensorsFile file = SafetensorsFile::open(dir / "model.safetensors");
-    for (Isa isa : model_isas()) {
-      compared += expect_packing_keeps_bits(dir, WeightType::F32, isa);
-      const kernels::Kernels& k = kernels::table(isa);
-      ThreadPool pool(2);
-      const ModelWeights w = load_weights(safetensors_source(file), cfg, WeightType::F32, pool, true, &k);
-      const bool has = k.matmul_f32_packed != nullptr;
-      for (const Weight* m :
-           {&w.layers[0].qkv.parts[0], &w.layers[0].gate_up.fused, &w.layers[0].o, &w.layers[0].down, &w.lm_head}) {
-        EXPECT_EQ(m->packed, has && kernels::f32_packable(m->rows, m->cols))
-            << dir.filename() << " " << isa_name(isa) << " " << m->rows << "x" << m->cols;
+    for (WeightType type : {WeightType::F32, WeightType::BF16}) {
+      for (Isa isa : model_isas()) {
+        compared += expect_packing_keeps_bits(dir, type, isa);
+        const kernels::Kernels& k = kernels::table(isa);
+        ThreadPool pool(2);
+        const ModelWeights w = load_weights(safetensors_source(file), cfg, type, pool, true, &k);
+        const bool has =
+            (type == WeightType::F32 ? k.matmul_f32_packed != nullptr : k.matmul_bf16_rounded_packed != nullptr);
+        for (const Weight* m :
+             {&w.layers[0].qkv.parts[0], &w.layers[0].gate_up.fused, &w.layers[0].o, &w.layers[0].down, &w.lm_head}) {
+          EXPECT_EQ(m->packed, has && kernels::float_packable(type, m->rows, m->cols))
+              << dir.filename() << " " << weight_type_name(type) << " " << isa_name(isa) << " " << m->rows << "x"
+              << m->cols;
+        }
+        if (!cfg.tie_word_embeddings) {
+          EXPECT_FALSE(w.embed.packed);
+        }
+        packed_models += has && w.layers[0].down.packed;
       }
-      if (!cfg.tie_word_embeddings) {
-        EXPECT_FALSE(w.embed.packed);
-      }
-      packed_models += has && w.layers[0].down.packed;
     }
   }
-  EXPECT_EQ(compared, dirs.size() * model_isas().size() * 2);
-  if (packed_models == 0) GTEST_SKIP() << "no instruction set of this CPU has the f32 packed product (AVX-512 has)";
+  EXPECT_EQ(compared, dirs.size() * 2 * model_isas().size() * 2);
+  if (packed_models == 0) GTEST_SKIP() << "no instruction set of this CPU has a float packed product (AVX-512 has)";
 }
 
 }  // namespace
