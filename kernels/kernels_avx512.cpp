@@ -224,8 +224,10 @@ void matmul_f32(const std::byte* w, const float* bias, const float* x, float* y,
 // On Zen 5 (2 threads, the 0.5B at f32, `bench generate --rows-curve`, alternated rounds) a
 // pass of 2 / 3 / 4 rows took 1.00-1.03 / 1.03-1.05 / 1.06-1.10 decode steps when a step took
 // ~42 ms and 1.07-1.08 / 1.18-1.24 / 1.37-1.38 at ~27 ms, against 1.09 / 1.14 / 1.25 and
-// 1.26 / 1.36 / 1.41 on rows one after another; 6 and 8 rows by the small-batch driver's two
-// token groups 1.26-1.30 and 1.42-1.49 steps (slow host), by f32prefill 1.33-1.35 and 1.37-1.39.
+// 1.26 / 1.36 / 1.41 on rows one after another. On the slow host 6 rows took 1.26-1.30 steps
+// as one token group against 1.33-1.35 by f32prefill, and 8 rows 1.42-1.49 as two groups
+// against 1.37-1.39; on the fast one 6 rows cost more packed than on rows one after another
+// (1.70-1.73 against 1.47-1.50), the one shape where the layout loses.
 void matmul_f32_packed(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                        size_t n_tokens, size_t row_begin, size_t row_end) {
   if (n_tokens == 0 || row_begin >= row_end) return;
