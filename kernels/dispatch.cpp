@@ -256,6 +256,7 @@ Kernels avx2_kernels() {
   Kernels k = scalar_kernels();
   k.isa = Isa::Avx2;
   k.matmul = avx2::matmul;
+  k.matmul_packed_float = avx2::matmul_packed_float;
   k.matmul_quantized = k.matmul_quantized.with(avx2::matmul_quantized);
   k.quantize_activations = avx2::quantize_activations;
   k.matmul_packed = avx2::matmul_packed;
@@ -283,7 +284,7 @@ Kernels avx512_kernels() {
   Kernels k = avx2_kernels();
   k.isa = Isa::Avx512;
   k.matmul = avx512::matmul;
-  k.matmul_f32_packed = avx512::matmul_f32_packed;
+  k.matmul_packed_float = avx512::matmul_packed_float;
   k.dot_rows_f32 = avx512::dot_rows_f32;
   k.axpy_rows_f32 = avx512::axpy_rows_f32;
   k.attention = avx512::attention;
@@ -308,6 +309,7 @@ Kernels avx512_bf16_kernels() {
   k.matmul.bf16 = avx512_bf16::matmul_bf16;
   k.round_activations_bf16 = avx512_bf16::round_activations;
   k.matmul_bf16_rounded = avx512_bf16::matmul_bf16_rounded;
+  k.matmul_packed_float.bf16 = avx512_bf16::matmul_bf16_packed;
   k.matmul_bf16_rounded_packed = avx512_bf16::matmul_bf16_rounded_packed;
   return k;
 }

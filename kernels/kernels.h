@@ -220,15 +220,15 @@ struct Kernels {
   // The packed-layout products, where a tier has one (nullptr elsewhere): a model opened with
   // this table packs exactly the matrices whose type has an entry here.
   ByType<MatmulPackedFn> matmul_packed;
-  // The f32 product and the rounded bf16 one on the float packed layout (below), where a tier
-  // has them: a model opened with this table packs its matrices of those types that
-  // float_packable allows. Bitwise matmul.f32 and matmul_bf16_rounded.
-  MatmulFn matmul_f32_packed = nullptr;
+  // The float types' products on the float packed layout (below), where a tier has them
+  // (nullptr for the quantized types): a model opened with this table packs its matrices of a
+  // type with an entry here that float_packable allows. Bitwise the matmul entry's.
+  ByType<MatmulFn> matmul_packed_float;
   // The bf16 product from activations rounded once (nullptr both on tiers whose bf16 product
   // reads f32 activations).
   RoundActivationsFn round_activations_bf16 = nullptr;
   MatmulRoundedFn matmul_bf16_rounded = nullptr;
-  MatmulRoundedFn matmul_bf16_rounded_packed = nullptr;
+  MatmulRoundedFn matmul_bf16_rounded_packed = nullptr;  // the same on the float packed layout
   // Attention over the cache's strided rows, in one call per (token, head):
   // out[j] = (sum_i q[i] * rows[j * stride + i]) * scale for j < count (scores), and, for j in
   // order, y[i] += (alphas[j] * mult) * rows[j * stride + i] (the weighted sum of values). Each
@@ -286,8 +286,8 @@ void pack_float(std::byte* w, size_t rows, size_t row_bytes);
 void packed_row_float(const std::byte* w, size_t row_bytes, size_t r, std::byte* out);
 
 inline bool Kernels::packs(WeightType type, size_t rows, size_t cols) const {
-  if (type == WeightType::F32) return matmul_f32_packed != nullptr && float_packable(type, rows, cols);
-  if (type == WeightType::BF16) return matmul_bf16_rounded_packed != nullptr && float_packable(type, rows, cols);
+  if (type == WeightType::F32 || type == WeightType::BF16)
+    return matmul_packed_float[type] != nullptr && float_packable(type, rows, cols);
   return matmul_packed[type] != nullptr;
 }
 // The K types' halves of those two (kernels/scalar_quant_k.cpp), and Q4_1 / Q5_0 / Q5_1's
@@ -349,6 +349,7 @@ SiluMulSig silu_mul_f32;
 }  // namespace scalar
 namespace avx2 {  // kernels/kernels_avx2.cpp, kernels/quant_avx2.cpp
 extern const ByType<MatmulFn> matmul;
+extern const ByType<MatmulFn> matmul_packed_float;
 extern const ByType<MatmulQuantizedFn> matmul_quantized;
 extern const ByType<MatmulPackedFn> matmul_packed;
 QuantizeActivationsSig quantize_activations;
@@ -366,7 +367,7 @@ extern const ByType<MatmulPackedFn> matmul_packed;
 }  // namespace avx2_vnni
 namespace avx512 {  // kernels/kernels_avx512.cpp, kernels/attention_avx512.cpp
 extern const ByType<MatmulFn> matmul;
-extern const MatmulFn matmul_f32_packed;
+extern const ByType<MatmulFn> matmul_packed_float;
 extern const DotRowsFn dot_rows_f32;
 extern const AxpyRowsFn axpy_rows_f32;
 extern const ByKvType attention;
@@ -384,6 +385,7 @@ void matmul_bf16_rounded(const std::byte* w, const float* bias, const uint16_t* 
                          size_t n_tokens, size_t row_begin, size_t row_end);
 void matmul_bf16_rounded_packed(const std::byte* w, const float* bias, const uint16_t* xb, float* y, size_t rows,
                                 size_t cols, size_t n_tokens, size_t row_begin, size_t row_end);
+MatmulSig matmul_bf16_packed;
 }  // namespace avx512_bf16
 
 }  // namespace nanoinfer::kernels

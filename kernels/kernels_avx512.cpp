@@ -108,6 +108,7 @@ template <size_t G>
 struct TileG
     : prefill::Shape<float, float, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols, kMaxPassCols> {
   static constexpr size_t kG = G;
+  static_assert(kW == kLineElems<float>, "a step is one line of the packed layout: column c at c * G");
   template <size_t R, size_t T, bool kPasses>
   static void run(const float* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows,
                   size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry);
@@ -126,7 +127,7 @@ inline void TileG<G>::run(const float* w, const float* bias, const float* x, siz
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const float* wr[R];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < R; ++r) wr[r] = row_start<G, kW>(w, r0 + r, cols);
+  for (size_t r = 0; r < R; ++r) wr[r] = row_start<G>(w, r0 + r, cols);
 
   const size_t body = c_end - (c_end == cols ? cols % kW : 0);
   for (size_t c = c_begin; c < body; c += kW) {
@@ -254,12 +255,24 @@ void matmul_bf16_widened(const std::byte* w, const float* bias, const float* x, 
   matmul_bytes<Avx512Ops, uint16_t>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
+// The same on the float packed layout (kernels.h), bitwise the above: the small-batch tiles
+// one group of rows by every token.
+void matmul_bf16_widened_packed(const std::byte* w, const float* bias, const float* x, float* y, size_t rows,
+                                size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens >= 2 && n_tokens <= kSmallF32Tokens && row_begin < row_end) {
+    small_batch::matmul<SmallBatch<uint16_t, kFloatPackRows>>(reinterpret_cast<const uint16_t*>(w), bias, x, cols, y,
+                                                              rows, cols, n_tokens, row_begin, row_end);
+    return;
+  }
+  matmul_bytes<Avx512Ops, uint16_t, kFloatPackRows>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
 }  // namespace
 
 namespace avx512 {
 
 constinit const ByType<MatmulFn> matmul{.f32 = matmul_f32, .bf16 = matmul_bf16_widened};
-constinit const MatmulFn matmul_f32_packed = nanoinfer::kernels::matmul_f32_packed;
+constinit const ByType<MatmulFn> matmul_packed_float{.f32 = matmul_f32_packed, .bf16 = matmul_bf16_widened_packed};
 constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx512Ops>;
 constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx512Ops>;
 

@@ -106,6 +106,7 @@ template <size_t G>
 struct TileG : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols,
                               kMaxPassCols, true> {
   static constexpr size_t kG = G;
+  static_assert(kChunk == kLineElems<uint16_t>, "a step is one line of the packed layout: column c at c * G");
   template <size_t R, size_t T, bool kPasses, bool kSpread, bool kFirst>
   static void run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
                   size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry,
@@ -134,7 +135,7 @@ inline void TileG<G>::run(const uint16_t* w, const float* bias, const uint16_t* 
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
   const uint16_t* wr[R];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < R; ++r) wr[r] = row_start<G, kChunk>(w, r0 + r, cols);
+  for (size_t r = 0; r < R; ++r) wr[r] = row_start<G>(w, r0 + r, cols);
 
   const size_t body = c_end - (c_end == cols ? cols % kChunk : 0);
   for (size_t c = c_begin; c < body; c += kChunk) {
@@ -288,6 +289,15 @@ void matmul_bf16(const std::byte* w_bytes, const float* bias, const float* x, fl
   uint16_t* xb = activation_buffer(n_tokens * padded_cols(cols));
   round_rows(x, n_tokens, cols, xb);
   matmul_bf16_rounded(w_bytes, bias, xb, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
+// The same on the float packed layout.
+void matmul_bf16_packed(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows, size_t cols,
+                        size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens == 0 || row_begin >= row_end) return;
+  uint16_t* xb = activation_buffer(n_tokens * padded_cols(cols));
+  round_rows(x, n_tokens, cols, xb);
+  matmul_bf16_rounded_packed(w_bytes, bias, xb, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 }  // namespace avx512_bf16

@@ -67,9 +67,10 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
   for (size_t e = 0; e < R * T; ++e) acc[e] = _mm512_setzero_ps();
   const typename P::W* wr[R];
 #pragma GCC unroll 16
-  for (size_t r = 0; r < R; ++r) wr[r] = row_start<P::kG, S>(w, r0 + r, cols);
+  for (size_t r = 0; r < R; ++r) wr[r] = row_start<P::kG>(w, r0 + r, cols);
   const size_t next = R * cols, body = cols - cols % S;  // next: elements to the next tile's rows
   for (size_t c = 0; c < body; c += S) {
+    const size_t o = col_offset<P::kG, S, typename P::W>(c);  // column c's offset along a row
     if constexpr (R > T) {
       typename P::V xv[T];
 #pragma GCC unroll 8
@@ -77,11 +78,10 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
 #pragma GCC unroll 16
       for (size_t r = 0; r < R; ++r) {
         if (ahead) {
-          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c * P::kG), _MM_HINT_T1);
-          if constexpr (P::ask_l1(T))
-            _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c * P::kG) + kL1Ahead, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + o), _MM_HINT_T1);
+          if constexpr (P::ask_l1(T)) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + o) + kL1Ahead, _MM_HINT_T0);
         }
-        typename P::V wv = P::load_w(wr[r] + c * P::kG);
+        typename P::V wv = P::load_w(wr[r] + o);
         // Held in a register: GCC would otherwise fold the load into each of the T products.
         asm("" : "+v"(wv));
 #pragma GCC unroll 8
@@ -92,11 +92,10 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
 #pragma GCC unroll 16
       for (size_t r = 0; r < R; ++r) {
         if (ahead) {
-          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + c * P::kG), _MM_HINT_T1);
-          if constexpr (P::ask_l1(T))
-            _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c * P::kG) + kL1Ahead, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(wr[r] + 2 * next + o), _MM_HINT_T1);
+          if constexpr (P::ask_l1(T)) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + o) + kL1Ahead, _MM_HINT_T0);
         }
-        wv[r] = P::load_w(wr[r] + c * P::kG);
+        wv[r] = P::load_w(wr[r] + o);
       }
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) {
@@ -110,7 +109,7 @@ void tile(const typename P::W* w, const float* bias, const typename P::X* x, siz
     const size_t n = cols - body;
     typename P::V wv[R];
 #pragma GCC unroll 16
-    for (size_t r = 0; r < R; ++r) wv[r] = P::load_w_tail(wr[r] + body * P::kG, n);
+    for (size_t r = 0; r < R; ++r) wv[r] = P::load_w_tail(wr[r] + col_offset<P::kG, S, typename P::W>(body), n);
 #pragma GCC unroll 8
     for (size_t t = 0; t < T; ++t) {
       const typename P::V xv = P::load_x_tail(x + t * x_stride + body, n);

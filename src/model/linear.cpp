@@ -62,10 +62,10 @@ Input prepare(const Compute& c, WeightType type, const float* x, size_t cols, si
 // Rows [begin, end) of w x + bias into y, whose rows are `stride` floats.
 void product(const Compute& c, const Weight& w, const float* bias, const Input& in, float* y, size_t stride,
              size_t begin, size_t end) {
-  if (w.packed && w.type == WeightType::F32) {
-    c.k->matmul_f32_packed(w.data, bias, in.x, y, stride, w.cols, in.n_tokens, begin, end);
-  } else if (w.packed && w.type == WeightType::BF16) {
+  if (w.packed && w.type == WeightType::BF16 && in.xb != nullptr) {
     c.k->matmul_bf16_rounded_packed(w.data, bias, in.xb, y, stride, w.cols, in.n_tokens, begin, end);
+  } else if (w.packed && !quantized(w.type)) {
+    c.k->matmul_packed_float[w.type](w.data, bias, in.x, y, stride, w.cols, in.n_tokens, begin, end);
   } else if (w.packed) {
     c.k->matmul_packed_for(w.type)(w.data, w.rows, bias, *in.xq, y, stride, begin, end);
   } else if (quantized(w.type)) {

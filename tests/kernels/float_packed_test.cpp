@@ -1,9 +1,10 @@
 // The float packed layout (kernels.h: groups of kFloatPackRows rows interleaved one 64-byte
 // line at a time, f32 and bf16) and the products that read it: every row unpacks to itself,
 // the bytes sit where the layout says, and on every tier with a packed product its outputs are
-// bitwise that tier's own product on the matrix as it was (an f32 product's bits are its
-// tier's: the lane reduction differs between tiers; the bf16 one is also held to its scalar
-// reference, matmul_bf16_dot), for decode, every small-batch token count, prefill past a token
+// bitwise that tier's own product on the matrix as it was (a float product's bits are its
+// tier's: the lane reduction differs between tiers; the avx512-bf16 tier's bf16 products, from
+// f32 and from rounded activations, are also held to their scalar reference, matmul_bf16_dot),
+// for decode, every small-batch token count, prefill past a token
 // block, rows read in passes, and row ranges cut inside and across the groups.
 #include <gtest/gtest.h>
 
@@ -88,7 +89,7 @@ TEST(FloatPackedMatmul, BitwiseTheTiersOwnProductOnEveryTierWithOne) {
         for (size_t n : counts) {
           const std::vector<float> x = test::random_floats(n * s.cols, static_cast<uint32_t>(n + 100));
           std::vector<uint16_t> xb;
-          if (type == WeightType::BF16) {
+          if (type == WeightType::BF16 && k.round_activations_bf16 != nullptr) {
             xb.resize(n * bf16_row_stride(s.cols));
             k.round_activations_bf16(x.data(), n, s.cols, xb.data());
           }
@@ -96,24 +97,25 @@ TEST(FloatPackedMatmul, BitwiseTheTiersOwnProductOnEveryTierWithOne) {
             const std::string what = std::string(isa_name(isa)) + " " + std::string(weight_type_name(type)) + " " +
                                      std::to_string(s.rows) + "x" + std::to_string(s.cols) + " tokens " +
                                      std::to_string(n) + (b ? " bias" : "");
-            const auto product = [&](const std::vector<std::byte>& m, bool is_packed, float* out, size_t rb,
-                                     size_t re) {
-              if (type == WeightType::F32) {
-                (is_packed ? k.matmul_f32_packed : k.matmul_for(type))(m.data(), b, x.data(), out, s.rows, s.cols, n,
-                                                                       rb, re);
-              } else {
-                (is_packed ? k.matmul_bf16_rounded_packed : k.matmul_bf16_rounded)(m.data(), b, xb.data(), out, s.rows,
-                                                                                   s.cols, n, rb, re);
-              }
-            };
-            const std::vector<float> y = test::run_row_ranges(
-                n, s.rows, cuts, [&](float* out, size_t rb, size_t re) { product(packed, true, out, rb, re); });
+            // The MatmulFn entry (f32 activations) packed against rows one after another, and the
+            // bf16 tier's product from rounded activations likewise.
+            const auto from_floats = [&](const std::vector<std::byte>& m, MatmulFn fn, float* out, size_t rb,
+                                         size_t re) { fn(m.data(), b, x.data(), out, s.rows, s.cols, n, rb, re); };
+            const std::vector<float> y = test::run_row_ranges(n, s.rows, cuts, [&](float* out, size_t rb, size_t re) {
+              from_floats(packed, k.matmul_packed_float[type], out, rb, re);
+            });
             std::vector<float> own(n * s.rows);
-            product(w, false, own.data(), 0, s.rows);
+            from_floats(w, k.matmul_for(type), own.data(), 0, s.rows);
             ASSERT_TRUE(same_bits(y, own)) << what << describe_difference(y, own, s.rows);
-            if (type == WeightType::BF16) {
+            if (type == WeightType::BF16 && k.matmul_bf16_rounded_packed != nullptr) {
+              const std::vector<float> yr =
+                  test::run_row_ranges(n, s.rows, cuts, [&](float* out, size_t rb, size_t re) {
+                    k.matmul_bf16_rounded_packed(packed.data(), b, xb.data(), out, s.rows, s.cols, n, rb, re);
+                  });
               std::vector<float> ref(n * s.rows);
               matmul_bf16_dot(w.data(), b, x.data(), ref.data(), s.rows, s.cols, n, 0, s.rows);
+              ASSERT_TRUE(same_bits(yr, ref))
+                  << what << " rounded, against matmul_bf16_dot" << describe_difference(yr, ref, s.rows);
               ASSERT_TRUE(same_bits(y, ref))
                   << what << " against matmul_bf16_dot" << describe_difference(y, ref, s.rows);
             }
@@ -123,7 +125,7 @@ TEST(FloatPackedMatmul, BitwiseTheTiersOwnProductOnEveryTierWithOne) {
       }
     }
   }
-  if (products == 0) GTEST_SKIP() << "no instruction set of this CPU has a float packed product (AVX-512 has)";
+  if (products == 0) GTEST_SKIP() << "no instruction set of this CPU has a float packed product (every SIMD tier has)";
   EXPECT_EQ(compared, products * shapes.size() * counts.size() * 2);
 }
 
