@@ -234,6 +234,15 @@ uint16_t* activation_buffer(size_t n) {
   return buffer.data;
 }
 
+// x rounded into this thread's buffer, then `product` from it.
+void rounded_from_f32(MatmulRoundedFn product, const std::byte* w, const float* bias, const float* x, float* y,
+                      size_t rows, size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens == 0 || row_begin >= row_end) return;
+  uint16_t* xb = activation_buffer(n_tokens * padded_cols(cols));
+  round_rows(x, n_tokens, cols, xb);
+  product(w, bias, xb, y, rows, cols, n_tokens, row_begin, row_end);
+}
+
 }  // namespace
 
 namespace avx512_bf16 {
@@ -282,22 +291,16 @@ void matmul_bf16_rounded_packed(const std::byte* w_bytes, const float* bias, con
   }
 }
 
-// From f32 activations: rounded into this thread's buffer, then the product above.
+// From f32 activations: rounded into this thread's buffer, then the product above, on rows one
+// after another or on the float packed layout.
 void matmul_bf16(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                  size_t n_tokens, size_t row_begin, size_t row_end) {
-  if (n_tokens == 0 || row_begin >= row_end) return;
-  uint16_t* xb = activation_buffer(n_tokens * padded_cols(cols));
-  round_rows(x, n_tokens, cols, xb);
-  matmul_bf16_rounded(w_bytes, bias, xb, y, rows, cols, n_tokens, row_begin, row_end);
+  rounded_from_f32(matmul_bf16_rounded, w_bytes, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
-// The same on the float packed layout.
 void matmul_bf16_packed(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                         size_t n_tokens, size_t row_begin, size_t row_end) {
-  if (n_tokens == 0 || row_begin >= row_end) return;
-  uint16_t* xb = activation_buffer(n_tokens * padded_cols(cols));
-  round_rows(x, n_tokens, cols, xb);
-  matmul_bf16_rounded_packed(w_bytes, bias, xb, y, rows, cols, n_tokens, row_begin, row_end);
+  rounded_from_f32(matmul_bf16_rounded_packed, w_bytes, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 }  // namespace avx512_bf16
