@@ -256,7 +256,6 @@ Kernels avx2_kernels() {
   Kernels k = scalar_kernels();
   k.isa = Isa::Avx2;
   k.matmul = avx2::matmul;
-  k.matmul_packed_float = avx2::matmul_packed_float;
   k.matmul_quantized = k.matmul_quantized.with(avx2::matmul_quantized);
   k.quantize_activations = avx2::quantize_activations;
   k.matmul_packed = avx2::matmul_packed;

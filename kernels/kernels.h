@@ -349,7 +349,6 @@ SiluMulSig silu_mul_f32;
 }  // namespace scalar
 namespace avx2 {  // kernels/kernels_avx2.cpp, kernels/quant_avx2.cpp
 extern const ByType<MatmulFn> matmul;
-extern const ByType<MatmulFn> matmul_packed_float;
 extern const ByType<MatmulQuantizedFn> matmul_quantized;
 extern const ByType<MatmulPackedFn> matmul_packed;
 QuantizeActivationsSig quantize_activations;

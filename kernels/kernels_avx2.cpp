@@ -56,16 +56,15 @@ uint64_t attention_avx2(const AttentionTile& a) {
   return attention_tile<Avx2AttnOps, KvT>(a);
 }
 
-// One token and prefill: matmul (simd_kernels.h); 2 .. kSmallBatchTokens: the small-batch tiles;
-// weights in layout G (kernels/weight_layout.h).
-template <class WT, size_t G = 1>
+// One token and prefill: matmul (simd_kernels.h); 2 .. kSmallBatchTokens: the small-batch tiles.
+template <class WT>
 void matmul_avx2(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                  size_t n_tokens, size_t row_begin, size_t row_end) {
   if (n_tokens >= 2 && n_tokens <= kSmallBatchTokens && row_begin < row_end) {
-    matmul_small<Avx2Ops, WT, G>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+    matmul_small<Avx2Ops, WT>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
     return;
   }
-  matmul_bytes<Avx2Ops, WT, G>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+  matmul_bytes<Avx2Ops, WT>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 }  // namespace
@@ -73,8 +72,6 @@ void matmul_avx2(const std::byte* w, const float* bias, const float* x, float* y
 namespace avx2 {
 
 constinit const ByType<MatmulFn> matmul{.f32 = matmul_avx2<float>, .bf16 = matmul_avx2<uint16_t>};
-constinit const ByType<MatmulFn> matmul_packed_float{.f32 = matmul_avx2<float, kFloatPackRows>,
-                                                     .bf16 = matmul_avx2<uint16_t, kFloatPackRows>};
 constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx2Ops>;
 constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx2Ops>;
 constinit const ByKvType attention{

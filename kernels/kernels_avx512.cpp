@@ -255,24 +255,12 @@ void matmul_bf16_widened(const std::byte* w, const float* bias, const float* x, 
   matmul_bytes<Avx512Ops, uint16_t>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
-// The same on the float packed layout (kernels.h), bitwise the above: the small-batch tiles
-// one group of rows by every token.
-void matmul_bf16_widened_packed(const std::byte* w, const float* bias, const float* x, float* y, size_t rows,
-                                size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
-  if (n_tokens >= 2 && n_tokens <= kSmallF32Tokens && row_begin < row_end) {
-    small_batch::matmul<SmallBatch<uint16_t, kFloatPackRows>>(reinterpret_cast<const uint16_t*>(w), bias, x, cols, y,
-                                                              rows, cols, n_tokens, row_begin, row_end);
-    return;
-  }
-  matmul_bytes<Avx512Ops, uint16_t, kFloatPackRows>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
-}
-
 }  // namespace
 
 namespace avx512 {
 
 constinit const ByType<MatmulFn> matmul{.f32 = matmul_f32, .bf16 = matmul_bf16_widened};
-constinit const ByType<MatmulFn> matmul_packed_float{.f32 = matmul_f32_packed, .bf16 = matmul_bf16_widened_packed};
+constinit const ByType<MatmulFn> matmul_packed_float{.f32 = matmul_f32_packed};
 constinit const DotRowsFn dot_rows_f32 = dot_rows<Avx512Ops>;
 constinit const AxpyRowsFn axpy_rows_f32 = axpy_rows<Avx512Ops>;
 

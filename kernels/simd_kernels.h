@@ -98,38 +98,37 @@ inline void matmul_tile(const WT* w, const float* bias, const float* x, float* y
     }
 }
 
-// Tokens [t_begin, t_end) for one strip of R rows (weights in layout G): full token tiles, then
-// one narrower tile.
-template <class Ops, size_t R, class WT, size_t G = 1>
+// Tokens [t_begin, t_end) for one strip of R rows: full token tiles, then one narrower tile.
+template <class Ops, size_t R, class WT>
 inline void matmul_strip(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t r0,
                          size_t t_begin, size_t t_end) {
   constexpr size_t T = Ops::token_tile;
   static_assert(T >= 1 && T <= 8);
   size_t t = t_begin;
-  for (; t + T <= t_end; t += T) matmul_tile<Ops, R, T, WT, false, G>(w, bias, x, y, rows, cols, r0, t);
+  for (; t + T <= t_end; t += T) matmul_tile<Ops, R, T>(w, bias, x, y, rows, cols, r0, t);
   switch (t_end - t) {
     case 0:
       break;
     case 1:
-      matmul_tile<Ops, R, 1, WT, false, G>(w, bias, x, y, rows, cols, r0, t);
+      matmul_tile<Ops, R, 1>(w, bias, x, y, rows, cols, r0, t);
       break;
     case 2:
-      if constexpr (T > 2) matmul_tile<Ops, R, 2, WT, false, G>(w, bias, x, y, rows, cols, r0, t);
+      if constexpr (T > 2) matmul_tile<Ops, R, 2>(w, bias, x, y, rows, cols, r0, t);
       break;
     case 3:
-      if constexpr (T > 3) matmul_tile<Ops, R, 3, WT, false, G>(w, bias, x, y, rows, cols, r0, t);
+      if constexpr (T > 3) matmul_tile<Ops, R, 3>(w, bias, x, y, rows, cols, r0, t);
       break;
     case 4:
-      if constexpr (T > 4) matmul_tile<Ops, R, 4, WT, false, G>(w, bias, x, y, rows, cols, r0, t);
+      if constexpr (T > 4) matmul_tile<Ops, R, 4>(w, bias, x, y, rows, cols, r0, t);
       break;
     case 5:
-      if constexpr (T > 5) matmul_tile<Ops, R, 5, WT, false, G>(w, bias, x, y, rows, cols, r0, t);
+      if constexpr (T > 5) matmul_tile<Ops, R, 5>(w, bias, x, y, rows, cols, r0, t);
       break;
     case 6:
-      if constexpr (T > 6) matmul_tile<Ops, R, 6, WT, false, G>(w, bias, x, y, rows, cols, r0, t);
+      if constexpr (T > 6) matmul_tile<Ops, R, 6>(w, bias, x, y, rows, cols, r0, t);
       break;
     case 7:
-      if constexpr (T > 7) matmul_tile<Ops, R, 7, WT, false, G>(w, bias, x, y, rows, cols, r0, t);
+      if constexpr (T > 7) matmul_tile<Ops, R, 7>(w, bias, x, y, rows, cols, r0, t);
       break;
     default:
       break;
@@ -151,20 +150,19 @@ void decode(const WT* w, const float* bias, const float* x, float* y, size_t row
   for (; r < row_end; ++r) matmul_tile<Ops, 1, 1, WT, false, G>(w, bias, x, y, rows, cols, r, 0);
 }
 
-// Weights in layout G.
-template <class Ops, class WT, size_t G = 1>
+template <class Ops, class WT>
 void matmul(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t n_tokens,
             size_t row_begin, size_t row_end) {
   if (n_tokens == 1) {
-    decode<Ops, G>(w, bias, x, y, rows, cols, row_begin, row_end);
+    decode<Ops>(w, bias, x, y, rows, cols, row_begin, row_end);
     return;
   }
   constexpr size_t R = Ops::row_tile;
   for (size_t tb = 0; tb < n_tokens; tb += kTokenBlock) {
     const size_t te = tb + kTokenBlock < n_tokens ? tb + kTokenBlock : n_tokens;
     size_t r = row_begin;
-    for (; r + R <= row_end; r += R) matmul_strip<Ops, R, WT, G>(w, bias, x, y, rows, cols, r, tb, te);
-    for (; r < row_end; ++r) matmul_strip<Ops, 1, WT, G>(w, bias, x, y, rows, cols, r, tb, te);
+    for (; r + R <= row_end; r += R) matmul_strip<Ops, R>(w, bias, x, y, rows, cols, r, tb, te);
+    for (; r < row_end; ++r) matmul_strip<Ops, 1>(w, bias, x, y, rows, cols, r, tb, te);
   }
 }
 
@@ -177,7 +175,7 @@ void matmul(const WT* w, const float* bias, const float* x, float* y, size_t row
 // matmul_tile, so every result is bitwise that of the other paths.
 inline constexpr size_t kSmallBatchTokens = 16;
 
-template <class Ops, size_t R, size_t T, class WT, size_t G>
+template <class Ops, size_t R, size_t T, class WT>
 inline void small_groups(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                          size_t n_tokens, size_t r) {
   size_t t0 = 0;
@@ -187,47 +185,45 @@ inline void small_groups(const WT* w, const float* bias, const float* x, float* 
     // size is T or T - 1 (the groups' sizes differ by at most one, the larger first); only the
     // first group, which reads the rows from memory, asks for the lines ahead.
     if (g == 0)
-      matmul_tile<Ops, R, T, WT, true, G>(w, bias, x, y, rows, cols, r, t0);
+      matmul_tile<Ops, R, T, WT, true>(w, bias, x, y, rows, cols, r, t0);
     else if (size == T)
-      matmul_tile<Ops, R, T, WT, false, G>(w, bias, x, y, rows, cols, r, t0);
+      matmul_tile<Ops, R, T, WT>(w, bias, x, y, rows, cols, r, t0);
     else if constexpr (T > 1)
-      matmul_tile<Ops, R, T - 1, WT, false, G>(w, bias, x, y, rows, cols, r, t0);
+      matmul_tile<Ops, R, T - 1, WT>(w, bias, x, y, rows, cols, r, t0);
     t0 += size;
   }
 }
 
-// On the packed layout (G > 1) a tile is one group of rows, one stream of memory.
-template <class Ops, size_t T, class WT, size_t G>
+template <class Ops, size_t T, class WT>
 void small_rows(const WT* w, const float* bias, const float* x, float* y, size_t rows, size_t cols, size_t n_tokens,
                 size_t row_begin, size_t row_end) {
-  constexpr size_t R = G > 1 ? G : Ops::small_rows(T);
+  constexpr size_t R = Ops::small_rows(T);
   size_t r = row_begin;
-  for (; r + R <= row_end; r += R) small_groups<Ops, R, T, WT, G>(w, bias, x, y, rows, cols, n_tokens, r);
-  for (; r < row_end; ++r) small_groups<Ops, 1, T, WT, G>(w, bias, x, y, rows, cols, n_tokens, r);
+  for (; r + R <= row_end; r += R) small_groups<Ops, R, T>(w, bias, x, y, rows, cols, n_tokens, r);
+  for (; r < row_end; ++r) small_groups<Ops, 1, T>(w, bias, x, y, rows, cols, n_tokens, r);
 }
 
-// y = W x + bias for 2 <= n_tokens <= kSmallBatchTokens (MatmulFn's conventions, weights WT
-// in layout G).
-template <class Ops, class WT, size_t G = 1>
+// y = W x + bias for 2 <= n_tokens <= kSmallBatchTokens (MatmulFn's conventions, weights WT).
+template <class Ops, class WT>
 void matmul_small(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                   size_t n_tokens, size_t row_begin, size_t row_end) {
-  constexpr size_t M = Ops::small_tokens;
-  static_assert(M >= 2 && M <= 4);
+  constexpr size_t G = Ops::small_tokens;
+  static_assert(G >= 2 && G <= 4);
   const auto* w = reinterpret_cast<const WT*>(w_bytes);
-  const size_t groups = (n_tokens + M - 1) / M, largest = (n_tokens + groups - 1) / groups;
+  const size_t groups = (n_tokens + G - 1) / G, largest = (n_tokens + groups - 1) / groups;
   if (largest == 2)
-    small_rows<Ops, 2, WT, G>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+    small_rows<Ops, 2>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
   else if (largest == 3)
-    small_rows<Ops, M >= 3 ? 3 : 2, WT, G>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+    small_rows<Ops, G >= 3 ? 3 : 2>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
   else
-    small_rows<Ops, M, WT, G>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+    small_rows<Ops, G>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
-// matmul as a MatmulFn: the weights' bytes read as WT (float, or bf16 bit patterns), in layout G.
-template <class Ops, class WT, size_t G = 1>
+// matmul as a MatmulFn: the weights' bytes read as WT (float, or bf16 bit patterns).
+template <class Ops, class WT>
 void matmul_bytes(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
                   size_t n_tokens, size_t row_begin, size_t row_end) {
-  matmul<Ops, WT, G>(reinterpret_cast<const WT*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+  matmul<Ops>(reinterpret_cast<const WT*>(w), bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 template <class Ops>

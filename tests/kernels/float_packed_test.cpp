@@ -125,7 +125,7 @@ TEST(FloatPackedMatmul, BitwiseTheTiersOwnProductOnEveryTierWithOne) {
       }
     }
   }
-  if (products == 0) GTEST_SKIP() << "no instruction set of this CPU has a float packed product (every SIMD tier has)";
+  if (products == 0) GTEST_SKIP() << "no instruction set of this CPU has a float packed product (AVX-512 has)";
   EXPECT_EQ(compared, products * shapes.size() * counts.size() * 2);
 }
 

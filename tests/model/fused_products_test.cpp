@@ -344,8 +344,7 @@ TEST(PackedWeights, FloatLogitsBitwiseEqualToUnpackedAndPackedWhereTheIsaHasTheP
     }
   }
   EXPECT_EQ(compared, dirs.size() * 2 * model_isas().size() * 2);
-  if (packed_models == 0)
-    GTEST_SKIP() << "no instruction set of this CPU has a float packed product (every SIMD tier has)";
+  if (packed_models == 0) GTEST_SKIP() << "no instruction set of this CPU has a float packed product (AVX-512 has)";
 }
 
 }  // namespace
