@@ -108,7 +108,6 @@ template <size_t G>
 struct TileG
     : prefill::Shape<float, float, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols, kMaxPassCols> {
   static constexpr size_t kG = G;
-  static_assert(kW == kLineElems<float>, "a step is one line of the packed layout: column c at c * G");
   template <size_t R, size_t T, bool kPasses>
   static void run(const float* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows,
                   size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry);
@@ -136,7 +135,7 @@ inline void TileG<G>::run(const float* w, const float* bias, const float* x, siz
     for (size_t t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x + t * x_stride + c);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      __m512 wv = _mm512_loadu_ps(wr[r] + c * G);
+      __m512 wv = _mm512_loadu_ps(wr[r] + col_offset<G, kW, float>(c));
       // Held in a register: GCC would otherwise fold the load into each of the T fmas, T
       // loads of the same vector (e.g. 4 x 6: 30 loads per 24 fmas, more than the load ports
       // give while the FMA pipes do 24).
@@ -156,7 +155,7 @@ inline void TileG<G>::run(const float* w, const float* bias, const float* x, siz
     for (size_t t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * x_stride + body);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_maskz_loadu_ps(m, wr[r] + body * G);
+      const __m512 wv = _mm512_maskz_loadu_ps(m, wr[r] + col_offset<G, kW, float>(body));
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_fmadd_ps(wv, xv[t], acc[t * R + r]);
     }

@@ -106,7 +106,6 @@ template <size_t G>
 struct TileG : prefill::Shape<uint16_t, uint16_t, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols,
                               kMaxPassCols, true> {
   static constexpr size_t kG = G;
-  static_assert(kChunk == kLineElems<uint16_t>, "a step is one line of the packed layout: column c at c * G");
   template <size_t R, size_t T, bool kPasses, bool kSpread, bool kFirst>
   static void run(const uint16_t* w, const float* bias, const uint16_t* xb, size_t stride, float* y, size_t rows,
                   size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry,
@@ -147,8 +146,10 @@ inline void TileG<G>::run(const uint16_t* w, const float* bias, const uint16_t* 
     for (size_t r = 0; r < R; ++r) {
       // A strip's first tile reads its rows from beyond L1: each row's line kPrefetchAhead
       // bytes on is asked for explicitly (a hint; it never faults past the end).
-      if constexpr (kFirst) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + c * G) + kPrefetchAhead, _MM_HINT_T0);
-      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wr[r] + c * G));
+      if constexpr (kFirst)
+        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + col_offset<G, kChunk, uint16_t>(c)) + kPrefetchAhead,
+                     _MM_HINT_T0);
+      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wr[r] + col_offset<G, kChunk, uint16_t>(c)));
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_dpbf16_ps(acc[t * R + r], wv, xv[t]);
     }
@@ -166,7 +167,8 @@ inline void TileG<G>::run(const uint16_t* w, const float* bias, const uint16_t* 
     for (size_t t = 0; t < T; ++t) xv[t] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(xb + t * stride + body));
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      const __m512bh wv = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m, wr[r] + body * G));
+      const __m512bh wv =
+          reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m, wr[r] + col_offset<G, kChunk, uint16_t>(body)));
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_dpbf16_ps(acc[t * R + r], wv, xv[t]);
     }

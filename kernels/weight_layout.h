@@ -1,8 +1,8 @@
 // Where a float matrix's elements are, for kernels written once for both layouts: G = 1, rows
 // one after another; G = kFloatPackRows, the float packed layout (kernels.h: G rows interleaved
 // one 64-byte line at a time). Row r's element at column c is at row_start<G>(w, r, cols) +
-// col_offset<G, kStep, WT>(c), for c a multiple of a kernel's step of kStep elements (which
-// divides a line). Include only from kernel translation units: it has internal linkage (see
+// col_offset<G, kStep, WT>(c), for c a multiple of a kernel's step of kStep elements (a whole
+// line on the packed layout). Include only from kernel translation units: it has internal linkage (see
 // simd_kernels.h for why).
 #pragma once
 
@@ -26,15 +26,10 @@ template <size_t G, class WT>
 
 template <size_t G, size_t kStep, class WT>
 [[gnu::always_inline]] inline size_t col_offset(size_t c) {
-  constexpr size_t kLine = kLineElems<WT>;
-  static_assert(kLine % kStep == 0, "a kernel's step divides a line");
-  if constexpr (G == 1) {
-    return c;
-  } else if constexpr (kStep == kLine) {
-    return c * G;  // c is a multiple of the line
-  } else {
-    return c / kLine * (G * kLine) + c % kLine;
-  }
+  // The packed products step a whole line at a time, so column c (a multiple of the step) is
+  // c / line lines into the row, each G lines apart.
+  static_assert(G == 1 || kStep == kLineElems<WT>, "on the packed layout a kernel steps one line at a time");
+  return c * G;
 }
 
 }  // namespace
