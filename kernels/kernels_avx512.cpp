@@ -102,15 +102,29 @@ struct F32Tree {
   }
 };
 
-// The tile for the prefill driver (kernels/prefill_driver.h), on weights in layout G
-// (kernels/weight_layout.h).
-template <size_t G>
-struct TileG
-    : prefill::Shape<float, float, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols, kMaxPassCols> {
+// Sixteen weights from p as f32: f32 as they are, bf16 widened exactly (Avx512Ops::widen_bf16);
+// the first n of them (the rest zeros) for the tail.
+[[gnu::always_inline]] inline __m512 load_w(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+[[gnu::always_inline]] inline __m512 load_w(const uint16_t* p) {
+  return Avx512Ops::load(p);
+}
+[[gnu::always_inline]] inline __m512 load_w_tail(const float* p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+[[gnu::always_inline]] inline __m512 load_w_tail(const uint16_t* p, __mmask16 m) {
+  return Avx512Ops::widen_bf16(_mm256_maskz_loadu_epi16(m, p));
+}
+
+// The tile for the prefill driver (kernels/prefill_driver.h), on weights WT (f32, or bf16
+// widened to f32) in layout G (kernels/weight_layout.h).
+template <size_t G, class WT = float>
+struct TileG : prefill::Shape<WT, float, kRowTile, kTokenTile, kTokenBlock, kWideTokenBlock, kPassCols, kMaxPassCols> {
   static constexpr size_t kG = G;
   template <size_t R, size_t T, bool kPasses>
-  static void run(const float* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows,
-                  size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry);
+  static void run(const WT* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows, size_t cols,
+                  size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry);
 };
 using Tile = TileG<1>;
 
@@ -118,13 +132,13 @@ using Tile = TileG<1>;
 // points at token t0's row, rows x_stride apart). Accumulator e = t * R + r. The pass that
 // reaches `cols` runs the tail, reduces and stores; the others leave the accumulators in
 // `carry` (R * T vectors, stored and loaded whole), where the next pass picks them up.
-template <size_t G>
+template <size_t G, class WT>
 template <size_t R, size_t T, bool kPasses>
-inline void TileG<G>::run(const float* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows,
-                          size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
+inline void TileG<G, WT>::run(const WT* w, const float* bias, const float* x, size_t x_stride, float* y, size_t rows,
+                              size_t cols, size_t r0, size_t t0, size_t c_begin, size_t c_end, __m512* carry) {
   __m512 acc[R * T];
   tile_sums::start_acc<R * T>(acc, carry, !kPasses || c_begin == 0);
-  const float* wr[R];
+  const WT* wr[R];
 #pragma GCC unroll 16
   for (size_t r = 0; r < R; ++r) wr[r] = row_start<G>(w, r0 + r, cols);
 
@@ -135,7 +149,7 @@ inline void TileG<G>::run(const float* w, const float* bias, const float* x, siz
     for (size_t t = 0; t < T; ++t) xv[t] = _mm512_loadu_ps(x + t * x_stride + c);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      __m512 wv = _mm512_loadu_ps(wr[r] + col_offset<G, kW, float>(c));
+      __m512 wv = load_w(wr[r] + col_offset<G, kW, WT>(c));
       // Held in a register: GCC would otherwise fold the load into each of the T fmas, T
       // loads of the same vector (e.g. 4 x 6: 30 loads per 24 fmas, more than the load ports
       // give while the FMA pipes do 24).
@@ -155,7 +169,7 @@ inline void TileG<G>::run(const float* w, const float* bias, const float* x, siz
     for (size_t t = 0; t < T; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * x_stride + body);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      const __m512 wv = _mm512_maskz_loadu_ps(m, wr[r] + col_offset<G, kW, float>(body));
+      const __m512 wv = load_w_tail(wr[r] + col_offset<G, kW, WT>(body), m);
 #pragma GCC unroll 8
       for (size_t t = 0; t < T; ++t) acc[t * R + r] = _mm512_fmadd_ps(wv, xv[t], acc[t * R + r]);
     }
@@ -244,16 +258,29 @@ void matmul_f32_packed(const std::byte* w_bytes, const float* bias, const float*
   }
 }
 
-// bf16 widened to f32: 2 .. kSmallF32Tokens tokens by the small-batch driver, else the generic
-// kernel.
-void matmul_bf16_widened(const std::byte* w, const float* bias, const float* x, float* y, size_t rows, size_t cols,
-                         size_t n_tokens, size_t row_begin, size_t row_end) {
-  if (n_tokens >= 2 && n_tokens <= kSmallF32Tokens && row_begin < row_end) {
-    small_batch::matmul<SmallBatch<uint16_t>>(reinterpret_cast<const uint16_t*>(w), bias, x, cols, y, rows, cols,
-                                              n_tokens, row_begin, row_end);
-    return;
+// The fewest tokens the widened bf16 product gives f32prefill's tiles. Fewer run as the generic
+// kernel's 4 x 6 tiles, whose weight vectors, widened once, serve 6 tokens where the prefill
+// tile's serve 3: on Zen 5 (`--isa avx512-vnni`, 2 threads, the 0.5B's bf16 weights, `bench
+// generate --rows-curve`, three alternated rounds) a pass of 7 / 8 / 9 rows took 1.45-1.58 /
+// 1.54-1.66 / 1.57-1.78 decode steps on the generic tiles against 1.60-1.68 / 1.61-1.70 /
+// 1.84-1.99 on the prefill tiles, and 12 / 16 rows 2.44-2.51 / 2.73-2.84 against 2.10-2.14 /
+// 2.49-2.51.
+constexpr size_t kWidenedPrefillFirst = 10;
+
+// bf16 widened to f32: one token and kSmallF32Tokens + 1 .. kWidenedPrefillFirst - 1 by the
+// generic kernel, 2 .. kSmallF32Tokens by the small-batch driver, more by f32prefill's tiles on
+// the widened weights; all bitwise the generic kernel's.
+void matmul_bf16_widened(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows,
+                         size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
+  if (n_tokens == 0 || row_begin >= row_end) return;
+  const auto* w = reinterpret_cast<const uint16_t*>(w_bytes);
+  if (n_tokens >= 2 && n_tokens <= kSmallF32Tokens) {
+    small_batch::matmul<SmallBatch<uint16_t>>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
+  } else if (n_tokens >= kWidenedPrefillFirst) {
+    prefill::matmul<f32prefill::TileG<1, uint16_t>>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
+  } else {
+    matmul<Avx512Ops>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
   }
-  matmul_bytes<Avx512Ops, uint16_t>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
 }
 
 }  // namespace
