@@ -397,7 +397,9 @@ void matmul_packed_k(const std::byte* w, size_t w_rows, const float* bias, const
   const auto group = [&](auto tg, const uint8_t* g, size_t part, size_t t0, typename P::F* acc) {
     constexpr size_t TG = decltype(tg)::value;
     const KTokens<TG> x(a, t0);
-    const size_t ahead = a.n > 1 && a.n <= kSmallPrefetchTokens ? kSmallPrefetchAhead : kPrefetchAhead;
+    const size_t ahead = a.n == 1                      ? kDecodePrefetchAhead<kType>
+                         : a.n <= kSmallPrefetchTokens ? kSmallPrefetchAhead
+                                                       : kPrefetchAhead;
     if constexpr (kType == WeightType::Q4_K)
       q4_k_group<P, TG>(g, part, nsb, x, acc, ahead);
     else if constexpr (kType == WeightType::Q5_K)
