@@ -103,7 +103,7 @@ struct F32Tree {
 };
 
 // Sixteen weights from p as f32: f32 as they are, bf16 widened exactly (Avx512Ops::widen_bf16);
-// the first n of them (the rest zeros) for the tail.
+// for the tail, those of mask m (the rest zeros).
 [[gnu::always_inline]] inline __m512 load_w(const float* p) {
   return _mm512_loadu_ps(p);
 }

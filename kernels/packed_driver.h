@@ -224,8 +224,9 @@ constexpr size_t kSmallPrefetchAhead = 8192, kSmallPrefetchTokens = 4;
 // type, so one token's product also runs long per byte. On Zen 5, one thread, a 32768x4096
 // Q3_K product streamed from memory, minimum of 15 runs, two rounds: 2.68 ms with 4 KiB, 1.78-1.88
 // with 8 KiB; at 2 threads, the synthetic Qwen3-0.6B, `bench generate -p 16 -n 32`, six
-// alternated rounds: all-Q3_K 107-114 -> 121-128 tokens/s, with an int8 logits matrix 93-94 ->
-// 96-98. Q4_K and Q6_K decode gained nothing from 8 KiB at 2 threads (Q4_K 91-96 against 93-95).
+// alternated rounds: all-Q3_K 107-115 -> 119-128 tokens/s, with an int8 logits matrix 93-94 ->
+// 96-98; on the AVX2 tiers (`--isa avx2-vnni` / `avx2`, three rounds) 74-79 -> 78-82 and 70-76 ->
+// 73-79. Q4_K and Q6_K decode gained nothing from 8 KiB at 2 threads (Q4_K 91-96 against 93-95).
 template <WeightType kType>
 constexpr size_t kDecodePrefetchAhead = kType == WeightType::Q3_K ? kSmallPrefetchAhead : kPrefetchAhead;
 inline void prefetch(const uint8_t* p) {
