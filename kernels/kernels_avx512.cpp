@@ -258,28 +258,36 @@ void matmul_f32_packed(const std::byte* w_bytes, const float* bias, const float*
   }
 }
 
-// The fewest tokens the widened bf16 product gives f32prefill's tiles. Fewer run as the generic
-// kernel's 4 x 6 tiles, whose weight vectors, widened once, serve 6 tokens where the prefill
-// tile's serve 3: on Zen 5 (`--isa avx512-vnni`, 2 threads, the 0.5B's bf16 weights, `bench
-// generate --rows-curve`, three alternated rounds) a pass of 7 / 8 / 9 rows took 1.45-1.58 /
-// 1.54-1.66 / 1.57-1.78 decode steps on the generic tiles against 1.60-1.68 / 1.61-1.70 /
-// 1.84-1.99 on the prefill tiles, and 12 / 16 rows 2.44-2.51 / 2.73-2.84 against 2.10-2.14 /
-// 2.49-2.51 (three later rounds: 12 rows 2.33-2.54 against 2.07-2.30, 16 alike, 2.45-2.70).
-constexpr size_t kWidenedPrefillFirst = 10;
+// The widened bf16 product's small-batch policy: token groups of at most kSmallF32Tokens, so
+// that 7-12 tokens run as two groups on tiles of 4-6 rows rather than one group on tiles of 3
+// (the second group reads its tiles' weights from L1). On Zen 5 (`--isa avx512-vnni`, 2
+// threads, the 0.5B's bf16 weights, `bench generate --rows-curve 1,7,8,9,12`, four rounds, the
+// order of the two builds swapped every other round), a pass of 7 / 8 / 9 / 12 rows in the
+// rounds whose decode step took 25-26 ms: 1.37-1.40 / 1.46-1.50 / 1.52-1.62 / 2.03-2.06 steps
+// before (one group of 3-row tiles up to 9 tokens, the prefill tiles from 10) against 1.16-1.18 /
+// 1.22-1.24 / 1.19-1.20 / 1.45-1.48; with 17-20 ms steps 1.95-2.22 / 2.20-2.32 / 2.21-2.42 /
+// 2.87-3.21 against 1.39 / 1.53 / 1.47 / 1.95. Past 12 tokens two groups would be 3-row tiles
+// again, and the prefill tiles take over.
+struct WidenedSmallBatch : SmallBatch<uint16_t> {
+  static constexpr size_t kGroupTokens = kSmallF32Tokens;
+};
+constexpr size_t kWidenedSmallTokens = 2 * WidenedSmallBatch::kGroupTokens;
 
-// bf16 widened to f32: one token and kSmallF32Tokens + 1 .. kWidenedPrefillFirst - 1 by the
-// generic kernel, 2 .. kSmallF32Tokens by the small-batch driver, more by f32prefill's tiles on
-// the widened weights; all bitwise the generic kernel's.
+// bf16 widened to f32: one token by the generic kernel, 2 .. kWidenedSmallTokens by the
+// small-batch driver, more by f32prefill's tiles on the widened weights; all bitwise the generic
+// kernel's. The prefill tiles took prefill from the generic kernel's 4 x 6 tiles: `bench generate
+// -p 64 -n 1 -r 3` on Zen 5, `--isa avx512-vnni`, three alternated rounds, 399 / 403 / 405 -> 443 /
+// 454 / 458 tokens/s (`-p 512`: 417 / 403 -> 473 / 474).
 void matmul_bf16_widened(const std::byte* w_bytes, const float* bias, const float* x, float* y, size_t rows,
                          size_t cols, size_t n_tokens, size_t row_begin, size_t row_end) {
   if (n_tokens == 0 || row_begin >= row_end) return;
   const auto* w = reinterpret_cast<const uint16_t*>(w_bytes);
-  if (n_tokens >= 2 && n_tokens <= kSmallF32Tokens) {
-    small_batch::matmul<SmallBatch<uint16_t>>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
-  } else if (n_tokens >= kWidenedPrefillFirst) {
-    prefill::matmul<f32prefill::TileG<1, uint16_t>>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
+  if (n_tokens == 1) {
+    decode<Avx512Ops>(w, bias, x, y, rows, cols, row_begin, row_end);
+  } else if (n_tokens <= kWidenedSmallTokens) {
+    small_batch::matmul<WidenedSmallBatch>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
   } else {
-    matmul<Avx512Ops>(w, bias, x, y, rows, cols, n_tokens, row_begin, row_end);
+    prefill::matmul<f32prefill::TileG<1, uint16_t>>(w, bias, x, cols, y, rows, cols, n_tokens, row_begin, row_end);
   }
 }
 
