@@ -179,12 +179,13 @@ inline void TileG<G, WT>::run(const WT* w, const float* bias, const float* x, si
 
 }  // namespace f32prefill
 
-// The most tokens the widened bf16 products and the f32 product on the packed layout give the
-// small-batch driver. Its tiles of 7 or 8 tokens are 3 rows high, which on f32 weights ran slower
-// than the prefill tiles (Zen 5, 2 threads, the 0.5B's pass of 7-8 rows: ~1.6x a decode step
-// against ~1.4x), and two token groups (9-16) would hold 36-56 KiB of f32 activations, crowding
-// the weights out of L1 (on the packed layout, 8 rows as two groups: 1.42-1.49 steps against
-// 1.37-1.39 by the prefill tiles).
+// The most tokens the f32 product on the packed layout gives the small-batch driver, and the most
+// in one token group of the widened bf16 product (WidenedSmallBatch below: two groups, up to 12
+// tokens). Its tiles of 7 or 8 tokens are 3 rows high, which on f32 weights ran slower than the
+// prefill tiles (Zen 5, 2 threads, the 0.5B's pass of 7-8 rows: ~1.6x a decode step against
+// ~1.4x), and two token groups (9-16) would hold 36-56 KiB of f32 activations, crowding the
+// weights out of L1 (on the packed layout, 8 rows as two groups: 1.42-1.49 steps against
+// 1.37-1.39 by the prefill tiles); bf16 weights, half the bytes, gain from two groups.
 constexpr size_t kSmallF32Tokens = 6;
 
 // The tokens the f32 product gives the small-batch driver, its tiles not asking for lines into
