@@ -154,6 +154,70 @@ void linear_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Linear)->Apply(linear_args);
 
+// A pass of a few tokens (speculative verification, serve's batched decode) against a decode
+// step, per weight type as a model loads it (packed where the best ISA's table packs it): what the
+// products cost when their weights are in cache (mode 0: one 128 x 1024 matrix on one thread, a
+// core's compute alone) and when they stream from memory (modes 1 and 2: copies of a 3072 x 1024
+// matrix, >= 256 MB, as decode reads them, on 1 or 2 threads). Counter block: a core's time per
+// 512 weights (a packed group's 16 rows by one 32-weight block) for the whole pass, all its tokens
+// (the time x threads / blocks). A pass of n tokens can cost what a decode step costs only while
+// mode 0's n-token figure stays under the one-token figure of the stream at the model's thread
+// count: their ratio is the share of the stream's time the products take, before any overlap.
+// Run: nanoinfer_microbench --benchmark_filter=SmallBatch --benchmark_repetitions=3
+//        --benchmark_report_aggregates_only=true
+void BM_SmallBatch(benchmark::State& state) {
+  const auto type = static_cast<WeightType>(state.range(0));
+  const size_t n_tokens = static_cast<size_t>(state.range(1));
+  const int mode = static_cast<int>(state.range(2)), threads = mode == 2 ? 2 : 1;
+  const size_t rows = mode == 0 ? 128 : 3072, cols = 1024;
+  const kernels::Kernels& table = kernels::table(best_isa());
+  const size_t row_bytes = weight_row_bytes(type, cols), bytes = rows * row_bytes;
+  const size_t copies = mode == 0 ? 1 : ((size_t{256} << 20) + bytes - 1) / bytes;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<std::byte> data(bytes * copies);
+  std::vector<float> row(cols);
+  for (size_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = dist(rng);
+    quantize_row(type, row.data(), data.data() + r * row_bytes, cols);
+  }
+  const bool packed = table.packs(type, rows, cols);
+  if (packed && (type == WeightType::F32 || type == WeightType::BF16))
+    kernels::pack_float(data.data(), rows, row_bytes);
+  else if (packed)
+    kernels::pack_quantized(type, data.data(), rows, cols);
+  for (size_t c = 1; c < copies; ++c)
+    std::copy_n(data.begin(), bytes, data.begin() + static_cast<ptrdiff_t>(c * bytes));
+  std::vector<float> x(n_tokens * cols), y(n_tokens * rows);
+  for (float& v : x) v = dist(rng);
+  const Compute compute{&pool_of(threads), &table};
+  size_t next = 0;
+  for (auto _ : state) {
+    const Weight w{type, data.data() + next * bytes, rows, cols, row_bytes, packed};
+    linear(compute, w, nullptr, x.data(), y.data(), n_tokens);
+    next = next + 1 == copies ? 0 : next + 1;
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double blocks = static_cast<double>(rows / 16) * static_cast<double>(cols / 32) / threads;
+  state.counters["block"] = benchmark::Counter(blocks * static_cast<double>(state.iterations()),
+                                               benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetLabel(std::string(weight_type_name(type)) + " " + std::string(isa_name(best_isa())) + " tok" +
+                 std::to_string(n_tokens) + (mode == 0 ? " in cache" : " streamed t" + std::to_string(threads)) +
+                 (packed ? " packed" : ""));
+}
+BENCHMARK(BM_SmallBatch)
+    ->ArgsProduct({{static_cast<int64_t>(WeightType::F32), static_cast<int64_t>(WeightType::BF16),
+                    static_cast<int64_t>(WeightType::Q8_0), static_cast<int64_t>(WeightType::Q4_0),
+                    static_cast<int64_t>(WeightType::Q4_K), static_cast<int64_t>(WeightType::Q6_K),
+                    static_cast<int64_t>(WeightType::Q3_K)},
+                   {1, 2, 4, 8},
+                   {0, 1, 2}})
+    ->ArgNames({"type", "tokens", "mode"})
+    ->UseRealTime()
+    ->MinTime(0.2)
+    ->Apply(add_min);
+
 // The read-bandwidth ceiling at the moment of measurement, to set the decode figures against:
 // a dot product over two 128 MiB arrays split across the pool (the attention kernel's, one row
 // per call), the simplest streaming loop there is.
