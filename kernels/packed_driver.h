@@ -7,8 +7,8 @@
 //   V (int32 lanes), F (float lanes); lanes: the rows one vector covers; parts = 16 / lanes:
 //   a 16-row group is computed as `parts` slices of `lanes` rows (AVX2: two slices of 8 rows,
 //   the low and high 32 bytes of each 64-byte vector of the layout); prefill_tokens: tokens
-//   per kernel call in prefill (a divisor of kQuantTokenGroup, so the padded token count is a
-//   multiple of it); small_tokens: the most tokens per kernel call in a small batch (up to
+//   per kernel call in prefill (at most small_tokens: a block's last call takes the tokens
+//   left, at a count the small batches also run); small_tokens: the most tokens per kernel call in a small batch (up to
 //   kPackedSmallBatch tokens: speculative verification, serve's batched decode), whose token
 //   groups are sized to the batch, so each group's weights are decoded once for as many tokens
 //   as the registers hold, and no work goes to the padding tokens of the activations' layout;
@@ -36,7 +36,12 @@ namespace {
 struct PackedZmm {
   using V = __m512i;
   using F = __m512;
-  static constexpr size_t lanes = 16, parts = 1, prefill_tokens = kQuantTokenGroup, small_tokens = 8;
+  // Prefill in groups of 8 tokens, not 4: each group's weights decoded once for twice the tokens.
+  // On Zen 5 (2 threads, `bench generate -p 64 -n 1 -r 3`, alternated): Q4_K_M pp64 1016-1049 ->
+  // 1135-1162 tokens/s (3 rounds), pp512 886-921 -> 985-996; Q3_K pp64 658-687 -> 648-758; int4
+  // pp64 medians of 7 rounds 1064 -> 1120, pp512 1022-1081 -> 1078-1131; Q6_K 971-1022 ->
+  // 1010-1029; int8 alike (1030-1060 against 1008-1059).
+  static constexpr size_t lanes = 16, parts = 1, prefill_tokens = 8, small_tokens = 8;
   static constexpr bool full_bytes = true;  // dot: exact for any unsigned byte (vpdpbusd)
 
   static V zero() { return _mm512_setzero_si512(); }
@@ -257,7 +262,7 @@ template <class P, class Group, class Rest>
 void packed_product(const std::byte* w, size_t row_bytes, size_t w_rows, const float* bias,
                     const QuantizedActivations& a, float* y, size_t stride, size_t row_begin, size_t row_end,
                     const Group& group, const Rest& rest) {
-  static_assert(P::lanes * P::parts == kPackRows && kQuantTokenGroup % P::prefill_tokens == 0);
+  static_assert(P::lanes * P::parts == kPackRows && P::prefill_tokens <= P::small_tokens);
   static_assert(kPackedTokenBlock % kQuantTokenGroup == 0);
   if (row_begin >= row_end || a.n == 0) return;
   const size_t packed_end = w_rows / kPackRows * kPackRows;
@@ -312,18 +317,22 @@ void packed_product(const std::byte* w, size_t row_bytes, size_t w_rows, const f
     }
   } else {
     constexpr size_t TG = P::prefill_tokens;
-    for (size_t tb = 0; tb < a.tokens; tb += kPackedTokenBlock) {
-      const size_t te = std::min(tb + kPackedTokenBlock, a.tokens);
+    for (size_t tb = 0; tb < a.n; tb += kPackedTokenBlock) {
+      const size_t te = std::min(tb + kPackedTokenBlock, a.n);
       for (size_t r0 = first_group; r0 < group_end; r0 += kPackRows) {
         const auto* g = reinterpret_cast<const uint8_t*>(w + r0 * row_bytes);
         for (size_t part = 0; part < P::parts; ++part) {
           if (!wanted(r0, part)) continue;
-          for (size_t t0 = tb; t0 < te && t0 < a.n; t0 += TG) {
-            typename P::F acc[TG];
+          // Groups of TG tokens, then one of the tokens left (fewer: no padding token computed).
+          for (size_t t0 = tb; t0 < te; t0 += TG) {
+            with_token_count<TG>(std::min(TG, te - t0), [&](auto tg) {
+              constexpr size_t N = decltype(tg)::value;
+              typename P::F acc[N];
 #pragma GCC unroll 16
-            for (size_t t = 0; t < TG; ++t) acc[t] = P::zero_f();
-            group(std::integral_constant<size_t, TG>{}, g, part, t0, acc);
-            for (size_t t = 0; t < TG && t0 + t < a.n; ++t) store(r0 + P::lanes * part, t0 + t, acc[t]);
+              for (size_t t = 0; t < N; ++t) acc[t] = P::zero_f();
+              group(tg, g, part, t0, acc);
+              for (size_t t = 0; t < N; ++t) store(r0 + P::lanes * part, t0 + t, acc[t]);
+            });
           }
         }
       }
