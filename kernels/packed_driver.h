@@ -8,10 +8,11 @@
 //   a 16-row group is computed as `parts` slices of `lanes` rows (AVX2: two slices of 8 rows,
 //   the low and high 32 bytes of each 64-byte vector of the layout); prefill_tokens: tokens
 //   per kernel call in prefill (at most small_tokens: a block's last call takes the tokens
-//   left, at a count the small batches also run); small_tokens: the most tokens per kernel call in a small batch (up to
-//   kPackedSmallBatch tokens: speculative verification, serve's batched decode), whose token
-//   groups are sized to the batch, so each group's weights are decoded once for as many tokens
-//   as the registers hold, and no work goes to the padding tokens of the activations' layout;
+//   left, at a count the small batches also run); small_tokens: the most tokens per kernel
+//   call in a small batch (up to kPackedSmallBatch tokens: speculative verification, serve's
+//   batched decode), whose token groups are sized to the batch, so each group's weights are
+//   decoded once for as many tokens as the registers hold, and no work goes to the padding
+//   tokens of the activations' layout;
 //   full_bytes: whether dot is exact for unsigned bytes up to 255 (VNNI), as Q8_0's words need;
 //   without, dot_signed, abs8, xor_ and sll32 (PackedYmm<false>).
 // Each lane is one (row, token) pair and runs the scalar reference's steps, so a slice's
