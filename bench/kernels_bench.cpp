@@ -64,25 +64,41 @@ struct WeightCopies {
   std::vector<Weight> weights;
 };
 
+// `copies` copies of one rows x cols matrix of random weights in [-1, 1) (seeded), laid out as a
+// model loads it: packed or not.
+std::vector<std::byte> random_weights(WeightType type, size_t rows, size_t cols, bool packed, size_t copies,
+                                      unsigned seed) {
+  const size_t row_bytes = weight_row_bytes(type, cols), bytes = rows * row_bytes;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<std::byte> data(bytes * copies);
+  std::vector<float> row(cols);
+  for (size_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = dist(rng);
+    quantize_row(type, row.data(), data.data() + r * row_bytes, cols);
+  }
+  if (packed && (type == WeightType::F32 || type == WeightType::BF16))
+    kernels::pack_float(data.data(), rows, row_bytes);
+  else if (packed)
+    kernels::pack_quantized(type, data.data(), rows, cols);
+  for (size_t c = 1; c < copies; ++c)
+    std::copy_n(data.begin(), bytes, data.begin() + static_cast<ptrdiff_t>(c * bytes));
+  return data;
+}
+
+// Copies enough that they do not fit in any cache: >= 256 MB in all.
+size_t streamed_copies(size_t bytes) {
+  return ((size_t{256} << 20) + bytes - 1) / bytes;
+}
+
 const WeightCopies& weight_copies(int64_t shape_index, WeightType type, bool packed) {
   static WeightCopies cache;
   if (cache.shape == shape_index && cache.type == type && cache.packed == packed) return cache;
   cache = WeightCopies{shape_index, type, packed};
   const Shape& shape = kShapes[shape_index];
   const size_t row_bytes = weight_row_bytes(type, shape.cols), bytes = shape.rows * row_bytes;
-  constexpr size_t kMinTotalBytes = size_t{256} << 20;
-  const size_t copies = (kMinTotalBytes + bytes - 1) / bytes;
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  cache.bytes.resize(bytes * copies);
-  std::vector<float> row(shape.cols);
-  for (size_t r = 0; r < shape.rows; ++r) {
-    for (float& v : row) v = dist(rng);
-    quantize_row(type, row.data(), cache.bytes.data() + r * row_bytes, shape.cols);
-  }
-  if (packed) kernels::pack_quantized(type, cache.bytes.data(), shape.rows, shape.cols);
-  for (size_t c = 1; c < copies; ++c)
-    std::copy_n(cache.bytes.begin(), bytes, cache.bytes.begin() + static_cast<ptrdiff_t>(c * bytes));
+  const size_t copies = streamed_copies(bytes);
+  cache.bytes = random_weights(type, shape.rows, shape.cols, packed, copies, 1);
   for (size_t c = 0; c < copies; ++c)
     cache.weights.push_back({type, cache.bytes.data() + c * bytes, shape.rows, shape.cols, row_bytes, packed});
   return cache;
@@ -172,22 +188,11 @@ void BM_SmallBatch(benchmark::State& state) {
   const size_t rows = mode == 0 ? 128 : 3072, cols = 1024;
   const kernels::Kernels& table = kernels::table(best_isa());
   const size_t row_bytes = weight_row_bytes(type, cols), bytes = rows * row_bytes;
-  const size_t copies = mode == 0 ? 1 : ((size_t{256} << 20) + bytes - 1) / bytes;
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<std::byte> data(bytes * copies);
-  std::vector<float> row(cols);
-  for (size_t r = 0; r < rows; ++r) {
-    for (float& v : row) v = dist(rng);
-    quantize_row(type, row.data(), data.data() + r * row_bytes, cols);
-  }
+  const size_t copies = mode == 0 ? 1 : streamed_copies(bytes);
   const bool packed = table.packs(type, rows, cols);
-  if (packed && (type == WeightType::F32 || type == WeightType::BF16))
-    kernels::pack_float(data.data(), rows, row_bytes);
-  else if (packed)
-    kernels::pack_quantized(type, data.data(), rows, cols);
-  for (size_t c = 1; c < copies; ++c)
-    std::copy_n(data.begin(), bytes, data.begin() + static_cast<ptrdiff_t>(c * bytes));
+  const std::vector<std::byte> data = random_weights(type, rows, cols, packed, copies, 3);
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> x(n_tokens * cols), y(n_tokens * rows);
   for (float& v : x) v = dist(rng);
   const Compute compute{&pool_of(threads), &table};
